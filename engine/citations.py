@@ -1,0 +1,56 @@
+"""Citations: parsed from answer text, and (with token offsets) given the model's probability.
+
+The text parser accepts the forms models actually write for "cite them properly using
+[1][2][3]": `[1]`, `[1][2]`, `[1, 2]`, `[1;2]` and `[1-3]` (a range cites each number in it).
+Numbers are 1-based positions of documents as shown in the prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A bracket holding only numbers, separated by commas, semicolons, spaces or a range dash.
+_BRACKET = re.compile(r"\[\s*\d+(?:\s*(?:[,;]|-|–)\s*\d+|\s+\d+)*\s*\]")
+_NUMBER = re.compile(r"\d+")
+_RANGE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
+_MAX_RANGE = 100  # a "[1-100000]" is a typo, not a hundred thousand citations
+
+
+@dataclass(frozen=True)
+class CitationMark:
+    """One cited number and where its digits sit in the answer text."""
+
+    number: int
+    start: int  # char offset of the first digit
+    end: int  # char offset after the last digit
+
+
+def parse_citation_marks(text: str) -> list[CitationMark]:
+    """Every cited number in order of appearance, repeats included."""
+    marks: list[CitationMark] = []
+    for bracket in _BRACKET.finditer(text):
+        body_start = bracket.start()
+        body = bracket.group()
+        ranges = {m.start(): m for m in _RANGE.finditer(body)}
+        pos = 0
+        while True:
+            number = _NUMBER.search(body, pos)
+            if number is None:
+                break
+            rng = ranges.get(number.start())
+            if rng is not None and int(rng.group(2)) - int(rng.group(1)) <= _MAX_RANGE:
+                lo, hi = int(rng.group(1)), int(rng.group(2))
+                # Every number in a range is attributed to the whole range's digits.
+                for n in range(lo, hi + 1):
+                    marks.append(CitationMark(n, body_start + rng.start(1), body_start + rng.end(2)))
+                pos = rng.end()
+                continue
+            marks.append(CitationMark(int(number.group()), body_start + number.start(), body_start + number.end()))
+            pos = number.end()
+    return marks
+
+
+def parse_citations(text: str) -> list[int]:
+    """Cited 1-based positions in order of appearance, repeats included."""
+    return [m.number for m in parse_citation_marks(text)]
