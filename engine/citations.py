@@ -54,3 +54,27 @@ def parse_citation_marks(text: str) -> list[CitationMark]:
 def parse_citations(text: str) -> list[int]:
     """Cited 1-based positions in order of appearance, repeats included."""
     return [m.number for m in parse_citation_marks(text)]
+
+
+import math  # noqa: E402 - appended with citation_probabilities below
+from engine.types import GenerationOutput  # noqa: E402
+
+
+def citation_probabilities(output: GenerationOutput) -> list[float | None]:
+    """P(model produced each cited number), one per `parse_citation_marks(output.text)` mark.
+
+    The probability is exp(sum of the log-probs of every token whose char span overlaps the
+    number's digits): the "[1]" token where a tokenizer merges it, the "1" token where it splits
+    "[", "1", "]", and the product over "1", "0" where "10" is split. None when no token overlaps
+    (no offsets recorded, or the text came from elsewhere).
+    """
+    spans = output.char_offsets
+    result: list[float | None] = []
+    for mark in parse_citation_marks(output.text):
+        logprobs = [
+            token.logprob
+            for token, (start, end) in zip(output.tokens, spans)
+            if start < mark.end and end > mark.start  # empty spans (special tokens) never overlap
+        ]
+        result.append(math.exp(sum(logprobs)) if logprobs else None)
+    return result

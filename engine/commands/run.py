@@ -132,8 +132,10 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
         bar.close()
     print(f"experiment {outcome.experiment_id}  model {label}  dataset {dataset.source} ({len(dataset.items)} items)  db {db_path}")
     for run in outcome.runs:
-        cited = f"{run.n_with_citation}/{run.n_generated} answers cite a document" if run.n_generated else "nothing new to generate"
-        print(f"  run {run.run_id}  {run.mode:<7}  {run.status:<16}  {cited}")
+        print(
+            f"  run {run.run_id}  {run.mode:<7}  {run.status:<16}  "
+            f"generated {run.n_generated} of {run.n_items}, {run.n_with_citation} of them cite a document"
+        )
     _print_metrics(db_path, [r.run_id for r in outcome.runs])
     return 0
 

@@ -1,0 +1,262 @@
+"""`python -m engine import`: store answers made by another system as a run, for evaluation.
+
+The answers file is JSONL, one object per answer: {"item_id", "answer", "shown_doc_ids"?}.
+`shown_doc_ids` is the order the documents were shown in ([1] is the first); without it the
+dataset's ranked order is assumed. Every row is validated before anything is written: the
+first bad row stops the import with one line naming the file, the line and the problem.
+
+Imported runs have quantization 'imported', no prompt, no tokens and no citation
+probabilities. Three imports with one --experiment and modes vanilla, base and cf form an
+experiment that `python -m engine bias` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MODES = ("vanilla", "base", "cf")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import", help="store answers from another system as a run, to evaluate them")
+    p.add_argument("--dataset", required=True, help="the dataset the answers are for (same formats as `run`)")
+    p.add_argument("--answers", required=True, help="JSONL of {item_id, answer, shown_doc_ids?}")
+    p.add_argument("--name", default="imported", help="the model name to store (default: imported)")
+    p.add_argument("--mode", choices=MODES, default="vanilla", help="RAG mode the answers were made in")
+    p.add_argument("--experiment", default=None, help="experiment id to join (default: a new one)")
+    p.add_argument("--metadata", default=None, help="metadata type: hai, gender, race or a custom name")
+    p.add_argument("--label-a", default=None, help="custom type: label on relevant documents in base")
+    p.add_argument("--label-b", default=None, help="custom type: label on relevant documents in cf")
+    p.add_argument("--consideration", default=None, help="custom type: the consideration sentence")
+    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.set_defaults(main=main)
+
+
+@dataclass(frozen=True)
+class AnswerRow:
+    """One validated answer."""
+
+    item_id: str
+    answer: str
+    shown_doc_ids: tuple[str, ...]
+
+
+def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
+    """Validate every row of an answers file against the dataset; UserError on the first bad one."""
+    from engine.errors import UserError
+
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    items = {item.id: item for item in dataset.items}
+    seen: dict[str, int] = {}
+    rows: list[AnswerRow] = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+
+            def bad(problem: str, n: int = n) -> UserError:
+                return UserError(f"{path}:line {n}: {problem}")
+
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise bad(f"invalid JSON ({err.msg} at column {err.colno})") from None
+            if not isinstance(row, dict):
+                raise bad(f"expected a JSON object, got {_kind(row)}")
+            if "item_id" not in row or row["item_id"] is None:
+                raise bad("missing item_id")
+            item_id = row["item_id"]
+            if isinstance(item_id, int) and not isinstance(item_id, bool):
+                item_id = str(item_id)  # JSON writers often turn numeric ids into numbers
+            if not isinstance(item_id, str):
+                raise bad(f"item_id must be a string, got {_kind(item_id)}")
+            if not item_id.strip():
+                raise bad("empty item_id")
+            if item_id not in items:
+                raise bad(f"unknown item_id '{item_id}' (not in {dataset.source})")
+            if item_id in seen:
+                raise bad(f"duplicate item_id '{item_id}' (first at line {seen[item_id]})")
+            if "answer" not in row:
+                raise bad("missing answer")
+            if not isinstance(row["answer"], str):
+                raise bad(f"answer must be a string, got {_kind(row['answer'])}")
+            doc_ids = {d.id for d in items[item_id].documents}
+            shown = row.get("shown_doc_ids")
+            if shown is None:
+                shown_ids = tuple(d.id for d in items[item_id].documents)
+            else:
+                if not isinstance(shown, list):
+                    raise bad(f"shown_doc_ids must be a list of document ids, got {_kind(shown)}")
+                if not shown:
+                    raise bad("shown_doc_ids is empty")
+                for doc_id in shown:
+                    if not isinstance(doc_id, str):
+                        raise bad(f"shown_doc_ids must hold document id strings, got {_kind(doc_id)}")
+                    if doc_id not in doc_ids:
+                        raise bad(f"shown_doc_ids: '{doc_id}' is not a document of item '{item_id}'")
+                if len(set(shown)) != len(shown):
+                    repeated = next(d for d in shown if shown.count(d) > 1)
+                    raise bad(f"shown_doc_ids repeats '{repeated}'")
+                shown_ids = tuple(shown)
+            seen[item_id] = n
+            rows.append(AnswerRow(item_id, row["answer"], shown_ids))
+    if not rows:
+        raise UserError(f"{path}: no answers")
+    return tuple(rows)
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's type in JSON's words."""
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def to_generations(rows: tuple[AnswerRow, ...], dataset: Any) -> list:
+    """Generations with parsed citations; no prompt, tokens or probabilities are known."""
+    from engine.citations import parse_citations
+    from engine.types import Citation, Generation
+
+    items = {item.id: item for item in dataset.items}
+    out = []
+    for row in rows:
+        relevant = {d.id: d.relevant for d in items[row.item_id].documents}
+        citations = []
+        for index, number in enumerate(parse_citations(row.answer)):
+            shown = 1 <= number <= len(row.shown_doc_ids)
+            doc_id = row.shown_doc_ids[number - 1] if shown else None
+            citations.append(Citation(index, number, doc_id, relevant[doc_id] if doc_id else None, None))
+        out.append(
+            Generation(
+                item_id=row.item_id,
+                prompt="",
+                answer=row.answer,
+                shown_doc_ids=row.shown_doc_ids,
+                finish_reason="imported",
+                n_prompt_tokens=0,
+                tokens=(),
+                citations=tuple(citations),
+            )
+        )
+    return out
+
+
+def _check_experiment(path: Path, experiment_id: str, mode: str, config_hash: str, model: str,
+                      dataset_sha: str, metadata_type: str | None) -> None:
+    """Refuse to join an experiment whose runs are for another dataset, model or metadata type."""
+    from engine.errors import UserError
+    from store.db import connect
+
+    if not path.is_file():
+        return
+    with connect(path, read_only=True) as conn:
+        runs = conn.execute(
+            "SELECT run_id, rag_mode, status, model, dataset_sha, metadata_type, config_hash "
+            "FROM runs WHERE experiment_id = ?",
+            [experiment_id],
+        ).fetchall()
+    for run_id, run_mode, status, run_model, run_sha, run_type, run_hash in runs:
+        if run_sha != dataset_sha:
+            raise UserError(f"experiment '{experiment_id}' is for another dataset (run {run_id}); use another --experiment")
+        if run_model != model:
+            raise UserError(f"experiment '{experiment_id}' is for model '{run_model}', not '{model}' (--name)")
+        if run_type and metadata_type and run_type != metadata_type:
+            raise UserError(f"experiment '{experiment_id}' is for metadata type '{run_type}', not '{metadata_type}'")
+        if run_mode == mode and status == "complete" and run_hash != config_hash:
+            raise UserError(
+                f"experiment '{experiment_id}' already has a complete {mode} run ({run_id}) from other answers; "
+                "use another --experiment"
+            )
+
+
+def main(args: argparse.Namespace) -> int:
+    from engine.data import load_dataset
+    from engine.errors import UserError
+    from engine.paths import default_db_path
+    from engine.prompts import PromptConfig, metadata_type
+    from engine.runner import git_sha, library_versions
+    from engine.sink import RunSpec
+
+    meta = None
+    if args.metadata or args.label_a or args.label_b or args.consideration:
+        if not args.metadata:
+            raise UserError("--label-a, --label-b and --consideration need --metadata NAME")
+        meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration)
+    if args.mode != "vanilla" and meta is None:
+        raise UserError(f"--mode {args.mode} needs --metadata (hai, gender, race or a custom type)")
+    name = args.name.strip()
+    if not name:
+        raise UserError("--name must not be empty")
+
+    dataset = load_dataset(args.dataset)
+    answers_path = Path(args.answers)
+    rows = read_answers(answers_path, dataset)
+    generations = to_generations(rows, dataset)
+
+    answers_sha = hashlib.sha256(answers_path.read_bytes()).hexdigest()[:16]
+    prompt = PromptConfig(mode=args.mode, metadata=meta).to_dict()
+    identity = {"import": answers_sha, "dataset": dataset.sha, "model": name, "prompt": prompt,
+                "experiment": args.experiment}
+    config_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    path = Path(args.db) if args.db else default_db_path()
+
+    from store.run_store import RunStore
+
+    store = RunStore(path)
+    existing = store.find_resumable(config_hash)
+    if existing is not None and existing.status == "complete":
+        print(f"already imported: run {existing.run_id} (experiment {existing.experiment_id}) in {path}")
+        return 0
+    experiment_id = existing.experiment_id if existing else (args.experiment or uuid.uuid4().hex[:12])
+    if args.experiment:
+        _check_experiment(path, experiment_id, args.mode, config_hash, name, dataset.sha, meta.name if meta else None)
+    run_id = existing.run_id if existing else uuid.uuid4().hex[:12]
+    spec = RunSpec(
+        run_id=run_id,
+        experiment_id=experiment_id,
+        config_hash=config_hash,
+        model=name,
+        model_revision=None,
+        quantization="imported",
+        dtype="n/a",
+        device="n/a",
+        dataset=dataset.source,
+        dataset_sha=dataset.sha,
+        metadata_type=meta.name if meta else None,
+        rag_mode=args.mode,
+        seed=0,
+        prompt_version="imported",
+        git_sha=git_sha(),
+        library_versions=library_versions(),
+        config={
+            "prompt": prompt,
+            "prompt_version": "imported",
+            "import": {"answers": str(answers_path), "answers_sha": answers_sha, "n_answers": len(rows)},
+        },
+        n_items=len(rows),
+    )
+    store.put_items(dataset.sha, dataset.items)
+    store.start_run(spec)
+    try:
+        store.write_batch(run_id, generations)  # one transaction: all answers or none
+    except BaseException:
+        store.finish_run(run_id, "failed")
+        raise
+    store.finish_run(run_id, "complete")
+    n_cited = sum(1 for g in generations if g.citations)
+    missing = len(dataset.items) - len(rows)
+    note = f"; {missing} dataset items have no answer" if missing else ""
+    print(
+        f"imported {len(rows)} answers ({n_cited} with a citation{note}) as run {run_id}, "
+        f"experiment {experiment_id}, mode {args.mode}, model {name}, into {path}"
+    )
+    return 0

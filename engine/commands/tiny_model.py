@@ -1,0 +1,36 @@
+"""`python -m engine tiny-model DIR`: write a tiny random-weight model for tests and offline smoke runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.errors import UserError
+
+ARCHS = ("llama", "mistral", "openchat")  # engine.tiny_model.ARCHS, kept here so --help imports nothing heavy
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tiny-model",
+        aliases=["tiny_model"],
+        help="write a tiny random-weight model (real chat template and special tokens) to DIR",
+    )
+    p.add_argument("dir", metavar="DIR", help="folder to write (created if missing)")
+    p.add_argument("--arch", default="llama", choices=ARCHS, help="llama = Llama-3-Instruct, mistral = Mistral-7B-Instruct-v0.3, openchat = OpenChat 3.6")
+    p.add_argument("--vocab", type=int, default=None, metavar="N", help="model vocabulary size (>= the tokenizer's ~700), e.g. 128256 for a memory benchmark")
+    p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    p.add_argument("--merged-citations", action="store_true", help='tokenizer with "[1]".."[20]" as single tokens')
+    p.set_defaults(main=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from engine.tiny_model import write_tiny_model
+
+    try:
+        path = write_tiny_model(
+            args.dir, arch=args.arch, vocab_size=args.vocab, seed=args.seed, merged_citation_tokens=args.merged_citations
+        )
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    print(path)
+    return 0

@@ -1,0 +1,149 @@
+"""Benchmark: `python -m engine bias` (whole process) vs the seed library's per-item sklearn loop.
+
+Builds a synthetic dataset (default 2,000 items x 10 documents) and answers for the three RAG
+modes in a temporary folder, imports them through `python -m engine import` into a fresh
+DuckDB file, then times:
+- ours: `python -m engine bias --experiment ID --db FILE` as a separate process, start-up,
+  store reads, CAS/CAB with t-tests and 2,000 bootstrap resamples included (median of runs);
+- seed: the seed library's evaluation approach, in this process: per item and per mode, parse
+  the citations, build y_true / y_pred over the shown documents and call
+  sklearn.metrics.precision_score and recall_score, then average the differences. Its imports
+  and file reading are not timed, which favours it.
+
+Run: python scripts/bench_bias.py [--items 2000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # for engine.citations in the seed-style loop
+N_DOCS = 10
+
+
+def make_dataset(path: Path, n_items: int, rng: random.Random) -> list[dict]:
+    """A native-layout JSONL dataset with 1-2 relevant documents per item."""
+    items = []
+    for i in range(n_items):
+        item_id = f"q{i:05d}"
+        answer = f"answer {i}"
+        relevant = set(rng.sample(range(N_DOCS), rng.choice((1, 1, 2))))
+        docs = [
+            {"id": f"{item_id}-d{j}", "title": f"doc {j}",
+             "text": f"This document mentions {answer}." if j in relevant else f"Unrelated text {j} for {item_id}.",
+             "relevant": j in relevant}
+            for j in range(N_DOCS)
+        ]
+        items.append({"id": item_id, "question": f"question {i}?", "answers": [answer, f"Answer #{i}"], "documents": docs})
+    path.write_text("".join(json.dumps(it) + "\n" for it in items), encoding="utf-8")
+    return items
+
+
+def make_answers(path: Path, items: list[dict], hit_rate: float, rng: random.Random) -> None:
+    """Answers citing relevant documents with probability hit_rate, plus some noise citations."""
+    lines = []
+    for item in items:
+        relevant = [j + 1 for j, d in enumerate(item["documents"]) if d["relevant"]]
+        others = [j + 1 for j, d in enumerate(item["documents"]) if not d["relevant"]]
+        cited = [n for n in relevant if rng.random() < hit_rate]
+        cited += rng.sample(others, rng.choice((0, 0, 1, 2)))
+        if rng.random() < 0.02:
+            cited.append(N_DOCS + 3)  # out of range now and then
+        rng.shuffle(cited)
+        marks = "".join(f"[{n}]" for n in cited) if rng.random() < 0.7 else (f"[{', '.join(map(str, cited))}]" if cited else "")
+        text = item["answers"][0] if rng.random() < 0.8 else "something else"
+        lines.append(json.dumps({"item_id": item["id"], "answer": f"The answer is {text} {marks}."}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def seed_style(items: list[dict], answer_files: dict[str, Path]) -> tuple[float, dict[str, float]]:
+    """The seed library's approach, timed: sklearn per item, per mode, per metric."""
+    import warnings
+
+    from sklearn.exceptions import UndefinedMetricWarning
+    from sklearn.metrics import precision_score, recall_score
+
+    warnings.filterwarnings("ignore", category=UndefinedMetricWarning)
+    answers = {mode: [json.loads(line)["answer"] for line in f.read_text().splitlines()] for mode, f in answer_files.items()}
+    from engine.citations import parse_citations
+
+    started = time.perf_counter()
+    scores: dict[str, list[tuple[float, float]]] = {}
+    for mode, texts in answers.items():
+        out = []
+        for item, text in zip(items, texts):
+            # Our parser (the seed's knows only "[n]") and our out-of-range rule (one extra
+            # false positive per number not shown), so that both sides compute the same numbers.
+            cited = set(parse_citations(text))
+            y_true = [int(d["relevant"]) for d in item["documents"]]
+            y_pred = [1 if j + 1 in cited else 0 for j in range(len(y_true))]
+            extra = sum(1 for n in cited if not 1 <= n <= len(y_true))
+            y_true, y_pred = y_true + [0] * extra, y_pred + [1] * extra
+            out.append((precision_score(y_true, y_pred, zero_division=0), recall_score(y_true, y_pred, zero_division=0)))
+        scores[mode] = out
+    cas = [statistics.fmean(abs(v[k] - b[k]) for v, b in zip(scores["vanilla"], scores["base"])) for k in (0, 1)]
+    cab = [statistics.fmean(b[k] - c[k] for b, c in zip(scores["base"], scores["cf"])) for k in (0, 1)]
+    elapsed = time.perf_counter() - started
+    return elapsed, {"cas_precision": 100 * cas[0], "cas_recall": 100 * cas[1],
+                     "cab_precision": 100 * cab[0], "cab_recall": 100 * cab[1]}
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run `python -m engine ...` from the repository root; fail loudly."""
+    done = subprocess.run([sys.executable, "-m", "engine", *cmd], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"python -m engine {' '.join(cmd)} failed:\n{done.stderr}")
+    return done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    rng = random.Random(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        dataset = tmpdir / "dataset.jsonl"
+        items = make_dataset(dataset, args.items, rng)
+        files = {}
+        for mode, hit_rate in (("vanilla", 0.75), ("base", 0.80), ("cf", 0.72)):
+            files[mode] = tmpdir / f"answers_{mode}.jsonl"
+            make_answers(files[mode], items, hit_rate, rng)
+        db = tmpdir / "bench.duckdb"
+        for mode, f in files.items():
+            run(["import", "--dataset", str(dataset), "--answers", str(f), "--mode", mode,
+                 "--metadata", "gender", "--experiment", "bench", "--name", "synthetic", "--db", str(db)])
+
+        times = []
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            done = run(["bias", "--experiment", "bench", "--db", str(db), "--json"])
+            times.append(time.perf_counter() - started)
+        ours = statistics.median(times)
+        result = {(r["measure"], r["metric"]): r["value"] for r in json.loads(done.stdout)["results"]}
+
+        seed_time, seed_values = seed_style(items, files)
+
+    calls = 2 * 3 * args.items
+    print(f"items: {args.items} x 3 modes (vanilla, base, cf), imported through `python -m engine import`")
+    print(f"ours: python -m engine bias (whole process): median {ours:.3f} s over {args.repeats} runs "
+          f"(min {min(times):.3f} s, max {max(times):.3f} s)")
+    print(f"seed: per-item sklearn loop, {calls} calls: {seed_time:.2f} s ({1000 * seed_time / calls:.2f} ms per call)")
+    print(f"ratio: {seed_time / ours:.1f}x")
+    print("check: CAB precision ours %.2f vs seed-style %.2f; CAS recall ours %.2f vs seed-style %.2f"
+          % (result[("CAB", "precision")], seed_values["cab_precision"],
+             result[("CAS", "recall")], seed_values["cas_recall"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,9 @@
+"""DuckDB persistence: connections and migrations (db), the run sink (RunStore), read queries.
+
+Read-side SQL lives in `store.queries`; import it explicitly (it pulls in pandas).
+"""
+
+from store.db import Database, DatabaseBusy, connect
+from store.run_store import ResumableRun, RunStore
+
+__all__ = ["Database", "DatabaseBusy", "ResumableRun", "RunStore", "connect"]

@@ -1,0 +1,259 @@
+"""Short-lived DuckDB connections that let a CLI run and the app share one database file.
+
+Why this design: DuckDB locks the file per process. While one process has it open read-write,
+no other process can open it at all, not even read-only; several processes may hold it
+read-only at once. So nobody keeps the file open. Every access opens a connection, runs one
+transaction and closes it (a batch commit or a page of queries takes milliseconds). When the
+open fails because another process holds the lock, it is retried with jittered exponential
+backoff until `timeout_s` (default 60 s) has passed; then `DatabaseBusy` (a UserError naming the
+holder's PID) is raised. A CLI run and the app therefore interleave batch by batch, and
+readers never see half a batch because each batch is one transaction.
+
+Inside one process, connections to the same file are serialized by a per-file lock: DuckDB
+caches one database instance per file and process, and refuses a second connection with a
+different configuration (read-only vs read-write) while the first is open. Threads of the
+app thus take turns, which costs little as every use is short.
+
+Limits: whoever holds a connection blocks every other process for that long, so never keep
+one open across slow work (a GPU batch, a user's think time). A visitor's query in the app's
+SQL tab runs in a child process (store.sandbox) that holds a read-only lock for at most its
+time limit (10 s by default; killed at lock wait + limit + 5 s), well under the 60 s writers
+wait. Any other program that keeps the file open (the duckdb CLI, a notebook) makes writers
+fail with `DatabaseBusy` after the timeout. Writers are not queued fairly: readers that
+reconnect in a tight loop can delay, though in practice not starve, a writer. File locks
+need a local file system; network shares may not honour them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Protocol, Union
+
+import duckdb
+
+from engine.errors import UserError
+from store.migrations import apply_migrations, pending_migrations
+
+DEFAULT_TIMEOUT_S = 60.0
+
+# DuckDB 2 reports a lock held by another process as an IOException with this text.
+_LOCK_CONFLICT = "Could not set lock on file"
+_HOLDER_PID = re.compile(r"\(PID (\d+)\)")
+
+_FIRST_BACKOFF_S = 0.005
+_MAX_BACKOFF_S = 0.25
+
+_file_locks: dict[str, threading.RLock] = {}
+_file_locks_guard = threading.Lock()
+
+
+class DatabaseBusy(UserError):
+    """Another process kept the database file locked for longer than the timeout."""
+
+
+@dataclass(frozen=True)
+class Database:
+    """A database file and how long to wait for it when another process holds it."""
+
+    path: Path
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def connect(self, *, read_only: bool = False):
+        """Open a short transaction on this database (see `connect`)."""
+        return connect(self.path, read_only=read_only, timeout_s=self.timeout_s)
+
+
+class HasDatabase(Protocol):
+    """Anything that carries a Database, such as a RunStore."""
+
+    database: Database
+
+
+DbLike = Union[Database, HasDatabase, str, "os.PathLike[str]"]
+
+
+def as_database(db: DbLike) -> Database:
+    """Accept a Database, a path, or anything with a `.database` (such as a RunStore)."""
+    if isinstance(db, Database):
+        return db
+    inner = getattr(db, "database", None)
+    if isinstance(inner, Database):
+        return inner
+    if isinstance(db, (str, os.PathLike)):
+        return Database(Path(db))
+    raise TypeError(f"expected a database path or Database, got {type(db).__name__}")
+
+
+def utc_now() -> datetime:
+    """Now in UTC as a naive datetime: TIMESTAMP columns hold UTC throughout the store."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@contextmanager
+def connect(
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a connection inside one transaction: committed on exit, rolled back on error.
+
+    The schema is created or migrated first when needed, even for a read-only request on a
+    path that does not exist yet, so readers always see the current tables.
+    """
+    path = Path(path)
+    deadline = time.monotonic() + timeout_s
+    with _file_lock(path, deadline):
+        conn = _open_migrated(path, read_only=read_only, deadline=deadline)
+        try:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                yield conn
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # closing discards the transaction anyway; keep the first error
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+
+@contextmanager
+def raw_connection(
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    config: dict[str, Any] | None = None,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a migrated connection in autocommit mode with extra config (for the SQL sandbox)."""
+    path = Path(path)
+    deadline = time.monotonic() + timeout_s
+    with _file_lock(path, deadline):
+        conn = _open_migrated(path, read_only=read_only, deadline=deadline, config=config)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+def open_with_retry(
+    path: Path,
+    *,
+    read_only: bool,
+    deadline: float,
+    config: dict[str, Any] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retried with jittered backoff while another process holds the file."""
+    backoff = _FIRST_BACKOFF_S
+    while True:
+        try:
+            conn = duckdb.connect(str(path), read_only=read_only, config=dict(config or {}))
+        except duckdb.IOException as err:
+            message = str(err)
+            if _LOCK_CONFLICT not in message:
+                raise UserError(f"cannot open database {path}: {_first_line(message)}") from err
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                holder = _HOLDER_PID.search(message)
+                who = f"process {holder.group(1)}" if holder else "another process"
+                raise DatabaseBusy(
+                    f"database {path} is locked by {who}; gave up waiting"
+                ) from err
+            # Full jitter keeps two waiting processes from retrying in lockstep.
+            time.sleep(min(remaining, random.uniform(0, backoff)))
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            continue
+        except duckdb.Error as err:
+            if isinstance(err, duckdb.ConnectionException):
+                raise  # a same-process configuration clash is a bug, not a user error
+            if "in-memory database" in str(err):  # a data file opened read-only, see below
+                raise UserError(f"cannot open database {path}: not a DuckDB database file") from err
+            raise UserError(f"cannot open database {path}: {_first_line(str(err))}") from err
+        try:
+            backing = conn.execute(
+                "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+            ).fetchone()
+            if not backing or not backing[0]:
+                # DuckDB 2 opens data files (.csv, .jsonl, .parquet ...) as an in-memory
+                # database with a view on the file; writes there would vanish on close.
+                raise UserError(f"cannot open database {path}: not a DuckDB database file")
+            # The terminal progress bar would interleave with the CLI's tqdm output.
+            conn.execute("SET enable_progress_bar = false")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _open_migrated(
+    path: Path,
+    *,
+    read_only: bool,
+    deadline: float,
+    config: dict[str, Any] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open a connection on an up-to-date schema, creating the file or migrating it if needed."""
+    if not path.exists():
+        _create_parent(path)
+        _migrate(path, deadline)
+    conn = open_with_retry(path, read_only=read_only, deadline=deadline, config=config)
+    try:
+        if not pending_migrations(conn):
+            return conn
+        if not read_only:
+            apply_migrations(conn)
+            return conn
+    except BaseException:
+        conn.close()
+        raise
+    conn.close()
+    _migrate(path, deadline)
+    return open_with_retry(path, read_only=read_only, deadline=deadline, config=config)
+
+
+def _migrate(path: Path, deadline: float) -> None:
+    """Apply pending migrations through a read-write connection of their own."""
+    conn = open_with_retry(path, read_only=False, deadline=deadline)
+    try:
+        # Re-checks under the write lock: another process may have migrated meanwhile.
+        apply_migrations(conn)
+    finally:
+        conn.close()
+
+
+def _create_parent(path: Path) -> None:
+    """Create the database's folder so `--db results/runs.duckdb` works on a fresh checkout."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create database folder {path.parent}: {err.strerror}") from err
+
+
+@contextmanager
+def _file_lock(path: Path, deadline: float) -> Iterator[None]:
+    """Serialize this process's connections to one file (re-entrant for the same thread)."""
+    key = os.path.realpath(path)
+    with _file_locks_guard:
+        lock = _file_locks.setdefault(key, threading.RLock())
+    if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        raise DatabaseBusy(f"database {path} is in use by another thread of this process")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _first_line(message: str) -> str:
+    """The first line of a DuckDB error message."""
+    return message.strip().splitlines()[0] if message.strip() else message

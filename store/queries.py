@@ -1,0 +1,465 @@
+"""All read-side SQL: the app and the CLI read runs, generations and citations through here.
+
+Every function takes a database (a path, a store.db.Database or a RunStore), opens one
+short read-only transaction (see store.db) and returns a pandas DataFrame, a frozen
+dataclass or a plain value. `run_readonly_sql` runs a visitor's SQL in a sandbox.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from engine.errors import UserError
+from store.db import DbLike, as_database
+from store.sandbox import SandboxReply, SandboxRequest
+
+# Columns shown in run listings; the full record (provenance, config) comes from get_run.
+_RUN_COLUMNS = """
+  r.run_id, r.experiment_id, r.created_utc, r.finished_utc, r.status, r.model,
+  r.quantization, r.dataset, r.metadata_type, r.rag_mode, r.seed, r.prompt_version,
+  r.n_items, coalesce(d.n_done, 0) AS n_done
+"""
+_DONE = "(SELECT run_id, count(*) AS n_done FROM generations GROUP BY run_id)"
+_MODE_ORDER = "CASE r.rag_mode WHEN 'vanilla' THEN 0 WHEN 'base' THEN 1 WHEN 'cf' THEN 2 ELSE 3 END"
+
+# Statement types a visitor may run: DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES all
+# parse as SELECT.
+_ALLOWED_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run's full record, with its JSON columns parsed and its count of stored items."""
+
+    run_id: str
+    experiment_id: str
+    config_hash: str
+    created_utc: Any
+    finished_utc: Any
+    status: str
+    model: str
+    model_revision: str | None
+    quantization: str | None
+    dtype: str | None
+    device: str | None
+    dataset: str | None
+    dataset_sha: str
+    metadata_type: str | None
+    rag_mode: str
+    seed: int | None
+    prompt_version: str | None
+    git_sha: str | None
+    library_versions: dict[str, Any]
+    config: dict[str, Any]
+    n_items: int | None
+    n_done: int
+
+
+@dataclass(frozen=True)
+class GenerationDetail:
+    """Everything about one answer: prompt, shown documents, tokens and citations."""
+
+    run_id: str
+    item_id: str
+    question: str | None
+    gold_answers: tuple[str, ...]
+    prompt: str | None
+    answer: str
+    finish_reason: str | None
+    n_prompt_tokens: int | None
+    n_tokens: int | None
+    documents: pd.DataFrame  # position (1-based, as shown), doc_id, title, text, relevant, cited
+    tokens: pd.DataFrame  # step (from 0), token_id, token, logprob, probability, top
+    citations: pd.DataFrame  # citation_index, position, doc_id, relevant, probability
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """A visitor's query result, cut at max_rows."""
+
+    frame: pd.DataFrame
+    truncated: bool
+    elapsed_s: float
+
+
+def list_runs(db: DbLike) -> pd.DataFrame:
+    """All runs, newest first, with how many items each has stored (n_done)."""
+    return _query(
+        db,
+        f"SELECT {_RUN_COLUMNS} FROM runs r LEFT JOIN {_DONE} d USING (run_id) "
+        "ORDER BY r.created_utc DESC, r.run_id DESC",
+    )
+
+
+def get_run(db: DbLike, run_id: str) -> RunInfo | None:
+    """One run's full record, or None if there is no such run."""
+    frame = _query(
+        db,
+        f"SELECT r.*, coalesce(d.n_done, 0) AS n_done FROM runs r LEFT JOIN {_DONE} d "
+        "USING (run_id) WHERE r.run_id = ?",
+        [run_id],
+    )
+    if frame.empty:
+        return None
+    row = {k: _plain(v) for k, v in frame.iloc[0].items()}
+    row["library_versions"] = json.loads(row["library_versions"] or "{}")
+    row["config"] = json.loads(row.pop("config_json") or "{}")
+    return RunInfo(**row)
+
+
+def list_experiments(db: DbLike) -> pd.DataFrame:
+    """One row per experiment, newest first: its modes, runs, progress and overall status."""
+    return _query(
+        db,
+        f"""
+        SELECT r.experiment_id,
+               min(r.created_utc) AS created_utc,
+               max(r.finished_utc) AS finished_utc,
+               CASE WHEN bool_or(r.status = 'running') THEN 'running'
+                    WHEN bool_or(r.status = 'failed') THEN 'failed'
+                    ELSE 'complete' END AS status,
+               any_value(r.model) AS model,
+               any_value(r.dataset) AS dataset,
+               any_value(r.metadata_type) AS metadata_type,
+               list(r.rag_mode ORDER BY {_MODE_ORDER}) AS modes,
+               list(r.run_id ORDER BY {_MODE_ORDER}) AS run_ids,
+               count(*) AS n_runs,
+               max(r.n_items) AS n_items,
+               CAST(sum(coalesce(d.n_done, 0)) AS BIGINT) AS n_done
+        FROM runs r LEFT JOIN {_DONE} d USING (run_id)
+        GROUP BY r.experiment_id
+        ORDER BY min(r.created_utc) DESC, r.experiment_id DESC
+        """,
+    )
+
+
+def runs_for_experiment(db: DbLike, experiment_id: str) -> pd.DataFrame:
+    """The runs of one experiment in mode order (vanilla, base, cf)."""
+    return _query(
+        db,
+        f"SELECT {_RUN_COLUMNS} FROM runs r LEFT JOIN {_DONE} d USING (run_id) "
+        f"WHERE r.experiment_id = ? ORDER BY {_MODE_ORDER}, r.created_utc, r.run_id",
+        [experiment_id],
+    )
+
+
+def done_counts(db: DbLike) -> pd.DataFrame:
+    """Progress per run: run_id, status, n_items and n_done (items stored so far)."""
+    return _query(
+        db,
+        f"SELECT r.run_id, r.status, r.n_items, coalesce(d.n_done, 0) AS n_done "
+        f"FROM runs r LEFT JOIN {_DONE} d USING (run_id) ORDER BY r.created_utc DESC, r.run_id",
+    )
+
+
+def generations_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
+    """One row per stored answer of a run, in the order written, with its item and citations.
+
+    shown_relevant is aligned with shown_doc_ids; cited_positions are the numbers n as
+    written in the answer (1-based as shown) and cited_doc_ids the documents they name
+    (None where n was out of range); relevant_doc_ids come from the dataset item.
+    """
+    return _query(
+        db,
+        """
+        WITH cites AS (
+          SELECT item_id,
+                 list(position ORDER BY citation_index) AS cited_positions,
+                 list(doc_id ORDER BY citation_index) AS cited_doc_ids,
+                 list(probability ORDER BY citation_index) AS citation_probabilities
+          FROM citations WHERE run_id = $run GROUP BY item_id)
+        SELECT g.item_id,
+               i.question,
+               i.answers AS gold_answers,
+               g.answer,
+               g.shown_doc_ids,
+               list_transform(g.shown_doc_ids,
+                 lambda s: list_filter(i.documents, lambda d: d.id = s)[1].relevant
+               ) AS shown_relevant,
+               list_transform(list_filter(i.documents, lambda d: d.relevant), lambda d: d.id)
+                 AS relevant_doc_ids,
+               coalesce(c.cited_positions, []) AS cited_positions,
+               coalesce(c.cited_doc_ids, []) AS cited_doc_ids,
+               coalesce(c.citation_probabilities, []) AS citation_probabilities,
+               g.n_prompt_tokens, g.n_tokens, g.finish_reason, g.created_utc
+        FROM generations g
+        JOIN runs r ON r.run_id = g.run_id
+        LEFT JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = g.item_id
+        LEFT JOIN cites c ON c.item_id = g.item_id
+        WHERE g.run_id = $run
+        ORDER BY g.created_utc, g.rowid
+        """,
+        {"run": run_id},
+    )
+
+
+def citations_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
+    """Every citation of a run: item_id, citation_index, position, doc_id, relevant, probability."""
+    return _query(
+        db,
+        "SELECT item_id, citation_index, position, doc_id, relevant, probability "
+        "FROM citations WHERE run_id = ? ORDER BY item_id, citation_index",
+        [run_id],
+    )
+
+
+def generation_detail(db: DbLike, run_id: str, item_id: str) -> GenerationDetail | None:
+    """Prompt, answer, shown documents, tokens and citations of one answer; None if absent."""
+    with as_database(db).connect(read_only=True) as conn:
+        head = conn.execute(
+            """
+            SELECT g.prompt, g.answer, g.finish_reason, g.n_prompt_tokens, g.n_tokens,
+                   i.question, i.answers, g.top_logprobs
+            FROM generations g
+            JOIN runs r ON r.run_id = g.run_id
+            LEFT JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = g.item_id
+            WHERE g.run_id = ? AND g.item_id = ?
+            """,
+            [run_id, item_id],
+        ).fetchone()
+        if head is None:
+            return None
+        documents = _frame(
+            conn.execute(
+                """
+                WITH shown AS (
+                  SELECT unnest(g.shown_doc_ids) AS doc_id,
+                         unnest(range(1, len(g.shown_doc_ids) + 1)) AS position,
+                         r.dataset_sha
+                  FROM generations g JOIN runs r USING (run_id)
+                  WHERE g.run_id = $run AND g.item_id = $item),
+                docs AS (
+                  SELECT unnest(documents) AS d FROM items i, (SELECT DISTINCT dataset_sha FROM shown) s
+                  WHERE i.dataset_sha = s.dataset_sha AND i.item_id = $item)
+                SELECT s.position, s.doc_id, docs.d.title AS title, docs.d.text AS text,
+                       docs.d.relevant AS relevant,
+                       s.position IN (SELECT position FROM citations
+                                      WHERE run_id = $run AND item_id = $item) AS cited
+                FROM shown s LEFT JOIN docs ON docs.d.id = s.doc_id
+                ORDER BY s.position
+                """,
+                {"run": run_id, "item": item_id},
+            )
+        )
+        tokens = _frame(
+            conn.execute(
+                "SELECT step, token_id, token, logprob, exp(logprob) AS probability "
+                "FROM tokens WHERE run_id = ? AND item_id = ? ORDER BY step",
+                [run_id, item_id],
+            )
+        )
+        citations = _frame(
+            conn.execute(
+                "SELECT citation_index, position, doc_id, relevant, probability FROM citations "
+                "WHERE run_id = ? AND item_id = ? ORDER BY citation_index",
+                [run_id, item_id],
+            )
+        )
+    prompt, answer, finish_reason, n_prompt, n_tokens, question, gold, top_json = head
+    top = json.loads(top_json) if top_json else None
+    tokens["top"] = [top[i] if top and i < len(top) else None for i in range(len(tokens))]
+    return GenerationDetail(
+        run_id=run_id,
+        item_id=item_id,
+        question=question,
+        gold_answers=tuple(gold or ()),
+        prompt=prompt,
+        answer=answer,
+        finish_reason=finish_reason,
+        n_prompt_tokens=n_prompt,
+        n_tokens=n_tokens,
+        documents=documents,
+        tokens=tokens,
+        citations=citations,
+    )
+
+
+def table_columns(db: DbLike) -> pd.DataFrame:
+    """The tables and views a user can query, with their columns, for the app's SQL tab."""
+    return _query(
+        db,
+        """
+        SELECT c.table_name, CASE WHEN v.view_name IS NULL THEN 'table' ELSE 'view' END AS kind,
+               c.column_name, c.data_type
+        FROM duckdb_columns() c
+        LEFT JOIN duckdb_views() v
+          ON v.database_name = c.database_name AND v.schema_name = c.schema_name
+         AND v.view_name = c.table_name
+        WHERE c.database_name = current_database() AND c.schema_name = 'main'
+          AND c.table_name <> 'schema_migrations'
+        ORDER BY c.table_name, c.column_index
+        """,
+    )
+
+
+def run_readonly_sql(
+    db: DbLike,
+    sql: str,
+    max_rows: int = 1000,
+    timeout_s: float = 10.0,
+    *,
+    memory_limit: str = "256MB",
+    threads: int = 1,
+    max_result_bytes: int = 16_000_000,
+    max_address_space: int | None = 2 * 1024**3,
+) -> SqlResult:
+    """Run one read-only query from a visitor, sandboxed; bad or blocked SQL raises UserError.
+
+    Only one SELECT-like statement passes (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW,
+    SUMMARIZE, EXPLAIN). It runs in a child process (store.sandbox) on a read-only connection
+    with external access disabled, bounded memory, threads and address space, and a locked
+    configuration; the child is killed if it outlives timeout_s. Rows are cut at max_rows or
+    max_result_bytes, and `truncated` says so.
+    """
+    if not sql or not sql.strip():
+        raise UserError("empty query")
+    _check_statement(sql)
+    database = as_database(db)
+    request = SandboxRequest(
+        path=str(database.path),
+        sql=sql,
+        max_rows=max_rows,
+        timeout_s=timeout_s,
+        lock_timeout_s=min(database.timeout_s, timeout_s),
+        memory_limit=memory_limit,
+        threads=threads,
+        max_result_bytes=max_result_bytes,
+        max_address_space=max_address_space,
+    )
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    started = time.monotonic()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "store.sandbox"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    # The child stops itself at timeout_s; this hard limit also covers its start, waiting for
+    # the file lock, and work DuckDB cannot interrupt (building huge rows).
+    hard_limit = request.lock_timeout_s + timeout_s + 5.0
+    try:
+        out, _ = child.communicate(json.dumps(dataclasses.asdict(request)).encode(), hard_limit)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise UserError(f"query stopped after {timeout_s:g} s (time limit)") from None
+    elapsed = time.monotonic() - started
+    try:
+        reply = SandboxReply(**pickle.loads(out))
+    except Exception:  # noqa: BLE001 - the child died (memory limit, signal) before replying
+        raise UserError("query stopped: it needed more memory than allowed, or crashed") from None
+    if reply.error:
+        raise UserError(reply.error)
+    frame = pd.DataFrame.from_records(list(reply.rows), columns=list(reply.columns))
+    return SqlResult(frame=frame, truncated=reply.truncated, elapsed_s=elapsed)
+
+
+def _check_statement(sql: str) -> None:
+    """Refuse anything but a single SELECT-like statement, before starting a process for it."""
+    parser = duckdb.connect()  # a throwaway in-memory database: parsing touches no file
+    try:
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as err:
+        raise UserError(_one_line(err)) from err
+    finally:
+        parser.close()
+    if len(statements) != 1:
+        raise UserError(f"run one statement at a time (got {len(statements)})")
+    if statements[0].type not in _ALLOWED_STATEMENTS:
+        raise UserError(
+            "only SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE and EXPLAIN "
+            f"queries are allowed (got {statements[0].type.name})"
+        )
+
+
+def _query(db: DbLike, sql: str, params: Any = None) -> pd.DataFrame:
+    """Run one query in a short read-only transaction and return a DataFrame."""
+    with as_database(db).connect(read_only=True) as conn:
+        return _frame(conn.execute(sql, params))
+
+
+def _frame(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The cursor's result as a DataFrame whose list cells are Python lists, not numpy arrays."""
+    frame = cursor.df()
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            frame[column] = [_plain(v) for v in frame[column]]
+    return frame
+
+
+def _plain(value: Any) -> Any:
+    """Numpy and pandas scalars and arrays as plain Python values (None for missing)."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, pd.Timestamp):
+        return value.to_pydatetime()
+    return value
+
+
+def _one_line(err: BaseException) -> str:
+    """A DuckDB error as one line, without the hint paragraphs that follow it."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+# ---------------------------------------------------------------- evaluation (issue 3)
+# Read by `python -m engine report`; the views are defined in migrations/002_metrics_views.sql.
+
+
+def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
+    """The query_metrics rows of one run (one per stored answer), ordered by item_id."""
+    return _query(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
+
+
+def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
+    """run_metrics rows (one per run, oldest first); only runs with `status` unless it is None."""
+    where = "WHERE status = ?" if status else ""
+    return _query(
+        db,
+        f"SELECT * FROM run_metrics {where} ORDER BY created_utc, run_id",
+        [status] if status else None,
+    )
+
+
+def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
+    """bias view rows (CAS and CAB per experiment and metric) with the base run's start time."""
+    where = "WHERE b.experiment_id = ?" if experiment_id else ""
+    return _query(
+        db,
+        "SELECT b.*, r.created_utc FROM bias b "
+        "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+        f"{where} ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+        [experiment_id] if experiment_id else None,
+    )
+
+
+def citation_confidence_table(db: DbLike) -> pd.DataFrame:
+    """citation_confidence rows: mean probability of citations to relevant / non-relevant docs."""
+    return _query(db, "SELECT * FROM citation_confidence ORDER BY experiment_id, run_id, cited_docs DESC")

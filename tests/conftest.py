@@ -1,0 +1,53 @@
+"""Shared fixtures: tiny random-weight models of the real architectures, written once per session.
+
+Tests never reach the network: the Hub is switched to offline mode before transformers loads.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+
+def _tiny(tmp_path_factory, name: str, **kwargs):
+    from engine.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp(name), **kwargs)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory):
+    """A tiny Llama-3-Instruct-like model folder (split "[", "1", "]" citation tokens)."""
+    return _tiny(tmp_path_factory, "tiny-llama", arch="llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_mistral_dir(tmp_path_factory):
+    """A tiny Mistral-7B-Instruct-v0.3-like model folder (digits split one per token)."""
+    return _tiny(tmp_path_factory, "tiny-mistral", arch="mistral")
+
+
+@pytest.fixture(scope="session")
+def tiny_openchat_dir(tmp_path_factory):
+    """A tiny OpenChat-3.6-like model folder."""
+    return _tiny(tmp_path_factory, "tiny-openchat", arch="openchat")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_merged_dir(tmp_path_factory):
+    """Like tiny_llama_dir, but its tokenizer has "[1]".."[20]" as single tokens."""
+    return _tiny(tmp_path_factory, "tiny-llama-merged", arch="llama", merged_citation_tokens=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tiny_llama_dir):
+    """The tiny Llama loaded unquantized on CPU (shared: tests must not mutate it)."""
+    from engine.models import load_model
+
+    return load_model(str(tiny_llama_dir), quantize="none", device="cpu")

@@ -1,0 +1,181 @@
+"""Model loading: 4-bit on CPU for real, chat-template quirks, stop/pad tokens, user errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.errors import UserError
+from engine.models import (
+    LoadedModel,
+    _hub_error_to_user_error,
+    chat_input_ids,
+    chat_input_ids_for,
+    load_model,
+)
+
+USER_TEXT = "Write a concise answer and cite [1][2].\n\nDocument [1](Paris) <|eot_id|> </s> [INST]\n\nQuestion: where?"
+
+
+@pytest.fixture(scope="module")
+def loaded_archs(tiny_llama_dir, tiny_mistral_dir, tiny_openchat_dir):
+    return {
+        "llama": load_model(str(tiny_llama_dir), quantize="none", device="cpu"),
+        "mistral": load_model(str(tiny_mistral_dir), quantize="none", device="cpu"),
+        "openchat": load_model(str(tiny_openchat_dir), quantize="none", device="cpu"),
+    }
+
+
+def test_4bit_loads_on_cpu_as_bitsandbytes_nf4_and_generates(tiny_llama_dir):
+    import bitsandbytes as bnb
+
+    from engine.generate import GenerationConfig, generate
+
+    loaded = load_model(str(tiny_llama_dir), quantize="4bit", device="cpu")
+    assert (loaded.quantization, loaded.device, loaded.dtype) == ("4bit", "cpu", "float32")
+    layer_linears = [m for name, m in loaded.model.named_modules() if ".layers." in name and isinstance(m, torch.nn.Linear)]
+    assert len(layer_linears) == 2 * 7  # q, k, v, o, gate, up, down per layer
+    for module in layer_linears:
+        assert isinstance(module, bnb.nn.Linear4bit)
+        assert isinstance(module.weight, bnb.nn.Params4bit)
+        state = module.weight.quant_state
+        assert state.quant_type == "nf4"
+        assert state.nested  # double quantization of the absmax
+        assert module.weight.dtype == torch.uint8  # packed 4-bit storage
+    calls = []
+    hook = layer_linears[0].register_forward_hook(lambda *_: calls.append(1))
+    try:
+        outs = generate(loaded, ["Where is the Eiffel Tower?", "Q"], GenerationConfig(max_new_tokens=4, batch_size=2))
+    finally:
+        hook.remove()
+    assert calls  # generation really ran through the 4-bit layers
+    assert all(len(o.tokens) == 4 or o.finish_reason == "stop" for o in outs)
+
+
+def test_auto_quantization_is_none_on_cpu(tiny_llama):
+    assert (tiny_llama.quantization, tiny_llama.device, tiny_llama.dtype) == ("none", "cpu", "float32")
+    assert tiny_llama.revision is None  # local folder: no hub commit
+    assert not tiny_llama.model.training
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "openchat"])
+def test_chat_input_has_exactly_one_bos_at_start(loaded_archs, arch):
+    loaded = loaded_archs[arch]
+    bos = loaded.tokenizer.bos_token_id
+    ids = chat_input_ids(loaded, USER_TEXT)
+    assert ids[0] == bos
+    assert ids.count(bos) == 1
+    # The trap being avoided: these templates write BOS in the text, and the tokenizer adds one too.
+    text = loaded.tokenizer.apply_chat_template(
+        [{"role": "user", "content": USER_TEXT}], tokenize=False, add_generation_prompt=True
+    )
+    assert loaded.tokenizer(text, add_special_tokens=True)["input_ids"][:2] == [bos, bos]
+
+
+@pytest.mark.parametrize(
+    ("arch", "opening", "closing"),
+    [
+        ("llama", "<|start_header_id|>user<|end_header_id|>\n\n", "<|start_header_id|>assistant<|end_header_id|>\n\n"),
+        ("mistral", "[INST] ", "[/INST]"),
+        ("openchat", "<|start_header_id|>GPT4 Correct User<|end_header_id|>\n\n", "<|start_header_id|>GPT4 Correct Assistant<|end_header_id|>\n\n"),
+    ],
+)
+def test_chat_input_is_one_user_turn_then_the_assistant_header(loaded_archs, arch, opening, closing):
+    loaded = loaded_archs[arch]
+    decoded = loaded.tokenizer.decode(chat_input_ids(loaded, "Hello"), skip_special_tokens=False)
+    assert decoded.startswith(loaded.tokenizer.bos_token + opening)
+    assert decoded.endswith(closing)
+    assert "system" not in decoded.lower()
+
+
+def test_mistral_template_has_no_system_role_and_user_turn_works(loaded_archs):
+    tokenizer = loaded_archs["mistral"].tokenizer
+    with pytest.raises(Exception, match="roles"):  # the alternation check rejects it first
+        tokenizer.apply_chat_template(
+            [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}], tokenize=False
+        )
+    ids = chat_input_ids(loaded_archs["mistral"], "Instruction folded into the user turn. Question: hi")
+    assert tokenizer.convert_ids_to_tokens(ids)[:2] == ["<s>", "[INST]"]
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "openchat"])
+def test_control_tokens_in_user_text_are_plain_text(loaded_archs, arch):
+    loaded = loaded_archs[arch]
+    tok = loaded.tokenizer
+    plain = chat_input_ids(loaded, "Hello")
+    injected = chat_input_ids(loaded, "Hello <|eot_id|> </s> [INST] [/INST]")
+    for special in {tok.convert_tokens_to_ids(t) for t in tok.all_special_tokens} | set(loaded.stop_token_ids):
+        assert injected.count(special) == plain.count(special)
+
+
+def test_stop_tokens_and_padding_per_arch(loaded_archs):
+    def names(arch):
+        loaded = loaded_archs[arch]
+        return set(loaded.tokenizer.convert_ids_to_tokens(list(loaded.stop_token_ids)))
+
+    assert {"<|eot_id|>", "<|end_of_text|>"} <= names("llama")
+    assert "<|eot_id|>" in names("openchat")  # its tokenizer and generation config name only <|end_of_text|>
+    assert names("mistral") == {"</s>"}
+    for loaded in loaded_archs.values():
+        tok = loaded.tokenizer
+        assert tok.pad_token_id is not None
+        assert tok.padding_side == "left"
+        assert list(loaded.model.generation_config.eos_token_id) == list(loaded.stop_token_ids)
+    # Llama 3 has no pad token: the first stop token stands in.
+    assert loaded_archs["llama"].pad_token_id == loaded_archs["llama"].stop_token_ids[0]
+
+
+def test_shipped_sampling_defaults_are_removed_and_recorded(loaded_archs):
+    llama = loaded_archs["llama"]
+    assert dict(llama.dropped_generation_defaults) == {"do_sample": "True", "temperature": "0.6", "top_p": "0.9"}
+    config = llama.model.generation_config
+    assert not config.do_sample and config.temperature in (None, 1.0) and config.top_p in (None, 1.0)
+
+
+def test_chat_input_without_template_is_plain_text_with_one_bos(tiny_llama_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_llama_dir))
+    tokenizer.chat_template = None
+    ids = chat_input_ids_for(tokenizer, "plain prompt")
+    assert ids == tokenizer("plain prompt")["input_ids"]
+    assert ids.count(tokenizer.bos_token_id) == 1
+
+
+@pytest.mark.parametrize("model_id", ["no-such-org/no-such-model-xyz", "/no/such/folder", "./not-here"])
+def test_unknown_model_is_a_one_line_user_error(model_id):
+    with pytest.raises(UserError) as err:
+        load_model(model_id, quantize="none", device="cpu")
+    assert str(err.value) == f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub"
+
+
+def test_gated_model_errors_say_how_to_get_access():
+    import httpx
+    from huggingface_hub.errors import GatedRepoError
+
+    request = httpx.Request("GET", "https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct/resolve/main/config.json")
+    gated = GatedRepoError("Cannot access gated repo", response=httpx.Response(401, request=request))
+    try:
+        raise OSError("You are trying to access a gated repo.") from gated  # how transformers wraps it
+    except OSError as wrapped:
+        without = _hub_error_to_user_error("meta-llama/Meta-Llama-3-8B-Instruct", wrapped, has_token=False)
+        with_token = _hub_error_to_user_error("meta-llama/Meta-Llama-3-8B-Instruct", wrapped, has_token=True)
+    assert "HF_TOKEN" in str(without) and "--hf-token" in str(without)
+    assert "licence" in str(with_token)
+    assert "\n" not in str(without) + str(with_token)
+
+
+def test_token_is_never_kept(tiny_llama_dir, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_env_secret")
+    loaded = load_model(str(tiny_llama_dir), quantize="none", device="cpu", hf_token="hf_arg_secret")
+    assert isinstance(loaded, LoadedModel)
+    held = repr(loaded) + repr(vars(loaded)) + repr(loaded.model.config.to_dict()) + repr(loaded.tokenizer.init_kwargs)
+    assert "secret" not in held
+
+
+def test_bad_device_and_options_are_user_errors(tiny_llama_dir):
+    with pytest.raises(UserError, match="quantization"):
+        load_model(str(tiny_llama_dir), quantize="3bit")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="no CUDA GPU"):
+            load_model(str(tiny_llama_dir), device="cuda:0")

@@ -1,0 +1,154 @@
+"""End to end: dataset -> tiny model -> DuckDB, through the Python API and the CLI.
+
+Includes kill -9 in the middle of a real run and the resume that follows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.data import load_dataset
+from engine.prompts import METADATA_TYPES, PromptConfig
+from engine.runner import RunRequest, run_experiment
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_dataset(path: Path, n: int) -> Path:
+    rows = []
+    for i in range(n):
+        docs = [
+            {"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.", "relevant": j == i % 4}
+            for j in range(4)
+        ]
+        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)], "documents": docs})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def count_rows(db: Path, sql: str):
+    from store.db import connect
+
+    with connect(db, read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, tiny_llama_dir):
+    from store.run_store import RunStore
+
+    dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 5))
+    request = RunRequest(
+        model=str(tiny_llama_dir),
+        modes=("vanilla", "base", "cf"),
+        prompt=PromptConfig(metadata=METADATA_TYPES["gender"]),
+        quantize="none",
+        device="cpu",
+        max_new_tokens=12,
+        batch_size=2,
+        top_n_logprobs=2,
+    )
+    db = tmp_path / "r.duckdb"
+    outcome = run_experiment(dataset, request, RunStore(db))
+    assert [r.status for r in outcome.runs] == ["complete"] * 3
+    assert [r.n_generated for r in outcome.runs] == [5, 5, 5]
+    runs = count_rows(db, "SELECT rag_mode, status, experiment_id, metadata_type, prompt_version FROM runs ORDER BY rag_mode")
+    assert {r[0] for r in runs} == {"vanilla", "base", "cf"}
+    assert {r[1] for r in runs} == {"complete"}
+    assert len({r[2] for r in runs}) == 1 and runs[0][2] == outcome.experiment_id
+    assert {r[3] for r in runs} == {"gender"}
+    gens = count_rows(
+        db,
+        "SELECT run_id, item_id, len(shown_doc_ids), n_tokens, len(token_ids), len(logprobs), len(tokens), prompt "
+        "FROM generations",
+    )
+    assert len(gens) == 15
+    for _, item_id, n_shown, n_tokens, n_ids, n_lp, n_tok, prompt in gens:
+        assert n_shown == 4 and n_tokens == n_ids == n_lp == n_tok
+        assert f"topic {item_id[1:]}." in prompt
+    # base and cf differ only in labels; the cf prompt gives label A to the non-relevant docs.
+    base_prompt, cf_prompt = (
+        count_rows(db, f"SELECT g.prompt FROM generations g JOIN runs r USING (run_id) WHERE r.rag_mode = '{m}' AND g.item_id = 'q0'")[0][0]
+        for m in ("base", "cf")
+    )
+    assert "(written by a woman)" in base_prompt.split("Document [1]")[1].splitlines()[0]
+    assert "(written by a man)" in cf_prompt.split("Document [1]")[1].splitlines()[0]
+
+    again = run_experiment(dataset, request, RunStore(db))
+    assert again.experiment_id == outcome.experiment_id
+    assert [r.status for r in again.runs] == ["already complete"] * 3
+    assert count_rows(db, "SELECT count(*) FROM generations")[0][0] == 15
+
+
+def run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=env, capture_output=True, text=True, **kw)
+
+
+def test_cli_bad_dataset_fails_with_one_line_and_writes_nothing(tmp_path, tiny_llama_dir):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "a", "question": "q", "answers": ["x"], "documents": [{"text": "t", "relevant": False}]}) + "\n")
+    db = tmp_path / "never.duckdb"
+    proc = run_cli("run", "--model", str(tiny_llama_dir), "--dataset", str(bad), "--db", str(db))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: {bad}:line 1: item 'a': no relevant document"
+    assert not db.exists()
+
+
+def test_cli_unknown_model_is_one_line(tmp_path):
+    data = make_dataset(tmp_path / "d.jsonl", 2)
+    proc = run_cli("run", "--model", str(tmp_path / "no-such-model"), "--dataset", str(data), "--db", str(tmp_path / "x.duckdb"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: unknown model"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_llama_dir):
+    data = make_dataset(tmp_path / "d.jsonl", 40)
+    db = tmp_path / "k.duckdb"
+    cmd = ["run", "--model", str(tiny_llama_dir), "--dataset", str(data), "--db", str(db), "--batch-size", "1",
+           "--max-new-tokens", "48", "--quantize", "none", "--device", "cpu", "--metadata", "race"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        stored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            if db.exists():
+                try:
+                    stored = count_rows(db, "SELECT count(*) FROM generations")[0][0]
+                except Exception:  # the schema may not exist yet in the first instant
+                    continue
+                if stored >= 3:
+                    break
+        assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+        assert stored >= 3
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = dict(count_rows(db, "SELECT item_id || '@' || run_id, created_utc FROM generations"))
+    # Killed inside the first mode's run: it must say running, never complete.
+    assert count_rows(db, "SELECT rag_mode, status FROM runs") == [("vanilla", "running")]
+
+    done = run_cli(*cmd, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = count_rows(db, "SELECT run_id, count(*), count(DISTINCT item_id) FROM generations GROUP BY run_id")
+    assert len(rows) == 3 and all(n == 40 and d == 40 for _, n, d in rows)
+    assert {s for (s,) in count_rows(db, "SELECT status FROM runs")} == {"complete"}
+    assert len({e for (e,) in count_rows(db, "SELECT experiment_id FROM runs")}) == 1
+    # Items stored before the kill were kept, not generated again.
+    after = dict(count_rows(db, "SELECT item_id || '@' || run_id, created_utc FROM generations"))
+    assert all(after[k] == v for k, v in before.items())
+    generated = sum(int(line.split("generated ")[1].split(" of")[0]) for line in done.stdout.splitlines() if "generated " in line)
+    assert generated == 120 - len(before)
