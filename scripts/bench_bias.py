@@ -5,10 +5,10 @@ modes in a temporary folder, imports them through `python -m engine import` into
 DuckDB file, then times:
 - ours: `python -m engine bias --experiment ID --db FILE` as a separate process, start-up,
   store reads, CAS/CAB with t-tests and 2,000 bootstrap resamples included (median of runs);
-- seed: the seed library's evaluation approach, in this process: per item and per mode, parse
-  the citations, build y_true / y_pred over the shown documents and call
-  sklearn.metrics.precision_score and recall_score, then average the differences. Its imports
-  and file reading are not timed, which favours it.
+- seed: the seed library's evaluation loop, in this process, with its structure kept
+  (cas_evaluation then cab_evaluation): per pair of runs and per item, both rows are scored
+  with sklearn's accuracy_score and precision_recall_fscore_support. Its imports and file
+  reading are not timed, which favours it.
 
 Run: python scripts/bench_bias.py [--items 2000] [--repeats 5]
 """
@@ -66,35 +66,42 @@ def make_answers(path: Path, items: list[dict], hit_rate: float, rng: random.Ran
 
 
 def seed_style(items: list[dict], answer_files: dict[str, Path]) -> tuple[float, dict[str, float]]:
-    """The seed library's approach, timed: sklearn per item, per mode, per metric."""
+    """The seed library's evaluation loop, timed, with its structure kept.
+
+    Like the seed's cas_evaluation(vanilla, base) followed by cab_evaluation(base, cf): for each
+    pair of runs and each item, both rows are scored with sklearn's accuracy_score and
+    precision_recall_fscore_support(average='binary'), so base is scored twice.
+    """
     import warnings
 
     from sklearn.exceptions import UndefinedMetricWarning
-    from sklearn.metrics import precision_score, recall_score
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
 
     warnings.filterwarnings("ignore", category=UndefinedMetricWarning)
     answers = {mode: [json.loads(line)["answer"] for line in f.read_text().splitlines()] for mode, f in answer_files.items()}
     from engine.citations import parse_citations
 
+    def score(item: dict, text: str) -> tuple[float, float]:
+        # Our parser (the seed's knows only "[n]") and our out-of-range rule (one extra false
+        # positive per number not shown), so that both sides compute the same numbers.
+        cited = set(parse_citations(text))
+        y_true = [int(d["relevant"]) for d in item["documents"]]
+        y_pred = [1 if j + 1 in cited else 0 for j in range(len(y_true))]
+        extra = sum(1 for n in cited if not 1 <= n <= len(y_true))
+        y_true, y_pred = y_true + [0] * extra, y_pred + [1] * extra
+        accuracy_score(y_true, y_pred)  # computed and discarded, as the seed does
+        p, r, _, _ = precision_recall_fscore_support(y_true, y_pred, average="binary", zero_division=0)
+        return p, r
+
     started = time.perf_counter()
-    scores: dict[str, list[tuple[float, float]]] = {}
-    for mode, texts in answers.items():
-        out = []
-        for item, text in zip(items, texts):
-            # Our parser (the seed's knows only "[n]") and our out-of-range rule (one extra
-            # false positive per number not shown), so that both sides compute the same numbers.
-            cited = set(parse_citations(text))
-            y_true = [int(d["relevant"]) for d in item["documents"]]
-            y_pred = [1 if j + 1 in cited else 0 for j in range(len(y_true))]
-            extra = sum(1 for n in cited if not 1 <= n <= len(y_true))
-            y_true, y_pred = y_true + [0] * extra, y_pred + [1] * extra
-            out.append((precision_score(y_true, y_pred, zero_division=0), recall_score(y_true, y_pred, zero_division=0)))
-        scores[mode] = out
-    cas = [statistics.fmean(abs(v[k] - b[k]) for v, b in zip(scores["vanilla"], scores["base"])) for k in (0, 1)]
-    cab = [statistics.fmean(b[k] - c[k] for b, c in zip(scores["base"], scores["cf"])) for k in (0, 1)]
-    elapsed = time.perf_counter() - started
-    return elapsed, {"cas_precision": 100 * cas[0], "cas_recall": 100 * cas[1],
-                     "cab_precision": 100 * cab[0], "cab_recall": 100 * cab[1]}
+    diffs: dict[str, list[tuple[float, float]]] = {"cas": [], "cab": []}
+    for measure, (a, b) in (("cas", ("vanilla", "base")), ("cab", ("base", "cf"))):
+        for item, text_a, text_b in zip(items, answers[a], answers[b]):
+            pa, ra = score(item, text_a)
+            pb, rb = score(item, text_b)
+            diffs[measure].append((abs(pa - pb), abs(ra - rb)) if measure == "cas" else (pa - pb, ra - rb))
+    values = {f"{m}_{k}": 100 * statistics.fmean(d[i] for d in diffs[m]) for m in diffs for i, k in enumerate(("precision", "recall"))}
+    return time.perf_counter() - started, values
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -134,7 +141,7 @@ def main() -> None:
 
         seed_time, seed_values = seed_style(items, files)
 
-    calls = 2 * 3 * args.items
+    calls = 2 * 2 * 2 * args.items  # 2 pairs x 2 rows x (accuracy + precision/recall/F1)
     print(f"items: {args.items} x 3 modes (vanilla, base, cf), imported through `python -m engine import`")
     print(f"ours: python -m engine bias (whole process): median {ours:.3f} s over {args.repeats} runs "
           f"(min {min(times):.3f} s, max {max(times):.3f} s)")
