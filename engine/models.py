@@ -267,6 +267,9 @@ def load_model(
             device_map={"": resolved_device},
         )
     except (OSError, ValueError) as err:
+        if Path(model_id).is_dir():
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise UserError(f"model folder '{model_id}' is not a loadable Hugging Face model: {first_line}") from None
         mapped = _hub_error_to_user_error(model_id, err, has_token=token is not None)
         if mapped is None:
             raise

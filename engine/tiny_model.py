@@ -12,8 +12,8 @@ real models' quirks:
 - mistral: Mistral-7B-Instruct-v0.3. `[INST] ...[/INST]`, `<s>`/`</s>`, no system role (the
   template raises on one), digits split one per token like its SentencePiece model.
 - openchat: OpenChat 3.6 (a Llama-3 derivative). "GPT4 Correct User/Assistant" headers on the
-  Llama-3 tokens; its tokenizer and generation config name only `<|end_of_text|>` as eos, so
-  stopping on `<|eot_id|>` (which ends every turn) must come from the loader.
+  Llama-3 tokens. Here its tokenizer and generation config name only `<|end_of_text|>` as eos
+  (the worst case), so stopping on `<|eot_id|>`, which ends every turn, must come from the loader.
 
 The weights are random: the text they generate is noise. They prove mechanics, not quality.
 """

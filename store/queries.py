@@ -463,3 +463,15 @@ def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
 def citation_confidence_table(db: DbLike) -> pd.DataFrame:
     """citation_confidence rows: mean probability of citations to relevant / non-relevant docs."""
     return _query(db, "SELECT * FROM citation_confidence ORDER BY experiment_id, run_id, cited_docs DESC")
+
+
+def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
+    """The short table `run` prints: per run, citation precision/recall/F1 (x100) and EM."""
+    return _query(
+        db,
+        "SELECT run_id, rag_mode AS mode, coalesce(label_relevant, '-') AS relevant_label, n, "
+        "round(100 * precision, 1) AS precision, round(100 * recall, 1) AS recall, "
+        "round(100 * f1, 1) AS f1, round(exact_match, 3) AS em "
+        "FROM run_metrics WHERE list_contains(?, run_id) ORDER BY created_utc",
+        [run_ids],
+    )

@@ -50,7 +50,6 @@ def output_from_pieces(pieces: list[tuple[str, float]]) -> GenerationOutput:
 )
 def test_probability_of_each_cited_number(pieces, expected_logprobs):
     out = output_from_pieces(pieces)
-    assert [m.number for m in parse_citation_marks(out.text)] == [m.number for m in parse_citation_marks(out.text)]
     assert citation_probabilities(out) == pytest.approx([math.exp(lp) for lp in expected_logprobs], rel=1e-12)
 
 
@@ -64,7 +63,7 @@ def test_empty_spans_never_count_and_missing_offsets_give_none():
 @pytest.mark.parametrize(
     ("fixture", "answer", "number_pieces"),
     [
-        ("tiny_llama_merged_dir", "The tower [1][2] was built [10] and [12].", [["[1]"], ["[2]"], ["10"], ["[12]"]]),
+        ("tiny_llama_merged_dir", "The tower [1][2] was built [10] and [12].", [["[1]"], ["[2]"], ["[10]"], ["[12]"]]),
         ("tiny_llama_dir", "The tower [1][2] was built [10] and [12].", [["1"], ["2"], ["10"], ["12"]]),
         ("tiny_mistral_dir", "The tower [1][2] was built [10] and [12].", [["1"], ["2"], ["1", "0"], ["1", "2"]]),
     ],
@@ -90,8 +89,7 @@ def test_alignment_with_real_tokenizers(request, fixture, answer, number_pieces)
     pieces = [text[s:e] for s, e in offsets]
     expected, cursor = [], 0
     for wanted in number_pieces:
-        while pieces[cursor : cursor + len(wanted)] != wanted:
-            cursor += 1
+        cursor = next(i for i in range(cursor, len(pieces)) if pieces[i : i + len(wanted)] == wanted)
         expected.append(math.exp(sum(logprobs[cursor : cursor + len(wanted)])))
         cursor += len(wanted)
     assert citation_probabilities(out) == pytest.approx(expected, rel=1e-9)

@@ -179,3 +179,27 @@ def test_bad_device_and_options_are_user_errors(tiny_llama_dir):
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="no CUDA GPU"):
             load_model(str(tiny_llama_dir), device="cuda:0")
+
+
+def test_folder_that_is_not_a_model_is_a_user_error(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(UserError, match="is not a loadable Hugging Face model"):
+        load_model(str(tmp_path), quantize="none", device="cpu")
+
+
+def test_tiny_model_command_prints_a_loadable_folder(tmp_path, capsys):
+    import argparse
+
+    from engine.commands import tiny_model
+
+    parser = argparse.ArgumentParser()
+    tiny_model.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["tiny-model", str(tmp_path / "m"), "--arch", "openchat", "--vocab", "1024", "--seed", "3"])
+    assert args.main(args) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "m")
+    loaded = load_model(str(tmp_path / "m"), quantize="none", device="cpu")
+    assert loaded.model.config.vocab_size == 1024
+    assert loaded.model.get_input_embeddings().weight.shape[0] == 1024
+    args = parser.parse_args(["tiny-model", str(tmp_path / "bad"), "--vocab", "10"])
+    with pytest.raises(UserError, match="smaller than the tokenizer"):
+        args.main(args)

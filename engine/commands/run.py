@@ -115,7 +115,6 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
     request = build_request(args, model, label)
     del request_preview
     db_path = Path(args.db) if args.db else default_db_path()
-    db_path.parent.mkdir(parents=True, exist_ok=True)
 
     from store.run_store import RunStore
 
@@ -141,13 +140,11 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
 
 
 def _print_metrics(db_path, run_ids: list[str]) -> None:
-    """Citation precision/recall and EM per run, when the metrics views exist."""
-    try:
-        from store.queries import run_summaries
-    except ImportError:
-        return
+    """Citation precision/recall/F1 (x100) and exact match per run, from the run_metrics view."""
+    from store.queries import run_summaries
+
     table = run_summaries(db_path, run_ids)
-    if table is not None and len(table):
+    if len(table):
         print(table.to_string(index=False))
 
 

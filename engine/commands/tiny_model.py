@@ -24,8 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as hf_logging
+
     from engine.tiny_model import write_tiny_model
 
+    hf_logging.disable_progress_bar()  # the command's output is the folder path, nothing else
     try:
         path = write_tiny_model(
             args.dir, arch=args.arch, vocab_size=args.vocab, seed=args.seed, merged_citation_tokens=args.merged_citations
