@@ -40,6 +40,7 @@ class RunRequest:
     do_sample: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k_sampling: int = 0
     seed: int = 0
     batch_size: int = 8
     top_n_logprobs: int = 0
@@ -88,6 +89,7 @@ def run_config(request: RunRequest, mode: str) -> dict:
             "do_sample": request.do_sample,
             "temperature": request.temperature if request.do_sample else None,
             "top_p": request.top_p if request.do_sample else None,
+            "top_k": request.top_k_sampling if request.do_sample else None,
             "seed": request.seed,
             "top_n_logprobs": request.top_n_logprobs,
         },
@@ -211,6 +213,7 @@ def run_experiment(
         do_sample=request.do_sample,
         temperature=request.temperature,
         top_p=request.top_p,
+        top_k_sampling=request.top_k_sampling,
         seed=request.seed,
         batch_size=request.batch_size,
         top_n_logprobs=request.top_n_logprobs,

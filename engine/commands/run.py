@@ -31,6 +31,7 @@ def add_common_run_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     m.add_argument("--temperature", type=float, default=1.0, help="with --sample")
     m.add_argument("--top-p", type=float, default=1.0, help="with --sample")
+    m.add_argument("--sample-top-k", type=int, default=0, help="with --sample: keep the K most likely tokens (0 = off)")
     m.add_argument("--seed", type=int, default=0, help="sampling seed and random-order seed")
     m.add_argument("--top-logprobs", type=int, default=0, help="also record the top N alternatives per token")
     s = p.add_argument_group("store")
@@ -57,6 +58,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UserError("--temperature must be above 0 with --sample")
     if not 0 < args.top_p <= 1:
         raise UserError("--top-p must be in (0, 1]")
+    if args.sample_top_k < 0:
+        raise UserError("--sample-top-k must be 0 or more")
     if args.top_logprobs < 0:
         raise UserError("--top-logprobs must be 0 or more")
 
@@ -89,6 +92,7 @@ def build_request(args: argparse.Namespace, model: str, label: str):
         do_sample=args.sample,
         temperature=args.temperature,
         top_p=args.top_p,
+        top_k_sampling=args.sample_top_k,
         seed=args.seed,
         batch_size=args.batch_size,
         top_n_logprobs=args.top_logprobs,
@@ -99,6 +103,7 @@ def build_request(args: argparse.Namespace, model: str, label: str):
 
 def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
     """Validate everything, then run with a progress bar and print the outcome."""
+    from dataclasses import replace
     from pathlib import Path
 
     from tqdm import tqdm
@@ -110,15 +115,18 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
 
     # Validate all input before the first write: a bad row must leave the store untouched.
     dataset = load_dataset(dataset_path, limit=args.limit)
-    request_preview = build_request(args, model_arg, model_arg)  # catches bad options before any model work
+    request = build_request(args, model_arg, model_arg)  # bad options fail before any model work
     model, label = resolve_model(model_arg)
-    request = build_request(args, model, label)
-    del request_preview
+    request = replace(request, model=model, model_label=label)
     db_path = Path(args.db) if args.db else default_db_path()
 
     from store.run_store import RunStore
 
     sink = RunStore(db_path)
+    # Our own bar is the one that matters; transformers' per-shard bars only add noise.
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     bar = tqdm(total=0, unit="item", desc=f"{label} x {len(request.modes)} mode(s)", file=sys.stderr, dynamic_ncols=True)
 
     def set_total(n: int) -> None:
