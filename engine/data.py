@@ -88,7 +88,7 @@ def _read_rows(p: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     if p.is_dir():
         yield from _numbered(_read_hf_folder(p))
     elif p.suffix == ".jsonl":
-        yield from _read_jsonl(p)
+        yield from read_jsonl(p)
     elif p.suffix == ".json":
         yield from _numbered(_read_json(p))
     elif p.suffix == ".parquet":
@@ -104,7 +104,16 @@ def _numbered(rows: list[Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"item {i}", row
 
 
-def _read_jsonl(p: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def json_kind(value: Any) -> str:
+    """A JSON value's type in JSON's words, for error messages."""
+    if value is None:
+        return "null"
+    kinds = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def read_jsonl(p: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """('line N', object) for each non-blank line; UserError on invalid JSON or a non-object."""
     with p.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
@@ -114,7 +123,7 @@ def _read_jsonl(p: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             except json.JSONDecodeError as err:
                 raise UserError(f"{p}:line {n}: invalid JSON ({err.msg} at column {err.colno})") from None
             if not isinstance(row, dict):
-                raise UserError(f"{p}:line {n}: expected a JSON object, got {type(row).__name__}")
+                raise UserError(f"{p}:line {n}: expected a JSON object, got {json_kind(row)}")
             yield f"line {n}", row
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,76 +48,59 @@ class AnswerRow:
 
 def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
     """Validate every row of an answers file against the dataset; UserError on the first bad one."""
+    from engine.data import json_kind, read_jsonl
     from engine.errors import UserError
 
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     items = {item.id: item for item in dataset.items}
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     rows: list[AnswerRow] = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+    for where, row in read_jsonl(path):
 
-            def bad(problem: str, n: int = n) -> UserError:
-                return UserError(f"{path}:line {n}: {problem}")
+        def bad(problem: str, where: str = where) -> UserError:
+            return UserError(f"{path}:{where}: {problem}")
 
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise bad(f"invalid JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(row, dict):
-                raise bad(f"expected a JSON object, got {_kind(row)}")
-            if "item_id" not in row or row["item_id"] is None:
-                raise bad("missing item_id")
-            item_id = row["item_id"]
-            if isinstance(item_id, int) and not isinstance(item_id, bool):
-                item_id = str(item_id)  # JSON writers often turn numeric ids into numbers
-            if not isinstance(item_id, str):
-                raise bad(f"item_id must be a string, got {_kind(item_id)}")
-            if not item_id.strip():
-                raise bad("empty item_id")
-            if item_id not in items:
-                raise bad(f"unknown item_id '{item_id}' (not in {dataset.source})")
-            if item_id in seen:
-                raise bad(f"duplicate item_id '{item_id}' (first at line {seen[item_id]})")
-            if "answer" not in row:
-                raise bad("missing answer")
-            if not isinstance(row["answer"], str):
-                raise bad(f"answer must be a string, got {_kind(row['answer'])}")
-            doc_ids = {d.id for d in items[item_id].documents}
-            shown = row.get("shown_doc_ids")
-            if shown is None:
-                shown_ids = tuple(d.id for d in items[item_id].documents)
-            else:
-                if not isinstance(shown, list):
-                    raise bad(f"shown_doc_ids must be a list of document ids, got {_kind(shown)}")
-                if not shown:
-                    raise bad("shown_doc_ids is empty")
-                for doc_id in shown:
-                    if not isinstance(doc_id, str):
-                        raise bad(f"shown_doc_ids must hold document id strings, got {_kind(doc_id)}")
-                    if doc_id not in doc_ids:
-                        raise bad(f"shown_doc_ids: '{doc_id}' is not a document of item '{item_id}'")
-                if len(set(shown)) != len(shown):
-                    repeated = next(d for d in shown if shown.count(d) > 1)
-                    raise bad(f"shown_doc_ids repeats '{repeated}'")
-                shown_ids = tuple(shown)
-            seen[item_id] = n
-            rows.append(AnswerRow(item_id, row["answer"], shown_ids))
+        if "item_id" not in row or row["item_id"] is None:
+            raise bad("missing item_id")
+        item_id = row["item_id"]
+        if isinstance(item_id, int) and not isinstance(item_id, bool):
+            item_id = str(item_id)  # JSON writers often turn numeric ids into numbers
+        if not isinstance(item_id, str):
+            raise bad(f"item_id must be a string, got {json_kind(item_id)}")
+        if not item_id.strip():
+            raise bad("empty item_id")
+        if item_id not in items:
+            raise bad(f"unknown item_id '{item_id}' (not in {dataset.source})")
+        if item_id in seen:
+            raise bad(f"duplicate item_id '{item_id}' (first at {seen[item_id]})")
+        if "answer" not in row:
+            raise bad("missing answer")
+        if not isinstance(row["answer"], str):
+            raise bad(f"answer must be a string, got {json_kind(row['answer'])}")
+        doc_ids = {d.id for d in items[item_id].documents}
+        shown = row.get("shown_doc_ids")
+        if shown is None:
+            shown_ids = tuple(d.id for d in items[item_id].documents)
+        else:
+            if not isinstance(shown, list):
+                raise bad(f"shown_doc_ids must be a list of document ids, got {json_kind(shown)}")
+            if not shown:
+                raise bad("shown_doc_ids is empty")
+            for doc_id in shown:
+                if not isinstance(doc_id, str):
+                    raise bad(f"shown_doc_ids must hold document id strings, got {json_kind(doc_id)}")
+                if doc_id not in doc_ids:
+                    raise bad(f"shown_doc_ids: '{doc_id}' is not a document of item '{item_id}'")
+            if len(set(shown)) != len(shown):
+                repeated = next(d for d in shown if shown.count(d) > 1)
+                raise bad(f"shown_doc_ids repeats '{repeated}'")
+            shown_ids = tuple(shown)
+        seen[item_id] = where
+        rows.append(AnswerRow(item_id, row["answer"], shown_ids))
     if not rows:
         raise UserError(f"{path}: no answers")
     return tuple(rows)
-
-
-def _kind(value: Any) -> str:
-    """A JSON value's type in JSON's words."""
-    if value is None:
-        return "null"
-    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def to_generations(rows: tuple[AnswerRow, ...], dataset: Any) -> list:
@@ -183,7 +165,7 @@ def main(args: argparse.Namespace) -> int:
     from engine.errors import UserError
     from engine.paths import default_db_path
     from engine.prompts import PromptConfig, metadata_type
-    from engine.runner import git_sha, library_versions
+    from engine.runner import config_hash, git_sha, library_versions
     from engine.sink import RunSpec
 
     meta = None
@@ -204,26 +186,24 @@ def main(args: argparse.Namespace) -> int:
 
     answers_sha = hashlib.sha256(answers_path.read_bytes()).hexdigest()[:16]
     prompt = PromptConfig(mode=args.mode, metadata=meta).to_dict()
-    identity = {"import": answers_sha, "dataset": dataset.sha, "model": name, "prompt": prompt,
-                "experiment": args.experiment}
-    config_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    run_hash = config_hash(name, dataset.sha, {"import": answers_sha, "prompt": prompt, "experiment": args.experiment})
     path = Path(args.db) if args.db else default_db_path()
 
     from store.run_store import RunStore
 
     store = RunStore(path)
-    existing = store.find_resumable(config_hash)
+    existing = store.find_resumable(run_hash)
     if existing is not None and existing.status == "complete":
         print(f"already imported: run {existing.run_id} (experiment {existing.experiment_id}) in {path}")
         return 0
     experiment_id = existing.experiment_id if existing else (args.experiment or uuid.uuid4().hex[:12])
     if args.experiment:
-        _check_experiment(path, experiment_id, args.mode, config_hash, name, dataset.sha, meta.name if meta else None)
+        _check_experiment(path, experiment_id, args.mode, run_hash, name, dataset.sha, meta.name if meta else None)
     run_id = existing.run_id if existing else uuid.uuid4().hex[:12]
     spec = RunSpec(
         run_id=run_id,
         experiment_id=experiment_id,
-        config_hash=config_hash,
+        config_hash=run_hash,
         model=name,
         model_revision=None,
         quantization="imported",
