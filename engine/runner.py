@@ -19,7 +19,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Callable
 
-from engine.citations import parse_citation_marks
+from engine.citations import citation_probabilities, parse_citation_marks
 from engine.data import Dataset
 from engine.prompts import PROMPT_VERSION, PromptConfig, build_prompt
 from engine.sink import RunSpec, Sink
@@ -99,8 +99,6 @@ def run_config(request: RunRequest, mode: str) -> dict:
 
 def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Generation:
     """A stored generation: the output plus its citations resolved against the shown order."""
-    from engine.citations import citation_probabilities
-
     marks = parse_citation_marks(output.text)
     probabilities = citation_probabilities(output) if output.tokens else [None] * len(marks)
     relevant = {d.id: d.relevant for d in item.documents}
@@ -181,7 +179,6 @@ def run_experiment(
     *,
     on_progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
-    load: Callable[..., object] | None = None,
 ) -> ExperimentOutcome:
     """Run (or resume) one run per mode; each finished batch is written to the sink at once."""
     from engine.generate import GenerationConfig, iter_batches
@@ -201,7 +198,7 @@ def run_experiment(
 
     loaded = None
     if any(todo.values()):
-        loaded = (load or load_model)(
+        loaded = load_model(
             request.model,
             quantize=request.quantize,
             device=request.device,
