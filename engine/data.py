@@ -14,21 +14,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from engine.errors import UserError
+from engine.metrics import normalize_answer
 from engine.types import Document, Item
 
-_PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
-_SPACE = re.compile(r"\s+")
-
-
-def normalize_text(text: str) -> str:
-    """Lowercase, drop ASCII punctuation, fold whitespace (the paper's EM normalisation)."""
-    return _SPACE.sub(" ", _PUNCT.sub(" ", text.lower())).strip()
+# ALCE relevance must use exactly the normalisation exact match uses, so it is the same function.
+normalize_text = normalize_answer
 
 
 @dataclass(frozen=True)
