@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from engine.errors import UserError
 from engine.metrics import normalize_answer
-from engine.types import Document, Item
+from engine.types import Document, Item, SkippedItem
 
 # ALCE relevance must use exactly the normalisation exact match uses, so it is the same function.
 normalize_text = normalize_answer
@@ -33,6 +33,7 @@ class Dataset:
     sha: str
     source: str
     layout: str  # "native" | "seed" | "alce"
+    skipped: tuple[SkippedItem, ...] = ()  # left out with --skip-invalid
 
 
 class _RowError(Exception):

@@ -13,11 +13,10 @@ import random
 from dataclasses import asdict, dataclass
 
 from engine.errors import UserError
-from engine.types import Document, Item, Prompt
+from engine.types import MODES, Document, Item, Mode, Prompt
 
 PROMPT_VERSION = "pattrieval-v1"
 
-MODES = ("vanilla", "base", "cf")
 ORDERS = ("ranked", "reversed", "random")
 XAI_VARIANTS = ("none", "direct", "counterfactual")
 
@@ -124,7 +123,7 @@ def metadata_type(
 class PromptConfig:
     """Everything that shapes a prompt; stored with each run."""
 
-    mode: str = "vanilla"
+    mode: Mode = "vanilla"
     metadata: MetadataType | None = None
     top_k: int | None = None  # cut-off: the first k ranked documents; None keeps all
     order: str = "ranked"

@@ -7,6 +7,14 @@ column for column, so a field added here needs a migration there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+# Closed sets, each spelt once: everything else imports these names.
+Mode = Literal["vanilla", "base", "cf"]
+MODES: tuple[Mode, ...] = get_args(Mode)  # also the display order
+RunStatus = Literal["running", "complete", "failed"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+FinishReason = Literal["stop", "length"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +105,12 @@ class Generation:
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+
+@dataclass(frozen=True)
+class SkippedItem:
+    """An item left out of a run with --skip-invalid, and why (printed and stored with the run)."""
+
+    where: str  # "line N" (JSONL) or "item N"
+    item_id: str | None
+    reason: str

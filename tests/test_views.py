@@ -104,6 +104,8 @@ def _python_metrics(items, gens):
 def _same(a, b) -> bool:
     if a is None or b is None or (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
         return (a is None or a != a) and (b is None or b != b)
+    if not isinstance(b, (int, float)) or isinstance(b, bool):
+        return a == b  # ids and other text compare exactly; pytest 9.2's approx refuses them
     return a == pytest.approx(b, rel=1e-9, abs=1e-12)
 
 
