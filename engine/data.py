@@ -231,7 +231,8 @@ def _an_id(value: Any, label: str) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Invalid(f"{label} must be a string or an integer, got {json_kind(value)}", "bad id")
+        got = f"the number {value!r}" if isinstance(value, float) else json_kind(value)
+        raise _Invalid(f"{label} must be a string or an integer, got {got}", "bad id")
     return _string(str(value), label, MAX_ID_CHARS)
 
 

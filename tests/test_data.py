@@ -118,6 +118,8 @@ ITEM_PROBLEMS = [
     (dict(NATIVE, id="q0"), "item 'q0': duplicate id (first at line 1)"),
     (dict(NATIVE, id={"a": 1}), "'id' must be a string or an integer, got object"),
     (dict(NATIVE, id=True), "'id' must be a string or an integer, got boolean"),
+    (dict(NATIVE, id=7.0), "'id' must be a string or an integer, got the number 7.0"),
+    (dict(NATIVE, documents=[{"id": [1], "text": "x", "relevant": True}]), "item 'q1': document 1 'id' must be a string or an integer, got array"),
 ]
 
 
