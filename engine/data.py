@@ -145,8 +145,8 @@ def _summary(source: str, problems: list[_Problem], total: int) -> str:
     """One line for all invalid items: the count, the kinds, the first one, and the way out."""
     n, first, left = len(problems), problems[0], total - len(problems)
     hint = f"; run the other {'one' if left == 1 else left} with --skip-invalid" if left else ""
-    if n == 1:
-        return f"{_located(source, first)} (1 of {total} items{hint})"
+    if n == 1:  # a one-item dataset needs no count
+        return _located(source, first) + (f" (1 of {total} items{hint})" if left else "")
     kinds = Counter(p.kind for p in problems)
     if set(kinds) == {NO_RELEVANT}:
         where = _at(source, first.where, first.item_id, ", ")

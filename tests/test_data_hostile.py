@@ -30,36 +30,36 @@ JSONL_CASES = {
     "surrogate": (
         "d.jsonl",
         json.dumps(dict(GOOD, question="who \\ud800?")).replace("\\\\ud800", "\\ud800").encode() + b"\n",
-        ":line 1: item 'q1': 'question' holds a lone surrogate \\ud800 at character 5, which is not text (1 of 1 items)",
+        ":line 1: item 'q1': 'question' holds a lone surrogate \\ud800 at character 5, which is not text",
     ),
     "surrogate-id": (
         "d.jsonl",
         b'{"id": "q\\udc00", "question": "who?", "answers": ["x"], "documents": [{"text": "x", "relevant": true}]}\n',
-        ":line 1: 'id' holds a lone surrogate \\udc00 at character 2, which is not text (1 of 1 items)",
+        ":line 1: 'id' holds a lone surrogate \\udc00 at character 2, which is not text",
     ),
     "id-object": (
         "d.jsonl",
         json.dumps(dict(GOOD, id={"nested": "q1"})).encode() + b"\n",
-        ":line 1: 'id' must be a string or an integer, got object (1 of 1 items)",
+        ":line 1: 'id' must be a string or an integer, got object",
     ),
     "huge-question": (
         "d.jsonl",
         json.dumps(dict(GOOD, question="q" * 10_000_000)).encode() + b"\n",
-        ":line 1: item 'q1': 'question' is 10,000,000 characters long (at most 10,000) (1 of 1 items)",
+        ":line 1: item 'q1': 'question' is 10,000,000 characters long (at most 10,000)",
     ),
     "huge-document": (
         "d.jsonl",
         json.dumps(dict(GOOD, documents=[{"text": "x" * (MAX_DOCUMENT_CHARS + 1), "relevant": True}])).encode() + b"\n",
-        f":line 1: item 'q1': document 1 'text' is {MAX_DOCUMENT_CHARS + 1:,} characters long (at most {MAX_DOCUMENT_CHARS:,}) (1 of 1 items)",
+        f":line 1: item 'q1': document 1 'text' is {MAX_DOCUMENT_CHARS + 1:,} characters long (at most {MAX_DOCUMENT_CHARS:,})",
     ),
     "json-non-utf8": ("d.json", b'[\n  {"id": "q1",\n   "question": "caf\xe9"}\n]', ":line 3: not UTF-8 text (byte 0xe9 at byte 20 of the line)"),
     "json-deep": ("d.json", b"[" * 100_000 + b"]" * 100_000, ": invalid JSON (nested too deeply)"),
     "json-surrogate": (
         "d.json",
         b'[{"id": "q1", "question": "who?", "answers": ["x"], "documents": [{"text": "x \\ud800", "relevant": true}]}]',
-        ":item 1, id 'q1': document 1 'text' holds a lone surrogate \\ud800 at character 3, which is not text (1 of 1 items)",
+        ":item 1, id 'q1': document 1 'text' holds a lone surrogate \\ud800 at character 3, which is not text",
     ),
-    "json-id-list": ("d.json", json.dumps([dict(GOOD, id=["q1"])]).encode(), ":item 1: 'id' must be a string or an integer, got array (1 of 1 items)"),
+    "json-id-list": ("d.json", json.dumps([dict(GOOD, id=["q1"])]).encode(), ":item 1: 'id' must be a string or an integer, got array"),
     "json-scalar": ("d.json", b"42", ": expected a list of items, got number"),
     "parquet-garbage": ("d.parquet", b"PAR1 this is not parquet", None),
 }
@@ -140,7 +140,7 @@ def test_parquet_hostile_items(tmp_path):
     pq.write_table(pa.Table.from_pylist([dict(GOOD, id={"nested": "q1"})]), path)
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == f"{path}:item 1: 'id' must be a string or an integer, got object (1 of 1 items)"
+    assert str(err.value) == f"{path}:item 1: 'id' must be a string or an integer, got object"
 
 
 def test_parquet_binary_question_is_a_type_error(tmp_path):
@@ -150,7 +150,7 @@ def test_parquet_binary_question_is_a_type_error(tmp_path):
     table = pa.table({"id": ["q1"], "question": pa.array([b"caf\xe9"], pa.binary()), "answers": [["x"]],
                       "documents": [[{"text": "x", "relevant": True}]]})
     pq.write_table(table, tmp_path / "d.parquet")
-    with pytest.raises(UserError, match=r"item 1, id 'q1': 'question' must be a string, got bytes \(1 of 1 items\)$"):
+    with pytest.raises(UserError, match=r"item 1, id 'q1': 'question' must be a string, got bytes$"):
         load_dataset(tmp_path / "d.parquet")
 
 
