@@ -14,7 +14,7 @@ import sys
 
 from engine.errors import UserError
 
-COMMANDS = ("quickstart", "run", "tiny_model", "import_answers", "bias", "report")
+COMMANDS = ("quickstart", "run", "tiny_model", "import_answers", "bias", "report", "validate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -100,30 +100,59 @@ def test_normalize_text():
     assert normalize_text("  The  Beatles!\n(UK) ") == "the beatles uk"
 
 
-BAD_ROWS = [
-    ('{"id": "q1", "question": ', "line 2: invalid JSON"),
-    (dict(NATIVE, question="  "), "line 2: item 'q1': empty question"),
-    (dict(NATIVE, documents=[]), "line 2: item 'q1': no documents"),
-    ({k: v for k, v in NATIVE.items() if k != "documents"}, "line 2: item 'q1': no documents"),
-    (dict(NATIVE, documents=[dict(d, relevant=False) for d in NATIVE["documents"]]), "line 2: item 'q1': no relevant document"),
-    (dict(NATIVE, answers=[]), "line 2: no answers"),
-    (dict(NATIVE, answers=["  "]), "line 2: no answers"),
-    (dict(NATIVE, documents=[{"text": "x", "relevant": "yes"}]), "document 1: 'relevant' must be true or false"),
-    (dict(NATIVE, documents=[{"text": "", "relevant": True}]), "document 1 has empty text"),
-    ([1, 2], "line 2: expected a JSON object"),
-    (dict(NATIVE, id="q0"), "line 2: duplicate item id 'q0' (first at line 1)"),
+# (bad second row, its problem): item problems read `FILE:line 2: item 'q1': problem`, "item" once.
+ITEM_PROBLEMS = [
+    (dict(NATIVE, question="  "), "item 'q1': empty question"),
+    (dict(NATIVE, documents=[]), "item 'q1': no documents"),
+    ({k: v for k, v in NATIVE.items() if k != "documents"}, "item 'q1': no documents"),
+    (dict(NATIVE, documents=[dict(d, relevant=False) for d in NATIVE["documents"]]), "item 'q1': no relevant document"),
+    (dict(NATIVE, answers=[]), "item 'q1': no answers"),
+    (dict(NATIVE, answers=["  "]), "item 'q1': no answers"),
+    (dict(NATIVE, answers=[3]), "item 'q1': 'answers' entry 1 must be a string or a list of strings, got number"),
+    (dict(NATIVE, documents=[{"text": "x", "relevant": "yes"}]), "item 'q1': document 1 'relevant' must be true or false, got string"),
+    (dict(NATIVE, documents=[{"text": "", "relevant": True}]), "item 'q1': document 1 has empty text"),
+    (dict(NATIVE, documents=[{"text": "x"}]), "item 'q1': document 1 has no 'relevant' flag"),
+    (dict(NATIVE, documents=[{"id": "a", "text": "x", "relevant": True}] * 2), "item 'q1': document id 'a' appears more than once"),
+    (dict(NATIVE, documents=[{"text": 5, "relevant": True}]), "item 'q1': document 1 'text' must be a string, got number"),
+    (dict(NATIVE, question=["who"]), "item 'q1': 'question' must be a string, got array"),
+    (dict(NATIVE, id="q0"), "item 'q0': duplicate id (first at line 1)"),
+    (dict(NATIVE, id={"a": 1}), "'id' must be a string or an integer, got object"),
+    (dict(NATIVE, id=True), "'id' must be a string or an integer, got boolean"),
+    (dict(NATIVE, id=7.0), "'id' must be a string or an integer, got the number 7.0"),
+    (dict(NATIVE, documents=[{"id": [1], "text": "x", "relevant": True}]), "item 'q1': document 1 'id' must be a string or an integer, got array"),
 ]
 
 
-@pytest.mark.parametrize("bad, message", BAD_ROWS)
-def test_bad_rows_name_file_line_and_problem(tmp_path, bad, message):
-    path = write_jsonl(tmp_path / "bad.jsonl", [dict(NATIVE, id="q0"), bad if isinstance(bad, str) else json.dumps(bad) if not isinstance(bad, dict) else bad])
+@pytest.mark.parametrize("bad, problem", ITEM_PROBLEMS)
+def test_item_problem_names_file_line_item_once(tmp_path, bad, problem):
+    path = write_jsonl(tmp_path / "bad.jsonl", [dict(NATIVE, id="q0"), bad])
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    text = str(err.value)
-    assert text.startswith(str(path) + ":"), text
-    assert message in text, text
-    assert "\n" not in text
+    assert str(err.value) == f"{path}:line 2: {problem} (1 of 2 items; run the other one with --skip-invalid)"
+
+
+def test_item_problem_in_json_file_says_item_once(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([dict(NATIVE, id="q0"), dict(NATIVE, question="")]))
+    with pytest.raises(UserError) as err:
+        load_dataset(path)
+    assert str(err.value) == f"{path}:item 2, id 'q1': empty question (1 of 2 items; run the other one with --skip-invalid)"
+
+
+FILE_PROBLEMS = [
+    ('{"id": "q1", "question": ', "line 2: invalid JSON (Expecting value at column 26)"),
+    ("[1, 2]", "line 2: expected a JSON object, got array"),
+    ('"q"', "line 2: expected a JSON object, got string"),
+]
+
+
+@pytest.mark.parametrize("bad, problem", FILE_PROBLEMS)
+def test_broken_row_stops_the_load(tmp_path, bad, problem):
+    path = write_jsonl(tmp_path / "bad.jsonl", [NATIVE, bad])
+    for skip in (False, True):  # a broken file is never skippable
+        with pytest.raises(UserError) as err:
+            load_dataset(path, skip_invalid=skip)
+        assert str(err.value) == f"{path}:{problem}"
 
 
 def test_bad_file_level_inputs(tmp_path):
