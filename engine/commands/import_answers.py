@@ -23,7 +23,7 @@ MODES = ("vanilla", "base", "cf")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="store answers from another system as a run, to evaluate them")
+    p = sub.add_parser("import", help="store answers from another system as a run, to evaluate")
     p.add_argument("--dataset", required=True, help="the dataset the answers are for (same formats as `run`)")
     p.add_argument("--answers", required=True, help="JSONL of {item_id, answer, shown_doc_ids?}")
     p.add_argument("--name", default="imported", help="the model name to store (default: imported)")

@@ -13,7 +13,7 @@ from engine.commands.run import add_common_run_args, execute
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("quickstart", help="run the full experiment on the bundled sample dataset")
+    p = sub.add_parser("quickstart", help="the complete experiment on the bundled sample dataset")
     p.add_argument("--model", default="auto", help="default: Mistral-7B-Instruct-v0.3 on a GPU, else the smoke model")
     add_common_run_args(p)
     p.set_defaults(main=main, metadata="gender", max_new_tokens=None)

@@ -10,11 +10,7 @@ ARCHS = ("llama", "mistral", "openchat")  # engine.tiny_model.ARCHS, kept here s
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tiny-model",
-        aliases=["tiny_model"],
-        help="write a tiny random-weight model (real chat template and special tokens) to DIR",
-    )
+    p = sub.add_parser("tiny-model", help="write a tiny random-weight model of a real architecture")
     p.add_argument("dir", metavar="DIR", help="folder to write (created if missing)")
     p.add_argument("--arch", default="llama", choices=ARCHS, help="llama = Llama-3-Instruct, mistral = Mistral-7B-Instruct-v0.3, openchat = OpenChat 3.6")
     p.add_argument("--vocab", type=int, default=None, metavar="N", help="model vocabulary size (>= the tokenizer's ~700), e.g. 128256 for a memory benchmark")
