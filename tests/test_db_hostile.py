@@ -144,6 +144,11 @@ def test_every_connection_turns_extension_autoloading_off(tmp_path):
         assert conn.execute(settings).fetchone() == (False, False)
     with raw_connection(db, read_only=True, config={"threads": 1}) as conn:
         assert conn.execute(settings).fetchone() == (False, False)
+    from store.queries import run_readonly_sql
+
+    sandboxed = run_readonly_sql(db, "SELECT current_setting('autoinstall_known_extensions') AS i, "
+                                     "current_setting('autoload_known_extensions') AS l")
+    assert sandboxed.frame.values.tolist() == [[False, False]]
     # What the setting buys: a query that needs an extension not loaded fails at once instead
     # of downloading it.
     with connect(db, read_only=True) as conn:
