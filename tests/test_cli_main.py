@@ -77,3 +77,11 @@ def test_head_of_a_long_listing(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("run ") and done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+def test_tiny_model_offers_every_architecture():
+    from engine.tiny_model import ARCHS
+
+    assert "qwen2" in ARCHS
+    for arch in ARCHS:
+        assert build_parser().parse_args(["tiny-model", "out", "--arch", arch]).arch == arch
