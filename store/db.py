@@ -305,9 +305,13 @@ def _read_errors(path: Path) -> Iterator[None]:
 
 
 def _read_error(path: Path, err: duckdb.IOException) -> UserError:
-    # A damaged file can open fine and fail only when a query reaches its missing blocks:
-    # that is the user's file, not a bug in this code, so it gets one line like other input.
-    return UserError(f"cannot read database {path}: {_damage(path, str(err))}")
+    # A damaged file can open fine and fail only when a query reaches its missing blocks;
+    # a full disk fails a write. Both are the user's file or machine, not a bug in this code,
+    # so they get one line like other bad input.
+    message = str(err)
+    if _TRUNCATED in message:
+        return UserError(f"cannot read database {path}: the file is truncated or damaged")
+    return UserError(f"database {path}: {_first_line(message)}")
 
 
 def _damage(path: Path, message: str) -> str:
