@@ -2,24 +2,59 @@
 
 Each command lives in engine/commands/<name>.py with `add_parser(subparsers)` and
 `main(args) -> int`. Command modules import torch, transformers or the store only inside
-`main`, so read-only commands (bias, report) start without torch. The CLI is the composition
-root: it is the one place in engine/ allowed to reach the store.
+`main`, so read-only commands (list, bias, report) start without torch. The CLI is the
+composition root: it is the one place in engine/ allowed to reach the store.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
+from engine import __version__
 from engine.errors import UserError
 
-COMMANDS = ("quickstart", "run", "tiny_model", "import_answers", "bias", "report", "validate")
+# Module names under engine/commands, in the order --help lists them.
+COMMANDS = ("quickstart", "run", "validate", "list", "bias", "report", "import_answers", "tiny_model")
+
+DESCRIPTION = """\
+PAttriEval: do retrieval-augmented LLMs cite the right sources, and does a label on a source
+change what they cite? A model answers questions from retrieved documents and cites them as
+[1][2]; this tool measures citation precision and recall against the documents that hold the
+answer, exact match, and the attribution bias measures CAS and CAB: how much the citations
+change when each document is labelled with who wrote it (a woman or a man, a human or an LLM,
+a white or a Black person, or your own pair). Every run is stored in DuckDB as it goes."""
+
+EPILOG = """\
+start with:  python -m engine quickstart
+then:        python -m engine list; python -m engine bias --experiment ID; python -m engine report
+help on one command:  python -m engine COMMAND --help"""
+
+# Exit status of a process killed by SIGPIPE (128 + 13), what `yes | head -1` reports.
+BROKEN_PIPE_EXIT = 141
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's line breaks and puts every command's help in one column."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=30)
+        # argparse sizes the column without the extra indent of sub-commands, so the longest
+        # names (quickstart, tiny-model) would wrap onto a line of their own.
+        self._action_max_length = 18
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pattrieval {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for name in COMMANDS:
         module = importlib.import_module(f"engine.commands.{name}")
         module.add_parser(sub)
@@ -27,15 +62,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return int(args.main(args) or 0)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:
+            sys.stdout.flush()  # --help and --version print, then exit: flush while we can catch
+            raise
+        try:
+            code = int(args.main(args) or 0)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            code = 2
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            code = 130
+        # Flush here, inside the handler: otherwise a closed pipe surfaces at interpreter exit.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader (`| head`) has gone; stop quietly, as the Python docs recommend: point
+        # stdout at devnull so the final flush at exit cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
 
 
 if __name__ == "__main__":

@@ -1,66 +1,93 @@
-"""Which model a command uses: a Hub id or path as given, or the offline smoke model.
+"""Which model a command uses: a Hub id or path as given, or what `auto` settles on.
 
-`auto` picks the paper's Mistral model when a GPU and the Hub (or a cached copy) are there,
-and otherwise the smoke model, saying so: the smoke model has random weights and proves the
-pipeline, not anything about attribution.
+`auto` picks a real instruct model whenever one can be had, because a first run on a random
+model tells the user nothing:
+- on a GPU, the paper's Mistral-7B-Instruct-v0.3 (in 4-bit);
+- on a CPU, Qwen2.5-0.5B-Instruct (Apache-2.0, ~1 GB, a few seconds per answer on a laptop);
+- only where neither is cached and the Hugging Face Hub cannot be reached, the offline smoke
+  model, saying so: it has random weights and proves the pipeline, not anything about
+  attribution.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.paths import cache_dir
 
 DEFAULT_MODEL = "mistralai/Mistral-7B-Instruct-v0.3"
+CPU_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 PAPER_MODELS = (
     "mistralai/Mistral-7B-Instruct-v0.3",
     "openchat/openchat-3.6-8b-20240522",
     "meta-llama/Meta-Llama-3-8B-Instruct",
 )
 SMOKE = "smoke"
+SMOKE_LABEL = "smoke (tiny random Llama)"
+SMOKE_DIR_NAME = "smoke-model-llama"  # under cache_dir(); written by smoke_model_dir()
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What `--model auto` settled on, and one line saying why."""
+
+    name: str  # a Hub id, or SMOKE
+    why: str
 
 
 def smoke_model_dir() -> Path:
     """Write the smoke model once into the cache and return its folder."""
     from engine.tiny_model import write_tiny_model
 
-    path = cache_dir() / "smoke-model-llama"
+    path = cache_dir() / SMOKE_DIR_NAME
     if not (path / "config.json").exists():
         write_tiny_model(path, arch="llama", seed=0)
     return path
 
 
-def _hub_reachable(model_id: str) -> bool:
-    """True when the model's config is cached locally or the Hub answers within seconds."""
+def hub_model_available(model_id: str, hub_cache: str | os.PathLike[str] | None = None) -> bool:
+    """True when the model's config is in the local Hub cache or the Hub answers within seconds."""
     try:
         from huggingface_hub import model_info, try_to_load_from_cache
 
-        if isinstance(try_to_load_from_cache(model_id, "config.json"), str):
+        if isinstance(try_to_load_from_cache(model_id, "config.json", cache_dir=hub_cache), str):
             return True
         model_info(model_id, timeout=5)
         return True
-    except Exception:  # offline, DNS failure, gated metadata: all mean "not usable now"
+    except Exception:  # offline, DNS failure, offline mode, gated metadata: all mean "not usable now"
         return False
 
 
-SMOKE_LABEL = "smoke (tiny random Llama)"
+def choose_auto_model(gpu: bool | None = None, hub_cache: str | os.PathLike[str] | None = None) -> ModelChoice:
+    """The model `--model auto` uses here: Mistral on a GPU, Qwen2.5-0.5B on CPU, smoke offline."""
+    if gpu is None:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    if gpu and hub_model_available(DEFAULT_MODEL, hub_cache):
+        return ModelChoice(DEFAULT_MODEL, f"using {DEFAULT_MODEL} (4-bit on the GPU)")
+    if hub_model_available(CPU_MODEL, hub_cache):
+        where = "the Hub has no answer for Mistral" if gpu else "no GPU"
+        return ModelChoice(
+            CPU_MODEL, f"{where}: using {CPU_MODEL}, a small real instruct model that runs on a CPU"
+        )
+    return ModelChoice(
+        SMOKE,
+        "the Hugging Face Hub is not reachable and no real model is cached: using the offline smoke "
+        "model (tiny, random weights: its answers are random text and its scores mean nothing). "
+        f"With network access, auto uses {CPU_MODEL} on CPU or {DEFAULT_MODEL} on a GPU.",
+    )
 
 
 def resolve_model(name: str) -> tuple[str, str]:
     """(what to load, what to call it in the store) for a --model value, 'auto' and 'smoke' too."""
+    if name == "auto":
+        choice = choose_auto_model()
+        print(f"note: {choice.why}", file=sys.stderr)
+        name = choice.name
     if name == SMOKE:
         return str(smoke_model_dir()), SMOKE_LABEL
-    if name != "auto":
-        return name, name
-    import torch
-
-    if torch.cuda.is_available() and _hub_reachable(DEFAULT_MODEL):
-        return DEFAULT_MODEL, DEFAULT_MODEL
-    why = "no GPU" if not torch.cuda.is_available() else "the Hugging Face Hub is not reachable"
-    print(
-        f"note: {why}: using the offline smoke model (tiny, random weights; it exercises the "
-        f"pipeline, its answers mean nothing). Pass --model {DEFAULT_MODEL} on a GPU machine.",
-        file=sys.stderr,
-    )
-    return str(smoke_model_dir()), SMOKE_LABEL
+    return name, name

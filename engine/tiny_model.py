@@ -14,6 +14,12 @@ real models' quirks:
 - openchat: OpenChat 3.6 (a Llama-3 derivative). "GPT4 Correct User/Assistant" headers on the
   Llama-3 tokens. Here its tokenizer and generation config name only `<|end_of_text|>` as eos
   (the worst case), so stopping on `<|eot_id|>`, which ends every turn, must come from the loader.
+- qwen2: Qwen2.5-Instruct (0.5B, the CPU default of `--model auto`). ChatML turns
+  (`<|im_start|>user ... <|im_end|>`) after a default system turn the template adds itself, no
+  BOS token at all, eos `<|im_end|>` in the tokenizer but `[<|im_end|>, <|endoftext|>]` in the
+  generation config, pad `<|endoftext|>`, digits one per token, tied input and output
+  embeddings, the real `Qwen2Tokenizer` class, and sampling defaults (temperature 0.7, top-p
+  0.8, top-k 20, repetition penalty 1.05) that must not leak into greedy decoding.
 
 The weights are random: the text they generate is noise. They prove mechanics, not quality.
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ARCHS = ("llama", "mistral", "openchat")
+ARCHS = ("llama", "mistral", "openchat", "qwen2")
 
 # Llama-3's real pre-tokenizer pattern: numbers in groups of 1-3 digits, punctuation runs kept
 # together (so "[1][2]" splits as "[", "1", "][", "2", "]").
@@ -65,8 +71,30 @@ OPENCHAT36_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|start_header_id|>GPT4 Correct Assistant<|end_header_id|>\n\n' }}{% endif %}"
 )
 
+# Qwen2.5-Instruct's template without its tool-calling branches. Without a system message it
+# writes its own, so a prompt given as one user turn still starts with a system turn.
+QWEN25_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+QWEN25_CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>system\n" + QWEN25_DEFAULT_SYSTEM + "<|im_end|>\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if (message.role == 'user') or (message.role == 'system' and not loop.first) or (message.role == 'assistant') %}"
+    "{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
+)
+
+# Qwen2's pre-tokenizer pattern: Llama 3's, except that every digit is a token of its own.
+_QWEN2_SPLIT = _LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")
+
 _LLAMA3_SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>")
 _MISTRAL_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]")
+_QWEN2_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+_SPECIALS = {"llama": _LLAMA3_SPECIALS, "openchat": _LLAMA3_SPECIALS, "mistral": _MISTRAL_SPECIALS, "qwen2": _QWEN2_SPECIALS}
 
 # Small English corpus in the shape of the prompts and answers the tool handles: documents,
 # questions, digits, and citations written the ways models write them.
@@ -97,15 +125,16 @@ The quick brown fox jumps over the lazy dog. 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 
 
 def _train_tokenizer(arch: str, merged_citation_tokens: bool):
     """A byte-level BPE `tokenizers.Tokenizer` with the arch's specials and post-processor."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-    specials = _MISTRAL_SPECIALS if arch == "mistral" else _LLAMA3_SPECIALS
-    bos = "<s>" if arch == "mistral" else "<|begin_of_text|>"
+    specials = _SPECIALS[arch]
     tok = Tokenizer(models.BPE())
-    split = pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated")
+    split = pre_tokenizers.Split(Regex(_QWEN2_SPLIT if arch == "qwen2" else _LLAMA3_SPLIT), behavior="isolated")
     steps = [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
     if arch == "mistral":
         steps.insert(0, pre_tokenizers.Digits(individual_digits=True))
+    if arch == "qwen2":
+        tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(steps)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -120,6 +149,11 @@ def _train_tokenizer(arch: str, merged_citation_tokens: bool):
 
         # Ordinary (non-special) added tokens: "[1]" comes out as one token and decodes as text.
         tok.add_tokens([AddedToken(f"[{n}]", normalized=False) for n in range(1, 21)])
+    if arch == "qwen2":
+        # Qwen2 has no BOS: encoding adds nothing, and the chat template starts the text.
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        return tok
+    bos = "<s>" if arch == "mistral" else "<|begin_of_text|>"
     # Like the real tokenizers, encoding with add_special_tokens=True prepends BOS.
     tok.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.token_to_id(bos))]
@@ -136,8 +170,8 @@ def write_tiny_model(
 ) -> Path:
     """Write a tiny random-weight model of `arch` with its tokenizer to `path`; return the path."""
     import torch
-    from transformers import GenerationConfig, LlamaConfig, MistralConfig, PreTrainedTokenizerFast
-    from transformers import LlamaForCausalLM, MistralForCausalLM
+    from transformers import GenerationConfig, LlamaConfig, MistralConfig, PreTrainedTokenizerFast, Qwen2Config
+    from transformers import LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen2Tokenizer
 
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCHS)}")
@@ -148,9 +182,16 @@ def write_tiny_model(
     if vocab_size is not None and vocab_size < n_tokens:
         raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizer ({n_tokens} tokens)")
     vocab = vocab_size or n_tokens
-    ids = {t: raw.token_to_id(t) for t in (_MISTRAL_SPECIALS if arch == "mistral" else _LLAMA3_SPECIALS)}
+    ids = {t: raw.token_to_id(t) for t in _SPECIALS[arch]}
 
-    if arch == "mistral":
+    if arch == "qwen2":
+        tokenizer = Qwen2Tokenizer(
+            tokenizer_object=raw, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
+        )
+        tokenizer.chat_template = QWEN25_CHAT_TEMPLATE
+        # config.json names <|endoftext|> as bos although the tokenizer never adds it.
+        bos_id, eos_ids = ids["<|endoftext|>"], ids["<|im_end|>"]
+    elif arch == "mistral":
         tokenizer = PreTrainedTokenizerFast(
             tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
         )
@@ -161,7 +202,7 @@ def write_tiny_model(
         tokenizer.chat_template = LLAMA3_CHAT_TEMPLATE if arch == "llama" else OPENCHAT36_CHAT_TEMPLATE
         bos_id = ids["<|begin_of_text|>"]
         eos_ids = [ids["<|end_of_text|>"], ids["<|eot_id|>"]] if arch == "llama" else ids["<|end_of_text|>"]
-    tokenizer.model_max_length = 8192
+    tokenizer.model_max_length = 32768 if arch == "qwen2" else 8192
     tokenizer.save_pretrained(path)
 
     common = dict(
@@ -179,16 +220,37 @@ def write_tiny_model(
     torch.manual_seed(seed)
     if arch == "mistral":
         model = MistralForCausalLM(MistralConfig(**common, sliding_window=None, rope_theta=1_000_000.0))
+    elif arch == "qwen2":
+        # The 0.5B model ties its output layer to the input embeddings.
+        common.update(tie_word_embeddings=True, max_position_embeddings=32768)
+        model = Qwen2ForCausalLM(Qwen2Config(**common, rope_theta=1_000_000.0, use_sliding_window=False))
     else:
         model = LlamaForCausalLM(LlamaConfig(**common, rope_theta=500_000.0))
     # Random init at the default std (0.02) makes every next-token distribution nearly flat;
     # wider output weights give peaked distributions like a trained model's, so greedy ties
     # (and batch-vs-single argmax flips) stay improbable.
     with torch.no_grad():
-        model.lm_head.weight.normal_(0.0, 1.0)
+        if arch == "qwen2":
+            # Tied: widening the output weights would widen the input embeddings too, and the
+            # model would only ever repeat its last token. Instead the layers' outputs are
+            # widened (so they, not the token's own embedding, dominate the residual stream)
+            # and a larger final-norm gain gives the same peaked logits.
+            for layer in model.model.layers:
+                layer.self_attn.o_proj.weight.normal_(0.0, 1.0)
+                layer.mlp.down_proj.weight.normal_(0.0, 1.0)
+            model.model.norm.weight.fill_(50.0)
+        else:
+            model.lm_head.weight.normal_(0.0, 1.0)
     if arch == "llama":
         # The real Llama-3-Instruct generation_config.json ships sampling defaults.
         gen = GenerationConfig(bos_token_id=bos_id, eos_token_id=eos_ids, do_sample=True, temperature=0.6, top_p=0.9)
+    elif arch == "qwen2":
+        # As Qwen2.5-Instruct's generation_config.json: both end tokens, a pad, and sampling defaults.
+        end = ids["<|endoftext|>"]
+        gen = GenerationConfig(
+            bos_token_id=end, eos_token_id=[eos_ids, end], pad_token_id=end, do_sample=True,
+            temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05,
+        )
     else:
         gen = GenerationConfig(bos_token_id=bos_id, eos_token_id=eos_ids)
     model.generation_config = gen

@@ -40,13 +40,27 @@ from typing import Any, Iterator, Protocol, Union
 import duckdb
 
 from engine.errors import UserError
-from store.migrations import apply_migrations, pending_migrations
+from store.migrations import apply_migrations, pending_migrations, refuse_newer_schema
 
 DEFAULT_TIMEOUT_S = 60.0
 
 # DuckDB 2 reports a lock held by another process as an IOException with this text.
 _LOCK_CONFLICT = "Could not set lock on file"
 _HOLDER_PID = re.compile(r"\(PID (\d+)\)")
+
+# Every connection gets these. Given a file of another format (a SQLite database, say),
+# DuckDB would otherwise download and load the extension that reads it: network access and
+# foreign code at open time, and a file this tool would then misuse as its store.
+BASE_CONFIG: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+# A DuckDB file starts with an 8-byte checksum and then this magic.
+_DUCKDB_MAGIC = b"DUCK"
+_MAGIC_OFFSET = 8
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_TRUNCATED = "Could not read enough bytes"
 
 _FIRST_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.25
@@ -117,11 +131,13 @@ def connect(
             conn.execute("BEGIN TRANSACTION")
             try:
                 yield conn
-            except BaseException:
+            except BaseException as err:
                 try:
                     conn.execute("ROLLBACK")
                 except duckdb.Error:
                     pass  # closing discards the transaction anyway; keep the first error
+                if isinstance(err, duckdb.IOException):
+                    raise _read_error(path, err) from err
                 raise
             conn.execute("COMMIT")
         finally:
@@ -158,11 +174,11 @@ def open_with_retry(
     backoff = _FIRST_BACKOFF_S
     while True:
         try:
-            conn = duckdb.connect(str(path), read_only=read_only, config=dict(config or {}))
+            conn = duckdb.connect(str(path), read_only=read_only, config={**BASE_CONFIG, **(config or {})})
         except duckdb.IOException as err:
             message = str(err)
             if _LOCK_CONFLICT not in message:
-                raise UserError(f"cannot open database {path}: {_first_line(message)}") from err
+                raise UserError(f"cannot open database {path}: {_damage(path, message)}") from err
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 holder = _HOLDER_PID.search(message)
@@ -179,7 +195,7 @@ def open_with_retry(
                 raise  # a same-process configuration clash is a bug, not a user error
             if "in-memory database" in str(err):  # a data file opened read-only, see below
                 raise UserError(f"cannot open database {path}: not a DuckDB database file") from err
-            raise UserError(f"cannot open database {path}: {_first_line(str(err))}") from err
+            raise UserError(f"cannot open database {path}: {_damage(path, str(err))}") from err
         try:
             backing = conn.execute(
                 "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
@@ -209,11 +225,13 @@ def _open_migrated(
         _migrate(path, deadline)
     conn = open_with_retry(path, read_only=read_only, deadline=deadline, config=config)
     try:
-        if not pending_migrations(conn):
-            return conn
-        if not read_only:
-            apply_migrations(conn)
-            return conn
+        with _read_errors(path):
+            refuse_newer_schema(conn, f"database {path}")
+            if not pending_migrations(conn):
+                return conn
+            if not read_only:
+                apply_migrations(conn)
+                return conn
     except BaseException:
         conn.close()
         raise
@@ -227,7 +245,8 @@ def _migrate(path: Path, deadline: float) -> None:
     conn = open_with_retry(path, read_only=False, deadline=deadline)
     try:
         # Re-checks under the write lock: another process may have migrated meanwhile.
-        apply_migrations(conn)
+        with _read_errors(path):
+            apply_migrations(conn)
     finally:
         conn.close()
 
@@ -252,6 +271,64 @@ def _file_lock(path: Path, deadline: float) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def check_database(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Raise a one-line UserError now if an existing `path` cannot serve as this code's database.
+
+    For commands that do slow work before their first write (loading a model): a foreign,
+    damaged or newer-schema file is refused up front. Nothing is written, not even a
+    migration, and a path that does not exist yet passes (it will be created).
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise UserError(f"cannot open database {path}: it is a folder")
+    deadline = time.monotonic() + timeout_s
+    with _file_lock(path, deadline):
+        conn = open_with_retry(path, read_only=True, deadline=deadline)
+        try:
+            with _read_errors(path):
+                refuse_newer_schema(conn, f"database {path}")
+        finally:
+            conn.close()
+
+
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """Turn DuckDB I/O errors while reading the file into one-line UserErrors."""
+    try:
+        yield
+    except duckdb.IOException as err:
+        raise _read_error(path, err) from err
+
+
+def _read_error(path: Path, err: duckdb.IOException) -> UserError:
+    # A damaged file can open fine and fail only when a query reaches its missing blocks;
+    # a full disk fails a write. Both are the user's file or machine, not a bug in this code,
+    # so they get one line like other bad input.
+    message = str(err)
+    if _TRUNCATED in message:
+        return UserError(f"cannot read database {path}: the file is truncated or damaged")
+    return UserError(f"database {path}: {_first_line(message)}")
+
+
+def _damage(path: Path, message: str) -> str:
+    """What is wrong with a file DuckDB could not open or read, in a few words."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError:
+        head = None
+    if head is not None:
+        if head.startswith(_SQLITE_MAGIC):
+            return "not a DuckDB database file (it is a SQLite database)"
+        if head[_MAGIC_OFFSET:_MAGIC_OFFSET + len(_DUCKDB_MAGIC)] != _DUCKDB_MAGIC:
+            return "not a DuckDB database file"
+    if _TRUNCATED in message:
+        return "the file is truncated or damaged"
+    return _first_line(message)
 
 
 def _first_line(message: str) -> str:

@@ -475,3 +475,112 @@ def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
         "FROM run_metrics WHERE list_contains(?, run_id) ORDER BY created_utc",
         [run_ids],
     )
+
+
+# ---------------------------------------------------------------- listing (`python -m engine list`)
+
+
+@dataclass(frozen=True)
+class ExperimentSummary:
+    """One experiment as `list` shows it: its runs' shared settings, modes and progress."""
+
+    experiment_id: str
+    model: str
+    dataset: str | None
+    dataset_sha: str
+    metadata_type: str | None
+    modes: tuple[str, ...]  # distinct, in display order (vanilla, base, cf)
+    status: str  # running if any run is, else failed if any run is, else complete
+    n_runs: int
+    n_done: int  # answers stored, summed over the runs
+    n_total: int  # items planned, summed over the runs
+    created_utc: Any  # when its first run started
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as `list --runs` shows it."""
+
+    run_id: str
+    experiment_id: str
+    mode: str
+    model: str
+    dataset: str | None
+    dataset_sha: str
+    metadata_type: str | None
+    status: str
+    n_done: int
+    n_total: int
+    created_utc: Any
+    finished_utc: Any
+
+
+def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
+    """Every experiment, newest first (the SQL that `list` and the app's run list share)."""
+    from engine.types import MODES
+
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            f"""
+            SELECT r.experiment_id,
+                   arg_min(r.model, r.created_utc),
+                   arg_min(r.dataset, r.created_utc),
+                   arg_min(r.dataset_sha, r.created_utc),
+                   max(r.metadata_type),
+                   list(r.rag_mode ORDER BY list_position($modes, r.rag_mode), r.created_utc),
+                   CASE WHEN bool_or(r.status = 'running') THEN 'running'
+                        WHEN bool_or(r.status = 'failed') THEN 'failed'
+                        ELSE 'complete' END,
+                   count(*),
+                   CAST(sum(coalesce(d.n_done, 0)) AS BIGINT),
+                   CAST(sum(coalesce(r.n_items, 0)) AS BIGINT),
+                   min(r.created_utc)
+            FROM runs r LEFT JOIN {_DONE} d USING (run_id)
+            GROUP BY r.experiment_id
+            ORDER BY min(r.created_utc) DESC, r.experiment_id DESC
+            """,
+            {"modes": list(MODES)},
+        ).fetchall()
+    return tuple(
+        ExperimentSummary(exp, model, dataset, sha, meta, tuple(dict.fromkeys(modes)), status, n_runs, done, total, created)
+        for exp, model, dataset, sha, meta, modes, status, n_runs, done, total, created in rows
+    )
+
+
+def run_listing(db: DbLike) -> tuple[RunSummary, ...]:
+    """Every run, newest first, with how many of its items are stored."""
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            f"""
+            SELECT r.run_id, r.experiment_id, r.rag_mode, r.model, r.dataset, r.dataset_sha,
+                   r.metadata_type, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
+                   r.created_utc, r.finished_utc
+            FROM runs r LEFT JOIN {_DONE} d USING (run_id)
+            ORDER BY r.created_utc DESC, r.run_id DESC
+            """
+        ).fetchall()
+    return tuple(RunSummary(*row) for row in rows)
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """What `import` checks before it adds a run to an existing experiment."""
+
+    run_id: str
+    mode: str
+    status: str
+    model: str
+    dataset_sha: str
+    metadata_type: str | None
+    config_hash: str
+
+
+def experiment_runs(db: DbLike, experiment_id: str) -> tuple[ExperimentRun, ...]:
+    """The runs of one experiment, oldest first; empty when there is no such experiment."""
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT run_id, rag_mode, status, model, dataset_sha, metadata_type, config_hash "
+            "FROM runs WHERE experiment_id = ? ORDER BY created_utc, run_id",
+            [experiment_id],
+        ).fetchall()
+    return tuple(ExperimentRun(*row) for row in rows)

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 
 from engine.errors import UserError
-from store.db import raw_connection
+from store.db import BASE_CONFIG, raw_connection
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,8 @@ class SandboxReply:
 def connection_config(request: SandboxRequest) -> dict[str, Any]:
     """DuckDB settings fixed at open time, before any visitor SQL runs."""
     return {
+        **BASE_CONFIG,  # no extension is installed or loaded behind the query's back
         "enable_external_access": False,
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
         "allow_community_extensions": False,
         "memory_limit": request.memory_limit,
         "threads": request.threads,

@@ -200,7 +200,7 @@ def test_a_file_that_is_not_a_database_is_a_user_error(tmp_path: Path):
     path = tmp_path / "data.dat"
     path.write_text('{"not": "duckdb"}\n' * 100)
     for read_only in (False, True):
-        with pytest.raises(UserError, match="cannot open database .*not a valid DuckDB"):
+        with pytest.raises(UserError, match="cannot open database .*: not a DuckDB database file$"):
             with connect(path, read_only=read_only):
                 pass
 

@@ -19,20 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MODES = ("vanilla", "base", "cf")
+from engine.types import MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="store answers from another system as a run, to evaluate them")
+    p = sub.add_parser("import", help="store answers from another system as a run, to evaluate")
     p.add_argument("--dataset", required=True, help="the dataset the answers are for (same formats as `run`)")
     p.add_argument("--answers", required=True, help="JSONL of {item_id, answer, shown_doc_ids?}")
     p.add_argument("--name", default="imported", help="the model name to store (default: imported)")
     p.add_argument("--mode", choices=MODES, default="vanilla", help="RAG mode the answers were made in")
     p.add_argument("--experiment", default=None, help="experiment id to join (default: a new one)")
     p.add_argument("--metadata", default=None, help="metadata type: hai, gender, race or a custom name")
-    p.add_argument("--label-a", default=None, help="custom type: label on relevant documents in base")
+    p.add_argument("--label-a", default=None, help="custom type: label on relevant documents in base (the side CAB > 0 favours)")
     p.add_argument("--label-b", default=None, help="custom type: label on relevant documents in cf")
-    p.add_argument("--consideration", default=None, help="custom type: the consideration sentence")
+    p.add_argument("--consideration", default=None, help="custom type, optional: the consideration sentence, stored for reference (import renders no prompt)")
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
     p.set_defaults(main=main)
 
@@ -136,35 +136,49 @@ def _check_experiment(path: Path, experiment_id: str, mode: str, config_hash: st
                       dataset_sha: str, metadata_type: str | None) -> None:
     """Refuse to join an experiment whose runs are for another dataset, model or metadata type."""
     from engine.errors import UserError
-    from store.db import connect
+    from store.queries import experiment_runs
 
     if not path.is_file():
         return
-    with connect(path, read_only=True) as conn:
-        runs = conn.execute(
-            "SELECT run_id, rag_mode, status, model, dataset_sha, metadata_type, config_hash "
-            "FROM runs WHERE experiment_id = ?",
-            [experiment_id],
-        ).fetchall()
-    for run_id, run_mode, status, run_model, run_sha, run_type, run_hash in runs:
-        if run_sha != dataset_sha:
-            raise UserError(f"experiment '{experiment_id}' is for another dataset (run {run_id}); use another --experiment")
-        if run_model != model:
-            raise UserError(f"experiment '{experiment_id}' is for model '{run_model}', not '{model}' (--name)")
-        if run_type and metadata_type and run_type != metadata_type:
-            raise UserError(f"experiment '{experiment_id}' is for metadata type '{run_type}', not '{metadata_type}'")
-        if run_mode == mode and status == "complete" and run_hash != config_hash:
+    for run in experiment_runs(path, experiment_id):
+        if run.dataset_sha != dataset_sha:
+            raise UserError(f"experiment '{experiment_id}' is for another dataset (run {run.run_id}); use another --experiment")
+        if run.model != model:
+            raise UserError(f"experiment '{experiment_id}' is for model '{run.model}', not '{model}' (--name)")
+        if run.metadata_type and metadata_type and run.metadata_type != metadata_type:
+            raise UserError(f"experiment '{experiment_id}' is for metadata type '{run.metadata_type}', not '{metadata_type}'")
+        if run.mode == mode and run.status == "complete" and run.config_hash != config_hash:
             raise UserError(
-                f"experiment '{experiment_id}' already has a complete {mode} run ({run_id}) from other answers; "
+                f"experiment '{experiment_id}' already has a complete {mode} run ({run.run_id}) from other answers; "
                 "use another --experiment"
             )
+
+
+def import_metadata(name: str, label_a: str | None, label_b: str | None, consideration: str | None):
+    """The metadata type of imported answers: a built-in by name, or a custom one from its two labels.
+
+    Unlike `run`, a custom type needs no consideration sentence: import renders no prompt, and
+    only the labels are read afterwards (tables name the side CAB favours by them).
+    """
+    from engine.errors import UserError
+    from engine.prompts import METADATA_TYPES, MetadataType, metadata_type
+
+    if consideration or (name in METADATA_TYPES and not (label_a or label_b)):
+        return metadata_type(name, label_a, label_b, consideration)
+    if not (label_a and label_a.strip() and label_b and label_b.strip()):
+        known = ", ".join(METADATA_TYPES)
+        raise UserError(f"metadata type '{name}' is not built in ({known}); name its labels with --label-a and --label-b")
+    a, b = label_a.strip(), label_b.strip()
+    if a == b:
+        raise UserError(f"metadata type '{name}': label A and label B must differ (both '{a}')")
+    return MetadataType(name, a, b, "", a, b)
 
 
 def main(args: argparse.Namespace) -> int:
     from engine.data import load_dataset
     from engine.errors import UserError
     from engine.paths import default_db_path
-    from engine.prompts import PromptConfig, metadata_type
+    from engine.prompts import PromptConfig
     from engine.runner import config_hash, git_sha, library_versions
     from engine.sink import RunSpec
 
@@ -172,7 +186,7 @@ def main(args: argparse.Namespace) -> int:
     if args.metadata or args.label_a or args.label_b or args.consideration:
         if not args.metadata:
             raise UserError("--label-a, --label-b and --consideration need --metadata NAME")
-        meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration)
+        meta = import_metadata(args.metadata, args.label_a, args.label_b, args.consideration)
     if args.mode != "vanilla" and meta is None:
         raise UserError(f"--mode {args.mode} needs --metadata (hai, gender, race or a custom type)")
     name = args.name.strip()

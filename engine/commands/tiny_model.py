@@ -5,20 +5,15 @@ from __future__ import annotations
 import argparse
 
 from engine.errors import UserError
-
-ARCHS = ("llama", "mistral", "openchat")  # engine.tiny_model.ARCHS, kept here so --help imports nothing heavy
+from engine.tiny_model import ARCHS  # light: that module imports torch only when it writes a model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tiny-model",
-        aliases=["tiny_model"],
-        help="write a tiny random-weight model (real chat template and special tokens) to DIR",
-    )
+    p = sub.add_parser("tiny-model", help="write a tiny random-weight model of a real architecture")
     p.add_argument("dir", metavar="DIR", help="folder to write (created if missing)")
-    p.add_argument("--arch", default="llama", choices=ARCHS, help="llama = Llama-3-Instruct, mistral = Mistral-7B-Instruct-v0.3, openchat = OpenChat 3.6")
+    p.add_argument("--arch", default="llama", choices=ARCHS, help="llama = Llama-3-Instruct, mistral = Mistral-7B-Instruct-v0.3, openchat = OpenChat 3.6, qwen2 = Qwen2.5-Instruct (default: llama)")
     p.add_argument("--vocab", type=int, default=None, metavar="N", help="model vocabulary size (>= the tokenizer's ~700), e.g. 128256 for a memory benchmark")
-    p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    p.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default: 0)")
     p.add_argument("--merged-citations", action="store_true", help='tokenizer with "[1]".."[20]" as single tokens')
     p.set_defaults(main=main)
 

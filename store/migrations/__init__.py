@@ -17,12 +17,18 @@ from typing import Sequence, Union
 
 import duckdb
 
+from engine.errors import UserError
+
 _FILE_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 _CREATE_LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations(
   version INTEGER PRIMARY KEY, name VARCHAR, applied_utc TIMESTAMP)
 """
+
+
+class SchemaTooNew(UserError):
+    """The database was migrated by a newer version of this code than the one running."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,25 @@ def applied_versions(conn: duckdb.DuckDBPyConnection) -> set[int]:
     return {row[0] for row in rows}
 
 
+def refuse_newer_schema(
+    conn: duckdb.DuckDBPyConnection,
+    where: str = "the database",
+    migrations: Sequence[Migration] | None = None,
+) -> None:
+    """Raise SchemaTooNew when `conn` holds a migration newer than any this code ships.
+
+    Older code on a newer schema would misread renamed columns or apply its own migrations
+    out of order, so it stops before doing anything.
+    """
+    newest = max(applied_versions(conn), default=0)
+    candidates = available_migrations() if migrations is None else migrations
+    known = max((m.version for m in candidates), default=0)
+    if newest > known:
+        raise SchemaTooNew(
+            f"{where} has schema version {newest}; this code knows up to {known}: upgrade pattrieval"
+        )
+
+
 def pending_migrations(
     conn: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] | None = None
 ) -> tuple[Migration, ...]:
@@ -75,6 +100,7 @@ def apply_migrations(
 ) -> tuple[int, ...]:
     """Apply every pending migration in order on a read-write connection; returns their versions."""
     conn.execute(_CREATE_LEDGER)
+    refuse_newer_schema(conn, migrations=migrations)
     applied: list[int] = []
     for migration in pending_migrations(conn, migrations):
         conn.execute("BEGIN TRANSACTION")

@@ -1,0 +1,108 @@
+"""`python -m engine list`: the experiments (or, with --runs, the runs) in the store, newest first.
+
+Reads only the store and never imports torch. An experiment's progress is the answers stored
+over the items planned, summed over its runs (3 modes x 67 items: 201).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+START_HINT = "python -m engine quickstart"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "list",
+        help="experiments in the store, newest first (--runs: every run)",
+        description="List the experiments in the store, newest first: id, model, dataset, metadata "
+        "type, modes, status, items done out of the total and when it started (UTC).",
+    )
+    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--runs", action="store_true", help="one row per run instead of per experiment")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(main=main)
+
+
+def dataset_label(path: str | None, sha: str) -> str:
+    """A dataset as file name plus content hash: the path as typed says little on another machine."""
+    name = Path(path).name if path else "?"
+    return f"{name}@{sha[:8]}"
+
+
+def _utc(value: Any) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M")
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else value.isoformat(timespec="seconds") + "Z"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """Left-aligned columns separated by two spaces, no trailing blanks."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows])
+
+
+def experiments_text(experiments: tuple) -> str:
+    """The experiment table."""
+    header = ["experiment", "model", "dataset", "metadata", "modes", "status", "items", "created (UTC)"]
+    rows = [
+        [e.experiment_id, e.model, dataset_label(e.dataset, e.dataset_sha), e.metadata_type or "-",
+         ",".join(e.modes), e.status, f"{e.n_done}/{e.n_total}", _utc(e.created_utc)]
+        for e in experiments
+    ]
+    return table(header, rows)
+
+
+def runs_text(runs: tuple) -> str:
+    """The run table."""
+    header = ["run", "experiment", "mode", "model", "dataset", "metadata", "status", "items", "created (UTC)"]
+    rows = [
+        [r.run_id, r.experiment_id, r.mode, r.model, dataset_label(r.dataset, r.dataset_sha),
+         r.metadata_type or "-", r.status, f"{r.n_done}/{r.n_total}", _utc(r.created_utc)]
+        for r in runs
+    ]
+    return table(header, rows)
+
+
+def as_json(records: tuple) -> str:
+    """Records as a JSON list, timestamps in ISO 8601 UTC."""
+    from dataclasses import asdict
+
+    out = []
+    for record in records:
+        row = asdict(record)
+        for key in ("created_utc", "finished_utc"):
+            if key in row:
+                row[key] = _iso(row[key])
+        if "modes" in row:
+            row["modes"] = list(row["modes"])
+        out.append(row)
+    return json.dumps(out, indent=2, ensure_ascii=False)
+
+
+def main(args: argparse.Namespace) -> int:
+    from engine.errors import UserError
+    from engine.paths import default_db_path
+
+    path = Path(args.db) if args.db else default_db_path()
+    if not path.exists():
+        # A reader must not create the file: that would hide a typo in --db.
+        raise UserError(f"no database at {path}; start one with: {START_HINT} (or give --db PATH)")
+
+    from store.queries import experiment_listing, run_listing
+
+    records = run_listing(path) if args.runs else experiment_listing(path)
+    if args.json:
+        print(as_json(records))
+        return 0
+    if not records:
+        what = "runs" if args.runs else "experiments"
+        print(f"no {what} in {path} yet; start one with: {START_HINT}")
+        return 0
+    print(runs_text(records) if args.runs else experiments_text(records))
+    return 0
