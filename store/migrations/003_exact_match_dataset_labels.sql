@@ -1,4 +1,5 @@
--- 003_paper_exact_match: exact match becomes the paper's, to the character.
+-- 003_exact_match_dataset_labels: exact match becomes the paper's, to the character; datasets
+-- get a display name (file name + content hash prefix).
 -- Append-only: never edit this file once released; replace a macro or view in a later file.
 --
 -- The paper's numbers come from the seed library's `preprocess` (behind check_any_string):
@@ -40,3 +41,12 @@ CREATE OR REPLACE MACRO normalize_answer(s) AS
   trim(regexp_replace(
          regexp_replace(python_lower(s), '[^\p{L}\p{N}_\t\n\x{0b}\f\r\x{1c}-\x{1f}\x{85}\p{Z}]', '', 'g'),
          '[\t\n\x{0b}\f\r\x{1c}-\x{1f}\x{85}\p{Z}]+', ' ', 'g'), ' ');
+
+-- ---------------------------------------------------------------- dataset names
+-- How tables name a dataset: the file (or folder) name of the path it was loaded from, and the
+-- first 8 hex digits of its content hash, e.g. "sample_nq.jsonl (3f2a9c1d)". The path as typed
+-- differs between machines and working directories; the hash says which content it was.
+CREATE OR REPLACE MACRO dataset_name(dataset) AS regexp_extract(rtrim(dataset, '/'), '[^/]*$');
+
+CREATE OR REPLACE MACRO dataset_label(dataset, dataset_sha) AS
+  coalesce(nullif(dataset_name(dataset), '') || ' ', '') || '(' || left(dataset_sha, 8) || ')';
