@@ -20,12 +20,12 @@ import numpy as np
 
 from engine.errors import UserError
 from engine.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, PairedTest, one_sample_tests
-from engine.types import MODES
+from engine.types import MODES, Mode
 
 METRICS = ("precision", "recall", "f1")
 Measure = Literal["CAS", "CAB"]
 # Which runs each measure compares: (measure, mode a, mode b); the value is M_a - M_b per item.
-COMPARISONS: tuple[tuple[Measure, str, str], ...] = (("CAS", "vanilla", "base"), ("CAB", "base", "cf"))
+COMPARISONS: tuple[tuple[Measure, Mode, Mode], ...] = (("CAS", "vanilla", "base"), ("CAB", "base", "cf"))
 _ZERO = 1e-9  # points; below this a mean difference is float noise, not a direction
 
 
@@ -140,7 +140,7 @@ def _missing(ids: set[str], what: str) -> str:
     return f"; {what}: {', '.join(shown)}{more}"
 
 
-def possible_comparisons(modes: Iterable[str]) -> list[tuple[Measure, str, str]]:
+def possible_comparisons(modes: Iterable[str]) -> list[tuple[Measure, Mode, Mode]]:
     """The COMPARISONS whose two modes are both among `modes`."""
     have = set(modes)
     return [c for c in COMPARISONS if c[1] in have and c[2] in have]

@@ -291,6 +291,18 @@ def test_t_macros_match_scipy(tmp_path):
     assert edge == (0.0, None, None, None)
 
 
+def test_sql_spellings_agree_with_their_python_homes(tmp_path):
+    from engine.bias import COMPARISONS
+
+    with connect(tmp_path / "h.duckdb", read_only=True) as conn:
+        for name, meta in METADATA_TYPES.items():
+            got = conn.execute("SELECT label_short_a(NULL, ?), label_short_b(NULL, ?)", [name, name]).fetchone()
+            assert got == (meta.short_a, meta.short_b), name
+        bias_sql = conn.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'bias'").fetchone()[0]
+    pairs = ", ".join(f"('{m}', '{a}', '{b}')" for m, a, b in COMPARISONS)
+    assert f"(VALUES {pairs})" in " ".join(bias_sql.split())
+
+
 def test_migrations_apply_to_empty_database(tmp_path):
     with connect(tmp_path / "e.duckdb", read_only=True) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()]

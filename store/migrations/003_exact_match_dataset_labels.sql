@@ -7,6 +7,10 @@
 -- Python's str.lower(), \w and \s, spelt for DuckDB. engine/metrics.py normalize_answer is the
 -- Python side; tests/test_views.py compares the two over every code point and random text.
 -- Views bind macros by name when queried, so query_metrics (002) picks these up unchanged.
+--
+-- Facts that 002 spells in SQL have their home in Python; tests/test_views.py checks that the
+-- two agree: the modes and the CAS / CAB pairs (engine.types.MODES, engine.bias.COMPARISONS)
+-- and the built-in short labels of label_short_a / label_short_b (engine.prompts.METADATA_TYPES).
 
 -- ---------------------------------------------------------------- Python's lower()
 -- DuckDB's lower() equals Python's on every single code point except U+0130, which DuckDB maps
