@@ -390,3 +390,14 @@ print("RESULT", rc, "pandas" in sys.modules)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "RESULT 0 False" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "--seed must be 0 or more, not -1"),
+    (["--resamples", "99"], "--resamples must be between 100 and 100,000, not 99"),
+    (["--resamples", "1000000000"], "--resamples must be between 100 and 100,000"),
+], ids=["negative seed", "few resamples", "huge resamples"])
+def test_bias_bounds_its_bootstrap_flags(experiment, capsys, args, message):
+    assert main(["bias", "--experiment", "exp1", "--db", str(experiment[1]), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err

@@ -250,7 +250,9 @@ def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> s
         if args.table == "1":
             return f"hint: CAS and CAB of one experiment: python -m engine bias --experiment {newest}{db}"
         return f"hint: no experiment here has complete base and cf runs; what is missing: python -m engine bias --experiment {newest}{db}"
-    if not any((args.experiment, args.model, args.dataset)):
+    if args.experiment is not None:
+        return f"hint: why it has no complete run: python -m engine bias --experiment {shlex.quote(args.experiment)}{db}"
+    if not any((args.model, args.dataset)):
         return "hint: no complete runs yet; start with: python -m engine quickstart"
     return None
 
