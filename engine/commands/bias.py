@@ -21,6 +21,7 @@ from typing import Any
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 100_000
 
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bias",
