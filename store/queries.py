@@ -6,7 +6,8 @@ dataclass or a plain value. `run_readonly_sql` runs a visitor's SQL in a sandbox
 
 pandas is imported only by the functions that build DataFrames: importing it takes longer
 than the whole `python -m engine bias` command, which reads through plain tuples here
-(scripts/bench_bias.py measures it).
+(scripts/bench_bias.py measures it). The sandbox's modules load with run_readonly_sql, for
+the same reason.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import dataclasses
 import json
 import math
 import os
-import pickle
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ import numpy as np
 from engine.errors import UserError
 from engine.types import MODES
 from store.db import DbLike, as_database
-from store.sandbox import SandboxReply, SandboxRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -339,6 +337,11 @@ def run_readonly_sql(
     configuration; the child is killed if it outlives timeout_s. Rows are cut at max_rows or
     max_result_bytes, and `truncated` says so.
     """
+    import pickle
+    import subprocess
+
+    from store.sandbox import SandboxReply, SandboxRequest
+
     if not sql or not sql.strip():
         raise UserError("empty query")
     _check_statement(sql)
@@ -467,8 +470,6 @@ class BiasRun:
     dataset: str | None
     dataset_sha: str
     dataset_label: str  # file name and content hash prefix, e.g. "sample_nq.jsonl (3f2a9c1d)"
-    n_items: int | None
-    n_done: int
 
 
 @dataclass(frozen=True)
@@ -498,13 +499,9 @@ def bias_inputs(db: DbLike, experiment_id: str) -> BiasInputs | None:
         runs = tuple(
             BiasRun(*row[:6], json.loads(row[6]) if row[6] else {}, *row[7:])
             for row in conn.execute(
-                f"""
-                SELECT r.run_id, r.rag_mode, r.status, r.model, r.quantization, r.metadata_type, r.config_json,
-                       r.dataset, r.dataset_sha, dataset_label(r.dataset, r.dataset_sha), r.n_items,
-                       coalesce(d.n_done, 0)
-                FROM runs r LEFT JOIN {_DONE} d USING (run_id)
-                WHERE r.experiment_id = ? ORDER BY r.created_utc, r.run_id
-                """,
+                "SELECT run_id, rag_mode, status, model, quantization, metadata_type, config_json, "
+                "dataset, dataset_sha, dataset_label(dataset, dataset_sha) "
+                "FROM runs WHERE experiment_id = ? ORDER BY created_utc, run_id",
                 [experiment_id],
             ).fetchall()
         )
