@@ -64,7 +64,9 @@ def unknown_experiment(path: Path, experiment_id: str) -> str:
 
 
 def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_arg: str | None) -> str:
-    """The command that adds the missing modes to an experiment, from one of its runs."""
+    """The command that adds the missing modes to an experiment, from its newest run."""
+    from engine.prompts import METADATA_TYPES
+
     run = runs[-1]
     meta = ((run.config.get("prompt") or {}).get("metadata")) or {}
     db = ["--db", db_arg] if db_arg else []
@@ -76,9 +78,8 @@ def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_
         args = ["run", "--experiment", experiment_id, "--model", run.model, "--dataset", run.dataset or "DATASET",
                 "--modes", ",".join(modes)]
     args += ["--metadata", run.metadata_type or "TYPE"]
-    from engine.prompts import METADATA_TYPES
-
-    if run.metadata_type and run.metadata_type not in METADATA_TYPES and meta.get("label_a"):
+    built_in = METADATA_TYPES.get(run.metadata_type or "")
+    if meta.get("label_a") and (built_in is None or meta["label_a"] != built_in.label_a):
         args += ["--label-a", meta["label_a"], "--label-b", meta.get("label_b", "")]
         if meta.get("consideration"):
             args += ["--consideration", meta["consideration"]]
