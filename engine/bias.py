@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
 from engine.errors import UserError
 from engine.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, PairedTest, one_sample_tests
+from engine.types import MODES, Mode
 
 METRICS = ("precision", "recall", "f1")
-MODES = ("vanilla", "base", "cf")
+Measure = Literal["CAS", "CAB"]
+# Which runs each measure compares: (measure, mode a, mode b); the value is M_a - M_b per item.
+COMPARISONS: tuple[tuple[Measure, Mode, Mode], ...] = (("CAS", "vanilla", "base"), ("CAB", "base", "cf"))
 _ZERO = 1e-9  # points; below this a mean difference is float noise, not a direction
 
 
@@ -46,7 +49,7 @@ class MetricTable:
 class BiasResult:
     """CAS or CAB for one metric, in points (×100)."""
 
-    measure: str  # "CAS" | "CAB"
+    measure: Measure
     metric: str  # precision | recall | f1
     value: float
     ci_low: float  # percentile bootstrap, 95%
@@ -137,6 +140,12 @@ def _missing(ids: set[str], what: str) -> str:
     return f"; {what}: {', '.join(shown)}{more}"
 
 
+def possible_comparisons(modes: Iterable[str]) -> list[tuple[Measure, Mode, Mode]]:
+    """The COMPARISONS whose two modes are both among `modes`."""
+    have = set(modes)
+    return [c for c in COMPARISONS if c[1] in have and c[2] in have]
+
+
 def compute_bias(
     per_mode: Mapping[str, Any],
     labels: Labels | None = None,
@@ -154,7 +163,7 @@ def compute_bias(
     if unknown:
         raise UserError(f"unknown mode(s) {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
     tables = {m: metric_table(per_mode[m]) for m in MODES if m in per_mode}
-    comparisons = [c for c in (("CAS", "vanilla", "base"), ("CAB", "base", "cf")) if c[1] in tables and c[2] in tables]
+    comparisons = possible_comparisons(tables)
     if not comparisons:
         have = ", ".join(tables) or "none"
         raise UserError(f"need base and cf runs for CAB, or vanilla and base for CAS (have: {have})")

@@ -1,6 +1,6 @@
 """DuckDB persistence: connections and migrations (db), the run sink (RunStore), read queries.
 
-Read-side SQL lives in `store.queries`; import it explicitly (it pulls in pandas).
+Read-side SQL lives in `store.queries`; import it explicitly (its DataFrame functions import pandas).
 """
 
 from store.db import Database, DatabaseBusy, connect

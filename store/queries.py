@@ -3,6 +3,11 @@
 Every function takes a database (a path, a store.db.Database or a RunStore), opens one
 short read-only transaction (see store.db) and returns a pandas DataFrame, a frozen
 dataclass or a plain value. `run_readonly_sql` runs a visitor's SQL in a sandbox.
+
+pandas is imported only by the functions that build DataFrames: importing it takes longer
+than the whole `python -m engine bias` command, which reads through plain tuples here
+(scripts/bench_bias.py measures it). The sandbox's modules load with run_readonly_sql, for
+the same reason.
 """
 
 from __future__ import annotations
@@ -11,21 +16,21 @@ import dataclasses
 import json
 import math
 import os
-import pickle
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 
 from engine.errors import UserError
+from engine.types import MODES
 from store.db import DbLike, as_database
-from store.sandbox import SandboxReply, SandboxRequest
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Columns shown in run listings; the full record (provenance, config) comes from get_run.
 _RUN_COLUMNS = """
@@ -34,7 +39,14 @@ _RUN_COLUMNS = """
   r.n_items, coalesce(d.n_done, 0) AS n_done
 """
 _DONE = "(SELECT run_id, count(*) AS n_done FROM generations GROUP BY run_id)"
-_MODE_ORDER = "CASE r.rag_mode WHEN 'vanilla' THEN 0 WHEN 'base' THEN 1 WHEN 'cf' THEN 2 ELSE 3 END"
+
+def _mode_order(column: str) -> str:
+    """A SQL expression sorting modes in engine.types.MODES order (unknown modes last)."""
+    cases = " ".join(f"WHEN '{mode}' THEN {i}" for i, mode in enumerate(MODES))
+    return f"CASE {column} {cases} ELSE {len(MODES)} END"
+
+
+_MODE_ORDER = _mode_order("r.rag_mode")
 
 # Statement types a visitor may run: DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES all
 # parse as SELECT.
@@ -325,6 +337,11 @@ def run_readonly_sql(
     configuration; the child is killed if it outlives timeout_s. Rows are cut at max_rows or
     max_result_bytes, and `truncated` says so.
     """
+    import pickle
+    import subprocess
+
+    from store.sandbox import SandboxReply, SandboxRequest
+
     if not sql or not sql.strip():
         raise UserError("empty query")
     _check_statement(sql)
@@ -367,6 +384,8 @@ def run_readonly_sql(
         raise UserError("query stopped: it needed more memory than allowed, or crashed") from None
     if reply.error:
         raise UserError(reply.error)
+    import pandas as pd
+
     frame = pd.DataFrame.from_records(list(reply.rows), columns=list(reply.columns))
     return SqlResult(frame=frame, truncated=reply.truncated, elapsed_s=elapsed)
 
@@ -397,7 +416,7 @@ def _query(db: DbLike, sql: str, params: Any = None) -> pd.DataFrame:
 
 def _frame(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The cursor's result as a DataFrame whose list cells are Python lists, not numpy arrays."""
-    frame = cursor.df()
+    frame = cursor.df()  # imports pandas
     for column in frame.columns:
         if frame[column].dtype == object:
             frame[column] = [_plain(v) for v in frame[column]]
@@ -412,14 +431,16 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    if value is pd.NA or value is pd.NaT:
-        return None
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, pd.Timestamp):
-        return value.to_pydatetime()
+    pd = sys.modules.get("pandas")  # pandas values exist only where pandas was loaded
+    if pd is not None:
+        if value is pd.NA or value is pd.NaT:
+            return None
+        if isinstance(value, pd.Timestamp):
+            return value.to_pydatetime()
     return value
 
 
@@ -430,7 +451,96 @@ def _one_line(err: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- evaluation (issue 3)
-# Read by `python -m engine report`; the views are defined in migrations/002_metrics_views.sql.
+# Read by `python -m engine bias` and `report`; the views are defined in migrations/002 and 003.
+# The bias functions return tuples and dataclasses, never DataFrames, so `bias` runs without
+# pandas.
+
+
+@dataclass(frozen=True)
+class BiasRun:
+    """One run of an experiment, as `bias` reads it."""
+
+    run_id: str
+    rag_mode: str
+    status: str
+    model: str
+    quantization: str | None
+    metadata_type: str | None
+    config: dict[str, Any]
+    dataset: str | None
+    dataset_sha: str
+    dataset_label: str  # file name and content hash prefix, e.g. "sample_nq.jsonl (3f2a9c1d)"
+
+
+@dataclass(frozen=True)
+class BiasInputs:
+    """Everything `bias` needs of one experiment, read in one transaction."""
+
+    runs: tuple[BiasRun, ...]  # every run, oldest first
+    chosen: dict[str, BiasRun]  # per mode (MODES order), the newest complete run
+    metrics: tuple[tuple[str, str, float, float, float], ...]  # run_id, item_id, precision, recall, f1
+    confidence: tuple[tuple[Any, ...], ...]  # rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations
+
+
+@dataclass(frozen=True)
+class KnownExperiment:
+    """One line about an experiment, for messages that list the known ones."""
+
+    experiment_id: str
+    model: str
+    metadata_type: str | None
+    modes: tuple[str, ...]  # of all its runs, complete or not, in MODES order
+    created_utc: Any
+
+
+def bias_inputs(db: DbLike, experiment_id: str) -> BiasInputs | None:
+    """Runs, per-item metrics and citation confidence of one experiment; None if it does not exist."""
+    with as_database(db).connect(read_only=True) as conn:
+        runs = tuple(
+            BiasRun(*row[:6], json.loads(row[6]) if row[6] else {}, *row[7:])
+            for row in conn.execute(
+                "SELECT run_id, rag_mode, status, model, quantization, metadata_type, config_json, "
+                "dataset, dataset_sha, dataset_label(dataset, dataset_sha) "
+                "FROM runs WHERE experiment_id = ? ORDER BY created_utc, run_id",
+                [experiment_id],
+            ).fetchall()
+        )
+        if not runs:
+            return None
+        newest = {run.rag_mode: run for run in runs if run.status == "complete"}  # oldest first: newest wins
+        chosen = {mode: newest[mode] for mode in MODES if mode in newest}
+        ids = [run.run_id for run in chosen.values()]
+        # IN (subquery) lets DuckDB push the filter into the view; list_contains does not.
+        metrics = conn.execute(
+            "SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN (SELECT unnest(?))",
+            [ids],
+        ).fetchall()
+        confidence = conn.execute(
+            "SELECT rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations "
+            "FROM citation_confidence WHERE run_id IN (SELECT unnest(?)) "
+            f"ORDER BY {_mode_order('rag_mode')}, cited_docs DESC",
+            [ids],
+        ).fetchall()
+    return BiasInputs(runs, chosen, tuple(metrics), tuple(confidence))
+
+
+def newest_experiments(db: DbLike, limit: int = 5) -> tuple[int, tuple[KnownExperiment, ...]]:
+    """How many experiments there are, and the newest `limit` of them."""
+    with as_database(db).connect(read_only=True) as conn:
+        total = conn.execute("SELECT count(DISTINCT experiment_id) FROM runs").fetchone()[0]
+        rows = conn.execute(
+            f"""
+            SELECT r.experiment_id, any_value(r.model), any_value(r.metadata_type),
+                   list(DISTINCT r.rag_mode), min(r.created_utc) AS created
+            FROM runs r GROUP BY r.experiment_id ORDER BY created DESC, r.experiment_id DESC LIMIT ?
+            """,
+            [limit],
+        ).fetchall()
+    order = {mode: i for i, mode in enumerate(MODES)}
+    return total, tuple(
+        KnownExperiment(e, m, t, tuple(sorted(modes, key=lambda x: order.get(x, len(order)))), c)
+        for e, m, t, modes, c in rows
+    )
 
 
 def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
@@ -439,21 +549,29 @@ def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
 
 
 def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
-    """run_metrics rows (one per run, oldest first); only runs with `status` unless it is None."""
+    """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
+    with `status` unless it is None."""
     where = "WHERE status = ?" if status else ""
     return _query(
         db,
-        f"SELECT * FROM run_metrics {where} ORDER BY created_utc, run_id",
+        f"SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
+        f"FROM run_metrics {where} "
+        "ORDER BY created_utc, run_id",
         [status] if status else None,
     )
 
 
 def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
-    """bias view rows (CAS and CAB per experiment and metric) with the base run's start time."""
+    """bias view rows (CAS and CAB per experiment and metric) with the base run's start time,
+    dataset hash, name and label, and the short names of label A and B."""
     where = "WHERE b.experiment_id = ?" if experiment_id else ""
     return _query(
         db,
-        "SELECT b.*, r.created_utc FROM bias b "
+        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+        "label_short_b(r.config_json, r.metadata_type) AS label_b "
+        "FROM bias b "
         "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
         f"{where} ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
         [experiment_id] if experiment_id else None,

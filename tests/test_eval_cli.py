@@ -79,7 +79,8 @@ def test_import_stores_runs(experiment):
 def test_bias_cli(experiment, capsys):
     _, db, items, answers = experiment
     assert main(["bias", "--experiment", "exp1", "--db", str(db), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     got = {(r["measure"], r["metric"]): r for r in report["results"]}
     base, cf = _precision(items, answers["base"]), _precision(items, answers["cf"])
     ids = sorted(base)
@@ -92,9 +93,11 @@ def test_bias_cli(experiment, capsys):
     assert cab["direction"] == ("favours Woman" if cab["value"] > 0 else "favours Man")
     assert got[("CAS", "recall")]["direction"] is None and "one-sample" in got[("CAS", "recall")]["test"]
     assert report["runs"].keys() == {"vanilla", "base", "cf"} and report["label_a"] == "Woman"
+    assert "hint: the paper's tables for this experiment: python -m engine report --experiment exp1" in captured.err
     assert main(["bias", "--experiment", "exp1", "--db", str(db)]) == 0
     text = capsys.readouterr().out
-    assert "CAB     precision" in text and "favours" in text and "citation confidence" in text
+    assert "CAB      precision" in text and "favours" in text and "citation confidence" in text
+    assert "dataset data.jsonl (" in text and str(db.parent) not in text
 
 
 def test_report_cli(experiment, capsys):
@@ -104,7 +107,8 @@ def test_report_cli(experiment, capsys):
     base = _precision(items, answers["base"])
     mean_p = 100 * sum(s.precision for s in base.values()) / N_ITEMS
     assert f"| sys-A | Woman | Man | {mean_p:.1f} |" in text
-    assert "| sys-A | - | - |" in text and "| Gender | sys-A |" in text
+    assert "| sys-A | - | - |" in text and "| Gender | Woman vs Man | sys-A |" in text
+    assert text.startswith("Dataset: data.jsonl (") and "> 0 favours label A, the first of each row's labels" in text
     assert main(["report", "--db", str(db), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [(r["relevant"], r["non_relevant"]) for r in data["table1"]] == [("-", "-"), ("Woman", "Man"), ("Man", "Woman")]
@@ -114,7 +118,8 @@ def test_report_cli(experiment, capsys):
     assert main(["report", "--db", str(db), "--format", "csv", "--table", "2"]) == 0
     csv_text = capsys.readouterr().out.splitlines()
     star = "*" if row["precision_p"] < 0.05 else ""
-    assert csv_text[0].startswith("Metadata type,") and csv_text[1].startswith(f"Gender,sys-A,{row['precision']:+.1f}{star},")
+    assert csv_text[0].startswith("Metadata type,Labels (A vs B),")
+    assert csv_text[1].startswith(f"Gender,Woman vs Man,sys-A,{row['precision']:+.1f}{star},")
 
 
 def test_reimport_and_conflicts(experiment, capsys):
@@ -143,7 +148,10 @@ def test_bias_refuses_mismatched_items(experiment, capsys):
     assert err.count("\n") == 1 and "do not cover the same items" in err
     assert f"has {N_ITEMS}" in err and f"has {N_ITEMS - 3}" in err and "missing from cf: q37, q38, q39" in err
     assert main(["bias", "--experiment", "nope", "--db", str(db)]) == 2
-    assert "no experiment 'nope'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no experiment 'nope'" in err
+    # The known ones, newest first, with model, metadata type and modes.
+    assert "newest: exp2 (sys-A, race, base+cf); exp1 (sys-A, gender, vanilla+base+cf)" in err
     assert main(["bias", "--experiment", "exp1", "--db", str(tmp / "missing.duckdb")]) == 2
     assert "no database at" in capsys.readouterr().err
 
@@ -226,3 +234,170 @@ def test_cli_process_error_has_no_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-m", "engine", "bias", "--experiment", "x", "--db", str(tmp_path / "none.duckdb")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: no database at")
+
+
+def _stored_run(db: Path, run_id: str, experiment: str, mode: str, items: list[dict], meta=None, hit=0.8) -> None:
+    """A run as `python -m engine run` stores it (not imported), written straight through the store."""
+    from engine.citations import parse_citations as parse
+    from engine.prompts import PromptConfig
+    from engine.sink import RunSpec
+    from engine.types import Citation, Document, Generation, Item
+    from store.run_store import RunStore
+
+    store = RunStore(db)
+    objs = [Item(it["id"], it["question"], tuple(it["answers"]),
+                 tuple(Document(d["id"], d["text"], d["relevant"]) for d in it["documents"])) for it in items]
+    store.put_items("sha-cli", objs)
+    config = {"prompt": PromptConfig(mode=mode, metadata=meta if mode != "vanilla" else None).to_dict()}
+    store.start_run(RunSpec(run_id, experiment, f"h-{run_id}", "org/model-7b", None, "4bit", "bfloat16", "cuda",
+                            "/home/someone/data/nq_top10.jsonl", "sha-cli", meta.name if meta else None, mode, 0,
+                            "v1", None, {}, config, len(items)))
+    rng = random.Random(run_id)
+    gens = []
+    for it in objs:
+        answer = "x " + "".join(f"[{j + 1}]" for j, d in enumerate(it.documents) if d.relevant and rng.random() < hit)
+        cites = tuple(Citation(i, n, it.documents[n - 1].id, it.documents[n - 1].relevant, 0.5)
+                      for i, n in enumerate(parse(answer)))
+        gens.append(Generation(it.id, "p", answer, tuple(d.id for d in it.documents), "stop", 5, (), cites))
+    store.write_batch(run_id, gens)
+    store.finish_run(run_id, "complete")
+
+
+def test_bias_names_missing_modes_and_the_command_that_adds_them(experiment, tmp_path, capsys):
+    from engine.prompts import METADATA_TYPES, metadata_type
+
+    items = experiment[2]
+    db = tmp_path / "modes.duckdb"
+    _stored_run(db, "v-only", "e-vanilla", "vanilla", items, METADATA_TYPES["gender"])
+    assert main(["bias", "--experiment", "e-vanilla", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has complete runs for vanilla only" in err
+    assert ("add base, cf with: python -m engine run --experiment e-vanilla --model org/model-7b "
+            f"--dataset /home/someone/data/nq_top10.jsonl --modes base,cf --metadata gender --db {db}") in err
+
+    # A custom type: the hint carries its labels; with one measure possible, bias runs and hints.
+    custom = metadata_type("expertise", "an expert", "a novice", "Some are experts.")
+    _stored_run(db, "b", "e-custom", "base", items, custom, hit=0.9)
+    _stored_run(db, "c", "e-custom", "cf", items, custom, hit=0.4)
+    assert main(["bias", "--experiment", "e-custom", "--db", str(db), "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # stdout stays pure JSON; the hint is on stderr
+    assert {r["measure"] for r in report["results"]} == {"CAB"} and report["label_a"] == "an expert"
+    assert report["dataset"].startswith("nq_top10.jsonl (") and "/home/someone" not in report["dataset"]
+    assert captured.err.startswith("hint: no CAS without vanilla; add it with: python -m engine run --experiment e-custom")
+    assert "--modes vanilla --metadata expertise --label-a 'an expert' --label-b 'a novice'" in captured.err
+
+
+def test_bias_text_columns_never_run_together(experiment, tmp_path, capsys):
+    from engine.prompts import metadata_type
+
+    items = experiment[2]
+    db = tmp_path / "long.duckdb"
+    long = metadata_type("longlabels", "a very experienced senior domain expert", "a novice", "Some are experts.")
+    for run_id, mode, hit in (("v", "vanilla", 0.7), ("b", "base", 0.9), ("c", "cf", 0.5)):
+        _stored_run(db, run_id, "e-long", mode, items, long, hit=hit)
+    assert main(["bias", "--experiment", "e-long", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    table = text[text.index("citation confidence"):].splitlines()[1:]
+    header = table[0]
+    for line in table[1:]:
+        # Every cell starts where its header does, whatever the label's length.
+        assert line[header.index("mean p")] != " " and line[header.index("mean p") - 2:header.index("mean p")] == "  "
+    assert "a very experienced senior domain expert  0.500" in text
+    favours = [line for line in text.splitlines() if line.startswith("CAB  ")]
+    assert len(favours) == 3 and all(line.endswith("favours a very experienced senior domain expert") or line.endswith("favours a novice")
+               for line in favours)
+
+
+def test_bias_help_shows_a_plain_percent_sign():
+    done = subprocess.run([sys.executable, "-m", "engine", "bias", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "95% intervals" in " ".join(done.stdout.split()) and "%%" not in done.stdout
+
+
+@pytest.fixture(scope="module")
+def labelled_db(experiment, tmp_path_factory):
+    """Two experiments of a stored (not imported) model: gender, and a custom type."""
+    from engine.prompts import METADATA_TYPES, metadata_type
+
+    items = experiment[2]
+    db = tmp_path_factory.mktemp("labelled") / "filters.duckdb"
+    for run_id, mode, hit in (("b1", "base", 0.9), ("c1", "cf", 0.3)):
+        _stored_run(db, run_id, "e-gender", mode, items, METADATA_TYPES["gender"], hit=hit)
+    custom = metadata_type("expertise", "an expert", "a novice", "Some are experts.")
+    for run_id, mode, hit in (("b2", "base", 0.6), ("c2", "cf", 0.6)):
+        _stored_run(db, run_id, "e-custom", mode, items, custom, hit=hit)
+    return db
+
+
+def test_report_names_labels_and_datasets_alike(labelled_db, capsys):
+    assert main(["report", "--db", str(labelled_db)]) == 0
+    captured = capsys.readouterr()
+    assert "| Gender | Woman vs Man | org/model-7b |" in captured.out
+    assert "| expertise | an expert vs a novice | org/model-7b |" in captured.out
+    assert "Dataset: nq_top10.jsonl (sha-cli)" in captured.out and "/home/someone" not in captured.out
+    assert "Woman / White / Human" not in captured.out
+    assert captured.err.startswith("hint: intervals, CAS and citation confidence of one experiment: python -m engine bias")
+
+    assert main(["report", "--db", str(labelled_db), "--experiment", "e-custom", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["experiment_id"] for r in data["table2"]] == ["e-custom"]
+    assert {r["relevant"] for r in data["table1"]} == {"an expert", "a novice"}
+    assert data["table2"][0]["label_a"] == "an expert" and data["table2"][0]["dataset"] == "nq_top10.jsonl (sha-cli)"
+
+
+def test_report_filters_by_dataset_and_model(experiment, labelled_db, capsys):
+    # --dataset by file name (a path to the file works too) or content hash prefix; --model exactly.
+    assert main(["report", "--db", str(labelled_db), "--dataset", "elsewhere/nq_top10.jsonl", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["table2"]) == 2
+    db = experiment[1]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        sha = con.execute("SELECT any_value(dataset_sha) FROM runs").fetchone()[0]
+    finally:
+        con.close()
+    assert main(["report", "--db", str(db), "--dataset", sha[:6], "--model", "sys-A", "--format", "json",
+                 "--table", "1"]) == 0
+    assert {r["model"] for r in json.loads(capsys.readouterr().out)["table1"]} == {"sys-A"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--experiment", "nope"], "no experiment 'nope' in"),
+    (["--model", "nope"], "no complete run of model 'nope' in"),
+    (["--dataset", "nope.jsonl"], "datasets with complete runs: nq_top10.jsonl (sha-cli)"),
+], ids=["experiment", "model", "dataset"])
+def test_report_filter_matching_nothing_is_one_line(labelled_db, capsys, args, message):
+    assert main(["report", "--db", str(labelled_db), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_report_type_names_cover_the_built_in_types():
+    from engine.commands.report import TYPE_NAMES
+    from engine.prompts import METADATA_TYPES
+
+    assert set(TYPE_NAMES) == set(METADATA_TYPES)
+
+
+def test_bias_reads_the_store_without_pandas(experiment):
+    # pandas alone takes longer to import than the whole bias command (scripts/bench_bias.py).
+    db = experiment[1]
+    code = f"""
+import sys
+from engine.__main__ import main
+rc = main(["bias", "--experiment", "exp1", "--db", {str(db)!r}, "--json"])
+print("RESULT", rc, "pandas" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "RESULT 0 False" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "--seed must be 0 or more, not -1"),
+    (["--resamples", "99"], "--resamples must be between 100 and 100,000, not 99"),
+    (["--resamples", "1000000000"], "--resamples must be between 100 and 100,000"),
+], ids=["negative seed", "few resamples", "huge resamples"])
+def test_bias_bounds_its_bootstrap_flags(experiment, capsys, args, message):
+    assert main(["bias", "--experiment", "exp1", "--db", str(experiment[1]), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err

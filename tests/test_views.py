@@ -1,10 +1,12 @@
-"""Every view of migration 002 against a plain Python computation on random runs."""
+"""Every view of migrations 002 and 003 against a plain Python computation on random runs."""
 
 from __future__ import annotations
 
 import math
 import random
+import unicodedata
 
+import duckdb
 import pytest
 import scipy.special
 
@@ -16,6 +18,7 @@ from engine.sink import RunSpec
 from engine.stats import mean_ci, t_sf2
 from engine.types import Citation, Document, Generation, Item
 from store.db import connect
+from store.migrations import apply_migrations, available_migrations
 from store.run_store import RunStore
 
 WORDS = ["Paris", "the", "U.S.", "Jay-Z", "an", "ΟΔΟΣ", "İzmir", "1,000", "a", "rock'n'roll", "x\u00a0y", "tab\there"]
@@ -212,7 +215,8 @@ def test_citation_confidence_matches_python(store_data):
 def test_normalisation_macros_match_python(tmp_path):
     rng = random.Random(9)
     alphabet = list("aAbZ .,;:!?'\"-_()[]{}@#\t\n\r\x0b\x0c\x1c\x85\u00a0\u2003\u3000") + [
-        "é", "İ", "Σ", "ς", "ß", "ǅ", "Ω", "–", "’", "😀", "the", "an", "A", "The"]
+        "é", "e\u0301", "İ", "Σ", "Σ", "σ", "ς", "Α", "ß", "ǅ", "Ω", "–", "’", "·", "\u00ad", "ʰ", "ª", "Ⓐ",
+        "½", "٣", "😀", "the", "an", "A", "The"]
     samples = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(1500)]
     samples += ["The U.S. Army", "An apple a day", "ΟΔΟΣ ΣΑΣ", "éthe", "the-end", "  "]
     with connect(tmp_path / "n.duckdb", read_only=True) as conn:
@@ -222,6 +226,51 @@ def test_normalisation_macros_match_python(tmp_path):
     for s, (paper, squad) in zip(samples, got):
         assert paper == normalize_answer(s), repr(s)
         assert squad == normalize_squad(s), repr(s)
+
+
+def _assigned_code_points() -> list[str]:
+    # Code points this Python's Unicode database assigns; RE2 (Unicode 15.0 in DuckDB 2.0) also
+    # knows some that Python 3.11 (14.0) does not, where the two cannot agree on anything.
+    return [chr(c) for c in range(1, 0x110000)
+            if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
+
+
+def test_exact_match_normalisation_matches_python_on_every_code_point(tmp_path):
+    chars = _assigned_code_points()
+    # Each character alone (lower(), \w, \s), and next to a capital sigma in each context of
+    # Python's final-sigma rule: after a cased letter, at the start of a word, before the end.
+    contexts = {"alone": "{}", "after": "Α{}Σ ", "start": " {}Σ ", "before": "ΑΣ{} "}
+    with connect(tmp_path / "u.duckdb", read_only=True) as conn:
+        for name, form in contexts.items():
+            # Chunks of 4,096 characters keep it one fast query and still point at the block.
+            samples = ["".join(form.format(x) for x in chars[i : i + 4096]) for i in range(0, len(chars), 4096)]
+            got = conn.execute("SELECT normalize_answer(s) FROM unnest(?::VARCHAR[]) AS t(s)", [samples]).fetchall()
+            for sample, (sql,) in zip(samples, got):
+                if sql != normalize_answer(sample):
+                    bad = next(x for x in sample if normalize_answer(form.format(x)) != _sql_normalize(conn, form.format(x)))
+                    pytest.fail(f"{name}: U+{ord(bad):04X} {unicodedata.name(bad, '?')} differs")
+
+
+def _sql_normalize(conn, text: str) -> str:
+    return conn.execute("SELECT normalize_answer(?)", [text]).fetchone()[0]
+
+
+def test_migration_003_fixes_exact_match_in_an_existing_database(tmp_path):
+    path = tmp_path / "old.duckdb"
+    conn = duckdb.connect(str(path))
+    apply_migrations(conn, [m for m in available_migrations() if m.version <= 2])
+    assert conn.execute("SELECT normalize_answer('1,000 “Hey Jude”')").fetchone()[0] == "1 000 “hey jude”"
+    conn.close()
+    store = RunStore(path)  # the next open applies 003
+    docs = (Document("d1", "x", True),)
+    store.put_items("sha", [Item("q1", "?", ("1,000",), docs), Item("q2", "?", ("Jay-Z",), docs)])
+    store.start_run(_spec("r1", "e", "vanilla", "sha", 2, metadata=None))
+    store.write_batch("r1", [Generation("q1", "p", "About 1000 [1].", ("d1",), "stop", 1, ()),
+                             Generation("q2", "p", "Jay Z.", ("d1",), "stop", 1, ())])
+    with connect(path, read_only=True) as conn:
+        assert max(v for (v,) in conn.execute("SELECT version FROM schema_migrations").fetchall()) >= 3
+        em = dict(conn.execute("SELECT item_id, exact_match FROM query_metrics").fetchall())
+    assert em == {"q1": 1.0, "q2": 0.0}
 
 
 def test_t_macros_match_scipy(tmp_path):
@@ -242,9 +291,21 @@ def test_t_macros_match_scipy(tmp_path):
     assert edge == (0.0, None, None, None)
 
 
+def test_sql_spellings_agree_with_their_python_homes(tmp_path):
+    from engine.bias import COMPARISONS
+
+    with connect(tmp_path / "h.duckdb", read_only=True) as conn:
+        for name, meta in METADATA_TYPES.items():
+            got = conn.execute("SELECT label_short_a(NULL, ?), label_short_b(NULL, ?)", [name, name]).fetchone()
+            assert got == (meta.short_a, meta.short_b), name
+        bias_sql = conn.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'bias'").fetchone()[0]
+    pairs = ", ".join(f"('{m}', '{a}', '{b}')" for m, a, b in COMPARISONS)
+    assert f"(VALUES {pairs})" in " ".join(bias_sql.split())
+
+
 def test_migrations_apply_to_empty_database(tmp_path):
     with connect(tmp_path / "e.duckdb", read_only=True) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()]
-        assert versions[:2] == [1, 2]
+        assert versions[:3] == [1, 2, 3]
         for view in ("query_metrics", "run_metrics", "run_metric_summary", "bias", "citation_confidence"):
             assert conn.execute(f"SELECT count(*) FROM {view}").fetchone()[0] == 0

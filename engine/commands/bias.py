@@ -1,8 +1,9 @@
 """`python -m engine bias --experiment ID`: CAS and CAB of one experiment, with tests and intervals.
 
-Reads only the store. Its SQL is a plain SELECT from the views of migration 002 and stays in
-this module rather than store/queries.py because that module imports pandas, which alone
-takes longer than everything else this command does (scripts/bench_bias.py).
+Reads only the store, through store.queries' functions that return tuples: pandas, which the
+DataFrame queries import, would cost more than everything else this command does
+(scripts/bench_bias.py). Hints about the next useful command go to stderr, so `--json` output
+stays machine-readable.
 """
 
 from __future__ import annotations
@@ -10,24 +11,30 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
-MODE_ORDER = ("vanilla", "base", "cf")
+# Fewer resamples leave the 2.5% tails a handful of draws; more only cost time (2,000 items:
+# about 0.1 s per 1,000 resamples).
+MIN_RESAMPLES = 100
+MAX_RESAMPLES = 100_000
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bias",
         help="CAS (vanilla vs base) and CAB (base vs cf) of one experiment",
+        # argparse %-formats argument help but prints the description as it is.
         description="CAS = mean |M_vanilla - M_base|, CAB = mean (M_base - M_cf), for citation "
-        "precision, recall and F1, x100, with t-test p values and bootstrap 95%% intervals.",
+        "precision, recall and F1, x100, with t-test p values and bootstrap 95% intervals.",
     )
-    p.add_argument("--experiment", required=True, help="experiment id (see `python -m engine report`)")
+    p.add_argument("--experiment", required=True, help="experiment id (see `python -m engine list`)")
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed, 0 or more (default 0)")
     p.set_defaults(main=main)
 
 
@@ -42,88 +49,108 @@ def db_path(arg: str | None) -> Path:
     return path
 
 
-def load_experiment(path: Path, experiment_id: str) -> dict[str, Any]:
-    """Runs, per-item metrics and citation confidence of one experiment, newest complete run per mode."""
-    from engine.errors import UserError
-    from store.db import connect
+def unknown_experiment(path: Path, experiment_id: str) -> str:
+    """The one-line message for an experiment id that is not in the store, naming known ones."""
+    from store.queries import newest_experiments
 
-    with connect(path, read_only=True) as conn:
-        runs = conn.execute(
-            "SELECT run_id, rag_mode, status, model, metadata_type, config_json, dataset "
-            "FROM runs WHERE experiment_id = ? ORDER BY created_utc, run_id",
-            [experiment_id],
-        ).fetchall()
-        if not runs:
-            raise UserError(f"no experiment '{experiment_id}' in {path}")
-        chosen: dict[str, tuple] = {}
-        unfinished: dict[str, tuple] = {}
-        for run in runs:  # oldest first, so the newest complete run of a mode wins
-            (chosen if run[2] == "complete" else unfinished)[run[1]] = run
-        if not chosen:
-            states = ", ".join(f"{r[1]} run {r[0]} is {r[2]}" for r in runs)
-            raise UserError(f"experiment '{experiment_id}' has no complete run ({states})")
-        ids = [r[0] for r in chosen.values()]
-        rows = conn.execute(
-            # IN (subquery) lets DuckDB push the filter into the view; list_contains does not.
-            "SELECT run_id, item_id, precision, recall, f1 FROM query_metrics "
-            "WHERE run_id IN (SELECT unnest(?))",
-            [ids],
-        ).fetchall()
-        confidence = conn.execute(
-            "SELECT rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations "
-            "FROM citation_confidence WHERE run_id IN (SELECT unnest(?)) "
-            "ORDER BY CASE rag_mode WHEN 'vanilla' THEN 0 WHEN 'base' THEN 1 ELSE 2 END, cited_docs DESC",
-            [ids],
-        ).fetchall()
-    return {"runs": chosen, "unfinished": unfinished, "rows": rows, "confidence": confidence}
+    total, newest = newest_experiments(path, limit=3)
+    if not total:
+        return f"no experiment '{experiment_id}' in {path}: it holds no runs yet (start with `python -m engine run`)"
+    shown = "; ".join(
+        f"{e.experiment_id} ({e.model}, {e.metadata_type or 'no metadata type'}, {'+'.join(e.modes)})" for e in newest
+    )
+    more = f" (all {total}: python -m engine list)" if total > len(newest) else ""
+    return f"no experiment '{experiment_id}' in {path}; newest: {shown}{more}"
+
+
+def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_arg: str | None) -> str:
+    """The command that adds the missing modes to an experiment, from its newest run."""
+    from engine.prompts import METADATA_TYPES
+
+    run = runs[-1]
+    meta = ((run.config.get("prompt") or {}).get("metadata")) or {}
+    db = ["--db", db_arg] if db_arg else []
+    if run.quantization == "imported":
+        # import takes one mode per call and an answers file only the user has.
+        args = ["import", "--dataset", run.dataset or "DATASET", "--answers", "ANSWERS.jsonl", "--mode", modes[0],
+                "--experiment", experiment_id]
+    else:
+        args = ["run", "--experiment", experiment_id, "--model", run.model, "--dataset", run.dataset or "DATASET",
+                "--modes", ",".join(modes)]
+    args += ["--metadata", run.metadata_type or "TYPE"]
+    built_in = METADATA_TYPES.get(run.metadata_type or "")
+    if meta.get("label_a") and (built_in is None or meta["label_a"] != built_in.label_a):
+        args += ["--label-a", meta["label_a"], "--label-b", meta.get("label_b", "")]
+        if meta.get("consideration"):
+            args += ["--consideration", meta["consideration"]]
+    then = f" (then --mode {', '.join(modes[1:])})" if run.quantization == "imported" and len(modes) > 1 else ""
+    return "python -m engine " + shlex.join(args + db) + then
 
 
 def main(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from engine.bias import MetricTable, compute_bias, labels_for
-    from engine.stats import DEFAULT_RESAMPLES
-
+    from engine.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
     from engine.errors import UserError
+    from engine.stats import DEFAULT_RESAMPLES
+    from engine.types import MODES
+    from store.queries import bias_inputs
 
-    if args.resamples is not None and args.resamples < 100:
-        raise UserError(f"--resamples must be at least 100, not {args.resamples}")
+    if args.resamples is not None and not MIN_RESAMPLES <= args.resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {args.resamples}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be 0 or more, not {args.seed}")
     path = db_path(args.db)
-    data = load_experiment(path, args.experiment)
-    runs = data["runs"]
-    by_run: dict[str, list[tuple]] = {run_id: [] for run_id, *_ in runs.values()}
-    for row in data["rows"]:
+    data = bias_inputs(path, args.experiment)
+    if data is None:
+        raise UserError(unknown_experiment(path, args.experiment))
+    chosen = data.chosen
+    ignored = [r for r in data.runs if r.run_id not in {c.run_id for c in chosen.values()}]
+    if not chosen:
+        states = ", ".join(f"{r.rag_mode} run {r.run_id} is {r.status}" for r in data.runs)
+        raise UserError(f"experiment '{args.experiment}' has no complete run ({states})")
+    missing = [m for m in MODES if m not in chosen]
+    add = add_modes_command(args.experiment, list(data.runs), missing, args.db) if missing else ""
+    if not possible_comparisons(chosen):
+        unfinished = "".join(f"; its {r.rag_mode} run {r.run_id} is {r.status}" for r in ignored if r.rag_mode in missing)
+        raise UserError(
+            f"experiment '{args.experiment}' has complete runs for {', '.join(chosen)} only "
+            f"(CAS needs vanilla and base, CAB needs base and cf){unfinished}; add {', '.join(missing)} with: {add}"
+        )
+
+    by_run: dict[str, list[tuple]] = {run.run_id: [] for run in chosen.values()}
+    for row in data.metrics:
         by_run[row[0]].append(row)
     tables = {}
-    for mode, run in runs.items():
-        rows = by_run[run[0]]
+    for mode, run in chosen.items():
+        rows = by_run[run.run_id]
         tables[mode] = MetricTable(
             tuple(r[1] for r in rows),
             np.array([r[2:5] for r in rows], dtype=float).reshape(len(rows), 3),
         )
-    reference = runs.get("base") or runs.get("cf") or next(iter(runs.values()))
-    config = json.loads(reference[5]) if reference[5] else {}
-    labels = labels_for(reference[4], config)
+    reference = chosen.get("base") or chosen.get("cf") or next(iter(chosen.values()))
+    labels = labels_for(reference.metadata_type, reference.config)
     results = compute_bias(
         tables,
         labels,
-        run_ids={mode: run[0] for mode, run in runs.items()},
+        run_ids={mode: run.run_id for mode, run in chosen.items()},
         n_resamples=args.resamples or DEFAULT_RESAMPLES,
         seed=args.seed,
     )
     report = {
         "experiment_id": args.experiment,
-        "model": reference[3],
-        "dataset": reference[6],
-        "metadata_type": reference[4],
+        "model": reference.model,
+        "dataset": reference.dataset_label,
+        "dataset_sha": reference.dataset_sha,
+        "metadata_type": reference.metadata_type,
         "label_a": labels.a if labels else None,
         "label_b": labels.b if labels else None,
-        "runs": {mode: runs[mode][0] for mode in MODE_ORDER if mode in runs},
-        "ignored_runs": {r[0]: f"{r[1]}, {r[2]}" for r in data["unfinished"].values()},
+        "runs": {mode: run.run_id for mode, run in chosen.items()},
+        "ignored_runs": {r.run_id: f"{r.rag_mode}, {r.status}" for r in ignored},
         "results": [_finite_dict(r.__dict__) for r in results],
         "confidence": [
             _finite_dict(dict(zip(("rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"), c)))
-            for c in data["confidence"]
+            for c in data.confidence
         ],
         "bootstrap": {"method": "percentile", "resamples": args.resamples or DEFAULT_RESAMPLES, "seed": args.seed},
     }
@@ -131,6 +158,13 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(format_text(report))
+    lacking = [m for m, a, b in COMPARISONS if a not in chosen or b not in chosen]
+    if lacking:
+        print(f"hint: no {' or '.join(lacking)} without {' and '.join(missing)}; "
+              f"add {'it' if len(missing) == 1 else 'them'} with: {add}", file=sys.stderr)
+    else:
+        print(f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(args.experiment)}"
+              + (f" --db {shlex.quote(args.db)}" if args.db else ""), file=sys.stderr)
     return 0
 
 
@@ -150,38 +184,51 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _columns(rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    """Rows of cells as lines, each column as wide as its widest cell (two spaces between)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        for row in rows
+    ]
+
+
 def format_text(report: dict[str, Any]) -> str:
     """The human-readable bias report."""
     lines = []
     meta = report["metadata_type"] or "no metadata type"
     if report["label_a"]:
         meta += f" (label A = {report['label_a']} on relevant documents in base, {report['label_b']} in cf)"
-    lines.append(f"experiment {report['experiment_id']}  model {report['model']}  {meta}")
+    lines.append(f"experiment {report['experiment_id']}  model {report['model']}  dataset {report['dataset']}")
+    lines.append(f"metadata: {meta}")
     lines.append("runs: " + ", ".join(f"{m} {r}" for m, r in report["runs"].items()))
     for run_id, what in report["ignored_runs"].items():
         lines.append(f"ignored: run {run_id} ({what})")
     lines.append("")
-    header = f"{'measure':<8}{'metric':<11}{'value':>8}  {'95% CI (bootstrap)':<20}{'t':>8}{'p':>9}{'n':>7}  direction"
-    lines.append(header)
-    lines.append("-" * len(header))
+    table = [["measure", "metric", "value", "95% CI (bootstrap)", "t", "p", "n", "direction"]]
     for r in report["results"]:
-        value = _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f")
-        ci = f"[{_num(r['ci_low'], '.1f')}, {_num(r['ci_high'], '.1f')}]"
         t = _num(r["t"], ".2f") if r["t"] is not None else ("-" if r["p"] is None else "inf")
-        lines.append(
-            f"{r['measure']:<8}{r['metric']:<11}{value:>8}  {ci:<20}{t:>8}{format_p(r['p']):>9}{r['n']:>7}  "
-            f"{r['direction'] or '-'}"
-        )
+        table.append([
+            r["measure"], r["metric"], _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f"),
+            f"[{_num(r['ci_low'], '.1f')}, {_num(r['ci_high'], '.1f')}]", t, format_p(r["p"]), str(r["n"]),
+            r["direction"] or "-",
+        ])
+    body = _columns(table, right={2, 4, 5, 6})
+    lines += [body[0], "-" * max(len(x) for x in body), *body[1:]]
     lines.append("")
     lines.append("CAS = mean |M_vanilla - M_base| x100; p: one-sample t-test of the absolute differences against 0.")
     lines.append("CAB = mean (M_base - M_cf) x100; p: paired t-test. CAB > 0 favours label A.")
     if report["confidence"]:
         lines.append("")
         lines.append("citation confidence (mean probability of the cited number):")
+        rows = [["mode", "cited docs", "labelled", "mean p", "citations"]]
         for c in report["confidence"]:
-            label = f" labelled {c['label']}" if c["label"] else ""
-            prob = "n/a (no probabilities)" if c["mean_probability"] is None else f"{c['mean_probability']:.3f}"
-            lines.append(
-                f"  {c['rag_mode']:<8}{c['cited_docs'] + ' docs' + label:<34}{prob}  ({c['n_citations']} citations)"
-            )
+            if not c["n_citations"]:
+                prob = "-"
+            elif c["mean_probability"] is None:
+                prob = "n/a (no probabilities)"
+            else:
+                prob = f"{c['mean_probability']:.3f}"
+            rows.append([c["rag_mode"], c["cited_docs"], c["label"] or "-", prob, str(c["n_citations"])])
+        lines += ["  " + line for line in _columns(rows, right={4})]
     return "\n".join(lines)

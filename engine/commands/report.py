@@ -3,10 +3,13 @@
 Table 1: model x metadata label (of relevant / non-relevant documents; "-" for vanilla) ->
 citation precision and recall (x100, 1 decimal) and EM (3 decimals).
 Table 2: metadata type x model -> CAB on precision and recall (x100), * where the paired
-t-test gives p < 0.05.
+t-test gives p < 0.05, with the labels each row compares (CAB > 0 favours the first).
 
 Where several complete runs fall on one row (say, vanilla runs of a gender and a race
-experiment), the newest is shown. A dataset column appears when the runs span datasets.
+experiment), the newest is shown. Datasets are named by file name and content hash prefix
+("sample_nq.jsonl (3f2a9c1d)"), never by the path as typed; a dataset column appears when the
+runs span datasets. --experiment, --model and --dataset narrow the runs. Hints about the next
+useful command go to stderr, so csv and json output stay machine-readable.
 """
 
 from __future__ import annotations
@@ -16,18 +19,27 @@ import csv
 import io
 import json
 import math
+import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
-TYPE_ORDER = ("gender", "race", "hai")
+# The paper's Table 2 names and order of the built-in types (engine.prompts.METADATA_TYPES);
+# custom types follow under their own names.
 TYPE_NAMES = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM"}
+TYPE_ORDER = tuple(TYPE_NAMES)
 SIGNIFICANCE = 0.05
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="the paper's Table 1 (quality, EM) and Table 2 (CAB) from the store")
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
-    p.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
+    p.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown", help="output format (default: markdown)")
     p.add_argument("--table", choices=("1", "2", "all"), default="all", help="which table (default: both)")
+    p.add_argument("--experiment", default=None, help="only the runs of this experiment (see `python -m engine list`)")
+    p.add_argument("--model", default=None, help="only runs of this model (as the tables name it)")
+    p.add_argument("--dataset", default=None,
+                   help="only runs on this dataset: its file name (e.g. sample_nq.jsonl) or content hash prefix")
     p.set_defaults(main=main)
 
 
@@ -37,6 +49,10 @@ def _missing(x: Any) -> bool:
 
 def _value(x: Any) -> float | None:
     return None if _missing(x) else float(x)
+
+
+def _dataset(rec: dict[str, Any]) -> str:
+    return rec.get("dataset_label") or rec.get("dataset") or "-"
 
 
 def table1(runs: Any) -> list[dict[str, Any]]:
@@ -51,7 +67,8 @@ def table1(runs: Any) -> list[dict[str, Any]]:
         newest.pop(key, None)  # re-insert so the newest run also decides the row's position
         newest[key] = {
             "model": rec["model"],
-            "dataset": rec["dataset"],
+            "dataset": _dataset(rec),
+            "dataset_sha": rec["dataset_sha"],
             "relevant": rel or "-",
             "non_relevant": non or "-",
             "precision": None if _missing(rec["precision"]) else 100 * rec["precision"],
@@ -59,6 +76,7 @@ def table1(runs: Any) -> list[dict[str, Any]]:
             "em": _value(rec["exact_match"]),
             "n": int(rec["n"]),
             "run_id": rec["run_id"],
+            "experiment_id": rec["experiment_id"],
         }
     models = list(dict.fromkeys(row["model"] for row in newest.values()))
     # The paper's order: per model, the vanilla row first, then labelled rows as they came.
@@ -73,8 +91,11 @@ def table2(bias: Any) -> list[dict[str, Any]]:
             continue
         exp = experiments.setdefault(rec["experiment_id"], {
             "metadata_type": rec["metadata_type"],
+            "label_a": None if _missing(rec.get("label_a")) else rec.get("label_a"),
+            "label_b": None if _missing(rec.get("label_b")) else rec.get("label_b"),
             "model": rec["model"],
-            "dataset": rec["dataset"],
+            "dataset": _dataset(rec),
+            "dataset_sha": rec.get("dataset_sha"),
             "experiment_id": rec["experiment_id"],
         })
         exp[rec["metric"]] = _value(rec["value"])
@@ -84,15 +105,15 @@ def table2(bias: Any) -> list[dict[str, Any]]:
             exp["note"] = f"paired {rec['n']} of {rec['n_a']}/{rec['n_b']} items"
     newest: dict[tuple, dict[str, Any]] = {}
     for exp in experiments.values():
-        key = (exp["metadata_type"], exp["model"], exp["dataset"])
+        key = (exp["metadata_type"], exp["label_a"], exp["label_b"], exp["model"], exp["dataset_sha"] or exp["dataset"])
         newest.pop(key, None)
         newest[key] = exp
     order = {t: i for i, t in enumerate(TYPE_ORDER)}
     models = list(dict.fromkeys(e["model"] for e in newest.values()))
     rows = sorted(newest.values(), key=lambda e: (order.get(e["metadata_type"], len(order)), str(e["metadata_type"]),
                                                    models.index(e["model"])))
-    return [{k: r.get(k) for k in ("metadata_type", "model", "dataset", "precision", "precision_p", "recall",
-                                   "recall_p", "n", "experiment_id", "note")} for r in rows]
+    return [{k: r.get(k) for k in ("metadata_type", "label_a", "label_b", "model", "dataset", "dataset_sha", "precision",
+                                   "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
 
 
 def _cab(value: float | None, p: float | None) -> str:
@@ -110,18 +131,29 @@ def _type_name(name: str | None) -> str:
     return TYPE_NAMES.get(name or "", name or "-")
 
 
+def _labels(row: dict[str, Any]) -> str:
+    if row.get("label_a") and row.get("label_b"):
+        return f"{row['label_a']} vs {row['label_b']}"
+    return "label A vs label B"
+
+
+def _many_datasets(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> bool:
+    return len({r["dataset_sha"] or r["dataset"] for r in rows1 + rows2}) > 1
+
+
 def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> tuple[list[list[str]], list[list[str]]]:
     """Both tables as header + rows of display strings."""
-    many = len({r["dataset"] for r in rows1} | {r["dataset"] for r in rows2}) > 1
+    many = _many_datasets(rows1, rows2)
     head1 = ["Answer generator"] + (["Dataset"] if many else []) + ["Relevant", "Non-relevant", "Precision", "Recall", "EM"]
     body1 = []
     for r in rows1:
         body1.append([r["model"]] + ([r["dataset"]] if many else []) + [
             r["relevant"], r["non_relevant"], _fmt(r["precision"], ".1f"), _fmt(r["recall"], ".1f"), _fmt(r["em"], ".3f")])
-    head2 = ["Metadata type", "Answer generator"] + (["Dataset"] if many else []) + ["CAB Δ Precision", "CAB Δ Recall"]
+    head2 = ["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else []) + [
+        "CAB Δ Precision", "CAB Δ Recall"]
     body2 = []
     for r in rows2:
-        body2.append([_type_name(r["metadata_type"]), r["model"]] + ([r["dataset"]] if many else []) + [
+        body2.append([_type_name(r["metadata_type"]), _labels(r), r["model"]] + ([r["dataset"]] if many else []) + [
             _cab(r["precision"], r["precision_p"]), _cab(r["recall"], r["recall_p"])])
     return [head1] + body1, [head2] + body2
 
@@ -152,16 +184,77 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
                 parts.append(buf.getvalue().rstrip("\n"))
         return "\n\n".join(parts)
     parts = []
+    datasets = {r["dataset"] for r in rows1 + rows2}
+    if len(datasets) == 1 and not _many_datasets(rows1, rows2):
+        parts.append(f"Dataset: {datasets.pop()}")
     if which in ("1", "all"):
         parts.append("Table 1: attribution quality and answer correctness (complete runs; '-' = vanilla)\n\n"
                      + (_markdown(t1) if rows1 else "(no complete runs)"))
     if which in ("2", "all"):
         notes = [f"- {_type_name(r['metadata_type'])} / {r['model']}: {r['note']}" for r in rows2 if r.get("note")]
-        parts.append("Table 2: attribution bias (CAB, x100; > 0 favours label A: Woman / White / Human; "
+        parts.append("Table 2: attribution bias (CAB, x100; > 0 favours label A, the first of each row's labels; "
                      f"* paired t-test p < {SIGNIFICANCE})\n\n"
                      + (_markdown(t2) if rows2 else "(no experiment with complete base and cf runs)")
                      + ("\n\n" + "\n".join(notes) if notes else ""))
     return "\n\n".join(parts)
+
+
+def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
+    """Whether --dataset WANTED names a dataset: its file name, or a prefix of its content hash."""
+    wanted = wanted.strip()
+    if isinstance(name, str) and name and name in (wanted, Path(wanted).name):
+        return True
+    prefix = wanted.lower()
+    return len(prefix) >= 4 and all(c in "0123456789abcdef" for c in prefix) and str(sha or "").startswith(prefix)
+
+
+def _narrow(frame: Any, args: argparse.Namespace) -> Any:
+    """The rows of a run_metrics or bias frame that pass --experiment, --model and --dataset."""
+    if frame.empty:
+        return frame
+    keep = [True] * len(frame)
+    for i, rec in enumerate(frame.to_dict("records")):
+        if args.experiment is not None and rec["experiment_id"] != args.experiment:
+            keep[i] = False
+        elif args.model is not None and rec["model"] != args.model:
+            keep[i] = False
+        elif args.dataset is not None and not dataset_matches(args.dataset, rec.get("dataset_name"), rec.get("dataset_sha")):
+            keep[i] = False
+    return frame[keep]
+
+
+def _check_filters(path: Path, all_runs: Any, args: argparse.Namespace) -> None:
+    """UserError, naming what there is, when a filter matches no complete run (or no run at all)."""
+    from engine.commands.bias import unknown_experiment
+    from engine.errors import UserError
+
+    if args.experiment is not None and not (all_runs["experiment_id"] == args.experiment).any():
+        raise UserError(unknown_experiment(path, args.experiment))
+    records = [r for r in all_runs.to_dict("records") if r["status"] == "complete"]
+    if args.model is not None and not any(r["model"] == args.model for r in records):
+        known = ", ".join(sorted({str(r["model"]) for r in records})) or "none"
+        raise UserError(f"no complete run of model '{args.model}' in {path} (models with complete runs: {known})")
+    if args.dataset is not None and not any(dataset_matches(args.dataset, r["dataset_name"], r["dataset_sha"]) for r in records):
+        known = ", ".join(sorted({str(r["dataset_label"]) for r in records})) or "none"
+        raise UserError(f"no complete run on dataset '{args.dataset}' in {path} (datasets with complete runs: {known})")
+
+
+def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> str | None:
+    """The next useful command after this report, if there is one."""
+    db = f" --db {shlex.quote(args.db)}" if args.db else ""
+    if rows2:
+        return ("hint: intervals, CAS and citation confidence of one experiment: "
+                f"python -m engine bias --experiment {shlex.quote(rows2[-1]['experiment_id'])}{db}")
+    if not runs.empty:
+        newest = shlex.quote(runs.to_dict("records")[-1]["experiment_id"])
+        if args.table == "1":
+            return f"hint: CAS and CAB of one experiment: python -m engine bias --experiment {newest}{db}"
+        return f"hint: no experiment here has complete base and cf runs; what is missing: python -m engine bias --experiment {newest}{db}"
+    if args.experiment is not None:
+        return f"hint: why it has no complete run: python -m engine bias --experiment {shlex.quote(args.experiment)}{db}"
+    if not any((args.model, args.dataset)):
+        return "hint: no complete runs yet; start with: python -m engine quickstart"
+    return None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -169,7 +262,13 @@ def main(args: argparse.Namespace) -> int:
     from store.queries import bias_table, run_metric_table
 
     path = db_path(args.db)
-    rows1 = table1(run_metric_table(path)) if args.table in ("1", "all") else []
-    rows2 = table2(bias_table(path)) if args.table in ("2", "all") else []
+    all_runs = run_metric_table(path, status=None)
+    _check_filters(path, all_runs, args)
+    runs = _narrow(all_runs[all_runs["status"] == "complete"], args)
+    rows1 = table1(runs) if args.table in ("1", "all") else []
+    rows2 = table2(_narrow(bias_table(path, args.experiment), args)) if args.table in ("2", "all") else []
     print(render(rows1, rows2, args.format, args.table))
+    hint = _hint(runs, rows2, args)
+    if hint:
+        print(hint, file=sys.stderr)
     return 0
