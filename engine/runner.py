@@ -24,6 +24,7 @@ shrinks a run (it is then already complete).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -242,8 +243,17 @@ def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Gen
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _library_versions() -> tuple[tuple[str, str], ...]:
+    return tuple(_collect_library_versions().items())
+
+
 def library_versions() -> dict[str, str]:
-    """Versions of what shapes the numbers, for provenance."""
+    """Versions of what shapes the numbers, for provenance (read once per process)."""
+    return dict(_library_versions())
+
+
+def _collect_library_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in ("torch", "transformers", "accelerate", "bitsandbytes", "tokenizers", "duckdb"):
         try:
@@ -253,6 +263,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+@functools.lru_cache(maxsize=1)
 def git_sha() -> str | None:
     """The commit of this checkout, when it is one."""
     try:
@@ -338,8 +349,11 @@ def plan_experiment(dataset: Dataset, request: RunRequest, sink: Sink) -> Experi
     """Resolve the experiment and what each mode's run must still do; reads only."""
     if not request.modes:
         raise UserError("no modes to run")
-    configs = {mode: run_config(request, mode) for mode in request.modes}
-    hashes = {mode: config_hash(request.label, dataset.sha, configs[mode]) for mode in request.modes}
+    # Every mode this configuration can have, requested or not: an older experiment is found
+    # by any of its runs.
+    possible = MODES if request.prompt.metadata is not None else ("vanilla",)
+    configs = {mode: run_config(request, mode) for mode in dict.fromkeys(possible + request.modes)}
+    hashes = {mode: config_hash(request.label, dataset.sha, config) for mode, config in configs.items()}
     settings = experiment_settings(configs[request.modes[0]])
     spec = ExperimentSpec(
         key=experiment_key(request.label, dataset.sha, settings),
@@ -420,21 +434,35 @@ def check_prompt_lengths(plan: ExperimentPlan, loaded) -> ExperimentPlan:
     for run in plan.runs:
         for item in run.todo:
             pending.setdefault(item.id, item)
+    warned = getattr(loaded.tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):
+        # Over-long prompts are measured and refused here; the tokenizer's own warning about
+        # them would only break the one-line error.
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     measured = ("base", "cf") if request.prompt.metadata is not None else ("vanilla",)
     configs = [replace(request.prompt, mode=mode) for mode in measured]
-    too_long: dict[str, int] = {}
+    # No token covers more characters than the longest one in the vocabulary, so a text of more
+    # than context x that many characters is too long without tokenizing it (a 10 MB question
+    # would otherwise take half a minute to count).
+    longest = _longest_token_chars(loaded.tokenizer)
+    too_long: dict[str, str] = {}  # item id -> "110,903" or "more than 36,000"
     for item in plan.dataset.items:  # dataset order, so the first named is the first in the file
         if item.id not in pending:
             continue
-        n = max(len(chat_input_ids(loaded, build_prompt(item, c).text)) for c in configs)
+        texts = [build_prompt(item, c).text for c in configs]
+        bound = max(len(t) for t in texts) // longest
+        if bound > context:
+            too_long[item.id] = f"more than {bound:,}"
+            continue
+        n = max(len(chat_input_ids(loaded, text)) for text in texts)
         if n + request.max_new_tokens > context:
-            too_long[item.id] = n
+            too_long[item.id] = f"{n:,}"
     if not too_long:
         return plan
 
-    def reason(n: int) -> str:
+    def reason(n: str) -> str:
         return (
-            f"prompt of {n:,} tokens + {request.max_new_tokens:,} new tokens exceeds the "
+            f"prompt of {n} tokens + {request.max_new_tokens:,} new tokens exceeds the "
             f"model's context of {context:,}"
         )
 
@@ -454,8 +482,17 @@ def check_prompt_lengths(plan: ExperimentPlan, loaded) -> ExperimentPlan:
         for run in plan.runs
     )
     if not any(run.items for run in runs):
-        raise UserError(f"no item's prompt fits: {reason(min(too_long.values()))} for every item; use --top-k")
+        raise UserError(
+            f"no item's prompt fits the model's context of {context:,} with {request.max_new_tokens:,} "
+            f"new tokens (first: item '{first_id}', {first_n} tokens); use --top-k"
+        )
     return replace(plan, runs=runs)
+
+
+def _longest_token_chars(tokenizer) -> int:
+    """Characters in the vocabulary's longest token: an upper bound on what one token covers."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return max((len(t) for t in tokens if t), default=1) or 1
 
 
 def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded) -> RunSpec:

@@ -6,7 +6,7 @@ why), so a CLI run never holds the file while the GPU works and the app can read
 Reads never create the file: a run that cannot start (unknown model, prompt too long) must
 leave no database behind. Two invariants are checked inside the transaction that creates
 runs, where no other process can interleave (DuckDB admits one writer per file): an
-experiment holds at most one run per mode (a unique index backs this up), and a run that a
+experiment holds at most one run per mode, and a run that a
 live process is generating is not taken over by another. The owner (host, pid, process start
 time) is recorded in `run_owners` while a run is generated; after kill -9 the owner is gone,
 so the run is resumable again.

@@ -14,9 +14,12 @@ CREATE TABLE experiments(
   settings_json JSON         -- the prompt and generation settings its runs share (mode left out)
 );
 
--- Before this migration an experiment could hold two runs of one mode. Keep in each the run the
--- bias view used (the newest complete one, else the newest) and give every other run an
--- experiment of its own, so that the unique index below holds.
+-- Before this migration an experiment could hold two runs of one mode; from now on the store
+-- refuses a second one inside the transaction that creates runs (DuckDB admits one writer per
+-- file, so nothing can interleave). Keep in each experiment the run the bias view used (the
+-- newest complete one, else the newest) and give every other run an experiment of its own.
+-- (No unique index backs this up: DuckDB cannot create an index in the transaction that updates
+-- the table, and a migration is one transaction.)
 UPDATE runs SET experiment_id = experiment_id || '~' || run_id
 WHERE run_id IN (
   SELECT run_id FROM (
@@ -29,10 +32,6 @@ WHERE run_id IN (
 INSERT INTO experiments (experiment_id, created_utc, model, dataset, dataset_sha)
 SELECT experiment_id, min(created_utc), any_value(model), any_value(dataset), any_value(dataset_sha)
 FROM runs GROUP BY experiment_id;
-
--- An experiment never holds two runs of the same mode (the runner also checks it, with a
--- message, in the transaction that creates runs).
-CREATE UNIQUE INDEX runs_one_per_mode ON runs(experiment_id, rag_mode);
 
 -- One row per run while a process generates it; deleted when the run finishes. A run whose
 -- owner is gone (kill -9, a crash) is resumable; one whose owner lives is refused to others.
