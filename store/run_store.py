@@ -85,20 +85,28 @@ def _boot_id() -> str:
         return ""
 
 
-def _process_start(pid: int) -> str | None:
-    """Boot id + start time of `pid` in clock ticks, so a reused pid is not mistaken for it."""
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, boot id + start time) of `pid` from /proc; None where there is no /proc entry."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
     fields = stat[stat.rindex(")") + 2 :].split()
-    return f"{_boot_id()}:{fields[19]}" if len(fields) > 19 else None
+    if len(fields) < 20:
+        return None
+    return fields[0], f"{_boot_id()}:{fields[19]}"
+
+
+def process_start(pid: int) -> str | None:
+    """Boot id + start time of `pid` in clock ticks, so a reused pid is not mistaken for it."""
+    stat = _proc_stat(pid)
+    return stat[1] if stat else None
 
 
 def this_process() -> ProcessIdentity:
     """The identity recorded as owner of the runs this process generates."""
-    return ProcessIdentity(socket.gethostname(), os.getpid(), _process_start(os.getpid()))
+    return ProcessIdentity(socket.gethostname(), os.getpid(), process_start(os.getpid()))
 
 
 def owner_alive(owner: ProcessIdentity, heartbeat_utc: datetime, now: datetime | None = None) -> bool:
@@ -113,11 +121,14 @@ def owner_alive(owner: ProcessIdentity, heartbeat_utc: datetime, now: datetime |
         return False
     except PermissionError:
         pass  # alive, owned by another user
-    if owner.start is not None:
-        current = _process_start(owner.pid)
-        if current is not None and current != owner.start:
-            return False  # the pid was reused by another process
-    return True
+    stat = _proc_stat(owner.pid)
+    if stat is None:
+        return True  # no /proc to ask: the pid exists, trust it
+    state, start = stat
+    if state in ("Z", "X"):
+        return False  # killed, not yet reaped by its parent
+    # The same pid started at another time is another process: the owner is gone.
+    return owner.start is None or start == owner.start
 
 
 class RunStore:

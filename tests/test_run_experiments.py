@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from engine.sink import RunSpec
 from engine.types import MODES
 from store import RunStore, connect
 from store.migrations import apply_migrations, available_migrations
-from store.run_store import ProcessIdentity, RunConflict, owner_alive
+from store.run_store import ProcessIdentity, RunConflict, process_start, owner_alive
 from store.db import utc_now
 
 
@@ -243,12 +244,24 @@ def test_a_run_whose_owner_died_is_resumable(tiny_llama_dir, data, db, shared):
 def test_owner_liveness():
     now = utc_now()
     host = socket.gethostname()
-    me = ProcessIdentity(host, os.getpid(), None)
-    assert owner_alive(me, now)
-    parent = ProcessIdentity(host, os.getppid(), None)
-    assert owner_alive(parent, now)
-    # The same pid started at another time is another process: its owner is gone.
-    assert not owner_alive(dataclasses.replace(parent, start="other-boot:1"), now) or sys.platform != "linux"
+    assert owner_alive(ProcessIdentity(host, os.getpid(), None), now)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owner = ProcessIdentity(host, child.pid, process_start(child.pid))
+        assert owner_alive(owner, now)
+        if sys.platform == "linux":
+            # The same pid started at another time is another process: the owner is gone.
+            assert not owner_alive(dataclasses.replace(owner, start="other-boot:1"), now)
+        child.kill()
+        if sys.platform == "linux":
+            deadline = time.monotonic() + 10
+            while owner_alive(owner, now) and time.monotonic() < deadline:  # a zombie until reaped
+                time.sleep(0.01)
+            assert not owner_alive(owner, now)
+    finally:
+        child.kill()
+        child.wait()
+    assert not owner_alive(owner, now)
     # Another host cannot be asked: a recent heartbeat counts as alive, an old one as gone.
     elsewhere = ProcessIdentity("another-host", 1, None)
     assert owner_alive(elsewhere, now - timedelta(minutes=5), now)
