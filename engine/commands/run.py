@@ -14,6 +14,7 @@ import shlex
 import sys
 
 from engine.errors import UserError
+from engine.prompts import FEW_SHOT_EXAMPLES, ORDERS, XAI_VARIANTS
 from engine.types import MODES
 
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
@@ -41,15 +42,15 @@ def add_common_run_args(p: argparse.ArgumentParser) -> None:
         help="show only the first K ranked documents (default: all)",
     )
     g.add_argument(
-        "--order", default="ranked", choices=("ranked", "reversed", "random"),
+        "--order", default="ranked", choices=ORDERS,
         help="document order after the cut-off; random is seeded per item by --seed (default: %(default)s)",
     )
     g.add_argument(
-        "--few-shot", type=int, default=0, choices=(0, 1, 2),
+        "--few-shot", type=int, default=0, choices=range(len(FEW_SHOT_EXAMPLES) + 1),
         help="unlabelled demonstrations before the question (default: %(default)s)",
     )
     g.add_argument(
-        "--xai", default="none", choices=("none", "direct", "counterfactual"),
+        "--xai", default="none", choices=XAI_VARIANTS,
         help="self-interpretation question added to the prompt (default: %(default)s)",
     )
     m = p.add_argument_group("model and generation")
