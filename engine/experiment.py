@@ -69,9 +69,9 @@ def _lookup(tree: Any, path: tuple[str, ...]) -> Any:
     return tree
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any, option: str) -> str:
     if value is None:
-        return "(none)"
+        return "all" if option == "--top-k" else "(none)"
     if isinstance(value, bool):
         return "on" if value else "off"
     return repr(value) if isinstance(value, str) and " " in value else str(value)
@@ -82,7 +82,7 @@ def settings_difference(stored: dict, requested: dict) -> str | None:
     for path, option in _SETTING_OPTIONS:
         old, new = _lookup(stored, path), _lookup(requested, path)
         if old != new:
-            return f"{option} {_shown(old)}, not {_shown(new)}"
+            return f"{option} {_shown(old, option)}, not {_shown(new, option)}"
     return None if stored == requested else "other settings"
 
 

@@ -161,7 +161,7 @@ def test_an_incompatible_experiment_is_refused_with_the_reason(tiny_llama_dir, d
         (dataset, dict(model_label="other/model"), f"experiment 'x' uses model {tiny_llama_dir}, not other/model"),
         (other, {}, f"experiment 'x' uses dataset {path} (content {dataset.sha}), not {other.source} (content {other.sha})"),
         (dataset, dict(max_new_tokens=3), "experiment 'x' uses --max-new-tokens 2, not 3"),
-        (dataset, dict(prompt=PromptConfig(metadata=METADATA_TYPES["gender"], top_k=2)), "experiment 'x' uses --top-k (none), not 2"),
+        (dataset, dict(prompt=PromptConfig(metadata=METADATA_TYPES["gender"], top_k=2)), "experiment 'x' uses --top-k all, not 2"),
         (dataset, dict(prompt=PromptConfig(metadata=METADATA_TYPES["race"])), "experiment 'x' uses --metadata gender, not race"),
         (dataset, dict(do_sample=True), "experiment 'x' uses --sample off, not on"),
         (dataset, dict(repeat=True), "experiment 'x' already exists and --repeat starts a new one: give --experiment a new name"),
