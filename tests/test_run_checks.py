@@ -76,6 +76,8 @@ FAILURES = {
     "empty experiment name": (["--experiment", " "], "--experiment must be 1 to 100 printable characters"),
     "unknown mode": (["--modes", "vanilla,fancy"], "--modes: unknown mode(s) fancy"),
     "prompt too long": (["--dataset", "{long}"], "item 'q1': prompt of "),
+    # Refused by the prompt-length check here, or by the dataset loader if it bounds questions.
+    "10 MB question": (["--dataset", "{huge}"], "item 'huge'"),
     "other experiment model": (["--experiment", "{named}", "--model", "{tmp}/no-such-model"], "uses model"),
 }
 if not torch.cuda.is_available():
@@ -91,6 +93,11 @@ def test_a_run_that_cannot_start_writes_nothing(case, db_state, tmp_path, tiny_l
     extra, expected = FAILURES[case]
     data = make_dataset(tmp_path / "d.jsonl", 3)  # not the stored experiment's items: there is work to do
     long = make_dataset(tmp_path / "long.jsonl", 3, long_ids=("q1", "q2"))
+    huge = tmp_path / "huge.jsonl"
+    if case == "10 MB question":
+        question = "why " * 2_500_000  # counted without tokenizing it: see check_prompt_lengths
+        huge.write_text(json.dumps({"id": "huge", "question": question, "answers": ["x"],
+                                    "documents": [{"text": "t", "relevant": True}]}) + "\n")
     db = tmp_path / "runs.duckdb"
     named = "never-made"
     if db_state == "existing":
@@ -98,7 +105,7 @@ def test_a_run_that_cannot_start_writes_nothing(case, db_state, tmp_path, tiny_l
         named = stored(db, "SELECT experiment_id FROM experiments")[0][0]
         before = digest(db)
     argv = args_for(tiny_llama_dir, data, db) + [
-        a.format(tmp=tmp_path, long=long, named=named) for a in extra
+        a.format(tmp=tmp_path, long=long, huge=huge, named=named) for a in extra
     ]
     assert cli(argv) == 2
     err = capsys.readouterr().err
