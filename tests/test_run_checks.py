@@ -218,3 +218,16 @@ def test_context_length_takes_the_smaller_declared_limit():
     assert context_length(config(n_positions=1024), SimpleNamespace(model_max_length=1024)) == 1024
     assert context_length(config(), sentinel) is None
     assert context_length(config(), SimpleNamespace(model_max_length=2048)) == 2048
+
+
+def test_a_huge_prompt_is_refused_without_tokenizing_it(tmp_path, tiny_llama_dir, tiny_llama):
+    from engine.data import Dataset
+    from engine.errors import UserError
+    from engine.types import Document, Item
+
+    item = Item("huge", "why " * 2_500_000, ("x",), (Document("d1", "text", True),))
+    dataset = Dataset((item,), "sha-huge", "huge.jsonl", "native")
+    request = request_for(tiny_llama_dir, tmp_path / "unused.jsonl", tmp_path / "runs.duckdb", "--modes", "vanilla")
+    with pytest.raises(UserError, match=r"^item 'huge': prompt of more than [\d,]+ tokens \+ 2 new tokens exceeds"):
+        run_experiment(dataset, request, RunStore(tmp_path / "runs.duckdb"), load=lambda r: tiny_llama)
+    assert not (tmp_path / "runs.duckdb").exists()
