@@ -298,8 +298,12 @@ class RunStore:
 
 
 _EXPERIMENT_COLUMNS = (
-    "experiment_id, name, experiment_key, model, dataset, dataset_sha, settings_json"
+    "experiment_id", "name", "experiment_key", "model", "dataset", "dataset_sha", "settings_json",
 )
+
+
+def _columns(prefix: str = "") -> str:
+    return ", ".join(prefix + c for c in _EXPERIMENT_COLUMNS)
 
 
 def _resolve_experiment(conn, spec: ExperimentSpec) -> StoredExperiment | None:
@@ -309,19 +313,19 @@ def _resolve_experiment(conn, spec: ExperimentSpec) -> StoredExperiment | None:
     if spec.name is not None:
         for column in ("name", "experiment_id"):
             row = conn.execute(
-                f"SELECT {_EXPERIMENT_COLUMNS} FROM experiments WHERE {column} = ?", [spec.name]
+                f"SELECT {_columns()} FROM experiments WHERE {column} = ?", [spec.name]
             ).fetchone()
             if row is not None:
                 break
     elif not spec.new:
         row = conn.execute(
-            f"SELECT {_EXPERIMENT_COLUMNS} FROM experiments WHERE experiment_key = ? "
+            f"SELECT {_columns()} FROM experiments WHERE experiment_key = ? "
             "ORDER BY created_utc DESC, experiment_id DESC LIMIT 1",
             [spec.key],
         ).fetchone()
         if row is None and spec.run_hashes:
             row = conn.execute(
-                f"SELECT {', '.join('e.' + c.strip() for c in _EXPERIMENT_COLUMNS.split(','))} "
+                f"SELECT {_columns('e.')} "
                 "FROM runs r JOIN experiments e USING (experiment_id) "
                 "WHERE e.experiment_key IS NULL AND list_contains(?, r.config_hash) "
                 "ORDER BY r.created_utc DESC, r.run_id DESC LIMIT 1",
