@@ -51,6 +51,8 @@ class LoadedModel:
     stop_token_ids: tuple[int, ...]
     # Generation defaults the checkpoint shipped and we removed, e.g. (("temperature", "0.6"),).
     dropped_generation_defaults: tuple[tuple[str, str], ...] = ()
+    # Most tokens (prompt + generated) the model takes; None when neither config nor tokenizer says.
+    context_length: int | None = None
 
     @property
     def pad_token_id(self) -> int:
@@ -237,6 +239,34 @@ def neutralize_generation_config(model, stop_token_ids: tuple[int, ...], pad_tok
     return dropped
 
 
+# Config fields that name the number of positions, across architectures (Llama/Mistral/Qwen,
+# GPT-2, Falcon/MPT, ChatGLM).
+_POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+# Tokenizers without a declared limit report this sentinel (transformers' VERY_LARGE_INTEGER).
+_NO_TOKENIZER_LIMIT = 10**18
+
+
+def context_length(model_config, tokenizer) -> int | None:
+    """The model's context in tokens: the smaller of the config's position count and the
+    tokenizer's model_max_length, each when it is actually set.
+
+    The config's `max_position_embeddings` is what the architecture was built and trained for
+    (Llama 3: 8,192; Mistral v0.3: 32,768); most chat tokenizers leave `model_max_length` at a
+    1e30 sentinel, but where a maker sets it lower it is the declared limit, so the smaller wins.
+    """
+    config = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    limits = []
+    for name in _POSITION_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            limits.append(value)
+            break
+    declared = getattr(tokenizer, "model_max_length", None)
+    if isinstance(declared, int) and 0 < declared < _NO_TOKENIZER_LIMIT:
+        limits.append(declared)
+    return min(limits) if limits else None
+
+
 def load_model(
     model_id: str,
     *,
@@ -295,6 +325,7 @@ def load_model(
         device=resolved_device,
         stop_token_ids=stop_ids,
         dropped_generation_defaults=dropped,
+        context_length=context_length(model.config, tokenizer),
     )
 
 

@@ -1,29 +1,51 @@
 """One experiment: a dataset x a prompt configuration x RAG modes -> runs streamed to a sink.
 
-Each mode is one run; the runs share an experiment id. Every finished batch goes to the sink
-at once, so a crash loses at most the batch in flight. A run is identified by a hash of
-everything that determines its output (model, dataset content, prompt and generation
-settings), so re-running the same command finds the unfinished run and generates only the
-items it lacks.
+Each mode is one run, and the runs of one configuration share an experiment. The work goes in
+phases, so that nothing is written until everything that can fail has been checked:
+
+1. `plan_experiment` (read-only): find the experiment (by `--experiment NAME`, else the newest
+   with the same key: model, dataset content and every setting except the mode), refuse an
+   incompatible one with the reason, and work out per mode what is already stored;
+2. the caller loads the model, only when there is something to generate;
+3. `check_prompt_lengths`: every prompt to generate, counted through the chat template, plus
+   `max_new_tokens` must fit the model's context (refused, or skipped with skip_invalid);
+4. `execute_plan`: create the experiment, runs and items in one transaction, then generate,
+   committing every finished batch, so a crash loses at most the batch in flight.
+
+A run is identified by a hash of everything that determines its output (model, dataset
+content, prompt and generation settings), so re-running the same command resumes the
+unfinished run and generates only the items it lacks.
+
+Items and `limit`: the dataset's identity is its full content (all valid items), whatever
+`limit` asks for, and a run covers a prefix of it: the first `limit` items, or all. Asking
+for more items later (a larger limit, or none) extends the same runs; asking for fewer never
+shrinks a run (it is then already complete).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import functools
 import platform
 import subprocess
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from engine.citations import citation_probabilities, parse_citation_marks
 from engine.data import Dataset
+from engine.errors import UserError
+from engine.experiment import (
+    config_hash,
+    experiment_key,
+    experiment_settings,
+    incompatibility,
+    run_in_progress,
+)
 from engine.prompts import PROMPT_VERSION, PromptConfig, build_prompt
-from engine.sink import RunSpec, Sink
-from engine.types import Citation, GenerationOutput, Generation, Item, Prompt
+from engine.sink import ExperimentSpec, RunSpec, Sink, StoredRun
+from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, SkippedItem
 
 
 @dataclass(frozen=True)
@@ -31,7 +53,7 @@ class RunRequest:
     """What the user asked for; `hf_token` is used to load the model and never recorded."""
 
     model: str  # what to load: a Hub id or a local folder
-    modes: tuple[str, ...]
+    modes: tuple[Mode, ...]
     prompt: PromptConfig  # its mode is replaced per run
     quantize: str = "auto"
     device: str = "auto"
@@ -44,7 +66,10 @@ class RunRequest:
     seed: int = 0
     batch_size: int = 8
     top_n_logprobs: int = 0
-    repeat: bool = False  # start new runs even when identical complete ones exist
+    repeat: bool = False  # a new experiment even when an identical one exists
+    experiment: str | None = None  # a name (or id) to create or join
+    limit: int | None = None  # cover only the first N items of the dataset
+    skip_invalid: bool = False  # skip items whose prompt does not fit instead of refusing
     model_label: str | None = None  # how the store names the model, when not `model` itself
     hf_token: str | None = field(default=None, repr=False, compare=False)
 
@@ -58,8 +83,8 @@ class RunOutcome:
     """How one mode's run ended in this invocation."""
 
     run_id: str
-    mode: str
-    status: str  # complete | failed | already complete
+    mode: Mode
+    status: str  # complete | already complete
     n_items: int
     n_generated: int  # generated in this invocation (resume skips stored items)
     n_with_citation: int
@@ -71,16 +96,19 @@ class ExperimentOutcome:
     runs: tuple[RunOutcome, ...]
     model: str
     quantization: str | None
+    experiment_name: str | None = None
+    # Items per mode over the whole experiment (runs of other modes stored earlier included).
+    mode_items: dict[Mode, int | None] = field(default_factory=dict)
+    skipped: tuple[SkippedItem, ...] = ()  # invalid items and prompts too long, left out
 
-
-def config_hash(model: str, dataset_sha: str, config: dict) -> str:
-    """Identity of a run's output: same inputs -> same hash -> resume instead of restart."""
-    blob = json.dumps({"model": model, "dataset": dataset_sha, "config": config}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The modes the experiment holds, in display order."""
+        return tuple(m for m in MODES if m in self.mode_items)
 
 
 def run_config(request: RunRequest, mode: str) -> dict:
-    """The stored configuration of one mode's run (no token, no batch size or device)."""
+    """The identity of one mode's run (no token, no batch size, device or item count)."""
     return {
         "prompt": replace(request.prompt, mode=mode).to_dict(),
         "prompt_version": PROMPT_VERSION,
@@ -121,8 +149,17 @@ def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Gen
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _library_versions() -> tuple[tuple[str, str], ...]:
+    return tuple(_collect_library_versions().items())
+
+
 def library_versions() -> dict[str, str]:
-    """Versions of what shapes the numbers, for provenance."""
+    """Versions of what shapes the numbers, for provenance (read once per process)."""
+    return dict(_library_versions())
+
+
+def _collect_library_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in ("torch", "transformers", "accelerate", "bitsandbytes", "tokenizers", "duckdb"):
         try:
@@ -132,6 +169,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+@functools.lru_cache(maxsize=1)
 def git_sha() -> str | None:
     """The commit of this checkout, when it is one."""
     try:
@@ -147,63 +185,279 @@ def git_sha() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
 @dataclass(frozen=True)
-class _Planned:
-    mode: str
+class PlannedRun:
+    """One mode's run as planned: new or resumed, the items it covers and those still to do."""
+
+    mode: Mode
     run_id: str
-    experiment_id: str
     config_hash: str
-    config: dict
-    existing_status: str | None
+    config: dict  # identity (hashed)
+    resumes: StoredRun | None  # None: a new run
+    limit: int | None  # covers the first `limit` dataset items (None: all)
+    items: tuple[Item, ...]  # the items it covers, prompts too long left out
+    todo: tuple[Item, ...]  # of those, the ones not stored yet
+    skipped: tuple[SkippedItem, ...] = ()  # prompts too long for the model's context
+
+    @property
+    def needs_claim(self) -> bool:
+        """Whether this invocation must create, resume or finish the run."""
+        return bool(self.todo) or self.resumes is None or self.resumes.status != "complete"
 
 
-def _plan(dataset: Dataset, request: RunRequest, sink: Sink) -> list[_Planned]:
-    found = []
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """What a run command will do, worked out before anything is loaded or written."""
+
+    dataset: Dataset
+    request: RunRequest
+    spec: ExperimentSpec
+    experiment_id: str
+    experiment_name: str | None
+    runs: tuple[PlannedRun, ...]
+    stored_items: dict[Mode, int | None]  # item counts of the experiment's runs of other modes
+
+    @property
+    def n_todo(self) -> int:
+        """Generations to do over all runs."""
+        return sum(len(r.todo) for r in self.runs)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """Every requested run exists, is complete and covers the requested items."""
+        return not any(r.needs_claim for r in self.runs)
+
+    @property
+    def skipped(self) -> tuple[SkippedItem, ...]:
+        """Items left out: invalid in the dataset, or with a prompt too long (once each)."""
+        seen: dict[str | None, SkippedItem] = {}
+        for run in self.runs:
+            for s in run.skipped:
+                seen.setdefault(s.item_id, s)
+        return tuple(self.dataset.skipped) + tuple(seen.values())
+
+
+def _grown_limit(existing: StoredRun | None, requested: int | None) -> int | None:
+    """A run's item prefix only grows: the larger of what it had and what is asked (None = all)."""
+    if existing is None:
+        return requested
+    had = existing.config.get("limit")
+    if had is None or requested is None:
+        return None
+    return max(int(had), requested)
+
+
+def plan_experiment(dataset: Dataset, request: RunRequest, sink: Sink) -> ExperimentPlan:
+    """Resolve the experiment and what each mode's run must still do; reads only."""
+    if not request.modes:
+        raise UserError("no modes to run")
+    # Every mode this configuration can have, requested or not: an older experiment is found
+    # by any of its runs.
+    possible = MODES if request.prompt.metadata is not None else ("vanilla",)
+    configs = {mode: run_config(request, mode) for mode in dict.fromkeys(possible + request.modes)}
+    hashes = {mode: config_hash(request.label, dataset.sha, config) for mode, config in configs.items()}
+    settings = experiment_settings(configs[request.modes[0]])
+    spec = ExperimentSpec(
+        key=experiment_key(request.label, dataset.sha, settings),
+        name=request.experiment,
+        new=request.repeat,
+        model=request.label,
+        dataset=dataset.source,
+        dataset_sha=dataset.sha,
+        settings=settings,
+        run_hashes=tuple(hashes.values()),
+    )
+    stored = sink.find_experiment(spec)
+    if stored is not None:
+        if request.repeat:
+            raise UserError(
+                f"experiment '{stored.label}' already exists and --repeat starts a new one: "
+                "give --experiment a new name"
+            )
+        reason = incompatibility(stored, spec, hashes)
+        if reason:
+            raise UserError(reason)
+
+    runs = []
     for mode in request.modes:
-        config = run_config(request, mode)
-        h = config_hash(request.label, dataset.sha, config)
-        existing = None if request.repeat else sink.find_resumable(h)
-        found.append((mode, config, h, existing))
-    # Runs resumed or already finished keep their experiment; new modes join it.
-    experiment_id = next((e[1] for *_, e in found if e is not None), None) or uuid.uuid4().hex[:12]
-    return [
-        _Planned(mode, e[0] if e else uuid.uuid4().hex[:12], e[1] if e else experiment_id, h, config, e[2] if e else None)
-        for mode, config, h, e in found
-    ]
+        existing = stored.run_for(mode) if stored else None
+        if existing is not None and existing.owner:
+            raise UserError(run_in_progress(existing, stored))
+        limit = _grown_limit(existing, request.limit)
+        # Prompt-length verdicts depend only on what the hash covers, so they still hold.
+        too_long = {s["item_id"]: s for s in existing.config.get("skipped_prompts", [])} if existing else {}
+        prefix = dataset.items if limit is None else dataset.items[:limit]
+        items = tuple(it for it in prefix if it.id not in too_long)
+        done = sink.done_item_ids(existing.run_id) if existing else set()
+        runs.append(
+            PlannedRun(
+                mode=mode,
+                run_id=existing.run_id if existing else _new_id(),
+                config_hash=hashes[mode],
+                config=configs[mode],
+                resumes=existing,
+                limit=limit,
+                items=items,
+                todo=tuple(it for it in items if it.id not in done),
+                skipped=tuple(
+                    SkippedItem(s["where"], s["item_id"], s["reason"])
+                    for it in prefix
+                    if (s := too_long.get(it.id))
+                ),
+            )
+        )
+    others = {r.rag_mode: r.n_items for r in stored.runs if r.rag_mode not in request.modes} if stored else {}
+    return ExperimentPlan(
+        dataset=dataset,
+        request=request,
+        spec=spec,
+        experiment_id=stored.experiment_id if stored else _new_id(),
+        experiment_name=stored.name if stored else request.experiment,
+        runs=tuple(runs),
+        stored_items=others,
+    )
 
 
-def run_experiment(
-    dataset: Dataset,
-    request: RunRequest,
+def check_prompt_lengths(plan: ExperimentPlan, loaded) -> ExperimentPlan:
+    """Refuse (or, with skip_invalid, leave out) items whose prompt + max_new_tokens exceeds
+    the model's context; never truncate.
+
+    An item is measured by its longest prompt over the labelled modes (base and cf carry the
+    labels; vanilla is shorter), so every mode of an experiment keeps the same items and the
+    paired bias measures compare like with like.
+    """
+    from engine.models import chat_input_ids
+
+    context = getattr(loaded, "context_length", None)
+    request = plan.request
+    if context is None:
+        return plan
+    pending: dict[str, Item] = {}
+    for run in plan.runs:
+        for item in run.todo:
+            pending.setdefault(item.id, item)
+    warned = getattr(loaded.tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):
+        # Over-long prompts are measured and refused here; the tokenizer's own warning about
+        # them would only break the one-line error.
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
+    measured = ("base", "cf") if request.prompt.metadata is not None else ("vanilla",)
+    configs = [replace(request.prompt, mode=mode) for mode in measured]
+    # No token covers more characters than the longest one in the vocabulary, so a text of more
+    # than context x that many characters is too long without tokenizing it (a 10 MB question
+    # would otherwise take half a minute to count).
+    longest = _longest_token_chars(loaded.tokenizer)
+    too_long: dict[str, str] = {}  # item id -> "110,903" or "more than 36,000"
+    for item in plan.dataset.items:  # dataset order, so the first named is the first in the file
+        if item.id not in pending:
+            continue
+        texts = [build_prompt(item, c).text for c in configs]
+        bound = max(len(t) for t in texts) // longest
+        if bound > context:
+            too_long[item.id] = f"more than {bound:,}"
+            continue
+        n = max(len(chat_input_ids(loaded, text)) for text in texts)
+        if n + request.max_new_tokens > context:
+            too_long[item.id] = f"{n:,}"
+    if not too_long:
+        return plan
+
+    def reason(n: str) -> str:
+        return (
+            f"prompt of {n} tokens + {request.max_new_tokens:,} new tokens exceeds the "
+            f"model's context of {context:,}"
+        )
+
+    first_id, first_n = next(iter(too_long.items()))
+    if not request.skip_invalid:
+        affected = f"{len(too_long):,} item{'s' if len(too_long) != 1 else ''} affected"
+        raise UserError(f"item '{first_id}': {reason(first_n)}; {affected}; use --top-k or --skip-invalid")
+    position = {item.id: n for n, item in enumerate(plan.dataset.items, start=1)}
+    skipped = {i: SkippedItem(f"item {position[i]}", i, reason(n)) for i, n in too_long.items()}
+    runs = tuple(
+        replace(
+            run,
+            items=tuple(it for it in run.items if it.id not in too_long),
+            todo=tuple(it for it in run.todo if it.id not in too_long),
+            skipped=run.skipped + tuple(skipped[it.id] for it in run.items if it.id in too_long),
+        )
+        for run in plan.runs
+    )
+    if not any(run.items for run in runs):
+        raise UserError(
+            f"no item's prompt fits the model's context of {context:,} with {request.max_new_tokens:,} "
+            f"new tokens (first: item '{first_id}', {first_n} tokens); use --top-k"
+        )
+    return replace(plan, runs=runs)
+
+
+def _longest_token_chars(tokenizer) -> int:
+    """Characters in the vocabulary's longest token: an upper bound on what one token covers."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return max((len(t) for t in tokens if t), default=1) or 1
+
+
+def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded) -> RunSpec:
+    request, dataset = plan.request, plan.dataset
+    previous = run.resumes.config if run.resumes else {}
+    config = {
+        **previous,
+        **run.config,
+        "limit": run.limit,
+        "skipped_items": [asdict(s) for s in dataset.skipped],
+        "skipped_prompts": [asdict(s) for s in run.skipped],
+    }
+    if loaded is not None:
+        # Recorded, never hashed: they were removed, so they cannot have shaped the output.
+        config["dropped_generation_defaults"] = dict(loaded.dropped_generation_defaults)
+    return RunSpec(
+        run_id=run.run_id,
+        experiment_id=plan.experiment_id,
+        config_hash=run.config_hash,
+        model=request.label,
+        model_revision=getattr(loaded, "revision", None),
+        quantization=getattr(loaded, "quantization", request.quantize),
+        dtype=getattr(loaded, "dtype", request.dtype),
+        device=getattr(loaded, "device", request.device),
+        dataset=dataset.source,
+        dataset_sha=dataset.sha,
+        metadata_type=request.prompt.metadata.name if request.prompt.metadata else None,
+        rag_mode=run.mode,
+        seed=request.seed,
+        prompt_version=PROMPT_VERSION,
+        git_sha=git_sha(),
+        library_versions=library_versions(),
+        config=config,
+        n_items=len(run.items),
+    )
+
+
+def execute_plan(
+    plan: ExperimentPlan,
+    loaded,
     sink: Sink,
     *,
     on_progress: Callable[[int], None] | None = None,
-    on_total: Callable[[int], None] | None = None,
 ) -> ExperimentOutcome:
-    """Run (or resume) one run per mode; each finished batch is written to the sink at once."""
+    """Create (or resume) the planned runs in one transaction, then generate batch by batch."""
     from engine.generate import GenerationConfig, iter_batches
-    from engine.models import load_model
 
-    plans = _plan(dataset, request, sink)
-    sink.put_items(dataset.sha, dataset.items)
-    todo: dict[str, list[Item]] = {}
-    for plan in plans:
-        if plan.existing_status == "complete":
-            todo[plan.run_id] = []
-            continue
-        done = sink.done_item_ids(plan.run_id) if plan.existing_status else set()
-        todo[plan.run_id] = [it for it in dataset.items if it.id not in done]
-    if on_total:
-        on_total(sum(len(v) for v in todo.values()))
-
-    loaded = None
-    if any(todo.values()):
-        loaded = load_model(
-            request.model,
-            quantize=request.quantize,
-            device=request.device,
-            hf_token=request.hf_token,
-            dtype=request.dtype,
+    request = plan.request
+    claimed = [run for run in plan.runs if run.needs_claim]
+    if any(run.todo for run in claimed) and loaded is None:
+        raise ValueError("execute_plan: items to generate but no model loaded")
+    if claimed:
+        needed = {it.id for run in claimed for it in run.items}
+        sink.claim(
+            plan.spec,
+            plan.experiment_id,
+            {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
+            [_run_spec(plan, run, loaded) for run in claimed],
+            [it for it in plan.dataset.items if it.id in needed],
         )
     gen_config = GenerationConfig(
         max_new_tokens=request.max_new_tokens,
@@ -215,55 +469,75 @@ def run_experiment(
         batch_size=request.batch_size,
         top_n_logprobs=request.top_n_logprobs,
     )
-
-    outcomes = []
-    for plan in plans:
-        items = todo[plan.run_id]
-        if plan.existing_status == "complete":
-            outcomes.append(RunOutcome(plan.run_id, plan.mode, "already complete", len(dataset.items), 0, 0))
-            continue
-        spec = RunSpec(
-            run_id=plan.run_id,
-            experiment_id=plan.experiment_id,
-            config_hash=plan.config_hash,
-            model=request.label,
-            model_revision=getattr(loaded, "revision", None),
-            quantization=getattr(loaded, "quantization", request.quantize),
-            dtype=getattr(loaded, "dtype", request.dtype),
-            device=getattr(loaded, "device", request.device),
-            dataset=dataset.source,
-            dataset_sha=dataset.sha,
-            metadata_type=request.prompt.metadata.name if request.prompt.metadata else None,
-            rag_mode=plan.mode,
-            seed=request.seed,
-            prompt_version=PROMPT_VERSION,
-            git_sha=git_sha(),
-            library_versions=library_versions(),
-            config=plan.config,
-            n_items=len(dataset.items),
-        )
-        sink.start_run(spec)
-        n_generated = n_cited = 0
-        try:
-            if items:
-                mode_config = replace(request.prompt, mode=plan.mode)
-                prompts = [build_prompt(item, mode_config) for item in items]
+    outcomes: dict[str, RunOutcome] = {}
+    try:
+        for run in claimed:
+            n_generated = n_cited = 0
+            if run.todo:
+                mode_config = replace(request.prompt, mode=run.mode)
+                prompts = [build_prompt(item, mode_config) for item in run.todo]
                 for batch in iter_batches(loaded, [p.text for p in prompts], gen_config):
-                    generations = [make_generation(items[i], prompts[i], out) for i, out in batch]
-                    sink.write_batch(plan.run_id, generations)
+                    generations = [make_generation(run.todo[i], prompts[i], out) for i, out in batch]
+                    sink.write_batch(run.run_id, generations)
                     n_generated += len(generations)
                     n_cited += sum(1 for g in generations if g.citations)
                     if on_progress:
                         on_progress(len(generations))
-        except BaseException:
-            # KeyboardInterrupt included: the run must never look complete when it is not.
-            sink.finish_run(plan.run_id, "failed")
-            raise
-        sink.finish_run(plan.run_id, "complete")
-        outcomes.append(RunOutcome(plan.run_id, plan.mode, "complete", len(dataset.items), n_generated, n_cited))
-    return ExperimentOutcome(
-        plans[0].experiment_id if plans else "",
-        tuple(outcomes),
-        request.label,
-        getattr(loaded, "quantization", None),
+            sink.finish_run(run.run_id, "complete")
+            outcomes[run.run_id] = RunOutcome(run.run_id, run.mode, "complete", len(run.items), n_generated, n_cited)
+    except BaseException:
+        # KeyboardInterrupt included: no claimed run may look complete, or stay claimed.
+        for run in claimed:
+            if run.run_id not in outcomes:
+                try:
+                    sink.finish_run(run.run_id, "failed")
+                except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
+                    pass
+        raise
+    runs = tuple(
+        outcomes.get(run.run_id) or RunOutcome(run.run_id, run.mode, "already complete", len(run.items), 0, 0)
+        for run in plan.runs
     )
+    mode_items: dict[Mode, int | None] = {**plan.stored_items, **{r.mode: r.n_items for r in runs}}
+    return ExperimentOutcome(
+        experiment_id=plan.experiment_id,
+        runs=runs,
+        model=request.label,
+        quantization=getattr(loaded, "quantization", None),
+        experiment_name=plan.experiment_name,
+        mode_items=mode_items,
+        skipped=plan.skipped,
+    )
+
+
+def load_model_for(request: RunRequest):
+    """The model a request names, loaded as it asks (device, quantization, dtype, token)."""
+    from engine.models import load_model
+
+    return load_model(
+        request.model,
+        quantize=request.quantize,
+        device=request.device,
+        hf_token=request.hf_token,
+        dtype=request.dtype,
+    )
+
+
+def run_experiment(
+    dataset: Dataset,
+    request: RunRequest,
+    sink: Sink,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    load: Callable[[RunRequest], Any] = load_model_for,
+) -> ExperimentOutcome:
+    """Plan, load the model (only if there is work), check prompt lengths, then run or resume."""
+    plan = plan_experiment(dataset, request, sink)
+    loaded = None
+    if plan.n_todo:
+        loaded = load(request)
+        plan = check_prompt_lengths(plan, loaded)
+    if on_total:
+        on_total(plan.n_todo)
+    return execute_plan(plan, loaded, sink, on_progress=on_progress)

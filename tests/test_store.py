@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import os
 from pathlib import Path
 
 import duckdb
@@ -32,6 +33,11 @@ EXPECTED_COLUMNS = {
         "run_id", "item_id", "citation_index", "position", "doc_id", "relevant", "probability",
     ],
     "tokens": ["run_id", "item_id", "step", "token_id", "token", "logprob", "top"],
+    "experiments": [
+        "experiment_id", "name", "experiment_key", "created_utc", "model", "dataset", "dataset_sha",
+        "settings_json",
+    ],
+    "run_owners": ["run_id", "host", "pid", "process_start", "heartbeat_utc"],
 }
 
 SHA = "sha-1"
@@ -348,8 +354,10 @@ def test_status_transitions(started: RunStore, db: Path):
 
     assert status() == ("running", False)
     assert started.find_resumable("hash-a") == ("run-a", "exp-1", "running")
+    assert count(db, "SELECT count(*) FROM run_owners WHERE run_id = 'run-a' AND pid = ?", [os.getpid()]) == 1
     started.finish_run("run-a", "failed")
     assert status() == ("failed", True)
+    assert count(db, "SELECT count(*) FROM run_owners") == 0  # released
     assert started.find_resumable("hash-a").status == "failed"
     started.start_run(make_spec(model="ignored/on-resume"))
     assert status() == ("running", False)
@@ -363,6 +371,16 @@ def test_status_transitions(started: RunStore, db: Path):
     with pytest.raises(ValueError, match="configuration hash"):
         started.start_run(make_spec(config_hash="other"))
     assert count(db, "SELECT count(*) FROM runs") == 1
+
+
+def test_reads_never_create_the_database(store: RunStore, db: Path):
+    from engine.sink import ExperimentSpec
+
+    spec = ExperimentSpec(key="k", name="n", new=False, model="m", dataset="d", dataset_sha="s", settings={})
+    assert store.find_experiment(spec) is None
+    assert store.find_resumable("hash-a") is None
+    assert store.done_item_ids("run-a") == set()
+    assert not db.exists() and not db.parent.exists()
 
 
 def test_find_resumable_returns_the_newest_run(started: RunStore):

@@ -87,8 +87,9 @@ def store_data(tmp_path_factory):
         store.write_batch(run_id, gens)
         store.finish_run(run_id, "complete")
         generations[run_id] = gens
-    # A failed run in e1 must not replace the complete one.
-    store.start_run(_spec("rf", "e1", "cf", sha, 3))
+    # A failed run of its own experiment (an experiment holds one run per mode, so it cannot
+    # sit beside e1's complete cf run): the views list it but compute no bias from it.
+    store.start_run(_spec("rf", "e3", "cf", sha, 3))
     store.write_batch("rf", [_generation(rng, it, True) for it in items[:3]])
     store.finish_run("rf", "failed")
     return path, {it.id: it for it in items}, generations

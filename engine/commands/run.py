@@ -1,79 +1,169 @@
-"""`python -m engine run`: one experiment (one run per RAG mode), stored as it goes."""
+"""`python -m engine run`: one experiment (one run per RAG mode), stored as it goes.
+
+Everything that can fail is checked before the first write: options, the dataset, the plan
+(read from the store without creating it), the model, and every prompt's length. Only then
+are the experiment, its runs and the items created, in one transaction.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shlex
 import sys
 
 from engine.errors import UserError
+from engine.prompts import FEW_SHOT_EXAMPLES, ORDERS, XAI_VARIANTS
+from engine.types import MODES
+
+MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
+MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
+MAX_EXPERIMENT_NAME = 100
 
 
 def add_common_run_args(p: argparse.ArgumentParser) -> None:
-    """Options shared by `run` and `quickstart`."""
+    """Options shared by `run` and `quickstart`; every help text states its default."""
     g = p.add_argument_group("prompt")
-    g.add_argument("--metadata", default="hai", help="hai | gender | race | a NAME defined with --label-a/--label-b/--consideration")
-    g.add_argument("--label-a", help="custom type: label on relevant documents in base mode")
-    g.add_argument("--label-b", help="custom type: label on the other documents in base mode")
-    g.add_argument("--consideration", help="custom type: the sentence added as consideration 3")
-    g.add_argument("--modes", default="vanilla,base,cf", help="comma-separated subset of vanilla,base,cf")
-    g.add_argument("--top-k", type=int, default=None, help="show only the first K ranked documents")
-    g.add_argument("--order", default="ranked", choices=("ranked", "reversed", "random"))
-    g.add_argument("--few-shot", type=int, default=0, choices=(0, 1, 2))
-    g.add_argument("--xai", default="none", choices=("none", "direct", "counterfactual"))
+    g.add_argument(
+        "--metadata", default="hai",
+        help="label type on the documents in base and cf: hai, gender, race, or a NAME defined "
+        "with --label-a/--label-b/--consideration (default: %(default)s)",
+    )
+    g.add_argument("--label-a", help="custom type: label on relevant documents in base mode (default: none)")
+    g.add_argument("--label-b", help="custom type: label on the other documents in base mode (default: none)")
+    g.add_argument("--consideration", help="custom type: the sentence added as consideration 3 (default: none)")
+    g.add_argument(
+        "--modes", default=",".join(MODES),
+        help=f"comma-separated subset of {','.join(MODES)} (default: %(default)s)",
+    )
+    g.add_argument(
+        "--top-k", type=int, default=None,
+        help="show only the first K ranked documents (default: all)",
+    )
+    g.add_argument(
+        "--order", default="ranked", choices=ORDERS,
+        help="document order after the cut-off; random is seeded per item by --seed (default: %(default)s)",
+    )
+    g.add_argument(
+        "--few-shot", type=int, default=0, choices=range(len(FEW_SHOT_EXAMPLES) + 1),
+        help="unlabelled demonstrations before the question (default: %(default)s)",
+    )
+    g.add_argument(
+        "--xai", default="none", choices=XAI_VARIANTS,
+        help="self-interpretation question added to the prompt (default: %(default)s)",
+    )
     m = p.add_argument_group("model and generation")
-    m.add_argument("--quantize", default="auto", choices=("auto", "4bit", "8bit", "none"), help="auto = 4bit on a GPU, none on CPU")
-    m.add_argument("--device", default="auto", help="auto | cpu | cuda:N")
-    m.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32")
-    m.add_argument("--hf-token", default=None, help="for gated models (default: $HF_TOKEN); never stored")
-    m.add_argument("--batch-size", type=int, default=8)
-    m.add_argument("--max-new-tokens", type=int, default=256)
-    m.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    m.add_argument("--temperature", type=float, default=1.0, help="with --sample")
-    m.add_argument("--top-p", type=float, default=1.0, help="with --sample")
-    m.add_argument("--sample-top-k", type=int, default=0, help="with --sample: keep the K most likely tokens (0 = off)")
-    m.add_argument("--seed", type=int, default=0, help="sampling seed and random-order seed")
-    m.add_argument("--top-logprobs", type=int, default=0, help="also record the top N alternatives per token")
-    s = p.add_argument_group("store")
-    s.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB, /data/pattrieval.duckdb or results/pattrieval.duckdb)")
-    s.add_argument("--limit", type=int, default=None, help="only the first N items")
-    s.add_argument("--repeat", action="store_true", help="start new runs even if identical complete runs exist")
+    m.add_argument(
+        "--quantize", default="auto", choices=("auto", "4bit", "8bit", "none"),
+        help="auto = 4bit on a GPU, none on CPU (default: %(default)s)",
+    )
+    m.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
+    m.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
+    m.add_argument(
+        "--hf-token", default=None,
+        help="for gated models; visible to other users in `ps`, so prefer $HF_TOKEN or `hf auth "
+        "login` (default: $HF_TOKEN, else the Hugging Face login cache); never stored",
+    )
+    m.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
+    m.add_argument(
+        "--max-new-tokens", type=int, default=256,
+        help="most tokens generated per answer (default: %(default)s)",
+    )
+    m.add_argument("--sample", action="store_true", help="sample instead of greedy decoding (default: greedy)")
+    m.add_argument("--temperature", type=float, default=1.0, help="with --sample (default: %(default)s)")
+    m.add_argument("--top-p", type=float, default=1.0, help="with --sample: nucleus mass in (0, 1] (default: %(default)s)")
+    m.add_argument(
+        "--sample-top-k", type=int, default=0,
+        help="with --sample: keep the K most likely tokens, 0 = off (default: %(default)s)",
+    )
+    m.add_argument(
+        "--seed", type=int, default=0,
+        help=f"sampling seed and random-order seed, 0 to {MAX_SEED} (default: %(default)s)",
+    )
+    m.add_argument(
+        "--top-logprobs", type=int, default=0,
+        help=f"also record the top N alternatives per token, 0 to {MAX_TOP_LOGPROBS} (default: %(default)s)",
+    )
+    s = p.add_argument_group("experiment and store")
+    s.add_argument(
+        "--db", default=None,
+        help="DuckDB file (default: $PATTRIEVAL_DB, /data/pattrieval.duckdb or results/pattrieval.duckdb)",
+    )
+    s.add_argument(
+        "--experiment", default=None, metavar="NAME",
+        help="create or extend the experiment NAME (or an experiment id); refused when its model, "
+        "dataset or settings differ (default: the newest experiment with the same settings)",
+    )
+    s.add_argument(
+        "--limit", type=int, default=None,
+        help="only the first N items; a larger N later extends the same runs (default: all)",
+    )
+    s.add_argument(
+        "--skip-invalid", action="store_true",
+        help="leave out invalid items and prompts too long for the model's context, and record "
+        "them with the run, instead of refusing (default: refuse)",
+    )
+    s.add_argument(
+        "--repeat", action="store_true",
+        help="start a new experiment even if an identical one exists (default: resume or reuse it)",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="generate cited answers for a dataset, one run per RAG mode")
-    p.add_argument("--model", default="auto", help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = Mistral on a GPU, else smoke")
-    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder")
+    p = sub.add_parser(
+        "run",
+        help="generate cited answers for a dataset, one run per RAG mode",
+        description="Generate cited answers for a dataset, one run per RAG mode, stored as they go.",
+    )
+    p.add_argument(
+        "--model", default="auto",
+        help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = Mistral on a "
+        "GPU, else smoke (default: %(default)s)",
+    )
+    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")
     add_common_run_args(p)
     p.set_defaults(main=main)
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
+def check_run_args(args: argparse.Namespace) -> None:
+    """Refuse out-of-range options in one line, before anything is read or loaded."""
     for name in ("batch_size", "max_new_tokens"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1")
     if args.limit is not None and args.limit < 1:
         raise UserError("--limit must be at least 1")
-    if args.sample and args.temperature <= 0:
-        raise UserError("--temperature must be above 0 with --sample")
-    if not 0 < args.top_p <= 1:
-        raise UserError("--top-p must be in (0, 1]")
+    if not math.isfinite(args.temperature) or (args.sample and args.temperature <= 0):
+        raise UserError(f"--temperature must be a finite number above 0, not {args.temperature}")
+    if not 0 < args.top_p <= 1:  # also false for nan
+        raise UserError(f"--top-p must be in (0, 1], not {args.top_p}")
     if args.sample_top_k < 0:
         raise UserError("--sample-top-k must be 0 or more")
-    if args.top_logprobs < 0:
-        raise UserError("--top-logprobs must be 0 or more")
+    if not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
+        raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {args.top_logprobs}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {args.seed}")
+    if args.experiment is not None:
+        name = args.experiment
+        if not name.strip() or name != name.strip() or not name.isprintable() or len(name) > MAX_EXPERIMENT_NAME:
+            raise UserError(
+                f"--experiment must be 1 to {MAX_EXPERIMENT_NAME} printable characters without "
+                "leading or trailing spaces"
+            )
 
 
 def build_request(args: argparse.Namespace, model: str, label: str):
     """A RunRequest from parsed arguments (validation raises UserError)."""
-    from engine.prompts import MODES, PromptConfig, metadata_type
+    from engine.prompts import PromptConfig, metadata_type
     from engine.runner import RunRequest
 
-    _check_numbers(args)
+    check_run_args(args)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
-        raise UserError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from vanilla,base,cf")
+        raise UserError(
+            f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {','.join(MODES)}"
+        )
     if len(set(modes)) != len(modes):
         raise UserError("--modes lists a mode twice")
     meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration)
@@ -83,7 +173,7 @@ def build_request(args: argparse.Namespace, model: str, label: str):
     return RunRequest(
         model=model,
         model_label=label,
-        modes=modes,
+        modes=tuple(m for m in MODES if m in modes),  # display order, whatever order was typed
         prompt=prompt,
         quantize=args.quantize,
         device=args.device,
@@ -97,25 +187,35 @@ def build_request(args: argparse.Namespace, model: str, label: str):
         batch_size=args.batch_size,
         top_n_logprobs=args.top_logprobs,
         repeat=args.repeat,
-        hf_token=args.hf_token or os.environ.get("HF_TOKEN"),
+        experiment=args.experiment,
+        limit=args.limit,
+        skip_invalid=args.skip_invalid,
+        # None lets from_pretrained read $HF_TOKEN or the login cache itself.
+        hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
     )
 
 
 def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
-    """Validate everything, then run with a progress bar and print the outcome."""
+    """Check everything, then run with a progress bar and print the outcome."""
     from dataclasses import replace
     from pathlib import Path
-
-    from tqdm import tqdm
 
     from engine.data import load_dataset
     from engine.model_choice import resolve_model
     from engine.paths import default_db_path
-    from engine.runner import run_experiment
+    from engine.runner import check_prompt_lengths, execute_plan, load_model_for, plan_experiment
 
-    # Validate all input before the first write: a bad row must leave the store untouched.
-    dataset = load_dataset(dataset_path, limit=args.limit)
-    request = build_request(args, model_arg, model_arg)  # bad options fail before any model work
+    # Nothing is written before the model is loaded and every prompt measured: a run that
+    # cannot start leaves the database as it was (or absent).
+    request = build_request(args, model_arg, model_arg)
+    if args.hf_token:
+        print(
+            "warning: --hf-token is visible to other users in the process list; "
+            "set HF_TOKEN or run `hf auth login` once instead",
+            file=sys.stderr,
+        )
+    # The dataset is identified by all its valid items; --limit picks the runs' prefix of them.
+    dataset = load_dataset(dataset_path, **({"skip_invalid": True} if args.skip_invalid else {}))
     model, label = resolve_model(model_arg)
     request = replace(request, model=model, model_label=label)
     db_path = Path(args.db) if args.db else default_db_path()
@@ -123,28 +223,82 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
     from store.run_store import RunStore
 
     sink = RunStore(db_path)
-    # Our own bar is the one that matters; transformers' per-shard bars only add noise.
-    from transformers.utils import logging as hf_logging
+    plan = plan_experiment(dataset, request, sink)
+    if plan.nothing_to_do:
+        print("already complete, nothing to do (use --repeat for a new run)")
+        outcome = execute_plan(plan, None, sink)
+        _report(outcome, dataset, label, db_path, args)
+        return 0
 
-    hf_logging.disable_progress_bar()
-    bar = tqdm(total=0, unit="item", desc=f"{label} x {len(request.modes)} mode(s)", file=sys.stderr, dynamic_ncols=True)
+    loaded = None
+    if plan.n_todo:
+        # Our own bar is the one that matters; transformers' per-shard bars only add noise.
+        from transformers.utils import logging as hf_logging
 
-    def set_total(n: int) -> None:
-        bar.total = n
-        bar.refresh()
+        hf_logging.disable_progress_bar()
+        loaded = load_model_for(request)
+        plan = check_prompt_lengths(plan, loaded)
 
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=plan.n_todo, unit="item", desc=f"{label} x {len(request.modes)} mode(s)",
+        file=sys.stderr, dynamic_ncols=True,
+    )
     try:
-        outcome = run_experiment(dataset, request, sink, on_progress=bar.update, on_total=set_total)
+        outcome = execute_plan(plan, loaded, sink, on_progress=bar.update)
     finally:
         bar.close()
-    print(f"experiment {outcome.experiment_id}  model {label}  dataset {dataset.source} ({len(dataset.items)} items)  db {db_path}")
+    _report(outcome, dataset, label, db_path, args)
+    return 0
+
+
+def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace) -> None:
+    """The experiment, its runs, what was skipped, the metrics and the next command."""
+    name = f" '{outcome.experiment_name}'" if outcome.experiment_name else ""
+    print(
+        f"experiment {outcome.experiment_id}{name}  model {label}  "
+        f"dataset {dataset.source} ({len(dataset.items)} items)  db {db_path}"
+    )
     for run in outcome.runs:
         print(
             f"  run {run.run_id}  {run.mode:<7}  {run.status:<16}  "
             f"generated {run.n_generated} of {run.n_items}, {run.n_with_citation} of them cite a document"
         )
+    _print_skipped(outcome.skipped)
     _print_metrics(db_path, [r.run_id for r in outcome.runs])
-    return 0
+    counts = {m: n for m, n in outcome.mode_items.items() if n is not None}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{m} {counts[m]}" for m in MODES if m in counts)
+        print(
+            f"note: the runs of this experiment cover different numbers of items ({listed}); "
+            "bias pairs items by id: give every mode the same --limit"
+        )
+    print(bias_hint(outcome.modes, outcome.experiment_id, args.db, repeat=args.repeat))
+
+
+def bias_hint(modes: tuple[str, ...], experiment_id: str, db: str | None, *, repeat: bool = False) -> str:
+    """The next command: `bias` when the experiment has a pair to compare, else the modes to add."""
+    present = set(modes)
+    if {"vanilla", "base"} <= present or {"base", "cf"} <= present:
+        db_part = f" --db {shlex.quote(db)}" if db else ""
+        return f"see the bias with: python -m engine bias --experiment {experiment_id}{db_part}"
+    missing = [m for m in MODES if m not in present]
+    again = "this command again without --repeat" if repeat else "this command again"
+    return (
+        f"to see the bias, add {' and '.join(missing)}: run {again} with --modes {','.join(missing)} "
+        "(CAS compares vanilla with base, CAB base with cf)"
+    )
+
+
+def _print_skipped(skipped) -> None:
+    if not skipped:
+        return
+    print(f"skipped {len(skipped)} item{'s' if len(skipped) != 1 else ''} (stored with the runs in config_json):")
+    for s in skipped[:5]:
+        print(f"  {s.where}: item '{s.item_id}': {s.reason}" if s.item_id else f"  {s.where}: {s.reason}")
+    if len(skipped) > 5:
+        print(f"  ... and {len(skipped) - 5} more")
 
 
 def _print_metrics(db_path, run_ids: list[str]) -> None:
