@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import inspect
 import json
 import re
 import shutil
@@ -148,10 +147,6 @@ def test_a_prompt_too_long_is_refused_with_a_count_or_skipped_and_recorded(tmp_p
     assert stored(db, "SELECT count(*) FROM generations g JOIN runs r USING (run_id) WHERE r.n_items = 3") == [(6,)]
 
 
-@pytest.mark.skipif(
-    "skip_invalid" not in inspect.signature(load_dataset).parameters,
-    reason="the CLI passes --skip-invalid to load_dataset, which gains it on the data branch",
-)
 def test_skip_invalid_on_the_command_line_prints_what_it_skipped(tmp_path, tiny_llama_dir, capsys):
     data = make_dataset(tmp_path / "d.jsonl", 3, long_ids=("q1", "q2"))
     db = tmp_path / "runs.duckdb"

@@ -215,7 +215,8 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
             file=sys.stderr,
         )
     # The dataset is identified by all its valid items; --limit picks the runs' prefix of them.
-    dataset = load_dataset(dataset_path, **({"skip_invalid": True} if args.skip_invalid else {}))
+    # top_k: an item must have a relevant document among those the model will be shown.
+    dataset = load_dataset(dataset_path, skip_invalid=args.skip_invalid, top_k=args.top_k)
     model, label = resolve_model(model_arg)
     request = replace(request, model=model, model_label=label)
     db_path = Path(args.db) if args.db else default_db_path()
