@@ -482,17 +482,6 @@ class BiasInputs:
     confidence: tuple[tuple[Any, ...], ...]  # rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations
 
 
-@dataclass(frozen=True)
-class KnownExperiment:
-    """One line about an experiment, for messages that list the known ones."""
-
-    experiment_id: str
-    model: str
-    metadata_type: str | None
-    modes: tuple[str, ...]  # of all its runs, complete or not, in MODES order
-    created_utc: Any
-
-
 def bias_inputs(db: DbLike, experiment_id: str) -> BiasInputs | None:
     """Runs, per-item metrics and citation confidence of one experiment; None if it does not exist."""
     with as_database(db).connect(read_only=True) as conn:
@@ -524,23 +513,21 @@ def bias_inputs(db: DbLike, experiment_id: str) -> BiasInputs | None:
     return BiasInputs(runs, chosen, tuple(metrics), tuple(confidence))
 
 
-def newest_experiments(db: DbLike, limit: int = 5) -> tuple[int, tuple[KnownExperiment, ...]]:
-    """How many experiments there are, and the newest `limit` of them."""
+def newest_experiments(db: DbLike, limit: int = 5) -> tuple[int, tuple[ExperimentSummary, ...]]:
+    """How many experiments there are, and the newest `limit` of them (for messages naming them)."""
+    listing = experiment_listing(db)
+    return len(listing), listing[:limit]
+
+
+def resolve_experiment(db: DbLike, reference: str) -> str | None:
+    """The id of the experiment that `reference` names, by id or by its `run --experiment` name."""
     with as_database(db).connect(read_only=True) as conn:
-        total = conn.execute("SELECT count(DISTINCT experiment_id) FROM runs").fetchone()[0]
-        rows = conn.execute(
-            f"""
-            SELECT r.experiment_id, any_value(r.model), any_value(r.metadata_type),
-                   list(DISTINCT r.rag_mode), min(r.created_utc) AS created
-            FROM runs r GROUP BY r.experiment_id ORDER BY created DESC, r.experiment_id DESC LIMIT ?
-            """,
-            [limit],
-        ).fetchall()
-    order = {mode: i for i, mode in enumerate(MODES)}
-    return total, tuple(
-        KnownExperiment(e, m, t, tuple(sorted(modes, key=lambda x: order.get(x, len(order)))), c)
-        for e, m, t, modes, c in rows
-    )
+        row = conn.execute(
+            "SELECT experiment_id FROM runs WHERE experiment_id = $ref "
+            "UNION ALL SELECT experiment_id FROM experiments WHERE name = $ref LIMIT 1",
+            {"ref": reference},
+        ).fetchone()
+    return row[0] if row else None
 
 
 def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
@@ -603,9 +590,11 @@ class ExperimentSummary:
     """One experiment as `list` shows it: its runs' shared settings, modes and progress."""
 
     experiment_id: str
+    name: str | None  # `run --experiment NAME`; None when unnamed
     model: str
     dataset: str | None
     dataset_sha: str
+    dataset_label: str  # file name and content hash, as every table names a dataset
     metadata_type: str | None
     modes: tuple[str, ...]  # distinct, in display order (vanilla, base, cf)
     status: str  # running if any run is, else failed if any run is, else complete
@@ -625,6 +614,7 @@ class RunSummary:
     model: str
     dataset: str | None
     dataset_sha: str
+    dataset_label: str
     metadata_type: str | None
     status: str
     n_done: int
@@ -641,9 +631,11 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
         rows = conn.execute(
             f"""
             SELECT r.experiment_id,
+                   any_value(e.name),
                    arg_min(r.model, r.created_utc),
                    arg_min(r.dataset, r.created_utc),
                    arg_min(r.dataset_sha, r.created_utc),
+                   dataset_label(arg_min(r.dataset, r.created_utc), arg_min(r.dataset_sha, r.created_utc)),
                    max(r.metadata_type),
                    list(r.rag_mode ORDER BY list_position($modes, r.rag_mode), r.created_utc),
                    CASE WHEN bool_or(r.status = 'running') THEN 'running'
@@ -653,15 +645,16 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
                    CAST(sum(coalesce(d.n_done, 0)) AS BIGINT),
                    CAST(sum(coalesce(r.n_items, 0)) AS BIGINT),
                    min(r.created_utc)
-            FROM runs r LEFT JOIN {_DONE} d USING (run_id)
+            FROM runs r LEFT JOIN {_DONE} d USING (run_id) LEFT JOIN experiments e USING (experiment_id)
             GROUP BY r.experiment_id
             ORDER BY min(r.created_utc) DESC, r.experiment_id DESC
             """,
             {"modes": list(MODES)},
         ).fetchall()
     return tuple(
-        ExperimentSummary(exp, model, dataset, sha, meta, tuple(dict.fromkeys(modes)), status, n_runs, done, total, created)
-        for exp, model, dataset, sha, meta, modes, status, n_runs, done, total, created in rows
+        ExperimentSummary(exp, name, model, dataset, sha, label, meta, tuple(dict.fromkeys(modes)), status, n_runs, done,
+                          total, created)
+        for exp, name, model, dataset, sha, label, meta, modes, status, n_runs, done, total, created in rows
     )
 
 
@@ -671,7 +664,7 @@ def run_listing(db: DbLike) -> tuple[RunSummary, ...]:
         rows = conn.execute(
             f"""
             SELECT r.run_id, r.experiment_id, r.rag_mode, r.model, r.dataset, r.dataset_sha,
-                   r.metadata_type, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
+                   dataset_label(r.dataset, r.dataset_sha), r.metadata_type, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
                    r.created_utc, r.finished_utc
             FROM runs r LEFT JOIN {_DONE} d USING (run_id)
             ORDER BY r.created_utc DESC, r.run_id DESC

@@ -63,12 +63,15 @@ def db(tmp_path_factory) -> Path:
 def test_experiments_newest_first_with_modes_status_and_progress(db, capsys):
     assert main(["list", "--db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["experiment", "model", "dataset", "metadata", "modes", "status", "items", "created", "(UTC)"]
+    assert lines[0].split() == ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items",
+                                "created", "(UTC)"]
     new, old = lines[1].split(), lines[2].split()
     assert len(lines) == 3
-    assert new[:7] == ["new", "org/model-b", "data.jsonl@bbbbbbbb", "gender", "vanilla,base", "running", "6/8"]
-    assert old[:7] == ["old", "org/model-a", "data.jsonl@aaaaaaaa", "gender", "vanilla,base,cf", "complete", "12/12"]
-    assert len(new[7]) == 10 and len(new[8]) == 5  # YYYY-MM-DD HH:MM
+    # Datasets are named as in every other table: file name and content hash, not the path typed.
+    assert new[:9] == ["new", "-", "org/model-b", "data.jsonl", "(bbbbbbbb)", "gender", "vanilla,base", "running", "6/8"]
+    assert old[:9] == ["old", "-", "org/model-a", "data.jsonl", "(aaaaaaaa)", "gender", "vanilla,base,cf", "complete",
+                       "12/12"]
+    assert len(new[9]) == 10 and len(new[10]) == 5  # YYYY-MM-DD HH:MM
 
 
 def test_runs_one_row_each_newest_first(db, capsys):
@@ -76,8 +79,8 @@ def test_runs_one_row_each_newest_first(db, capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert [r[:3] for r in rows] == [["n-base", "new", "base"], ["n-van", "new", "vanilla"], ["r-base", "old", "base"],
                                      ["r-van", "old", "vanilla"], ["r-cf", "old", "cf"]]
-    assert rows[0][5:8] == ["gender", "running", "2/4"]
-    assert rows[1][5:8] == ["-", "complete", "4/4"]  # a vanilla run without a metadata type
+    assert rows[0][6:9] == ["gender", "running", "2/4"]
+    assert rows[1][6:9] == ["-", "complete", "4/4"]  # a vanilla run without a metadata type
 
 
 def test_json(db, capsys):

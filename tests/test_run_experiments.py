@@ -152,6 +152,20 @@ def test_a_named_experiment_grows_by_modes_and_items(tiny_llama_dir, data, db, s
     assert [(r.status, r.n_items) for r in fewer.runs] == [("already complete", 2)] * 3
 
 
+def test_bias_report_and_list_know_an_experiment_by_its_name(tiny_llama_dir, data, db, shared, capsys):
+    _, dataset = data
+    made = run_experiment(dataset, req(tiny_llama_dir, experiment="pilot"), RunStore(db), load=shared)
+    capsys.readouterr()
+    assert cli(["bias", "--experiment", "pilot", "--db", str(db), "--json", "--resamples", "100"]) == 0
+    assert json.loads(capsys.readouterr().out)["experiment_id"] == made.experiment_id
+    assert cli(["report", "--experiment", "pilot", "--db", str(db), "--format", "json"]) == 0
+    assert {r["experiment_id"] for r in json.loads(capsys.readouterr().out)["table2"]} == {made.experiment_id}
+    assert cli(["list", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == [made.experiment_id, "pilot"]
+    assert cli(["bias", "--experiment", "pilo", "--db", str(db)]) == 2
+    assert "no experiment 'pilo'" in capsys.readouterr().err
+
+
 def test_an_incompatible_experiment_is_refused_with_the_reason(tiny_llama_dir, data, db, shared, tmp_path):
     path, dataset = data
     run_experiment(dataset, req(tiny_llama_dir, ("vanilla",), experiment="x"), RunStore(db), load=shared)

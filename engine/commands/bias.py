@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="CAS = mean |M_vanilla - M_base|, CAB = mean (M_base - M_cf), for citation "
         "precision, recall and F1, x100, with t-test p values and bootstrap 95% intervals.",
     )
-    p.add_argument("--experiment", required=True, help="experiment id (see `python -m engine list`)")
+    p.add_argument("--experiment", required=True, help="experiment id, or the name given with `run --experiment` (see `python -m engine list`)")
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
@@ -94,14 +94,15 @@ def main(args: argparse.Namespace) -> int:
     from engine.errors import UserError
     from engine.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
-    from store.queries import bias_inputs
+    from store.queries import bias_inputs, resolve_experiment
 
     if args.resamples is not None and not MIN_RESAMPLES <= args.resamples <= MAX_RESAMPLES:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {args.resamples}")
     if args.seed < 0:
         raise UserError(f"--seed must be 0 or more, not {args.seed}")
     path = db_path(args.db)
-    data = bias_inputs(path, args.experiment)
+    experiment_id = resolve_experiment(path, args.experiment)  # an id, or a `run --experiment` name
+    data = bias_inputs(path, experiment_id) if experiment_id else None
     if data is None:
         raise UserError(unknown_experiment(path, args.experiment))
     chosen = data.chosen
@@ -138,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     report = {
-        "experiment_id": args.experiment,
+        "experiment_id": experiment_id,
         "model": reference.model,
         "dataset": reference.dataset_label,
         "dataset_sha": reference.dataset_sha,

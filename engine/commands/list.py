@@ -27,12 +27,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(main=main)
 
 
-def dataset_label(path: str | None, sha: str) -> str:
-    """A dataset as file name plus content hash: the path as typed says little on another machine."""
-    name = Path(path).name if path else "?"
-    return f"{name}@{sha[:8]}"
-
-
 def _utc(value: Any) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M")
 
@@ -49,9 +43,9 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 def experiments_text(experiments: tuple) -> str:
     """The experiment table."""
-    header = ["experiment", "model", "dataset", "metadata", "modes", "status", "items", "created (UTC)"]
+    header = ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items", "created (UTC)"]
     rows = [
-        [e.experiment_id, e.model, dataset_label(e.dataset, e.dataset_sha), e.metadata_type or "-",
+        [e.experiment_id, e.name or "-", e.model, e.dataset_label, e.metadata_type or "-",
          ",".join(e.modes), e.status, f"{e.n_done}/{e.n_total}", _utc(e.created_utc)]
         for e in experiments
     ]
@@ -62,7 +56,7 @@ def runs_text(runs: tuple) -> str:
     """The run table."""
     header = ["run", "experiment", "mode", "model", "dataset", "metadata", "status", "items", "created (UTC)"]
     rows = [
-        [r.run_id, r.experiment_id, r.mode, r.model, dataset_label(r.dataset, r.dataset_sha),
+        [r.run_id, r.experiment_id, r.mode, r.model, r.dataset_label,
          r.metadata_type or "-", r.status, f"{r.n_done}/{r.n_total}", _utc(r.created_utc)]
         for r in runs
     ]

@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
     p.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown", help="output format (default: markdown)")
     p.add_argument("--table", choices=("1", "2", "all"), default="all", help="which table (default: both)")
-    p.add_argument("--experiment", default=None, help="only the runs of this experiment (see `python -m engine list`)")
+    p.add_argument("--experiment", default=None, help="only the runs of this experiment, by id or name (see `python -m engine list`)")
     p.add_argument("--model", default=None, help="only runs of this model (as the tables name it)")
     p.add_argument("--dataset", default=None,
                    help="only runs on this dataset: its file name (e.g. sample_nq.jsonl) or content hash prefix")
@@ -259,9 +259,12 @@ def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> s
 
 def main(args: argparse.Namespace) -> int:
     from engine.commands.bias import db_path
-    from store.queries import bias_table, run_metric_table
+    from store.queries import bias_table, resolve_experiment, run_metric_table
 
     path = db_path(args.db)
+    if args.experiment is not None:
+        # A `run --experiment` name works as well as the id; an unknown one is refused below.
+        args.experiment = resolve_experiment(path, args.experiment) or args.experiment
     all_runs = run_metric_table(path, status=None)
     _check_filters(path, all_runs, args)
     runs = _narrow(all_runs[all_runs["status"] == "complete"], args)
