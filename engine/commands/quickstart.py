@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.model_choice import SMOKE, SMOKE_LABEL, choose_auto_model
+    from engine.model_choice import SMOKE, choose_auto_model
     from engine.paths import SAMPLE_DATASET
 
     gpu = _gpu(args.device)
@@ -51,14 +51,12 @@ def main(args: argparse.Namespace) -> int:
         # The smoke model's answers are noise: 48 tokens show the pipeline. A real model on a
         # CPU writes a concise answer well within 128.
         args.max_new_tokens = 48 if model == SMOKE else 256 if gpu else 128
-    code = execute(args, str(SAMPLE_DATASET), model)
-    if code == 0:
-        label = SMOKE_LABEL if model == SMOKE else model
-        print(next_steps(args.db, _newest_experiment(args.db, label), smoke=model == SMOKE))
-    return code
+    outcome = execute(args, str(SAMPLE_DATASET), model, hint=False)
+    print(next_steps(args.db, outcome, smoke=model == SMOKE))
+    return 0
 
 
-def next_steps(db: str | None, experiment: object | None, *, smoke: bool) -> str:
+def next_steps(db: str | None, experiment, *, smoke: bool) -> str:
     """What to run after the quickstart, with the experiment id it made."""
     db_flag = f" --db {db}" if db else ""
     lines = []
@@ -70,22 +68,11 @@ def next_steps(db: str | None, experiment: object | None, *, smoke: bool) -> str
             "real model (Qwen2.5-0.5B-Instruct on a CPU, Mistral-7B-Instruct-v0.3 on a GPU).",
         ]
     lines += ["", "next:", f"  python -m engine list{db_flag}"]
-    modes = getattr(experiment, "modes", ())
-    if experiment is not None and "base" in modes and "cf" in modes:
+    modes = experiment.modes
+    if "base" in modes and ("cf" in modes or "vanilla" in modes):
         lines.append(f"  python -m engine bias --experiment {experiment.experiment_id}{db_flag}")
     lines.append(f"  python -m engine report{db_flag}")
     return "\n".join(lines)
-
-
-def _newest_experiment(db: str | None, model_label: str):
-    """The newest experiment of this model in the store: the one the quickstart just ran or resumed."""
-    from pathlib import Path
-
-    from engine.paths import default_db_path
-    from store.queries import experiment_listing
-
-    path = Path(db) if db else default_db_path()
-    return next((e for e in experiment_listing(path) if e.model == model_label), None)
 
 
 def _count_items(path) -> int:

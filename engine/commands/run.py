@@ -118,8 +118,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--model", default="auto",
-        help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = Mistral on a "
-        "GPU, else smoke (default: %(default)s)",
+        help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = "
+        "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline (default: %(default)s)",
     )
     p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")
     add_common_run_args(p)
@@ -195,8 +195,12 @@ def build_request(args: argparse.Namespace, model: str, label: str):
     )
 
 
-def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
-    """Check everything, then run with a progress bar and print the outcome."""
+def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint: bool = True):
+    """Check everything, run with a progress bar, print the outcome; returns the ExperimentOutcome.
+
+    `hint=False` leaves out the closing "see the bias with" line, for callers that print their
+    own next steps (the quickstart).
+    """
     from dataclasses import replace
     from pathlib import Path
 
@@ -228,8 +232,8 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
     if plan.nothing_to_do:
         print("already complete, nothing to do (use --repeat for a new run)")
         outcome = execute_plan(plan, None, sink)
-        _report(outcome, dataset, label, db_path, args)
-        return 0
+        _report(outcome, dataset, label, db_path, args, hint=hint)
+        return outcome
 
     loaded = None
     if plan.n_todo:
@@ -250,11 +254,11 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str) -> int:
         outcome = execute_plan(plan, loaded, sink, on_progress=bar.update)
     finally:
         bar.close()
-    _report(outcome, dataset, label, db_path, args)
-    return 0
+    _report(outcome, dataset, label, db_path, args, hint=hint)
+    return outcome
 
 
-def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace) -> None:
+def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace, *, hint: bool = True) -> None:
     """The experiment, its runs, what was skipped, the metrics and the next command."""
     name = f" '{outcome.experiment_name}'" if outcome.experiment_name else ""
     print(
@@ -275,7 +279,8 @@ def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace) -> 
             f"note: the runs of this experiment cover different numbers of items ({listed}); "
             "bias pairs items by id: give every mode the same --limit"
         )
-    print(bias_hint(outcome.modes, outcome.experiment_id, args.db, repeat=args.repeat))
+    if hint:
+        print(bias_hint(outcome.modes, outcome.experiment_id, args.db, repeat=args.repeat))
 
 
 def bias_hint(modes: tuple[str, ...], experiment_id: str, db: str | None, *, repeat: bool = False) -> str:
@@ -312,4 +317,5 @@ def _print_metrics(db_path, run_ids: list[str]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    return execute(args, args.dataset, args.model)
+    execute(args, args.dataset, args.model)
+    return 0
