@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from engine.errors import UserError
+from engine.types import QUANTIZATIONS
 
-QUANTIZATIONS = ("auto", "4bit", "8bit", "none")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 # End-of-turn / end-of-text tokens used by the chat models we support and their relatives.

@@ -45,7 +45,7 @@ from engine.experiment import (
 )
 from engine.prompts import PROMPT_VERSION, PromptConfig, build_prompt
 from engine.sink import ExperimentSpec, RunSpec, Sink, StoredRun
-from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, SkippedItem
+from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, Quantize, SkippedItem
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class RunRequest:
     model: str  # what to load: a Hub id or a local folder
     modes: tuple[Mode, ...]
     prompt: PromptConfig  # its mode is replaced per run
-    quantize: str = "auto"
+    quantize: Quantize = "auto"
     device: str = "auto"
     dtype: str = "auto"
     max_new_tokens: int = 256

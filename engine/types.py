@@ -15,6 +15,8 @@ MODES: tuple[Mode, ...] = get_args(Mode)  # also the display order
 RunStatus = Literal["running", "complete", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 FinishReason = Literal["stop", "length"]
+Quantize = Literal["auto", "4bit", "8bit", "none"]  # what a user asks for; auto resolves to one of the others
+QUANTIZATIONS: tuple[Quantize, ...] = get_args(Quantize)
 
 
 @dataclass(frozen=True)

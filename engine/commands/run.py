@@ -15,7 +15,7 @@ import sys
 
 from engine.errors import UserError
 from engine.prompts import FEW_SHOT_EXAMPLES, ORDERS, XAI_VARIANTS
-from engine.types import MODES
+from engine.types import MODES, QUANTIZATIONS
 
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
@@ -55,7 +55,7 @@ def add_common_run_args(p: argparse.ArgumentParser) -> None:
     )
     m = p.add_argument_group("model and generation")
     m.add_argument(
-        "--quantize", default="auto", choices=("auto", "4bit", "8bit", "none"),
+        "--quantize", default="auto", choices=QUANTIZATIONS,
         help="auto = 4bit on a GPU, none on CPU (default: %(default)s)",
     )
     m.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
