@@ -261,10 +261,9 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
 def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace, *, hint: bool = True) -> None:
     """The experiment, its runs, what was skipped, the metrics and the next command."""
     name = f" '{outcome.experiment_name}'" if outcome.experiment_name else ""
-    print(
-        f"experiment {outcome.experiment_id}{name}  model {label}  "
-        f"dataset {dataset.source} ({len(dataset.items)} items)  db {db_path}"
-    )
+    n = len(dataset.items)
+    items = f"first {args.limit} of {n} items" if args.limit and args.limit < n else f"{n} items"
+    print(f"experiment {outcome.experiment_id}{name}  model {label}  dataset {dataset.source} ({items})  db {db_path}")
     for run in outcome.runs:
         print(
             f"  run {run.run_id}  {run.mode:<7}  {run.status:<16}  "
