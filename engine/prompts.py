@@ -13,12 +13,10 @@ import random
 from dataclasses import asdict, dataclass
 
 from engine.errors import UserError
-from engine.types import MODES, Document, Item, Mode, Prompt
+from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, XAI_VARIANTS, Document, FewShot, Item, Mode, Order, Prompt, XaiVariant
 
 PROMPT_VERSION = "pattrieval-v1"
 
-ORDERS = ("ranked", "reversed", "random")
-XAI_VARIANTS = ("none", "direct", "counterfactual")
 
 INSTRUCTION = (
     "Instruction: Write a concise answer for the given question (query) based on the provided "
@@ -126,10 +124,10 @@ class PromptConfig:
     mode: Mode = "vanilla"
     metadata: MetadataType | None = None
     top_k: int | None = None  # cut-off: the first k ranked documents; None keeps all
-    order: str = "ranked"
+    order: Order = "ranked"
     seed: int = 0  # for order == "random"
-    few_shot: int = 0
-    xai: str = "none"
+    few_shot: FewShot = 0
+    xai: XaiVariant = "none"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -140,8 +138,8 @@ class PromptConfig:
             raise UserError(f"unknown order '{self.order}' (choose from {', '.join(ORDERS)})")
         if self.xai not in XAI_VARIANTS:
             raise UserError(f"unknown XAI variant '{self.xai}' (choose from {', '.join(XAI_VARIANTS)})")
-        if not 0 <= self.few_shot <= len(FEW_SHOT_EXAMPLES):
-            raise UserError(f"--few-shot must be between 0 and {len(FEW_SHOT_EXAMPLES)}, not {self.few_shot}")
+        if self.few_shot not in FEW_SHOT_COUNTS:
+            raise UserError(f"--few-shot must be between 0 and {max(FEW_SHOT_COUNTS)}, not {self.few_shot}")
         if self.top_k is not None and self.top_k < 1:
             raise UserError(f"--top-k must be at least 1, not {self.top_k}")
 

@@ -15,6 +15,12 @@ MODES: tuple[Mode, ...] = get_args(Mode)  # also the display order
 RunStatus = Literal["running", "complete", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 FinishReason = Literal["stop", "length"]
+Order = Literal["ranked", "reversed", "random"]  # of the shown documents
+ORDERS: tuple[Order, ...] = get_args(Order)
+XaiVariant = Literal["none", "direct", "counterfactual"]  # self-interpretation prompting (Garigliotti)
+XAI_VARIANTS: tuple[XaiVariant, ...] = get_args(XaiVariant)
+FewShot = Literal[0, 1, 2]  # demonstrations before the question; engine.prompts holds two
+FEW_SHOT_COUNTS: tuple[FewShot, ...] = get_args(FewShot)
 Quantize = Literal["auto", "4bit", "8bit", "none"]  # what a user asks for; auto resolves to one of the others
 QUANTIZATIONS: tuple[Quantize, ...] = get_args(Quantize)
 

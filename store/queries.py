@@ -38,6 +38,11 @@ _RUN_COLUMNS = """
   r.quantization, r.dataset, r.metadata_type, r.rag_mode, r.seed, r.prompt_version,
   r.n_items, coalesce(d.n_done, 0) AS n_done
 """
+# An experiment by id, or by the name `run --experiment NAME` gave it.
+_RESOLVE_EXPERIMENT = (
+    "SELECT experiment_id FROM runs WHERE experiment_id = $ref "
+    "UNION ALL SELECT experiment_id FROM experiments WHERE name = $ref LIMIT 1"
+)
 _DONE = "(SELECT run_id, count(*) AS n_done FROM generations GROUP BY run_id)"
 
 def _mode_order(column: str) -> str:
@@ -476,15 +481,22 @@ class BiasRun:
 class BiasInputs:
     """Everything `bias` needs of one experiment, read in one transaction."""
 
+    experiment_id: str
     runs: tuple[BiasRun, ...]  # every run, oldest first
     chosen: dict[str, BiasRun]  # per mode (MODES order), the newest complete run
     metrics: tuple[tuple[str, str, float, float, float], ...]  # run_id, item_id, precision, recall, f1
     confidence: tuple[tuple[Any, ...], ...]  # rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations
 
 
-def bias_inputs(db: DbLike, experiment_id: str) -> BiasInputs | None:
-    """Runs, per-item metrics and citation confidence of one experiment; None if it does not exist."""
+def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
+    """Runs, per-item metrics and citation confidence of one experiment, given by id or name;
+    None if there is no such experiment."""
     with as_database(db).connect(read_only=True) as conn:
+        # Resolved in the same connection: each open costs more than all of bias's queries.
+        found = conn.execute(_RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
+        if not found:
+            return None
+        experiment_id = found[0]
         runs = tuple(
             BiasRun(*row[:6], json.loads(row[6]) if row[6] else {}, *row[7:])
             for row in conn.execute(
@@ -510,7 +522,7 @@ def bias_inputs(db: DbLike, experiment_id: str) -> BiasInputs | None:
             f"ORDER BY {_mode_order('rag_mode')}, cited_docs DESC",
             [ids],
         ).fetchall()
-    return BiasInputs(runs, chosen, tuple(metrics), tuple(confidence))
+    return BiasInputs(experiment_id, runs, chosen, tuple(metrics), tuple(confidence))
 
 
 def newest_experiments(db: DbLike, limit: int = 5) -> tuple[int, tuple[ExperimentSummary, ...]]:
@@ -522,11 +534,7 @@ def newest_experiments(db: DbLike, limit: int = 5) -> tuple[int, tuple[Experimen
 def resolve_experiment(db: DbLike, reference: str) -> str | None:
     """The id of the experiment that `reference` names, by id or by its `run --experiment` name."""
     with as_database(db).connect(read_only=True) as conn:
-        row = conn.execute(
-            "SELECT experiment_id FROM runs WHERE experiment_id = $ref "
-            "UNION ALL SELECT experiment_id FROM experiments WHERE name = $ref LIMIT 1",
-            {"ref": reference},
-        ).fetchone()
+        row = conn.execute(_RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
     return row[0] if row else None
 
 

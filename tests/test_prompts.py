@@ -129,3 +129,10 @@ def test_explain_prompt_is_prompt_5_with_shown_order():
     assert "Question: who wrote pride and prejudice\n" in text
     assert "Your answer to the question above:\nJane Austen [1]." in text
     assert text.endswith("Search Result:\n\nDocument [1](text 2)\nDocument [2](text 1)")
+
+
+def test_few_shot_counts_match_the_demonstrations():
+    from engine.prompts import FEW_SHOT_EXAMPLES
+    from engine.types import FEW_SHOT_COUNTS
+
+    assert FEW_SHOT_COUNTS == tuple(range(len(FEW_SHOT_EXAMPLES) + 1))

@@ -94,17 +94,17 @@ def main(args: argparse.Namespace) -> int:
     from engine.errors import UserError
     from engine.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
-    from store.queries import bias_inputs, resolve_experiment
+    from store.queries import bias_inputs
 
     if args.resamples is not None and not MIN_RESAMPLES <= args.resamples <= MAX_RESAMPLES:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {args.resamples}")
     if args.seed < 0:
         raise UserError(f"--seed must be 0 or more, not {args.seed}")
     path = db_path(args.db)
-    experiment_id = resolve_experiment(path, args.experiment)  # an id, or a `run --experiment` name
-    data = bias_inputs(path, experiment_id) if experiment_id else None
+    data = bias_inputs(path, args.experiment)  # an id, or a `run --experiment` name
     if data is None:
         raise UserError(unknown_experiment(path, args.experiment))
+    experiment_id = data.experiment_id
     chosen = data.chosen
     ignored = [r for r in data.runs if r.run_id not in {c.run_id for c in chosen.values()}]
     if not chosen:

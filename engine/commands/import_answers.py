@@ -13,8 +13,6 @@ experiment that `python -m engine bias` reads.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,6 +173,9 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
 
 
 def main(args: argparse.Namespace) -> int:
+    import hashlib
+    import uuid
+
     from engine.data import load_dataset
     from engine.errors import UserError
     from engine.paths import default_db_path

@@ -14,8 +14,9 @@ import shlex
 import sys
 
 from engine.errors import UserError
-from engine.prompts import FEW_SHOT_EXAMPLES, ORDERS, XAI_VARIANTS
-from engine.types import MODES, QUANTIZATIONS
+# engine.types, not engine.prompts: every command builds this parser, and bias should not pay
+# for the prompt module (it imports random, hence hashlib).
+from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
 
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
@@ -46,7 +47,7 @@ def add_common_run_args(p: argparse.ArgumentParser) -> None:
         help="document order after the cut-off; random is seeded per item by --seed (default: %(default)s)",
     )
     g.add_argument(
-        "--few-shot", type=int, default=0, choices=range(len(FEW_SHOT_EXAMPLES) + 1),
+        "--few-shot", type=int, default=0, choices=FEW_SHOT_COUNTS,
         help="unlabelled demonstrations before the question (default: %(default)s)",
     )
     g.add_argument(

@@ -9,7 +9,6 @@ store, so it is quick and safe to run anywhere.
 from __future__ import annotations
 
 import argparse
-import statistics
 from typing import Sequence
 
 SHOW_SKIPPED = 20  # more would bury the summary; the count is always printed
@@ -39,6 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _spread(values: Sequence[int]) -> str:
+    import statistics  # here, not at the top: every command's start-up builds this module's parser
+
     return f"min {min(values)}  median {statistics.median(values):g}  max {max(values)}"
 
 
