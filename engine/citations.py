@@ -7,8 +7,11 @@ Numbers are 1-based positions of documents as shown in the prompt.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+
+from engine.types import GenerationOutput
 
 # A bracket holding only numbers, separated by commas, semicolons, spaces or a range dash.
 _BRACKET = re.compile(r"\[\s*\d+(?:\s*(?:[,;]|-|–)\s*\d+|\s+\d+)*\s*\]")
@@ -56,8 +59,6 @@ def parse_citations(text: str) -> list[int]:
     return [m.number for m in parse_citation_marks(text)]
 
 
-import math  # noqa: E402 - appended with citation_probabilities below
-from engine.types import GenerationOutput  # noqa: E402
 
 
 def citation_probabilities(output: GenerationOutput) -> list[float | None]:
