@@ -605,7 +605,9 @@ class ExperimentSummary:
     dataset_label: str  # file name and content hash, as every table names a dataset
     metadata_type: str | None
     modes: tuple[str, ...]  # distinct, in display order (vanilla, base, cf)
-    status: str  # running if any run is, else failed if any run is, else complete
+    # running if a live process generates any of its runs, else interrupted if a run's process is
+    # gone (the same command resumes it), else failed if any run failed, else complete
+    status: str
     n_runs: int
     n_done: int  # answers stored, summed over the runs
     n_total: int  # items planned, summed over the runs
@@ -624,7 +626,7 @@ class RunSummary:
     dataset_sha: str
     dataset_label: str
     metadata_type: str | None
-    status: str
+    status: str  # as stored, or interrupted: running, but its process is gone
     n_done: int
     n_total: int
     created_utc: Any
@@ -636,6 +638,7 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
     from engine.types import MODES
 
     with as_database(db).connect(read_only=True) as conn:
+        gone = _interrupted_runs(conn)
         rows = conn.execute(
             f"""
             SELECT r.experiment_id,
@@ -646,7 +649,8 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
                    dataset_label(arg_min(r.dataset, r.created_utc), arg_min(r.dataset_sha, r.created_utc)),
                    max(r.metadata_type),
                    list(r.rag_mode ORDER BY list_position($modes, r.rag_mode), r.created_utc),
-                   CASE WHEN bool_or(r.status = 'running') THEN 'running'
+                   CASE WHEN bool_or(r.status = 'running' AND NOT list_contains($gone, r.run_id)) THEN 'running'
+                        WHEN bool_or(r.status = 'running') THEN 'interrupted'
                         WHEN bool_or(r.status = 'failed') THEN 'failed'
                         ELSE 'complete' END,
                    count(*),
@@ -657,7 +661,7 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
             GROUP BY r.experiment_id
             ORDER BY min(r.created_utc) DESC, r.experiment_id DESC
             """,
-            {"modes": list(MODES)},
+            {"modes": list(MODES), "gone": sorted(gone)},
         ).fetchall()
     return tuple(
         ExperimentSummary(exp, name, model, dataset, sha, label, meta, tuple(dict.fromkeys(modes)), status, n_runs, done,
@@ -669,16 +673,35 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
 def run_listing(db: DbLike) -> tuple[RunSummary, ...]:
     """Every run, newest first, with how many of its items are stored."""
     with as_database(db).connect(read_only=True) as conn:
+        gone = _interrupted_runs(conn)
         rows = conn.execute(
             f"""
             SELECT r.run_id, r.experiment_id, r.rag_mode, r.model, r.dataset, r.dataset_sha,
-                   dataset_label(r.dataset, r.dataset_sha), r.metadata_type, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
-                   r.created_utc, r.finished_utc
+                   dataset_label(r.dataset, r.dataset_sha), r.metadata_type,
+                   CASE WHEN list_contains($gone, r.run_id) THEN 'interrupted' ELSE r.status END,
+                   coalesce(d.n_done, 0), coalesce(r.n_items, 0), r.created_utc, r.finished_utc
             FROM runs r LEFT JOIN {_DONE} d USING (run_id)
             ORDER BY r.created_utc DESC, r.run_id DESC
-            """
+            """,
+            {"gone": sorted(gone)},
         ).fetchall()
     return tuple(RunSummary(*row) for row in rows)
+
+
+def _interrupted_runs(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    """Runs still marked running whose process is gone (kill -9, a crash): the same command resumes them."""
+    from store.run_store import ProcessIdentity, owner_alive
+
+    rows = conn.execute(
+        "SELECT r.run_id, o.host, o.pid, o.process_start, o.heartbeat_utc "
+        "FROM runs r LEFT JOIN run_owners o USING (run_id) WHERE r.status = 'running'"
+    ).fetchall()
+    # No owner row: a run killed before owners were recorded (migration 004), equally stopped.
+    return {
+        run_id
+        for run_id, host, pid, start, heartbeat in rows
+        if host is None or not owner_alive(ProcessIdentity(host, pid, start), heartbeat)
+    }
 
 
 @dataclass(frozen=True)

@@ -131,3 +131,20 @@ print("RESULT", rcs, heavy)
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "RESULT [0, 0] []" in done.stdout
+
+
+def test_a_run_whose_process_is_gone_lists_as_interrupted(db, tmp_path, capsys):
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(db.read_bytes())
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(child.stdout)  # exited and reaped: the run's owner is gone, as after kill -9
+    with connect(copy) as conn:
+        assert conn.execute("SELECT count(*) FROM run_owners WHERE run_id = 'n-base'").fetchone() == (1,)
+        conn.execute("UPDATE run_owners SET pid = ?, process_start = NULL WHERE run_id = 'n-base'", [dead_pid])
+    assert main(["list", "--db", str(copy)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[7] == "interrupted"
+    assert main(["list", "--runs", "--db", str(copy)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[7] == "interrupted"
+    # The live owner (this process, in the fixture) still reads as running.
+    assert main(["list", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[7] == "running"
