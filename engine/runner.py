@@ -48,6 +48,10 @@ from engine.sink import ExperimentSpec, RunSpec, Sink, StoredRun
 from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, Quantize, SkippedItem
 
 
+class RunCancelled(Exception):
+    """A run stopped on request between batches; its committed batches stay and it resumes."""
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """What the user asked for; `hf_token` is used to load the model and never recorded."""
@@ -442,8 +446,13 @@ def execute_plan(
     sink: Sink,
     *,
     on_progress: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ExperimentOutcome:
-    """Create (or resume) the planned runs in one transaction, then generate batch by batch."""
+    """Create (or resume) the planned runs in one transaction, then generate batch by batch.
+
+    `should_stop` is asked after every committed batch; when it says yes, RunCancelled is
+    raised, the unfinished runs end as failed (resumable), and what was committed stays.
+    """
     from engine.generate import GenerationConfig, iter_batches
 
     request = plan.request
@@ -483,6 +492,8 @@ def execute_plan(
                     n_cited += sum(1 for g in generations if g.citations)
                     if on_progress:
                         on_progress(len(generations))
+                    if should_stop is not None and should_stop():
+                        raise RunCancelled(f"cancelled after {n_generated} answers of the {run.mode} run")
             sink.finish_run(run.run_id, "complete")
             outcomes[run.run_id] = RunOutcome(run.run_id, run.mode, "complete", len(run.items), n_generated, n_cited)
     except BaseException:

@@ -1,0 +1,287 @@
+"""The app's background worker: runs queued and generated one at a time, outside any request.
+
+Why a worker: a run takes minutes to hours, far longer than a browser request or tab lives.
+The app only submits jobs and polls their status (gr.Timer), so a run goes on when the tab
+that started it is closed, and every visitor sees the same queue and progress.
+
+One job at a time: one GPU holds one 7-8B model in 4-bit, and two runs on it would only
+share its memory bandwidth. The loaded model stays cached for the next job with the same
+model settings; a job with another model frees it first, so two never sit in memory at once.
+
+Cancel stops after the batch in flight (engine.runner.execute_plan's `should_stop`): what was
+committed stays, the run ends as failed, and submitting the same settings resumes it.
+
+A token typed into the app travels in the job's RunRequest only until the model is loaded; it
+is then dropped from the job, and JobStatus never carries it.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import sys
+import threading
+import traceback
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
+FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to run: a dataset file, the run request (the CLI's), and the store to write."""
+
+    dataset_path: str
+    request: Any  # engine.runner.RunRequest; its hf_token is dropped once the model is loaded
+    db_path: Path
+    skip_invalid: bool = False
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job as the app shows it: never holds a token or a server path."""
+
+    job_id: str
+    state: JobState
+    model: str
+    modes: tuple[str, ...]
+    queue_position: int | None  # 1 = next to start; None once started
+    n_done: int
+    n_total: int | None  # known once the plan is made
+    experiment_id: str | None
+    message: str  # one line: what is happening, or why it failed
+    submitted_utc: datetime
+    finished_utc: datetime | None
+
+
+@dataclass(frozen=True)
+class _ModelKey:
+    model: str
+    quantize: str
+    device: str
+    dtype: str
+
+
+class ModelCache:
+    """Keeps the last loaded model; loading another frees it first."""
+
+    def __init__(self, load: Callable[[Any], Any]):
+        self._load = load
+        self._key: _ModelKey | None = None
+        self._model: Any = None
+
+    def get(self, request: Any) -> Any:
+        """The model the request names, loaded now or kept from the previous job."""
+        key = _ModelKey(request.model, request.quantize, request.device, request.dtype)
+        if key != self._key:
+            self.clear()
+            self._model = self._load(request)
+            self._key = key
+        return self._model
+
+    @property
+    def loaded(self) -> str | None:
+        """The model id held now, if any."""
+        return self._key.model if self._key else None
+
+    def clear(self) -> None:
+        """Drop the held model and give its memory back (the GPU's too)."""
+        self._model, self._key = None, None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
+
+
+class _Job:
+    """A job's mutable bookkeeping; read through JobStatus snapshots only."""
+
+    def __init__(self, job_id: str, spec: JobSpec):
+        self.job_id = job_id
+        self.spec = spec
+        self.state: JobState = "queued"
+        self.n_done = 0
+        self.n_total: int | None = None
+        self.experiment_id: str | None = None
+        self.message = "waiting for the worker"
+        self.submitted_utc = _utc_now()
+        self.finished_utc: datetime | None = None
+        self.cancel = threading.Event()
+
+
+class JobQueue:
+    """A FIFO of run jobs served by one worker thread (started on the first submit)."""
+
+    def __init__(self, *, load: Callable[[Any], Any] | None = None, keep_finished: int = 100):
+        if load is None:
+            from engine.runner import load_model_for
+
+            load = load_model_for
+        self.models = ModelCache(load)
+        self._keep_finished = keep_finished
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._jobs: dict[str, _Job] = {}
+        self._queue: deque[str] = deque()
+        self._ids = itertools.count(1)
+        self._worker: threading.Thread | None = None
+        self._closing = False
+
+    def submit(self, spec: JobSpec) -> str:
+        """Queue a job and return its id."""
+        with self._wake:
+            if self._closing:
+                raise RuntimeError("the job queue is shut down")
+            job_id = f"job-{next(self._ids)}"
+            self._jobs[job_id] = _Job(job_id, spec)
+            self._queue.append(job_id)
+            self._forget_old()
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._serve, name="pattrieval-jobs", daemon=True)
+                self._worker.start()
+            self._wake.notify()
+        return job_id
+
+    def status(self, job_id: str) -> JobStatus | None:
+        """A snapshot of one job, or None if the id is unknown."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            return self._snapshot(job) if job else None
+
+    def statuses(self) -> tuple[JobStatus, ...]:
+        """Every known job, newest first."""
+        with self._lock:
+            return tuple(self._snapshot(j) for j in reversed(self._jobs.values()))
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued job at once, or a running one after its batch in flight."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.state in FINISHED_STATES:
+                return False
+            job.cancel.set()
+            if job.state == "queued":
+                self._queue.remove(job_id)
+                self._finish(job, "cancelled", "cancelled before it started")
+            else:
+                job.message = "cancelling after the batch in flight"
+            return True
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Cancel everything and wait for the worker to stop."""
+        with self._wake:
+            self._closing = True
+            for job_id in list(self._queue):
+                self._finish(self._jobs[job_id], "cancelled", "the app is shutting down")
+            self._queue.clear()
+            for job in self._jobs.values():
+                job.cancel.set()
+            self._wake.notify_all()
+        if self._worker is not None:
+            self._worker.join(timeout)
+
+    # ---------------------------------------------------------------- the worker
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                while not self._queue and not self._closing:
+                    self._wake.wait()
+                if self._closing:
+                    return
+                job = self._jobs[self._queue.popleft()]
+                job.state, job.message = "running", "checking the dataset and the store"
+            self._run(job)
+
+    def _run(self, job: _Job) -> None:
+        from engine.errors import UserError
+        from engine.runner import RunCancelled
+
+        try:
+            outcome = self._execute(job)
+        except RunCancelled as stop:
+            self._end(job, "cancelled", f"{stop}; submit the same settings to resume")
+        except UserError as err:
+            self._end(job, "failed", str(err))
+        except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
+            traceback.print_exc(file=sys.stderr)  # the server's log, never the page
+            self._end(job, "failed", f"internal error ({type(err).__name__}); the server log has the details")
+        else:
+            done = sum(r.n_generated for r in outcome.runs)
+            self._end(job, "complete", f"generated {done} answers in experiment {outcome.experiment_id}")
+
+    def _execute(self, job: _Job):
+        from engine.data import load_dataset
+        from engine.runner import check_prompt_lengths, execute_plan, plan_experiment
+        from store.run_store import RunStore
+
+        spec = job.spec
+        dataset = load_dataset(spec.dataset_path, skip_invalid=spec.skip_invalid, top_k=spec.request.prompt.top_k)
+        sink = RunStore(spec.db_path)
+        plan = plan_experiment(dataset, spec.request, sink)
+        self._update(job, experiment_id=plan.experiment_id)
+        loaded = None
+        if plan.n_todo:
+            self._update(job, message=f"loading {spec.request.label}")
+            try:
+                loaded = self.models.get(spec.request)
+            finally:
+                # The token has done its one job; it must not outlive the load in memory.
+                job.spec = replace(spec, request=replace(spec.request, hf_token=None))
+            plan = check_prompt_lengths(plan, loaded)
+        self._update(job, n_total=plan.n_todo, message="generating")
+
+        def progress(n: int) -> None:
+            with self._lock:
+                job.n_done += n
+
+        return execute_plan(plan, loaded, sink, on_progress=progress, should_stop=job.cancel.is_set)
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    def _update(self, job: _Job, **changes: Any) -> None:
+        with self._lock:
+            for name, value in changes.items():
+                setattr(job, name, value)
+
+    def _end(self, job: _Job, state: JobState, message: str) -> None:
+        with self._lock:
+            self._finish(job, state, message)
+
+    def _finish(self, job: _Job, state: JobState, message: str) -> None:
+        job.state, job.message, job.finished_utc = state, message, _utc_now()
+
+    def _forget_old(self) -> None:
+        finished = [j for j in self._jobs.values() if j.state in FINISHED_STATES]
+        for job in finished[: max(0, len(finished) - self._keep_finished)]:
+            del self._jobs[job.job_id]
+
+    def _snapshot(self, job: _Job) -> JobStatus:
+        position = self._queue.index(job.job_id) + 1 if job.state == "queued" else None
+        request = job.spec.request
+        return JobStatus(
+            job_id=job.job_id,
+            state=job.state,
+            model=request.label,
+            modes=tuple(request.modes),
+            queue_position=position,
+            n_done=job.n_done,
+            n_total=job.n_total,
+            experiment_id=job.experiment_id,
+            message=job.message,
+            submitted_utc=job.submitted_utc,
+            finished_utc=job.finished_utc,
+        )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
