@@ -1,0 +1,83 @@
+"""The app through its public API, as a script would use it: launched for real, driven by gradio_client."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import duckdb
+import pytest
+
+from demo.app import build_app
+from demo.handlers.run import RunForm, cancel_run, run_batch
+from demo.jobs import JobQueue
+from demo.settings import AppSettings
+from engine.errors import UserError
+
+API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def launched(tmp_path, tiny_llama):
+    db = tmp_path / "app.duckdb"
+    app = build_app(AppSettings(db), jobs=JobQueue(load=lambda request: tiny_llama))
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/", db
+    finally:
+        app.jobs.shutdown(timeout=30)
+        app.close()
+
+
+def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama_dir):
+    from gradio_client import Client
+
+    url, db = launched
+    client = Client(url, verbose=False)
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert set(API_NAMES) <= set(endpoints)
+
+    job_id, token_box = client.predict(
+        str(tiny_llama_dir), None, "gender", "", "", "", ["vanilla", "base", "cf"], "none", 2, 4, 2, "api-run",
+        "hf_do_not_echo", api_name="/run_batch",
+    )
+    assert job_id.startswith("job-") and token_box == ""  # the token is never sent back
+    deadline = time.monotonic() + 120
+    while True:
+        table = client.predict(job_id, api_name="/run_status")
+        row = dict(zip(table["headers"], table["data"][0]))
+        if row["state"] in ("complete", "failed", "cancelled") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (row["state"], row["progress"]) == ("complete", "6/6"), row
+    assert "hf_do_not_echo" not in str(table)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM generations").fetchone() == (6,)
+    finally:
+        con.close()
+    runs = client.predict(1, "", "", api_name="/runs")
+    assert [r[1] for r in runs["data"]] == ["api-run"]
+    assert client.predict(job_id, api_name="/cancel_run") == f"{job_id} is already complete"
+
+
+def test_the_handlers_refuse_in_one_line(tmp_path):
+    jobs = JobQueue(load=lambda request: pytest.fail("nothing may load"))
+    try:
+        with pytest.raises(UserError, match="read-only"):
+            run_batch(jobs, AppSettings(tmp_path / "x.duckdb", read_only=True), RunForm())
+        with pytest.raises(UserError, match="not offered here"):
+            run_batch(jobs, AppSettings(tmp_path / "x.duckdb", allowed_models=("a/b",)), RunForm(model="c/d"))
+        with pytest.raises(UserError, match="at least one mode"):
+            run_batch(jobs, AppSettings(tmp_path / "x.duckdb"), RunForm(modes=()))
+        assert cancel_run(jobs, "job-404") == "no job 'job-404'"
+    finally:
+        jobs.shutdown(timeout=5)
+    assert not (tmp_path / "x.duckdb").exists()
