@@ -9,6 +9,5 @@ fi
 if [ "$#" -gt 0 ]; then
   exec python -m engine "$@"
 fi
-# The Gradio app (port 7860) becomes the default command when it lands; until then the image
-# runs the quick-start experiment.
-exec python -m engine quickstart
+# The app listens where the Dockerfile's GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say (0.0.0.0:7860).
+exec python -m demo
