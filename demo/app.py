@@ -115,7 +115,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
             timer.tick(status, [job_id], status_table, api_name="run_status", api_visibility="public",
                        show_progress="hidden")
             cancel_button.click(cancel, [job_id], cancel_message, api_name="cancel_run", api_visibility="public")
-        with gr.Tab("Runs"):
+        with gr.Tab("Runs") as runs_tab:
             with gr.Row():
                 page = gr.Number(value=1, precision=0, label="page")
                 model_filter = gr.Textbox(label="model")
@@ -124,7 +124,9 @@ def build_app(settings: AppSettings, jobs: Any = None):
             runs_table = gr.Dataframe(headers=RUNS_COLUMNS, label="experiments", interactive=False)
             refresh.click(runs, [page, model_filter, metadata_filter], runs_table, api_name="runs",
                           api_visibility="public")
-            app.load(runs, [page, model_filter, metadata_filter], runs_table, api_visibility="private")
+            # Opening the tab shows what was stored meanwhile (a run started here or from the CLI).
+            for trigger in (app.load, runs_tab.select):
+                trigger(runs, [page, model_filter, metadata_filter], runs_table, api_visibility="private")
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
 
