@@ -26,6 +26,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
     import gradio as gr
     import pandas as pd
 
+    from demo.handlers import bias as bias_handlers
     from demo.handlers import run as run_handlers
     from demo.handlers import runs as runs_handlers
     from demo.jobs import JobQueue
@@ -72,6 +73,14 @@ def build_app(settings: AppSettings, jobs: Any = None):
         except UserError as err:
             raise gr.Error(str(err)) from None
         return pd.DataFrame(rows, columns=RUNS_COLUMNS)
+
+    def bias(experiment_ref):
+        try:
+            summary, results, confidence = bias_handlers.bias_table(settings.db_path, experiment_ref or "")
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+        return (summary, pd.DataFrame(results, columns=bias_handlers.RESULT_COLUMNS),
+                pd.DataFrame(confidence, columns=bias_handlers.CONFIDENCE_COLUMNS))
 
     with gr.Blocks(title="PAttriEval") as app:
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
@@ -127,6 +136,17 @@ def build_app(settings: AppSettings, jobs: Any = None):
             # Opening the tab shows what was stored meanwhile (a run started here or from the CLI).
             for trigger in (app.load, runs_tab.select):
                 trigger(runs, [page, model_filter, metadata_filter], runs_table, api_visibility="private")
+        with gr.Tab("Bias"):
+            with gr.Row():
+                bias_experiment = gr.Textbox(label="experiment (id or name)")
+                bias_button = gr.Button("Show bias")
+            bias_summary = gr.Markdown()
+            bias_results = gr.Dataframe(headers=bias_handlers.RESULT_COLUMNS, label="CAS and CAB (x100)",
+                                        interactive=False)
+            bias_confidence = gr.Dataframe(headers=bias_handlers.CONFIDENCE_COLUMNS,
+                                           label="citation confidence by relevance and label", interactive=False)
+            bias_button.click(bias, [bias_experiment], [bias_summary, bias_results, bias_confidence],
+                              api_name="bias_table", api_visibility="public")
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
 

@@ -9,12 +9,13 @@ import duckdb
 import pytest
 
 from demo.app import build_app
+from demo.handlers.bias import bias_table
 from demo.handlers.run import RunForm, cancel_run, run_batch
 from demo.jobs import JobQueue
 from demo.settings import AppSettings
 from engine.errors import UserError
 
-API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs")
+API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs", "/bias_table")
 
 
 def _free_port() -> int:
@@ -66,6 +67,10 @@ def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama
     runs = client.predict(1, "", "", api_name="/runs")
     assert [r[1] for r in runs["data"]] == ["api-run"]
     assert client.predict(job_id, api_name="/cancel_run") == f"{job_id} is already complete"
+    summary, results, confidence = client.predict("api-run", api_name="/bias_table")
+    assert row["experiment"] in summary and "label A = Woman" in summary
+    assert [(r[0], r[1]) for r in results["data"]] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
+    assert len(confidence["data"]) == 6
 
 
 def test_the_handlers_refuse_in_one_line(tmp_path):
@@ -78,6 +83,22 @@ def test_the_handlers_refuse_in_one_line(tmp_path):
         with pytest.raises(UserError, match="at least one mode"):
             run_batch(jobs, AppSettings(tmp_path / "x.duckdb"), RunForm(modes=()))
         assert cancel_run(jobs, "job-404") == "no job 'job-404'"
+        with pytest.raises(UserError, match="nothing is stored yet"):
+            bias_table(tmp_path / "x.duckdb", "e1")
     finally:
         jobs.shutdown(timeout=5)
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_bias_errors_never_show_the_server_path(tmp_path, tiny_llama_dir, tiny_llama):
+    from store import RunStore
+    from tests.test_jobs import make_dataset, request
+    from engine.data import load_dataset
+    from engine.runner import run_experiment
+
+    db = tmp_path / "secret-server-folder" / "app.duckdb"
+    data = load_dataset(make_dataset(tmp_path / "d.jsonl", 2))
+    run_experiment(data, request(tiny_llama_dir, modes=("vanilla",)), RunStore(db), load=lambda r: tiny_llama)
+    with pytest.raises(UserError) as caught:
+        bias_table(db, "no-such-experiment")
+    assert "secret-server-folder" not in str(caught.value) and "no experiment 'no-such-experiment'" in str(caught.value)

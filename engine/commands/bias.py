@@ -13,6 +13,7 @@ import json
 import math
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,17 @@ def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_
     return "python -m engine " + shlex.join(args + db) + then
 
 
-def main(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class BiasReport:
+    """What `bias` prints: the report (JSON-ready) and the next-command hint."""
+
+    report: dict[str, Any]
+    hint: str
+
+
+def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
+                db_arg: str | None = None) -> BiasReport:
+    """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence."""
     import numpy as np
 
     from engine.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
@@ -96,26 +107,25 @@ def main(args: argparse.Namespace) -> int:
     from engine.types import MODES
     from store.queries import bias_inputs
 
-    if args.resamples is not None and not MIN_RESAMPLES <= args.resamples <= MAX_RESAMPLES:
-        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {args.resamples}")
-    if args.seed < 0:
-        raise UserError(f"--seed must be 0 or more, not {args.seed}")
-    path = db_path(args.db)
-    data = bias_inputs(path, args.experiment)  # an id, or a `run --experiment` name
+    if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
+    if seed < 0:
+        raise UserError(f"--seed must be 0 or more, not {seed}")
+    data = bias_inputs(path, experiment)  # an id, or a `run --experiment` name
     if data is None:
-        raise UserError(unknown_experiment(path, args.experiment))
+        raise UserError(unknown_experiment(path, experiment))
     experiment_id = data.experiment_id
     chosen = data.chosen
     ignored = [r for r in data.runs if r.run_id not in {c.run_id for c in chosen.values()}]
     if not chosen:
         states = ", ".join(f"{r.rag_mode} run {r.run_id} is {r.status}" for r in data.runs)
-        raise UserError(f"experiment '{args.experiment}' has no complete run ({states})")
+        raise UserError(f"experiment '{experiment}' has no complete run ({states})")
     missing = [m for m in MODES if m not in chosen]
-    add = add_modes_command(args.experiment, list(data.runs), missing, args.db) if missing else ""
+    add = add_modes_command(experiment, list(data.runs), missing, db_arg) if missing else ""
     if not possible_comparisons(chosen):
         unfinished = "".join(f"; its {r.rag_mode} run {r.run_id} is {r.status}" for r in ignored if r.rag_mode in missing)
         raise UserError(
-            f"experiment '{args.experiment}' has complete runs for {', '.join(chosen)} only "
+            f"experiment '{experiment}' has complete runs for {', '.join(chosen)} only "
             f"(CAS needs vanilla and base, CAB needs base and cf){unfinished}; add {', '.join(missing)} with: {add}"
         )
 
@@ -135,8 +145,8 @@ def main(args: argparse.Namespace) -> int:
         tables,
         labels,
         run_ids={mode: run.run_id for mode, run in chosen.items()},
-        n_resamples=args.resamples or DEFAULT_RESAMPLES,
-        seed=args.seed,
+        n_resamples=resamples or DEFAULT_RESAMPLES,
+        seed=seed,
     )
     report = {
         "experiment_id": experiment_id,
@@ -153,19 +163,25 @@ def main(args: argparse.Namespace) -> int:
             _finite_dict(dict(zip(("rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"), c)))
             for c in data.confidence
         ],
-        "bootstrap": {"method": "percentile", "resamples": args.resamples or DEFAULT_RESAMPLES, "seed": args.seed},
+        "bootstrap": {"method": "percentile", "resamples": resamples or DEFAULT_RESAMPLES, "seed": seed},
     }
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print(format_text(report))
     lacking = [m for m, a, b in COMPARISONS if a not in chosen or b not in chosen]
     if lacking:
-        print(f"hint: no {' or '.join(lacking)} without {' and '.join(missing)}; "
-              f"add {'it' if len(missing) == 1 else 'them'} with: {add}", file=sys.stderr)
+        hint = (f"hint: no {' or '.join(lacking)} without {' and '.join(missing)}; "
+                f"add {'it' if len(missing) == 1 else 'them'} with: {add}")
     else:
-        print(f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(args.experiment)}"
-              + (f" --db {shlex.quote(args.db)}" if args.db else ""), file=sys.stderr)
+        hint = (f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(experiment)}"
+                + (f" --db {shlex.quote(db_arg)}" if db_arg else ""))
+    return BiasReport(report, hint)
+
+
+def main(args: argparse.Namespace) -> int:
+    result = bias_report(db_path(args.db), args.experiment, resamples=args.resamples, seed=args.seed, db_arg=args.db)
+    if args.json:
+        print(json.dumps(result.report, indent=2, ensure_ascii=False))
+    else:
+        print(format_text(result.report))
+    print(result.hint, file=sys.stderr)
     return 0
 
 
