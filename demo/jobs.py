@@ -211,7 +211,7 @@ class JobQueue:
         except RunCancelled as stop:
             self._end(job, "cancelled", f"{stop}; submit the same settings to resume")
         except UserError as err:
-            self._end(job, "failed", str(err))
+            self._end(job, "failed", _public(str(err), job.spec))
         except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
             traceback.print_exc(file=sys.stderr)  # the server's log, never the page
             self._end(job, "failed", f"internal error ({type(err).__name__}); the server log has the details")
@@ -281,6 +281,12 @@ class JobQueue:
             submitted_utc=job.submitted_utc,
             finished_utc=job.finished_utc,
         )
+
+
+def _public(message: str, spec: JobSpec) -> str:
+    """A message every visitor may read: the dataset by its file name, the store as 'the store'."""
+    message = message.replace(str(spec.db_path), "the store")
+    return message.replace(spec.dataset_path, Path(spec.dataset_path).name)
 
 
 def _utc_now() -> datetime:

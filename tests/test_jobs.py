@@ -163,6 +163,7 @@ def test_a_bad_dataset_fails_the_job_not_the_worker(queue, tiny_llama_dir, tmp_p
     db = tmp_path / "runs.duckdb"
     failed = wait_for(queue, queue.submit(JobSpec(str(bad), request(tiny_llama_dir), db)))
     assert failed.state == "failed" and "no relevant document" in failed.message
+    assert failed.message.startswith("bad.jsonl:line 1: ") and str(tmp_path) not in failed.message
     good = make_dataset(tmp_path / "d.jsonl", 2)
     assert wait_for(queue, queue.submit(JobSpec(str(good), request(tiny_llama_dir), db))).state == "complete"
 
