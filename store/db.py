@@ -250,6 +250,11 @@ def _open_with_retry(
             if "in-memory database" in str(err):  # a data file opened read-only, see below
                 raise UserError(f"cannot open database {path}: not a DuckDB database file") from err
             raise UserError(f"cannot open database {path}: {_damage(path, str(err))}") from err
+        if yield_to_writers and read_only and writers_waiting(path):
+            # A writer began waiting while this connection opened: let it go first, or it
+            # would wait for this reader's whole hold on top of those already running.
+            conn.close()
+            continue
         try:
             backing = conn.execute(
                 "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"

@@ -104,12 +104,6 @@ def run(request: SandboxRequest) -> SandboxReply:
             config=connection_config(request),
             yield_to_writers=True,
         ) as conn:
-            # Session settings must come before the lock; after it nothing can change. With
-            # the local file system off, DuckDB still reads the database through its open
-            # handle, but read_blob(<the database>) and friends fail.
-            conn.execute("SET enable_progress_bar = false")
-            conn.execute("SET disabled_filesystems = 'LocalFileSystem'")
-            conn.execute("SET lock_configuration = true")
             reply = _fetch(conn, request)
     except UserError as err:
         reply = SandboxReply(error=str(err))
@@ -218,10 +212,18 @@ def child_environment(environ: Mapping[str, str], python_path: str) -> dict[str,
 
 
 def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxReply:
-    """Execute and collect up to max_rows rows or max_result_bytes, whichever comes first."""
+    """Lock the settings, execute, and collect up to max_rows rows or max_result_bytes."""
+    # The time limit counts from the open: the file is held at most that long, which is what
+    # bounds a waiting writer's wait (store.db, writer priority).
     timer = threading.Timer(request.timeout_s, conn.interrupt)
     timer.start()
     try:
+        # Session settings must come before the lock; after it nothing can change. With the
+        # local file system off, DuckDB still reads the database through its open handle,
+        # but read_blob(<the database>) and friends fail.
+        conn.execute("SET enable_progress_bar = false")
+        conn.execute("SET disabled_filesystems = 'LocalFileSystem'")
+        conn.execute("SET lock_configuration = true")
         cursor = conn.execute(request.sql)
         columns = tuple(d[0] for d in cursor.description or ())
         rows: list[tuple[Any, ...]] = []
