@@ -128,23 +128,16 @@ def test_the_database_files_are_not_readable(db: Path, template: str):
     assert snapshot(db) == before
 
 
-def test_the_connection_itself_cannot_read_local_files(db: Path):
-    """Second wall: with the filter passed, the local file system is still off."""
-    from store.sandbox import SandboxRequest, run
-
-    request = SandboxRequest(
-        path=str(db), sql=f"SELECT octet_length(content) FROM read_blob('{db}')", max_rows=10,
-        timeout_s=5, lock_timeout_s=5, memory_limit="64MB", threads=1,
-        max_result_bytes=1_000_000, max_address_space=None)
+def test_the_connection_itself_cannot_read_local_files(db: Path, monkeypatch: pytest.MonkeyPatch):
+    """Second wall: with the filter out of the way, the local file system is still off."""
     import store.sandbox as sandbox
 
-    original = sandbox.check_statement
-    sandbox.check_statement = lambda *a, **k: None  # the filter out of the way
-    try:
-        reply = run(request)
-    finally:
-        sandbox.check_statement = original
-    assert reply.error and "disabled" in reply.error and str(db) not in reply.error
+    monkeypatch.setattr(sandbox, "check_statement", lambda *args: None)
+    reply = sandbox.run(sandbox.SandboxRequest(
+        path=str(db), sql=f"SELECT octet_length(content) FROM read_blob('{db}')", max_rows=10,
+        timeout_s=5, lock_timeout_s=5, memory_limit="64MB", threads=1,
+        max_result_bytes=1_000_000, max_address_space=None))
+    assert reply.error and "disabled" in reply.error and str(db.parent) not in reply.error
 
 
 # --- 4. invalid text -------------------------------------------------------------------------
