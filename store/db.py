@@ -19,9 +19,17 @@ one open across slow work (a GPU batch, a user's think time). A visitor's query 
 SQL tab runs in a child process (store.sandbox) that holds a read-only lock for at most its
 time limit (10 s by default; killed at lock wait + limit + 5 s), well under the 60 s writers
 wait. Any other program that keeps the file open (the duckdb CLI, a notebook) makes writers
-fail with `DatabaseBusy` after the timeout. Writers are not queued fairly: readers that
-reconnect in a tight loop can delay, though in practice not starve, a writer. File locks
-need a local file system; network shares may not honour them.
+fail with `DatabaseBusy` after the timeout. File locks need a local file system; network
+shares may not honour them.
+
+Writer priority: visitors looping long queries would otherwise hold read locks back to back
+and starve a writer (DuckDB has no lock queue). So a writer whose first open fails on the
+lock drops a marker file beside the database (`<db>.writer-<pid>-<token>`) and removes it
+once it has the file or gives up. Readers that opt in (`yield_to_writers=True`: the SQL
+sandbox) do not open the file while a live marker exists, so a waiting writer gets the file
+as soon as the queries already running end: within one visitor query's time limit. A marker
+whose process is gone, or older than `_STALE_MARKER_S`, is ignored (a killed writer). The
+app's own short reads do not yield: they hold the lock for milliseconds.
 """
 
 from __future__ import annotations
@@ -29,13 +37,14 @@ from __future__ import annotations
 import os
 import random
 import re
+import secrets
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Union
+from typing import Any, Callable, Iterator, Protocol, Union
 
 import duckdb
 
@@ -64,6 +73,11 @@ _TRUNCATED = "Could not read enough bytes"
 
 _FIRST_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.25
+
+# Writer-intent markers (see the module docstring): `<db name>.writer-<pid>-<token>`.
+_MARKER_INFIX = ".writer-"
+_STALE_MARKER_S = 600.0
+_MARKER_POLL_S = 0.02
 
 _file_locks: dict[str, threading.RLock] = {}
 _file_locks_guard = threading.Lock()
@@ -151,12 +165,16 @@ def raw_connection(
     read_only: bool,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     config: dict[str, Any] | None = None,
+    yield_to_writers: bool = False,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a migrated connection in autocommit mode with extra config (for the SQL sandbox)."""
     path = Path(path)
     deadline = time.monotonic() + timeout_s
     with _file_lock(path, deadline):
-        conn = _open_migrated(path, read_only=read_only, deadline=deadline, config=config)
+        conn = _open_migrated(
+            path, read_only=read_only, deadline=deadline, config=config,
+            yield_to_writers=yield_to_writers,
+        )
         try:
             yield conn
         finally:
@@ -169,16 +187,52 @@ def open_with_retry(
     read_only: bool,
     deadline: float,
     config: dict[str, Any] | None = None,
+    yield_to_writers: bool = False,
 ) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect, retried with jittered backoff while another process holds the file."""
+    """duckdb.connect, retried with jittered backoff while another process holds the file.
+
+    A writer that has to wait leaves a writer-intent marker meanwhile; a reader with
+    `yield_to_writers` waits while one exists (see the module docstring).
+    """
+    markers: list[Path | None] = []
+
+    def announce() -> None:
+        if not markers:  # one marker per wait, made at the first conflict
+            markers.append(_make_marker(path))
+
+    try:
+        return _open_with_retry(
+            path, read_only=read_only, deadline=deadline, config=config,
+            yield_to_writers=yield_to_writers, on_conflict=None if read_only else announce,
+        )
+    finally:
+        for marker in markers:
+            if marker is not None:
+                _remove_marker(marker)
+
+
+def _open_with_retry(
+    path: Path,
+    *,
+    read_only: bool,
+    deadline: float,
+    config: dict[str, Any] | None,
+    yield_to_writers: bool,
+    on_conflict: Callable[[], None] | None,
+) -> duckdb.DuckDBPyConnection:
+    """The retry loop of open_with_retry; `on_conflict` runs when the lock is found taken."""
     backoff = _FIRST_BACKOFF_S
     while True:
+        if yield_to_writers and read_only:
+            _wait_for_writers(path, deadline)
         try:
             conn = duckdb.connect(str(path), read_only=read_only, config={**BASE_CONFIG, **(config or {})})
         except duckdb.IOException as err:
             message = str(err)
             if _LOCK_CONFLICT not in message:
                 raise UserError(f"cannot open database {path}: {_damage(path, message)}") from err
+            if on_conflict is not None:
+                on_conflict()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 holder = _HOLDER_PID.search(message)
@@ -196,6 +250,11 @@ def open_with_retry(
             if "in-memory database" in str(err):  # a data file opened read-only, see below
                 raise UserError(f"cannot open database {path}: not a DuckDB database file") from err
             raise UserError(f"cannot open database {path}: {_damage(path, str(err))}") from err
+        if yield_to_writers and read_only and writers_waiting(path):
+            # A writer began waiting while this connection opened: let it go first, or it
+            # would wait for this reader's whole hold on top of those already running.
+            conn.close()
+            continue
         try:
             backing = conn.execute(
                 "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
@@ -218,12 +277,16 @@ def _open_migrated(
     read_only: bool,
     deadline: float,
     config: dict[str, Any] | None = None,
+    yield_to_writers: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """Open a connection on an up-to-date schema, creating the file or migrating it if needed."""
     if not path.exists():
         _create_parent(path)
         _migrate(path, deadline)
-    conn = open_with_retry(path, read_only=read_only, deadline=deadline, config=config)
+    conn = open_with_retry(
+        path, read_only=read_only, deadline=deadline, config=config,
+        yield_to_writers=yield_to_writers,
+    )
     try:
         with _read_errors(path):
             refuse_newer_schema(conn, f"database {path}")
@@ -237,7 +300,10 @@ def _open_migrated(
         raise
     conn.close()
     _migrate(path, deadline)
-    return open_with_retry(path, read_only=read_only, deadline=deadline, config=config)
+    return open_with_retry(
+        path, read_only=read_only, deadline=deadline, config=config,
+        yield_to_writers=yield_to_writers,
+    )
 
 
 def _migrate(path: Path, deadline: float) -> None:
@@ -257,6 +323,67 @@ def _create_parent(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"cannot create database folder {path.parent}: {err.strerror}") from err
+
+
+def _make_marker(path: Path) -> Path | None:
+    """Announce a waiting writer beside the database; None if the folder is not writable."""
+    marker = path.parent / f"{path.name}{_MARKER_INFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        marker.touch(exist_ok=False)
+    except OSError:
+        return None  # best effort: the writer still retries, only without priority
+    return marker
+
+
+def _remove_marker(marker: Path) -> None:
+    """Withdraw a writer's marker (it may already be gone)."""
+    try:
+        marker.unlink()
+    except OSError:
+        pass
+
+
+def writers_waiting(path: str | os.PathLike[str], *, now: float | None = None) -> int:
+    """How many live writers announce that they are waiting for this database file."""
+    path = Path(path)
+    prefix = f"{path.name}{_MARKER_INFIX}"
+    now = time.time() if now is None else now
+    live = 0
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid_text = entry.name[len(prefix):].split("-", 1)[0]
+        try:
+            age = now - entry.stat().st_mtime
+        except OSError:
+            continue  # withdrawn meanwhile
+        if age > _STALE_MARKER_S or not (pid_text.isdigit() and _pid_alive(int(pid_text))):
+            continue
+        live += 1
+    return live
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else (or a platform without signal 0)
+    return True
+
+
+def _wait_for_writers(path: Path, deadline: float) -> None:
+    """Wait while a writer announces it is waiting for the file; DatabaseBusy at the deadline."""
+    while writers_waiting(path):
+        if time.monotonic() >= deadline:
+            raise DatabaseBusy(f"database {path} is busy with a run's writes; try again")
+        time.sleep(_MARKER_POLL_S)
 
 
 @contextmanager

@@ -53,9 +53,10 @@ def _mode_order(column: str) -> str:
 
 _MODE_ORDER = _mode_order("r.rag_mode")
 
-# Statement types a visitor may run: DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES all
-# parse as SELECT.
-_ALLOWED_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+# The parent's only checks on visitor SQL (parsing happens in the sandboxed child): a query
+# longer than this, or nesting brackets deeper, is refused before a process is started.
+SQL_MAX_CHARS = 100_000
+SQL_MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -337,19 +338,20 @@ def run_readonly_sql(
     """Run one read-only query from a visitor, sandboxed; bad or blocked SQL raises UserError.
 
     Only one SELECT-like statement passes (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW,
-    SUMMARIZE, EXPLAIN). It runs in a child process (store.sandbox) on a read-only connection
-    with external access disabled, bounded memory, threads and address space, and a locked
-    configuration; the child is killed if it outlives timeout_s. Rows are cut at max_rows or
-    max_result_bytes, and `truncated` says so.
+    SUMMARIZE, EXPLAIN without ANALYZE), with nothing nested that writes, and no file
+    reading. Here the text is only bounded (length, bracket depth, valid Unicode); parsing
+    and checking happen in a child process (store.sandbox) that then runs it on a read-only
+    connection with no file system or external access, bounded memory, threads and address
+    space, a locked configuration and a scrubbed environment; the child is killed if it
+    outlives its limits. Rows are cut at max_rows or max_result_bytes (`truncated` says so).
+    Server paths never appear in rows or messages.
     """
     import pickle
     import subprocess
 
-    from store.sandbox import SandboxReply, SandboxRequest
+    from store.sandbox import SandboxReply, SandboxRequest, child_environment
 
-    if not sql or not sql.strip():
-        raise UserError("empty query")
-    _check_statement(sql)
+    _guard_statement(sql)
     database = as_database(db)
     request = SandboxRequest(
         path=str(database.path),
@@ -362,19 +364,16 @@ def run_readonly_sql(
         max_result_bytes=max_result_bytes,
         max_address_space=max_address_space,
     )
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     started = time.monotonic()
     child = subprocess.Popen(
         [sys.executable, "-m", "store.sandbox"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env=child_environment(os.environ, _sandbox_python_path()),
     )
-    # The child stops itself at timeout_s; this hard limit also covers its start, waiting for
-    # the file lock, and work DuckDB cannot interrupt (building huge rows).
+    # The child stops its query at timeout_s; this hard limit also covers its start, parsing,
+    # waiting for the file lock, and work DuckDB cannot interrupt (building huge rows).
     hard_limit = request.lock_timeout_s + timeout_s + 5.0
     try:
         out, _ = child.communicate(json.dumps(dataclasses.asdict(request)).encode(), hard_limit)
@@ -395,22 +394,56 @@ def run_readonly_sql(
     return SqlResult(frame=frame, truncated=reply.truncated, elapsed_s=elapsed)
 
 
-def _check_statement(sql: str) -> None:
-    """Refuse anything but a single SELECT-like statement, before starting a process for it."""
-    parser = duckdb.connect()  # a throwaway in-memory database: parsing touches no file
+def _sandbox_python_path() -> str:
+    """PYTHONPATH for the child: this package's root, then the parent's own PYTHONPATH."""
+    package_root = str(Path(__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+
+
+def _guard_statement(sql: str) -> None:
+    """Cheap checks before a process is started: non-empty, valid text, bounded size and depth.
+
+    O(n) and parse-free on purpose: parsing visitor SQL can crash or exhaust memory, so it
+    happens only in the sandboxed child. Brackets inside quotes and comments are not counted.
+    """
+    if not sql or not sql.strip():
+        raise UserError("empty query")
+    if len(sql) > SQL_MAX_CHARS:
+        raise UserError(f"query too long: {len(sql):,} characters (at most {SQL_MAX_CHARS:,})")
     try:
-        statements = parser.extract_statements(sql)
-    except duckdb.Error as err:
-        raise UserError(_one_line(err)) from err
-    finally:
-        parser.close()
-    if len(statements) != 1:
-        raise UserError(f"run one statement at a time (got {len(statements)})")
-    if statements[0].type not in _ALLOWED_STATEMENTS:
-        raise UserError(
-            "only SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE and EXPLAIN "
-            f"queries are allowed (got {statements[0].type.name})"
-        )
+        sql.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UserError(f"query is not valid text: a lone surrogate at character {err.start}") from None
+    depth = _bracket_depth(sql)
+    if depth > SQL_MAX_DEPTH:
+        raise UserError(f"query nested too deeply: {depth} brackets (at most {SQL_MAX_DEPTH})")
+
+
+def _bracket_depth(sql: str) -> int:
+    """The deepest nesting of (), [] and {} outside strings, quoted names and comments."""
+    depth = deepest = 0
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"":
+            end = sql.find(ch, i + 1)  # a doubled quote just closes and reopens: same effect
+            i = n if end < 0 else end + 1
+            continue
+        if ch == "-" and sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if ch == "/" and sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest
 
 
 def _query(db: DbLike, sql: str, params: Any = None) -> pd.DataFrame:

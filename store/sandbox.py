@@ -2,27 +2,57 @@
 
 Why a process of its own: DuckDB's memory_limit covers its buffer pool but not every string
 it builds (`SELECT repeat('x', 10000000) FROM range(1000)` allocates 10 GB), and converting
-rows to Python objects can neither be bounded nor interrupted from a thread. A child process
-gets a hard address-space limit (RLIMIT_AS) and can be killed when it runs past its time.
-The parent (store.queries.run_readonly_sql) has already checked that the SQL is a single
-SELECT-like statement; the child's connection is the second wall: read-only, no external
-access (files, network, ATTACH, INSTALL/LOAD), bounded memory and threads, locked settings.
+rows to Python objects can neither be bounded nor interrupted from a thread. Parsing is no
+safer: 100,000 nested subqueries crash the parser, nested parentheses in FROM make it take
+gigabytes. A child process gets a hard address-space limit (RLIMIT_AS) and is killed when it
+runs past its time, so everything that touches visitor SQL happens here, never in the app.
+
+The parent (store.queries.run_readonly_sql) only bounds the text's length and bracket depth.
+Here, before the database is opened, `check_statement` admits one SELECT-like statement
+with nothing that writes or reads files anywhere inside it (first wall). The connection is
+the second wall: read-only, local file system disabled, no external access (files, network,
+ATTACH, INSTALL/LOAD), bounded memory and threads, locked settings. Server paths are masked
+in every value and message sent back, and the child's environment holds no secrets.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import re
 import sys
 import threading
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import duckdb
 
 from engine.errors import UserError
 from store.db import BASE_CONFIG, raw_connection
 
+# Statement types a visitor may run: DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES all
+# parse as SELECT.
+_ALLOWED_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+# Keywords that never belong in a query, even nested: a data-modifying CTE
+# (`WITH x AS (DELETE ...)`) parses as SELECT and `EXPLAIN ANALYZE DELETE` as EXPLAIN.
+_FORBIDDEN_KEYWORDS = frozenset({
+    "ALTER", "ANALYZE", "ATTACH", "CALL", "CHECKPOINT", "COPY", "CREATE", "DELETE", "DETACH",
+    "DROP", "EXPORT", "IMPORT", "INSERT", "INSTALL", "LOAD", "MERGE", "PRAGMA", "RESET",
+    "SET", "TRUNCATE", "UPDATE", "USE", "VACUUM",
+})
+
+# Functions that read files, list folders or show secrets. The connection cannot reach the
+# local file system either, but DuckDB's own file checks allow the database's files.
+_FILE_FUNCTION = re.compile(
+    r"^(read_\w+|\w+_scan|glob|sniff_csv|parquet_\w+|iceberg_\w+|delta_\w+|query_table|query"
+    r"|duckdb_secrets|which_secret)$"
+)
+
+# Environment variables the child needs: finding programs and Python, locale, temp files.
+_CHILD_ENV_KEYS = ("PATH", "LANG", "LANGUAGE", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT")
+_CHILD_ENV_PREFIXES = ("LC_",)
 
 @dataclass(frozen=True)
 class SandboxRequest:
@@ -63,29 +93,137 @@ def connection_config(request: SandboxRequest) -> dict[str, Any]:
 
 
 def run(request: SandboxRequest) -> SandboxReply:
-    """Run the request in this process and return rows or a one-line error."""
+    """Check and run the request in this process and return rows or a one-line error."""
+    mask = path_masker(request.path)
     try:
+        check_statement(request.sql, request.path)
         with raw_connection(
             request.path,
             read_only=True,
             timeout_s=request.lock_timeout_s,
             config=connection_config(request),
+            yield_to_writers=True,
         ) as conn:
-            # Session settings must come before the lock; after it nothing can change.
-            conn.execute("SET enable_progress_bar = false")
-            conn.execute("SET lock_configuration = true")
-            return _fetch(conn, request)
+            reply = _fetch(conn, request)
     except UserError as err:
-        return SandboxReply(error=str(err))
+        reply = SandboxReply(error=str(err))
     except MemoryError:
-        return SandboxReply(error="query stopped: it needed more memory than allowed")
+        reply = SandboxReply(error="query stopped: it needed more memory than allowed")
+    except Exception as err:  # noqa: BLE001 - e.g. a value DuckDB cannot convert: one line
+        reply = SandboxReply(error=f"query failed: {_one_line(err)}")
+    return _masked(reply, mask)
+
+
+def check_statement(sql: str, database_path: str = "") -> None:
+    """Refuse anything but one SELECT-like statement that neither writes nor reads files."""
+    parser = duckdb.connect()  # a throwaway in-memory database: parsing touches no file
+    try:
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as err:
+        raise UserError(_one_line(err)) from err
+    finally:
+        parser.close()
+    if len(statements) != 1:
+        raise UserError(f"run one statement at a time (got {len(statements)})")
+    if statements[0].type not in _ALLOWED_STATEMENTS:
+        raise UserError(
+            "only SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE and EXPLAIN "
+            f"queries are allowed (got {statements[0].type.name})"
+        )
+    tokens = _tokens(sql)
+    for i, (kind, text) in enumerate(tokens):
+        word = text.upper()
+        if kind == duckdb.token_type.keyword and word in _FORBIDDEN_KEYWORDS:
+            raise UserError(f"{word} is not allowed in the SQL console (queries only)")
+        following = tokens[i + 1][1] if i + 1 < len(tokens) else ""
+        if (kind in (duckdb.token_type.identifier, duckdb.token_type.keyword)
+                and following.startswith("(") and _FILE_FUNCTION.match(text.lower())):
+            raise UserError(f"{text}() is not allowed in the SQL console (files and secrets)")
+        if kind == duckdb.token_type.string_const and _names_server_file(text, database_path):
+            raise UserError("the SQL console cannot read the database's files")
+
+
+def _tokens(sql: str) -> list[tuple[Any, str]]:
+    """The statement's tokens as (type, text), comments left out."""
+    spans = duckdb.tokenize(sql)
+    out = []
+    for n, (start, kind) in enumerate(spans):
+        end = spans[n + 1][0] if n + 1 < len(spans) else len(sql)
+        text = sql[start:end].strip()
+        if kind == duckdb.token_type.comment:
+            continue
+        if kind in (duckdb.token_type.identifier, duckdb.token_type.keyword):
+            match = re.match(r'"(?:[^"]|"")*"|[^\s(),;.\[\]]+', text)
+            text = match.group(0).strip('"') if match else text
+        out.append((kind, text))
+    return out
+
+
+def _names_server_file(literal: str, database_path: str) -> bool:
+    """Whether a string literal names the database, its WAL or its temp folder."""
+    if not database_path:
+        return False
+    name = os.path.basename(database_path)
+    return bool(name) and name.lower() in literal.lower()
+
+
+def path_masker(database_path: str) -> Callable[[str], str]:
+    """A function replacing the server's paths (database, its folder, home, ...) in text."""
+    db = os.path.abspath(database_path)
+    folder = os.path.dirname(db)
+    names = {db: "<database>", os.path.realpath(db): "<database>", database_path: "<database>",
+             folder: "<folder>", os.path.realpath(folder): "<folder>"}
+    for other in (os.path.expanduser("~"), os.getcwd(), sys.prefix, sys.base_prefix,
+                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
+        names.setdefault(other, "<server path>")
+    names = {k: v for k, v in names.items() if len(k.strip(os.sep)) > 1}
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(names, key=len, reverse=True)))
+    return lambda text: pattern.sub(lambda m: names[m.group(0)], text)
+
+
+def _masked(reply: SandboxReply, mask: Callable[[str], str]) -> SandboxReply:
+    """The reply with server paths masked in column names, values and the error."""
+    return SandboxReply(
+        columns=tuple(mask(c) for c in reply.columns),
+        rows=tuple(tuple(_mask_value(v, mask) for v in row) for row in reply.rows),
+        truncated=reply.truncated,
+        error=mask(reply.error) if reply.error else reply.error,
+    )
+
+
+def _mask_value(value: Any, mask: Callable[[str], str]) -> Any:
+    """Mask strings inside a fetched value (lists, structs and maps included)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_mask_value(v, mask) for v in value)
+    if isinstance(value, dict):
+        return {_mask_value(k, mask): _mask_value(v, mask) for k, v in value.items()}
+    return value
+
+
+def child_environment(environ: Mapping[str, str], python_path: str) -> dict[str, str]:
+    """The child's environment: locale, PATH and temp folder only, no tokens or secrets."""
+    env = {k: v for k, v in environ.items()
+           if k in _CHILD_ENV_KEYS or k.startswith(_CHILD_ENV_PREFIXES)}
+    env["PYTHONPATH"] = python_path
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
 
 
 def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxReply:
-    """Execute and collect up to max_rows rows or max_result_bytes, whichever comes first."""
+    """Lock the settings, execute, and collect up to max_rows rows or max_result_bytes."""
+    # The time limit counts from the open: the file is held at most that long, which is what
+    # bounds a waiting writer's wait (store.db, writer priority).
     timer = threading.Timer(request.timeout_s, conn.interrupt)
     timer.start()
     try:
+        # Session settings must come before the lock; after it nothing can change. With the
+        # local file system off, DuckDB still reads the database through its open handle,
+        # but read_blob(<the database>) and friends fail.
+        conn.execute("SET enable_progress_bar = false")
+        conn.execute("SET disabled_filesystems = 'LocalFileSystem'")
+        conn.execute("SET lock_configuration = true")
         cursor = conn.execute(request.sql)
         columns = tuple(d[0] for d in cursor.description or ())
         rows: list[tuple[Any, ...]] = []
