@@ -308,3 +308,46 @@ def test_handler_message_never_names_the_server_path(tmp_path):
     page, frame = query_detail(bogus, EXPERIMENT, "hamlet")
     text = re.search(r"<p>(.*)</p>", page).group(1)
     assert text.startswith("cannot open database file") and str(tmp_path) not in page and frame.empty
+
+
+# ---------------------------------------------------------------- migration 005
+
+
+def test_query_metrics_005_equals_002_on_edge_cases(tmp_path):
+    """005 rewrites query_metrics for filter pushdown; 002's definition must give the same rows."""
+    source = (Path(__file__).resolve().parent.parent / "store" / "migrations" / "002_metrics_views.sql").read_text()
+    old = re.search(r"CREATE OR REPLACE VIEW query_metrics AS\n(.*?\nFROM scored;)", source, re.S).group(1)
+    path = tmp_path / "edge.duckdb"
+    with connect(path) as conn:
+        conn.execute(f"CREATE VIEW query_metrics_002 AS {old}")
+        conn.execute("INSERT INTO runs (run_id, experiment_id, config_hash, created_utc, status, model, dataset_sha, rag_mode) "
+                     "VALUES ('r1', 'e', 'h1', now()::TIMESTAMP, 'complete', 'm', 's', 'base'), "
+                     "('r2', 'e2', 'h2', now()::TIMESTAMP, 'complete', 'm', 's', 'cf')")
+        conn.execute("""INSERT INTO items VALUES
+          ('s', 'dup', 'q', ['x'], [{'id': 'a', 'title': '', 'text': 't', 'relevant': false},
+                                    {'id': 'a', 'title': '', 'text': 't', 'relevant': true},
+                                    {'id': 'b', 'title': '', 'text': 't', 'relevant': NULL},
+                                    {'id': 'c', 'title': '', 'text': 't', 'relevant': true}]),
+          ('s', 'none', 'q', ['...'], [{'id': 'a', 'title': '', 'text': 't', 'relevant': false}]),
+          ('other', 'dup', 'q', ['x'], [{'id': 'b', 'title': '', 'text': 't', 'relevant': true}])""")
+        rows = [  # item, shown ids, answer
+            ("dup", ["b", "a", "zz", "c", "a"], "x [1][2][7]"),
+            ("none", ["a"], "nothing"),
+            ("missing", ["a", "b"], "[1]"),  # no items row at all
+            ("empty", [], "[1]"),
+        ]
+        for run in ("r1", "r2"):
+            for item, shown, answer in rows:
+                conn.execute("INSERT INTO generations (run_id, item_id, answer, shown_doc_ids, created_utc) "
+                             "VALUES (?, ?, ?, ?, now()::TIMESTAMP)", [run, item, answer, shown])
+            conn.execute("INSERT INTO citations VALUES (?, 'dup', 0, 1, 'b', NULL, 0.5), (?, 'dup', 1, 2, 'a', true, 0.25), "
+                         "(?, 'dup', 2, 7, NULL, NULL, NULL), (?, 'missing', 0, 1, 'a', NULL, 0.9), "
+                         "(?, 'empty', 0, 1, NULL, NULL, 0.1)", [run] * 5)
+    with connect(path, read_only=True) as conn:
+        new = conn.execute("SELECT * FROM query_metrics ORDER BY run_id, item_id").fetchall()
+        before = conn.execute("SELECT * FROM query_metrics_002 ORDER BY run_id, item_id").fetchall()
+        one = conn.execute("SELECT * FROM query_metrics WHERE run_id IN (SELECT unnest(['r2'])) AND item_id = 'dup'").fetchall()
+    assert len(new) == 8 and new == before
+    assert [r for r in new if r[0] == "r2" and r[1] == "dup"] == one
+    dup = dict(zip(("run_id", "item_id", "cited", "gold"), one[0][:4]))
+    assert dup["gold"] == [2, 4, 5] and dup["cited"] == [1, 2, 7]
