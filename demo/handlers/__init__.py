@@ -1,0 +1,1 @@
+"""Plain functions behind the app's endpoints: plain values and DataFrames in and out."""

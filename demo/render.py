@@ -1,0 +1,174 @@
+"""HTML for the query drill-down: the documents grid, answers with citations, token heat maps.
+
+Pure functions from store.queries.QueryDetail to HTML strings. gr.HTML does not sanitise, and
+model and dataset text is untrusted, so every piece of it goes through `_text` (html.escape,
+quotes included) before it reaches a tag or an attribute; only numbers this module formats
+reach a style. No JavaScript: hover values live in title= attributes.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING, Iterable
+
+from engine.citations import parse_citation_marks
+
+if TYPE_CHECKING:
+    from store.queries import ModeDetail, QueryDetail, QueryToken
+
+CSS = """<style>
+.pe-q table{border-collapse:collapse;margin:.5em 0}
+.pe-q th,.pe-q td{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
+.pe-q .rel{font-weight:bold}
+.pe-q .cited{background:#d8ecff}
+.pe-q .flip{outline:2px solid #d33;outline-offset:-2px;background:#ffe0e0}
+.pe-q .answer,.pe-q .heat{white-space:pre-wrap;font-family:monospace;line-height:1.6}
+.pe-q .cite{border-radius:3px;padding:0 2px;font-weight:bold}
+.pe-q .tok{border-radius:2px}
+.pe-q .modes{display:flex;gap:1em;flex-wrap:wrap}
+.pe-q .mode{flex:1;min-width:18em}
+</style>"""
+
+
+def _text(value: object) -> str:
+    """Escaped text for an element or a quoted attribute; None shows as a dash."""
+    return "–" if value is None else html.escape(str(value), quote=True)
+
+
+def probability_colour(p: float | None) -> str:
+    """A background colour from red (0) through yellow to green (1); grey when unknown."""
+    if p is None or math.isnan(p):
+        return "#e0e0e0"
+    return f"hsl({120 * min(max(p, 0.0), 1.0):.0f},75%,80%)"
+
+
+def _number(p: float | None, digits: int = 3) -> str:
+    return "–" if p is None else f"{p:.{digits}f}"
+
+
+def _cell(content: str, classes: Iterable[str] = (), title: str | None = None) -> str:
+    attrs = f' class="{" ".join(classes)}"' if classes else ""
+    if title is not None:
+        attrs += f' title="{_text(title)}"'
+    return f"<td{attrs}>{content}</td>"
+
+
+def documents_grid(detail: QueryDetail) -> str:
+    """The shown documents x modes table: position per mode, labels in base and cf, relevance,
+    citation per mode with its probability; cited cells that differ between modes get `flip`."""
+    modes = detail.modes
+    shown = [d for d in detail.documents if any(d.doc_id in m.positions for m in modes)]
+    head = ["#", "document", "relevant"]
+    head += [f"{m.mode} position" for m in modes]
+    head += [f"{m.mode} label" for m in modes if m.mode in ("base", "cf")]
+    head += [f"{m.mode} cited (p)" for m in modes]
+    rows = []
+    for doc in shown:
+        answered = [m for m in modes if m.answer is not None]
+        cited_in = {m.mode for m in answered if doc.doc_id in m.cited_doc_ids}
+        flipped = 0 < len(cited_in) < len(answered)
+        title = f"{doc.title}: " if doc.title else ""
+        cells = [
+            _cell(str(doc.rank)),
+            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text),
+                  title=f"{title}{doc.doc_id}"),
+            _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
+        ]
+        cells += [_cell(_text(m.positions.get(doc.doc_id))) for m in modes]
+        cells += [_cell(_text(m.labels.get(doc.doc_id))) for m in modes if m.mode in ("base", "cf")]
+        for m in modes:
+            if m.answer is None:
+                cells.append(_cell("no answer"))
+                continue
+            cited = m.mode in cited_in
+            p = m.citation_probability(doc.doc_id)
+            classes = (["cited"] if cited else []) + (["flip"] if flipped else [])
+            label = f"cited ({_number(p, 2)})" if cited else "–"
+            hover = f"{m.mode}: {'cited' if cited else 'not cited'}" + (f", p = {p:.4f}" if p is not None else "")
+            if flipped:
+                hover += "; the citation differs between modes"
+            cells.append(_cell(label, classes, hover))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{_text(h)}</th>" for h in head) + "</tr>"
+    return f'<table class="grid">{header}{"".join(rows)}</table>'
+
+
+def answer_html(mode: ModeDetail) -> str:
+    """The answer with each [n] highlighted, coloured by its citation probability (hover: value)."""
+    if mode.answer is None:
+        return '<div class="answer">(no answer stored yet)</div>'
+    text = mode.answer
+    by_index = {c.index: c for c in mode.citations}
+    # Marks are the parser's, in citation_index order; a range "[1-3]" gives several marks on
+    # one span, which is highlighted once with every number in its hover text.
+    spans: dict[tuple[int, int], list[tuple[int, float | None]]] = {}
+    for index, mark in enumerate(parse_citation_marks(text)):
+        cite = by_index.get(index)
+        probability = cite.probability if cite is not None and cite.position == mark.number else None
+        spans.setdefault((mark.start, mark.end), []).append((mark.number, probability))
+    out, cursor = [], 0
+    for (start, end), marks in sorted(spans.items()):
+        known = [p for _, p in marks if p is not None]
+        colour = probability_colour(min(known) if known else None)
+        hover = "; ".join(f"[{n}] p = {p:.4f}" if p is not None else f"[{n}] p unknown" for n, p in marks)
+        out.append(_text(text[cursor:start]))
+        out.append(f'<span class="cite" style="background:{colour}" title="{_text(hover)}">{_text(text[start:end])}</span>')
+        cursor = end
+    out.append(_text(text[cursor:]))
+    return f'<div class="answer">{"".join(out)}</div>'
+
+
+def _token_title(token: QueryToken) -> str:
+    p = math.exp(token.logprob) if token.logprob is not None else None
+    lines = [f"{token.token!r}: p = {_number(p, 4)}, log-prob = {_number(token.logprob, 4)}"]
+    for alt in token.top:
+        alt_p = math.exp(alt.logprob) if alt.logprob is not None else 0.0
+        lines.append(f"  {alt.token!r}: p = {alt_p:.4f}")
+    return "\n".join(lines)
+
+
+def token_heatmap(mode: ModeDetail) -> str:
+    """Each generated token coloured by exp(log-prob); hover: the value and the alternatives."""
+    if not mode.tokens:
+        return '<div class="heat">(no tokens recorded)</div>'
+    spans = (
+        f'<span class="tok" style="background:{probability_colour(math.exp(t.logprob) if t.logprob is not None else None)}"'
+        f' title="{_text(_token_title(t))}">{_text(t.token)}</span>'
+        for t in mode.tokens
+    )
+    return f'<div class="heat">{"".join(spans)}</div>'
+
+
+def metrics_table(detail: QueryDetail) -> str:
+    """Citation precision, recall, F1 and exact match per mode."""
+    names = ("precision", "recall", "f1", "exact_match")
+    rows = []
+    for m in detail.modes:
+        values = [getattr(m.metrics, n) if m.metrics else None for n in names]
+        rows.append(f"<tr><td>{_text(m.mode)}</td>" + "".join(f"<td>{_number(v)}</td>" for v in values) + "</tr>")
+    header = "<tr><th>mode</th>" + "".join(f"<th>{n}</th>" for n in ("precision", "recall", "F1", "EM")) + "</tr>"
+    return f'<table class="metrics">{header}{"".join(rows)}</table>'
+
+
+def query_page(detail: QueryDetail) -> str:
+    """The whole drill-down: question, gold answers, grid, answers and heat maps, metrics."""
+    golds = ", ".join(_text(a) for a in detail.gold_answers) or "–"
+    columns = "".join(
+        f'<div class="mode"><h4>{_text(m.mode)} <small>run {_text(m.run_id)} ({_text(m.status)})</small></h4>'
+        f"{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}</div>"
+        for m in detail.modes
+    )
+    return (
+        f'{CSS}<div class="pe-q">'
+        f"<h3>{_text(detail.question)}</h3>"
+        f"<p>item {_text(detail.item_id)} · experiment {_text(detail.experiment_id)} · gold: {golds}</p>"
+        f"{documents_grid(detail)}"
+        f'<div class="modes">{columns}</div>'
+        f"{metrics_table(detail)}</div>"
+    )
+
+
+def message(text: str) -> str:
+    """A one-line notice (unknown experiment or item) as escaped HTML."""
+    return f'{CSS}<div class="pe-q"><p>{_text(text)}</p></div>'
