@@ -6,6 +6,7 @@ imported there), and the handlers in demo/handlers/ do the work as plain functio
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from demo.settings import AppSettings
@@ -27,6 +28,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
     import pandas as pd
 
     from demo.handlers import bias as bias_handlers
+    from demo.handlers import query as query_handlers
     from demo.handlers import run as run_handlers
     from demo.handlers import runs as runs_handlers
     from demo.jobs import JobQueue
@@ -82,6 +84,11 @@ def build_app(settings: AppSettings, jobs: Any = None):
         return (summary, pd.DataFrame(results, columns=bias_handlers.RESULT_COLUMNS),
                 pd.DataFrame(confidence, columns=bias_handlers.CONFIDENCE_COLUMNS))
 
+    def query(experiment_ref, item_id):
+        if not Path(settings.db_path).is_file():
+            raise gr.Error("nothing is stored yet: start a run first")
+        return query_handlers.query_detail(settings.db_path, (experiment_ref or "").strip(), (item_id or "").strip())
+
     with gr.Blocks(title="PAttriEval") as app:
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
         gr.Markdown(_gpu_banner())
@@ -136,6 +143,16 @@ def build_app(settings: AppSettings, jobs: Any = None):
             # Opening the tab shows what was stored meanwhile (a run started here or from the CLI).
             for trigger in (app.load, runs_tab.select):
                 trigger(runs, [page, model_filter, metadata_filter], runs_table, api_visibility="private")
+        with gr.Tab("Query"):
+            with gr.Row():
+                query_experiment = gr.Textbox(label="experiment (id or name)")
+                query_item = gr.Textbox(label="item id")
+                query_button = gr.Button("Show")
+            # Rendered by demo.render, which escapes every piece of model and dataset text.
+            query_html = gr.HTML()
+            query_metrics = gr.Dataframe(label="metrics per mode", interactive=False)
+            query_button.click(query, [query_experiment, query_item], [query_html, query_metrics],
+                               api_name="query_detail", api_visibility="public")
         with gr.Tab("Bias"):
             with gr.Row():
                 bias_experiment = gr.Textbox(label="experiment (id or name)")

@@ -15,7 +15,7 @@ from demo.jobs import JobQueue
 from demo.settings import AppSettings
 from engine.errors import UserError
 
-API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs", "/bias_table")
+API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs", "/bias_table", "/query_detail")
 
 
 def _free_port() -> int:
@@ -71,6 +71,8 @@ def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama
     assert row["experiment"] in summary and "label A = Woman" in summary
     assert [(r[0], r[1]) for r in results["data"]] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
     assert len(confidence["data"]) == 6
+    html, metrics = client.predict("api-run", "nq-001", api_name="/query_detail")
+    assert "who wrote the novel pride and prejudice" in html and len(metrics["data"]) == 3
 
 
 def test_the_handlers_refuse_in_one_line(tmp_path):
