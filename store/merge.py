@@ -124,11 +124,12 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
     runs = conn.execute(
         f"SELECT run_id, experiment_id, rag_mode, status, config_hash FROM {src}.runs ORDER BY created_utc, run_id"
     ).fetchall()
-    held = dict(
-        conn.execute(
-            f"SELECT run_id, config_hash FROM runs WHERE run_id IN (SELECT run_id FROM {src}.runs)"
+    held = {
+        run_id: (config_hash, status)
+        for run_id, config_hash, status in conn.execute(
+            f"SELECT run_id, config_hash, status FROM runs WHERE run_id IN (SELECT run_id FROM {src}.runs)"
         ).fetchall()
-    )
+    }
     skipped: list[SkippedRun] = []
     already: list[str] = []
     clashes: list[str] = []
@@ -137,10 +138,14 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         if status != "complete":
             skipped.append(SkippedRun(run_id, experiment_id, mode, f"{status}, not complete"))
         elif run_id in held:
-            if held[run_id] == config_hash:
-                already.append(run_id)
-            else:
+            if held[run_id][0] != config_hash:
                 clashes.append(f"run {run_id} exists in the target with another configuration")
+            elif held[run_id][1] != "complete":
+                # Replacing a run a process may still be generating would break its resume.
+                skipped.append(SkippedRun(run_id, experiment_id, mode,
+                                          f"the target holds it as {held[run_id][1]}; finish or remove it there first"))
+            else:
+                already.append(run_id)
         else:
             candidates.append((run_id, experiment_id, mode))
     ids = [c[0] for c in candidates]

@@ -59,15 +59,16 @@ def generation(item_id: str, answer: str, cites: tuple[int, ...]) -> Generation:
     )
 
 
-_EMPTY: list[Path] = []  # a migrated empty store, made once: creating one costs ~0.5 s
+_EMPTY: list[Path] = []  # a migrated store holding items(3) only, made once: creating one costs ~0.5 s
 _WITH_ITEMS: set[Path] = set()
 
 
 def add_run(db: Path, run_id: str, experiment: str, mode: str, *, status: str = "complete", n: int = 3,
             config_hash: str | None = None, name: str | None = None) -> None:
     """A run written through the RunStore as a real run writes it (no model needed)."""
-    if not db.exists() and _EMPTY:
-        shutil.copy(_EMPTY[0], db)
+    if not db.exists() and _EMPTY and n == 3:
+        shutil.copy(_EMPTY[0], db)  # holds items(3) already
+        _WITH_ITEMS.add(db)
     store = RunStore(db, timeout_s=10)
     if db not in _WITH_ITEMS:
         store.put_items(SHA, items(n))
@@ -97,8 +98,7 @@ def rows(db: Path, sql: str, params=None) -> list[tuple]:
 @pytest.fixture(scope="module", autouse=True)
 def empty_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("empty") / "empty.duckdb"
-    with connect(path):
-        pass
+    RunStore(path).put_items(SHA, items(3))
     _EMPTY[:] = [path]
     yield path
     _EMPTY.clear()
@@ -202,7 +202,6 @@ def test_export_of_an_experiment_without_answers_has_typed_columns(tmp_path):
     db = tmp_path / "e.duckdb"
     shutil.copy(_EMPTY[0], db)
     store = RunStore(db)
-    store.put_items(SHA, items())
     store.start_run(RunSpec("r0", "empty", "h0", "m", None, None, None, None, "d.jsonl", SHA, None, "vanilla",
                             0, "v1", None, {}, {}, 3))
     out = tmp_path / "e.parquet"
@@ -285,6 +284,17 @@ def test_item_clash_refuses_the_whole_merge_and_writes_nothing(tmp_path, capsys)
     assert err.strip() == ("error: merge refused, nothing written: run b: item 'q2' of dataset sha-em differs between "
                            "the stores; run ok: item 'q2' of dataset sha-em differs between the stores")
     assert digest(target) == before and digest(source) == source_before
+
+
+def test_a_run_the_target_holds_unfinished_is_not_replaced(tmp_path):
+    target, source = tmp_path / "t.duckdb", tmp_path / "s.duckdb"
+    add_run(target, "r", "e1", "base", status="running")
+    add_run(source, "r", "e1", "base")
+    result = merge_stores(target, source)
+    assert result.merged == () and result.already == ()
+    assert [(s.run_id, s.reason) for s in result.skipped] == [
+        ("r", "the target holds it as running; finish or remove it there first")]
+    assert rows(target, "SELECT status FROM runs") == [("running",)]
 
 
 def test_config_clash_is_refused_naming_the_run(tmp_path):
