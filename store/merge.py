@@ -25,7 +25,7 @@ import duckdb
 
 from engine.errors import UserError
 from store.db import DEFAULT_TIMEOUT_S, DbLike, _file_lock, _read_error, as_database, open_with_retry
-from store.migrations import pending_migrations, refuse_newer_schema
+from store.migrations import applied_versions, pending_migrations, refuse_newer_schema
 
 _SOURCE = "merge_source"  # the attached source's catalog name
 _MAX_NAMED = 5  # runs named in a refusal; the rest are counted
@@ -83,6 +83,8 @@ def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIM
     with _file_lock(path, deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)
         try:
+            if not applied_versions(conn):
+                raise UserError(f"database {path} is not a PAttriEval store (it has no schema_migrations table)")
             refuse_newer_schema(conn, f"database {path}")
             if pending_migrations(conn):
                 # Migrating it here would modify the source, which a merge never does.

@@ -329,13 +329,22 @@ def test_a_taken_mode_puts_the_run_in_an_experiment_of_its_own(tmp_path, capsys)
     assert rows(target, "SELECT count(*) FROM runs GROUP BY experiment_id, rag_mode HAVING count(*) > 1") == []
 
 
-@pytest.mark.parametrize("kind", ["missing", "text", "newer", "same"])
+@pytest.mark.parametrize("kind", ["missing", "text", "foreign", "older", "newer", "same"])
 def test_a_bad_source_is_one_line(tmp_path, capsys, kind):
     target = tmp_path / "t.duckdb"
     add_run(target, "a", "e1", "base")
     source = tmp_path / "s.duckdb"
     if kind == "text":
         source.write_text("not a database\n" * 100)
+    elif kind == "foreign":
+        import duckdb
+
+        with duckdb.connect(str(source)) as conn:
+            conn.execute("CREATE TABLE t AS SELECT 1 AS x")
+    elif kind == "older":
+        add_run(source, "b", "e2", "base")
+        with connect(source) as conn:
+            conn.execute("DELETE FROM schema_migrations WHERE version = 4")
     elif kind == "newer":
         add_run(source, "b", "e2", "base")
         with connect(source) as conn:
@@ -348,6 +357,7 @@ def test_a_bad_source_is_one_line(tmp_path, capsys, kind):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     expected = {"missing": "no database at", "text": "not a DuckDB database file", "newer": "schema version 999",
+                "foreign": "is not a PAttriEval store", "older": "has an older schema; upgrade it first with",
                 "same": "the same database"}[kind]
     assert expected in err
     assert digest(target) == before
