@@ -112,6 +112,7 @@ def _parquet_schema(frame: pd.DataFrame):
 
 
 def _check_destination(out: Path, overwrite: bool) -> None:
+    """Refuse a folder, an existing file (unless overwrite) or a missing parent, before any work."""
     if out.is_dir():
         raise UserError(f"{out} is a folder; give a file name for the export")
     if out.exists() and not overwrite:

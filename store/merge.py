@@ -112,6 +112,7 @@ def merge_stores(target: DbLike, source: str | os.PathLike[str]) -> MergeResult:
 
 
 def _attach(conn: duckdb.DuckDBPyConnection, source: Path) -> None:
+    """Attach the source read-only inside the target's transaction (it detaches when the connection closes)."""
     literal = str(source).replace("'", "''")
     try:
         conn.execute(f"ATTACH '{literal}' AS {_SOURCE} (READ_ONLY)")
@@ -122,6 +123,7 @@ def _attach(conn: duckdb.DuckDBPyConnection, source: Path) -> None:
 
 
 def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
+    """Check every source run against the target, refuse on a clash, then copy; inside one transaction."""
     src = _SOURCE
     runs = conn.execute(
         f"SELECT run_id, experiment_id, rag_mode, status, config_hash FROM {src}.runs ORDER BY created_utc, run_id"

@@ -791,6 +791,7 @@ def export_results_frame(db: DbLike, references: list[str] | tuple[str, ...]) ->
 
 
 def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]:
+    """Experiment ids for ids or names, in order without repeats; UnknownExperiment for a miss."""
     ids: list[str] = []
     for reference in references:
         found = conn.execute(_RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()

@@ -55,9 +55,9 @@ def summary(result, source: str, target: str) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.paths import default_db_path
     from pathlib import Path
 
+    from engine.paths import default_db_path
     from store.merge import merge_stores
 
     target = Path(args.db) if args.db else default_db_path()
