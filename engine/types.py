@@ -23,6 +23,8 @@ FewShot = Literal[0, 1, 2]  # demonstrations before the question; engine.prompts
 FEW_SHOT_COUNTS: tuple[FewShot, ...] = get_args(FewShot)
 Quantize = Literal["auto", "4bit", "8bit", "none"]  # what a user asks for; auto resolves to one of the others
 QUANTIZATIONS: tuple[Quantize, ...] = get_args(Quantize)
+ExportFormat = Literal["csv", "parquet"]  # of `python -m engine export` and the app's /export
+EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 
 
 @dataclass(frozen=True)

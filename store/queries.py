@@ -1036,3 +1036,77 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
             },
         ).fetchall()
     return tuple(row[0] for row in rows)
+
+
+# ---------------------------------------------------------------- export (issue 7: `engine export`, the app's /export)
+# One row per stored answer of the chosen experiments: query_metrics joined with its run, its
+# experiment and its dataset item. store/export.py writes it as CSV or Parquet.
+
+
+class UnknownExperiment(UserError):
+    """An experiment id or name that is not in the store (the message names no server path)."""
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(f"no experiment '{reference}'")
+        self.reference = reference
+
+
+# The column order of an export; list cells (gold_answers, cited, gold) stay lists here.
+EXPORT_COLUMNS = (
+    "experiment_id", "experiment_name", "run_id", "status", "model", "quantization", "dataset",
+    "dataset_sha", "metadata_type", "mode", "label_relevant", "label_nonrelevant", "item_id",
+    "question", "gold_answers", "answer", "cited", "gold", "precision", "recall", "f1",
+    "exact_match", "squad_em", "token_f1", "answer_recall", "n_citations", "out_of_range_citations",
+    "p_relevant", "p_nonrelevant",
+)
+
+_EXPORT_SQL = f"""
+SELECT r.experiment_id, e.name AS experiment_name, r.run_id, r.status, r.model, r.quantization,
+       dataset_label(r.dataset, r.dataset_sha) AS dataset, r.dataset_sha, r.metadata_type,
+       r.rag_mode AS mode,
+       CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END AS label_relevant,
+       CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
+       q.item_id, i.question, i.answers AS gold_answers, g.answer, q.cited, q.gold,
+       q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.token_f1, q.answer_recall,
+       q.n_citations, q.out_of_range_citations, q.p_relevant, q.p_nonrelevant
+FROM query_metrics q
+JOIN runs r USING (run_id)
+JOIN generations g USING (run_id, item_id)
+LEFT JOIN experiments e USING (experiment_id)
+LEFT JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = q.item_id
+-- IN (subquery) lets DuckDB push the filter into the view (see bias_inputs).
+WHERE q.run_id IN (SELECT run_id FROM runs WHERE list_contains($ids, experiment_id))
+ORDER BY list_position($ids, r.experiment_id), {_mode_order("r.rag_mode")}, r.created_utc, r.run_id, q.item_id
+"""
+
+
+def export_experiment_ids(db: DbLike, references: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The ids of the experiments `references` name (ids or names), duplicates dropped, in order;
+    UnknownExperiment for the first one the store lacks."""
+    with as_database(db).connect(read_only=True) as conn:
+        return _resolve_all(conn, references)
+
+
+def export_results_frame(db: DbLike, references: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """Per-item results (EXPORT_COLUMNS) of the experiments named by id or name, in the order given,
+    runs in mode order; UnknownExperiment (nothing read) if one is not in the store."""
+    if not references:
+        raise UserError("choose at least one experiment to export")
+    with as_database(db).connect(read_only=True) as conn:
+        ids = _resolve_all(conn, references)
+        frame = _frame(conn.execute(_EXPORT_SQL, {"ids": list(ids)}))
+    return frame[list(EXPORT_COLUMNS)]
+
+
+def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]:
+    """Experiment ids for ids or names, in order without repeats; UnknownExperiment for a miss."""
+    ids: list[str] = []
+    for reference in references:
+        found = conn.execute(_RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
+        if not found:
+            raise UnknownExperiment(reference)
+        if found[0] not in ids:
+            ids.append(found[0])
+    return tuple(ids)

@@ -1,0 +1,66 @@
+"""`python -m engine merge --from OTHER.duckdb`: copy the complete runs of another store into this one.
+
+All SQL is in store.merge: one transaction on the target (all or nothing), the source opened
+read-only. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "merge",
+        help="copy the complete runs of another store into this one",
+        description="Copy the complete runs of another DuckDB store (results from another machine, or a "
+        "published results file) with their experiments, items, generations and citations. Runs the "
+        "target holds already are skipped, so merging twice adds nothing; runs that are not complete are "
+        "skipped and listed. A run id held with another configuration, or items that differ between the "
+        "stores, refuse the whole merge. A run whose mode its experiment already has in the target goes "
+        "into an experiment of its own (EXPERIMENT~RUN_ID). The source is never modified.",
+    )
+    p.add_argument("--from", dest="source", required=True, metavar="OTHER.duckdb", help="the store to copy runs from")
+    p.add_argument("--db", default=None, help="DuckDB file to merge into (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.set_defaults(main=main)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary(result, source: str, target: str) -> list[str]:
+    """The lines `merge` prints for a MergeResult."""
+    lines = []
+    if result.merged:
+        lines.append(
+            f"merged {_plural(len(result.merged), 'run')} from {source} into {target}: "
+            f"{_plural(result.n_generations, 'generation')}, {_plural(result.n_citations, 'citation')}, "
+            f"{_plural(result.n_items_new, 'item')} new, {_plural(result.n_experiments_new, 'experiment')} new"
+        )
+    else:
+        lines.append(f"nothing to merge from {source}: no complete run the target lacks")
+    if result.already:
+        lines.append(f"already in the target, skipped: {_plural(len(result.already), 'run')} ({', '.join(result.already)})")
+    for run in result.skipped:
+        lines.append(f"skipped run {run.run_id} (experiment {run.experiment_id}, {run.mode}): {run.reason}")
+    for run in result.moved:
+        lines.append(
+            f"run {run.run_id} ({run.mode}) went into experiment {run.to_experiment}: experiment "
+            f"{run.from_experiment} already has {run.mode} run {run.taken_by}"
+        )
+    for experiment_id, name in result.unnamed:
+        lines.append(f"experiment {experiment_id} merged without its name '{name}', which the target already uses")
+    return lines
+
+
+def main(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from engine.paths import default_db_path
+    from store.merge import merge_stores
+
+    target = Path(args.db) if args.db else default_db_path()
+    result = merge_stores(target, args.source)
+    print("\n".join(summary(result, args.source, str(target))))
+    return 0

@@ -1,0 +1,151 @@
+"""Write the chosen experiments' per-item results to a CSV or Parquet file, atomically.
+
+The rows come from store.queries.export_results_frame; this module only writes files, from
+Python (pandas and pyarrow), so the app's SQL sandbox never needs to let DuckDB write files.
+A file is written next to its destination under a temporary name and renamed into place, so
+a failure (full disk, a killed process) leaves no half-written export behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from engine.errors import UserError
+from engine.types import EXPORT_FORMATS
+from store.db import DbLike
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Columns whose cells are lists; CSV has no lists, so they are written as JSON arrays there.
+LIST_COLUMNS = ("gold_answers", "cited", "gold")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What export_results wrote."""
+
+    path: Path
+    format: str
+    experiment_ids: tuple[str, ...]
+    n_runs: int
+    n_rows: int
+
+
+def check_format(fmt: str) -> str:
+    """`fmt` if it is one of EXPORT_FORMATS, else a one-line UserError."""
+    if fmt not in EXPORT_FORMATS:
+        raise UserError(f"unknown export format '{fmt}': choose {' or '.join(EXPORT_FORMATS)}")
+    return fmt
+
+
+def format_from_suffix(path: str | os.PathLike[str]) -> str | None:
+    """The export format a file name implies (.csv, .parquet), or None."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return suffix if suffix in EXPORT_FORMATS else None
+
+
+def export_results(
+    db: DbLike,
+    experiments: Sequence[str],
+    fmt: str,
+    out_path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> ExportResult:
+    """Write the per-item results of `experiments` (ids or names) to `out_path` as `fmt`.
+
+    Refused with a UserError, writing nothing, for an unknown format or experiment, an existing
+    `out_path` unless `overwrite`, or a missing folder.
+    """
+    from store.queries import export_experiment_ids, export_results_frame
+
+    check_format(fmt)
+    out = Path(out_path)
+    _check_destination(out, overwrite)
+    if not experiments:
+        raise UserError("choose at least one experiment to export")
+    ids = export_experiment_ids(db, list(experiments))
+    frame = export_results_frame(db, list(ids))
+    data = encode(frame, fmt)
+    _write_atomically(out, data, overwrite)
+    return ExportResult(out, fmt, ids, frame["run_id"].nunique(), len(frame))
+
+
+def encode(frame: pd.DataFrame, fmt: str) -> bytes:
+    """The frame as the bytes of a CSV (UTF-8, list cells as JSON) or Parquet file."""
+    check_format(fmt)
+    if fmt == "csv":
+        flat = frame.copy()
+        for column in LIST_COLUMNS:
+            if column in flat.columns:
+                flat[column] = [None if v is None else json.dumps(v, ensure_ascii=False) for v in flat[column]]
+        return flat.to_csv(index=False).encode("utf-8")
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _parquet_schema(frame)
+    table = pa.table([pa.array(frame[f.name].tolist(), type=f.type, from_pandas=True) for f in schema], schema=schema)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+def _parquet_schema(frame: pd.DataFrame):
+    """Explicit types, so an export with no rows still has typed columns (not null ones)."""
+    import pyarrow as pa
+
+    types = {"gold_answers": pa.list_(pa.string()), "cited": pa.list_(pa.int32()), "gold": pa.list_(pa.int32()),
+             "n_citations": pa.int64(), "out_of_range_citations": pa.int64()}
+    floats = {"precision", "recall", "f1", "exact_match", "squad_em", "token_f1", "answer_recall",
+              "p_relevant", "p_nonrelevant"}
+    return pa.schema([
+        (c, types.get(c, pa.float64() if c in floats else pa.string())) for c in frame.columns
+    ])
+
+
+def _check_destination(out: Path, overwrite: bool) -> None:
+    """Refuse a folder, an existing file (unless overwrite) or a missing parent, before any work."""
+    if out.is_dir():
+        raise UserError(f"{out} is a folder; give a file name for the export")
+    if out.exists() and not overwrite:
+        raise UserError(f"{out} exists; give another --out or add --force to replace it")
+    if not out.parent.is_dir():
+        raise UserError(f"folder {out.parent} does not exist")
+
+
+def _write_atomically(out: Path, data: bytes, overwrite: bool) -> None:
+    """Write `data` to a temporary file beside `out`, then move it into place in one step."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as err:
+        raise UserError(f"cannot write to folder {out.parent}: {err.strerror}") from err
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, out)
+        else:
+            # A hard link fails if `out` appeared meanwhile, where a rename would replace it.
+            try:
+                os.link(tmp, out)
+            except FileExistsError as err:
+                raise UserError(f"{out} exists; give another --out or add --force to replace it") from err
+            except OSError:
+                if out.exists():
+                    raise UserError(f"{out} exists; give another --out or add --force to replace it")
+                os.replace(tmp, out)  # a file system without hard links
+    except OSError as err:
+        raise UserError(f"cannot write {out}: {err.strerror}") from err
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

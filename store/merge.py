@@ -1,0 +1,263 @@
+"""Copy complete runs from another store into this one: `python -m engine merge --from OTHER.duckdb`.
+
+This is how results from several GPU machines, or a published results file, come together.
+The source is attached READ_ONLY inside one transaction on the target, so the source is never
+modified and the target gets all of the merge or none of it. Rules:
+
+- a run is identified by its run id: one the target already holds with the same config hash
+  is skipped (merging twice adds nothing); one it holds with another config hash refuses the
+  merge, as does a run whose items (same dataset hash and item id) differ between the stores;
+- runs that are not complete (running, failed) are skipped and listed;
+- an experiment holds at most one run per mode (see run_store.py): a run whose mode is taken
+  in its experiment in the target goes into an experiment of its own, `EXPERIMENT~RUN_ID`, the
+  name migration 004 gave such runs;
+- an experiment's name stays unique: where the target already uses it, the copy is unnamed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from engine.errors import UserError
+from store.db import DEFAULT_TIMEOUT_S, DbLike, _file_lock, _read_error, as_database, open_with_retry
+from store.migrations import applied_versions, pending_migrations, refuse_newer_schema
+
+_SOURCE = "merge_source"  # the attached source's catalog name
+_MAX_NAMED = 5  # runs named in a refusal; the rest are counted
+_RUN_MAP = "STRUCT(run_id VARCHAR, experiment_id VARCHAR)[]"
+
+
+class MergeRefused(UserError):
+    """The merge would break a rule of the store; nothing was written."""
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A source run that was not merged, and why."""
+
+    run_id: str
+    experiment_id: str
+    mode: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MovedRun:
+    """A merged run that went into an experiment of its own, as its mode was taken."""
+
+    run_id: str
+    mode: str
+    from_experiment: str
+    to_experiment: str
+    taken_by: str  # the target's run of that mode in from_experiment
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a merge copied, and what it left out."""
+
+    merged: tuple[str, ...]  # run ids, oldest first
+    n_generations: int
+    n_citations: int
+    n_items_new: int
+    n_experiments_new: int
+    already: tuple[str, ...]  # complete source runs the target held already
+    skipped: tuple[SkippedRun, ...]  # source runs that are not complete
+    moved: tuple[MovedRun, ...]
+    unnamed: tuple[tuple[str, str], ...]  # (experiment id, name) copied without its name, taken in the target
+
+
+def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
+    """The source path, or a one-line UserError: missing, a folder, not DuckDB, another schema."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"no database at {path}")
+    if path.is_dir():
+        raise UserError(f"cannot open database {path}: it is a folder")
+    deadline = time.monotonic() + timeout_s
+    with _file_lock(path, deadline):
+        conn = open_with_retry(path, read_only=True, deadline=deadline)
+        try:
+            if not applied_versions(conn):
+                raise UserError(f"database {path} is not a PAttriEval store (it has no schema_migrations table)")
+            refuse_newer_schema(conn, f"database {path}")
+            if pending_migrations(conn):
+                # Migrating it here would modify the source, which a merge never does.
+                raise UserError(
+                    f"database {path} has an older schema; upgrade it first with: python -m engine list --db {path}"
+                )
+        except duckdb.IOException as err:
+            raise _read_error(path, err) from err
+        finally:
+            conn.close()
+    return path
+
+
+def merge_stores(target: DbLike, source: str | os.PathLike[str]) -> MergeResult:
+    """Copy the complete runs of `source` (with experiments, items, generations, citations) into
+    `target` in one transaction; MergeRefused (nothing written) on a clash."""
+    database = as_database(target)
+    source = check_source(source, timeout_s=database.timeout_s)
+    if database.path.exists() and os.path.samefile(database.path, source):
+        raise UserError("the source and the target are the same database")
+    deadline = time.monotonic() + database.timeout_s
+    with database.connect() as conn, _file_lock(source, deadline):
+        _attach(conn, source)
+        return _merge(conn)
+
+
+def _attach(conn: duckdb.DuckDBPyConnection, source: Path) -> None:
+    """Attach the source read-only inside the target's transaction (it detaches when the connection closes)."""
+    literal = str(source).replace("'", "''")
+    try:
+        conn.execute(f"ATTACH '{literal}' AS {_SOURCE} (READ_ONLY)")
+    except duckdb.IOException as err:
+        if "Could not set lock" in str(err):
+            raise UserError(f"database {source} is locked by another process; try again when it is done") from err
+        raise _read_error(source, err) from err
+
+
+def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
+    """Check every source run against the target, refuse on a clash, then copy; inside one transaction."""
+    src = _SOURCE
+    runs = conn.execute(
+        f"SELECT run_id, experiment_id, rag_mode, status, config_hash FROM {src}.runs ORDER BY created_utc, run_id"
+    ).fetchall()
+    held = {
+        run_id: (config_hash, status)
+        for run_id, config_hash, status in conn.execute(
+            f"SELECT run_id, config_hash, status FROM runs WHERE run_id IN (SELECT run_id FROM {src}.runs)"
+        ).fetchall()
+    }
+    skipped: list[SkippedRun] = []
+    already: list[str] = []
+    clashes: list[str] = []
+    candidates: list[tuple[str, str, str]] = []  # run_id, experiment_id, mode
+    for run_id, experiment_id, mode, status, config_hash in runs:
+        if status != "complete":
+            skipped.append(SkippedRun(run_id, experiment_id, mode, f"{status}, not complete"))
+        elif run_id in held:
+            if held[run_id][0] != config_hash:
+                clashes.append(f"run {run_id} exists in the target with another configuration")
+            elif held[run_id][1] != "complete":
+                # Replacing a run a process may still be generating would break its resume.
+                skipped.append(SkippedRun(run_id, experiment_id, mode,
+                                          f"the target holds it as {held[run_id][1]}; finish or remove it there first"))
+            else:
+                already.append(run_id)
+        else:
+            candidates.append((run_id, experiment_id, mode))
+    ids = [c[0] for c in candidates]
+    for run_id, item_id, sha in conn.execute(
+        f"""
+        SELECT g.run_id, min(g.item_id), any_value(r.dataset_sha)
+        FROM {src}.generations g
+        JOIN {src}.runs r USING (run_id)
+        JOIN {src}.items s ON s.dataset_sha = r.dataset_sha AND s.item_id = g.item_id
+        JOIN items t ON t.dataset_sha = s.dataset_sha AND t.item_id = s.item_id
+        WHERE g.run_id IN (SELECT unnest($ids))
+          AND (s.question IS DISTINCT FROM t.question OR s.answers IS DISTINCT FROM t.answers
+               OR s.documents IS DISTINCT FROM t.documents)
+        GROUP BY g.run_id ORDER BY g.run_id
+        """,
+        {"ids": ids},
+    ).fetchall():
+        clashes.append(f"run {run_id}: item '{item_id}' of dataset {sha[:8]} differs between the stores")
+    if clashes:
+        more = f"; and {len(clashes) - _MAX_NAMED} more" if len(clashes) > _MAX_NAMED else ""
+        raise MergeRefused("merge refused, nothing written: " + "; ".join(clashes[:_MAX_NAMED]) + more)
+
+    placement, moved = _place(conn, candidates)
+    experiments_new, unnamed = _create_experiments(conn, candidates, placement)
+    run_map = [{"run_id": r, "experiment_id": placement[r]} for r in ids]
+    conn.execute(
+        f"INSERT INTO runs BY NAME SELECT r.* REPLACE (m.experiment_id AS experiment_id) "
+        f"FROM {src}.runs r JOIN (SELECT unnest(?::{_RUN_MAP}, recursive := true)) m ON m.run_id = r.run_id",
+        [run_map],
+    )
+    n_items = _count(conn.execute(
+        f"""
+        INSERT INTO items BY NAME
+        SELECT s.* FROM {src}.items s
+        WHERE EXISTS (
+                SELECT 1 FROM {src}.generations g JOIN {src}.runs r USING (run_id)
+                WHERE g.run_id IN (SELECT unnest($ids)) AND r.dataset_sha = s.dataset_sha AND g.item_id = s.item_id)
+          AND NOT EXISTS (SELECT 1 FROM items t WHERE t.dataset_sha = s.dataset_sha AND t.item_id = s.item_id)
+        """,
+        {"ids": ids},
+    ))
+    n_generations = _count(conn.execute(
+        f"INSERT INTO generations BY NAME SELECT * FROM {src}.generations WHERE run_id IN (SELECT unnest($ids))",
+        {"ids": ids},
+    ))
+    n_citations = _count(conn.execute(
+        f"INSERT INTO citations BY NAME SELECT * FROM {src}.citations WHERE run_id IN (SELECT unnest($ids))",
+        {"ids": ids},
+    ))
+    return MergeResult(tuple(ids), n_generations, n_citations, n_items, experiments_new, tuple(already),
+                       tuple(skipped), tuple(moved), tuple(unnamed))
+
+
+def _place(conn, candidates: list[tuple[str, str, str]]) -> tuple[dict[str, str], list[MovedRun]]:
+    """The target experiment of each run: its own, or EXPERIMENT~RUN_ID where its mode is taken."""
+    taken = {(e, m): r for r, e, m in conn.execute("SELECT run_id, experiment_id, rag_mode FROM runs").fetchall()}
+    placement: dict[str, str] = {}
+    moved: list[MovedRun] = []
+    for run_id, experiment_id, mode in candidates:
+        where = experiment_id
+        if (experiment_id, mode) in taken:
+            where = f"{experiment_id}~{run_id}"
+            if (where, mode) in taken:
+                raise MergeRefused(f"merge refused, nothing written: experiment {where} already has a {mode} run")
+            moved.append(MovedRun(run_id, mode, experiment_id, where, taken[(experiment_id, mode)]))
+        taken[(where, mode)] = run_id
+        placement[run_id] = where
+    return placement, moved
+
+
+def _create_experiments(conn, candidates, placement: dict[str, str]) -> tuple[int, list[tuple[str, str]]]:
+    """Insert the experiments rows the merged runs need and the target lacks (copied from the source)."""
+    existing = {row[0] for row in conn.execute("SELECT experiment_id FROM experiments").fetchall()}
+    names = {row[0]: row[1] for row in conn.execute(
+        "SELECT name, experiment_id FROM experiments WHERE name IS NOT NULL").fetchall()}
+    created = 0
+    unnamed: list[tuple[str, str]] = []
+    for run_id, experiment_id, _ in candidates:
+        where = placement[run_id]
+        if where in existing:
+            continue
+        row = conn.execute(f"SELECT name FROM {_SOURCE}.experiments WHERE experiment_id = ?", [experiment_id]).fetchone()
+        own = where == experiment_id  # a moved run's experiment is new: no name, no key
+        name = row[0] if row and own else None
+        if name is not None and name in names:
+            unnamed.append((where, name))
+            name = None
+        if row:
+            conn.execute(
+                "INSERT INTO experiments (experiment_id, name, experiment_key, created_utc, model, dataset, "
+                f"dataset_sha, settings_json) SELECT ?, ?, CASE WHEN ? THEN experiment_key END, created_utc, model, "
+                f"dataset, dataset_sha, settings_json FROM {_SOURCE}.experiments WHERE experiment_id = ?",
+                [where, name, own, experiment_id],
+            )
+        else:  # a source run without its experiments row: made as start_run makes one
+            conn.execute(
+                "INSERT INTO experiments (experiment_id, created_utc, model, dataset, dataset_sha) "
+                f"SELECT ?, created_utc, model, dataset, dataset_sha FROM {_SOURCE}.runs WHERE run_id = ?",
+                [where, run_id],
+            )
+        if name is not None:
+            names[name] = where
+        existing.add(where)
+        created += 1
+    return created, unnamed
+
+
+def _count(cursor: duckdb.DuckDBPyConnection) -> int:
+    """Rows an INSERT wrote."""
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
