@@ -24,9 +24,12 @@ import threading
 import traceback
 from collections import deque
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Literal
+
+from demo.settings import without_server_paths
+from store.db import utc_now
 
 JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
 FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
@@ -113,7 +116,7 @@ class _Job:
         self.n_total: int | None = None
         self.experiment_id: str | None = None
         self.message = "waiting for the worker"
-        self.submitted_utc = _utc_now()
+        self.submitted_utc = utc_now()
         self.finished_utc: datetime | None = None
         self.cancel = threading.Event()
 
@@ -211,7 +214,8 @@ class JobQueue:
         except RunCancelled as stop:
             self._end(job, "cancelled", f"{stop}; submit the same settings to resume")
         except UserError as err:
-            self._end(job, "failed", _public(str(err), job.spec))
+            self._end(job, "failed", without_server_paths(str(err), job.spec.db_path,
+                                                          dataset_path=job.spec.dataset_path))
         except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
             traceback.print_exc(file=sys.stderr)  # the server's log, never the page
             self._end(job, "failed", f"internal error ({type(err).__name__}); the server log has the details")
@@ -258,7 +262,7 @@ class JobQueue:
             self._finish(job, state, message)
 
     def _finish(self, job: _Job, state: JobState, message: str) -> None:
-        job.state, job.message, job.finished_utc = state, message, _utc_now()
+        job.state, job.message, job.finished_utc = state, message, utc_now()
 
     def _forget_old(self) -> None:
         finished = [j for j in self._jobs.values() if j.state in FINISHED_STATES]
@@ -281,13 +285,3 @@ class JobQueue:
             submitted_utc=job.submitted_utc,
             finished_utc=job.finished_utc,
         )
-
-
-def _public(message: str, spec: JobSpec) -> str:
-    """A message every visitor may read: the dataset by its file name, the store as 'the store'."""
-    message = message.replace(str(spec.db_path), "the store")
-    return message.replace(spec.dataset_path, Path(spec.dataset_path).name)
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)

@@ -29,3 +29,18 @@ def settings_from_env(db: str | None = None, read_only: bool = False) -> AppSett
         max_items=int(cap) if cap and cap.isdigit() and int(cap) > 0 else None,
         allowed_models=tuple(m.strip() for m in allowed.split(",") if m.strip()) if allowed else None,
     )
+
+
+def without_server_paths(message: str, db_path: str | os.PathLike[str], *, dataset_path: str | None = None,
+                         shown: str = "the store") -> str:
+    """One line fit for any visitor: the database's path and folder, and a dataset's folder, left out."""
+    if dataset_path:
+        # First: the dataset may sit in the database's folder, which is replaced below.
+        message = message.replace(dataset_path, Path(dataset_path).name)
+    path = Path(db_path)
+    # Longest first, so that the folder never replaces part of the file's own path.
+    for text, replacement in ((str(path.resolve()), shown), (str(path), shown),
+                              (str(path.parent.resolve()), "…"), (str(path.parent), "…")):
+        if text not in ("", "."):
+            message = message.replace(text, replacement)
+    return message.splitlines()[0] if message.strip() else "the database cannot be read"

@@ -11,6 +11,7 @@ CONFIDENCE_COLUMNS = ["rag_mode", "cited_docs", "label", "mean_probability", "n_
 
 def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], list[list[Any]]]:
     """(a one-paragraph summary, the CAS/CAB rows, the confidence rows); UserError in one line."""
+    from demo.settings import without_server_paths
     from engine.commands.bias import bias_report
     from engine.errors import UserError
 
@@ -22,7 +23,7 @@ def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], li
         report = bias_report(Path(db_path), experiment.strip()).report
     except UserError as err:
         # Visitors never see server paths: the CLI's message names the database file.
-        raise UserError(str(err).replace(str(db_path), "the store")) from None
+        raise UserError(without_server_paths(str(err), db_path)) from None
     summary = (f"Experiment {report['experiment_id']}: {report['model']} on {report['dataset']}, "
                f"metadata {report['metadata_type'] or 'none'}")
     if report["label_a"]:

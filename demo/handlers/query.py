@@ -21,7 +21,9 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> tuple[str, pd.Dat
     import pandas as pd
 
     from demo import render
+    from demo.settings import without_server_paths
     from store import queries
+    from store.db import as_database
 
     empty = pd.DataFrame(columns=list(METRIC_COLUMNS))
     experiment, item_id = (experiment or "").strip(), (item_id or "").strip()
@@ -37,7 +39,7 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> tuple[str, pd.Dat
             return render.message(f"experiment '{_shown(experiment)}' has no item '{_shown(item_id)}'"), empty
     except UserError as err:
         # Store messages name the database file; a visitor sees only what went wrong.
-        return render.message(_without_path(str(err), db)), empty
+        return render.message(without_server_paths(str(err), as_database(db).path, shown="file")), empty
     frame = pd.DataFrame(
         [
             (m.mode, m.run_id, *(getattr(m.metrics, c) if m.metrics else None for c in METRIC_COLUMNS[2:]))
@@ -52,16 +54,3 @@ def _shown(reference: str) -> str:
     """A visitor's reference, cut to one short line for a message."""
     one_line = " ".join(reference.split())
     return one_line if len(one_line) <= _LONGEST_SHOWN else one_line[: _LONGEST_SHOWN - 1] + "…"
-
-
-def _without_path(message: str, db: DbLike) -> str:
-    """The first line of a store message with the database's path and folder left out."""
-    from store.db import as_database
-
-    path = as_database(db).path
-    # Longest first, so that the folder never replaces part of the file's own path.
-    for text, shown in ((str(path.resolve()), "file"), (str(path), "file"),
-                        (str(path.parent.resolve()), "…"), (str(path.parent), "…")):
-        if text not in ("", "."):
-            message = message.replace(text, shown)
-    return message.splitlines()[0] if message.strip() else "the database cannot be read"
