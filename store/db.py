@@ -139,7 +139,7 @@ def connect(
     """
     path = Path(path)
     deadline = time.monotonic() + timeout_s
-    with _file_lock(path, deadline):
+    with file_lock(path, deadline):
         conn = _open_migrated(path, read_only=read_only, deadline=deadline)
         try:
             conn.execute("BEGIN TRANSACTION")
@@ -151,7 +151,7 @@ def connect(
                 except duckdb.Error:
                     pass  # closing discards the transaction anyway; keep the first error
                 if isinstance(err, duckdb.IOException):
-                    raise _read_error(path, err) from err
+                    raise read_error(path, err) from err
                 raise
             conn.execute("COMMIT")
         finally:
@@ -170,7 +170,7 @@ def raw_connection(
     """Yield a migrated connection in autocommit mode with extra config (for the SQL sandbox)."""
     path = Path(path)
     deadline = time.monotonic() + timeout_s
-    with _file_lock(path, deadline):
+    with file_lock(path, deadline):
         conn = _open_migrated(
             path, read_only=read_only, deadline=deadline, config=config,
             yield_to_writers=yield_to_writers,
@@ -387,8 +387,11 @@ def _wait_for_writers(path: Path, deadline: float) -> None:
 
 
 @contextmanager
-def _file_lock(path: Path, deadline: float) -> Iterator[None]:
-    """Serialize this process's connections to one file (re-entrant for the same thread)."""
+def file_lock(path: Path, deadline: float) -> Iterator[None]:
+    """Serialize this process's connections to one file (re-entrant for the same thread).
+
+    store.merge holds it on the source file too, while the target's transaction attaches it.
+    """
     key = os.path.realpath(path)
     with _file_locks_guard:
         lock = _file_locks.setdefault(key, threading.RLock())
@@ -413,7 +416,7 @@ def check_database(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_T
     if path.is_dir():
         raise UserError(f"cannot open database {path}: it is a folder")
     deadline = time.monotonic() + timeout_s
-    with _file_lock(path, deadline):
+    with file_lock(path, deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)
         try:
             with _read_errors(path):
@@ -428,10 +431,11 @@ def _read_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except duckdb.IOException as err:
-        raise _read_error(path, err) from err
+        raise read_error(path, err) from err
 
 
-def _read_error(path: Path, err: duckdb.IOException) -> UserError:
+def read_error(path: Path, err: duckdb.IOException) -> UserError:
+    """The one-line UserError for a DuckDB I/O error on `path` (also used by store.merge)."""
     # A damaged file can open fine and fail only when a query reaches its missing blocks;
     # a full disk fails a write. Both are the user's file or machine, not a bug in this code,
     # so they get one line like other bad input.

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from engine.errors import UserError
-from store.db import DEFAULT_TIMEOUT_S, DbLike, _file_lock, _read_error, as_database, open_with_retry
+from store.db import DEFAULT_TIMEOUT_S, DbLike, as_database, file_lock, open_with_retry, read_error
 from store.migrations import applied_versions, pending_migrations, refuse_newer_schema
 
 _SOURCE = "merge_source"  # the attached source's catalog name
@@ -80,7 +80,7 @@ def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIM
     if path.is_dir():
         raise UserError(f"cannot open database {path}: it is a folder")
     deadline = time.monotonic() + timeout_s
-    with _file_lock(path, deadline):
+    with file_lock(path, deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)
         try:
             if not applied_versions(conn):
@@ -92,7 +92,7 @@ def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIM
                     f"database {path} has an older schema; upgrade it first with: python -m engine list --db {path}"
                 )
         except duckdb.IOException as err:
-            raise _read_error(path, err) from err
+            raise read_error(path, err) from err
         finally:
             conn.close()
     return path
@@ -106,7 +106,7 @@ def merge_stores(target: DbLike, source: str | os.PathLike[str]) -> MergeResult:
     if database.path.exists() and os.path.samefile(database.path, source):
         raise UserError("the source and the target are the same database")
     deadline = time.monotonic() + database.timeout_s
-    with database.connect() as conn, _file_lock(source, deadline):
+    with database.connect() as conn, file_lock(source, deadline):
         _attach(conn, source)
         return _merge(conn)
 
@@ -119,7 +119,7 @@ def _attach(conn: duckdb.DuckDBPyConnection, source: Path) -> None:
     except duckdb.IOException as err:
         if "Could not set lock" in str(err):
             raise UserError(f"database {source} is locked by another process; try again when it is done") from err
-        raise _read_error(source, err) from err
+        raise read_error(source, err) from err
 
 
 def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
