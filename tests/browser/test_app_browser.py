@@ -1,0 +1,316 @@
+"""The app in a real browser: tabs, a smoke run with progress, the query drill-down, the bias
+table, and hostile dataset text that must render as text, never run.
+
+One app serves the module. Its store holds, before launch, a hand-built experiment whose
+dataset and answers carry `<script>` and `<img onerror>` (built with RunStore, as in
+tests/test_query_detail.py); the smoke run is started from the Run tab in the browser.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from engine.paths import SAMPLE_DATASET
+
+# ---------------------------------------------------------------- selectors: the UI in one place
+# Tabs are found by their names, fields by their visible labels, buttons by their text, tables
+# (gr.Dataframe renders role="grid" named by its label) by their labels, and the drill-down's
+# HTML by the CSS classes demo/render.py gives it. Adapt here when a tab's layout changes.
+TITLE = "PAttriEval"
+TABS = ("Run", "Runs", "Query", "Bias", "SQL")
+NO_GPU_BANNER = "No GPU here."
+GPU_BANNER = "GPU: "
+
+RUN_MODEL = "model (a Hub id or local folder works too)"
+RUN_LIMIT = "item limit"
+RUN_BATCH = "batch size"
+RUN_MAX_NEW_TOKENS = "max new tokens"
+RUN_EXPERIMENT = "experiment name (optional)"
+RUN_START = "Start run"
+RUN_JOBS_GRID = "jobs"
+
+QUERY_EXPERIMENT = "experiment (id or name)"
+QUERY_ITEM = "item id"
+QUERY_SHOW = "Show"
+QUERY_METRICS_GRID = "metrics per mode"
+Q_ROOT = ".pe-q"  # demo.render.query_page wraps the drill-down in this
+Q_GRID = ".pe-q table.grid"
+Q_MODE = ".pe-q .modes .mode"
+Q_ANSWER = ".answer"
+Q_CITE = ".cite"
+Q_TOKEN = ".heat .tok"
+
+BIAS_EXPERIMENT = "experiment (id or name)"
+BIAS_SHOW = "Show bias"
+BIAS_GRID = "CAS and CAB (x100)"
+
+# TODO(browser tests to add when their UI lands in main):
+#   - SQL tab: run one of the README's example queries and see the result table; try a hostile
+#     query (e.g. `SELECT * FROM duckdb_settings()` or a write) and see its one-line refusal.
+#   - Bias plot: open the CAB plot (gr.Plot, plotly) for the smoke experiment and see its bars.
+# ----------------------------------------------------------------
+
+SMOKE_LIMIT = 3
+MODES = ("vanilla", "base", "cf")
+SCRIPT = "<script>window.__pwned=1</script>"
+IMG = '<img src=x onerror="window.__pwned=2">'
+HOSTILE_EXPERIMENT = "hostile-study"
+HOSTILE_ITEM = "hostile"
+WAIT_MS = 30_000  # a single UI step (a click answered by the server); generous for a busy 2-core CI box
+RUN_TIMEOUT_S = 180
+
+
+def _sample_items(n: int) -> list[dict]:
+    with SAMPLE_DATASET.open(encoding="utf-8") as f:
+        return [json.loads(line) for line, _ in zip(f, range(n))]
+
+
+# ---------------------------------------------------------------- page helpers
+
+
+def open_app(page, app) -> None:
+    page.goto(app.url)
+    page.get_by_role("tab", name=TABS[0], exact=True).wait_for(timeout=WAIT_MS)
+
+
+def open_tab(page, name: str):
+    """Select a tab and return its panel (the only visible one)."""
+    page.get_by_role("tab", name=name, exact=True).click()
+    panel = page.get_by_role("tabpanel").filter(visible=True)
+    panel.wait_for(timeout=WAIT_MS)
+    return panel
+
+
+def grid_rows(grid) -> list[dict[str, str]]:
+    """A gr.Dataframe's rows as {column header: cell text}."""
+    headers = [h.get_attribute("title") or h.inner_text().strip() for h in grid.get_by_role("columnheader").all()]
+    rows = []
+    for row in grid.locator('[role="row"]:has([role="gridcell"])').all():
+        cells = [c.inner_text().strip() for c in row.get_by_role("gridcell").all()]
+        rows.append(dict(zip(headers, cells)))
+    return rows
+
+
+def show_query(page, experiment: str, item: str):
+    panel = open_tab(page, "Query")
+    panel.get_by_label(QUERY_EXPERIMENT).fill(experiment)
+    panel.get_by_label(QUERY_ITEM).fill(item)
+    panel.get_by_role("button", name=QUERY_SHOW, exact=True).click()
+    page.locator(Q_GRID).wait_for(timeout=WAIT_MS)
+    return panel
+
+
+# ---------------------------------------------------------------- the app and its store
+
+
+def _hostile_store(db: Path) -> None:
+    """One experiment (vanilla, base, cf) over one item whose question, documents, answers and
+    tokens all hold markup; the answers cite with known probabilities."""
+    from engine.prompts import METADATA_TYPES, PromptConfig
+    from engine.sink import RunSpec
+    from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob
+    from store import RunStore, connect
+
+    sha = "sha-hostile"
+    item = Item(HOSTILE_ITEM, f"Who wrote {SCRIPT} Hamlet {IMG}?", ("Shakespeare",), (
+        Document("d1", f"{IMG} {SCRIPT}", False, title=f"<b>{SCRIPT}</b>"),
+        Document("d2", "Shakespeare wrote Hamlet.", True),
+        Document("d3", "Unrelated.", False),
+    ))
+    shown = ("d1", "d2", "d3")
+    relevant = {d.id: d.relevant for d in item.documents}
+    tokens = (
+        TokenLogprob(1, SCRIPT, math.log(0.25), (TopLogprob(1, SCRIPT, math.log(0.25)), TopLogprob(2, IMG, math.log(0.5)))),
+        TokenLogprob(3, " Shakespeare", math.log(0.9)),
+        TokenLogprob(5, " [2]", math.log(0.8)),
+    )
+    answers = {  # mode: (answer, [(cited position, probability)])
+        "vanilla": ("Shakespeare [2].", [(2, 0.9)]),
+        "base": (f"{SCRIPT} {IMG} Shakespeare [2][1]", [(2, 0.8), (1, 0.3)]),
+        "cf": ("Shakespeare [2]", [(2, 0.6)]),
+    }
+    store = RunStore(db, timeout_s=10)
+    store.put_items(sha, [item])
+    for mode, (answer, cites) in answers.items():
+        run_id = f"hostile-{mode}"
+        prompt = PromptConfig(mode=mode, metadata=METADATA_TYPES["gender"]).to_dict()
+        store.start_run(RunSpec(run_id, HOSTILE_EXPERIMENT, f"hash-{run_id}", "model-x", None, "none", "float32",
+                                "cpu", "hostile.jsonl", sha, "gender", mode, 0, "v1", None, {}, {"prompt": prompt}, 1))
+        citations = tuple(Citation(i, n, shown[n - 1], relevant[shown[n - 1]], p) for i, (n, p) in enumerate(cites))
+        store.write_batch(run_id, [Generation(HOSTILE_ITEM, "prompt", answer, shown, "stop", 10, tokens, citations)])
+        store.finish_run(run_id, "complete")
+    with connect(db) as conn:
+        conn.execute("UPDATE experiments SET name = ? WHERE experiment_id = ?", [HOSTILE_EXPERIMENT, HOSTILE_EXPERIMENT])
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, launch_app):
+    db = tmp_path_factory.mktemp("browser-store") / "app.duckdb"
+    _hostile_store(db)
+    return launch_app(db)
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    experiment_id: str
+    seen: tuple[tuple[str, str], ...]  # the distinct (state, progress) the jobs table showed, in order
+    final: dict[str, str]
+
+
+_smoke_runs: dict[str, SmokeRun] = {}  # app url -> the run the test (or the fixture) started there
+
+
+def start_smoke_run(page, app) -> SmokeRun:
+    """Start a smoke run from the Run tab and watch the jobs table until the job ends."""
+    open_app(page, app)
+    panel = open_tab(page, "Run")
+    assert panel.get_by_label(RUN_MODEL).input_value() == "smoke"
+    panel.get_by_label(RUN_LIMIT).fill(str(SMOKE_LIMIT))
+    panel.get_by_label(RUN_BATCH).fill("1")  # one item per batch: progress moves in small steps
+    panel.get_by_label(RUN_MAX_NEW_TOKENS).fill("24")
+    panel.get_by_label(RUN_EXPERIMENT).fill("browser-smoke")
+    panel.get_by_role("button", name=RUN_START, exact=True).click()
+    grid = panel.get_by_role("grid", name=RUN_JOBS_GRID)
+    seen: list[tuple[str, str]] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    row: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        rows = grid_rows(grid)
+        if rows:
+            row = rows[0]
+            if not seen or seen[-1] != (row["state"], row["progress"]):
+                seen.append((row["state"], row["progress"]))
+            if row["state"] in ("complete", "failed", "cancelled"):
+                break
+        time.sleep(0.1)
+    run = SmokeRun(row.get("experiment", ""), tuple(seen), row)
+    _smoke_runs[app.url] = run
+    return run
+
+
+@pytest.fixture(scope="module")
+def smoke_run(browser, app) -> SmokeRun:
+    """The smoke run test_a_smoke_run... started, or one started here when that test did not run."""
+    if app.url not in _smoke_runs:
+        context = browser.new_context()
+        try:
+            start_smoke_run(context.new_page(), app)
+        finally:
+            context.close()
+    run = _smoke_runs[app.url]
+    assert run.final.get("state") == "complete", run
+    return run
+
+
+# ---------------------------------------------------------------- the tests
+
+
+def test_the_app_opens_with_its_title_tabs_and_gpu_banner(page, app):
+    import torch
+
+    open_app(page, app)
+    assert page.title() == TITLE
+    assert TITLE in page.get_by_role("heading", level=1).inner_text()
+    names = [t.inner_text().strip() for t in page.get_by_role("tab").all()]
+    assert [n for n in names if n in TABS] == list(TABS), names
+    banner = GPU_BANNER if torch.cuda.is_available() else NO_GPU_BANNER
+    page.get_by_text(banner).first.wait_for(timeout=WAIT_MS)
+    if banner == NO_GPU_BANNER:
+        assert "smoke model" in page.get_by_text(NO_GPU_BANNER).first.locator("xpath=..").inner_text()
+
+
+def test_a_smoke_run_from_the_run_tab_shows_progress_and_finishes(page, app):
+    run = start_smoke_run(page, app)
+    total = SMOKE_LIMIT * len(MODES)
+    assert run.final["state"] == "complete", run
+    assert run.final["progress"] == f"{total}/{total}", run
+    assert run.final["model"].startswith("smoke") and run.final["modes"] == ",".join(MODES)
+    assert re.fullmatch(r"[0-9a-f]{6,}", run.experiment_id), run
+    # The table showed the job before it ended, and its progress only counted up to the total.
+    assert len(run.seen) >= 2 and run.seen[0][0] in ("queued", "running"), run
+    counts = [int(p.split("/")[0]) for _, p in run.seen if re.fullmatch(rf"\d+/{total}", p)]
+    assert counts == sorted(counts) and counts[-1] == total, run
+    assert all(p == "-" or re.fullmatch(rf"\d+/{total}", p) for _, p in run.seen), run
+
+
+def test_the_query_tab_shows_grid_answers_and_token_heat_map(page, app, smoke_run):
+    item = _sample_items(1)[0]
+    open_app(page, app)
+    show_query(page, smoke_run.experiment_id, item["id"])
+    root = page.locator(Q_ROOT)
+    assert item["question"] in root.locator("h3").inner_text()
+    # The documents x modes grid: one row per shown document, position and citation per mode.
+    headers = [h.inner_text().strip() for h in page.locator(f"{Q_GRID} th").all()]
+    for mode in MODES:
+        assert f"{mode} position" in headers and f"{mode} cited (p)" in headers, headers
+    assert "base label" in headers and "cf label" in headers
+    assert page.locator(f"{Q_GRID} tr").count() == 1 + len(item["documents"])
+    assert item["documents"][0]["text"] in page.locator(Q_GRID).inner_text()
+    # Each mode's answer and its token heat map, every token with its probability on hover.
+    modes = page.locator(Q_MODE)
+    assert [m.locator("h4").inner_text().split()[0] for m in modes.all()] == list(MODES)
+    for mode in modes.all():
+        assert mode.locator(Q_ANSWER).inner_text().strip()
+        tokens = mode.locator(Q_TOKEN)
+        assert tokens.count() > 0
+        first = tokens.first
+        assert re.search(r": p = [01]\.\d{4}, log-prob = -?\d+\.\d{4}", first.get_attribute("title"))
+        colour = first.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert colour not in ("rgba(0, 0, 0, 0)", "transparent"), colour
+    first.hover()  # the screenshot shows the hovered token
+    metrics = grid_rows(page.get_by_role("grid", name=QUERY_METRICS_GRID))
+    assert [r["mode"] for r in metrics] == list(MODES)
+
+
+def test_the_bias_tab_shows_cas_and_cab_for_the_run(page, app, smoke_run):
+    open_app(page, app)
+    panel = open_tab(page, "Bias")
+    panel.get_by_label(BIAS_EXPERIMENT).fill(smoke_run.experiment_id)
+    panel.get_by_role("button", name=BIAS_SHOW, exact=True).click()
+    grid = panel.get_by_role("grid", name=BIAS_GRID)
+    grid.get_by_role("gridcell", name="CAB").first.wait_for(timeout=WAIT_MS)
+    rows = grid_rows(grid)
+    assert [(r["measure"], r["metric"]) for r in rows] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
+    assert all(r["n"] == str(SMOKE_LIMIT) for r in rows), rows
+    assert all(r["direction"] for r in rows if r["measure"] == "CAB"), rows
+    assert smoke_run.experiment_id in panel.inner_text()
+
+
+def test_citations_are_highlighted_with_their_probability(page, app):
+    open_app(page, app)
+    show_query(page, HOSTILE_EXPERIMENT, HOSTILE_ITEM)
+    base = page.locator(Q_MODE).filter(has=page.locator("h4", has_text=re.compile(r"^base")))
+    cites = base.locator(f"{Q_ANSWER} {Q_CITE}")
+    assert [c.inner_text() for c in cites.all()] == ["2", "1"]  # the number inside [n] is highlighted
+    assert [c.get_attribute("title") for c in cites.all()] == ["[2] p = 0.8000", "[1] p = 0.3000"]
+    colours = [c.evaluate("e => getComputedStyle(e).backgroundColor") for c in cites.all()]
+    assert len(set(colours)) == 2 and "rgba(0, 0, 0, 0)" not in colours, colours
+    # The grid marks d1, cited in base only, as a flip between modes.
+    flipped = page.locator(f"{Q_GRID} td.flip")
+    assert flipped.count() == 3
+    assert "differs between modes" in flipped.first.get_attribute("title")
+    cites.first.hover()
+
+
+def test_markup_in_the_dataset_and_answers_renders_as_text(page, app):
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    open_app(page, app)
+    show_query(page, HOSTILE_EXPERIMENT, HOSTILE_ITEM)
+    root = page.locator(Q_ROOT)
+    text = root.inner_text()
+    assert f"Who wrote {SCRIPT} Hamlet {IMG}?" in text  # the question
+    assert f"{IMG} {SCRIPT}" in text  # a document
+    assert f"{SCRIPT} {IMG} Shakespeare" in text  # the base answer
+    heat = page.locator(Q_MODE).nth(1).locator(Q_TOKEN).first
+    assert heat.inner_text() == SCRIPT and repr(IMG) in heat.get_attribute("title")
+    # Nothing became an element, and nothing ran.
+    assert root.locator("script").count() == 0 and root.locator("img").count() == 0
+    time.sleep(0.3)  # an <img src=x> would fail and fire onerror within this
+    assert page.evaluate("typeof window.__pwned") == "undefined"
