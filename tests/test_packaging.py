@@ -56,3 +56,12 @@ def test_pins_cover_every_range_and_agree_between_runtime_and_dev():
     assert "torch" not in runtime and "torch" not in dev
     assert {k: v for k, v in dev.items() if k in runtime} == runtime
     assert "pytest" in dev
+
+
+def test_ci_installs_chromium_before_the_test_command_when_it_is_missing():
+    # The browser tests (tests/browser) drive Debian's chromium; Playwright cannot fetch one here.
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    test_line = ci.index(_readme_commands()[1])
+    install = [i for i, line in enumerate(ci) if "apt-get install -y chromium" in line]
+    assert install and max(install) < test_line
+    assert any("! -x /usr/bin/chromium" in line for line in ci[: min(install)])

@@ -31,7 +31,6 @@ GPU_BANNER = "GPU: "
 RUN_MODEL = "model (a Hub id or local folder works too)"
 RUN_LIMIT = "item limit"
 RUN_BATCH = "batch size"
-RUN_MAX_NEW_TOKENS = "max new tokens"
 RUN_EXPERIMENT = "experiment name (optional)"
 RUN_START = "Start run"
 RUN_JOBS_GRID = "jobs"
@@ -174,7 +173,6 @@ def start_smoke_run(page, app) -> SmokeRun:
     assert panel.get_by_label(RUN_MODEL).input_value() == "smoke"
     panel.get_by_label(RUN_LIMIT).fill(str(SMOKE_LIMIT))
     panel.get_by_label(RUN_BATCH).fill("1")  # one item per batch: progress moves in small steps
-    panel.get_by_label(RUN_MAX_NEW_TOKENS).fill("24")
     panel.get_by_label(RUN_EXPERIMENT).fill("browser-smoke")
     panel.get_by_role("button", name=RUN_START, exact=True).click()
     grid = panel.get_by_role("grid", name=RUN_JOBS_GRID)
