@@ -70,7 +70,7 @@ def _wait_until_up(app: LaunchedApp, timeout_s: float) -> None:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         if time.monotonic() > deadline:
-            pytest.fail(f"the app did not answer {app.url}gradio_api/info within {timeout_s:.0f} s; its stderr:\n"
+            pytest.fail(f"the app did not answer {app.url}gradio_api/info within {timeout_s:g} s; its stderr:\n"
                         f"{app.log_tail()}")
         time.sleep(0.25)
 
