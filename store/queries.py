@@ -1110,3 +1110,132 @@ def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]
         if found[0] not in ids:
             ids.append(found[0])
     return tuple(ids)
+
+
+# ---------------------------------------------------------------- the app's Bias tab (issue 7)
+# Several experiments at once: the choices of the tab's multiselect, the rows of the paper's
+# tables (engine.commands.report) and the distributions of citation probability. The views
+# are filtered on run ids given as constants (`run_id = ?`, `run_a = ? AND run_b = ?`), which
+# DuckDB pushes into their scans; a filter on experiment_id alone, or on a subquery, makes the
+# bias and run_metrics views compute every run in the store first.
+
+
+@dataclass(frozen=True)
+class ExperimentChoice:
+    """One experiment as the Bias tab offers it."""
+
+    experiment_id: str
+    name: str | None
+    model: str
+    metadata_type: str | None
+    complete_modes: tuple[str, ...]  # modes with a complete run, in MODES order
+    created_utc: Any
+
+
+def experiment_choices(db: DbLike) -> tuple[ExperimentChoice, ...]:
+    """Every experiment, newest first, read from runs alone (no answer is counted)."""
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT r.experiment_id, any_value(e.name), arg_min(r.model, r.created_utc), max(r.metadata_type), "
+            "list(DISTINCT r.rag_mode) FILTER (WHERE r.status = 'complete'), min(r.created_utc) "
+            "FROM runs r LEFT JOIN experiments e USING (experiment_id) "
+            "GROUP BY r.experiment_id ORDER BY min(r.created_utc) DESC, r.experiment_id DESC"
+        ).fetchall()
+    return tuple(
+        ExperimentChoice(exp, name, model, meta, tuple(m for m in MODES if m in (modes or ())), created)
+        for exp, name, model, meta, modes, created in rows
+    )
+
+
+def report_run_metrics(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """run_metric_table's rows (same columns, oldest first) for the complete runs of these experiments."""
+    with as_database(db).connect(read_only=True) as conn:
+        runs = [row[0] for row in conn.execute(
+            "SELECT run_id FROM runs WHERE status = 'complete' AND list_contains(?, experiment_id)",
+            [list(experiment_ids)],
+        ).fetchall()]
+        # One `run_id = ?` per run: DuckDB pushes an equality through run_metrics, not an IN list.
+        union = " UNION ALL ".join("SELECT * FROM run_metrics WHERE run_id = ?" for _ in runs)
+        return _frame(conn.execute(
+            "SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
+            f"FROM ({union or 'SELECT * FROM run_metrics WHERE false'}) ORDER BY created_utc, run_id",
+            runs,
+        ))
+
+
+def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """bias_table's rows (same columns and order) for these experiments."""
+    with as_database(db).connect(read_only=True) as conn:
+        # The runs the bias view pairs: per experiment and mode, the newest complete one.
+        chosen = conn.execute(
+            "SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) FROM runs "
+            "WHERE status = 'complete' AND list_contains(?, experiment_id) GROUP BY ALL ORDER BY ALL",
+            [list(experiment_ids)],
+        ).fetchall()
+        runs: dict[str, dict[str, str]] = {}
+        for experiment_id, mode, run_id in chosen:
+            runs.setdefault(experiment_id, {})[mode] = run_id
+        pairs = [
+            (modes[a], modes[b])
+            for modes in runs.values()
+            for a, b in (("vanilla", "base"), ("base", "cf"))
+            if a in modes and b in modes
+        ]
+        union = " UNION ALL ".join("SELECT * FROM bias WHERE run_a = ? AND run_b = ?" for _ in pairs)
+        return _frame(conn.execute(
+            "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+            "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+            "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+            "label_short_b(r.config_json, r.metadata_type) AS label_b "
+            f"FROM ({union or 'SELECT * FROM bias WHERE false'}) b "
+            "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+            "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+            [run for pair in pairs for run in pair],
+        ))
+
+
+@dataclass(frozen=True)
+class ProbabilitySummary:
+    """The citation probabilities of one run's citations to relevant, or to non-relevant, shown documents."""
+
+    run_id: str
+    relevant: bool
+    n: int  # citations with a probability
+    minimum: float
+    q1: float  # quartiles interpolated as quantile_cont (numpy's default) computes them
+    median: float
+    q3: float
+    maximum: float
+    mean: float
+
+
+def citation_probability_summaries(db: DbLike, run_ids: list[str] | tuple[str, ...]) -> tuple[ProbabilitySummary, ...]:
+    """Per run and relevance of the cited document, the spread of citation probabilities; out-of-range
+    numbers (no document) are left out, as in citation_confidence, and runs without probabilities
+    (imported answers) give no row."""
+    ids = list(dict.fromkeys(run_ids))
+    if not ids:
+        return ()
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT run_id, relevant, count(*), min(probability), quantile_cont(probability, [0.25, 0.5, 0.75]), "
+            "max(probability), avg(probability) FROM citations "
+            f"WHERE run_id IN ({', '.join('?' * len(ids))}) AND relevant IS NOT NULL AND probability IS NOT NULL "
+            "GROUP BY run_id, relevant ORDER BY run_id, relevant DESC",
+            ids,
+        ).fetchall()
+    return tuple(
+        ProbabilitySummary(run_id, relevant, n, low, quartiles[0], quartiles[1], quartiles[2], high, mean)
+        for run_id, relevant, n, low, quartiles, high, mean in rows
+    )
+
+
+def experiment_dataset_paths(db: DbLike, experiment_id: str) -> tuple[str, ...]:
+    """The dataset paths (as typed when each run started) of one experiment's runs: the app takes
+    them out of the CLI's messages, which name them in commands to copy."""
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT dataset FROM runs WHERE experiment_id = ? AND dataset IS NOT NULL ORDER BY dataset",
+            [experiment_id],
+        ).fetchall()
+    return tuple(row[0] for row in rows)

@@ -67,9 +67,10 @@ def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama
     runs = client.predict(1, "", "", api_name="/runs")
     assert [r[1] for r in runs["data"]] == ["api-run"]
     assert client.predict(job_id, api_name="/cancel_run") == f"{job_id} is already complete"
-    summary, results, confidence = client.predict("api-run", api_name="/bias_table")
+    summary, results, confidence, *tables_and_plots = client.predict("api-run", api_name="/bias_table")
     assert row["experiment"] in summary and "label A = Woman" in summary
-    assert [(r[0], r[1]) for r in results["data"]] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
+    columns = [dict(zip(results["headers"], r)) for r in results["data"]]
+    assert [(r["measure"], r["metric"]) for r in columns] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
     assert len(confidence["data"]) == 6
     html, metrics = client.predict("api-run", "nq-001", api_name="/query_detail")
     assert "who wrote the novel pride and prejudice" in html and len(metrics["data"]) == 3

@@ -1,37 +1,215 @@
-"""The Bias tab: CAS and CAB of one experiment, with tests, intervals and citation confidence."""
+"""The Bias tab: CAS and CAB of chosen experiments with tests and intervals, citation confidence,
+the paper's Tables 1 and 2, and the rows of its two plots (demo/plots.py draws them).
+
+Every number comes from the CLI's computations: `python -m engine bias` (bias_report) per
+experiment, `python -m engine report` (engine.commands.report) for the tables.
+"""
 
 from __future__ import annotations
 
+import html
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from demo.plots import CabBar, ProbabilityBox
 
 RESULT_COLUMNS = ["measure", "metric", "value", "ci_low", "ci_high", "t", "p", "n", "direction"]
 CONFIDENCE_COLUMNS = ["rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"]
+# The tab's tables hold several experiments: each row says which.
+EXPERIMENT_COLUMNS = ["experiment", "model", "metadata"]
+PAGE_RESULT_COLUMNS = EXPERIMENT_COLUMNS + RESULT_COLUMNS
+PAGE_CONFIDENCE_COLUMNS = EXPERIMENT_COLUMNS + CONFIDENCE_COLUMNS
+# Each experiment costs a bootstrap (2,000 resamples): a page of them at most.
+MAX_EXPERIMENTS = 12
+
+
+@dataclass(frozen=True)
+class BiasPage:
+    """What the Bias tab shows for the chosen experiments."""
+
+    experiment_ids: tuple[str, ...]  # those shown, in the order chosen
+    summary: str  # Markdown; every piece of stored text escaped
+    results: list[list[Any]]  # PAGE_RESULT_COLUMNS: CAS and CAB per experiment and metric
+    confidence: list[list[Any]]  # PAGE_CONFIDENCE_COLUMNS
+    table1: list[list[str]]  # header row first, cells as `python -m engine report` prints them
+    table2: list[list[str]]
+    cab_bars: tuple[CabBar, ...]  # CAB of every metric; the plot shows precision and recall
+    cab_note: str  # one line per experiment without CAB (no complete cf run yet); "" if none
+    probability_boxes: tuple[ProbabilityBox, ...]
+    probability_note: str
+
+
+def markdown_text(value: object) -> str:
+    """Stored text (a model id, a custom label) as Markdown that shows it literally, within a line.
+
+    HTML is escaped; so is every character that marks emphasis, code, links, tables or maths
+    inline. Block markers (#, -, 1.) only count at the start of a line, where no stored text goes.
+    """
+    text = html.escape(str(value), quote=False)
+    return "".join("\\" + ch if ch in "\\`*_[]|~$" else ch for ch in text)
+
+
+def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[str]:
+    """The experiments named in the text box (an id or name, or several separated by commas) and
+    the multiselect, in order, without repeats. A name that contains a comma still works typed
+    alone: the whole text is tried first (see bias_page)."""
+    refs = [r.strip() for r in (text or "").split(",")] + [str(c).strip() for c in (chosen or ())]
+    return list(dict.fromkeys(r for r in refs if r))
+
+
+def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
+    """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
+    UserError in one line naming no server path."""
+    from demo.settings import without_server_paths
+    from engine.commands.bias import bias_report, unknown_experiment
+    from engine.commands.report import experiment_tables, formatted_tables
+    from engine.errors import UserError
+    from store.queries import citation_probability_summaries, experiment_dataset_paths, resolve_experiment
+
+    db_path = Path(db_path)
+    if not (text or "").strip() and not chosen:
+        raise UserError("choose an experiment (its id or name, from the Runs tab)")
+    if not db_path.is_file():
+        raise UserError("nothing is stored yet: start a run first")
+    whole = (text or "").strip()
+    references = experiment_references(text, chosen)
+    if "," in whole and resolve_experiment(db_path, whole):
+        references = experiment_references("", [whole, *(chosen or ())])
+    if len(references) > MAX_EXPERIMENTS:
+        raise UserError(f"choose at most {MAX_EXPERIMENTS} experiments at once, not {len(references)}")
+
+    reports: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    first_error: UserError | None = None
+    for reference in references:
+        experiment_id = resolve_experiment(db_path, reference)
+        if experiment_id is None:  # a typo: said at once, whatever else was chosen
+            raise UserError(without_server_paths(unknown_experiment(db_path, reference), db_path))
+        if any(r["experiment_id"] == experiment_id for r in reports):
+            continue
+        try:
+            reports.append(bias_report(db_path, experiment_id, resamples=resamples).report)
+        except UserError as err:
+            # An experiment without two complete modes has nothing to compare yet: a note, unless
+            # nothing else was chosen.
+            message = str(err)
+            # Its hint names the dataset as typed at the run (a server path on a Space): the file name only.
+            for dataset in experiment_dataset_paths(db_path, experiment_id):
+                message = without_server_paths(message, db_path, dataset_path=dataset)
+            message = without_server_paths(message, db_path)
+            first_error = first_error or UserError(message)
+            skipped.append(message)
+    if not reports:
+        raise first_error or UserError("choose an experiment (its id or name, from the Runs tab)")
+
+    ids = tuple(r["experiment_id"] for r in reports)
+    rows1, rows2 = experiment_tables(db_path, ids)
+    table1, table2 = formatted_tables(rows1, rows2)
+    runs = {r["experiment_id"]: r["runs"] for r in reports}
+    summaries = citation_probability_summaries(db_path, [run for modes in runs.values() for run in modes.values()])
+    return BiasPage(
+        experiment_ids=ids,
+        summary=_summary(reports, skipped, rows1, rows2),
+        results=[_experiment_cells(r) + [row[c] for c in RESULT_COLUMNS] for r in reports for row in r["results"]],
+        confidence=[_experiment_cells(r) + [c[k] for k in CONFIDENCE_COLUMNS] for r in reports for c in r["confidence"]],
+        table1=table1,
+        table2=table2,
+        cab_bars=tuple(_cab_bars(reports)),
+        cab_note=" ".join(
+            f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
+            f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]
+        ),
+        probability_boxes=tuple(_probability_boxes(reports, summaries)),
+        probability_note=_probability_note(reports, summaries),
+    )
 
 
 def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], list[list[Any]]]:
-    """(a one-paragraph summary, the CAS/CAB rows, the confidence rows); UserError in one line."""
-    from demo.settings import without_server_paths
-    from engine.commands.bias import bias_report
-    from engine.errors import UserError
+    """One experiment: (its summary, the CAS/CAB rows in RESULT_COLUMNS, the confidence rows)."""
+    page = bias_page(db_path, "", [experiment] if experiment.strip() else [])
+    return page.summary, [row[len(EXPERIMENT_COLUMNS):] for row in page.results], \
+        [row[len(EXPERIMENT_COLUMNS):] for row in page.confidence]
 
-    if not experiment.strip():
-        raise UserError("choose an experiment (its id or name, from the Runs tab)")
-    if not Path(db_path).is_file():
-        raise UserError("nothing is stored yet: start a run first")
-    try:
-        report = bias_report(Path(db_path), experiment.strip()).report
-    except UserError as err:
-        # Visitors never see server paths: the CLI's message names the database file.
-        raise UserError(without_server_paths(str(err), db_path)) from None
-    summary = (f"Experiment {report['experiment_id']}: {report['model']} on {report['dataset']}, "
-               f"metadata {report['metadata_type'] or 'none'}")
+
+def panel_title(report: dict[str, Any]) -> str:
+    """An experiment as a plot names it: id, model, metadata type and its labels."""
+    from demo.plots import type_name
+
+    title = f"{report['experiment_id']} · {report['model']} · {type_name(report['metadata_type'])}"
     if report["label_a"]:
-        summary += f" (label A = {report['label_a']} on relevant documents in base, {report['label_b']} in cf)"
-        if report["label_a"] == report["label_b"]:
-            # The seed library's race type did this: base and cf then show the same prompt, CAB is 0 by construction.
-            summary += ". WARNING: cf labels equal base labels, so CAB is 0 by construction"
-    summary += ". CAB > 0 favours label A."
-    results = [[r[c] for c in RESULT_COLUMNS] for r in report["results"]]
-    confidence = [[c[k] for k in CONFIDENCE_COLUMNS] for c in report["confidence"]]
-    return summary, results, confidence
+        title += f" (A = {report['label_a']}, B = {report['label_b']})"
+    return title
+
+
+def _experiment_cells(report: dict[str, Any]) -> list[Any]:
+    return [report["experiment_id"], report["model"], report["metadata_type"] or "-"]
+
+
+def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict], rows2: list[dict]) -> str:
+    """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
+    from engine.commands.report import SIGNIFICANCE, _many_datasets
+
+    lines = []
+    for r in reports:
+        line = (f"- Experiment {markdown_text(r['experiment_id'])}: {markdown_text(r['model'])} on "
+                f"{markdown_text(r['dataset'])}, metadata {markdown_text(r['metadata_type'] or 'none')}")
+        if r["label_a"]:
+            line += (f" (label A = {markdown_text(r['label_a'])} on relevant documents in base, "
+                     f"{markdown_text(r['label_b'])} in cf)")
+            if r["label_a"] == r["label_b"]:
+                # The seed library's race type did this: base and cf then show the same prompt, CAB is 0 by construction.
+                line += ". **WARNING: cf labels equal base labels, so CAB is 0 by construction**"
+        lines.append(line + ".")
+    lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
+    lines.append("")
+    lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals (as `python -m engine bias`); "
+                 f"Tables 1 and 2 as `python -m engine report` prints them (* paired t-test p < {SIGNIFICANCE}).")
+    datasets = {r["dataset"] for r in rows1 + rows2}
+    if len(datasets) == 1 and not _many_datasets(rows1, rows2):
+        lines.append(f"Dataset: {markdown_text(datasets.pop())}.")
+    lines += [f"Table 2, {markdown_text(r['model'])}: {markdown_text(r['note'])}." for r in rows2 if r.get("note")]
+    return "\n".join(lines)
+
+
+def _cab_bars(reports: list[dict[str, Any]]) -> list[CabBar]:
+    bars = []
+    for r in reports:
+        labels = f"{r['label_a']} vs {r['label_b']}" if r["label_a"] else "label A vs label B"
+        for row in r["results"]:
+            if row["measure"] == "CAB":
+                bars.append(CabBar(r["experiment_id"], r["model"], r["metadata_type"], labels, row["metric"], row["value"],
+                                   row["ci_low"], row["ci_high"], row["p"], row["n"], row["direction"]))
+    return bars
+
+
+def _probability_boxes(reports: list[dict[str, Any]], summaries: Sequence[Any]) -> list[ProbabilityBox]:
+    by_run = {}
+    for s in summaries:
+        by_run.setdefault(s.run_id, []).append(s)
+    boxes = []
+    for r in reports:
+        # The label each kind of cited document carried in each mode, as citation_confidence gives it.
+        labels = {(c["rag_mode"], c["cited_docs"]): c["label"] for c in r["confidence"]}
+        for mode, run_id in r["runs"].items():
+            for s in by_run.get(run_id, ()):
+                kind = "relevant" if s.relevant else "non-relevant"
+                boxes.append(ProbabilityBox(panel_title(r), mode, s.relevant, labels.get((mode, kind)), s.n, s.minimum,
+                                            s.q1, s.median, s.q3, s.maximum, s.mean))
+    return boxes
+
+
+def _probability_note(reports: list[dict[str, Any]], summaries: Sequence[Any]) -> str:
+    """What the probability plot cannot show: experiments without probabilities, or without cf yet."""
+    with_probabilities = {s.run_id for s in summaries}
+    notes = []
+    for r in reports:
+        missing = [mode for mode, run in r["runs"].items() if run not in with_probabilities]
+        name = markdown_text(r["experiment_id"])
+        if len(missing) == len(r["runs"]):
+            notes.append(f"{name}: no citation probabilities (imported answers, or no citation of a shown document).")
+        elif missing:
+            notes.append(f"{name}: no citation probabilities in {markdown_text(', '.join(missing))}.")
+        if "cf" not in r["runs"]:
+            notes.append(f"{name}: no complete cf run yet, so label B on relevant documents is not shown.")
+    return " ".join(notes)

@@ -1,4 +1,10 @@
-"""The Bias tab: CAS and CAB with tests and intervals, and citation confidence (`/bias_table`)."""
+"""The Bias tab (`/bias_table`): CAS and CAB of chosen experiments with tests and intervals,
+citation confidence, the paper's Tables 1 and 2, and plots of CAB and citation probability.
+
+`/bias_table` takes (text, experiments): the text box holds an id or name, or several separated
+by commas (what API users send, the multiselect left at its default []); the multiselect offers
+the stored experiments, refreshed when the tab opens. Either may be empty, not both.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +17,79 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
+    from demo import plots
     from demo.handlers import bias as bias_handlers
     from engine.errors import UserError
 
-    def bias(experiment_ref):
+    def bias(text, chosen):
         try:
-            summary, results, confidence = bias_handlers.bias_table(settings.db_path, experiment_ref or "")
+            page = bias_handlers.bias_page(settings.db_path, text or "", chosen or [])
         except UserError as err:
             raise gr.Error(str(err)) from None
-        return (summary, pd.DataFrame(results, columns=bias_handlers.RESULT_COLUMNS),
-                pd.DataFrame(confidence, columns=bias_handlers.CONFIDENCE_COLUMNS))
+        has_cab = any(b.metric in plots.CAB_METRICS and b.value is not None for b in page.cab_bars)
+        has_boxes = any(b.n for b in page.probability_boxes)
+        return (
+            page.summary,
+            pd.DataFrame(page.results, columns=bias_handlers.PAGE_RESULT_COLUMNS),
+            pd.DataFrame(page.confidence, columns=bias_handlers.PAGE_CONFIDENCE_COLUMNS),
+            pd.DataFrame(page.table1[1:], columns=page.table1[0]),
+            pd.DataFrame(page.table2[1:], columns=page.table2[0]),
+            page.cab_note,
+            plots.cab_figure(page.cab_bars) if has_cab else None,
+            page.probability_note,
+            plots.probability_figure(page.probability_boxes) if has_boxes else None,
+        )
 
-    with gr.Tab("Bias"):
+    def shown(cab, probability):
+        # An experiment without cf yet has no CAB: its note stands in place of the plot, not an
+        # empty frame. Done after the endpoint, so that API users get the figures themselves.
+        return gr.Plot(visible=cab is not None), gr.Plot(visible=probability is not None)
+
+    def choices():
+        from store.queries import experiment_choices
+
+        if not settings.db_path.is_file():
+            return gr.Dropdown(choices=[])
+        try:
+            found = experiment_choices(settings.db_path)
+        except UserError:  # a damaged file: the Show button says so in one line
+            found = ()
+        return gr.Dropdown(choices=[(_choice_label(c), c.experiment_id) for c in found])
+
+    with gr.Tab("Bias") as bias_tab:
         with gr.Row():
-            bias_experiment = gr.Textbox(label="experiment (id or name)")
+            bias_experiment = gr.Textbox(label="experiment (id or name)", placeholder="several: separate with commas")
+            # Custom values allowed: an API call sees the choices the app was built with (none),
+            # not those the tab loaded; the handler refuses an unknown experiment in one line.
+            bias_chosen = gr.Dropdown(label="experiments", choices=[], value=[], multiselect=True,
+                                      allow_custom_value=True, info="stored experiments (complete modes in brackets)")
             bias_button = gr.Button("Show bias")
         bias_summary = gr.Markdown()
-        bias_results = gr.Dataframe(headers=bias_handlers.RESULT_COLUMNS, label="CAS and CAB (x100)",
+        bias_results = gr.Dataframe(headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
                                     interactive=False)
-        bias_confidence = gr.Dataframe(headers=bias_handlers.CONFIDENCE_COLUMNS,
+        bias_confidence = gr.Dataframe(headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
                                        label="citation confidence by relevance and label", interactive=False)
-        bias_button.click(bias, [bias_experiment], [bias_summary, bias_results, bias_confidence],
-                          api_name="bias_table", api_visibility="public")
+        with gr.Row():
+            table1 = gr.Dataframe(label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
+                                  interactive=False)
+            table2 = gr.Dataframe(label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
+        cab_note = gr.Markdown()
+        cab_plot = gr.Plot(label="CAB with 95% intervals", visible=False)
+        probability_note = gr.Markdown()
+        probability_plot = gr.Plot(label="citation probability by relevance and label", visible=False)
+        bias_button.click(
+            bias, [bias_experiment, bias_chosen],
+            [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot, probability_note,
+             probability_plot],
+            api_name="bias_table", api_visibility="public",
+        ).then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private")
+        # Opening the tab offers what was stored meanwhile (a run from this app or the CLI).
+        for trigger in (app.load, bias_tab.select):
+            trigger(choices, None, bias_chosen, api_visibility="private")
+
+
+def _choice_label(choice: Any) -> str:
+    """An experiment in the multiselect: its name or id, model, metadata type and complete modes."""
+    name = f"{choice.name} ({choice.experiment_id})" if choice.name else choice.experiment_id
+    modes = "+".join(choice.complete_modes) or "no complete run"
+    return f"{name} · {choice.model} · {choice.metadata_type or 'no metadata'} [{modes}]"

@@ -116,6 +116,17 @@ def table2(bias: Any) -> list[dict[str, Any]]:
                                    "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
 
 
+def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
+
+    Read run by run (store.queries.report_run_metrics / report_bias_rows), so that a few
+    experiments cost the same in a store of a million answers as alone (the app's Bias tab).
+    """
+    from store.queries import report_bias_rows, report_run_metrics
+
+    return table1(report_run_metrics(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
+
+
 def _cab(value: float | None, p: float | None) -> str:
     if value is None:
         return "-"
