@@ -352,8 +352,9 @@ def test_bias_table_endpoint_returns_tables_and_plots_for_two_experiments(db):
         assert [t["name"] for t in figure["data"]] == ["model-x", "model-y"] * 2
         assert json.loads(p_plot["plot"])["layout"]["boxmode"] == "group"
         # No cf yet: a note in place of the CAB plot.
-        *_, cab_note, cab_plot, _, _ = client.predict("", ["exp-hai"], api_name="/bias_table")
+        summary, *_, cab_note, cab_plot, _, _ = client.predict("", ["exp-hai"], api_name="/bias_table")
         assert "exp-hai: no CAB yet" in cab_note and cab_plot is None
+        assert "Table 2: no experiment here has complete base and cf runs" in summary
         with pytest.raises(Exception, match="no experiment 'typo' in the store"):
             client.predict("", ["typo"], api_name="/bias_table")
     finally:

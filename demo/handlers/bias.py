@@ -168,6 +168,8 @@ def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict
     datasets = {r["dataset"] for r in rows1 + rows2}
     if len(datasets) == 1 and not _many_datasets(rows1, rows2):
         lines.append(f"Dataset: {markdown_text(datasets.pop())}.")
+    if not rows2:
+        lines.append("Table 2: no experiment here has complete base and cf runs.")
     lines += [f"Table 2, {markdown_text(r['model'])}: {markdown_text(r['note'])}." for r in rows2 if r.get("note")]
     return "\n".join(lines)
 

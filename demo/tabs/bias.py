@@ -69,10 +69,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                     interactive=False)
         bias_confidence = gr.Dataframe(headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
                                        label="citation confidence by relevance and label", interactive=False)
-        with gr.Row():
-            table1 = gr.Dataframe(label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
-                                  interactive=False)
-            table2 = gr.Dataframe(label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
+        table1 = gr.Dataframe(label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
+                              interactive=False)
+        table2 = gr.Dataframe(label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
         cab_note = gr.Markdown()
         cab_plot = gr.Plot(label="CAB with 95% intervals", visible=False)
         probability_note = gr.Markdown()
