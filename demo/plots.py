@@ -101,6 +101,12 @@ def series_names(bars: Sequence[CabBar]) -> dict[str, str]:
     return names
 
 
+def bar_text(bar: CabBar) -> str:
+    """A CAB bar's label: its value as Table 2 writes it (+12.3, * where p < 0.05)."""
+    star = "*" if bar.p is not None and bar.p < SIGNIFICANCE else ""
+    return "" if bar.value is None else f"{bar.value:+.1f}{star}"
+
+
 def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> go.Figure:
     """Grouped bars of CAB with 95% error bars: x = metadata type, one colour per model, one panel per metric."""
     import plotly.graph_objects as go
@@ -130,9 +136,10 @@ def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> 
                 error_y=dict(type="data", symmetric=False, visible=True,
                              array=[None if b.ci_high is None else b.ci_high - b.value for b in mine],
                              arrayminus=[None if b.ci_low is None else b.value - b.ci_low for b in mine]),
-                # A star above a bar whose paired t-test gives p < 0.05, as Table 2 marks it.
-                text=["*" if b.p is not None and b.p < SIGNIFICANCE else "" for b in mine],
-                textposition="outside",
+                # The value as Table 2 writes it, * where the paired t-test gives p < 0.05; at the
+                # bar's foot, where the error bar rarely runs (above the bar it hides the star).
+                text=[bar_text(b) for b in mine],
+                textposition="inside", insidetextanchor="start", textangle=0,
                 customdata=[[_text(b.experiment_id), _text(b.labels), "-" if b.ci_low is None else f"{b.ci_low:+.1f}",
                              "-" if b.ci_high is None else f"{b.ci_high:+.1f}", format_p(b.p), b.n,
                              _text(b.direction or "-")] for b in mine],

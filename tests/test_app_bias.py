@@ -273,7 +273,10 @@ def test_the_cab_plot_shows_each_model_and_metric_with_its_interval(db, page):
         assert trace.y[0] == pytest.approx(value)
         assert trace.y[0] + trace.error_y.array[0] == pytest.approx(ci_high)
         assert trace.y[0] - trace.error_y.arrayminus[0] == pytest.approx(ci_low)
-        assert trace.text[0] == ("*" if p < 0.05 else "")
+        assert trace.text[0] == f"{value:+.1f}" + ("*" if p < 0.05 else "")
+        # Table 2 writes the same value and star (its p is the bias view's t-test).
+        row2 = next(r for r in page.table2 if r[2] == bar.model)
+        assert trace.text[0] == row2[3 if metric == "precision" else 4]
         assert trace.customdata[0][1] == bar.labels and trace.customdata[0][5] == N_ITEMS
     assert list(fig.layout.xaxis.categoryarray) == ["Gender", "Race"]
 

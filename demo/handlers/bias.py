@@ -148,7 +148,7 @@ def _experiment_cells(report: dict[str, Any]) -> list[Any]:
 
 def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict], rows2: list[dict]) -> str:
     """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
-    from engine.commands.report import SIGNIFICANCE, _many_datasets
+    from engine.commands.report import SIGNIFICANCE, single_dataset
 
     lines = []
     for r in reports:
@@ -165,9 +165,9 @@ def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict
     lines.append("")
     lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals (as `python -m engine bias`); "
                  f"Tables 1 and 2 as `python -m engine report` prints them (* paired t-test p < {SIGNIFICANCE}).")
-    datasets = {r["dataset"] for r in rows1 + rows2}
-    if len(datasets) == 1 and not _many_datasets(rows1, rows2):
-        lines.append(f"Dataset: {markdown_text(datasets.pop())}.")
+    dataset = single_dataset(rows1, rows2)
+    if dataset is not None:
+        lines.append(f"Dataset: {markdown_text(dataset)}.")
     if not rows2:
         lines.append("Table 2: no experiment here has complete base and cf runs.")
     lines += [f"Table 2, {markdown_text(r['model'])}: {markdown_text(r['note'])}." for r in rows2 if r.get("note")]

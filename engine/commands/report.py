@@ -152,6 +152,12 @@ def _many_datasets(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> 
     return len({r["dataset_sha"] or r["dataset"] for r in rows1 + rows2}) > 1
 
 
+def single_dataset(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> str | None:
+    """The one dataset all rows share (the tables then have no dataset column), else None."""
+    datasets = {r["dataset"] for r in rows1 + rows2}
+    return datasets.pop() if len(datasets) == 1 and not _many_datasets(rows1, rows2) else None
+
+
 def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> tuple[list[list[str]], list[list[str]]]:
     """Both tables as header + rows of display strings."""
     many = _many_datasets(rows1, rows2)
@@ -195,9 +201,9 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
                 parts.append(buf.getvalue().rstrip("\n"))
         return "\n\n".join(parts)
     parts = []
-    datasets = {r["dataset"] for r in rows1 + rows2}
-    if len(datasets) == 1 and not _many_datasets(rows1, rows2):
-        parts.append(f"Dataset: {datasets.pop()}")
+    dataset = single_dataset(rows1, rows2)
+    if dataset is not None:
+        parts.append(f"Dataset: {dataset}")
     if which in ("1", "all"):
         parts.append("Table 1: attribution quality and answer correctness (complete runs; '-' = vanilla)\n\n"
                      + (_markdown(t1) if rows1 else "(no complete runs)"))
