@@ -104,7 +104,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             previous_button = gr.Button("◀ previous", scale=0)
             position = gr.Textbox(label="position", interactive=False, scale=2)
             next_button = gr.Button("next ▶", scale=0)
-            link = gr.Textbox(label="permalink (add to the app's address)", interactive=False, buttons=["copy"], scale=3)
+            link = gr.Textbox(label="permalink", info="add it to the app's address to open this view", interactive=False, buttons=["copy"], scale=3)
         # Rendered by demo.render, which escapes every piece of model and dataset text.
         query_html = gr.HTML()
         query_metrics = gr.Dataframe(label="metrics per mode", interactive=False)
