@@ -115,6 +115,18 @@ def test_previous_and_next_follow_the_filtered_list(db):
     assert mona.permalink == "?experiment=exp-q&item=mona"
 
 
+def test_locate_gives_what_open_view_gives_without_the_page(db):
+    cases = [("hamlet-study", "paris", "", "all"), (EXPERIMENT, "mona", "", "base_cf"), (EXPERIMENT, "madrid", "capital", "modes"),
+             (EXPERIMENT, "nope", "", "all"), (EXPERIMENT, "nope", "x", "modes"), ("nope", "hamlet", "", "all"),
+             (EXPERIMENT, "", "", "all"), (EXPERIMENT, "hamlet", "zebra", "all"), ("x" * 2000, "", "", "all")]
+    for experiment, item, search, changed in cases:
+        view = q.open_view(db, experiment, item, search, changed) if item else None
+        choices, line, link = q.locate(db, experiment, item, search, changed)
+        if view is not None:
+            assert (choices, line, link) == (view.choices, view.position, view.permalink), (experiment, item)
+    assert q.locate(db, EXPERIMENT, "", "", "modes") == (("hamlet", "paris", "madrid"), "3 items whose citations changed between modes", "")
+
+
 def test_permalink_round_trips_through_a_url():
     for experiment, item in [("exp-q", "hamlet"), ("my study & co", "a/b?c=d#e"), ("ü", SCRIPT)]:
         link = q.permalink(experiment, item)

@@ -255,6 +255,27 @@ def open_view(db: DbLike, experiment: Any, item_id: Any = "", search: Any = "", 
     return QueryView(item_id, page, frame, listing.describe(item_id), permalink(found, item_id), choices)
 
 
+def locate(db: DbLike, experiment: Any, item_id: Any, search: Any = "", changed: Any = "all") -> tuple[tuple[str, ...], str, str]:
+    """(dropdown choices, position line, permalink) for an item that `/query_detail` draws: the
+    same as `open_view` gives, without drawing the page again."""
+    from store import queries
+
+    try:
+        listing = item_list(db, experiment, search, changed)
+        item_id = clean_input(item_id, "item id")
+        choices = listing.item_ids[:ITEM_CHOICES_MAX]
+        if not item_id:
+            return choices, listing.describe(), ""
+        exists = item_id in listing.item_ids
+        if not exists and (listing.search or listing.changed):  # filtered out, but it may be there
+            exists = item_id in (queries.item_ids(db, listing.experiment_id) or ())
+    except UserError as err:
+        return (), _visitor_line(err, db), ""
+    if not exists:
+        return choices, f"experiment '{_shown(listing.experiment_id)}' has no item '{_shown(item_id)}'", ""
+    return choices, listing.describe(item_id), permalink(listing.experiment_id, item_id)
+
+
 def _shown_text(value: Any) -> str:
     """A box's value put back in the box: cut to the longest accepted, so a huge one is not echoed."""
     text = "" if value is None else str(value)

@@ -76,8 +76,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """After `/query_detail` drew the page: the position in the list and the permalink."""
         if not stored():
             return gr.skip(), "", ""
-        view = query_handlers.open_view(settings.db_path, experiment_ref, item_id, search, changed)
-        return gr.Dropdown(choices=list(view.choices)), view.position, view.permalink
+        choices, line, permalink = query_handlers.locate(settings.db_path, experiment_ref, item_id, search, changed)
+        return gr.Dropdown(choices=list(choices)), line, permalink
 
     def on_load(request):
         """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab."""
@@ -88,7 +88,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         experiment_ref, item_id = params
         view = query_handlers.open_view(settings.db_path, experiment_ref, item_id)
         tabs = gr.Tabs(selected=TAB_ID) if getattr(app, "tabs", None) is not None else gr.skip()
-        return (gr.Dropdown(choices=experiments.choices, value=experiment_ref, allow_custom_value=True), *view_outputs(view), "all", tabs)
+        experiment = gr.Dropdown(choices=experiments.choices, value=experiment_ref, allow_custom_value=True)
+        return (experiment, *view_outputs(view), "all", tabs)
 
     with gr.Tab("Query", id=TAB_ID) as query_tab:
         with gr.Row():
@@ -104,7 +105,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             previous_button = gr.Button("◀ previous", scale=0)
             position = gr.Textbox(label="position", interactive=False, scale=2)
             next_button = gr.Button("next ▶", scale=0)
-            link = gr.Textbox(label="permalink", info="add it to the app's address to open this view", interactive=False, buttons=["copy"], scale=3)
+            link = gr.Textbox(label="permalink", info="add it to the app's address to open this view",
+                              interactive=False, buttons=["copy"], scale=3)
         # Rendered by demo.render, which escapes every piece of model and dataset text.
         query_html = gr.HTML()
         query_metrics = gr.Dataframe(label="metrics per mode", interactive=False)
