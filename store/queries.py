@@ -988,9 +988,9 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
     """The item ids of an experiment (id or name) in the order its runs wrote them; None if
     the experiment is unknown.
 
-    search keeps items whose question contains it (case-insensitive); changed keeps items whose
-    cited document sets differ between any two modes that answered them ("modes"), or between
-    base and cf ("base_cf", items both answered).
+    search keeps items whose question or item id contains it (case-insensitive, literal text);
+    changed keeps items whose cited document sets differ between any two modes that answered
+    them ("modes"), or between base and cf ("base_cf", items both answered).
     """
     if changed is not None and changed not in CHANGED_FILTERS:
         raise UserError(f"unknown filter '{changed}' (choose from {', '.join(CHANGED_FILTERS)})")
@@ -1016,7 +1016,8 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
             SELECT p.item_id
             FROM per p JOIN items i ON i.dataset_sha = $sha AND i.item_id = p.item_id
             GROUP BY p.item_id
-            HAVING ($search IS NULL OR contains(lower(any_value(i.question)), lower($search)))
+            HAVING ($search IS NULL OR contains(lower(any_value(i.question)), lower($search))
+                    OR contains(lower(p.item_id), lower($search)))
                AND ($changed IS NULL
                     OR $changed = 'modes' AND count(DISTINCT p.docs) > 1
                     OR $changed = 'base_cf'

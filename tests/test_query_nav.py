@@ -59,6 +59,14 @@ def test_item_list_searches_questions_and_ids(db, search, changed, expected):
     assert q.query_items(db, EXPERIMENT, search, changed) == list(expected)
 
 
+def test_the_store_searches_item_ids_too(db):
+    from store import queries
+
+    assert queries.item_ids(db, EXPERIMENT, search="ARI") == ("paris",)
+    assert queries.item_ids(db, EXPERIMENT, search="ari", changed="base_cf") == ("paris",)
+    assert queries.item_ids(db, EXPERIMENT, search="mad", changed="base_cf") == ()
+
+
 def test_position_and_neighbours_wrap_at_the_ends(db):
     listing = q.item_list(db, EXPERIMENT)
     assert [listing.describe(i) for i in ALL] == [f"item {n} of 4" for n in range(1, 5)]

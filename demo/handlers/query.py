@@ -194,14 +194,9 @@ def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all
         raise UserError("choose an experiment")
     try:
         experiment_id = queries.resolve_experiment(db, experiment)
-        ids = queries.item_ids(db, experiment, changed=changed) if experiment_id is not None else None
+        ids = queries.item_ids(db, experiment_id, search or None, changed) if experiment_id is not None else None
         if ids is None:
             raise UserError(f"unknown experiment '{_shown(experiment)}'")
-        if search:
-            # The store searches question text; an item id holding the text is kept as well.
-            by_question = set(queries.item_ids(db, experiment, search=search, changed=changed) or ())
-            needle = search.lower()
-            ids = tuple(i for i in ids if i in by_question or needle in i.lower())
     except UserError as err:
         raise UserError(_visitor_line(err, db)) from None
     return ItemList(experiment_id, tuple(ids), search, changed)
