@@ -93,6 +93,18 @@ def test_the_experiment_dropdown_lists_stored_experiments(page, app):
     option.click()
     wait_for_title(page, "Who wrote")  # choosing an experiment opens its first item
     wait_for_position(panel, "item 1 of 4")
+    # The item dropdown lists the experiment's items; choosing one opens it.
+    panel.get_by_label("item id", exact=True).click()
+    page.get_by_role("option", name="madrid", exact=True).click()
+    wait_for_title(page, "What is the capital of Spain")
+    wait_for_position(panel, "item 3 of 4")
+    # Typed values and Show (/query_detail): the position and the permalink follow.
+    panel.get_by_label("experiment (id or name)", exact=True).fill("hamlet-study")
+    panel.get_by_label("item id", exact=True).fill("mona")
+    panel.get_by_role("button", name="Show", exact=True).click()
+    wait_for_title(page, "Mona Lisa")
+    wait_for_position(panel, "item 4 of 4")
+    assert box_value(panel, "permalink") == "?experiment=exp-q&item=mona"
 
 
 def test_a_hostile_permalink_shows_as_text(page, app):
