@@ -24,8 +24,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                            dataset=dataset_filter, mode=mode_filter)
         except UserError as err:
             raise gr.Error(str(err)) from None
-        # The page count rides in the label: /runs keeps returning the table alone.
-        return gr.Dataframe(value=pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), label=view.caption)
+        # The caption goes through a State, which the API leaves out: /runs keeps returning the table alone.
+        return pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), view.caption
 
     def choices():
         return gr.Dropdown(choices=runs_handlers.experiment_choices(settings.db_path))
@@ -41,9 +41,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             page = gr.Number(value=1, precision=0, minimum=1, label="page")
             model_filter = gr.Textbox(label="model (part of the name)")
             metadata_filter = gr.Textbox(label="metadata type")
-            dataset_filter = gr.Textbox(label="dataset (part of the name)")
+            dataset_filter = gr.Textbox(value="", label="dataset (part of the name)")
             mode_filter = gr.Dropdown(choices=MODE_FILTERS, value="", label="mode")
             refresh = gr.Button("Show")
+        page_info = gr.Markdown()
+        caption = gr.State("")
         runs_table = gr.Dataframe(headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
         gr.Markdown("Metrics per mode are those of the mode's newest run: citation precision, recall and F1 "
                     "(x100) and exact match, means over the answers stored so far.")
@@ -56,10 +58,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
         filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter]
-        refresh.click(runs, filters, runs_table, api_name="runs", api_visibility="public")
+        refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
+            lambda text: text, caption, page_info, api_visibility="private")
         export_button.click(export, [export_choice, export_typed, export_format], export_out, api_name="export",
                             api_visibility="public")
         # Opening the tab shows what was stored meanwhile (a run started here or from the CLI).
         for trigger in (app.load, runs_tab.select):
-            trigger(runs, filters, runs_table, api_visibility="private")
+            trigger(runs, filters, [runs_table, caption], api_visibility="private").then(
+                lambda text: text, caption, page_info, api_visibility="private")
             trigger(choices, None, export_choice, api_visibility="private")
