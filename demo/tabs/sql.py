@@ -15,11 +15,19 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from engine.errors import UserError
 
     def run(sql):
+        """/sql: an API caller gets a refusal as an error carrying its one line."""
         try:
             outcome = sql_handlers.run_sql(settings.db_path, sql)
         except UserError as err:
-            # One line, in the page (an error notice) and to an API caller alike.
             raise gr.Error(str(err)) from None
+        return outcome.frame, outcome.status, str(outcome.csv_path)
+
+    def show(sql):
+        """The page: a refusal is the status line, in place of the previous result."""
+        try:
+            outcome = sql_handlers.run_sql(settings.db_path, sql)
+        except UserError as err:
+            return None, f"refused: {err}", None
         return outcome.frame, outcome.status, str(outcome.csv_path)
 
     def schema():
@@ -34,7 +42,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 sql_box = gr.Code(language="sql", label="SQL", lines=6,
                                   value="SELECT run_id, rag_mode, status, n_items FROM runs LIMIT 10")
                 run_button = gr.Button("Run query", variant="primary")
-                status = gr.Markdown()
+                api_button = gr.Button(visible=False)  # carries /sql, which raises where the page shows
+                status = gr.Textbox(label="status", interactive=False, max_lines=1)
                 result = gr.Dataframe(label="result", interactive=False, wrap=True)
                 csv_file = gr.File(label="result as CSV", interactive=False)
             with gr.Column(scale=2):
@@ -42,9 +51,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 example_buttons = [(gr.Button(title, size="sm"), sql) for title, sql in sql_handlers.examples()]
                 schema_table = gr.Dataframe(headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
                                             interactive=False, wrap=True)
-        run_button.click(run, [sql_box], [result, status, csv_file], api_name="sql", api_visibility="public")
+        outputs = [result, status, csv_file]
+        api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public")
+        run_button.click(show, [sql_box], outputs, api_visibility="private")
         for button, text in example_buttons:
             button.click(lambda text=text: text, None, sql_box, api_visibility="private").then(
-                run, [sql_box], [result, status, csv_file], api_visibility="private")
+                show, [sql_box], outputs, api_visibility="private")
         for trigger in (app.load, sql_tab.select):
             trigger(schema, None, schema_table, api_visibility="private")
