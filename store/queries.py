@@ -1129,7 +1129,9 @@ class PageRun:
     n_done: int
     n_total: int
     created_utc: Any
-    precision: float | None  # means over the stored answers; None before the first one
+    # Means over the stored answers; None before the first one, and for a run that is not its
+    # mode's newest in the experiment (the table shows the newest only).
+    precision: float | None
     recall: float | None
     f1: float | None
     exact_match: float | None  # None also when no item has usable gold
@@ -1181,8 +1183,12 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
                           FROM runs WHERE experiment_id IN (SELECT unnest($ids))),
             done AS (SELECT run_id, count(*) AS n_done FROM generations
                      WHERE run_id IN (SELECT run_id FROM page) GROUP BY run_id),
+            -- Metrics are shown for each mode's newest run only, and query_metrics costs per answer.
+            shown AS (SELECT run_id FROM page
+                      QUALIFY row_number() OVER (PARTITION BY experiment_id, rag_mode
+                                                 ORDER BY created_utc DESC, run_id DESC) = 1),
             metrics AS (SELECT run_id, avg(precision) AS p, avg(recall) AS r, avg(f1) AS f, avg(exact_match) AS em
-                        FROM query_metrics WHERE run_id IN (SELECT run_id FROM page) GROUP BY run_id)
+                        FROM query_metrics WHERE run_id IN (SELECT run_id FROM shown) GROUP BY run_id)
             SELECT r.experiment_id, r.run_id, r.rag_mode, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
                    r.created_utc, m.p, m.r, m.f, m.em
             FROM page r LEFT JOIN done d USING (run_id) LEFT JOIN metrics m USING (run_id)
