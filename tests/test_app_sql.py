@@ -231,3 +231,19 @@ def test_the_empty_store_through_the_api_is_one_line(tmp_path):
         app.jobs.shutdown(timeout=10)
         app.close()
     assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_downloads_get_a_folder_each_and_old_ones_are_pruned(tmp_path):
+    import os
+    import time
+
+    from demo.downloads import new_download
+
+    first = new_download(CSV_NAME, root=tmp_path)
+    first.write_text("a")
+    second = new_download(CSV_NAME, root=tmp_path)
+    assert first.parent != second.parent and first.exists() and second.parent.is_dir()
+    old = time.time() - 7200
+    os.utime(first.parent, (old, old))
+    new_download(CSV_NAME, root=tmp_path)
+    assert not first.parent.exists() and second.parent.is_dir()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -95,7 +94,9 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
         raise UserError("choose at least one experiment to export")
     if not Path(db_path).is_file():
         raise UserError(EMPTY_STORE)
-    out = Path(tempfile.mkdtemp(prefix="pattrieval-export-")) / f"pattrieval-export.{fmt}"
+    from demo.downloads import new_download
+
+    out = new_download(f"pattrieval-export.{fmt}")
     try:
         export_results(db_path, references, fmt, out)
     except UserError as err:

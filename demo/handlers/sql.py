@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,9 @@ def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: 
         raise UserError(EMPTY_STORE)  # before the sandbox: it would report a missing file
     result = run_readonly_sql(db_path, sql or "", max_rows=max_rows, timeout_s=timeout_s)
     frame = display_frame(result.frame)
-    out = Path(tempfile.mkdtemp(prefix="pattrieval-sql-")) / CSV_NAME  # a folder per query: visitors never clash
+    from demo.downloads import new_download
+
+    out = new_download(CSV_NAME)
     frame.to_csv(out, index=False)
     n = len(frame)
     cut = f", cut at {max_rows:,} rows (add a LIMIT or aggregate)" if result.truncated else ""
