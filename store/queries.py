@@ -1115,8 +1115,9 @@ def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]
 # ---------------------------------------------------------------- the app's Runs tab (issue 7, /runs)
 # One page of experiments, filtered in SQL on the runs table (small: one row per run). Progress
 # and metrics are then read for the page's runs only, through `run_id IN (subquery)`, which
-# DuckDB pushes into generations' scan and the query_metrics view: a page costs the same
-# whatever else the store holds.
+# DuckDB pushes into generations' scan and the query_metrics view: other experiments cost
+# nothing. The metrics cost per stored answer of the page's runs (query_metrics is computed,
+# not stored): about 0.1 ms each here, so a page whose runs hold 1M answers takes seconds.
 
 
 @dataclass(frozen=True)
@@ -1146,38 +1147,44 @@ class ExperimentPage:
     runs: dict[str, tuple[PageRun, ...]]  # experiment_id -> its runs, MODES order, oldest first
 
 
+# Experiments (one row each, newest first) matching the filters, with the count of all matches.
+_EXPERIMENT_PAGE_SQL = """
+SELECT r.experiment_id,
+       any_value(e.name),
+       arg_min(r.model, r.created_utc),
+       arg_min(r.dataset, r.created_utc),
+       arg_min(r.dataset_sha, r.created_utc),
+       dataset_label(arg_min(r.dataset, r.created_utc), arg_min(r.dataset_sha, r.created_utc)) AS label,
+       max(r.metadata_type),
+       list(r.rag_mode ORDER BY list_position($modes, r.rag_mode), r.created_utc),
+       min(r.created_utc) AS created,
+       count(*) OVER () AS total
+FROM runs r LEFT JOIN experiments e USING (experiment_id)
+GROUP BY r.experiment_id
+HAVING ($model IS NULL OR contains(lower(arg_min(r.model, r.created_utc)), lower($model)))
+   AND ($dataset IS NULL OR contains(lower(label), lower($dataset)))
+   AND ($metadata IS NULL OR max(r.metadata_type) = $metadata)
+   AND ($mode IS NULL OR bool_or(r.rag_mode = $mode))
+ORDER BY created DESC, r.experiment_id DESC
+"""
+
+
 def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = None, dataset: str | None = None,
                     metadata: str | None = None, mode: str | None = None) -> ExperimentPage:
     """Experiments newest first, filtered (model and dataset: substring, any case; metadata type
     and mode: exact), `limit` of them from `offset`, with their runs' progress and metrics."""
     with as_database(db).connect(read_only=True) as conn:
         gone = _interrupted_runs(conn)
-        rows = conn.execute(
-            """
-            SELECT r.experiment_id,
-                   any_value(e.name),
-                   arg_min(r.model, r.created_utc),
-                   arg_min(r.dataset, r.created_utc),
-                   arg_min(r.dataset_sha, r.created_utc),
-                   dataset_label(arg_min(r.dataset, r.created_utc), arg_min(r.dataset_sha, r.created_utc)) AS label,
-                   max(r.metadata_type),
-                   list(r.rag_mode ORDER BY list_position($modes, r.rag_mode), r.created_utc),
-                   min(r.created_utc) AS created,
-                   count(*) OVER () AS total
-            FROM runs r LEFT JOIN experiments e USING (experiment_id)
-            GROUP BY r.experiment_id
-            HAVING ($model IS NULL OR contains(lower(arg_min(r.model, r.created_utc)), lower($model)))
-               AND ($dataset IS NULL OR contains(lower(label), lower($dataset)))
-               AND ($metadata IS NULL OR max(r.metadata_type) = $metadata)
-               AND ($mode IS NULL OR bool_or(r.rag_mode = $mode))
-            ORDER BY created DESC, r.experiment_id DESC
-            LIMIT $limit OFFSET $offset
-            """,
-            {"modes": list(MODES), "model": model or None, "dataset": dataset or None, "metadata": metadata or None,
-             "mode": mode or None, "limit": max(0, limit), "offset": max(0, offset)},
-        ).fetchall()
+        filters = {"modes": list(MODES), "model": model or None, "dataset": dataset or None,
+                   "metadata": metadata or None, "mode": mode or None}
+        rows = conn.execute(f"{_EXPERIMENT_PAGE_SQL} LIMIT $limit OFFSET $offset",
+                            {**filters, "limit": max(0, limit), "offset": max(0, offset)}).fetchall()
+        if rows:
+            total = rows[0][-1]
+        else:  # past the last page (or nothing matches): count alone
+            total = conn.execute(f"SELECT count(*) FROM ({_EXPERIMENT_PAGE_SQL})", filters).fetchone()[0]
         ids = [row[0] for row in rows]
-        run_rows = conn.execute(
+        run_rows = [] if not ids else conn.execute(
             f"""
             WITH page AS (SELECT run_id, experiment_id, rag_mode, status, n_items, created_utc
                           FROM runs WHERE experiment_id IN (SELECT unnest($ids))),
@@ -1197,10 +1204,10 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
             {"ids": ids},
         ).fetchall()
     runs: dict[str, list[PageRun]] = {}
-    for experiment_id, run_id, mode_, status, done, total, created, p, r, f, em in run_rows:
+    for experiment_id, run_id, mode_, status, done, n_total, created, p, r, f, em in run_rows:
         if status == "running" and run_id in gone:
             status = "interrupted"
-        runs.setdefault(experiment_id, []).append(PageRun(run_id, mode_, status, done, total, created, p, r, f, em))
+        runs.setdefault(experiment_id, []).append(PageRun(run_id, mode_, status, done, n_total, created, p, r, f, em))
     experiments = []
     for exp, name, model_, dataset_, sha, label, meta, modes, created, _total in rows:
         mine = runs.get(exp, [])
@@ -1210,12 +1217,5 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
         experiments.append(ExperimentSummary(
             exp, name, model_, dataset_, sha, label, meta, tuple(dict.fromkeys(modes)), status, len(mine),
             sum(run.n_done for run in mine), sum(run.n_total for run in mine), created))
-    total = rows[0][-1] if rows else _count_matching(db, model, dataset, metadata, mode) if offset > 0 else 0
     return ExperimentPage(total, tuple(experiments), {k: tuple(v) for k, v in runs.items()})
 
-
-def _count_matching(db: DbLike, model: str | None, dataset: str | None, metadata: str | None,
-                    mode: str | None) -> int:
-    """How many experiments match the filters (for a page past the last one)."""
-    page = experiment_page(db, 0, 1, model=model, dataset=dataset, metadata=metadata, mode=mode)
-    return page.total

@@ -76,6 +76,7 @@ def test_pages_are_cut_on_the_server_and_counted(store):
     assert [[row[0] for row in v.rows] for v in pages] == [["exp-c", "exp-b"], ["exp-a"], []]
     assert {(v.pages, v.total) for v in pages} == {(2, 3)}
     assert runs_view(store, 0, page_size=2).page == 1
+    assert (runs_view(store, 1, model="LLAMA").total, runs_view(store, 1, model="nope").total) == (1, 0)
     assert runs_view(store, 2, page_size=1, mode="vanilla").rows[0][0] == "exp-a"
 
 
