@@ -27,7 +27,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             outcome = sql_handlers.run_sql(settings.db_path, sql)
         except UserError as err:
-            return None, f"refused: {err}", None
+            return None, f"not run: {err}", None
         return outcome.frame, outcome.status, str(outcome.csv_path)
 
     def schema():
