@@ -1110,3 +1110,9 @@ def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]
         if found[0] not in ids:
             ids.append(found[0])
     return tuple(ids)
+
+
+def count_runs(db: DbLike) -> int:
+    """How many runs the store holds (the app's first screen offers a run when none)."""
+    with as_database(db).connect(read_only=True) as conn:
+        return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
