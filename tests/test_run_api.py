@@ -144,7 +144,7 @@ def test_a_space_refuses_server_paths_and_big_uploads(space, tmp_path):
     import httpx
 
     data = ["smoke", {"path": str(server_file), "meta": {"_type": "gradio.FileData"}}, "gender", "", "", "",
-            ["vanilla"], "none", 1, 1, 2, "", "", None, "ranked", 0, "none", False, 1.0, 1.0, 0, 0, 0, False, ""]
+            ["vanilla"], "none", 1, 1, 2, "", "", "all", "ranked", 0, "none", False, 1.0, 1.0, 0, 0, 0, False, ""]
     event = httpx.post(f"{url}gradio_api/call/run_batch", json={"data": data}, timeout=30).json()["event_id"]
     stream = httpx.get(f"{url}gradio_api/call/run_batch/{event}", timeout=30).text
     assert "event: error" in stream and "event: complete" not in stream, stream

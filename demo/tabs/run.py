@@ -33,7 +33,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     first_run = run_handlers.first_run_form(settings, gpu=torch.cuda.is_available())
 
     def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
-              max_new_tokens, experiment, hf_token, top_k=None, order="ranked", few_shot=0, xai="none", sample=False,
+              max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
               temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None):
         try:
             form = run_handlers.RunForm(
@@ -46,7 +46,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 consideration=consideration or "",
                 modes=tuple(m for m in MODES if m in (modes or [])),
                 quantize=quantize or "auto",
-                top_k=_whole(top_k, "the cut-off k"),
+                top_k=_cut_off(top_k),
                 order=order or "ranked",
                 few_shot=_or(_whole(few_shot, "few-shot"), 0),
                 xai=xai or "none",
@@ -77,7 +77,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def check_dataset(dataset_file, top_k):
         try:
-            k = _whole(top_k, "the cut-off k")
+            k = _cut_off(top_k)
         except UserError:
             k = None
         return run_handlers.validate_upload(settings, dataset_file, k)
@@ -124,7 +124,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                           value=run_handlers.validate_upload(settings, None))
                 local_path = gr.Textbox(label="or a dataset path on this machine", visible=settings.allow_local_paths)
                 skip_invalid = gr.Checkbox(value=defaults.skip_invalid,
-                                           label="skip invalid items (recorded with the run) instead of refusing")
+                                           label="skip invalid items (--skip-invalid: recorded with the run) instead of refusing")
         gr.Markdown("### Prompt")
         with gr.Row():
             metadata = gr.Dropdown(list(run_handlers.BUILT_IN_METADATA) + ["custom"], value=defaults.metadata,
@@ -134,7 +134,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             consideration = gr.Textbox(label="custom consideration sentence", visible=False)
         with gr.Row():
             modes = gr.CheckboxGroup(list(MODES), value=list(defaults.modes), label="modes")
-            top_k = gr.Number(value=None, precision=0, minimum=1, label="cut-off k (empty: every document)")
+            # A dropdown, not a Number: a browser's number box cannot be empty, and "all" is the default.
+            top_k = gr.Dropdown(["all", "3", "5", "10"], value="all", allow_custom_value=True,
+                                label="cut-off k: the first k documents (type any k)")
             order = gr.Dropdown(list(ORDERS), value=defaults.order, label="document order")
             few_shot = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, label="few-shot examples")
             xai = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, label="XAI variant")
@@ -192,6 +194,13 @@ def _whole(value: Any, what: str) -> int | None:
     if not number.is_integer():
         raise UserError(f"{what} must be a whole number, not {value}")
     return int(number)
+
+
+def _cut_off(value: Any) -> int | None:
+    """The cut-off box: "all" (or empty) shows every document, else a whole number."""
+    if value is None or str(value).strip().lower() in ("", "all"):
+        return None
+    return _whole(str(value).strip(), "the cut-off k")
 
 
 def _or(value: int | None, default: int) -> int:
