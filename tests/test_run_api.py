@@ -43,9 +43,9 @@ def test_a_smoke_run_shows_progress_cancels_after_the_batch_in_flight_and_resume
 
     url, db = launched
     client = Client(url, verbose=False)
-    # The sample, 30 items x 3 modes, one item per batch: long enough to cancel half-way.
+    # The sample, 12 items x 3 modes, one item per batch: long enough to cancel half-way.
     settings = dict(model=str(tiny_llama_dir), dataset_file=None, metadata="gender", label_a="", label_b="",
-                    consideration="", modes=["vanilla", "base", "cf"], quantize="none", limit=30, batch_size=1,
+                    consideration="", modes=["vanilla", "base", "cf"], quantize="none", limit=12, batch_size=1,
                     max_new_tokens=4, experiment="resume-me", hf_token="")
     job_id, _ = client.predict(**settings, api_name="/run_batch")
     seen = []
@@ -61,16 +61,21 @@ def test_a_smoke_run_shows_progress_cancels_after_the_batch_in_flight_and_resume
     cancelled = _wait(client, job_id)
     assert cancelled["state"] == "cancelled" and "resume" in cancelled["message"], cancelled
     done, total = map(int, cancelled["progress"].split("/"))
-    assert total == 90 and 2 <= done < 90, cancelled
-    assert any(p.endswith("/90") and 0 < int(p.split("/")[0]) < 90 for p in seen), seen  # progress as it went
+    assert total == 36 and 2 <= done < 36, cancelled
+    assert any(p.endswith("/36") and 0 < int(p.split("/")[0]) < 36 for p in seen), seen  # progress as it went
     assert _stored(db, "SELECT count(*) FROM generations") == [(done,)]  # the batches that finished stay
+    partial = client.predict(job_id, api_name="/run_metrics")  # the metrics of what landed so far
+    assert partial["headers"][:4] == ["run_id", "mode", "relevant_label", "n"]
+    assert sum(row[3] for row in partial["data"]) == done and {row[1] for row in partial["data"]} <= {"vanilla", "base", "cf"}
 
     again, _ = client.predict(**{**settings, "batch_size": 8}, api_name="/run_batch")
     resumed = _wait(client, again)
-    assert resumed["state"] == "complete" and resumed["progress"] == f"{90 - done}/{90 - done}", resumed
+    assert resumed["state"] == "complete" and resumed["progress"] == f"{36 - done}/{36 - done}", resumed
     assert resumed["experiment"] == cancelled["experiment"]
-    assert _stored(db, "SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations") == [(90, 90)]
+    assert _stored(db, "SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations") == [(36, 36)]
     assert _stored(db, "SELECT count(*), count(DISTINCT experiment_id) FROM runs WHERE status = 'complete'") == [(3, 1)]
+    final = client.predict(again, api_name="/run_metrics")
+    assert [(row[1], row[3]) for row in final["data"]] == [("vanilla", 12), ("base", 12), ("cf", 12)]
 
 
 def test_every_option_reaches_the_stored_run(launched, tiny_llama_dir, tmp_path):

@@ -24,6 +24,7 @@ BUILT_IN_METADATA = ("gender", "race", "hai")
 NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a path on the server"
 FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
 FIRST_RUN_LIMIT_GPU = 10
+METRIC_COLUMNS = ["run_id", "mode", "relevant_label", "n", "precision", "recall", "f1", "em"]
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,19 @@ def run_status(jobs: JobQueue, job_id: str | None = None) -> list[dict[str, Any]
         status = jobs.status(job_id)
         return [_record(status)] if status else []
     return [_record(s) for s in jobs.statuses()]
+
+
+def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None):
+    """The job's experiment as it stands: per run, the answers stored so far and their metrics (x100)."""
+    import pandas as pd
+
+    from store.queries import run_summaries, runs_for_experiment
+
+    status = jobs.status(job_id) if job_id else None
+    if status is None or not status.experiment_id or not Path(settings.db_path).is_file():
+        return pd.DataFrame(columns=METRIC_COLUMNS)
+    run_ids = list(runs_for_experiment(settings.db_path, status.experiment_id)["run_id"])
+    return run_summaries(settings.db_path, run_ids)[METRIC_COLUMNS] if run_ids else pd.DataFrame(columns=METRIC_COLUMNS)
 
 
 def cancel_run(jobs: JobQueue, job_id: str) -> str:

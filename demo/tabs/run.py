@@ -72,6 +72,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def status(job_id):
         return pd.DataFrame(run_handlers.run_status(jobs, job_id or None), columns=STATUS_COLUMNS)
 
+    def metrics(job_id):
+        return run_handlers.partial_metrics(jobs, settings, (job_id or "").strip() or None)
+
     def cancel(job_id):
         return run_handlers.cancel_run(jobs, (job_id or "").strip())
 
@@ -159,6 +162,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         cancel_button = gr.Button("Cancel after the batch in flight")
         cancel_message = gr.Textbox(label="cancel", interactive=False)
         status_table = gr.Dataframe(headers=STATUS_COLUMNS, label="jobs", interactive=False)
+        metrics_table = gr.Dataframe(headers=run_handlers.METRIC_COLUMNS, interactive=False,
+                                     label="the job's runs so far: answers stored (n), citation precision, recall and "
+                                     "F1 (x100), exact match")
         timer = gr.Timer(1.0)
 
         form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
@@ -176,6 +182,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         top_k.change(check_dataset, [dataset_file, top_k], dataset_info, api_visibility="private")
         metadata.change(custom_boxes, metadata, [label_a, label_b, consideration], api_visibility="private")
         timer.tick(status, [job_id], status_table, api_name="run_status", api_visibility="public",
+                   show_progress="hidden")
+        timer.tick(metrics, [job_id], metrics_table, api_name="run_metrics", api_visibility="public",
                    show_progress="hidden")
         cancel_button.click(cancel, [job_id], cancel_message, api_name="cancel_run", api_visibility="public")
         app.load(first_screen, None, empty_panel, api_visibility="private")
