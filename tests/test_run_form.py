@@ -216,3 +216,15 @@ def test_the_first_run_on_an_empty_store(tmp_path):
     with connect(db):
         pass
     assert store_is_empty(db)  # a store with its schema but no run is still empty
+
+
+def test_python_m_demo_refuses_a_malformed_setting_in_one_line(monkeypatch, tmp_path, capsys):
+    from demo.__main__ import build_parser, main
+
+    monkeypatch.setenv("PATTRIEVAL_MAX_UPLOAD_MB", "lots")
+    assert main(["--db", str(tmp_path / "x.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: PATTRIEVAL_MAX_UPLOAD_MB must be a whole number of megabytes above 0, not 'lots'\n"
+    assert not (tmp_path / "x.duckdb").exists()
+    assert build_parser().parse_args(["--no-local-paths", "--share"]).no_local_paths
+    assert "PATTRIEVAL_RESULTS_REPO" in build_parser().format_help()
