@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +114,7 @@ def build_run_request(settings: AppSettings, form: RunForm):
         skip_invalid=form.skip_invalid, repeat=False,
     )
     request = build_request(args, model_name, model_name)
-    model, label = resolve_model(model_name)
-    from dataclasses import replace
-
+    model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
     return replace(request, model=model, model_label=label)
 
 
