@@ -1220,3 +1220,8 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
             sum(run.n_done for run in mine), sum(run.n_total for run in mine), created))
     return ExperimentPage(total, tuple(experiments), {k: tuple(v) for k, v in runs.items()})
 
+
+def count_runs(db: DbLike) -> int:
+    """How many runs the store holds (the app's first screen offers a run when none)."""
+    with as_database(db).connect(read_only=True) as conn:
+        return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
