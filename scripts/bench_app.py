@@ -81,7 +81,6 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
         config = {"prompt": prompt, "generation": {"max_new_tokens": 48, "do_sample": False}}
         runs.append((f"run-{r:04d}", experiment, f"hash-{r:04d}", r, meta, mode, json.dumps(config, sort_keys=True)))
     with connect(path) as conn:
-        conn.execute("SET preserve_insertion_order = false")
         conn.executemany(
             "INSERT INTO experiments (experiment_id, name, experiment_key, created_utc, model, dataset, "
             "dataset_sha, settings_json) VALUES (?, ?, ?, TIMESTAMP '2026-01-01' + to_minutes(? * 10), "
@@ -137,6 +136,8 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
                           ELSE CAST((h >> (16 + 8 * c)) % {N_DOCS} AS INTEGER) + 1 END) AS cites,
                    (h >> 40) % 5 = 0 AS wrong
             FROM g
+            -- Written run after run, as the runner does (one mode at a time, in batches).
+            ORDER BY run_id, i
             """
         )
         conn.execute(
@@ -156,6 +157,7 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
                        || coalesce(list_aggregate(list_transform(cites, lambda n: ' [' || n || ']'), 'string_agg', ''), '')
                        || '.' AS answer
                 FROM plan_gens))
+            ORDER BY run_id, i
             """
         )
         conn.execute(
@@ -166,7 +168,8 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
                    CASE WHEN position <= {N_DOCS} THEN position - 1 = r1 OR position - 1 = coalesce(r2, -1) END,
                    0.3 + 0.7 * ((hash(run_id, item_id, c) % 1000) / 1000.0)
             FROM (SELECT run_id, item_id, r1, r2, unnest(cites) AS position,
-                         unnest(range(1, len(cites) + 1)) AS c FROM plan_gens)
+                         unnest(range(1, len(cites) + 1)) AS c, i FROM plan_gens)
+            ORDER BY run_id, i, c
             """
         )
         n = conn.execute("SELECT count(*) FROM generations").fetchone()[0]

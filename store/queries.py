@@ -446,6 +446,11 @@ def _bracket_depth(sql: str) -> int:
     return deepest
 
 
+def _marks(values: list[Any] | tuple[Any, ...]) -> str:
+    """One `?` per value, for `x IN (?, ?, ...)`: a constant list DuckDB pushes into scans."""
+    return ", ".join("?" * len(values))
+
+
 def _query(db: DbLike, sql: str, params: Any = None) -> pd.DataFrame:
     """Run one query in a short read-only transaction and return a DataFrame."""
     with as_database(db).connect(read_only=True) as conn:
@@ -544,16 +549,19 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
         newest = {run.rag_mode: run for run in runs if run.status == "complete"}  # oldest first: newest wins
         chosen = {mode: newest[mode] for mode in MODES if mode in newest}
         ids = [run.run_id for run in chosen.values()]
-        # IN (subquery) lets DuckDB push the filter into the view; list_contains does not.
+        if not ids:  # no complete run: bias says so; `IN ()` is not SQL
+            return BiasInputs(experiment_id, runs, chosen, (), ())
+        # One placeholder per run: DuckDB pushes `run_id IN (?, ?, ?)` into the views' scans;
+        # `IN (SELECT unnest(?))` is a semi-join above the view, which then reads the whole store.
         metrics = conn.execute(
-            "SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN (SELECT unnest(?))",
-            [ids],
+            f"SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN ({_marks(ids)})",
+            ids,
         ).fetchall()
         confidence = conn.execute(
             "SELECT rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations "
-            "FROM citation_confidence WHERE run_id IN (SELECT unnest(?)) "
+            f"FROM citation_confidence WHERE run_id IN ({_marks(ids)}) "
             f"ORDER BY {_mode_order('rag_mode')}, cited_docs DESC",
-            [ids],
+            ids,
         ).fetchall()
     return BiasInputs(experiment_id, runs, chosen, tuple(metrics), tuple(confidence))
 
@@ -910,8 +918,8 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
             row[0]: row[1:]
             for row in conn.execute(
                 "SELECT run_id, answer, shown_doc_ids, finish_reason, tokens, logprobs, top_logprobs "
-                "FROM generations WHERE run_id IN (SELECT unnest($ids)) AND item_id = $item",
-                {"ids": ids, "item": item_id},
+                f"FROM generations WHERE run_id IN ({_marks(ids)}) AND item_id = ?",
+                [*ids, item_id],
             ).fetchall()
         }
         if not generations:
@@ -926,16 +934,17 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
         citations: dict[str, list[QueryCitation]] = {}
         for run_id, *cite in conn.execute(
             "SELECT run_id, citation_index, position, doc_id, relevant, probability FROM citations "
-            "WHERE run_id IN (SELECT unnest($ids)) AND item_id = $item ORDER BY run_id, citation_index",
-            {"ids": ids, "item": item_id},
+            f"WHERE run_id IN ({_marks(ids)}) AND item_id = ? ORDER BY run_id, citation_index",
+            [*ids, item_id],
         ).fetchall():
             citations.setdefault(run_id, []).append(QueryCitation(*cite))
         metrics = {
             row[0]: ModeMetrics(*row[1:])
             for row in conn.execute(
+                # Placeholders, not IN (SELECT unnest(...)): see bias_inputs.
                 "SELECT run_id, precision, recall, f1, exact_match FROM query_metrics "
-                "WHERE run_id IN (SELECT unnest($ids)) AND item_id = $item",
-                {"ids": ids, "item": item_id},
+                f"WHERE run_id IN ({_marks(ids)}) AND item_id = ?",
+                [*ids, item_id],
             ).fetchall()
         }
     question, answers, documents = item
