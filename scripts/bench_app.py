@@ -180,9 +180,11 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
 
 
 HANDLERS = ("query_detail", "runs_page", "bias_table")
-# Not a handler: the store reads of bias_table (store.queries.bias_inputs), so the table can tell
-# reading the experiment from the bootstrap that follows.
-PARTS = ("  bias_inputs",)
+# bias_table keeps reports per store state (engine.commands.bias): "bias_table" is timed with
+# that cache emptied before each call (a visitor's first look), "  cached" with it warm.
+# "  bias_inputs" is not a handler but bias_table's store reads (store.queries.bias_inputs), so
+# the table tells reading the experiment from the bootstrap that follows.
+PARTS = ("  cached", "  bias_inputs")
 
 
 def call(handler: str, store: BenchStore):
@@ -195,9 +197,12 @@ def call(handler: str, store: BenchStore):
         from demo.handlers.runs import runs_page
 
         return runs_page(store.path, 1)
-    if handler == "bias_table":
+    if handler in ("bias_table", "  cached"):
         from demo.handlers.bias import bias_table
+        from engine.commands.bias import clear_report_cache
 
+        if handler == "bias_table":
+            clear_report_cache()
         return bias_table(store.path, store.experiment_id)
     from store.queries import bias_inputs
 
@@ -213,7 +218,7 @@ def check(handler: str, store: BenchStore, result) -> None:
     elif handler == "runs_page":
         if len(result) != min(50, -(-store.n_runs // 3)) or result[0][0] is None:
             raise SystemExit(f"runs_page returned {len(result)} rows on {store.path.name}")
-    elif handler == "bias_table":
+    elif handler in ("bias_table", "  cached"):
         _summary, results, confidence = result
         if len(results) != 6 or len(confidence) != 6 or any(row[7] != store.n_items for row in results):
             raise SystemExit(f"bias_table returned unexpected rows on {store.path.name}: {results}")
@@ -227,7 +232,7 @@ def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats
     shared machine falls on all of them alike."""
     times: dict[tuple[str, str], list[float]] = {}
     for handler in names:
-        chosen = {k: v for k, v in stores.items() if k != "exp" or "bias" in handler}
+        chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page")}
         for name, store in chosen.items():
             check(handler, store, call(handler, store))
         for _ in range(repeats):

@@ -553,8 +553,11 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
             return BiasInputs(experiment_id, runs, chosen, (), ())
         # One placeholder per run: DuckDB pushes `run_id IN (?, ?, ?)` into the views' scans;
         # `IN (SELECT unnest(?))` is a semi-join above the view, which then reads the whole store.
+        # Ordered: the bootstrap draws items by position, so an order that followed the plan
+        # (parallel hash tables) would give other intervals for the same seed now and then.
         metrics = conn.execute(
-            f"SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN ({_marks(ids)})",
+            f"SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN ({_marks(ids)}) "
+            "ORDER BY run_id, item_id",
             ids,
         ).fetchall()
         confidence = conn.execute(

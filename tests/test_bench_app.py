@@ -111,3 +111,27 @@ def test_query_metrics_006_equals_005(store, tmp_path):
     assert some == [r for r in new if r[0] in ("run-0004", "run-0005") and r[1] == "q000003"]
     empty = next(r for r in new if r[0] == "run-0004" and r[1] == "q000003")
     assert empty[2] == [] and empty[11] == 0 and empty[13] is None  # cited, n_citations, p_relevant
+
+
+def test_bias_reports_are_cached_per_store_state(store, tmp_path, monkeypatch):
+    """A cached report is served only while the store is unchanged; a write is never hidden."""
+    from engine.commands import bias as bias_command
+
+    path = tmp_path / "cache.duckdb"
+    path.write_bytes(store.path.read_bytes())
+    computed = []
+    real = bias_command._bias_report
+    monkeypatch.setattr(bias_command, "_bias_report", lambda *a, **k: computed.append(1) or real(*a, **k))
+    bias_command.clear_report_cache()
+    first = bias_command.bias_report(path, "exp-0001")
+    first.report["results"].clear()  # a caller changing its copy changes nothing kept
+    again = bias_command.bias_report(path, "exp-0001")
+    assert len(computed) == 1 and len(again.report["results"]) == 6
+    assert bias_command.bias_report(path, "exp-0001", seed=1).report != again.report and len(computed) == 2
+
+    with connect(path) as conn:  # base loses its citations: CAB changes
+        conn.execute("DELETE FROM citations WHERE run_id = 'run-0004'")
+    changed = bias_command.bias_report(path, "exp-0001")
+    assert len(computed) == 3 and changed.report["results"] != again.report["results"]
+    bias_command.clear_report_cache()
+    assert bias_command.bias_report(path, "exp-0001").report == changed.report
