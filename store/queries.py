@@ -624,13 +624,17 @@ def citation_confidence_table(db: DbLike) -> pd.DataFrame:
 
 def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
     """The short table `run` prints: per run, citation precision/recall/F1 (x100) and EM."""
+    ids = list(dict.fromkeys(run_ids))
+    # One `run_id = ?` per run: DuckDB pushes an equality through run_metrics into the tables,
+    # but neither list_contains nor an IN list (at 1M generations: 0.3 s a run against 12-16 s).
+    runs = " UNION ALL ".join("SELECT * FROM run_metrics WHERE run_id = ?" for _ in ids)
     return _query(
         db,
         "SELECT run_id, rag_mode AS mode, coalesce(label_relevant, '-') AS relevant_label, n, "
         "round(100 * precision, 1) AS precision, round(100 * recall, 1) AS recall, "
         "round(100 * f1, 1) AS f1, round(exact_match, 3) AS em "
-        "FROM run_metrics WHERE list_contains(?, run_id) ORDER BY created_utc",
-        [run_ids],
+        f"FROM ({runs or 'SELECT * FROM run_metrics WHERE false'}) ORDER BY created_utc",
+        ids,
     )
 
 
