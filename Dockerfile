@@ -1,5 +1,9 @@
 # Hugging Face Space (Docker SDK) and GPU desktop image.
 # On a Space, attach persistent storage: the database and the model cache then live under /data.
+# Operator settings are environment variables (the Space's variables): PATTRIEVAL_READ_ONLY,
+# PATTRIEVAL_MAX_ITEMS, PATTRIEVAL_ALLOWED_MODELS, PATTRIEVAL_MAX_UPLOAD_MB, PATTRIEVAL_RESULTS_REPO
+# and PATTRIEVAL_RESULTS_FILE (README, "Running it as a Space"). Hugging Face sets SPACE_ID, which
+# keeps visitors from naming server paths.
 FROM python:3.11-slim
 
 RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*

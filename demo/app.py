@@ -22,8 +22,10 @@ def build_app(settings: AppSettings, jobs: Any = None):
     with gr.Blocks(title="PAttriEval") as app:
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
         gr.Markdown(_gpu_banner())
-        for tab in (run, runs, query, bias, sql):  # in the order shown
-            tab.build(app, settings, jobs)
+        with gr.Tabs() as tabs:
+            app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
+            for tab in (run, runs, query, bias, sql):  # in the order shown
+                tab.build(app, settings, jobs)
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
 

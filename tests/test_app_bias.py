@@ -240,7 +240,9 @@ def test_equal_labels_warn_and_stored_text_is_escaped(db):
 
 def test_the_single_experiment_handler_keeps_its_shape(db):
     summary, results, confidence = handler.bias_table(db, "exp-gender")
-    assert "exp-gender" in summary
+    assert "exp-gender" in summary and "Tables 1 and 2" not in summary
+    page = handler.bias_page(db, "exp-gender")
+    assert results == [r[3:] for r in page.results] and confidence == [r[3:] for r in page.confidence]
     assert [(r[0], r[1]) for r in results] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
     assert len(confidence) == 6 and confidence[0][:3] == ["vanilla", "relevant", None]
 

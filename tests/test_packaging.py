@@ -1,4 +1,5 @@
-"""The install story: CI runs the README's test command, and installs use exact pins."""
+"""The install story: the README's first command starts the app, CI runs its test command, installs
+use exact pins, and the README's front matter makes the repository a Docker Space that starts the app."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def _readme_commands() -> list[str]:
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     commands = _readme_commands()
     assert len(commands) == 2, commands
+    assert commands[0] == "pip install torch==2.13.0 -r requirements.txt && python -m demo"
     test_command = commands[1]
     assert "pytest" in test_command
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
@@ -65,3 +67,44 @@ def test_ci_installs_chromium_before_the_test_command_when_it_is_missing():
     install = [i for i, line in enumerate(ci) if "apt-get install -y chromium" in line]
     assert install and max(install) < test_line
     assert any("! -x /usr/bin/chromium" in line for line in ci[: min(install)])
+
+
+def _front_matter() -> dict[str, str]:
+    """The README's YAML header, which Hugging Face reads as the Space's card (flat keys only)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("---\n"), "README.md must open with the Space's YAML front matter"
+    header, sep, _ = readme[4:].partition("\n---\n")
+    assert sep, "the front matter has no closing ---"
+    fields = {}
+    for line in header.splitlines():
+        key, colon, value = line.partition(":")
+        assert colon and key == key.strip() and value.startswith(" "), f"not a flat 'key: value' line: {line!r}"
+        fields[key] = value.strip()
+    return fields
+
+
+def test_readme_front_matter_makes_a_docker_space_on_the_apps_port():
+    fields = _front_matter()
+    assert {"title", "sdk", "app_port", "suggested_hardware", "license", "short_description"} <= set(fields)
+    assert fields["sdk"] == "docker"
+    # Hugging Face's hardware names and its 60-character limit on the short description.
+    assert fields["suggested_hardware"] in ("t4-small", "t4-medium", "l4x1", "a10g-small", "a10g-large", "a100-large")
+    assert 0 < len(fields["short_description"]) <= 60
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert f"GRADIO_SERVER_PORT={fields['app_port']}" in dockerfile and f"EXPOSE {fields['app_port']}" in dockerfile
+    assert "GRADIO_SERVER_NAME=0.0.0.0" in dockerfile
+
+
+def test_the_docker_entry_point_starts_the_app_and_the_cli_quickstart_stays_documented():
+    import os
+
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    entry = re.search(r'^ENTRYPOINT \["([^"]+)"\]', dockerfile, re.M)
+    assert entry and entry.group(1) == "/home/user/app/scripts/space_entrypoint.sh"
+    script = ROOT / "scripts" / "space_entrypoint.sh"
+    assert os.access(script, os.X_OK)
+    lines = [line.strip() for line in script.read_text(encoding="utf-8").splitlines()]
+    assert lines[-1] == "exec python -m demo"  # no arguments: the app
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick_start = readme[readme.index("## Quick start"):readme.index("### Dependencies")]
+    assert "python -m engine quickstart" in quick_start

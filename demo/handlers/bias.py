@@ -61,13 +61,50 @@ def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[
 def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
-    from demo.settings import without_server_paths
-    from engine.commands.bias import bias_report, unknown_experiment
     from engine.commands.report import experiment_tables, formatted_tables
-    from engine.errors import UserError
-    from store.queries import citation_probability_summaries, experiment_dataset_paths, resolve_experiment
+    from store.queries import citation_probability_summaries
 
     db_path = Path(db_path)
+    reports, skipped = _reports(db_path, text, chosen, resamples)
+    ids = tuple(r["experiment_id"] for r in reports)
+    rows1, rows2 = experiment_tables(db_path, ids)
+    table1, table2 = formatted_tables(rows1, rows2)
+    runs = {r["experiment_id"]: r["runs"] for r in reports}
+    summaries = citation_probability_summaries(db_path, [run for modes in runs.values() for run in modes.values()])
+    return BiasPage(
+        experiment_ids=ids,
+        summary=_summary(reports, skipped, rows1, rows2),
+        results=[_experiment_cells(r) + [row[c] for c in RESULT_COLUMNS] for r in reports for row in r["results"]],
+        confidence=[_experiment_cells(r) + [c[k] for k in CONFIDENCE_COLUMNS] for r in reports for c in r["confidence"]],
+        table1=table1,
+        table2=table2,
+        cab_bars=tuple(_cab_bars(reports)),
+        cab_note=" ".join(
+            f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
+            f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]
+        ),
+        probability_boxes=tuple(_probability_boxes(reports, summaries)),
+        probability_note=_probability_note(reports, summaries),
+    )
+
+
+def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], list[list[Any]]]:
+    """One experiment: (its summary, the CAS/CAB rows in RESULT_COLUMNS, the confidence rows),
+    without the tables and plots of the tab (scripts/bench_app.py times this part alone)."""
+    reports, skipped = _reports(Path(db_path), "", [experiment] if experiment.strip() else [], None)
+    (report,) = reports
+    return (_summary(reports, skipped), [[row[c] for c in RESULT_COLUMNS] for row in report["results"]],
+            [[c[k] for k in CONFIDENCE_COLUMNS] for c in report["confidence"]])
+
+
+def _reports(db_path: Path, text: str, chosen: Sequence[str] | None,
+             resamples: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """`python -m engine bias`'s report of each chosen experiment, and a line for each one skipped."""
+    from demo.settings import without_server_paths
+    from engine.commands.bias import bias_report, unknown_experiment
+    from engine.errors import UserError
+    from store.queries import experiment_dataset_paths, resolve_experiment
+
     if not (text or "").strip() and not chosen:
         raise UserError("choose an experiment (its id or name, from the Runs tab)")
     if not db_path.is_file():
@@ -102,34 +139,9 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
             skipped.append(message)
     if not reports:
         raise first_error or UserError("choose an experiment (its id or name, from the Runs tab)")
-
-    ids = tuple(r["experiment_id"] for r in reports)
-    rows1, rows2 = experiment_tables(db_path, ids)
-    table1, table2 = formatted_tables(rows1, rows2)
-    runs = {r["experiment_id"]: r["runs"] for r in reports}
-    summaries = citation_probability_summaries(db_path, [run for modes in runs.values() for run in modes.values()])
-    return BiasPage(
-        experiment_ids=ids,
-        summary=_summary(reports, skipped, rows1, rows2),
-        results=[_experiment_cells(r) + [row[c] for c in RESULT_COLUMNS] for r in reports for row in r["results"]],
-        confidence=[_experiment_cells(r) + [c[k] for k in CONFIDENCE_COLUMNS] for r in reports for c in r["confidence"]],
-        table1=table1,
-        table2=table2,
-        cab_bars=tuple(_cab_bars(reports)),
-        cab_note=" ".join(
-            f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
-            f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]
-        ),
-        probability_boxes=tuple(_probability_boxes(reports, summaries)),
-        probability_note=_probability_note(reports, summaries),
-    )
+    return reports, skipped
 
 
-def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], list[list[Any]]]:
-    """One experiment: (its summary, the CAS/CAB rows in RESULT_COLUMNS, the confidence rows)."""
-    page = bias_page(db_path, "", [experiment] if experiment.strip() else [])
-    return page.summary, [row[len(EXPERIMENT_COLUMNS):] for row in page.results], \
-        [row[len(EXPERIMENT_COLUMNS):] for row in page.confidence]
 
 
 def panel_title(report: dict[str, Any]) -> str:
@@ -146,7 +158,8 @@ def _experiment_cells(report: dict[str, Any]) -> list[Any]:
     return [report["experiment_id"], report["model"], report["metadata_type"] or "-"]
 
 
-def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict], rows2: list[dict]) -> str:
+def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict] | None = None,
+             rows2: list[dict] | None = None) -> str:
     """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
     from engine.commands.report import SIGNIFICANCE, single_dataset
 
@@ -163,8 +176,10 @@ def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict
         lines.append(line + ".")
     lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
     lines.append("")
-    lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals (as `python -m engine bias`); "
-                 f"Tables 1 and 2 as `python -m engine report` prints them (* paired t-test p < {SIGNIFICANCE}).")
+    lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals (as `python -m engine bias`).")
+    if rows1 is None or rows2 is None:
+        return "\n".join(lines)
+    lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* paired t-test p < {SIGNIFICANCE}).")
     dataset = single_dataset(rows1, rows2)
     if dataset is not None:
         lines.append(f"Dataset: {markdown_text(dataset)}.")

@@ -2,38 +2,58 @@
 
 Plain functions (values in, values out) so that tests call them without a browser; the app
 wires them to buttons and to the API names /run_batch, /run_status and /cancel_run.
+
+A form becomes a RunRequest through the CLI's own `engine.commands.run.build_request`, so
+every option means in the app exactly what it means to `python -m engine run`, and a bad
+value gets the CLI's one-line message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from demo.jobs import JobQueue, JobSpec, JobStatus
-from demo.settings import AppSettings
+from demo.settings import AppSettings, without_server_paths
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
+BUILT_IN_METADATA = ("gender", "race", "hai")
+NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a path on the server"
+FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
+FIRST_RUN_LIMIT_GPU = 10
+METRIC_COLUMNS = ["run_id", "mode", "relevant_label", "n", "precision", "recall", "f1", "em"]
 
 
 @dataclass(frozen=True)
 class RunForm:
-    """What a visitor chose in the Run tab."""
+    """What a visitor chose in the Run tab (defaults: the form's initial values)."""
 
     model: str = "smoke"
-    dataset: str = SAMPLE  # "sample", or the path of an uploaded file
-    metadata: str = "gender"
+    dataset: str = SAMPLE  # "sample", or the path of an uploaded file (Gradio's upload folder)
+    local_path: str = ""  # a dataset path typed in: the desktop only (AppSettings.allow_local_paths)
+    metadata: str = "gender"  # a built-in type, or the name of a custom one defined by the next three
     label_a: str = ""
     label_b: str = ""
     consideration: str = ""
     modes: tuple[str, ...] = ("vanilla", "base", "cf")
     quantize: str = "auto"
-    top_k: int | None = None
+    top_k: int | None = None  # cut-off: the first k ranked documents; None shows all
     order: str = "ranked"
     few_shot: int = 0
     xai: str = "none"
+    sample: bool = False  # sample instead of greedy decoding
+    temperature: float = 1.0
+    top_p: float = 1.0
+    sample_top_k: int = 0
+    seed: int = 0  # sampling seed and random-order seed
+    top_logprobs: int = 0
     limit: int | None = 10
     batch_size: int = 8
     max_new_tokens: int = 48
+    skip_invalid: bool = False
     experiment: str = ""
     hf_token: str = ""  # used for this load only; never stored, logged or returned
 
@@ -41,45 +61,127 @@ class RunForm:
 def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm) -> str:
     """Check the form and queue the run; returns the job id (or raises UserError, one line)."""
     from engine.errors import UserError
+
+    request = build_run_request(settings, form)
+    dataset = dataset_path(settings, form)
+    if not Path(dataset).exists():
+        raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
+                        and not form.local_path.strip() else f"{Path(dataset).name}: no such file or folder")
+    return jobs.submit(JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid))
+
+
+def build_run_request(settings: AppSettings, form: RunForm):
+    """The engine's RunRequest for a form, checked as the CLI checks its options (UserError, one line)."""
+    from engine.commands.run import build_request
+    from engine.errors import UserError
     from engine.model_choice import SMOKE, resolve_model
-    from engine.paths import SAMPLE_DATASET
-    from engine.prompts import PromptConfig, metadata_type
-    from engine.runner import RunRequest
+    from engine.types import QUANTIZATIONS
 
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
-    if settings.allowed_models is not None and form.model not in settings.allowed_models + (SMOKE,):
-        raise UserError(f"model '{form.model}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
-    limit = form.limit
-    if settings.max_items is not None:
-        limit = min(limit or settings.max_items, settings.max_items)
-    if limit is not None and limit < 1:
-        raise UserError("the item limit must be at least 1")
+    model_name = (form.model or "").strip() or SMOKE
+    if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
+        raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
+    if model_name == "auto":
+        raise UserError("choose a model: 'auto' is for the command line")
+    if not settings.allow_local_paths and model_name != SMOKE and _looks_like_path(model_name):
+        raise UserError("model folders on the server cannot be named here; give a Hugging Face id")
+    if form.quantize not in QUANTIZATIONS:
+        raise UserError(f"unknown quantization '{form.quantize}' (choose from {', '.join(QUANTIZATIONS)})")
     if not form.modes:
         raise UserError("choose at least one mode")
-    custom = form.metadata not in ("hai", "gender", "race")
-    meta = metadata_type(
-        form.metadata,
-        form.label_a if custom else None,
-        form.label_b if custom else None,
-        form.consideration if custom else None,
-    )
-    prompt = PromptConfig(metadata=meta, top_k=form.top_k, order=form.order, few_shot=form.few_shot, xai=form.xai)
-    model, label = resolve_model(form.model)
-    request = RunRequest(
-        model=model,
-        model_label=label,
-        modes=tuple(form.modes),
-        prompt=prompt,
-        quantize=form.quantize,
-        max_new_tokens=form.max_new_tokens,
-        batch_size=form.batch_size,
-        experiment=form.experiment.strip() or None,
-        limit=limit,
+    limit = form.limit
+    if limit is not None and limit < 1:
+        raise UserError("the item limit must be at least 1")
+    if settings.max_items is not None:
+        limit = min(limit or settings.max_items, settings.max_items)
+    if form.top_k is not None and form.top_k < 1:
+        raise UserError(f"the cut-off k must be at least 1, not {form.top_k} (leave it empty to show every document)")
+    custom = form.metadata not in BUILT_IN_METADATA
+    args = argparse.Namespace(
+        metadata=form.metadata.strip(),
+        label_a=form.label_a if custom else None,
+        label_b=form.label_b if custom else None,
+        consideration=form.consideration if custom else None,
+        modes=",".join(form.modes),
+        top_k=form.top_k, order=form.order, few_shot=form.few_shot, xai=form.xai,
+        quantize=form.quantize, device="auto", dtype="auto",
         hf_token=form.hf_token.strip() or None,
+        batch_size=form.batch_size, max_new_tokens=form.max_new_tokens,
+        sample=form.sample, temperature=form.temperature, top_p=form.top_p, sample_top_k=form.sample_top_k,
+        seed=form.seed, top_logprobs=form.top_logprobs,
+        experiment=form.experiment.strip() or None, limit=limit,
+        skip_invalid=form.skip_invalid, repeat=False,
     )
-    dataset = str(SAMPLE_DATASET) if form.dataset == SAMPLE else form.dataset
-    return jobs.submit(JobSpec(dataset, request, settings.db_path))
+    request = build_request(args, model_name, model_name)
+    model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
+    return replace(request, model=model, model_label=label)
+
+
+def dataset_path(settings: AppSettings, form: RunForm) -> str:
+    """The dataset file a form names: the sample, an upload, or (desktop only) a local path."""
+    from engine.errors import UserError
+    from engine.paths import SAMPLE_DATASET
+
+    typed = form.local_path.strip()
+    if typed:
+        if not settings.allow_local_paths:
+            raise UserError(NO_SERVER_PATHS)
+        return typed
+    if form.dataset in ("", SAMPLE):
+        return str(SAMPLE_DATASET)
+    # Gradio hands the tab only files from its upload folder; a script calling run_batch, or an
+    # API caller naming a path, must meet the same rule where strangers are served.
+    if not settings.allow_local_paths and not _in_upload_folder(form.dataset):
+        raise UserError(NO_SERVER_PATHS)
+    _check_upload_size(settings, form.dataset)
+    return form.dataset
+
+
+def validate_upload(settings: AppSettings, path: str | None, top_k: int | None = None) -> str:
+    """One line on a dataset file as soon as it is uploaded: layout and items, or the first problem."""
+    from engine.data import load_dataset
+    from engine.errors import UserError
+
+    if not path:
+        return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"
+    name = Path(path).name
+    try:
+        _check_upload_size(settings, path)
+        if top_k is not None and top_k < 1:
+            top_k = None
+        try:
+            data = load_dataset(path, top_k=top_k)
+        except UserError as strict:
+            # Invalid items: the loader's own line, after what a run with skip_invalid would keep.
+            try:
+                kept = load_dataset(path, top_k=top_k, skip_invalid=True)
+            except UserError:
+                raise strict from None
+            return _visible(settings, f"{name}: {kept.layout} layout, {len(kept.items)} valid items; {strict}", path)
+    except UserError as err:
+        return _visible(settings, str(err), path)
+    return f"{name}: {data.layout} layout, {len(data.items)} items, ready to run"
+
+
+def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
+    """True when the store holds no run yet (or does not exist): the first screen offers a run."""
+    from store.queries import count_runs
+
+    return not Path(db_path).is_file() or count_runs(db_path) == 0
+
+
+def first_run_form(settings: AppSettings, gpu: bool) -> RunForm:
+    """The one-click first run on the bundled sample: smoke on a CPU, the paper's first model on a GPU."""
+    from engine.model_choice import DEFAULT_MODEL, SMOKE
+
+    model = SMOKE
+    if gpu and (settings.allowed_models is None or DEFAULT_MODEL in settings.allowed_models):
+        model = DEFAULT_MODEL
+    limit = FIRST_RUN_LIMIT_GPU if gpu else FIRST_RUN_LIMIT_CPU
+    if settings.max_items is not None:
+        limit = min(limit, settings.max_items)
+    return RunForm(model=model, dataset=SAMPLE, limit=limit, batch_size=8, experiment="")
 
 
 def run_status(jobs: JobQueue, job_id: str | None = None) -> list[dict[str, Any]]:
@@ -88,6 +190,19 @@ def run_status(jobs: JobQueue, job_id: str | None = None) -> list[dict[str, Any]
         status = jobs.status(job_id)
         return [_record(status)] if status else []
     return [_record(s) for s in jobs.statuses()]
+
+
+def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None):
+    """The job's experiment as it stands: per run, the answers stored so far and their metrics (x100)."""
+    import pandas as pd
+
+    from store.queries import run_summaries, runs_for_experiment
+
+    status = jobs.status(job_id) if job_id else None
+    if status is None or not status.experiment_id or not Path(settings.db_path).is_file():
+        return pd.DataFrame(columns=METRIC_COLUMNS)
+    run_ids = list(runs_for_experiment(settings.db_path, status.experiment_id)["run_id"])
+    return run_summaries(settings.db_path, run_ids)[METRIC_COLUMNS] if run_ids else pd.DataFrame(columns=METRIC_COLUMNS)
 
 
 def cancel_run(jobs: JobQueue, job_id: str) -> str:
@@ -112,3 +227,30 @@ def _record(status: JobStatus) -> dict[str, Any]:
         "experiment": status.experiment_id or "-",
         "message": status.message,
     }
+
+
+def _check_upload_size(settings: AppSettings, path: str) -> None:
+    from engine.errors import UserError
+
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return  # a missing file gets the loader's own message
+    if size > settings.max_upload_bytes:
+        raise UserError(f"{Path(path).name} is {size / 2**20:.1f} MB; uploads here are limited to "
+                        f"{settings.max_upload_mb} MB")
+
+
+def _in_upload_folder(path: str) -> bool:
+    from gradio.utils import get_upload_folder, is_in_or_equal
+
+    return is_in_or_equal(path, get_upload_folder())
+
+
+def _looks_like_path(name: str) -> bool:
+    """A model name that would load from the server's disk rather than from the Hub."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1 or Path(name).exists()
+
+
+def _visible(settings: AppSettings, message: str, dataset: str) -> str:
+    return without_server_paths(message, settings.db_path, dataset_path=dataset)

@@ -1,30 +1,108 @@
-"""The Runs tab: the stored experiments, filtered and paged on the server."""
+"""The Runs tab: the stored experiments, filtered and paged on the server, and their export."""
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from engine.errors import UserError
 
 PAGE_SIZE = 50
+MODE_COLUMNS = ["vanilla", "base", "cf"]  # engine.types.MODES, one metrics column each
+RUNS_COLUMNS = ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items",
+                "created (UTC)", *(f"{m}: P / R / F1, EM" for m in MODE_COLUMNS)]
+EMPTY_STORE = "nothing is stored yet: start a run in the Run tab (or merge a results store)"
+
+
+@dataclass(frozen=True)
+class RunsView:
+    """One page of the experiment table and where it sits among the matching experiments."""
+
+    rows: list[list[Any]]
+    page: int
+    pages: int  # at least 1, even with nothing to show
+    total: int  # experiments matching the filters
+
+    @property
+    def caption(self) -> str:
+        return f"experiments: page {self.page} of {self.pages} ({self.total} matching, {PAGE_SIZE} a page)"
+
+
+def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset: str | None = None,
+              metadata: str | None = None, mode: str | None = None, page_size: int = PAGE_SIZE) -> RunsView:
+    """One page of experiments, newest first, filtered on the server; an empty store gives no rows."""
+    from store.queries import experiment_page
+
+    page = max(1, int(page or 1))
+    if not Path(db_path).is_file():
+        return RunsView([], 1, 1, 0)  # nothing stored yet: the Run tab offers a first run
+    found = experiment_page(db_path, (page - 1) * page_size, page_size, model=_clean(model), dataset=_clean(dataset),
+                            metadata=_clean(metadata), mode=_clean(mode))
+    rows = []
+    for e in found.experiments:
+        newest = {run.mode: run for run in found.runs.get(e.experiment_id, ())}  # oldest first: newest wins
+        rows.append([
+            e.experiment_id, e.name or "-", e.model, e.dataset_label, e.metadata_type or "-", ",".join(e.modes),
+            e.status, f"{e.n_done}/{e.n_total}", e.created_utc.strftime("%Y-%m-%d %H:%M") if e.created_utc else "-",
+            *(_metrics_cell(newest.get(m)) for m in MODE_COLUMNS),
+        ])
+    return RunsView(rows, page, max(1, math.ceil(found.total / page_size)), found.total)
 
 
 def runs_page(db_path: Path, page: int = 1, *, model: str | None = None, metadata: str | None = None,
-              page_size: int = PAGE_SIZE) -> list[list[Any]]:
-    """One page of experiments, newest first, as table rows; an empty store gives no rows."""
+              dataset: str | None = None, mode: str | None = None, page_size: int = PAGE_SIZE) -> list[list[Any]]:
+    """One page of experiments as table rows (RUNS_COLUMNS); see runs_view."""
+    return runs_view(db_path, page, model=model, dataset=dataset, metadata=metadata, mode=mode,
+                     page_size=page_size).rows
+
+
+def _clean(value: str | None) -> str | None:
+    return value.strip() or None if value else None
+
+
+def _metrics_cell(run: Any) -> str:
+    """Citation precision, recall and F1 (x100) and EM of a mode's newest run, or '-' (no run, no answer yet)."""
+    if run is None or run.precision is None:
+        return "-"
+    em = "-" if run.exact_match is None else f"{run.exact_match:.2f}"
+    return f"{100 * run.precision:.1f} / {100 * run.recall:.1f} / {100 * run.f1:.1f}, {em}"
+
+
+def experiment_choices(db_path: Path) -> list[tuple[str, str]]:
+    """(label, experiment id) for every stored experiment, newest first, for the export picker."""
     from store.queries import experiment_listing
 
-    if page < 1:
-        page = 1
     if not Path(db_path).is_file():
-        return []  # nothing stored yet: the Run tab offers a first run
-    listing = [
-        e for e in experiment_listing(db_path)
-        if (model is None or model.lower() in e.model.lower())
-        and (metadata is None or (e.metadata_type or "") == metadata)
-    ]
-    start = (page - 1) * page_size
-    return [
-        [e.experiment_id, e.name or "-", e.model, e.dataset_label, e.metadata_type or "-", ",".join(e.modes), e.status,
-         f"{e.n_done}/{e.n_total}", e.created_utc.strftime("%Y-%m-%d %H:%M") if e.created_utc else "-"]
-        for e in listing[start:start + page_size]
-    ]
+        return []
+    return [(f"{e.name} ({e.experiment_id})" if e.name else e.experiment_id, e.experiment_id)
+            for e in experiment_listing(db_path)]
+
+
+def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str) -> Path:
+    """The chosen experiments' per-item results written to a new temporary file
+    `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`)."""
+    from demo.settings import without_server_paths
+    from store.export import check_format, export_results
+
+    check_format(fmt or "")
+    references = list(dict.fromkeys([*(c for c in chosen or () if c), *re.split(r"[,\s]+", typed or "")]))
+    references = [r for r in references if r]
+    if not references:
+        raise UserError("choose at least one experiment to export")
+    if not Path(db_path).is_file():
+        raise UserError(EMPTY_STORE)
+    from demo.downloads import new_download
+
+    out = new_download(f"pattrieval-export.{fmt}")
+    try:
+        export_results(db_path, references, fmt, out)
+    except UserError as err:
+        # Messages may name the temporary folder or the store: a visitor sees neither.
+        message = without_server_paths(str(err), db_path).replace(str(out.parent), "…")
+        if out.parent.is_dir() and not any(out.parent.iterdir()):
+            out.parent.rmdir()
+        raise UserError(message) from None
+    return out

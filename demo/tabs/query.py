@@ -1,4 +1,6 @@
-"""The Query tab: one item of an experiment across vanilla, base and cf (`/query_detail`)."""
+"""The Query tab: one item of an experiment across vanilla, base and cf (`/query_detail`), with
+an experiment dropdown, previous / next over the item list (searched and filtered on the server),
+and a permalink (`?experiment=…&item=…`) that opens the same view."""
 
 from __future__ import annotations
 
@@ -7,24 +9,141 @@ from typing import Any
 
 from demo.settings import AppSettings
 
+TAB_ID = "query"  # the Query tab's id in app.tabs: a permalink selects it
+# Runs in the browser after each view change: the address bar shows the permalink, so that a
+# reload or a copied address opens the same view. Only a query string ("?…") is ever put there.
+_REPLACE_URL_JS = """(link) => {
+  if (typeof link === "string" && link.startsWith("?")) { window.history.replaceState(null, "", link); }
+}"""
+
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
     from demo.handlers import query as query_handlers
+    from engine.errors import UserError
+
+    def stored() -> bool:
+        return Path(settings.db_path).is_file()
 
     def query(experiment_ref, item_id):
-        if not Path(settings.db_path).is_file():
+        if not stored():
             raise gr.Error("nothing is stored yet: start a run first")
-        return query_handlers.query_detail(settings.db_path, (experiment_ref or "").strip(), (item_id or "").strip())
+        return query_handlers.query_detail(settings.db_path, experiment_ref, item_id)
 
-    with gr.Tab("Query"):
+    def items_api(experiment: str, search: str = "", changed: str = "all") -> list[str]:
+        """The item ids of an experiment (id or name) in written order, kept by a search over
+        question text and item ids and by a filter: all, modes (citations changed between
+        modes) or base_cf (changed between base and cf)."""
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        try:
+            return query_handlers.query_items(settings.db_path, experiment, search, changed)
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+
+    def experiments_update():
+        return gr.Dropdown(choices=query_handlers.experiment_choices(settings.db_path))
+
+    def view_outputs(view, *, with_choices: bool = True):
+        """(item dropdown, position, permalink, html, metrics) for a QueryView."""
+        if with_choices:
+            item = gr.Dropdown(choices=list(view.choices), value=view.item_id, allow_custom_value=True)
+        else:  # a step within the same list: only the value changes
+            item = gr.Dropdown(value=view.item_id, allow_custom_value=True)
+        return item, view.position, view.permalink, view.page, view.metrics
+
+    def open_item(experiment_ref, item_id, search, changed):
+        """A new list (experiment chosen, search, filter): the item if still listed, else the first."""
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        listed = item_id
+        try:
+            listing = query_handlers.item_list(settings.db_path, experiment_ref, search, changed)
+            if listing.position(query_handlers.clean_input(item_id, "item id")) is None:
+                listed = ""  # not in the new list: open its first item
+        except UserError:
+            pass  # open_view says what is wrong, in one line
+        return view_outputs(query_handlers.open_view(settings.db_path, experiment_ref, listed, search, changed))
+
+    def step(experiment_ref, item_id, search, changed, by):
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        view = query_handlers.open_view(settings.db_path, experiment_ref, item_id, search, changed, step=by)
+        return view_outputs(view, with_choices=False)
+
+    def after_show(experiment_ref, item_id, search, changed):
+        """After `/query_detail` drew the page: the position in the list and the permalink."""
+        if not stored():
+            return gr.skip(), "", ""
+        choices, line, permalink = query_handlers.locate(settings.db_path, experiment_ref, item_id, search, changed)
+        return gr.Dropdown(choices=list(choices)), line, permalink
+
+    def on_load(request):
+        """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab."""
+        experiments = experiments_update()
+        params = query_handlers.view_from_params(dict(request.query_params) if request is not None else None)
+        if params is None or not stored():
+            return experiments, *([gr.skip()] * 7)
+        experiment_ref, item_id = params
+        view = query_handlers.open_view(settings.db_path, experiment_ref, item_id)
+        tabs = gr.Tabs(selected=TAB_ID) if getattr(app, "tabs", None) is not None else gr.skip()
+        experiment = gr.Dropdown(choices=experiments.choices, value=experiment_ref, allow_custom_value=True)
+        return (experiment, *view_outputs(view), "all", tabs)
+
+    with gr.Tab("Query", id=TAB_ID) as query_tab:
         with gr.Row():
-            query_experiment = gr.Textbox(label="experiment (id or name)")
-            query_item = gr.Textbox(label="item id")
-            query_button = gr.Button("Show")
+            # Custom values: an experiment's name (or an id not listed yet) can be typed in.
+            query_experiment = gr.Dropdown(label="experiment (id or name)", choices=[], value=None,
+                                           allow_custom_value=True, scale=2)
+            query_item = gr.Dropdown(label="item id", choices=[], value=None, allow_custom_value=True)
+            query_button = gr.Button("Show", variant="primary", scale=0)
+        with gr.Row():
+            search = gr.Textbox(label="search questions and item names", placeholder="text, then Enter", scale=2)
+            changed = gr.Radio(choices=list(query_handlers.CHANGED_CHOICES), value="all", label="which items", scale=3)
+        with gr.Row():
+            previous_button = gr.Button("◀ previous", scale=0)
+            position = gr.Textbox(label="position", interactive=False, scale=2)
+            next_button = gr.Button("next ▶", scale=0)
+            link = gr.Textbox(label="permalink", info="add it to the app's address to open this view",
+                              interactive=False, buttons=["copy"], scale=3)
         # Rendered by demo.render, which escapes every piece of model and dataset text.
         query_html = gr.HTML()
         query_metrics = gr.Dataframe(label="metrics per mode", interactive=False)
-        query_button.click(query, [query_experiment, query_item], [query_html, query_metrics],
-                           api_name="query_detail", api_visibility="public")
+        # API only (inside the tab: gr.Tabs holds nothing but tabs).
+        gr.api(items_api, api_name="query_items", api_visibility="public")
+
+    # The free-text dropdowns' API type is a string: their choices arrive only when the page loads.
+    for box in (query_experiment, query_item):
+        box.api_info = lambda: {"type": "string"}
+
+    view = [query_item, position, link, query_html, query_metrics]
+    nav_inputs = [query_experiment, query_item, search, changed]
+
+    def then_url(event):
+        event.then(None, [link], None, js=_REPLACE_URL_JS, api_visibility="private")
+
+    shown = query_button.click(query, [query_experiment, query_item], [query_html, query_metrics],
+                               api_name="query_detail", api_visibility="public")
+    then_url(shown.then(after_show, nav_inputs, [query_item, position, link], api_visibility="private"))
+
+    # A choice from a list, a search or a filter opens a new list: the current item if it is
+    # still there, else the first. A typed value is shown with the Show button.
+    for event in (query_experiment.select, query_item.select, search.submit, changed.input):
+        then_url(event(open_item, nav_inputs, view, api_visibility="private"))
+    for button, by in ((previous_button, -1), (next_button, 1)):
+        then_url(button.click(lambda e, i, s, c, by=by: step(e, i, s, c, by), nav_inputs, view,
+                              api_visibility="private"))
+
+    query_tab.select(experiments_update, None, query_experiment, api_visibility="private")
+    tabs = getattr(app, "tabs", None)
+    load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else [])
+
+    def load(request):
+        out = on_load(request)
+        return out if tabs is not None else out[:-1]
+
+    # Gradio passes the request to a parameter annotated gr.Request; with postponed annotations
+    # the string "gr.Request" cannot be resolved from this module's globals, so it is set here.
+    load.__annotations__ = {"request": gr.Request}
+    then_url(app.load(load, None, load_outputs, api_visibility="private"))

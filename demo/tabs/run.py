@@ -1,4 +1,8 @@
-"""The Run tab: choose a model, dataset and settings; start, follow and cancel background runs."""
+"""The Run tab: choose a model, dataset and settings; start, follow and cancel background runs.
+
+/run_batch takes the form's values in a fixed order; options added later come last and have
+defaults (the form's initial values), so scripts written against the older order still work.
+"""
 
 from __future__ import annotations
 
@@ -19,29 +23,46 @@ STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
+    import torch
 
     from demo.handlers import run as run_handlers
     from engine.errors import UserError
-    from engine.types import MODES
+    from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
+
+    defaults = run_handlers.RunForm()
+    first_run = run_handlers.first_run_form(settings, gpu=torch.cuda.is_available())
 
     def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
-              max_new_tokens, experiment, hf_token):
-        form = run_handlers.RunForm(
-            model=(model or "smoke").strip(),
-            dataset=dataset_file or run_handlers.SAMPLE,
-            metadata=metadata,
-            label_a=label_a or "",
-            label_b=label_b or "",
-            consideration=consideration or "",
-            modes=tuple(m for m in MODES if m in (modes or [])),
-            quantize=quantize,
-            limit=int(limit) if limit else None,
-            batch_size=int(batch_size),
-            max_new_tokens=int(max_new_tokens),
-            experiment=experiment or "",
-            hf_token=hf_token or "",
-        )
+              max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
+              temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None):
         try:
+            form = run_handlers.RunForm(
+                model=(model or "smoke").strip(),
+                dataset=dataset_file or run_handlers.SAMPLE,
+                local_path=local_path or "",
+                metadata=(metadata or "gender").strip(),
+                label_a=label_a or "",
+                label_b=label_b or "",
+                consideration=consideration or "",
+                modes=tuple(m for m in MODES if m in (modes or [])),
+                quantize=quantize or "auto",
+                top_k=_cut_off(top_k),
+                order=order or "ranked",
+                few_shot=_or(_whole(few_shot, "few-shot"), 0),
+                xai=xai or "none",
+                sample=bool(sample),
+                temperature=_number(temperature, 1.0, "temperature"),
+                top_p=_number(top_p, 1.0, "top-p"),
+                sample_top_k=_or(_whole(sample_top_k, "sampling top-k"), 0),
+                seed=_or(_whole(seed, "seed"), 0),
+                top_logprobs=_or(_whole(top_logprobs, "top log-probs"), 0),
+                limit=_whole(limit, "the item limit"),
+                batch_size=_or(_whole(batch_size, "the batch size"), defaults.batch_size),
+                max_new_tokens=_or(_whole(max_new_tokens, "max new tokens"), defaults.max_new_tokens),
+                skip_invalid=bool(skip_invalid),
+                experiment=experiment or "",
+                hf_token=hf_token or "",
+            )
             job_id = run_handlers.run_batch(jobs, settings, form)
         except UserError as err:
             raise gr.Error(str(err)) from None
@@ -51,45 +72,156 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def status(job_id):
         return pd.DataFrame(run_handlers.run_status(jobs, job_id or None), columns=STATUS_COLUMNS)
 
+    def metrics(job_id):
+        return run_handlers.partial_metrics(jobs, settings, (job_id or "").strip() or None)
+
     def cancel(job_id):
         return run_handlers.cancel_run(jobs, (job_id or "").strip())
+
+    def check_dataset(dataset_file, top_k):
+        try:
+            k = _cut_off(top_k)
+        except UserError:
+            k = None
+        return run_handlers.validate_upload(settings, dataset_file, k)
+
+    def custom_boxes(metadata):
+        custom = (metadata or "") not in run_handlers.BUILT_IN_METADATA
+        return [gr.update(visible=custom)] * 3
+
+    def first_screen():
+        return gr.update(visible=not settings.read_only and run_handlers.store_is_empty(settings.db_path))
+
+    def fill_first_run():
+        f = first_run
+        return (f.model, None, "", f.metadata, list(f.modes), f.quantize, f.limit, f.batch_size, f.max_new_tokens,
+                gr.update(visible=False))
 
     with gr.Tab("Run"):
         if settings.read_only:
             gr.Markdown("This app is read-only: browse the stored runs in the other tabs.")
+        with gr.Group(visible=False) as empty_panel:
+            gr.Markdown(
+                "**Nothing is stored yet.** Start with one click: the bundled sample dataset, "
+                f"{first_run.limit} items in vanilla, base and cf, on "
+                + ("the smoke model (tiny, random weights: it shows the whole pipeline on a CPU, its "
+                   "answers mean nothing)." if first_run.model == "smoke" else f"{first_run.model}.")
+            )
+            first_button = gr.Button("Run the bundled sample", variant="primary")
+        gr.Markdown("### Model")
         with gr.Row():
-            model = gr.Dropdown(list(PAPER_MODELS_CHOICES), value="smoke", allow_custom_value=True,
-                                label="model (a Hub id or local folder works too)")
-            quantize = gr.Dropdown(["auto", "4bit", "8bit", "none"], value="auto", label="quantization")
+            model = gr.Dropdown(list(PAPER_MODELS_CHOICES), value=defaults.model, allow_custom_value=True,
+                                label="model: a paper model, smoke, or any Hugging Face id"
+                                + (" or local folder" if settings.allow_local_paths else ""))
+            quantize = gr.Dropdown(list(QUANTIZATIONS), value=defaults.quantize,
+                                   label="quantization (auto: 4-bit on a GPU, none on a CPU)")
             hf_token = gr.Textbox(label="Hugging Face token (gated models; used for this load only)",
                                   type="password")
+        gr.Markdown("### Dataset")
         with gr.Row():
-            dataset_file = gr.File(label="dataset (empty: the bundled sample)", type="filepath")
-            metadata = gr.Dropdown(["gender", "race", "hai", "custom"], value="gender", label="metadata type")
-            label_a = gr.Textbox(label="custom label A (relevant documents in base)")
-            label_b = gr.Textbox(label="custom label B")
-            consideration = gr.Textbox(label="custom consideration sentence")
+            dataset_file = gr.File(label=f"dataset: .jsonl, .json or .parquet, native, seed-library or ALCE "
+                                   f"layout, up to {settings.max_upload_mb} MB (empty: the bundled sample)",
+                                   type="filepath", file_types=[".jsonl", ".json", ".parquet"])
+            with gr.Column():
+                dataset_info = gr.Textbox(label="dataset check", interactive=False,
+                                          value=run_handlers.validate_upload(settings, None))
+                local_path = gr.Textbox(label="or a dataset path on this machine", visible=settings.allow_local_paths)
+                skip_invalid = gr.Checkbox(value=defaults.skip_invalid,
+                                           label="skip invalid items (--skip-invalid: recorded with the run) instead of refusing")
+        gr.Markdown("### Prompt")
         with gr.Row():
-            modes = gr.CheckboxGroup(list(MODES), value=list(MODES), label="modes")
-            limit = gr.Number(value=10, precision=0, label="item limit")
-            batch_size = gr.Number(value=8, precision=0, label="batch size")
-            max_new_tokens = gr.Number(value=48, precision=0, label="max new tokens")
-            experiment = gr.Textbox(label="experiment name (optional)")
+            metadata = gr.Dropdown(list(run_handlers.BUILT_IN_METADATA) + ["custom"], value=defaults.metadata,
+                                   allow_custom_value=True, label="metadata type (type a new name for your own)")
+            label_a = gr.Textbox(label="custom label A (on relevant documents in base)", visible=False)
+            label_b = gr.Textbox(label="custom label B (on the others)", visible=False)
+            consideration = gr.Textbox(label="custom consideration sentence", visible=False)
+        with gr.Row():
+            modes = gr.CheckboxGroup(list(MODES), value=list(defaults.modes), label="modes")
+            # A dropdown, not a Number: a browser's number box cannot be empty, and "all" is the default.
+            top_k = gr.Dropdown(["all", "3", "5", "10"], value="all", allow_custom_value=True,
+                                label="cut-off k: the first k documents (type any k)")
+            order = gr.Dropdown(list(ORDERS), value=defaults.order, label="document order")
+            few_shot = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, label="few-shot examples")
+            xai = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, label="XAI variant")
+        gr.Markdown("### Generation")
+        with gr.Row():
+            sample = gr.Checkbox(value=defaults.sample, label="sample (off: greedy)")
+            temperature = gr.Number(value=defaults.temperature, label="temperature")
+            top_p = gr.Number(value=defaults.top_p, label="top-p")
+            sample_top_k = gr.Number(value=defaults.sample_top_k, precision=0, label="sampling top-k (0: off)")
+            seed = gr.Number(value=defaults.seed, precision=0, label="seed (sampling and random order)")
+            top_logprobs = gr.Number(value=defaults.top_logprobs, precision=0, label="top log-probs kept per token")
+        with gr.Row():
+            limit = gr.Number(value=defaults.limit, precision=0,
+                              label="item limit" + (f" (at most {settings.max_items})" if settings.max_items else ""))
+            batch_size = gr.Number(value=defaults.batch_size, precision=0, label="batch size")
+            max_new_tokens = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
+            experiment = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
         start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
         job_id = gr.Textbox(label="job")
         cancel_button = gr.Button("Cancel after the batch in flight")
         cancel_message = gr.Textbox(label="cancel", interactive=False)
         status_table = gr.Dataframe(headers=STATUS_COLUMNS, label="jobs", interactive=False)
+        metrics_table = gr.Dataframe(headers=run_handlers.METRIC_COLUMNS, interactive=False,
+                                     label="the job's runs so far: answers stored (n), citation precision, recall and "
+                                     "F1 (x100), exact match")
         timer = gr.Timer(1.0)
 
-        start_button.click(
-            start,
-            [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
-             max_new_tokens, experiment, hf_token],
-            [job_id, hf_token],
-            api_name="run_batch",
-            api_visibility="public",
-        )
+        form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
+                       batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
+                       temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path]
+        start_button.click(start, form_inputs, [job_id, hf_token], api_name="run_batch", api_visibility="public")
+        # The one-click first run fills the form, then goes through the same function as /run_batch.
+        first_button.click(
+            fill_first_run, None,
+            [model, dataset_file, local_path, metadata, modes, quantize, limit, batch_size, max_new_tokens, empty_panel],
+            api_visibility="private",
+        ).then(start, form_inputs, [job_id, hf_token], api_visibility="private")
+        dataset_file.change(check_dataset, [dataset_file, top_k], dataset_info, api_name="validate_dataset",
+                            api_visibility="public")
+        top_k.change(check_dataset, [dataset_file, top_k], dataset_info, api_visibility="private")
+        metadata.change(custom_boxes, metadata, [label_a, label_b, consideration], api_visibility="private")
         timer.tick(status, [job_id], status_table, api_name="run_status", api_visibility="public",
                    show_progress="hidden")
+        timer.tick(metrics, [job_id], metrics_table, api_name="run_metrics", api_visibility="public",
+                   show_progress="hidden")
         cancel_button.click(cancel, [job_id], cancel_message, api_name="cancel_run", api_visibility="public")
+        app.load(first_screen, None, empty_panel, api_visibility="private")
+
+
+def _whole(value: Any, what: str) -> int | None:
+    """A whole number from the form or the API (None stays None); UserError for anything else."""
+    from engine.errors import UserError
+
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be a whole number, not '{value}'") from None
+    if not number.is_integer():
+        raise UserError(f"{what} must be a whole number, not {value}")
+    return int(number)
+
+
+def _cut_off(value: Any) -> int | None:
+    """The cut-off box: "all" (or empty) shows every document, else a whole number."""
+    if value is None or str(value).strip().lower() in ("", "all"):
+        return None
+    return _whole(str(value).strip(), "the cut-off k")
+
+
+def _or(value: int | None, default: int) -> int:
+    """An empty box means the default; a 0 stays 0, so that the CLI's check can refuse it."""
+    return default if value is None else value
+
+
+def _number(value: Any, default: float, what: str) -> float:
+    from engine.errors import UserError
+
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be a number, not '{value}'") from None

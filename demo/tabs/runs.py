@@ -1,12 +1,14 @@
-"""The Runs tab: the stored experiments, filtered and paged on the server."""
+"""The Runs tab: the stored experiments, filtered and paged on the server (`/runs`), and the
+export of chosen experiments' per-item results as CSV or Parquet (`/export`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers.runs import RUNS_COLUMNS  # noqa: F401 - where this module kept it before
 from demo.settings import AppSettings
 
-RUNS_COLUMNS = ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items", "created (UTC)"]
+MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "cf")]
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -15,24 +17,54 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.handlers import runs as runs_handlers
     from engine.errors import UserError
+    from engine.types import EXPORT_FORMATS
 
-    def runs(page, model_filter, metadata_filter):
+    def runs(page, model_filter, metadata_filter, dataset_filter="", mode_filter=""):
         try:
-            rows = runs_handlers.runs_page(settings.db_path, int(page or 1), model=model_filter or None,
-                                           metadata=metadata_filter or None)
+            view = runs_handlers.runs_view(settings.db_path, int(page or 1), model=model_filter, metadata=metadata_filter,
+                                           dataset=dataset_filter, mode=mode_filter)
         except UserError as err:
             raise gr.Error(str(err)) from None
-        return pd.DataFrame(rows, columns=RUNS_COLUMNS)
+        # The caption goes through a State, which the API leaves out: /runs keeps returning the table alone.
+        return pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), view.caption
+
+    def choices():
+        return gr.Dropdown(choices=runs_handlers.experiment_choices(settings.db_path))
+
+    def export(chosen, typed, fmt):
+        try:
+            return str(runs_handlers.export_file(settings.db_path, chosen, typed, fmt))
+        except UserError as err:
+            raise gr.Error(str(err)) from None
 
     with gr.Tab("Runs") as runs_tab:
         with gr.Row():
-            page = gr.Number(value=1, precision=0, label="page")
-            model_filter = gr.Textbox(label="model")
+            page = gr.Number(value=1, precision=0, minimum=1, label="page")
+            model_filter = gr.Textbox(label="model (part of the name)")
             metadata_filter = gr.Textbox(label="metadata type")
+            dataset_filter = gr.Textbox(value="", label="dataset (part of the name)")
+            mode_filter = gr.Dropdown(choices=MODE_FILTERS, value="", label="mode")
             refresh = gr.Button("Show")
-        runs_table = gr.Dataframe(headers=RUNS_COLUMNS, label="experiments", interactive=False)
-        refresh.click(runs, [page, model_filter, metadata_filter], runs_table, api_name="runs",
-                      api_visibility="public")
+        page_info = gr.Markdown()
+        caption = gr.State("")
+        runs_table = gr.Dataframe(headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
+        gr.Markdown("Metrics per mode are those of the mode's newest run: citation precision, recall and F1 "
+                    "(x100) and exact match, means over the answers stored so far.")
+        with gr.Accordion("Export per-item results", open=False):
+            with gr.Row():
+                export_choice = gr.Dropdown(choices=[], multiselect=True, allow_custom_value=True,
+                                            label="experiments")
+                export_typed = gr.Textbox(label="or ids / names (comma-separated)")
+                export_format = gr.Radio(choices=list(EXPORT_FORMATS), value="csv", label="format")
+                export_button = gr.Button("Export")
+            export_out = gr.File(label="export", interactive=False)
+        filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter]
+        refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
+            lambda text: text, caption, page_info, api_visibility="private")
+        export_button.click(export, [export_choice, export_typed, export_format], export_out, api_name="export",
+                            api_visibility="public")
         # Opening the tab shows what was stored meanwhile (a run started here or from the CLI).
         for trigger in (app.load, runs_tab.select):
-            trigger(runs, [page, model_filter, metadata_filter], runs_table, api_visibility="private")
+            trigger(runs, filters, [runs_table, caption], api_visibility="private").then(
+                lambda text: text, caption, page_info, api_visibility="private")
+            trigger(choices, None, export_choice, api_visibility="private")

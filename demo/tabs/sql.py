@@ -1,4 +1,5 @@
-"""The SQL tab: read-only SQL over the store through the sandbox (`/sql`)."""
+"""The SQL tab: read-only SQL over the store through the sandbox (`/sql`), with the tables and
+views, the README's example queries one click each, and the result as a table and a CSV file."""
 
 from __future__ import annotations
 
@@ -10,5 +11,51 @@ from demo.settings import AppSettings
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    with gr.Tab("SQL"):
-        gr.Markdown("The SQL console comes next.")
+    from demo.handlers import sql as sql_handlers
+    from engine.errors import UserError
+
+    def run(sql):
+        """/sql: an API caller gets a refusal as an error carrying its one line."""
+        try:
+            outcome = sql_handlers.run_sql(settings.db_path, sql)
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+        return outcome.frame, outcome.status, str(outcome.csv_path)
+
+    def show(sql):
+        """The page: a refusal is the status line, in place of the previous result."""
+        try:
+            outcome = sql_handlers.run_sql(settings.db_path, sql)
+        except UserError as err:
+            return None, f"not run: {err}", None
+        return outcome.frame, outcome.status, str(outcome.csv_path)
+
+    def schema():
+        rows = sql_handlers.schema_rows(settings.db_path)
+        return rows or [[sql_handlers.EMPTY_STORE, "", ""]]
+
+    with gr.Tab("SQL") as sql_tab:
+        gr.Markdown("Read-only SQL (DuckDB) over the store: one query at a time, at most 1,000 rows and 10 s. "
+                    "Writes, files, settings and extensions are refused.")
+        with gr.Row():
+            with gr.Column(scale=3):
+                sql_box = gr.Code(language="sql", label="SQL", lines=6,
+                                  value="SELECT run_id, rag_mode, status, n_items FROM runs LIMIT 10")
+                run_button = gr.Button("Run query", variant="primary")
+                api_button = gr.Button(visible=False)  # carries /sql, which raises where the page shows
+                status = gr.Textbox(label="status", interactive=False, max_lines=1)
+                result = gr.Dataframe(label="result", interactive=False, wrap=True)
+                csv_file = gr.File(label="result as CSV", interactive=False)
+            with gr.Column(scale=2):
+                gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
+                example_buttons = [(gr.Button(title, size="sm"), sql) for title, sql in sql_handlers.examples()]
+                schema_table = gr.Dataframe(headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
+                                            interactive=False, wrap=True)
+        outputs = [result, status, csv_file]
+        api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public")
+        run_button.click(show, [sql_box], outputs, api_visibility="private")
+        for button, text in example_buttons:
+            button.click(lambda text=text: text, None, sql_box, api_visibility="private").then(
+                show, [sql_box], outputs, api_visibility="private")
+        for trigger in (app.load, sql_tab.select):
+            trigger(schema, None, schema_table, api_visibility="private")

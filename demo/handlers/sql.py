@@ -1,0 +1,89 @@
+"""The SQL tab: a visitor's read-only SQL through the sandbox, the schema beside it, a CSV of the result."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+EMPTY_STORE = "nothing is stored yet: start a run in the Run tab, then query it here"
+SCHEMA_COLUMNS = ["table / view", "kind", "columns"]
+CSV_NAME = "pattrieval-query.csv"
+
+
+@dataclass(frozen=True)
+class SqlOutcome:
+    """What the console shows: the rows (cells as display values), a one-line status, the CSV file."""
+
+    frame: pd.DataFrame
+    status: str
+    csv_path: Path
+
+
+def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: float = 10.0) -> SqlOutcome:
+    """Run `sql` through store.queries.run_readonly_sql; every refusal is a one-line UserError
+    (the sandbox already masks server paths in rows, column names and messages)."""
+    from store.queries import run_readonly_sql
+
+    if not Path(db_path).is_file():
+        raise UserError(EMPTY_STORE)  # before the sandbox: it would report a missing file
+    result = run_readonly_sql(db_path, sql or "", max_rows=max_rows, timeout_s=timeout_s)
+    frame = display_frame(result.frame)
+    from demo.downloads import new_download
+
+    out = new_download(CSV_NAME)
+    frame.to_csv(out, index=False)
+    n = len(frame)
+    cut = f", cut at {max_rows:,} rows (add a LIMIT or aggregate)" if result.truncated else ""
+    status = f"{n:,} row{'' if n == 1 else 's'}{cut} in {result.elapsed_s:.2f} s"
+    return SqlOutcome(frame, status, out)
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The result with list and struct cells as JSON text and unique column names, so that a
+    table widget and a CSV file show every cell as it was returned."""
+    shown = frame.copy()
+    seen: dict[str, int] = {}
+    names = []
+    for name in map(str, shown.columns):  # SELECT 1, 1 gives two columns named "1"
+        seen[name] = seen.get(name, 0) + 1
+        names.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    shown.columns = names
+    for column in shown.columns:
+        if shown[column].dtype == object:
+            shown[column] = [_cell(v) for v in shown[column]]
+    return shown
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return value
+
+
+def schema_rows(db_path: Path) -> list[list[str]]:
+    """The tables and views a visitor can query, one row each with its columns and their types."""
+    from store.queries import table_columns
+
+    if not Path(db_path).is_file():
+        return []
+    columns = table_columns(db_path)
+    rows: dict[str, list[str]] = {}
+    for table, kind, column, data_type in columns.itertuples(index=False):
+        rows.setdefault((table, kind), []).append(f"{column} {data_type}")
+    return [[table, kind, ", ".join(cols)] for (table, kind), cols in rows.items()]
+
+
+def examples() -> tuple[tuple[str, str], ...]:
+    """(title, sql) of the README's example queries."""
+    from store.examples import EXAMPLE_QUERIES
+
+    return EXAMPLE_QUERIES

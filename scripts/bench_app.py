@@ -1,0 +1,301 @@
+"""Benchmark: the app's handlers on a store of 10k and of 1M generations, side by side.
+
+Builds synthetic stores by bulk insert, directly in DuckDB through the real schema (created by
+the project's migrations via store.db.connect), then times, in this process, as a visitor hits
+them:
+- query:  demo.handlers.query.query_detail (one item of one experiment, all its modes);
+- runs:   demo.handlers.runs.runs_page, the first page;
+- bias:   demo.handlers.bias.bias_table for one experiment (2,000 bootstrap resamples).
+
+Store shapes (one dataset of ITEMS items x 10 documents; RUNS runs in experiments of vanilla,
+base and cf, the last experiment partial when RUNS is not a multiple of 3; metadata types
+cycle gender, hai, race; every run answers every item with 0-3 citations and ~8 tokens):
+- "10k":  100 runs x 100 items = 10,000 generations (34 experiments, as at 1M);
+- "1M":   100 runs x 10,000 items = 1,000,000 generations;
+- "exp":  1 experiment alone, 3 runs x 10,000 items = 30,000 generations: the bias tab's work
+          grows with the experiment it shows (10,000 items at 1M against 100 at 10k), so bias
+          at 1M is also compared with the same experiment in a store that holds nothing else.
+The timed experiment is the newest complete one (vanilla, base and cf), its item the middle one.
+
+Run: python scripts/bench_app.py [--generations 1000000] [--items 10000] [--repeats 7]
+                                 [--keep FOLDER]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+N_DOCS = 10
+MODES = ("vanilla", "base", "cf")
+METADATA = ("gender", "hai", "race")
+DATASET_SHA = "b3c4d5e6f7a8091a2b3c4d5e6f7a8091a2b3c4d5e6f7a8091a2b3c4d5e6f7a80"
+DATASET = "/data/bench_nq.jsonl"
+
+
+@dataclass(frozen=True)
+class BenchStore:
+    """A built store and what the bench reads from it."""
+
+    path: Path
+    n_items: int
+    n_runs: int
+    n_generations: int
+    experiment_id: str  # the newest experiment with vanilla, base and cf
+    item_id: str
+    build_s: float
+
+
+def item_id(i: int) -> str:
+    return f"q{i:06d}"
+
+
+def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
+    """Write a store of n_runs x n_items generations at `path` (which must not exist yet)."""
+    from engine.prompts import METADATA_TYPES, PromptConfig
+    from store.db import connect
+
+    if path.exists():
+        raise SystemExit(f"{path} exists already: give a new path")
+    started = time.perf_counter()
+    runs = []
+    experiments = []
+    for r in range(n_runs):
+        e, m = divmod(r, 3)
+        mode = MODES[m]
+        meta = METADATA[e % len(METADATA)]
+        experiment = f"exp-{e:04d}"
+        if m == 0:
+            experiments.append((experiment, f"bench-{e:04d}", e))
+        prompt = PromptConfig(mode=mode, metadata=METADATA_TYPES[meta]).to_dict()
+        config = {"prompt": prompt, "generation": {"max_new_tokens": 48, "do_sample": False}}
+        runs.append((f"run-{r:04d}", experiment, f"hash-{r:04d}", r, meta, mode, json.dumps(config, sort_keys=True)))
+    with connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO experiments (experiment_id, name, experiment_key, created_utc, model, dataset, "
+            "dataset_sha, settings_json) VALUES (?, ?, ?, TIMESTAMP '2026-01-01' + to_minutes(? * 10), "
+            "'bench/model-7b', ?, ?, '{}')",
+            [(x, name, f"key-{e}", e, DATASET, DATASET_SHA) for x, name, e in experiments],
+        )
+        conn.executemany(
+            "INSERT INTO runs (run_id, experiment_id, config_hash, created_utc, finished_utc, status, model, "
+            "model_revision, quantization, dtype, device, dataset, dataset_sha, metadata_type, rag_mode, seed, "
+            "prompt_version, git_sha, library_versions, config_json, n_items) "
+            "VALUES ($1, $2, $3, TIMESTAMP '2026-01-01' + to_minutes($4 * 3), "
+            "TIMESTAMP '2026-01-01' + to_minutes($4 * 3 + 2), 'complete', 'bench/model-7b', 'main', 'none', "
+            "'float16', 'cuda', $8, $9, $5, $6, 0, 'v1', NULL, '{}', $7, $10)",
+            [(*run, DATASET, DATASET_SHA, n_items) for run in runs],
+        )
+        # Per item: which ranked documents are relevant (one or two of the ten), and the answer.
+        conn.execute(
+            f"""
+            CREATE TEMP TABLE plan_items AS
+            SELECT i, 'q' || lpad(CAST(i AS VARCHAR), 6, '0') AS item_id,
+                   CAST(hash(i, 'r1') % {N_DOCS} AS INTEGER) AS r1,
+                   CASE WHEN hash(i, 'two') % 3 = 0 THEN CAST(hash(i, 'r2') % {N_DOCS} AS INTEGER) END AS r2
+            FROM range({n_items}) t(i)
+            """
+        )
+        conn.execute(
+            f"""
+            INSERT INTO items
+            SELECT '{DATASET_SHA}', item_id, 'Question number ' || i || ' about topic ' || (i % 97) || '?',
+                   ['answer ' || i, 'Answer #' || i],
+                   list_transform(range({N_DOCS}), lambda j: {{
+                     'id': item_id || '-d' || j, 'title': 'Document ' || j,
+                     'text': CASE WHEN j = r1 OR j = r2 THEN 'This document says the answer is answer ' || i || '.'
+                                  ELSE 'Unrelated text ' || j || ' for question ' || i || '.' END,
+                     'relevant': j = r1 OR j = coalesce(r2, -1)}})
+            FROM plan_items
+            """
+        )
+        # Per generation: the cited positions (1-based; 11 is out of range now and then), chosen
+        # so that base cites the relevant document a little more often than cf.
+        conn.execute(
+            f"""
+            CREATE TEMP TABLE plan_gens AS
+            WITH g AS (
+              SELECT r.run_id, r.rag_mode, p.i, p.item_id, p.r1, p.r2,
+                     hash(r.run_id, p.i) AS h
+              FROM runs r, plan_items p)
+            SELECT run_id, i, item_id, r1, r2,
+                   list_transform(range(CAST(h % 3 AS INTEGER)), lambda c:
+                     CASE WHEN (h >> (8 + 8 * c)) % 100 < CASE rag_mode WHEN 'base' THEN 70 WHEN 'cf' THEN 55 ELSE 62 END
+                          THEN r1 + 1
+                          WHEN (h >> (8 + 8 * c)) % 100 = 99 THEN {N_DOCS + 1}
+                          ELSE CAST((h >> (16 + 8 * c)) % {N_DOCS} AS INTEGER) + 1 END) AS cites,
+                   (h >> 40) % 5 = 0 AS wrong
+            FROM g
+            -- Written run after run, as the runner does (one mode at a time, in batches).
+            ORDER BY run_id, i
+            """
+        )
+        conn.execute(
+            f"""
+            INSERT INTO generations
+            SELECT run_id, item_id, 'Answer the question using the documents. Question ' || i, answer,
+                   list_transform(range({N_DOCS}), lambda j: item_id || '-d' || j),
+                   180, len(tokens), 'stop',
+                   list_transform(range(len(tokens)), lambda k: CAST(100 + k AS INTEGER)),
+                   tokens,
+                   list_transform(range(len(tokens)), lambda k: -0.05 * ((k * 7 + i) % 13)),
+                   NULL, TIMESTAMP '2026-01-01' + to_microseconds(i)
+            FROM (
+              SELECT *, string_split(answer, ' ') AS tokens FROM (
+                SELECT run_id, item_id, i,
+                       'The answer is ' || CASE WHEN wrong THEN 'something else' ELSE 'answer ' || i END
+                       || coalesce(list_aggregate(list_transform(cites, lambda n: ' [' || n || ']'), 'string_agg', ''), '')
+                       || '.' AS answer
+                FROM plan_gens))
+            ORDER BY run_id, i
+            """
+        )
+        conn.execute(
+            f"""
+            INSERT INTO citations
+            SELECT run_id, item_id, CAST(c - 1 AS INTEGER), position,
+                   CASE WHEN position <= {N_DOCS} THEN item_id || '-d' || (position - 1) END,
+                   CASE WHEN position <= {N_DOCS} THEN position - 1 = r1 OR position - 1 = coalesce(r2, -1) END,
+                   0.3 + 0.7 * ((hash(run_id, item_id, c) % 1000) / 1000.0)
+            FROM (SELECT run_id, item_id, r1, r2, unnest(cites) AS position,
+                         unnest(range(1, len(cites) + 1)) AS c, i FROM plan_gens)
+            ORDER BY run_id, i, c
+            """
+        )
+        n = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+    with connect(path) as conn:
+        conn.execute("CHECKPOINT")
+    full = [x for x, _, e in experiments if 3 * e + 2 < n_runs]
+    return BenchStore(path, n_items, n_runs, n, full[-1], item_id(n_items // 2), time.perf_counter() - started)
+
+
+HANDLERS = ("query_detail", "runs_page", "bias_table")
+# bias_table keeps reports per store state (engine.commands.bias): "bias_table" is timed with
+# that cache emptied before each call (a visitor's first look), "  cached" with it warm.
+# "  bias_inputs" is not a handler but bias_table's store reads (store.queries.bias_inputs), so
+# the table tells reading the experiment from the bootstrap that follows.
+PARTS = ("  cached", "  bias_inputs")
+
+
+def call(handler: str, store: BenchStore):
+    """One visitor request; returns what the handler returned."""
+    if handler == "query_detail":
+        from demo.handlers.query import query_detail
+
+        return query_detail(store.path, store.experiment_id, store.item_id)
+    if handler == "runs_page":
+        from demo.handlers.runs import runs_page
+
+        return runs_page(store.path, 1)
+    if handler in ("bias_table", "  cached"):
+        from demo.handlers.bias import bias_table
+        from engine.commands.bias import clear_report_cache
+
+        if handler == "bias_table":
+            clear_report_cache()
+        return bias_table(store.path, store.experiment_id)
+    from store.queries import bias_inputs
+
+    return bias_inputs(store.path, store.experiment_id)
+
+
+def check(handler: str, store: BenchStore, result) -> None:
+    """Fail loudly when a handler returns nothing sensible (a wrong store shape, a broken query)."""
+    if handler == "query_detail":
+        html, metrics = result
+        if len(metrics) != 3 or store.item_id not in html or metrics["f1"].isna().any():
+            raise SystemExit(f"query_detail returned no detail on {store.path.name}: {html[:200]}")
+    elif handler == "runs_page":
+        if len(result) != min(50, -(-store.n_runs // 3)) or result[0][0] is None:
+            raise SystemExit(f"runs_page returned {len(result)} rows on {store.path.name}")
+    elif handler in ("bias_table", "  cached"):
+        _summary, results, confidence = result
+        if len(results) != 6 or len(confidence) != 6 or any(row[7] != store.n_items for row in results):
+            raise SystemExit(f"bias_table returned unexpected rows on {store.path.name}: {results}")
+    elif len(result.metrics) != 3 * store.n_items:
+        raise SystemExit(f"bias_inputs read {len(result.metrics)} metric rows on {store.path.name}")
+
+
+def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats: int) -> dict[tuple[str, str], float]:
+    """Median seconds per call of each handler on each store, after one warm-up call (imports,
+    first open). The stores take turns call by call, so that load from other processes on a
+    shared machine falls on all of them alike."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for handler in names:
+        chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page")}
+        for name, store in chosen.items():
+            check(handler, store, call(handler, store))
+        for _ in range(repeats):
+            for name, store in chosen.items():
+                started = time.perf_counter()
+                call(handler, store)
+                times.setdefault((handler, name), []).append(time.perf_counter() - started)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generations", type=int, default=1_000_000, help="size of the large store (default 1,000,000)")
+    parser.add_argument("--items", type=int, default=10_000, help="items per run in the large store (default 10,000)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed calls per handler and store (median)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="folder for the stores, kept for reuse (a store already there is reused)")
+    args = parser.parse_args(argv)
+    n_runs = max(3, args.generations // args.items)
+    small_items = max(1, args.items // 100)
+    shapes = {  # name: (items, runs)
+        "10k": (small_items, n_runs),
+        "1M": (args.items, n_runs),
+        "exp": (args.items, 3),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        stores = {}
+        for name, (items, runs) in shapes.items():
+            path = folder / f"bench_{items}x{runs}.duckdb"
+            if path.exists():
+                stores[name] = _reuse(path, items, runs)
+                print(f"{name}: reusing {path} ({stores[name].n_generations:,} generations)", flush=True)
+            else:
+                stores[name] = build_store(path, n_items=items, n_runs=runs)
+                print(f"{name}: built {stores[name].n_generations:,} generations ({runs} runs x {items:,} items) "
+                      f"in {stores[name].build_s:.1f} s, {path.stat().st_size / 1e6:.0f} MB", flush=True)
+        medians = time_handlers(HANDLERS + PARTS, stores, args.repeats)
+    small, large = stores["10k"], stores["1M"]
+    print()
+    print(f"median of {args.repeats} calls after one warm-up, in ms; "
+          f"10k = {small.n_runs} runs x {small.n_items:,} items, 1M = {large.n_runs} runs x {large.n_items:,} items, "
+          f"exp = 1 experiment alone (3 runs x {large.n_items:,} items)")
+    print(f"{'handler':<14}{'10k':>9}{'1M':>9}{'1M/10k':>8}{'exp':>9}{'1M/exp':>8}   target: 1M < 200 ms, 1M/10k < 2")
+    for handler in HANDLERS + PARTS:
+        a, b = medians[handler, "10k"], medians[handler, "1M"]
+        exp = medians.get((handler, "exp"))
+        extra = f"{1000 * exp:9.1f}{b / exp:8.2f}" if exp else f"{'':9}{'':8}"
+        print(f"{handler:<14}{1000 * a:9.1f}{1000 * b:9.1f}{b / a:8.2f}{extra}")
+
+
+def _reuse(path: Path, items: int, runs: int) -> BenchStore:
+    from store.db import connect
+
+    with connect(path, read_only=True) as conn:
+        n = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+        full = conn.execute(
+            "SELECT experiment_id FROM runs GROUP BY experiment_id HAVING count(*) = 3 "
+            "ORDER BY min(created_utc) DESC LIMIT 1"
+        ).fetchone()[0]
+    return BenchStore(path, items, runs, n, full, item_id(items // 2), 0.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The README's example queries, in one place: the SQL tab offers them one click each, and
+tests/test_app_sql.py checks that each appears verbatim in README.md and runs on a real store.
+
+Each entry is (title, sql); in the README's store section it reads `-- {title}` then `{sql};`.
+"""
+
+from __future__ import annotations
+
+EXAMPLE_QUERIES: tuple[tuple[str, str], ...] = (
+    (
+        "Progress of every run",
+        """SELECT r.run_id, r.rag_mode, r.status, r.n_items, count(g.item_id) AS n_done
+FROM runs r LEFT JOIN generations g USING (run_id)
+GROUP BY ALL ORDER BY any_value(r.created_utc) DESC""",
+    ),
+    (
+        "The paper's Table 1, straight from the views",
+        """SELECT model, dataset_label(dataset, dataset_sha) AS dataset, coalesce(label_relevant, '-') AS relevant, coalesce(label_nonrelevant, '-') AS non_relevant,
+       round(100 * precision, 1) AS precision, round(100 * recall, 1) AS recall, round(exact_match, 3) AS em
+FROM run_metrics WHERE status = 'complete' ORDER BY model, created_utc""",
+    ),
+    (
+        "CAB with significance",
+        """SELECT experiment_id, model, metadata_type, metric, round(value, 1) AS cab, p, direction
+FROM bias WHERE measure = 'CAB' ORDER BY experiment_id, metric""",
+    ),
+    (
+        "Is the model more confident when it cites relevant documents?",
+        """SELECT r.rag_mode, c.relevant, avg(c.probability) AS mean_p, count(*) AS n
+FROM citations c JOIN runs r USING (run_id)
+WHERE c.probability IS NOT NULL GROUP BY ALL ORDER BY ALL""",
+    ),
+    (
+        "Least confident tokens, with the alternatives the model considered",
+        """SELECT run_id, item_id, step, token, exp(logprob) AS p, top
+FROM tokens ORDER BY logprob LIMIT 20""",
+    ),
+)

@@ -1,0 +1,249 @@
+"""The SQL tab: its handler as plain functions, and `/sql` driven through gradio_client on a launched app
+with the hostile list (each refused in one line, the data unchanged)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from demo.handlers.sql import CSV_NAME, EMPTY_STORE, display_frame, run_sql, schema_rows
+from engine.errors import UserError
+from store.examples import EXAMPLE_QUERIES
+from tests.test_export_merge import add_run
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLES = ("runs", "experiments", "items", "generations", "citations", "run_owners", "schema_migrations")
+
+
+def build_store(db: Path) -> Path:
+    """A store with a complete vanilla/base/cf experiment and a second, unfinished one (no model needed)."""
+    add_run(db, "r-van", "exp-a", "vanilla", name="pilot")
+    add_run(db, "r-base", "exp-a", "base")
+    add_run(db, "r-cf", "exp-a", "cf")
+    add_run(db, "r-other", "exp-b", "base", status="failed")
+    return db
+
+
+def checksum(db: Path) -> str:
+    """A digest of every row of every table, in a canonical order."""
+    digest = hashlib.sha256()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for table in TABLES:
+            digest.update(repr(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()).encode())
+    finally:
+        con.close()
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    # Deep and named so that a leaked path would be recognisable in any cell or message.
+    folder = tmp_path_factory.mktemp("secret-server-folder")
+    return build_store(folder / "app.duckdb")
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def test_a_query_gives_rows_a_status_line_and_a_csv_of_the_rows(store):
+    outcome = run_sql(store, "SELECT run_id, rag_mode, n_items FROM runs ORDER BY run_id")
+    assert outcome.frame.values.tolist() == [["r-base", "base", 3], ["r-cf", "cf", 3], ["r-other", "base", 3],
+                                             ["r-van", "vanilla", 3]]
+    assert re.fullmatch(r"4 rows in \d+\.\d\d s", outcome.status), outcome.status
+    assert outcome.csv_path.name == CSV_NAME
+    assert pd.read_csv(outcome.csv_path).values.tolist() == outcome.frame.values.tolist()
+
+
+def test_a_cut_result_says_so(store):
+    outcome = run_sql(store, "SELECT range AS n FROM range(50)", max_rows=10)
+    assert len(outcome.frame) == 10 and "cut at 10 rows" in outcome.status
+    assert len(pd.read_csv(outcome.csv_path)) == 10
+
+
+def test_list_and_struct_cells_and_repeated_names_show_as_returned(store):
+    frame = display_frame(pd.DataFrame([[1, 2, [1, "b"], {"k": None}]], columns=["x", "x", "l", "s"]))
+    assert list(frame.columns) == ["x", "x (2)", "l", "s"]
+    assert frame.values.tolist() == [[1, 2, '[1, "b"]', '{"k": null}']]
+
+
+def test_the_empty_store_is_one_line_and_nothing_is_created(tmp_path):
+    db = tmp_path / "none.duckdb"
+    with pytest.raises(UserError) as caught:
+        run_sql(db, "SELECT 1")
+    assert str(caught.value) == EMPTY_STORE
+    assert schema_rows(db) == [] and not db.exists()
+
+
+def test_settings_and_databases_never_show_the_server_path(store):
+    for sql in ("SELECT * FROM duckdb_settings()", "SELECT * FROM duckdb_databases()",
+                "SELECT current_setting('temp_directory') AS t"):
+        outcome = run_sql(store, sql)
+        text = outcome.frame.to_csv() + outcome.csv_path.read_text() + outcome.status
+        assert "secret-server-folder" not in text and str(store.parent) not in text, sql
+    databases = run_sql(store, "SELECT path FROM duckdb_databases() WHERE NOT internal").frame
+    assert databases["path"].tolist() == ["<database>"]
+
+
+def test_the_schema_lists_tables_and_views_with_their_columns(store):
+    rows = {table: (kind, columns) for table, kind, columns in schema_rows(store)}
+    assert rows["runs"][0] == "table" and "run_id VARCHAR" in rows["runs"][1]
+    assert rows["query_metrics"][0] == "view" and "f1 DOUBLE" in rows["query_metrics"][1]
+    assert {"generations", "citations", "items", "experiments", "tokens", "run_metrics", "bias"} <= set(rows)
+    assert "schema_migrations" not in rows
+
+
+def test_each_example_query_is_in_the_readme_store_section_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The store (DuckDB)", 1)[1].split("\n## ", 1)[0]
+    assert len(EXAMPLE_QUERIES) >= 5
+    for title, sql in EXAMPLE_QUERIES:
+        assert f"-- {title}\n{sql};" in section, title
+
+
+@pytest.mark.parametrize("title, sql", EXAMPLE_QUERIES, ids=[t for t, _ in EXAMPLE_QUERIES])
+def test_each_example_query_runs_on_a_populated_store(store, title, sql):
+    outcome = run_sql(store, sql)
+    assert len(outcome.frame) > 0, title
+
+
+# ---------------------------------------------------------------- /sql through gradio_client
+
+# Each hostile query with the reason its refusal must give.
+HOSTILE = [
+    ("INSERT INTO runs (run_id) VALUES ('x')", "got INSERT"),
+    ("UPDATE runs SET status = 'failed'", "got UPDATE"),
+    ("DELETE FROM generations", "got DELETE"),
+    ("DROP TABLE runs", "got DROP"),
+    ("CREATE TABLE t AS SELECT 1", "got CREATE"),
+    ("COPY runs TO '/tmp/pattrieval-stolen.csv'", "got COPY"),
+    ("ATTACH '/tmp/pattrieval-other.duckdb' AS other", "got ATTACH"),
+    ("INSTALL httpfs", "got LOAD"),  # DuckDB's parser types INSTALL as a LOAD statement
+    ("LOAD httpfs", "got LOAD"),
+    ("SET memory_limit = '100GB'", "got SET"),
+    ("PRAGMA disable_checkpoint_on_shutdown", "got PRAGMA"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "read_csv() is not allowed"),
+    ("SELECT * FROM read_blob('{db}')", "read_blob() is not allowed"),
+    ("EXPLAIN ANALYZE DELETE FROM runs", "ANALYZE is not allowed"),
+    ("WITH x AS (DELETE FROM runs RETURNING *) SELECT * FROM x", "DELETE is not allowed"),
+    ("SELECT 1 -- " + "x" * 200_000, "query too long"),
+    ("SELECT " + "(" * 500 + "1" + ")" * 500, "query nested too deeply"),
+    ("SELECT 1; DROP TABLE runs", "one statement at a time"),
+]
+
+
+@pytest.fixture(scope="module")
+def app_url(store):
+    from demo.app import build_app
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+    from tests.test_app_api import _free_port
+
+    app = build_app(AppSettings(store), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        app.jobs.shutdown(timeout=10)
+        app.close()
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def test_a_select_through_the_api_returns_rows_and_the_csv_has_them(client):
+    table, status, csv_file = client.predict("SELECT item_id, answer FROM generations WHERE run_id = 'r-base' "
+                                             "ORDER BY item_id", api_name="/sql")
+    assert table["headers"] == ["item_id", "answer"]
+    assert table["data"] == [["q0", "Author 0 wrote it [2]."], ["q1", "Nobody [1][2][7]."], ["q2", "No idea."]]
+    assert status.startswith("3 rows in ")
+    assert Path(csv_file).name == CSV_NAME
+    assert pd.read_csv(csv_file).values.tolist() == table["data"]
+
+
+def test_settings_through_the_api_show_no_server_path(client, store):
+    for sql in ("SELECT * FROM duckdb_settings()", "SELECT * FROM duckdb_databases()"):
+        table, status, csv_file = client.predict(sql, api_name="/sql")
+        text = str(table) + Path(csv_file).read_text()
+        assert "secret-server-folder" not in text and str(store.parent) not in text, sql
+
+
+def sql_call_error(url: str, escaped_sql: str) -> str:
+    """The error line of a raw POST to /sql whose JSON body holds `escaped_sql` (JSON escapes kept)."""
+    import json
+
+    import httpx
+
+    body = ('{"data": ["' + escaped_sql + '"]}').encode("ascii")
+    event = httpx.post(f"{url}gradio_api/call/sql", content=body, headers={"Content-Type": "application/json"},
+                       timeout=30).json()["event_id"]
+    stream = httpx.get(f"{url}gradio_api/call/sql/{event}", timeout=30).text
+    assert "event: error" in stream, stream
+    return json.loads(stream.split("event: error", 1)[1].split("data:", 1)[1].strip().splitlines()[0])["error"]
+
+
+def test_the_hostile_list_is_refused_in_one_line_and_the_data_stays(client, app_url, store):
+    from gradio_client.exceptions import AppError
+
+    before = checksum(store)
+    for sql, reason in HOSTILE:
+        sql = sql.replace("{db}", str(store))
+        with pytest.raises(AppError) as caught:
+            client.predict(sql, api_name="/sql")
+        message = str(caught.value)
+        assert reason in message and "\n" not in message.strip(), (sql[:60], message)
+        assert "secret-server-folder" not in message and "Traceback" not in message, (sql[:60], message)
+    # A lone surrogate: JSON may carry it escaped (as a browser's JSON.stringify sends it), though
+    # gradio_client cannot encode it, so it goes as a raw call of the same endpoint.
+    assert sql_call_error(app_url, "SELECT '\\ud800'") == "query is not valid text: a lone surrogate at character 8"
+    assert checksum(store) == before
+    assert not Path("/tmp/pattrieval-stolen.csv").exists() and not Path("/tmp/pattrieval-other.duckdb").exists()
+    # Still answering after all that.
+    assert client.predict("SELECT count(*) AS n FROM runs", api_name="/sql")[0]["data"] == [[4]]
+
+
+def test_the_empty_store_through_the_api_is_one_line(tmp_path):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    from demo.app import build_app
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+    from tests.test_app_api import _free_port
+
+    app = build_app(AppSettings(tmp_path / "none.duckdb"), jobs=JobQueue(load=lambda request: pytest.fail("no load")))
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        with pytest.raises(AppError, match="^nothing is stored yet"):
+            Client(f"http://127.0.0.1:{port}/", verbose=False).predict("SELECT 1", api_name="/sql")
+    finally:
+        app.jobs.shutdown(timeout=10)
+        app.close()
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_downloads_get_a_folder_each_and_old_ones_are_pruned(tmp_path):
+    import os
+    import time
+
+    from demo.downloads import new_download
+
+    first = new_download(CSV_NAME, root=tmp_path)
+    first.write_text("a")
+    second = new_download(CSV_NAME, root=tmp_path)
+    assert first.parent != second.parent and first.exists() and second.parent.is_dir()
+    old = time.time() - 7200
+    os.utime(first.parent, (old, old))
+    new_download(CSV_NAME, root=tmp_path)
+    assert not first.parent.exists() and second.parent.is_dir()

@@ -1,0 +1,230 @@
+"""The Run tab's handlers as plain functions: the form to the engine's RunRequest, upload checks,
+server paths on a Space, the operator's settings and the first screen of an empty store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from demo.handlers.run import (
+    NO_SERVER_PATHS,
+    RunForm,
+    build_run_request,
+    dataset_path,
+    first_run_form,
+    run_batch,
+    store_is_empty,
+    validate_upload,
+)
+from demo.jobs import JobQueue
+from demo.settings import AppSettings, settings_from_env
+from engine.errors import UserError
+from engine.paths import SAMPLE_DATASET
+
+
+def test_every_option_of_the_form_reaches_the_run_request(tmp_path):
+    form = RunForm(
+        model="org/some-model", metadata="age", label_a="written by a young person", label_b="written by an old person",
+        consideration="3. Some documents are written by young people, others by old people.",
+        modes=("base", "cf"), quantize="8bit", top_k=5, order="random", few_shot=2, xai="counterfactual",
+        sample=True, temperature=0.7, top_p=0.9, sample_top_k=40, seed=1234, top_logprobs=3,
+        limit=7, batch_size=3, max_new_tokens=21, skip_invalid=True, experiment="all-options", hf_token=" hf_x ",
+    )
+    r = build_run_request(AppSettings(tmp_path / "db.duckdb"), form)
+    assert (r.model, r.label, r.modes, r.quantize) == ("org/some-model", "org/some-model", ("base", "cf"), "8bit")
+    p = r.prompt
+    assert (p.top_k, p.order, p.few_shot, p.xai, p.seed) == (5, "random", 2, "counterfactual", 1234)
+    assert (p.metadata.name, p.metadata.label_a, p.metadata.label_b) == (
+        "age", "written by a young person", "written by an old person")
+    assert p.metadata.consideration == "Some documents are written by young people, others by old people."
+    assert (r.do_sample, r.temperature, r.top_p, r.top_k_sampling, r.seed, r.top_n_logprobs) == (True, 0.7, 0.9, 40, 1234, 3)
+    assert (r.limit, r.batch_size, r.max_new_tokens, r.skip_invalid, r.experiment) == (7, 3, 21, True, "all-options")
+    assert r.hf_token == "hf_x" and "hf_x" not in repr(r)
+    # A built-in type ignores label boxes left filled in; the smoke model resolves to its folder.
+    r = build_run_request(AppSettings(tmp_path / "db.duckdb"), RunForm(metadata="race", label_a="x", label_b="y"))
+    assert (r.prompt.metadata.name, r.prompt.metadata.label_a) == ("race", "a white person")
+    assert r.label == "smoke (tiny random Llama)" and Path(r.model, "config.json").exists()
+
+
+def test_the_item_cap_of_the_operator_wins(tmp_path):
+    settings = AppSettings(tmp_path / "db.duckdb", max_items=4)
+    assert build_run_request(settings, RunForm(limit=100)).limit == 4
+    assert build_run_request(settings, RunForm(limit=None)).limit == 4
+    assert build_run_request(settings, RunForm(limit=2)).limit == 2
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"sample": True, "temperature": 0.0}, "--temperature must be a finite number above 0, not 0.0"),
+    ({"top_p": 1.5}, "--top-p must be in (0, 1], not 1.5"),
+    ({"sample_top_k": -1}, "--sample-top-k must be 0 or more"),
+    ({"seed": -3}, "--seed must be between 0 and 2147483647, not -3"),
+    ({"top_logprobs": 99}, "--top-logprobs must be between 0 and 20, not 99"),
+    ({"batch_size": 0}, "--batch-size must be at least 1"),
+    ({"max_new_tokens": 0}, "--max-new-tokens must be at least 1"),
+    ({"limit": 0}, "the item limit must be at least 1"),
+    ({"top_k": 0}, "the cut-off k must be at least 1, not 0"),
+    ({"order": "sideways"}, "unknown order 'sideways'"),
+    ({"xai": "why"}, "unknown XAI variant 'why'"),
+    ({"few_shot": 3}, "--few-shot must be between 0 and 2, not 3"),
+    ({"quantize": "3bit"}, "unknown quantization '3bit'"),
+    ({"modes": ()}, "choose at least one mode"),
+    ({"modes": ("vanilla", "both")}, "--modes: unknown mode(s) both"),
+    ({"metadata": "age"}, "metadata type 'age' is not built in"),
+    ({"metadata": "age", "label_a": "x", "label_b": "x", "consideration": "c"}, "label A and label B must differ"),
+    ({"experiment": "x" * 101}, "--experiment must be 1 to 100 printable characters"),
+    ({"model": "auto"}, "choose a model: 'auto' is for the command line"),
+])
+def test_a_bad_value_gets_one_line(tmp_path, changes, expected):
+    with pytest.raises(UserError) as caught:
+        build_run_request(AppSettings(tmp_path / "db.duckdb"), RunForm(**changes))
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "db.duckdb").exists()
+
+
+def _write(path: Path, rows: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def _row(i: int, **changes) -> dict:
+    row = {"id": f"q{i}", "question": f"question {i}", "answers": [str(i)],
+           "documents": [{"text": f"passage {i}", "relevant": True}, {"text": "other", "relevant": False}]}
+    return {**row, **changes}
+
+
+def test_an_upload_is_checked_at_once_with_the_loaders_messages(tmp_path):
+    settings = AppSettings(tmp_path / "db" / "app.duckdb")
+    secret = tmp_path / "secret-server-folder"
+    good = _write(secret / "good.jsonl", [_row(i) for i in range(3)])
+    assert validate_upload(settings, str(good)) == "good.jsonl: native layout, 3 items, ready to run"
+    assert validate_upload(settings, None).startswith("the bundled sample")
+    assert validate_upload(settings, str(SAMPLE_DATASET)) == "sample_nq.jsonl: native layout, 67 items, ready to run"
+    # The cut-off counts: an item whose relevant document is 2nd has none among the first 1.
+    late = _write(secret / "late.jsonl", [_row(1), _row(2, documents=[{"text": "a", "relevant": False},
+                                                                       {"text": "b", "relevant": True}])])
+    assert validate_upload(settings, str(late), top_k=None).endswith("2 items, ready to run")
+    line = validate_upload(settings, str(late), top_k=1)
+    assert line.startswith("late.jsonl: native layout, 1 valid items; late.jsonl:line 2: item 'q2': no relevant document")
+
+    broken = _write(secret / "broken.jsonl", [_row(1), "{not json"])
+    line = validate_upload(settings, str(broken))
+    assert line.startswith("broken.jsonl:line 2: invalid JSON (")
+    wrong = _write(secret / "wrong.jsonl", [_row(1), _row(2), _row(3, question=42)])
+    line = validate_upload(settings, str(wrong))
+    assert line == ("wrong.jsonl: native layout, 2 valid items; wrong.jsonl:line 3: item 'q3': 'question' must be a "
+                    "string, got number (1 of 3 items; run the other 2 with --skip-invalid)")
+    # Every supported layout and file format: seed library as .json, ALCE as .parquet.
+    seed = secret / "seed.json"
+    seed.write_text(json.dumps([{"query": "q", "org_answers": ["a"],
+                                 "passages": [{"passage_text": "a", "is_selected": 1}]}]))
+    assert validate_upload(settings, str(seed)) == "seed.json: seed layout, 1 items, ready to run"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    alce = secret / "alce.parquet"
+    pq.write_table(pa.Table.from_pylist([{"question": "who", "answers": [["Ann"]], "docs": [
+        {"title": "t", "text": "Ann did it"}, {"title": "u", "text": "nobody"}]}]), alce)
+    assert validate_upload(settings, str(alce)) == "alce.parquet: alce layout, 1 items, ready to run"
+    odd = _write(secret / "notes.txt", ["hello"])
+    assert validate_upload(settings, str(odd)).startswith("notes.txt: unknown dataset format")
+    for path in (good, late, broken, wrong, seed, alce, odd):
+        assert "secret-server-folder" not in validate_upload(settings, str(path), top_k=1)
+
+
+def test_too_big_an_upload_is_refused(tmp_path):
+    settings = AppSettings(tmp_path / "app.duckdb", max_upload_mb=1)
+    big = _write(tmp_path / "big.jsonl", [_row(i, question="x" * 5000) for i in range(300)])
+    assert big.stat().st_size > 2**20
+    assert validate_upload(settings, str(big)) == f"big.jsonl is {big.stat().st_size / 2**20:.1f} MB; uploads here are limited to 1 MB"
+    with pytest.raises(UserError, match="uploads here are limited to 1 MB"):
+        dataset_path(settings, RunForm(dataset=str(big)))
+
+
+def test_a_space_never_takes_a_server_path(tmp_path):
+    from gradio.utils import get_upload_folder
+
+    space = AppSettings(tmp_path / "app.duckdb", allow_local_paths=False)
+    server_file = _write(tmp_path / "server" / "d.jsonl", [_row(1)])
+    for form in (RunForm(local_path=str(server_file)), RunForm(dataset=str(server_file)),
+                 RunForm(dataset="/etc/passwd"), RunForm(dataset=f"{get_upload_folder()}/../../etc/passwd")):
+        with pytest.raises(UserError) as caught:
+            dataset_path(space, form)
+        assert str(caught.value) == NO_SERVER_PATHS
+    for model in ("/models/llama", "./llama", "~/llama", "a/b/c", str(tmp_path)):
+        with pytest.raises(UserError, match="model folders on the server cannot be named here"):
+            build_run_request(space, RunForm(model=model))
+    jobs = JobQueue(load=lambda request: pytest.fail("nothing may load"))
+    try:
+        with pytest.raises(UserError, match="not a path on the server"):
+            run_batch(jobs, space, RunForm(local_path="/etc/passwd"))
+    finally:
+        jobs.shutdown(timeout=5)
+    # What a Space accepts: the sample, an upload (Gradio's upload folder), a Hub id.
+    assert dataset_path(space, RunForm()) == str(SAMPLE_DATASET)
+    upload = _write(Path(get_upload_folder()) / "pattrieval-test-upload" / "mine.jsonl", [_row(1)])
+    try:
+        assert dataset_path(space, RunForm(dataset=str(upload))) == str(upload)
+    finally:
+        upload.unlink()
+    assert build_run_request(space, RunForm(model="org/name")).model == "org/name"
+    # The desktop takes a path typed in.
+    assert dataset_path(AppSettings(tmp_path / "app.duckdb"), RunForm(local_path=f" {server_file} ")) == str(server_file)
+
+
+def test_settings_from_the_environment(monkeypatch, tmp_path):
+    for name in ("SPACE_ID", "PATTRIEVAL_LOCAL_PATHS", "PATTRIEVAL_MAX_UPLOAD_MB", "PATTRIEVAL_RESULTS_REPO",
+                 "PATTRIEVAL_RESULTS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    db = str(tmp_path / "x.duckdb")
+    desktop = settings_from_env(db)
+    assert (desktop.allow_local_paths, desktop.max_upload_mb, desktop.results_repo, desktop.results_file) == (
+        True, 50, None, "pattrieval.duckdb")
+    assert desktop.max_upload_bytes == 50 * 2**20
+    assert not settings_from_env(db, share=True).allow_local_paths
+    assert not settings_from_env(db, local_paths=False).allow_local_paths
+    monkeypatch.setenv("SPACE_ID", "someone/pattrieval")
+    assert not settings_from_env(db).allow_local_paths
+    monkeypatch.setenv("PATTRIEVAL_LOCAL_PATHS", "1")  # the operator's word wins
+    assert settings_from_env(db).allow_local_paths
+    monkeypatch.setenv("PATTRIEVAL_LOCAL_PATHS", "maybe")
+    with pytest.raises(UserError, match="PATTRIEVAL_LOCAL_PATHS must be 1 or 0, not 'maybe'"):
+        settings_from_env(db)
+    monkeypatch.delenv("PATTRIEVAL_LOCAL_PATHS")
+    monkeypatch.setenv("PATTRIEVAL_MAX_UPLOAD_MB", "5")
+    monkeypatch.setenv("PATTRIEVAL_RESULTS_REPO", " org/results ")
+    monkeypatch.setenv("PATTRIEVAL_RESULTS_FILE", "paper.duckdb")
+    s = settings_from_env(db)
+    assert (s.max_upload_mb, s.results_repo, s.results_file) == (5, "org/results", "paper.duckdb")
+    monkeypatch.setenv("PATTRIEVAL_MAX_UPLOAD_MB", "-1")
+    with pytest.raises(UserError, match="PATTRIEVAL_MAX_UPLOAD_MB must be a whole number"):
+        settings_from_env(db)
+
+
+def test_the_first_run_on_an_empty_store(tmp_path):
+    db = tmp_path / "app.duckdb"
+    assert store_is_empty(db) and not db.exists()  # asking creates nothing
+    cpu = first_run_form(AppSettings(db), gpu=False)
+    assert (cpu.model, cpu.dataset, cpu.limit, cpu.modes) == ("smoke", "sample", 5, ("vanilla", "base", "cf"))
+    gpu = first_run_form(AppSettings(db, max_items=3), gpu=True)
+    assert (gpu.model, gpu.limit) == ("mistralai/Mistral-7B-Instruct-v0.3", 3)
+    assert first_run_form(AppSettings(db, allowed_models=("org/x",)), gpu=True).model == "smoke"
+    from store.db import connect
+
+    with connect(db):
+        pass
+    assert store_is_empty(db)  # a store with its schema but no run is still empty
+
+
+def test_python_m_demo_refuses_a_malformed_setting_in_one_line(monkeypatch, tmp_path, capsys):
+    from demo.__main__ import build_parser, main
+
+    monkeypatch.setenv("PATTRIEVAL_MAX_UPLOAD_MB", "lots")
+    assert main(["--db", str(tmp_path / "x.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: PATTRIEVAL_MAX_UPLOAD_MB must be a whole number of megabytes above 0, not 'lots'\n"
+    assert not (tmp_path / "x.duckdb").exists()
+    assert build_parser().parse_args(["--no-local-paths", "--share"]).no_local_paths
+    assert "PATTRIEVAL_RESULTS_REPO" in build_parser().format_help()
