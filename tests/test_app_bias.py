@@ -238,6 +238,23 @@ def test_equal_labels_warn_and_stored_text_is_escaped(db):
     assert "<img" not in boxes.to_json()
 
 
+def test_a_run_that_lands_later_shows_at_once(tmp_path):
+    # The tab keeps its reads per store state: a new cf run changes the state, so it shows.
+    db = build_store(tmp_path / "later.duckdb")
+    before = handler.bias_page(db, "exp-hai", resamples=100)
+    assert before.cab_note and [r[0] for r in before.table2[1:]] == []
+    assert handler.bias_page(db, "exp-hai", resamples=100).table1 == before.table1
+    store = RunStore(db, timeout_s=10)
+    model, meta, _ = EXPERIMENTS["exp-hai"]
+    store.start_run(_spec("exp-hai-cf", "exp-hai", model, meta, "cf"))
+    store.write_batch("exp-hai-cf", [_generation(item, 0.3, random.Random(1)) for item in ITEMS])
+    store.finish_run("exp-hai-cf", "complete")
+    after = handler.bias_page(db, "exp-hai", resamples=100)
+    assert after.cab_note == "" and [r[0] for r in after.table2[1:]] == ["Human vs. LLM"]
+    assert len(after.table1) == len(before.table1) + 1
+    assert {b.mode for b in after.probability_boxes} == {"vanilla", "base", "cf"}
+
+
 def test_the_single_experiment_handler_keeps_its_shape(db):
     summary, results, confidence = handler.bias_table(db, "exp-gender")
     assert "exp-gender" in summary and "Tables 1 and 2" not in summary
