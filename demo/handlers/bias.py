@@ -57,7 +57,7 @@ def markdown_text(value: object) -> str:
 def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[str]:
     """The experiments named in the text box (an id or name, or several separated by commas) and
     the multiselect, in order, without repeats. A name that contains a comma still works typed
-    alone: the whole text is tried first (see bias_page)."""
+    alone: the whole text is tried first (see _reports)."""
     refs = [r.strip() for r in (text or "").split(",")] + [str(c).strip() for c in (chosen or ())]
     return list(dict.fromkeys(r for r in refs if r))
 
