@@ -11,7 +11,8 @@ modified and the target gets all of the merge or none of it. Rules:
 - an experiment holds at most one run per mode (see run_store.py): a run whose mode is taken
   in its experiment in the target goes into an experiment of its own, `EXPERIMENT~RUN_ID`, the
   name migration 004 gave such runs;
-- an experiment's name stays unique: where the target already uses it, the copy is unnamed.
+- an experiment's name stays unique: where the target already uses it, the copy is unnamed;
+- each merged run's cached averages (run_scores, store/run_scores.py) are computed in the target.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import duckdb
 from engine.errors import UserError
 from store.db import DEFAULT_TIMEOUT_S, DbLike, as_database, file_lock, open_with_retry, read_error
 from store.migrations import applied_versions, pending_migrations, refuse_newer_schema
+from store.run_scores import store_scores
 
 _SOURCE = "merge_source"  # the attached source's catalog name
 _MAX_NAMED = 5  # runs named in a refusal; the rest are counted
@@ -199,6 +201,10 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         f"INSERT INTO citations BY NAME SELECT * FROM {src}.citations WHERE run_id IN (SELECT unnest($ids))",
         {"ids": ids},
     ))
+    for run_id in ids:
+        # Recomputed here rather than copied: the source's row may be stale or missing (a store
+        # written by older code), and the items are the target's now (checked equal above).
+        store_scores(conn, run_id)
     return MergeResult(tuple(ids), n_generations, n_citations, n_items, experiments_new, tuple(already),
                        tuple(skipped), tuple(moved), tuple(unnamed))
 

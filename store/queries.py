@@ -28,6 +28,7 @@ import numpy as np
 from engine.errors import UserError
 from engine.types import MODES
 from store.db import DbLike, as_database
+from store.run_scores import live_scores
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -1212,23 +1213,33 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
                           FROM runs WHERE experiment_id IN (SELECT unnest($ids))),
             done AS (SELECT run_id, count(*) AS n_done FROM generations
                      WHERE run_id IN (SELECT run_id FROM page) GROUP BY run_id),
-            -- Metrics are shown for each mode's newest run only, and query_metrics costs per answer.
+            -- Metrics are shown for each mode's newest run only.
             shown AS (SELECT run_id FROM page
                       QUALIFY row_number() OVER (PARTITION BY experiment_id, rag_mode
-                                                 ORDER BY created_utc DESC, run_id DESC) = 1),
-            metrics AS (SELECT run_id, avg(precision) AS p, avg(recall) AS r, avg(f1) AS f, avg(exact_match) AS em
-                        FROM query_metrics WHERE run_id IN (SELECT run_id FROM shown) GROUP BY run_id)
+                                                 ORDER BY created_utc DESC, run_id DESC) = 1)
             SELECT r.experiment_id, r.run_id, r.rag_mode, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
-                   r.created_utc, m.p, m.r, m.f, m.em
-            FROM page r LEFT JOIN done d USING (run_id) LEFT JOIN metrics m USING (run_id)
+                   r.created_utc, s.run_id IS NOT NULL, c.n_answers IS NOT DISTINCT FROM coalesce(d.n_done, 0),
+                   c.precision, c.recall, c.f1, c.exact_match
+            FROM page r LEFT JOIN done d USING (run_id) LEFT JOIN shown s USING (run_id)
+            LEFT JOIN run_scores c USING (run_id)
             ORDER BY r.experiment_id, {_MODE_ORDER}, r.created_utc, r.run_id
             """,
             {"ids": ids},
         ).fetchall()
+        # query_metrics costs per answer, so the averages come from run_scores (kept by the
+        # writer, store/run_scores.py) where its row covers every answer the run holds now, and
+        # are computed live otherwise: a running or extended run, a missing row. One query per
+        # such run, as DuckDB pushes `run_id = ?` into the view but not an IN-list.
+        scores: dict[str, tuple] = {}
+        for row in run_rows:
+            run_id, shown, fresh = row[1], row[7], row[8]
+            if shown:
+                scores[run_id] = tuple(row[9:]) if fresh else tuple(live_scores(conn, run_id))[1:]
     runs: dict[str, list[PageRun]] = {}
-    for experiment_id, run_id, mode_, status, done, n_total, created, p, r, f, em in run_rows:
+    for experiment_id, run_id, mode_, status, done, n_total, created, *_ in run_rows:
         if status == "running" and run_id in gone:
             status = "interrupted"
+        p, r, f, em = scores.get(run_id, (None, None, None, None))
         runs.setdefault(experiment_id, []).append(PageRun(run_id, mode_, status, done, n_total, created, p, r, f, em))
     experiments = []
     for exp, name, model_, dataset_, sha, label, meta, modes, created, _total in rows:

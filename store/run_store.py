@@ -28,6 +28,7 @@ from engine.errors import UserError
 from engine.sink import ExperimentSpec, RunSpec, StoredExperiment, StoredRun
 from engine.types import RUN_STATUSES, Citation, Generation, Item, Mode, RunStatus, TokenLogprob
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
+from store.run_scores import store_scores
 
 FINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RUN_STATUSES if s != "running")
 
@@ -292,6 +293,10 @@ class RunStore:
             if not updated or updated[0] == 0:
                 raise ValueError(f"unknown run {run_id}")
             conn.execute("DELETE FROM run_owners WHERE run_id = ?", [run_id])
+            if status == "complete":
+                # The Runs tab's cached averages, in the same transaction as the status, so a
+                # complete run never shows without them (store/run_scores.py; a few ms per run).
+                store_scores(conn, run_id)
 
 
 # ---------------------------------------------------------------- inside a transaction

@@ -1,0 +1,51 @@
+"""Per-run averages of query_metrics, cached in `run_scores` (migration 007) by the writer.
+
+The app's Runs tab shows each run's mean precision, recall, F1 and exact match. Computing them
+from the query_metrics view costs per answer (seconds for a page of a 1M-generation store), so
+the writer stores them when a run is marked complete (store.run_store) and when a merge copies
+complete runs (store.merge). A stored row is only a cache: readers use it when its `n_answers`
+equals the run's current number of generations and compute the run live otherwise (a running
+run, a run extended with a larger --limit, a store written by code that did not keep the table).
+
+Both sides use `SCORES_SQL`, one run at a time: DuckDB pushes a `run_id = ?` filter through the
+view into the tables (milliseconds for a small run), which it does not do for an IN-list.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import duckdb
+
+from store.db import utc_now
+
+# The same averages the Runs tab showed from query_metrics before the cache; count(*) is the
+# number of answers (one query_metrics row per generation). Without GROUP BY, a run with no
+# answers yet gives one row of 0 and NULLs.
+SCORES_SQL = """
+SELECT count(*), avg(precision), avg(recall), avg(f1), avg(exact_match)
+FROM query_metrics WHERE run_id = ?
+"""
+
+
+class RunScores(NamedTuple):
+    """A run's mean metrics over its `n_answers` answers (None while it has none)."""
+
+    n_answers: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    exact_match: float | None  # None also when no item has usable gold
+
+
+def live_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
+    """The run's averages computed now from query_metrics."""
+    return RunScores(*conn.execute(SCORES_SQL, [run_id]).fetchone())
+
+
+def store_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
+    """Compute the run's averages and write (or replace) its run_scores row, in the caller's transaction."""
+    scores = live_scores(conn, run_id)
+    conn.execute("INSERT OR REPLACE INTO run_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 [run_id, *scores, utc_now()])
+    return scores
