@@ -64,6 +64,7 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
     """Write a store of n_runs x n_items generations at `path` (which must not exist yet)."""
     from engine.prompts import METADATA_TYPES, PromptConfig
     from store.db import connect
+    from store.run_scores import store_scores
 
     if path.exists():
         raise SystemExit(f"{path} exists already: give a new path")
@@ -173,6 +174,9 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
             """
         )
         n = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+        # The runs' cached averages, as RunStore.finish_run writes them when a run completes.
+        for run in runs:
+            store_scores(conn, run[0])
     with connect(path) as conn:
         conn.execute("CHECKPOINT")
     full = [x for x, _, e in experiments if 3 * e + 2 < n_runs]
