@@ -294,8 +294,9 @@ class RunStore:
                 raise ValueError(f"unknown run {run_id}")
             conn.execute("DELETE FROM run_owners WHERE run_id = ?", [run_id])
             if status == "complete":
-                # The Runs tab's cached averages, in the same transaction as the status, so a
-                # complete run never shows without them (store/run_scores.py; a few ms per run).
+                # The Runs tab's cached averages (store/run_scores.py), in the same transaction
+                # as the status so the two cannot disagree: a few ms for a small run, ~0.2 s for
+                # 10,000 answers.
                 store_scores(conn, run_id)
 
 
