@@ -5,7 +5,8 @@ the project's migrations via store.db.connect), then times, in this process, as 
 them:
 - query:  demo.handlers.query.query_detail (one item of one experiment, all its modes);
 - runs:   demo.handlers.runs.runs_page, the first page;
-- bias:   demo.handlers.bias.bias_table for one experiment (2,000 bootstrap resamples).
+- bias:   demo.handlers.bias.bias_page for one experiment, what /bias_table does: CAS and CAB
+          (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data.
 
 Store shapes (one dataset of ITEMS items x 10 documents; RUNS runs in experiments of vanilla,
 base and cf, the last experiment partial when RUNS is not a multiple of 3; metadata types
@@ -183,11 +184,11 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
     return BenchStore(path, n_items, n_runs, n, full[-1], item_id(n_items // 2), time.perf_counter() - started)
 
 
-HANDLERS = ("query_detail", "runs_page", "bias_table")
-# bias_table keeps reports per store state (engine.commands.bias): "bias_table" is timed with
-# that cache emptied before each call (a visitor's first look), "  cached" with it warm.
-# "  bias_inputs" is not a handler but bias_table's store reads (store.queries.bias_inputs), so
-# the table tells reading the experiment from the bootstrap that follows.
+HANDLERS = ("query_detail", "runs_page", "bias_page")
+# The Bias tab keeps what it computed per store state (store.state_cache): "bias_page" is timed
+# with those caches emptied before each call (a visitor's first look), "  cached" with them warm.
+# "  bias_inputs" is not a handler but the CAS/CAB report's store reads (store.queries.bias_inputs),
+# so the table tells reading the experiment from the bootstrap that follows.
 PARTS = ("  cached", "  bias_inputs")
 
 
@@ -201,13 +202,12 @@ def call(handler: str, store: BenchStore):
         from demo.handlers.runs import runs_page
 
         return runs_page(store.path, 1)
-    if handler in ("bias_table", "  cached"):
-        from demo.handlers.bias import bias_table
-        from engine.commands.bias import clear_report_cache
+    if handler in ("bias_page", "  cached"):
+        from demo.handlers.bias import bias_page, clear_cache
 
-        if handler == "bias_table":
-            clear_report_cache()
-        return bias_table(store.path, store.experiment_id)
+        if handler == "bias_page":
+            clear_cache()
+        return bias_page(store.path, store.experiment_id)
     from store.queries import bias_inputs
 
     return bias_inputs(store.path, store.experiment_id)
@@ -222,10 +222,14 @@ def check(handler: str, store: BenchStore, result) -> None:
     elif handler == "runs_page":
         if len(result) != min(50, -(-store.n_runs // 3)) or result[0][0] is None:
             raise SystemExit(f"runs_page returned {len(result)} rows on {store.path.name}")
-    elif handler in ("bias_table", "  cached"):
-        _summary, results, confidence = result
-        if len(results) != 6 or len(confidence) != 6 or any(row[7] != store.n_items for row in results):
-            raise SystemExit(f"bias_table returned unexpected rows on {store.path.name}: {results}")
+    elif handler in ("bias_page", "  cached"):
+        from demo.handlers.bias import RESULT_COLUMNS
+
+        # Each row is the experiment's cells, then RESULT_COLUMNS.
+        n_at = RESULT_COLUMNS.index("n") + len(result.results[0]) - len(RESULT_COLUMNS) if result.results else 0
+        if (len(result.results) != 6 or len(result.confidence) != 6 or not result.table1 or not result.table2
+                or not result.cab_bars or any(row[n_at] != store.n_items for row in result.results)):
+            raise SystemExit(f"bias_page returned unexpected rows on {store.path.name}: {result.results}")
     elif len(result.metrics) != 3 * store.n_items:
         raise SystemExit(f"bias_inputs read {len(result.metrics)} metric rows on {store.path.name}")
 

@@ -67,7 +67,7 @@ def test_the_store_has_the_shape_asked_for(store):
         assert 1 <= relevant[0] <= relevant[1] <= 2
 
 
-@pytest.mark.parametrize("handler", ["query_detail", "runs_page", "bias_table", "  bias_inputs"])
+@pytest.mark.parametrize("handler", ["query_detail", "runs_page", "bias_page", "  cached", "  bias_inputs"])
 def test_handlers_return_sensible_results(bench, store, handler):
     result = bench.call(handler, store)
     bench.check(handler, store, result)  # raises SystemExit on anything odd
@@ -78,9 +78,14 @@ def test_handler_results_on_the_bench_store(bench, store):
     assert list(metrics["mode"]) == ["vanilla", "base", "cf"] and "Question number 6" in html
     rows = bench.call("runs_page", store)
     assert [r[0] for r in rows] == ["exp-0002", "exp-0001", "exp-0000"]  # newest first
-    summary, results, confidence = bench.call("bias_table", store)
-    assert "exp-0001" in summary and "hai" in summary  # metadata types cycle gender, hai, race
-    assert {(r[0], r[1]) for r in results} == {(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")}
+    page = bench.call("bias_page", store)
+    assert page.experiment_ids == ("exp-0001",) and "hai" in page.summary  # metadata types cycle gender, hai, race
+    from demo.handlers.bias import RESULT_COLUMNS
+
+    at = len(page.results[0]) - len(RESULT_COLUMNS)  # the experiment's cells come first
+    assert {(r[at], r[at + 1]) for r in page.results} == {
+        (m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")
+    }
 
 
 def test_timing_gives_a_median_per_handler_and_store(bench, store):

@@ -7,11 +7,8 @@ experiment, `python -m engine report` (engine.commands.report) for the tables.
 
 from __future__ import annotations
 
-import copy
+import functools
 import html
-import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -91,34 +88,32 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
 
 # Every visitor of the tab asks for the same few experiments: the tables' and boxes' reads
 # (0.1-0.8 s from 10k to 1M answers, mostly planning and computing the views) are kept per store
-# state, as bias_report keeps its reports (engine.commands.bias), a few at a time.
-_CACHE_SIZE = 16
-_cache: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()
-_cache_lock = threading.Lock()
+# state (store.state_cache), as bias_report keeps its reports.
+@functools.cache
+def _reads_cache():
+    from store.state_cache import StoreStateCache
+
+    return StoreStateCache(16)
+
+
+def clear_cache() -> None:
+    """Forget the kept reads and reports (scripts/bench_app.py times a visitor's first look with it)."""
+    from engine.commands.bias import clear_report_cache
+
+    _reads_cache().clear()
+    clear_report_cache()
 
 
 def _store_reads(db_path: Path, experiment_ids: tuple[str, ...], run_ids: tuple[str, ...]) -> Any:
     """(Table 1 rows, Table 2 rows, probability summaries) of these experiments and runs; kept
-    only when the store's fingerprint is the same before and after reading, so a write that
-    lands meanwhile is never hidden."""
-    from engine.commands.bias import store_fingerprint
+    only while the store is unchanged, so a write that lands meanwhile is never hidden."""
     from engine.commands.report import experiment_tables
     from store.queries import citation_probability_summaries
 
-    key = (os.path.realpath(db_path), experiment_ids, run_ids)
-    before = store_fingerprint(db_path)
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None and hit[0] == before:
-            _cache.move_to_end(key)
-            return copy.deepcopy(hit[1])
-    result = (*experiment_tables(db_path, experiment_ids), citation_probability_summaries(db_path, run_ids))
-    if store_fingerprint(db_path) == before:
-        with _cache_lock:
-            _cache[key] = (before, copy.deepcopy(result))
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-    return result
+    return _reads_cache().get(
+        db_path, (experiment_ids, run_ids),
+        lambda: (*experiment_tables(db_path, experiment_ids), citation_probability_summaries(db_path, run_ids)),
+    )
 
 
 def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], list[list[Any]]]:

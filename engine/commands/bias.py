@@ -9,14 +9,11 @@ stays machine-readable.
 from __future__ import annotations
 
 import argparse
-import copy
+import functools
 import json
 import math
-import os
 import shlex
 import sys
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,59 +97,31 @@ class BiasReport:
     hint: str
 
 
-# The app asks for the same experiment's report again and again (every visitor of the Bias tab),
-# and at 10,000 items per run reading it and 2,000 bootstrap resamples take ~0.5 s
-# (scripts/bench_app.py). Reports are kept per store state, a few at a time.
-_CACHE_SIZE = 32
-_cache: OrderedDict[tuple, tuple[tuple, BiasReport]] = OrderedDict()
-_cache_lock = threading.Lock()
+# Every visitor of the app's Bias tab asks for the same few reports: they are kept per store state.
+@functools.cache
+def _report_cache():
+    """The reports kept, made on first use: importing store at import time would load DuckDB for `--help`."""
+    from store.state_cache import StoreStateCache
 
-
-def store_fingerprint(path: Path) -> tuple:
-    """What changes whenever the store's content does: identity, size and change times of the
-    database file and of its write-ahead log. DuckDB appends every commit to the log (it grows,
-    or appears), and a checkpoint rewrites the file and removes the log, so no write leaves all
-    of them as they were."""
-    parts = []
-    for file in (path, path.with_name(path.name + ".wal")):
-        try:
-            st = os.stat(file)
-        except FileNotFoundError:
-            parts.append(None)
-        else:
-            parts.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return tuple(parts)
+    return StoreStateCache(32)
 
 
 def clear_report_cache() -> None:
     """Forget every cached report (scripts/bench_app.py times uncached calls with it)."""
-    with _cache_lock:
-        _cache.clear()
+    _report_cache().clear()
 
 
 def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
                 db_arg: str | None = None) -> BiasReport:
     """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
 
-    The same request on an unchanged store returns the report computed before (a copy): the
-    store is fingerprinted before reading and again after computing, and a report is kept only
-    when the two agree, so a write that lands meanwhile is never hidden. Errors are not kept.
+    The same request on an unchanged store returns the report computed before (a copy; see
+    store.state_cache: a write that lands meanwhile is never hidden). Errors are not kept.
     """
-    key = (os.path.realpath(path), experiment, resamples, seed, db_arg)
-    before = store_fingerprint(Path(path))
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None and hit[0] == before:
-            _cache.move_to_end(key)
-            return copy.deepcopy(hit[1])
-    result = _bias_report(Path(path), experiment, resamples=resamples, seed=seed, db_arg=db_arg)
-    if store_fingerprint(Path(path)) == before:
-        with _cache_lock:
-            _cache[key] = (before, copy.deepcopy(result))
-            _cache.move_to_end(key)
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-    return result
+    return _report_cache().get(
+        path, (experiment, resamples, seed, db_arg),
+        lambda: _bias_report(Path(path), experiment, resamples=resamples, seed=seed, db_arg=db_arg),
+    )
 
 
 def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: int,
