@@ -1386,3 +1386,42 @@ def experiment_dataset_paths(db: DbLike, experiment_id: str) -> tuple[str, ...]:
             [experiment_id],
         ).fetchall()
     return tuple(row[0] for row in rows)
+
+
+# ---------------------------------------------------------------- the app's Run tab: runs in progress
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run marked running in the store, by this app's worker or by any other process."""
+
+    run_id: str
+    experiment_id: str
+    model: str
+    mode: str
+    status: str  # running, or interrupted: its process is gone (the same settings resume it)
+    n_done: int
+    n_total: int
+    created_utc: Any
+
+
+def active_runs(db: DbLike) -> tuple[ActiveRun, ...]:
+    """The runs marked running, newest first, with their progress: what the Run tab shows beside
+    its own jobs, so that a run started from the command line on the same store shows up too."""
+    with as_database(db).connect(read_only=True) as conn:
+        gone = _interrupted_runs(conn)
+        rows = conn.execute(
+            """
+            WITH active AS (SELECT run_id, experiment_id, model, rag_mode, n_items, created_utc
+                            FROM runs WHERE status = 'running')
+            SELECT a.run_id, a.experiment_id, a.model, a.rag_mode, coalesce(d.n, 0), coalesce(a.n_items, 0),
+                   a.created_utc
+            FROM active a
+            LEFT JOIN (SELECT run_id, count(*) AS n FROM generations
+                       WHERE run_id IN (SELECT run_id FROM active) GROUP BY run_id) d USING (run_id)
+            ORDER BY a.created_utc DESC, a.run_id DESC
+            """
+        ).fetchall()
+    return tuple(
+        ActiveRun(run_id, experiment_id, model, mode, "interrupted" if run_id in gone else "running", done, total,
+                  created)
+        for run_id, experiment_id, model, mode, done, total, created in rows
+    )

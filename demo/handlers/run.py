@@ -25,6 +25,7 @@ NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a 
 FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
 FIRST_RUN_LIMIT_GPU = 10
 METRIC_COLUMNS = ["run_id", "mode", "relevant_label", "n", "precision", "recall", "f1", "em"]
+STORE_PROGRESS_COLUMNS = ["experiment", "mode", "model", "state", "progress", "run", "started (UTC)"]
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,20 @@ def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None):
         return pd.DataFrame(columns=METRIC_COLUMNS)
     run_ids = list(runs_for_experiment(settings.db_path, status.experiment_id)["run_id"])
     return run_summaries(settings.db_path, run_ids)[METRIC_COLUMNS] if run_ids else pd.DataFrame(columns=METRIC_COLUMNS)
+
+
+def store_progress(settings: AppSettings) -> list[list[Any]]:
+    """Every run in progress in the store, this app's or a command line's on the same file, as
+    table rows (STORE_PROGRESS_COLUMNS); none before the first run (no file is created)."""
+    from store.queries import active_runs
+
+    if not Path(settings.db_path).is_file():
+        return []
+    return [
+        [r.experiment_id, r.mode, r.model, r.status, f"{r.n_done}/{r.n_total}", r.run_id,
+         r.created_utc.strftime("%Y-%m-%d %H:%M:%S") if r.created_utc else "-"]
+        for r in active_runs(settings.db_path)
+    ]
 
 
 def cancel_run(jobs: JobQueue, job_id: str) -> str:

@@ -78,6 +78,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def cancel(job_id):
         return run_handlers.cancel_run(jobs, (job_id or "").strip())
 
+    def in_progress():
+        try:
+            rows = run_handlers.store_progress(settings)
+        except UserError:
+            rows = []  # the store is busy or unreadable for a moment: the next tick tries again
+        return pd.DataFrame(rows, columns=run_handlers.STORE_PROGRESS_COLUMNS)
+
     def check_dataset(dataset_file, top_k):
         try:
             k = _cut_off(top_k)
@@ -165,7 +172,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         metrics_table = gr.Dataframe(headers=run_handlers.METRIC_COLUMNS, interactive=False,
                                      label="the job's runs so far: answers stored (n), citation precision, recall and "
                                      "F1 (x100), exact match")
+        store_table = gr.Dataframe(headers=run_handlers.STORE_PROGRESS_COLUMNS, interactive=False,
+                                   label="runs in progress in the store: started here or from the command line "
+                                   "(interrupted: its process is gone; the same settings resume it)")
         timer = gr.Timer(1.0)
+        # The store's other runs change slowly and cost a read of the file: every few seconds is enough.
+        store_timer = gr.Timer(3.0)
 
         form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                        batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
@@ -186,6 +198,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         timer.tick(metrics, [job_id], metrics_table, api_name="run_metrics", api_visibility="public",
                    show_progress="hidden")
         cancel_button.click(cancel, [job_id], cancel_message, api_name="cancel_run", api_visibility="public")
+        for trigger in (app.load, store_timer.tick):
+            trigger(in_progress, None, store_table, api_visibility="private", show_progress="hidden")
         app.load(first_screen, None, empty_panel, api_visibility="private")
 
 
