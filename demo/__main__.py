@@ -31,10 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     from demo.results_repo import merge_at_start
     from demo.settings import settings_from_env
     from engine.errors import UserError
+    from store.db import check_database
 
     try:
         settings = settings_from_env(args.db, args.read_only, share=args.share,
                                      local_paths=False if args.no_local_paths else None)
+        # A folder, a foreign or damaged file, or a newer schema is refused before anything
+        # starts (nothing is written; a path that does not exist yet is created by the first run).
+        check_database(settings.db_path)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
