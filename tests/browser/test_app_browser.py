@@ -29,10 +29,10 @@ TABS = ("Run", "Runs", "Query", "Bias", "SQL")
 NO_GPU_BANNER = "No GPU here."
 GPU_BANNER = "GPU: "
 
-RUN_MODEL = "model (a Hub id or local folder works too)"
+RUN_MODEL = "model: a paper model, smoke, or any Hugging Face id"
 RUN_LIMIT = "item limit"
 RUN_BATCH = "batch size"
-RUN_EXPERIMENT = "experiment name (optional)"
+RUN_EXPERIMENT = "experiment name (optional"
 RUN_START = "Start run"
 RUN_JOBS_GRID = "jobs"
 
