@@ -1,9 +1,11 @@
-"""The app in a real browser: tabs, a smoke run with progress, the query drill-down, the bias
-table, and hostile dataset text that must render as text, never run.
+"""The app in a real browser: tabs, a smoke run with progress, the query drill-down, the Bias
+tab's tables and plotly plots, the SQL console with hostile queries, hostile dataset text that
+must render as text, never run, and an empty store's one-click first run.
 
 One app serves the module. Its store holds, before launch, a hand-built experiment whose
 dataset and answers carry `<script>` and `<img onerror>` (built with RunStore, as in
-tests/test_query_detail.py); the smoke run is started from the Run tab in the browser.
+tests/test_query_detail.py); the smoke run is started from the Run tab in the browser. A second
+app, on a store not yet created, shows the first screen.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ SQL_CSV_LINK = "tr a[download]"  # the gr.File's link (the SQL box has a downloa
 
 FIRST_SCREEN = "Nothing is stored yet."
 FIRST_RUN = "Run the bundled sample"
+FIRST_RUN_ITEMS = 5  # demo.handlers.run.first_run_form on a CPU: 5 items x 3 modes on smoke
 
 # ----------------------------------------------------------------
 
@@ -442,6 +445,17 @@ def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     open_app(page, empty_app)
     panel = open_tab(page, "Run")
     panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
-    assert "5 items in vanilla, base and cf" in panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
+    assert f"{FIRST_RUN_ITEMS} items in vanilla, base and cf" in panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
     button = panel.get_by_role("button", name=FIRST_RUN, exact=True)
     assert button.is_visible()
+    # One click fills the form and starts the run: the panel goes, and the job runs to its end.
+    button.click()
+    panel.get_by_text(FIRST_SCREEN).wait_for(state="hidden", timeout=WAIT_MS)
+    assert panel.get_by_label(RUN_LIMIT).input_value() == str(FIRST_RUN_ITEMS)
+    grid = panel.get_by_role("grid", name=RUN_JOBS_GRID)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while (rows := grid_rows(grid)) == [] or rows[0]["state"] not in ("complete", "failed", "cancelled"):
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.2)
+    assert rows[0]["state"] == "complete" and rows[0]["progress"] == "{0}/{0}".format(FIRST_RUN_ITEMS * len(MODES)), rows
+    assert rows[0]["model"].startswith("smoke") and rows[0]["modes"] == ",".join(MODES), rows
