@@ -80,6 +80,7 @@ SCRIPT = "<script>window.__pwned=1</script>"
 IMG = '<img src=x onerror="window.__pwned=2">'
 HOSTILE_EXPERIMENT = "hostile-study"
 HOSTILE_ITEM = "hostile"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"  # as conftest.py's; for mid-test screenshots
 WAIT_MS = 30_000  # a single UI step (a click answered by the server); generous for a busy 2-core CI box
 RUN_TIMEOUT_S = 180
 
@@ -391,7 +392,7 @@ def wait_for_new_status(status, before: str) -> str:
     return now
 
 
-def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app):
+def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app, request):
     open_app(page, app)
     panel = open_tab(page, "SQL")
     # The tables and views are listed; an example query runs with one click.
@@ -431,6 +432,9 @@ def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app):
             text += csv
         assert "Traceback" not in text
         assert not [p for p in paths if p in text], (hostile, line)
+        if hostile in ("DELETE FROM runs", "SELECT * FROM duckdb_databases()"):  # for a look at the page
+            name = "refused" if refused else "databases"
+            page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{name}.png"))
     # Nothing was written: the same count as before.
     sql_run(panel, count + " -- again")
     assert grid_rows(result)[0]["n"] == runs_before
