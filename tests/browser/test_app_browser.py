@@ -434,6 +434,7 @@ def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app, requ
         assert not [p for p in paths if p in text], (hostile, line)
         if hostile in ("DELETE FROM runs", "SELECT * FROM duckdb_databases()"):  # for a look at the page
             name = "refused" if refused else "databases"
+            ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{name}.png"))
     # Nothing was written: the same count as before.
     sql_run(panel, count + " -- again")
