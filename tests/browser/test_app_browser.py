@@ -354,7 +354,8 @@ def test_the_bias_tab_shows_tables_and_plots_for_chosen_experiments(page, app, s
     assert {r["experiment"] for r in rows} == {smoke_run.experiment_id, HOSTILE_EXPERIMENT}, rows
     for experiment, n in ((smoke_run.experiment_id, SMOKE_LIMIT), (HOSTILE_EXPERIMENT, 1)):
         mine = [r for r in rows if r["experiment"] == experiment]
-        assert [(r["measure"], r["metric"]) for r in mine] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
+        expected = [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
+        assert [(r["measure"], r["metric"]) for r in mine] == expected, mine
         assert all(r["n"] == str(n) for r in mine), mine
     # The paper's tables: one row per model and labels, the smoke model's among them.
     table1 = grid_rows(panel.get_by_role("grid", name=BIAS_TABLE1))
@@ -427,7 +428,8 @@ def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app, requ
         if not refused:
             href = panel.locator(SQL_CSV_LINK).get_attribute("href")
             csv = page.evaluate("href => fetch(href).then(r => r.text())", href)  # a blob: or http: address
-            headers = [h.get_attribute("title") or h.inner_text().strip() for h in result.get_by_role("columnheader").all()]
+            headers = [h.get_attribute("title") or h.inner_text().strip()
+                       for h in result.get_by_role("columnheader").all()]
             assert csv.splitlines()[0] == ",".join(headers), (hostile, csv[:200])  # this query's CSV
             text += csv
         assert "Traceback" not in text
@@ -450,7 +452,8 @@ def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     open_app(page, empty_app)
     panel = open_tab(page, "Run")
     panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
-    assert f"{FIRST_RUN_ITEMS} items in vanilla, base and cf" in panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
+    intro = panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
+    assert f"{FIRST_RUN_ITEMS} items in vanilla, base and cf" in intro, intro
     button = panel.get_by_role("button", name=FIRST_RUN, exact=True)
     assert button.is_visible()
     # One click fills the form and starts the run: the panel goes, and the job runs to its end.
@@ -462,5 +465,6 @@ def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     while (rows := grid_rows(grid)) == [] or rows[0]["state"] not in ("complete", "failed", "cancelled"):
         assert time.monotonic() < deadline, rows
         time.sleep(0.2)
-    assert rows[0]["state"] == "complete" and rows[0]["progress"] == "{0}/{0}".format(FIRST_RUN_ITEMS * len(MODES)), rows
+    total = FIRST_RUN_ITEMS * len(MODES)
+    assert rows[0]["state"] == "complete" and rows[0]["progress"] == f"{total}/{total}", rows
     assert rows[0]["model"].startswith("smoke") and rows[0]["modes"] == ",".join(MODES), rows
