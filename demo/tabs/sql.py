@@ -10,6 +10,7 @@ from demo.settings import AppSettings
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
+    import pandas as pd
 
     from demo.handlers import sql as sql_handlers
     from engine.errors import UserError
@@ -27,7 +28,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             outcome = sql_handlers.run_sql(settings.db_path, sql)
         except UserError as err:
-            return None, f"not run: {err}", None
+            # A named empty column: None, or a frame without columns, shows a header row of 1, 2, 3.
+            return pd.DataFrame(columns=["no result"]), f"not run: {err}", None
         return outcome.frame, outcome.status, str(outcome.csv_path)
 
     def schema():
@@ -43,14 +45,17 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                   value="SELECT run_id, rag_mode, status, n_items FROM runs LIMIT 10")
                 run_button = gr.Button("Run query", variant="primary")
                 api_button = gr.Button(visible=False)  # carries /sql, which raises where the page shows
-                status = gr.Textbox(label="status", interactive=False, max_lines=1)
+                # One line of text, wrapped where it is longer than the box (a refusal names what it got).
+                status = gr.Textbox(label="status", interactive=False, lines=1, max_lines=3)
                 result = gr.Dataframe(label="result", interactive=False, wrap=True)
                 csv_file = gr.File(label="result as CSV", interactive=False)
             with gr.Column(scale=2):
                 gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
                 example_buttons = [(gr.Button(title, size="sm"), sql) for title, sql in sql_handlers.examples()]
+                # Fixed widths: left to itself the table sizes the columns list to its longest line
+                # and runs wider than this column, which hides most of each list.
                 schema_table = gr.Dataframe(headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
-                                            interactive=False, wrap=True)
+                                            interactive=False, wrap=True, column_widths=["32%", "15%", "53%"])
         outputs = [result, status, csv_file]
         api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public")
         run_button.click(show, [sql_box], outputs, api_visibility="private")

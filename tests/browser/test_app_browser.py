@@ -1,9 +1,11 @@
-"""The app in a real browser: tabs, a smoke run with progress, the query drill-down, the bias
-table, and hostile dataset text that must render as text, never run.
+"""The app in a real browser: tabs, a smoke run with progress, the query drill-down, the Bias
+tab's tables and plotly plots, the SQL console with hostile queries, hostile dataset text that
+must render as text, never run, and an empty store's one-click first run.
 
 One app serves the module. Its store holds, before launch, a hand-built experiment whose
 dataset and answers carry `<script>` and `<img onerror>` (built with RunStore, as in
-tests/test_query_detail.py); the smoke run is started from the Run tab in the browser.
+tests/test_query_detail.py); the smoke run is started from the Run tab in the browser. A second
+app, on a store not yet created, shows the first screen.
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ TABS = ("Run", "Runs", "Query", "Bias", "SQL")
 NO_GPU_BANNER = "No GPU here."
 GPU_BANNER = "GPU: "
 
-RUN_MODEL = "model (a Hub id or local folder works too)"
+RUN_MODEL = "model: a paper model, smoke, or any Hugging Face id"
 RUN_LIMIT = "item limit"
 RUN_BATCH = "batch size"
-RUN_EXPERIMENT = "experiment name (optional)"
+RUN_EXPERIMENT = "experiment name (optional"
 RUN_START = "Start run"
 RUN_JOBS_GRID = "jobs"
 
@@ -48,13 +50,28 @@ Q_CITE = ".cite"
 Q_TOKEN = ".heat .tok"
 
 BIAS_EXPERIMENT = "experiment (id or name)"
+BIAS_CHOSEN = "experiments"  # the multiselect of stored experiments
 BIAS_SHOW = "Show bias"
 BIAS_GRID = "CAS and CAB (x100)"
+BIAS_TABLE1 = "Table 1: attribution quality"
+BIAS_TABLE2 = "Table 2: attribution bias"
+PLOTLY = ".js-plotly-plot"  # a gr.Plot drawn by plotly.js
+PLOT_BARS = ".barlayer .point"  # one SVG path per bar
+PLOT_ERROR_BARS = ".errorbar"
+PLOT_BOXES = ".boxlayer .trace.boxes"
 
-# TODO(browser tests to add when their UI lands in main):
-#   - SQL tab: run one of the README's example queries and see the result table; try a hostile
-#     query (e.g. `SELECT * FROM duckdb_settings()` or a write) and see its one-line refusal.
-#   - Bias plot: open the CAB plot (gr.Plot, plotly) for the smoke experiment and see its bars.
+SQL_BOX = ".cm-content"  # the gr.Code editor (CodeMirror)
+SQL_RUN = "Run query"
+SQL_STATUS = "status"
+SQL_RESULT = "result"
+SQL_EXAMPLE = "Progress of every run"  # an example-query button (store/examples.py)
+SQL_CSV_NAME = "pattrieval-query.csv"  # the result as CSV, in a gr.File
+SQL_CSV_LINK = "tr a[download]"  # the gr.File's link (the SQL box has a download link of its own)
+
+FIRST_SCREEN = "Nothing is stored yet."
+FIRST_RUN = "Run the bundled sample"
+FIRST_RUN_ITEMS = 5  # demo.handlers.run.first_run_form on a CPU: 5 items x 3 modes on smoke
+
 # ----------------------------------------------------------------
 
 SMOKE_LIMIT = 3
@@ -63,6 +80,7 @@ SCRIPT = "<script>window.__pwned=1</script>"
 IMG = '<img src=x onerror="window.__pwned=2">'
 HOSTILE_EXPERIMENT = "hostile-study"
 HOSTILE_ITEM = "hostile"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"  # as conftest.py's; for mid-test screenshots
 WAIT_MS = 30_000  # a single UI step (a click answered by the server); generous for a busy 2-core CI box
 RUN_TIMEOUT_S = 180
 
@@ -313,3 +331,140 @@ def test_markup_in_the_dataset_and_answers_renders_as_text(page, app):
     assert root.locator("script").count() == 0 and root.locator("img").count() == 0
     time.sleep(0.3)  # an <img src=x> would fail and fire onerror within this
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def choose_experiment(panel, page, experiment_id: str) -> None:
+    """Pick an experiment in the Bias tab's multiselect by typing part of its id and clicking its option."""
+    box = panel.get_by_label(BIAS_CHOSEN, exact=True)
+    box.click()
+    box.fill(experiment_id)
+    page.get_by_role("option").filter(has_text=experiment_id).first.click()
+    page.keyboard.press("Escape")
+
+
+def test_the_bias_tab_shows_tables_and_plots_for_chosen_experiments(page, app, smoke_run):
+    open_app(page, app)
+    panel = open_tab(page, "Bias")
+    choose_experiment(panel, page, smoke_run.experiment_id)  # from the list of stored experiments
+    panel.get_by_label(BIAS_EXPERIMENT).fill(HOSTILE_EXPERIMENT)  # and one typed by name
+    panel.get_by_role("button", name=BIAS_SHOW, exact=True).click()
+    grid = panel.get_by_role("grid", name=BIAS_GRID)
+    grid.get_by_role("gridcell", name="CAB").first.wait_for(timeout=WAIT_MS)
+    rows = grid_rows(grid)
+    assert {r["experiment"] for r in rows} == {smoke_run.experiment_id, HOSTILE_EXPERIMENT}, rows
+    for experiment, n in ((smoke_run.experiment_id, SMOKE_LIMIT), (HOSTILE_EXPERIMENT, 1)):
+        mine = [r for r in rows if r["experiment"] == experiment]
+        expected = [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
+        assert [(r["measure"], r["metric"]) for r in mine] == expected, mine
+        assert all(r["n"] == str(n) for r in mine), mine
+    # The paper's tables: one row per model and labels, the smoke model's among them.
+    table1 = grid_rows(panel.get_by_role("grid", name=BIAS_TABLE1))
+    table2 = grid_rows(panel.get_by_role("grid", name=BIAS_TABLE2))
+    assert table1 and table2, (table1, table2)
+    assert any("smoke" in " ".join(r.values()) for r in table1), table1
+    assert any("model-x" in " ".join(r.values()) for r in table1), table1
+    # Both plots drawn by plotly.js: CAB bars with their interval whiskers, and probability boxes.
+    plots = panel.locator(PLOTLY)
+    plots.nth(1).wait_for(timeout=WAIT_MS)
+    assert plots.count() == 2
+    cab, probability = plots.nth(0), plots.nth(1)
+    assert "Citation attribution bias" in cab.inner_text()
+    assert cab.locator(PLOT_BARS).count() >= 2  # precision and recall, per experiment
+    assert cab.locator(PLOT_ERROR_BARS).count() >= 1
+    assert "Probability of the cited number" in probability.inner_text()
+    assert probability.locator(PLOT_BOXES).count() >= 1
+    cab.scroll_into_view_if_needed()
+
+
+def sql_run(panel, sql: str) -> str:
+    """Type a query into the SQL console, run it, and return the new status line."""
+    status = panel.get_by_label(SQL_STATUS, exact=True)
+    before = status.input_value()
+    panel.locator(SQL_BOX).fill(sql)
+    panel.get_by_role("button", name=SQL_RUN, exact=True).click()
+    return wait_for_new_status(status, before)
+
+
+def wait_for_new_status(status, before: str) -> str:
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while (now := status.input_value()) in (before, ""):
+        assert time.monotonic() < deadline, f"the status line stayed {now!r}"
+        time.sleep(0.1)
+    return now
+
+
+def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app, request):
+    open_app(page, app)
+    panel = open_tab(page, "SQL")
+    # The tables and views are listed; an example query runs with one click.
+    schema = panel.get_by_role("grid", name="tables and views")
+    schema.get_by_role("gridcell", name="runs", exact=True).wait_for(timeout=WAIT_MS)
+    status = panel.get_by_label(SQL_STATUS, exact=True)
+    panel.get_by_role("button", name=SQL_EXAMPLE, exact=True).click()
+    line = wait_for_new_status(status, "")
+    assert re.fullmatch(r"\d+ rows? in \d+\.\d\d s", line), line
+    result = panel.get_by_role("grid", name=SQL_RESULT, exact=True)
+    rows = grid_rows(result)
+    assert len(rows) == int(line.split()[0]) >= 3 and {"run_id", "rag_mode", "status"} <= set(rows[0]), rows
+    assert {f"hostile-{m}" for m in MODES} <= {r["run_id"] for r in rows}, rows
+    # The CSV download: the file's name, and a link that downloads it.
+    download = panel.locator(SQL_CSV_LINK).locator("xpath=ancestor::tr")
+    download.wait_for(timeout=WAIT_MS)
+    assert SQL_CSV_NAME in re.sub(r"\s", "", download.inner_text())  # gr.File splits the name from its extension
+    assert download.locator("a[download]").get_attribute("href").endswith(".csv")
+    count = "SELECT count(*) AS n FROM runs"
+    line = sql_run(panel, count)
+    runs_before = grid_rows(result)[0]["n"]
+    assert int(runs_before) >= 3, runs_before
+    # Hostile queries: writes, files and attaching refused in one line on the status line; the
+    # catalogue functions may answer, but no server path may show, on the page or in the CSV.
+    paths = {str(app.db), str(app.db.resolve()), str(app.db.parent), str(app.db.parent.resolve())}
+    for hostile, refused in (("DELETE FROM runs", True), ("SELECT * FROM duckdb_settings()", False),
+                             ("COPY runs TO 'x.csv'", True), ("SELECT * FROM duckdb_databases()", False),
+                             ("ATTACH ':memory:' AS x", True)):
+        line = sql_run(panel, hostile)
+        assert "\n" not in line and line.startswith("not run: ") == refused, (hostile, line)
+        text = page.content() + page.locator("body").inner_text()
+        if not refused:
+            href = panel.locator(SQL_CSV_LINK).get_attribute("href")
+            csv = page.evaluate("href => fetch(href).then(r => r.text())", href)  # a blob: or http: address
+            headers = [h.get_attribute("title") or h.inner_text().strip()
+                       for h in result.get_by_role("columnheader").all()]
+            assert csv.splitlines()[0] == ",".join(headers), (hostile, csv[:200])  # this query's CSV
+            text += csv
+        assert "Traceback" not in text
+        assert not [p for p in paths if p in text], (hostile, line)
+        if hostile in ("DELETE FROM runs", "SELECT * FROM duckdb_databases()"):  # for a look at the page
+            name = "refused" if refused else "databases"
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{name}.png"))
+    # Nothing was written: the same count as before.
+    sql_run(panel, count + " -- again")
+    assert grid_rows(result)[0]["n"] == runs_before
+
+
+@pytest.fixture(scope="module")
+def empty_app(tmp_path_factory, launch_app):
+    return launch_app(tmp_path_factory.mktemp("empty-store") / "app.duckdb")
+
+
+def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
+    open_app(page, empty_app)
+    panel = open_tab(page, "Run")
+    panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
+    intro = panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
+    assert f"{FIRST_RUN_ITEMS} items in vanilla, base and cf" in intro, intro
+    button = panel.get_by_role("button", name=FIRST_RUN, exact=True)
+    assert button.is_visible()
+    # One click fills the form and starts the run: the panel goes, and the job runs to its end.
+    button.click()
+    panel.get_by_text(FIRST_SCREEN).wait_for(state="hidden", timeout=WAIT_MS)
+    assert panel.get_by_label(RUN_LIMIT).input_value() == str(FIRST_RUN_ITEMS)
+    grid = panel.get_by_role("grid", name=RUN_JOBS_GRID)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while (rows := grid_rows(grid)) == [] or rows[0]["state"] not in ("complete", "failed", "cancelled"):
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.2)
+    total = FIRST_RUN_ITEMS * len(MODES)
+    assert rows[0]["state"] == "complete" and rows[0]["progress"] == f"{total}/{total}", rows
+    assert rows[0]["model"].startswith("smoke") and rows[0]["modes"] == ",".join(MODES), rows
