@@ -30,8 +30,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         has_boxes = any(b.n for b in page.probability_boxes)
         return (
             page.summary,
-            pd.DataFrame(page.results, columns=bias_handlers.PAGE_RESULT_COLUMNS),
-            pd.DataFrame(page.confidence, columns=bias_handlers.PAGE_CONFIDENCE_COLUMNS),
+            # Shown rounded; the values sent (and what API users get) stay exact.
+            pd.DataFrame(page.results, columns=bias_handlers.PAGE_RESULT_COLUMNS).style.format(
+                {"value": "{:.2f}", "ci_low": "{:.2f}", "ci_high": "{:.2f}", "t": "{:.2f}", "p": "{:.3g}"},
+                na_rep="-"),
+            pd.DataFrame(page.confidence, columns=bias_handlers.PAGE_CONFIDENCE_COLUMNS).style.format(
+                {"mean_probability": "{:.3f}"}, na_rep="-"),
             pd.DataFrame(page.table1[1:], columns=page.table1[0]),
             pd.DataFrame(page.table2[1:], columns=page.table2[0]),
             page.cab_note,

@@ -109,7 +109,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                               interactive=False, buttons=["copy"], scale=3)
         # Rendered by demo.render, which escapes every piece of model and dataset text.
         query_html = gr.HTML()
-        query_metrics = gr.Dataframe(label="metrics per mode", interactive=False)
+        # The page's HTML shows the metrics per mode already; this table is /query_detail's second
+        # output for API users (exact values, one row per mode), so it stays off the page.
+        query_metrics = gr.Dataframe(label="metrics per mode", interactive=False, visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(items_api, api_name="query_items", api_visibility="public")
 
