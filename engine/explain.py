@@ -89,7 +89,7 @@ _BRACKETS = re.compile(r"\[\s*(\d+(?:\s*[,;\-–]\s*\d+)*)\s*\]")
 _NAMED = re.compile(
     r"\b(?:documents?|docs?\.?|passages?|sources?|search\s+results?|results?|references?)"
     r"\s*(?:no\.?|number|#)?\s*"
-    r"(\[?\d+\]?(?:\s*(?:,|;|&|and|or|as\s+well\s+as)\s*\[?\d+\]?)*)",
+    r"(\[?\d+\]?(?:\s*(?:,\s*and|,\s*or|,|;|&|and|or|as\s+well\s+as)\s*\[?\d+\]?)*)",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(r"\d+")
