@@ -307,13 +307,13 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     from engine.runner import RunRequest, run_experiment
     from store.run_store import RunStore
 
-    n = 30
+    n = 16
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", n))
     db = tmp_path / "k.duckdb"
     request = RunRequest(model=str(tiny_llama_dir), modes=("base",), prompt=PromptConfig(metadata=METADATA_TYPES["race"]),
                          quantize="none", device="cpu", max_new_tokens=4, batch_size=16)
     run_id = run_experiment(dataset, request, RunStore(db)).runs[0].run_id
-    cmd = ["explain", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "48",
+    cmd = ["explain", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "32",
            "--quantize", "none", "--device", "cpu"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env,
