@@ -345,3 +345,22 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     assert rows(db, "SELECT count(*), count(DISTINCT item_id) FROM explanations") == [(n, n)]
     after = dict(rows(db, "SELECT item_id, created_utc FROM explanations"))
     assert all(after[k] == v for k, v in before.items())
+
+
+def test_008_upgrades_a_store_as_007_left_it(store):
+    import duckdb
+
+    from store.db import connect
+
+    db, experiment_id, runs = store
+    with duckdb.connect(str(db)) as raw:
+        for sql in ("DROP VIEW explanation_rates", "DROP VIEW explanation_mentions", "DROP TABLE explanations",
+                    "DELETE FROM schema_migrations WHERE version = 8"):
+            raw.execute(sql)
+        generations = raw.execute("SELECT count(*) FROM generations").fetchone()[0]
+    with connect(db) as conn:  # connecting applies 008
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 8
+        assert conn.execute("SELECT count(*) FROM explanations").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == generations == 15
+        assert conn.execute("SELECT * FROM explanation_rates").fetchall() == []
+        assert conn.execute("SELECT * FROM explanation_mentions").fetchall() == []
