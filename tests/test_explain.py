@@ -341,7 +341,8 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
 
     done = subprocess.run([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert f"explained {n - len(before)} answers" in done.stdout
+    resumed = n - len(before)
+    assert f"explained {resumed} answer{'s' if resumed != 1 else ''} with " in done.stdout
     assert rows(db, "SELECT count(*), count(DISTINCT item_id) FROM explanations") == [(n, n)]
     after = dict(rows(db, "SELECT item_id, created_utc FROM explanations"))
     assert all(after[k] == v for k, v in before.items())

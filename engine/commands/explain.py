@@ -9,6 +9,7 @@ only what is missing (items explained by the same explainer model are skipped).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from engine.errors import UserError
@@ -111,10 +112,13 @@ def main(args: argparse.Namespace) -> int:
                 for n in explain_batches(loaded, run, sources, label, config, store.write_batch):
                     done += n
                     bar.update(n)
-            print(f"  run {run.run_id}  {run.rag_mode:<7}  explained {done} answers with {label}")
+            print(f"  run {run.run_id}  {run.rag_mode:<7}  explained {done} answer{'s' if done != 1 else ''} with {label}")
     finally:
         bar.close()
     _print_rates(path, [r.run_id for r in answered])
+    experiment = answered[0].experiment_id
+    db = f" --db {shlex.quote(args.db)}" if args.db else ""
+    print(f"see the shares beside the bias with: python -m engine bias --experiment {experiment}{db}", file=sys.stderr)
     return 0
 
 
