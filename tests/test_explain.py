@@ -217,6 +217,10 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, capsys):
     assert cli("explain", "--run", runs["base"], "--db", str(db), "--model", str(tmp_path / "no-model")) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown model") and "\n" not in err
+    assert cli("explain", "--run", runs["base"], "--db", str(db), "--max-new-tokens", "1000000",
+               "--device", "cpu", "--quantize", "none") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: run {runs['base']}, item '") and "exceeds the model's context of" in err
     assert db.read_bytes() == before  # nothing was written by any refusal
     with connect(db) as con:
         con.execute("DELETE FROM citations WHERE run_id = ?", [runs["cf"]])

@@ -18,7 +18,7 @@ from engine.errors import UserError
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "explain",
-        help="ask a model to explain the citations of stored answers (Prompt 5)",
+        help="explain the citations of stored answers (Prompt 5)",
         description="Ask a model to explain the citations of each stored answer (Prompt 5: the "
         "question, its answer and the same documents, order and labels it saw), and store each "
         "explanation with its tokens, raw log-probs, the document numbers it mentions and whether "
