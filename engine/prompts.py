@@ -242,22 +242,37 @@ def build_prompt(item: Item, config: PromptConfig) -> Prompt:
     )
 
 
-def build_explain_prompt(item: Item, answer: str, shown_doc_ids: tuple[str, ...]) -> str:
+def build_explain_prompt(
+    item: Item,
+    answer: str,
+    shown_doc_ids: tuple[str, ...],
+    labels: tuple[str | None, ...] | None = None,
+) -> str:
     """Prompt 5: ask the model to explain the citations in its own answer.
 
-    The documents are shown unlabelled, in the same order and numbering as when the answer was
-    generated, so that [n] in the answer still points at the same document.
+    The documents are shown in the same order and numbering as when the answer was generated,
+    so that [n] in the answer still points at the same document. `labels` (one per shown
+    document, None for none) repeats the "(written by ...)" the model saw; without it the
+    documents are unlabelled.
     """
     by_id = {d.id: d for d in item.documents}
     try:
         docs = tuple(by_id[doc_id] for doc_id in shown_doc_ids)
     except KeyError as missing:
         raise UserError(f"item '{item.id}': shown document {missing} is not in the dataset") from None
+    if labels is not None and len(labels) != len(docs):
+        raise ValueError(f"{len(labels)} labels for {len(docs)} shown documents")
+    lines = []
+    for i, doc in enumerate(docs, start=1):
+        line = f"Document [{i}]({doc.text})"
+        if labels is not None and labels[i - 1] is not None:
+            line += f" (written by {labels[i - 1]})"
+        lines.append(line)
     return "\n\n".join(
         [
             EXPLAIN_INSTRUCTION,
             f"Question: {item.question}",
             f"Your answer to the question above:\n{answer}",
-            f"Search Result:\n\n{_document_lines(docs, None)}",
+            "Search Result:\n\n" + "\n".join(lines),
         ]
     )

@@ -1425,3 +1425,89 @@ def active_runs(db: DbLike) -> tuple[ActiveRun, ...]:
                   created)
         for run_id, experiment_id, model, mode, done, total, created in rows
     )
+
+
+# ---------------------------------------------------------------- explanations (Prompt 5)
+
+
+def explain_runs(db: DbLike, *, experiment: str | None = None, run: str | None = None):
+    """The runs `explain` works on: one run by id, or every run of an experiment (id or name),
+    in mode order, as engine.explain.ExplainRun; None when the run or experiment is unknown."""
+    from engine.explain import ExplainRun
+
+    if (experiment is None) == (run is None):
+        raise ValueError("give exactly one of experiment and run")
+    with as_database(db).connect(read_only=True) as conn:
+        if run is not None:
+            where, params = "r.run_id = $ref", {"ref": run}
+        else:
+            where, params = f"r.experiment_id = ({_RESOLVE_EXPERIMENT})", {"ref": experiment}
+        rows = conn.execute(
+            "SELECT r.run_id, r.experiment_id, r.model, r.rag_mode, r.metadata_type, r.config_json, "
+            f"coalesce(d.n_done, 0) FROM runs r LEFT JOIN {_DONE} d USING (run_id) WHERE {where} "
+            f"ORDER BY {_MODE_ORDER}, r.created_utc, r.run_id",
+            params,
+        ).fetchall()
+    if not rows:
+        return None
+    runs = []
+    for run_id, experiment_id, model, mode, metadata_type, config_json, n_done in rows:
+        label_a, label_b = _metadata_labels(config_json)
+        runs.append(ExplainRun(run_id, experiment_id, model, mode, metadata_type, label_a, label_b, int(n_done)))
+    return tuple(runs)
+
+
+def explain_sources(db: DbLike, run, explainer_model: str, limit: int | None = None):
+    """The answers of `run` (an ExplainRun) still to explain by `explainer_model`, as
+    engine.explain.ExplainSource, in the order the run stored them.
+
+    `limit` covers the run's first N answers, explained or not, so a larger limit later extends
+    the same explanations. Labels are those the answering model saw (see _shown_labels).
+    """
+    from engine.explain import ExplainSource
+    from engine.types import Document, Item
+
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "WITH g AS (SELECT item_id, answer, shown_doc_ids, created_utc FROM generations "
+            "           WHERE run_id = $run ORDER BY created_utc, item_id LIMIT $limit) "
+            "SELECT g.item_id, g.answer, g.shown_doc_ids, i.question, i.answers, i.documents "
+            "FROM g JOIN runs r ON r.run_id = $run "
+            "JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = g.item_id "
+            "WHERE NOT EXISTS (SELECT 1 FROM explanations e WHERE e.run_id = $run "
+            "                  AND e.item_id = g.item_id AND e.explainer_model = $model) "
+            "ORDER BY g.created_utc, g.item_id",
+            {"run": run.run_id, "model": explainer_model, "limit": limit if limit is not None else 2**62},
+        ).fetchall()
+    sources = []
+    for item_id, answer, shown, question, answers, documents in rows:
+        docs = tuple(Document(d["id"], d["text"], bool(d["relevant"]), d["title"] or "") for d in documents)
+        relevant: dict[str, bool] = {}
+        for d in docs:  # a repeated id is relevant if any copy is, as in query_metrics
+            relevant[d.id] = relevant.get(d.id, False) or d.relevant
+        shown_ids = list(shown or [])
+        labels = _shown_labels(run.rag_mode, run.label_a, run.label_b, shown_ids, relevant)
+        sources.append(ExplainSource(
+            run_id=run.run_id,
+            item=Item(item_id, question, tuple(answers or ()), docs),
+            answer=answer,
+            shown_doc_ids=tuple(shown_ids),
+            labels=tuple(labels.get(d) for d in shown_ids),
+        ))
+    return tuple(sources)
+
+
+def explanation_rates(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
+    """Per run and explainer model, from the explanation_rates view: (run_id, explainer_model,
+    rag_mode, n_explanations, n_mention_label, label_share), in the order of `run_ids`; empty
+    when none of the runs has explanations."""
+    if not run_ids:
+        return ()
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT run_id, explainer_model, rag_mode, n_explanations, n_mention_label, label_share "
+            f"FROM explanation_rates WHERE run_id IN ({_marks(run_ids)}) ORDER BY explainer_model",
+            list(run_ids),
+        ).fetchall()
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    return tuple(sorted(rows, key=lambda r: order[r[0]]))

@@ -133,7 +133,7 @@ def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: in
     from engine.errors import UserError
     from engine.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
-    from store.queries import bias_inputs
+    from store.queries import bias_inputs, explanation_rates
 
     if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
@@ -193,6 +193,14 @@ def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: in
         ],
         "bootstrap": {"method": "percentile", "resamples": resamples or DEFAULT_RESAMPLES, "seed": seed},
     }
+    # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
+    explained = explanation_rates(path, [run.run_id for run in chosen.values()])
+    if explained:
+        report["explanations"] = [
+            {"rag_mode": mode, "run_id": run_id, "explainer_model": model, "n_explanations": n,
+             "n_mention_label": n_label, "label_share": share}
+            for run_id, model, mode, n, n_label, share in explained
+        ]
     lacking = [m for m, a, b in COMPARISONS if a not in chosen or b not in chosen]
     if lacking:
         hint = (f"hint: no {' or '.join(lacking)} without {' and '.join(missing)}; "
@@ -276,4 +284,12 @@ def format_text(report: dict[str, Any]) -> str:
                 prob = f"{c['mean_probability']:.3f}"
             rows.append([c["rag_mode"], c["cited_docs"], c["label"] or "-", prob, str(c["n_citations"])])
         lines += ["  " + line for line in _columns(rows, right={4})]
+    if report.get("explanations"):
+        lines.append("")
+        lines.append("explanations (Prompt 5) that give a label as a reason:")
+        rows = [["mode", "explainer", "label", "explanations", "share"]]
+        for e in report["explanations"]:
+            rows.append([e["rag_mode"], e["explainer_model"], str(e["n_mention_label"]), str(e["n_explanations"]),
+                         f"{100 * e['label_share']:.1f}%"])
+        lines += ["  " + line for line in _columns(rows, right={2, 3, 4})]
     return "\n".join(lines)
