@@ -23,13 +23,18 @@ MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values 
 MAX_EXPERIMENT_NAME = 100
 
 
-def add_common_run_args(p: argparse.ArgumentParser) -> None:
-    """Options shared by `run` and `quickstart`; every help text states its default."""
+def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> None:
+    """Options shared by `run` and `quickstart`; every help text states its default.
+
+    `lists=True` (run): --metadata, --top-k, --order, --few-shot and --xai take comma lists,
+    parsed and checked by engine.study instead of argparse.
+    """
     g = p.add_argument_group("prompt")
+    grid = " (a comma list runs each)" if lists else ""
     g.add_argument(
         "--metadata", default="hai",
         help="label type on the documents in base and cf: hai, gender, race, or a NAME defined "
-        "with --label-a/--label-b/--consideration (default: %(default)s)",
+        f"with --label-a/--label-b/--consideration{grid} (default: %(default)s)",
     )
     g.add_argument("--label-a", help="custom type: label on relevant documents in base mode (default: none)")
     g.add_argument("--label-b", help="custom type: label on the other documents in base mode (default: none)")
@@ -39,20 +44,22 @@ def add_common_run_args(p: argparse.ArgumentParser) -> None:
         help=f"comma-separated subset of {','.join(MODES)} (default: %(default)s)",
     )
     g.add_argument(
-        "--top-k", type=int, default=None,
-        help="show only the first K ranked documents (default: all)",
+        "--top-k", type=str if lists else int, default=None,
+        help=f"show only the first K ranked documents{grid}{', all = every document' if lists else ''} (default: all)",
     )
     g.add_argument(
-        "--order", default="ranked", choices=ORDERS,
-        help="document order after the cut-off; random is seeded per item by --seed (default: %(default)s)",
+        "--order", default="ranked", choices=None if lists else ORDERS,
+        help=f"document order after the cut-off: {', '.join(ORDERS)}; random is seeded per item by "
+        f"--seed{grid} (default: %(default)s)",
     )
     g.add_argument(
-        "--few-shot", type=int, default=0, choices=FEW_SHOT_COUNTS,
-        help="unlabelled demonstrations before the question (default: %(default)s)",
+        "--few-shot", type=str if lists else int, default=0, choices=None if lists else FEW_SHOT_COUNTS,
+        help=f"unlabelled demonstrations before the question: {', '.join(map(str, FEW_SHOT_COUNTS))}{grid} "
+        "(default: %(default)s)",
     )
     g.add_argument(
-        "--xai", default="none", choices=XAI_VARIANTS,
-        help="self-interpretation question added to the prompt (default: %(default)s)",
+        "--xai", default="none", choices=None if lists else XAI_VARIANTS,
+        help=f"self-interpretation question added to the prompt: {', '.join(XAI_VARIANTS)}{grid} (default: %(default)s)",
     )
     m = p.add_argument_group("model and generation")
     m.add_argument(
@@ -120,10 +127,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model", default="auto",
         help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = "
-        "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline (default: %(default)s)",
+        "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline; "
+        "a comma list runs each (default: %(default)s)",
     )
     p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")
-    add_common_run_args(p)
+    add_common_run_args(p, lists=True)
+    p.add_argument(
+        "--study", default=None, metavar="NAME",
+        help="run the cross product of the comma lists as the study NAME, one experiment per "
+        "configuration; running it again completes what is missing (default: a name made from "
+        "the grid, when a list has more than one value)",
+    )
     p.set_defaults(main=main)
 
 
@@ -317,5 +331,15 @@ def _print_metrics(db_path, run_ids: list[str]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    execute(args, args.dataset, args.model)
+    from engine.study import configuration_args, parse_grid
+
+    grid = parse_grid(args)
+    if grid.is_single and args.study is None:
+        # One configuration: exactly the single-experiment command it always was.
+        single = configuration_args(args, grid.configurations()[0], grid)
+        execute(single, single.dataset, single.model)
+        return 0
+    from engine.commands.study_run import run_study
+
+    run_study(args, grid)
     return 0
