@@ -40,6 +40,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="only runs of this model (as the tables name it)")
     p.add_argument("--dataset", default=None,
                    help="only runs on this dataset: its file name (e.g. sample_nq.jsonl) or content hash prefix")
+    p.add_argument("--study", default=None, metavar="NAME",
+                   help="only the experiments of this study (`run --study NAME`; `list --studies` names them)")
+    p.add_argument("--layout", choices=("paper", "xai"), default="paper",
+                   help="paper: Tables 1 and 2; xai: the self-interpretation tables, one block per XAI "
+                   "variant and few-shot count with cut-off x order rows (default: %(default)s)")
     p.set_defaults(main=main)
 
 
@@ -274,6 +279,20 @@ def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> s
     return None
 
 
+def _study_experiments(path: Path, study: str | None) -> list[str] | None:
+    """The experiment ids of --study, or None without it; an unknown study is refused in one line."""
+    if study is None:
+        return None
+    from engine.errors import UserError
+    from store.queries import study_experiment_ids, study_listing
+
+    ids = study_experiment_ids(path, study)
+    if ids is None:
+        known = ", ".join(s.name for s in study_listing(path)[:5]) or "none yet (run with comma lists or --study)"
+        raise UserError(f"no study '{study}' in {path}; studies: {known}")
+    return ids
+
+
 def main(args: argparse.Namespace) -> int:
     from engine.commands.bias import db_path
     from store.queries import bias_table, resolve_experiment, run_metric_table
@@ -285,8 +304,21 @@ def main(args: argparse.Namespace) -> int:
     all_runs = run_metric_table(path, status=None)
     _check_filters(path, all_runs, args)
     runs = _narrow(all_runs[all_runs["status"] == "complete"], args)
+    study = _study_experiments(path, args.study)
+    if study is not None:
+        runs = runs[runs["experiment_id"].isin(study)]
+    if args.layout == "xai":
+        from engine.commands.report_xai import render_xai, xai_blocks
+        from store.queries import run_prompt_settings
+
+        settings = run_prompt_settings(path, runs["run_id"].tolist()).to_dict("records")
+        print(render_xai(xai_blocks(runs.to_dict("records"), settings), args.format))
+        return 0
     rows1 = table1(runs) if args.table in ("1", "all") else []
-    rows2 = table2(_narrow(bias_table(path, args.experiment), args)) if args.table in ("2", "all") else []
+    bias = _narrow(bias_table(path, args.experiment), args)
+    if study is not None and not bias.empty:
+        bias = bias[bias["experiment_id"].isin(study)]
+    rows2 = table2(bias) if args.table in ("2", "all") else []
     print(render(rows1, rows2, args.format, args.table))
     hint = _hint(runs, rows2, args)
     if hint:
