@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from engine.__main__ import main
-from engine.commands.report_xai import render_xai, xai_blocks
+from engine.commands.report import render_xai, xai_blocks
 
 N_ITEMS = 3
 
@@ -170,3 +170,21 @@ def test_bad_lists_are_refused_in_one_line_before_anything_is_written(tmp_path, 
     assert main(args) == 2
     assert capsys.readouterr().err == f"error: {message}\n"
     assert not db.exists()
+
+
+def test_a_partial_grid_is_completed_by_the_same_command(tmp_path, tiny_llama_dir, capsys):
+    data, db = _dataset(tmp_path / "data.jsonl"), tmp_path / "partial.duckdb"
+    command = ["run", "--model", str(tiny_llama_dir), "--metadata", "gender,race", "--top-k", "2",
+               "--dataset", str(data), "--db", str(db), "--max-new-tokens", "2"]
+    assert main([*command, "--limit", "2"]) == 0
+    first = capsys.readouterr().out
+    assert "plan: 6 runs x 2 items = 12 generations; 10 to generate, 2 vanilla answers shared (copied)" in first
+    name = re.search(r"^study (study-[0-9a-f]{10}):", first, re.M).group(1)
+    assert main(command) == 0  # no --limit: every item; the same experiments, the same study
+    second = capsys.readouterr().out
+    assert f"study {name}:" in second
+    assert f"plan: 6 runs x {N_ITEMS} items = 18 generations; 5 to generate, 1 vanilla answers shared (copied)" in second
+    with duckdb.connect(str(db), read_only=True) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations").fetchone() == (18, 18)
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 6
+        assert conn.execute("SELECT count(*) FROM study_experiments").fetchone()[0] == 2
