@@ -188,3 +188,52 @@ def test_a_partial_grid_is_completed_by_the_same_command(tmp_path, tiny_llama_di
         assert conn.execute("SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations").fetchone() == (18, 18)
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 6
         assert conn.execute("SELECT count(*) FROM study_experiments").fetchone()[0] == 2
+
+
+def test_a_grid_killed_with_minus_9_is_completed_by_the_same_command(tmp_path, tiny_llama_dir):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    n = 12
+    data, db = tmp_path / "data.jsonl", tmp_path / "killed.duckdb"
+    items = []
+    for i in range(n):
+        docs = [{"id": f"q{i}-d{j}", "title": "", "text": f"text {i} {j}", "relevant": j == 0} for j in range(3)]
+        items.append({"id": f"q{i}", "question": f"question {i}?", "answers": [f"a{i}"], "documents": docs})
+    data.write_text("".join(json.dumps(x) + "\n" for x in items))
+    cmd = [sys.executable, "-m", "engine", "run", "--model", str(tiny_llama_dir), "--metadata", "gender,race",
+           "--dataset", str(data), "--db", str(db), "--batch-size", "1", "--max-new-tokens", "24", "--study", "killed"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(root))
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline, stored = time.monotonic() + 120, 0
+        while time.monotonic() < deadline and proc.poll() is None and stored < 3:
+            time.sleep(0.3)
+            if db.exists():
+                try:
+                    with duckdb.connect(str(db), read_only=True) as conn:
+                        stored = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+                except Exception:  # locked by the writer, or no schema yet
+                    continue
+        assert proc.poll() is None, "the grid finished before it could be killed; make it longer"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "plan: 6 runs x 12 items = 72 generations; " in done.stdout
+    with duckdb.connect(str(db), read_only=True) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations").fetchone() == (72, 72)
+        assert {s for (s,) in conn.execute("SELECT status FROM runs").fetchall()} == {"complete"}
+        assert conn.execute("SELECT count(*) FROM study_experiments WHERE study = 'killed'").fetchone()[0] == 2
+        copy, source = conn.execute(
+            "SELECT run_id, json_extract_string(config_json, '$.shared_from') FROM runs "
+            "WHERE rag_mode = 'vanilla' AND metadata_type = 'race'").fetchone()
+        answers = "SELECT item_id, answer FROM generations WHERE run_id = ? ORDER BY item_id"
+        assert source is not None and conn.execute(answers, [copy]).fetchall() == conn.execute(answers, [source]).fetchall()

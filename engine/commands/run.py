@@ -353,7 +353,6 @@ def main(args: argparse.Namespace) -> int:
 # experiment and copied into the others'.
 
 
-
 @dataclass(frozen=True)
 class _Planned:
     position: int
