@@ -399,6 +399,12 @@ def run_study(args: argparse.Namespace, grid) -> list:
             # Items must have a relevant document among the first k, so validity depends on k.
             datasets[c["top_k"]] = load_dataset(args.dataset, skip_invalid=args.skip_invalid, top_k=c["top_k"])
     resolved = {m: resolve_model(m) for m in grid.model}
+    seen: dict[str, str] = {}
+    for typed, (_, label) in resolved.items():
+        if label in seen:
+            # Two names for one model would plan one experiment twice.
+            raise UserError(f"--model: '{seen[label]}' and '{typed}' are the same model ({label}); list it once")
+        seen[label] = typed
     db_path = Path(args.db) if args.db else default_db_path()
 
     from dataclasses import replace
