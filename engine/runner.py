@@ -31,7 +31,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from engine.citations import citation_probabilities, parse_citation_marks
 from engine.data import Dataset
@@ -405,7 +405,7 @@ def _longest_token_chars(tokenizer) -> int:
     return max((len(t) for t in tokens if t), default=1) or 1
 
 
-def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded) -> RunSpec:
+def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded, shared_from: str | None = None) -> RunSpec:
     request, dataset = plan.request, plan.dataset
     previous = run.resumes.config if run.resumes else {}
     config = {
@@ -415,6 +415,9 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded) -> RunSpec:
         "skipped_items": [asdict(s) for s in dataset.skipped],
         "skipped_prompts": [asdict(s) for s in run.skipped],
     }
+    if shared_from is not None:
+        # Recorded, never hashed: its answers are copied from that run (a study's shared vanilla).
+        config["shared_from"] = shared_from
     if loaded is not None:
         # Recorded, never hashed: they were removed, so they cannot have shaped the output.
         config["dropped_generation_defaults"] = dict(loaded.dropped_generation_defaults)
@@ -447,17 +450,22 @@ def execute_plan(
     *,
     on_progress: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    copy_from: Mapping[Mode, str] | None = None,
 ) -> ExperimentOutcome:
     """Create (or resume) the planned runs in one transaction, then generate batch by batch.
 
     `should_stop` is asked after every committed batch; when it says yes, RunCancelled is
     raised, the unfinished runs end as failed (resumable), and what was committed stays.
+    `copy_from` maps a mode to a run of the same prompt whose answers are copied instead of
+    generated (a study's vanilla run, shared between metadata types); items that run lacks are
+    generated.
     """
+    copy_from = dict(copy_from or {})
     from engine.generate import GenerationConfig, iter_batches
 
     request = plan.request
     claimed = [run for run in plan.runs if run.needs_claim]
-    if any(run.todo for run in claimed) and loaded is None:
+    if any(run.todo for run in claimed if run.mode not in copy_from) and loaded is None:
         raise ValueError("execute_plan: items to generate but no model loaded")
     if claimed:
         needed = {it.id for run in claimed for it in run.items}
@@ -465,7 +473,7 @@ def execute_plan(
             plan.spec,
             plan.experiment_id,
             {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
-            [_run_spec(plan, run, loaded) for run in claimed],
+            [_run_spec(plan, run, loaded, copy_from.get(run.mode)) for run in claimed],
             [it for it in plan.dataset.items if it.id in needed],
         )
     gen_config = GenerationConfig(
@@ -482,11 +490,18 @@ def execute_plan(
     try:
         for run in claimed:
             n_generated = n_cited = 0
-            if run.todo:
+            todo = run.todo
+            if todo and run.mode in copy_from:
+                copied = sink.copy_generations(copy_from[run.mode], run.run_id, [it.id for it in todo])
+                if on_progress and copied:
+                    on_progress(copied)
+                done = sink.done_item_ids(run.run_id)
+                todo = tuple(it for it in todo if it.id not in done)
+            if todo:
                 mode_config = replace(request.prompt, mode=run.mode)
-                prompts = [build_prompt(item, mode_config) for item in run.todo]
+                prompts = [build_prompt(item, mode_config) for item in todo]
                 for batch in iter_batches(loaded, [p.text for p in prompts], gen_config):
-                    generations = [make_generation(run.todo[i], prompts[i], out) for i, out in batch]
+                    generations = [make_generation(todo[i], prompts[i], out) for i, out in batch]
                     sink.write_batch(run.run_id, generations)
                     n_generated += len(generations)
                     n_cited += sum(1 for g in generations if g.citations)

@@ -123,3 +123,8 @@ class Sink(Protocol):
 
     def finish_run(self, run_id: str, status: RunStatus) -> None:
         """Set the final status: 'complete' or 'failed', and release the run."""
+
+    def copy_generations(self, source_run_id: str, run_id: str, item_ids: Sequence[str]) -> int:
+        """Copy the source run's answers (and citations) of these items into `run_id`, skipping
+        items it holds; returns how many were copied. Only called with execute_plan's
+        `copy_from` (a study's shared vanilla run)."""

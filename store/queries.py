@@ -1511,3 +1511,53 @@ def explanation_rates(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
         ).fetchall()
     order = {run_id: i for i, run_id in enumerate(run_ids)}
     return tuple(sorted(rows, key=lambda r: order[r[0]]))
+
+
+# ---------------------------------------------------------------- studies (migration 009)
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """One study: a grid run by one `run` command with comma lists."""
+
+    name: str
+    n_experiments: int
+    axes: dict
+    created_utc: Any
+
+
+def study_listing(db: DbLike) -> tuple[StudySummary, ...]:
+    """Every study, newest first, with how many experiments it groups."""
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT s.name, count(e.experiment_id), s.axes_json, s.created_utc "
+            "FROM studies s LEFT JOIN study_experiments e ON e.study = s.name "
+            "GROUP BY ALL ORDER BY s.created_utc DESC, s.name"
+        ).fetchall()
+    return tuple(StudySummary(name, n, json.loads(axes) if axes else {}, created) for name, n, axes, created in rows)
+
+
+def study_experiment_ids(db: DbLike, study: str) -> list[str] | None:
+    """The experiments of a study in grid order; None when there is no such study."""
+    with as_database(db).connect(read_only=True) as conn:
+        if conn.execute("SELECT 1 FROM studies WHERE name = ?", [study]).fetchone() is None:
+            return None
+        return [row[0] for row in conn.execute(
+            "SELECT experiment_id FROM study_experiments WHERE study = ? ORDER BY position, experiment_id", [study]
+        ).fetchall()]
+
+
+def run_prompt_settings(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
+    """Per run: the prompt axes a study varies (top_k, order, few_shot, xai), from config_json,
+    and the run its answers were copied from (shared_from; NULL when generated)."""
+    return _query(
+        db,
+        "SELECT run_id, "
+        "TRY_CAST(json_extract(config_json, '$.prompt.top_k') AS INTEGER) AS top_k, "
+        "coalesce(json_extract_string(config_json, '$.prompt.order'), 'ranked') AS \"order\", "
+        "coalesce(TRY_CAST(json_extract(config_json, '$.prompt.few_shot') AS INTEGER), 0) AS few_shot, "
+        "coalesce(json_extract_string(config_json, '$.prompt.xai'), 'none') AS xai, "
+        "json_extract_string(config_json, '$.shared_from') AS shared_from "
+        "FROM runs WHERE list_contains(?, run_id) ORDER BY run_id",
+        [list(run_ids)],
+    )

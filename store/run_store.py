@@ -300,6 +300,50 @@ class RunStore:
                 store_scores(conn, run_id)
 
 
+    def record_study(self, name: str, axes: dict[str, Any], experiment_id: str, position: int) -> None:
+        """Create the study when new and add the experiment to it (idempotent: a re-run adds nothing)."""
+        with self.database.connect() as conn:
+            conn.execute(
+                "INSERT INTO studies (name, created_utc, axes_json) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                [name, utc_now(), _to_json(axes)],
+            )
+            conn.execute(
+                "INSERT INTO study_experiments (study, experiment_id, position) VALUES (?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                [name, experiment_id, position],
+            )
+
+    def copy_generations(self, source_run_id: str, run_id: str, item_ids: Sequence[str]) -> int:
+        """Copy the source run's generations and citations of these items into `run_id`, in one
+        transaction; items the run already holds are skipped. Returns how many were copied.
+
+        This is how a grid shares its vanilla run: the vanilla prompt carries no label, so the
+        answers of one metadata type's vanilla run are the answers of every other's.
+        """
+        if not item_ids:
+            return 0
+        with self.database.connect() as conn:
+            conn.execute("UPDATE run_owners SET heartbeat_utc = ? WHERE run_id = ?", [utc_now(), run_id])
+            todo = [row[0] for row in conn.execute(
+                "SELECT item_id FROM generations WHERE run_id = ? AND list_contains(?, item_id) "
+                "AND item_id NOT IN (SELECT item_id FROM generations WHERE run_id = ?)",
+                [source_run_id, list(item_ids), run_id],
+            ).fetchall()]
+            if not todo:
+                return 0
+            conn.execute(
+                "INSERT INTO generations SELECT * REPLACE (? AS run_id) FROM generations "
+                "WHERE run_id = ? AND list_contains(?, item_id)",
+                [run_id, source_run_id, todo],
+            )
+            conn.execute(
+                "INSERT INTO citations SELECT * REPLACE (? AS run_id) FROM citations "
+                "WHERE run_id = ? AND list_contains(?, item_id)",
+                [run_id, source_run_id, todo],
+            )
+            return len(todo)
+
+
 # ---------------------------------------------------------------- inside a transaction
 
 

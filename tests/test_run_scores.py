@@ -130,9 +130,12 @@ def test_a_merge_computes_the_rows_of_the_runs_it_copies(mixed, tmp_path):
 def test_007_backfills_the_complete_runs_of_an_upgraded_store(mixed):
     expected = stored(mixed)
     # The store as migration 006 left it: no run_scores table, 007 not applied.
-    # Later migrations undone too (008: explanations), or the store would not be 006's.
+    # Later migrations are undone too (008: explanations, 009: studies), or the store would not
+    # be 006's; connecting re-applies them after 007.
     for sql in ("DROP VIEW explanation_rates", "DROP VIEW explanation_mentions", "DROP TABLE explanations"):
         execute(mixed, sql)
+    execute(mixed, "DROP TABLE IF EXISTS study_experiments")
+    execute(mixed, "DROP TABLE IF EXISTS studies")
     execute(mixed, "DROP TABLE run_scores")
     execute(mixed, "DELETE FROM schema_migrations WHERE version >= 7")
     with duckdb.connect(str(mixed), read_only=True) as raw:

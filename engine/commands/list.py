@@ -24,6 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
     p.add_argument("--runs", action="store_true", help="one row per run instead of per experiment")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--study", default=None, metavar="NAME",
+                   help="only the experiments (or runs) of this study, in grid order (default: all)")
+    p.add_argument("--studies", action="store_true",
+                   help="one row per study (`run` with comma lists): name, experiments, its lists")
     p.set_defaults(main=main)
 
 
@@ -79,6 +83,25 @@ def as_json(records: tuple) -> str:
     return json.dumps(out, indent=2, ensure_ascii=False)
 
 
+def _studies(path: Path, args: argparse.Namespace) -> int:
+    from store.queries import study_listing
+
+    studies = study_listing(path)
+    if args.json:
+        print(as_json(studies))
+        return 0
+    if not studies:
+        print(f"no studies in {path} yet; run one with comma lists, e.g. "
+              "python -m engine run --dataset FILE --metadata gender,race --top-k 5,10")
+        return 0
+    rows = [[s.name, str(s.n_experiments),
+             "  ".join(f"{k}={','.join('all' if v is None else str(v) for v in vs)}" for k, vs in s.axes.items()
+                       if len(vs) > 1) or "-",
+             _utc(s.created_utc)] for s in studies]
+    print(table(["study", "experiments", "lists", "created (UTC)"], rows))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from engine.errors import UserError
     from engine.paths import default_db_path
@@ -90,7 +113,14 @@ def main(args: argparse.Namespace) -> int:
 
     from store.queries import experiment_listing, run_listing
 
+    if args.studies:
+        return _studies(path, args)
     records = run_listing(path) if args.runs else experiment_listing(path)
+    if args.study is not None:
+        from engine.commands.report import _study_experiments
+
+        order = {e: i for i, e in enumerate(_study_experiments(path, args.study))}
+        records = tuple(sorted((r for r in records if r.experiment_id in order), key=lambda r: order[r.experiment_id]))
     if args.json:
         print(as_json(records))
         return 0

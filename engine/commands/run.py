@@ -12,6 +12,7 @@ import math
 import os
 import shlex
 import sys
+from dataclasses import dataclass
 
 from engine.errors import UserError
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
@@ -23,13 +24,18 @@ MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values 
 MAX_EXPERIMENT_NAME = 100
 
 
-def add_common_run_args(p: argparse.ArgumentParser) -> None:
-    """Options shared by `run` and `quickstart`; every help text states its default."""
+def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> None:
+    """Options shared by `run` and `quickstart`; every help text states its default.
+
+    `lists=True` (run): --metadata, --top-k, --order, --few-shot and --xai take comma lists,
+    parsed and checked by engine.study instead of argparse.
+    """
     g = p.add_argument_group("prompt")
+    grid = " (a comma list runs each)" if lists else ""
     g.add_argument(
-        "--metadata", default="hai",
+        "--metadata", default="hai", metavar="TYPE[,TYPE...]" if lists else None,
         help="label type on the documents in base and cf: hai, gender, race, or a NAME defined "
-        "with --label-a/--label-b/--consideration (default: %(default)s)",
+        f"with --label-a/--label-b/--consideration{grid} (default: %(default)s)",
     )
     g.add_argument("--label-a", help="custom type: label on relevant documents in base mode (default: none)")
     g.add_argument("--label-b", help="custom type: label on the other documents in base mode (default: none)")
@@ -39,20 +45,23 @@ def add_common_run_args(p: argparse.ArgumentParser) -> None:
         help=f"comma-separated subset of {','.join(MODES)} (default: %(default)s)",
     )
     g.add_argument(
-        "--top-k", type=int, default=None,
-        help="show only the first K ranked documents (default: all)",
+        "--top-k", type=str if lists else int, default=None, metavar="K[,K...]" if lists else None,
+        help=f"show only the first K ranked documents{grid}{', all = every document' if lists else ''} (default: all)",
     )
     g.add_argument(
-        "--order", default="ranked", choices=ORDERS,
-        help="document order after the cut-off; random is seeded per item by --seed (default: %(default)s)",
+        "--order", default="ranked", choices=None if lists else ORDERS, metavar="ORDER[,ORDER...]" if lists else None,
+        help=f"document order after the cut-off: {', '.join(ORDERS)}; random is seeded per item by "
+        f"--seed{grid} (default: %(default)s)",
     )
     g.add_argument(
-        "--few-shot", type=int, default=0, choices=FEW_SHOT_COUNTS,
-        help="unlabelled demonstrations before the question (default: %(default)s)",
+        "--few-shot", type=str if lists else int, default=0, choices=None if lists else FEW_SHOT_COUNTS,
+        metavar="N[,N...]" if lists else None,
+        help=f"unlabelled demonstrations before the question: {', '.join(map(str, FEW_SHOT_COUNTS))}{grid} "
+        "(default: %(default)s)",
     )
     g.add_argument(
-        "--xai", default="none", choices=XAI_VARIANTS,
-        help="self-interpretation question added to the prompt (default: %(default)s)",
+        "--xai", default="none", choices=None if lists else XAI_VARIANTS, metavar="XAI[,XAI...]" if lists else None,
+        help=f"self-interpretation question added to the prompt: {', '.join(XAI_VARIANTS)}{grid} (default: %(default)s)",
     )
     m = p.add_argument_group("model and generation")
     m.add_argument(
@@ -118,12 +127,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Generate cited answers for a dataset, one run per RAG mode, stored as they go.",
     )
     p.add_argument(
-        "--model", default="auto",
+        "--model", default="auto", metavar="MODEL[,MODEL...]",
         help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = "
-        "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline (default: %(default)s)",
+        "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline; "
+        "a comma list runs each (default: %(default)s)",
     )
     p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")
-    add_common_run_args(p)
+    add_common_run_args(p, lists=True)
+    p.add_argument(
+        "--study", default=None, metavar="NAME",
+        help="run the cross product of the comma lists as the study NAME, one experiment per "
+        "configuration; running it again completes what is missing (default: a name made from "
+        "the grid, when a list has more than one value)",
+    )
     p.set_defaults(main=main)
 
 
@@ -317,5 +333,182 @@ def _print_metrics(db_path, run_ids: list[str]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    execute(args, args.dataset, args.model)
+    from engine.study import configuration_args, parse_grid
+
+    grid = parse_grid(args)  # before anything is read: a bad list is one line
+    if grid.is_single and args.study is None:
+        # One configuration: exactly the single-experiment command it always was.
+        single = configuration_args(args, grid.configurations()[0], grid)
+        execute(single, single.dataset, single.model)
+        return 0
+    run_study(args, grid)
     return 0
+
+
+# ---------------------------------------------------------------- study grids (comma lists)
+# `run` with comma lists: a study grid (engine/study.py), one experiment per configuration,
+# planned in full before the first model loads. Then model by model: load it (only when it has
+# work), measure its prompts, run its experiments in grid order, recording each in the study.
+# The vanilla run of a model and configuration is generated by its first metadata type's
+# experiment and copied into the others'.
+
+
+@dataclass(frozen=True)
+class _Planned:
+    position: int
+    configuration: dict
+    label: str  # the model as stored
+    plan: object  # engine.runner.ExperimentPlan
+
+
+def _group_key(configuration: dict) -> tuple:
+    """What a vanilla run depends on: everything but the metadata type."""
+    return tuple((k, v) for k, v in configuration.items() if k != "metadata")
+
+
+def run_study(args: argparse.Namespace, grid) -> list:
+    from pathlib import Path
+
+    from engine.data import load_dataset
+    from engine.model_choice import resolve_model
+    from engine.paths import default_db_path
+    from engine.runner import plan_experiment
+    from engine.study import check_metadata_list, check_study_name, configuration_args, generated_study_name, plan_line
+
+    if args.experiment is not None:
+        raise UserError(
+            f"--experiment names one experiment; this grid has {grid.size} configurations: name it with --study"
+        )
+    if args.repeat:
+        raise UserError("--repeat starts one new experiment; a grid resumes its experiments (give a new --study "
+                        "only to group them anew)")
+    if args.study is not None:
+        check_study_name(args.study)
+    check_metadata_list(grid, args)
+    check_run_args(args)
+
+    configurations = grid.configurations()
+    # Every configuration's options are checked before the dataset or any model is touched.
+    requests = [build_request(configuration_args(args, c, grid), c["model"], c["model"]) for c in configurations]
+    if args.hf_token:
+        print("warning: --hf-token is visible to other users in the process list; "
+              "set HF_TOKEN or run `hf auth login` once instead", file=sys.stderr)
+    datasets = {}
+    for c in configurations:
+        if c["top_k"] not in datasets:
+            # Items must have a relevant document among the first k, so validity depends on k.
+            datasets[c["top_k"]] = load_dataset(args.dataset, skip_invalid=args.skip_invalid, top_k=c["top_k"])
+    resolved = {m: resolve_model(m) for m in grid.model}
+    seen: dict[str, str] = {}
+    for typed, (_, label) in resolved.items():
+        if label in seen:
+            # Two names for one model would plan one experiment twice.
+            raise UserError(f"--model: '{seen[label]}' and '{typed}' are the same model ({label}); list it once")
+        seen[label] = typed
+    db_path = Path(args.db) if args.db else default_db_path()
+
+    from dataclasses import replace
+
+    from store.run_store import RunStore
+
+    sink = RunStore(db_path)
+    planned: list[_Planned] = []
+    for position, (c, request) in enumerate(zip(configurations, requests)):
+        model, label = resolved[c["model"]]
+        request = replace(request, model=model, model_label=label)
+        planned.append(_Planned(position, c, label, plan_experiment(datasets[c["top_k"]], request, sink)))
+    name = args.study or generated_study_name([p.plan.spec.key for p in planned])
+
+    copy_from = _shared_vanilla(planned)
+    runs = [r for p in planned for r in p.plan.runs]
+    n_copied = sum(len(r.todo) for p in planned for r in p.plan.runs if r.mode in copy_from.get(p.position, {}))
+    n_todo = sum(len(r.todo) for r in runs) - n_copied
+    n_items = max(len(r.items) for r in runs)
+    varied = [a for a in _AXES_SHOWN if len(getattr(grid, a)) > 1] or ["model"]
+    print(f"study {name}: {len(planned)} experiment(s) ({' x '.join(f'{len(getattr(grid, a))} {a}' for a in varied)}), "
+          f"{len(copy_from)} vanilla run(s) to share")
+    print(plan_line(len(runs), n_items, sum(len(r.items) for r in runs), n_todo, n_copied))
+    if n_todo == 0 and n_copied == 0:
+        print("already complete, nothing to do")
+
+    outcomes = _execute_study(planned, copy_from, sink, name, grid, n_todo + n_copied)
+    _study_report(outcomes, planned, copy_from, name, args)
+    return outcomes
+
+
+_AXES_SHOWN = ("model", "metadata", "top_k", "order", "few_shot", "xai")
+
+
+def _shared_vanilla(planned: list[_Planned]) -> dict[int, dict[str, str]]:
+    """Per grid position, {'vanilla': source run id} for the vanilla runs to copy, not generate.
+
+    Within a model and configuration, the source is the first experiment whose vanilla run is
+    already complete, else the first one; every other one with vanilla work copies from it.
+    """
+    groups: dict[tuple, list[_Planned]] = {}
+    for p in planned:
+        groups.setdefault(_group_key(p.configuration), []).append(p)
+    out: dict[int, dict[str, str]] = {}
+    for members in groups.values():
+        vanillas = [(p, next((r for r in p.plan.runs if r.mode == "vanilla"), None)) for p in members]
+        vanillas = [(p, r) for p, r in vanillas if r is not None]
+        if len(vanillas) < 2:
+            continue
+        complete = [(p, r) for p, r in vanillas if not r.todo and r.resumes is not None]
+        source_p, source = (complete or vanillas)[0]
+        for p, r in vanillas:
+            if p is not source_p and r.todo:
+                out[p.position] = {"vanilla": source.run_id}
+    return out
+
+
+def _execute_study(planned, copy_from, sink, name: str, grid, total: int) -> list:
+    import gc
+
+    from tqdm import tqdm
+
+    from engine.runner import check_prompt_lengths, execute_plan, load_model_for
+
+    outcomes = []
+    bar = tqdm(total=total, unit="item", desc=f"study {name}", file=sys.stderr, dynamic_ncols=True, disable=total == 0)
+    try:
+        for model in grid.model:
+            mine = [p for p in planned if p.configuration["model"] == model]
+            loaded = None
+            if any(p.plan.n_todo for p in mine):
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+                loaded = load_model_for(mine[0].plan.request)
+            for p in mine:
+                plan = check_prompt_lengths(p.plan, loaded) if loaded is not None and p.plan.n_todo else p.plan
+                outcome = execute_plan(plan, loaded, sink, on_progress=bar.update,
+                                       copy_from=copy_from.get(p.position))
+                sink.record_study(name, grid.axes(), outcome.experiment_id, p.position)
+                outcomes.append(outcome)
+            del loaded
+            gc.collect()
+    finally:
+        bar.close()
+    return outcomes
+
+
+def _shown_configuration(configuration: dict) -> str:
+    k = "all" if configuration["top_k"] is None else configuration["top_k"]
+    return (f"{configuration['metadata']:<8} k={k:<4} {configuration['order']:<8} "
+            f"few-shot {configuration['few_shot']}  xai {configuration['xai']}")
+
+
+def _study_report(outcomes, planned, copy_from, name: str, args: argparse.Namespace) -> None:
+    """One line per experiment, then the command that shows the study."""
+    for p, outcome in zip(planned, outcomes):
+        shared = copy_from.get(p.position, {})
+        runs = ", ".join(
+            f"{r.mode} {r.run_id} {r.status}" + (f" (copied from {shared[r.mode]})" if r.mode in shared else
+                                                 f" ({r.n_generated} new)")
+            for r in outcome.runs
+        )
+        print(f"  experiment {outcome.experiment_id}  {p.label}  {_shown_configuration(p.configuration)}  {runs}")
+    db_part = f" --db {shlex.quote(args.db)}" if args.db else ""
+    print(f"see the study with: python -m engine report --study {shlex.quote(name)}{db_part} "
+          "(--layout xai: the cut-off x order tables)")
