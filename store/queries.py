@@ -1576,7 +1576,7 @@ def verify_sources(db: DbLike, run, judge_model: str, limit: int | None = None):
     from engine.types import Document, Item
     from engine.verify import VerifySource, claims_of
 
-    params = {"run": run.run_id, "model": judge_model, "limit": limit if limit is not None else 2**62}
+    params = {"run": run.run_id, "limit": limit if limit is not None else 2**62}
     with as_database(db).connect(read_only=True) as conn:
         rows = conn.execute(
             "WITH g AS (SELECT item_id, answer, shown_doc_ids, created_utc FROM generations "

@@ -114,3 +114,152 @@ def test_class_probabilities_read_the_step_where_the_verdict_starts():
     bare = GenerationOutput(text="Attributable", tokens=(TokenLogprob(0, "Attributable", -0.1),), finish_reason="stop",
                             n_prompt_tokens=1, char_offsets=((0, 12),))
     assert class_probabilities(bare) == (None, None, None)
+
+
+# ------------------------------------------------------------------ end to end with the tiny model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_dataset(path: Path, n: int) -> Path:
+    rows = []
+    for i in range(n):
+        docs = [{"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.",
+                 "relevant": j == i % 4, "title": f"Topic {i}" if j == 0 else ""} for j in range(4)]
+        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)],
+                     "documents": docs})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def rows(db: Path, sql: str, params=None):
+    from store.db import connect
+
+    with connect(db, read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+# What the answers say once rewritten: 3 pairs each (sentence 0 cites 1, sentence 1 cites 2 and 3;
+# [9] cites no shown document; the last sentence cites nothing).
+ANSWER = "The number is {n} [1][9]. It is also given in [2, 3]. Nothing else is known."
+
+
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory, tiny_llama_dir):
+    """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite; copied per test."""
+    from engine.data import load_dataset
+    from engine.prompts import METADATA_TYPES, PromptConfig
+    from engine.runner import RunRequest, run_experiment
+    from store.db import connect
+    from store.run_store import RunStore
+
+    folder = tmp_path_factory.mktemp("verify")
+    dataset = load_dataset(make_dataset(folder / "d.jsonl", 4))
+    request = RunRequest(model=str(tiny_llama_dir), modes=("vanilla", "base", "cf"),
+                         prompt=PromptConfig(metadata=METADATA_TYPES["gender"]),
+                         quantize="none", device="cpu", max_new_tokens=4, batch_size=4)
+    db = folder / "r.duckdb"
+    outcome = run_experiment(dataset, request, RunStore(db))
+    # A random tiny model rarely writes "[1]": give its answers citations to verify.
+    with connect(db) as con:
+        con.execute("UPDATE generations SET answer = replace(?, '{n}', item_id)", [ANSWER])
+    return db, outcome.experiment_id, {r.mode: r.run_id for r in outcome.runs}
+
+
+@pytest.fixture
+def store(answered, tmp_path):
+    db, experiment_id, runs = answered
+    copy = tmp_path / "s.duckdb"
+    shutil.copy(db, copy)
+    return copy, experiment_id, runs
+
+
+def cli(*args: str) -> int:
+    from engine.__main__ import main
+
+    return main(list(args))
+
+
+COMMON = ["--max-new-tokens", "5", "--batch-size", "4", "--device", "cpu", "--quantize", "none"]
+
+
+def test_verify_judges_every_cited_pair_and_resumes(store, capsys):
+    db, experiment_id, runs = store
+    assert cli("verify", "--experiment", experiment_id, "--limit", "2", "--db", str(db), *COMMON) == 0
+    first = {r[:4]: r[4] for r in rows(db, "SELECT run_id, item_id, sentence_index, position, created_utc FROM verifications")}
+    assert len(first) == 3 * 2 * 3  # runs x answers x pairs
+    assert capsys.readouterr().out.count("verified 6 citations") == 3
+    assert cli("verify", "--experiment", experiment_id, "--db", str(db), *COMMON) == 0
+    out = capsys.readouterr().out
+    assert out.count("verified 6 citations") == 3 and "attributable" in out
+    table = rows(db, "SELECT run_id, item_id, sentence_index, position, doc_id, judge_model, prompt, raw_output, class, "
+                     "p_attributable, p_extrapolatory, p_contradictory, created_utc FROM verifications")
+    assert len(table) == 36
+    model = rows(db, "SELECT DISTINCT model FROM runs")[0][0]
+    for run_id, item_id, sentence, position, doc_id, judge, prompt, raw, label, *ps, created in table:
+        assert judge == model  # the model that answered, by default
+        assert (sentence, position) in {(0, 1), (1, 2), (1, 3)}
+        shown = rows(db, "SELECT shown_doc_ids FROM generations WHERE run_id = ? AND item_id = ?", [run_id, item_id])[0][0]
+        assert doc_id == shown[position - 1]
+        claim = "The number is " + item_id + "." if sentence == 0 else "It is also given in."
+        assert f"\n\nClaim: what is the number for topic {item_id[1:]} {claim}\nReference: " in prompt
+        assert prompt.startswith("As an Attribution Validator,") and "written by" not in prompt
+        assert label == parse_class(raw)  # what the row says is what the parser reads
+        if label == UNPARSED:
+            assert ps == [None, None, None]
+        else:
+            assert all(p is not None and 0 <= p <= 1 for p in ps)
+        if (run_id, item_id, sentence, position) in first:  # judged once, kept
+            assert first[(run_id, item_id, sentence, position)] == created
+    # Nothing left: the same command says so and writes nothing.
+    assert cli("verify", "--experiment", experiment_id, "--db", str(db), *COMMON) == 0
+    assert "no citations left to verify by" in capsys.readouterr().out
+    assert rows(db, "SELECT count(*) FROM verifications")[0][0] == 36
+
+
+def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, capsys):
+    db, experiment_id, runs = store
+    before = db.read_bytes()
+    assert cli("verify", "--experiment", "nope", "--db", str(db)) == 2
+    assert capsys.readouterr().err.startswith("error: no experiment 'nope' in ")
+    assert cli("verify", "--run", "nope", "--db", str(db)) == 2
+    assert capsys.readouterr().err.strip() == f"error: no run 'nope' in {db} (see `python -m engine list`)"
+    assert cli("verify", "--run", runs["base"], "--db", str(db), "--batch-size", "0") == 2
+    assert capsys.readouterr().err.strip() == "error: --batch-size must be at least 1"
+    assert cli("verify", "--run", runs["base"], "--db", str(db), "--model", str(tmp_path / "no-model")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown model") and "\n" not in err
+    assert cli("verify", "--run", runs["base"], "--db", str(db), "--max-new-tokens", "1000000",
+               "--device", "cpu", "--quantize", "none") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: run {runs['base']}, item '") and "verification prompt of" in err
+    assert db.read_bytes() == before  # nothing was written by any refusal
+
+
+# ------------------------------------------------------------------ the view against Python
+
+LABELS = ("attributable", "extrapolatory", "contradictory", UNPARSED, "attributable", "attributable", "contradictory")
+
+
+def test_view_matches_python_and_report_shows_the_shares(store, capsys):
+    from store.verification_store import VerificationStore
+
+    db, experiment_id, runs = store
+    items = [i for (i,) in rows(db, "SELECT item_id FROM items ORDER BY item_id")]
+    batch = []
+    for n, run_id in enumerate(runs.values()):
+        for k, item in enumerate(items):
+            for s, position in ((0, 1), (1, 2), (1, 3)):
+                label = LABELS[(n + k + position) % len(LABELS)]
+                p = None if label == UNPARSED else 0.5
+                batch.append(Verification(run_id, item, s, position, f"{item}-d{position}", "judge", "p", label, label, p, p, p))
+    writer = VerificationStore(db)
+    assert writer.write_batch(batch) == 36
+    assert writer.write_batch(batch[:5]) == 0  # stored rows are kept, never doubled
+    for mode, run_id in runs.items():
+        mine = [v.label for v in batch if v.run_id == run_id]
+        got = rows(db, "SELECT rag_mode, n_citations, n_attributable, n_extrapolatory, n_contradictory, n_unparsed, "
+                       "attributable_share, extrapolatory_share, contradictory_share, unparsed_share "
+                       "FROM verification_shares WHERE run_id = ? AND judge_model = 'judge'", [run_id])
+        counts = [mine.count(c) for c in (*CLASSES, UNPARSED)]
+        assert got == [(mode, 12, *counts, *(pytest.approx(c / 12) for c in counts))]
