@@ -263,3 +263,50 @@ def test_view_matches_python_and_report_shows_the_shares(store, capsys):
                        "FROM verification_shares WHERE run_id = ? AND judge_model = 'judge'", [run_id])
         counts = [mine.count(c) for c in (*CLASSES, UNPARSED)]
         assert got == [(mode, 12, *counts, *(pytest.approx(c / 12) for c in counts))]
+
+    # `report` gains the shares per run, after its tables, in every format.
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "json") == 0
+    report = json.loads(capsys.readouterr().out)
+    got = {(r["rag_mode"], r["judge_model"]): r for r in report["verification"]}
+    assert set(got) == {("vanilla", "judge"), ("base", "judge"), ("cf", "judge")}
+    for mode, run_id in runs.items():
+        mine = [v.label for v in batch if v.run_id == run_id]
+        assert got[(mode, "judge")]["run_id"] == run_id and got[(mode, "judge")]["n_citations"] == 12
+        assert [got[(mode, "judge")][f"{c}_share"] for c in (*CLASSES, UNPARSED)] == pytest.approx(
+            [mine.count(c) / 12 for c in (*CLASSES, UNPARSED)])
+    assert cli("report", "--experiment", experiment_id, "--db", str(db)) == 0
+    text = capsys.readouterr().out
+    assert "Attribution verification (AttrScore)" in text and "| Attributable |" in text
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "csv") == 0
+    assert "Judge,Citations,Attributable" in capsys.readouterr().out
+
+
+def test_report_without_verifications_is_unchanged(store, capsys):
+    from engine.commands.report import render
+
+    db, experiment_id, _ = store
+    for fmt in ("markdown", "csv", "json"):
+        assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", fmt) == 0
+        out = capsys.readouterr().out
+        assert "verification" not in out.lower()
+    # The renderer with no verification rows is the renderer as it was.
+    assert render([], [], "json") == render([], [], "json", "all", [])
+
+
+def test_010_upgrades_a_store_as_009_left_it(store):
+    import duckdb
+
+    from store.db import connect
+
+    db, _, _ = store
+    with duckdb.connect(str(db)) as raw:
+        for sql in ("DROP VIEW verification_shares", "DROP TABLE verifications",
+                    "DELETE FROM schema_migrations WHERE version >= 10"):
+            raw.execute(sql)
+        assert raw.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 9
+        generations = raw.execute("SELECT count(*) FROM generations").fetchone()[0]
+    with connect(db) as conn:  # connecting applies 010
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 10
+        assert conn.execute("SELECT count(*) FROM verifications").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == generations == 12
+        assert conn.execute("SELECT * FROM verification_shares").fetchall() == []
