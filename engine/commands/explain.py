@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from engine.commands.judging import add_model_options, answered_runs, check_args, check_lengths, choose_model, load
+from engine.judging import add_model_options, answered_runs, check_args, check_lengths, choose_model, load
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,12 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.commands.bias import db_path
-    from store.queries import explain_sources
+    from engine.commands.bias import db_path, unknown_experiment
+    from store.queries import explain_runs, explain_sources
 
     check_args(args)
     path = db_path(args.db)
-    answered = answered_runs(path, args, "explain")
+    runs = explain_runs(path, experiment=args.experiment, run=args.run)
+    unknown = unknown_experiment(path, args.experiment) if runs is None and args.experiment is not None else ""
+    answered = answered_runs(runs, path, args, "explain", unknown)
     model, label = choose_model(args.model, answered)
 
     todo = [(run, explain_sources(path, run, label, args.limit)) for run in answered]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.commands.judging import add_model_options, answered_runs, check_args, check_lengths, choose_model, load
+from engine.judging import add_model_options, answered_runs, check_args, check_lengths, choose_model, load
 
 # Top alternatives recorded per step: enough that every tokenization of the three class words
 # the judge ranks plausibly ("Att", " Att", "**Att", "attrib", ...) is among them.
@@ -36,12 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.commands.bias import db_path
-    from store.queries import verify_sources
+    from engine.commands.bias import db_path, unknown_experiment
+    from store.queries import explain_runs, verify_sources
 
     check_args(args)
     path = db_path(args.db)
-    answered = answered_runs(path, args, "verify")
+    runs = explain_runs(path, experiment=args.experiment, run=args.run)
+    unknown = unknown_experiment(path, args.experiment) if runs is None and args.experiment is not None else ""
+    answered = answered_runs(runs, path, args, "verify", unknown)
     model, label = choose_model(args.model, answered)
 
     todo = [(run, verify_sources(path, run, label, args.limit)) for run in answered]

@@ -1,6 +1,7 @@
-"""What `explain` and `verify` share: both prompt a model (by default the one that answered)
-about stored answers. Choosing and loading that model, and refusing in one line, before anything
-is written, a prompt that does not fit its context. Not a command (not in COMMANDS)."""
+"""What the `explain` and `verify` commands share: both prompt a model (by default the one that
+answered) about stored answers. Their options, choosing and loading that model, and refusing in
+one line, before anything is written, a prompt that does not fit its context. No store here (the
+commands are the composition root): the runs come in from store.queries.explain_runs."""
 
 from __future__ import annotations
 
@@ -36,15 +37,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise UserError("--model must not be empty")
 
 
-def answered_runs(path, args: argparse.Namespace, verb: str):
-    """The runs of --experiment / --run that have answers (engine.explain.ExplainRun), or one line."""
-    from engine.commands.bias import unknown_experiment
-    from store.queries import explain_runs
-
-    runs = explain_runs(path, experiment=args.experiment, run=args.run)
+def answered_runs(runs, path, args: argparse.Namespace, verb: str, unknown_experiment: str):
+    """The runs of --experiment / --run (explain_runs' answer) that have answers, or one line.
+    `unknown_experiment` is the line for an unknown --experiment."""
     if runs is None:
         if args.experiment is not None:
-            raise UserError(unknown_experiment(path, args.experiment))
+            raise UserError(unknown_experiment)
         raise UserError(f"no run '{args.run}' in {path} (see `python -m engine list`)")
     answered = [r for r in runs if r.n_answers]
     if not answered:
