@@ -355,3 +355,29 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(store):
     assert rows(db, f"SELECT count(*), count(DISTINCT {key}) FROM verifications") == [(n, n)]
     after = dict(rows(db, f"SELECT {key}, created_utc FROM verifications"))
     assert all(after[k] == v for k, v in before.items())
+
+
+def test_a_real_tokenizer_s_first_pieces_of_each_class_word_are_recognised(tiny_llama):
+    from engine.generate import decode_with_offsets
+
+    tok = tiny_llama.tokenizer
+    for name in CLASSES:
+        for written in (name, name.capitalize(), name.upper(), f" {name.capitalize()}", f"**{name.capitalize()}**"):
+            ids = tok.encode(written, add_special_tokens=False)
+            pieces = tok.batch_decode([[i] for i in ids], skip_special_tokens=False)
+            # The first piece holding a letter begins the class word, whatever the tokenizer split.
+            first = next(p for p in pieces if any(ch.isalpha() for ch in p))
+            assert token_class(first) == name, (written, pieces)
+
+    # A verdict as a real tokenizer cuts it, read at the step where the class word starts.
+    ids = tok.encode("The answer is: **Contradictory**", add_special_tokens=False)
+    decoded = decode_with_offsets(tok, ids)
+    pieces = tok.batch_decode([[i] for i in ids], skip_special_tokens=False)
+    start = decoded.text.index("Contradictory")
+    step = next(k for k, (lo, hi) in enumerate(decoded.offsets) if lo <= start < hi)
+    tokens = tuple(
+        TokenLogprob(i, p, math.log(0.7), (TopLogprob(i, p, math.log(0.7)), TopLogprob(0, " Ext", math.log(0.2)))
+                     if k == step else (TopLogprob(i, p, math.log(0.9)), TopLogprob(0, "Att", math.log(0.05))))
+        for k, (i, p) in enumerate(zip(ids, pieces)))
+    out = GenerationOutput(decoded.text, tokens, "stop", 1, tuple(decoded.offsets))
+    assert class_probabilities(out) == pytest.approx((0.0, 0.2, 0.7))
