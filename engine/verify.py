@@ -32,8 +32,7 @@ from engine.types import Document, Item
 CLASSES = ("attributable", "extrapolatory", "contradictory")
 UNPARSED = "unparsed"
 
-# AttrScore's validator instruction (the paper's prompt for zero-shot LLM evaluators), verbatim
-# but for the placeholders.
+# AttrScore's validator instruction (the paper's prompt for zero-shot LLM evaluators), verbatim.
 INSTRUCTION = (
     "As an Attribution Validator, your task is to verify whether a given reference can support the "
     "given claim. A claim can be either a plain sentence or a question followed by its answer. "
@@ -137,7 +136,9 @@ def reference_text(document: Document) -> str:
 
 def verify_prompt(question: str, sentence: str, document: Document) -> str:
     """The judge's user turn for one pair."""
-    return f"{INSTRUCTION}\n\nClaim: {claim_text(question, sentence)}\nReference: {reference_text(document)}\n"
+    # The layout of AttrScore's own evaluation script: instruction, blank line, "Claim: ...", blank
+    # line, "Reference: ...".
+    return f"{INSTRUCTION}\n\nClaim: {claim_text(question, sentence)}\n\nReference: {reference_text(document)}\n"
 
 
 # ------------------------------------------------------------------ reading the judge

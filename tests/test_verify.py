@@ -207,7 +207,7 @@ def test_verify_judges_every_cited_pair_and_resumes(store, capsys):
         shown = rows(db, "SELECT shown_doc_ids FROM generations WHERE run_id = ? AND item_id = ?", [run_id, item_id])[0][0]
         assert doc_id == shown[position - 1]
         claim = "The number is " + item_id + "." if sentence == 0 else "It is also given in."
-        assert f"\n\nClaim: what is the number for topic {item_id[1:]} {claim}\nReference: " in prompt
+        assert f"\n\nClaim: what is the number for topic {item_id[1:]} {claim}\n\nReference: " in prompt
         assert prompt.startswith("As an Attribution Validator,") and "written by" not in prompt
         assert label == parse_class(raw)  # what the row says is what the parser reads
         if label == UNPARSED:
