@@ -209,6 +209,9 @@ def test_verify_judges_every_cited_pair_and_resumes(store, capsys):
         claim = "The number is " + item_id + "." if sentence == 0 else "It is also given in."
         assert f"\n\nClaim: what is the number for topic {item_id[1:]} {claim}\n\nReference: " in prompt
         assert prompt.startswith("As an Attribution Validator,") and "written by" not in prompt
+        i, j = (int(x) for x in doc_id[1:].split("-d"))
+        title = f"Topic {i}: " if j == 0 else ""  # the cited document, its title first, no label
+        assert prompt.endswith(f"\n\nReference: {title}Passage {j} about topic {i}; the answer is {i * 7 + j}.\n")
         assert label == parse_class(raw)  # what the row says is what the parser reads
         if label == UNPARSED:
             assert ps == [None, None, None]
