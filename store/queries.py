@@ -1561,3 +1561,60 @@ def run_prompt_settings(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
         "FROM runs WHERE list_contains(?, run_id) ORDER BY run_id",
         [list(run_ids)],
     )
+
+
+# ---------------------------------------------------------------- verifications (migration 010)
+
+
+def verify_sources(db: DbLike, run, judge_model: str, limit: int | None = None):
+    """The answers of `run` (an engine.explain.ExplainRun, from explain_runs) with the
+    (sentence, cited document) pairs `judge_model` has not judged yet, as engine.verify.VerifySource,
+    in the order the run stored them; answers with nothing left to judge are left out.
+
+    `limit` covers the run's first N answers, as in explain_sources.
+    """
+    from engine.types import Document, Item
+    from engine.verify import VerifySource, claims_of
+
+    params = {"run": run.run_id, "limit": limit if limit is not None else 2**62}
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "WITH g AS (SELECT item_id, answer, shown_doc_ids, created_utc FROM generations "
+            "           WHERE run_id = $run ORDER BY created_utc, item_id LIMIT $limit) "
+            "SELECT g.item_id, g.answer, g.shown_doc_ids, i.question, i.answers, i.documents "
+            "FROM g JOIN runs r ON r.run_id = $run "
+            "JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = g.item_id "
+            "ORDER BY g.created_utc, g.item_id",
+            params,
+        ).fetchall()
+        done = set(conn.execute(
+            "SELECT item_id, sentence_index, position FROM verifications WHERE run_id = $run AND judge_model = $model",
+            {"run": run.run_id, "model": judge_model},
+        ).fetchall())
+    sources = []
+    for item_id, answer, shown, question, answers, documents in rows:
+        shown_ids = tuple(shown or ())
+        claims = tuple(c for c in claims_of(item_id, answer, shown_ids)
+                       if (item_id, c.sentence_index, c.position) not in done)
+        if not claims:
+            continue
+        docs = tuple(Document(d["id"], d["text"], bool(d["relevant"]), d["title"] or "") for d in documents)
+        sources.append(VerifySource(run.run_id, Item(item_id, question, tuple(answers or ()), docs), answer, shown_ids, claims))
+    return tuple(sources)
+
+
+def verification_shares(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
+    """Per run and judge model, from the verification_shares view: (run_id, judge_model, rag_mode,
+    n_citations, attributable_share, extrapolatory_share, contradictory_share, unparsed_share), in
+    the order of `run_ids`; empty when none of the runs has verifications."""
+    if not run_ids:
+        return ()
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT run_id, judge_model, rag_mode, n_citations, attributable_share, extrapolatory_share, "
+            "contradictory_share, unparsed_share "
+            f"FROM verification_shares WHERE run_id IN ({_marks(run_ids)}) ORDER BY judge_model",
+            list(run_ids),
+        ).fetchall()
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    return tuple(sorted(rows, key=lambda r: order[r[0]]))

@@ -359,8 +359,10 @@ def test_008_upgrades_a_store_as_007_left_it(store):
 
     db, experiment_id, runs = store
     with duckdb.connect(str(db)) as raw:
-        # Later migrations are undone too (009: studies), or the store would not be 007's.
-        for sql in ("DROP VIEW explanation_rates", "DROP VIEW explanation_mentions", "DROP TABLE explanations",
+        # Later migrations are undone too (009: studies, 010: verifications), or the store would
+        # not be 007's.
+        for sql in ("DROP VIEW IF EXISTS verification_shares", "DROP TABLE IF EXISTS verifications",
+                    "DROP VIEW explanation_rates", "DROP VIEW explanation_mentions", "DROP TABLE explanations",
                     "DROP TABLE IF EXISTS study_experiments", "DROP TABLE IF EXISTS studies",
                     "DELETE FROM schema_migrations WHERE version >= 8"):
             raw.execute(sql)

@@ -130,8 +130,10 @@ def test_a_merge_computes_the_rows_of_the_runs_it_copies(mixed, tmp_path):
 def test_007_backfills_the_complete_runs_of_an_upgraded_store(mixed):
     expected = stored(mixed)
     # The store as migration 006 left it: no run_scores table, 007 not applied.
-    # Later migrations are undone too (008: explanations, 009: studies), or the store would not
-    # be 006's; connecting re-applies them after 007.
+    # Later migrations are undone too (008: explanations, 009: studies, 010: verifications), or
+    # the store would not be 006's; connecting re-applies them after 007.
+    execute(mixed, "DROP VIEW IF EXISTS verification_shares")
+    execute(mixed, "DROP TABLE IF EXISTS verifications")
     for sql in ("DROP VIEW explanation_rates", "DROP VIEW explanation_mentions", "DROP TABLE explanations"):
         execute(mixed, sql)
     execute(mixed, "DROP TABLE IF EXISTS study_experiments")

@@ -187,20 +187,25 @@ def _markdown(table: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, which: str = "all") -> str:
-    """The report in markdown, csv or json."""
+def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, which: str = "all",
+           verification: list[dict[str, Any]] | None = None) -> str:
+    """The report in markdown, csv or json; `verification` (verification_rows) adds the AttrScore
+    shares after the tables, only when given and not empty."""
     if fmt == "json":
         out: dict[str, Any] = {}
         if which in ("1", "all"):
             out["table1"] = rows1
         if which in ("2", "all"):
             out["table2"] = rows2
+        if verification:
+            out["verification"] = verification
         return json.dumps(out, indent=2, ensure_ascii=False, default=str)
     t1, t2 = formatted_tables(rows1, rows2)
+    t3 = verification_table(verification) if verification else None
     if fmt == "csv":
         parts = []
-        for name, table in (("1", t1), ("2", t2)):
-            if which in (name, "all"):
+        for name, table in (("1", t1), ("2", t2), ("verification", t3)):
+            if table is not None and which in (name, "all"):
                 buf = io.StringIO()
                 csv.writer(buf, lineterminator="\n").writerows(table)
                 parts.append(buf.getvalue().rstrip("\n"))
@@ -218,7 +223,38 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
                      f"* paired t-test p < {SIGNIFICANCE})\n\n"
                      + (_markdown(t2) if rows2 else "(no experiment with complete base and cf runs)")
                      + ("\n\n" + "\n".join(notes) if notes else ""))
+    if t3 is not None:
+        parts.append("Attribution verification (AttrScore): share of cited (sentence, document) pairs per class, "
+                     "x100 (`python -m engine verify`)\n\n" + _markdown(t3))
     return "\n\n".join(parts)
+
+
+VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
+
+
+def verification_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
+    """Per complete run shown and judge model: the verification_shares row; empty without any."""
+    from store.queries import verification_shares
+
+    if runs.empty:
+        return []
+    meta = {r["run_id"]: r for r in runs.to_dict("records")}
+    out = []
+    for run_id, judge, mode, n, *shares in verification_shares(path, list(meta)):
+        rec = meta[run_id]
+        out.append({"run_id": run_id, "model": rec.get("model"), "metadata_type": rec.get("metadata_type"),
+                    "rag_mode": mode, "judge_model": judge, "n_citations": int(n),
+                    **{f"{c}_share": float(v) for c, v in zip(VERIFICATION_CLASSES, shares)}})
+    return out
+
+
+def verification_table(rows: list[dict[str, Any]]) -> list[list[str]]:
+    table = [["Model", "Type", "Mode", "Run", "Judge", "Citations", *(c.capitalize() for c in VERIFICATION_CLASSES)]]
+    for r in rows:
+        table.append([str(r["model"]), _type_name(r["metadata_type"]) if r["rag_mode"] != "vanilla" else "-",
+                      r["rag_mode"], r["run_id"], str(r["judge_model"]), str(r["n_citations"]),
+                      *(_fmt(100 * r[f"{c}_share"], ".1f") for c in VERIFICATION_CLASSES)])
+    return table
 
 
 def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
@@ -318,7 +354,10 @@ def main(args: argparse.Namespace) -> int:
     if study is not None and not bias.empty:
         bias = bias[bias["experiment_id"].isin(study)]
     rows2 = table2(bias) if args.table in ("2", "all") else []
-    print(render(rows1, rows2, args.format, args.table))
+    # Only where `python -m engine verify` stored some, and only in the full report: the output is
+    # otherwise what it was before verification existed.
+    verification = verification_rows(path, runs) if args.table == "all" else []
+    print(render(rows1, rows2, args.format, args.table, verification))
     hint = _hint(runs, rows2, args)
     if hint:
         print(hint, file=sys.stderr)

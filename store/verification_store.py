@@ -1,0 +1,62 @@
+"""The writer of AttrScore verifications (`python -m engine verify`): one transaction per batch.
+
+Like store.explanation_store: every call opens the database, runs one short transaction and
+closes it, so a kill -9 loses at most the batch in flight. Rows already stored (same run, item,
+sentence, document and judge) are kept, never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from engine.verify import Verification
+from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
+
+_ROW = (
+    "STRUCT(item_id VARCHAR, sentence_index INTEGER, position INTEGER, doc_id VARCHAR, prompt VARCHAR, "
+    "raw_output VARCHAR, class VARCHAR, p_attributable DOUBLE, p_extrapolatory DOUBLE, p_contradictory DOUBLE)[]"
+)
+
+
+class VerificationStore:
+    """Writes verifications to a DuckDB store that already holds the runs they judge."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.database = Database(Path(path), timeout_s)
+
+    def write_batch(self, verifications: Sequence[Verification]) -> int:
+        """Store one finished batch in a single transaction; returns the rows added."""
+        if not verifications:
+            return 0
+        added = 0
+        with self.database.connect() as conn:
+            now = utc_now()
+            by_key: dict[tuple[str, str], list[Verification]] = {}
+            for v in verifications:
+                by_key.setdefault((v.run_id, v.judge_model), []).append(v)
+            for (run_id, model), rows in by_key.items():
+                before = _count(conn, run_id, model)
+                conn.execute(
+                    "INSERT INTO verifications SELECT ?, r.item_id, r.sentence_index, r.position, ?, r.doc_id, "
+                    "r.prompt, r.raw_output, r.class, r.p_attributable, r.p_extrapolatory, r.p_contradictory, ? "
+                    f"FROM (SELECT unnest(?::{_ROW}) AS r) ON CONFLICT DO NOTHING",
+                    [run_id, model, now, [_row(v) for v in rows]],
+                )
+                added += _count(conn, run_id, model) - before
+        return added
+
+
+def _count(conn, run_id: str, model: str) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM verifications WHERE run_id = ? AND judge_model = ?", [run_id, model]
+    ).fetchone()[0]
+
+
+def _row(v: Verification) -> dict[str, Any]:
+    return {
+        "item_id": v.item_id, "sentence_index": v.sentence_index, "position": v.position, "doc_id": v.doc_id,
+        "prompt": v.prompt, "raw_output": v.raw_output, "class": v.label,
+        "p_attributable": v.p_attributable, "p_extrapolatory": v.p_extrapolatory, "p_contradictory": v.p_contradictory,
+    }

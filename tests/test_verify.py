@@ -1,0 +1,386 @@
+"""AttrScore verification: the sentence/claim splitter, the judge-output parser, the class
+probabilities, `python -m engine verify` end to end with the tiny model (resume included), the
+verification_shares view against Python, and migration 010 on a store as 009 left it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.types import GenerationOutput, TokenLogprob, TopLogprob
+from engine.verify import (
+    CLASSES, UNPARSED, Verification, claim_text, claims_of, class_probabilities, parse_class,
+    split_sentences, token_class,
+)
+
+# ------------------------------------------------------------------ the judge's answer
+
+JUDGE_CASES = [
+    ("Attributable", "attributable"),
+    ("Attributable.", "attributable"),
+    ("attributable", "attributable"),
+    ("ATTRIBUTABLE!", "attributable"),
+    ("**Extrapolatory**", "extrapolatory"),
+    ("The answer is: contradictory", "contradictory"),
+    ("attributable/extrapolatory", "attributable"),
+    ("Extrapolatory / Attributable", "extrapolatory"),
+    ("Relationship: Contradictory\n\nThe reference says 1989, the claim says 1990.", "contradictory"),
+    ('"Attributable"', "attributable"),
+    ("- Extrapolatory: the reference does not mention the year.", "extrapolatory"),
+    ("The claim is not attributable; it is contradictory.", "contradictory"),
+    ("This isn't attributable to the reference. Extrapolatory.", "extrapolatory"),
+    ("Not attributable.", UNPARSED),
+    ("The reference supports the claim.", UNPARSED),  # right meaning, no class word: no guess
+    ("Attribution: yes", UNPARSED),
+    ("Attribut", UNPARSED),  # cut off by max-new-tokens
+    ("", UNPARSED),
+    ("   \n", UNPARSED),
+    ("Contradictorily", UNPARSED),
+    ("nonattributable", UNPARSED),
+    ("1. Attributable 2. Contradictory", "attributable"),
+    ("<answer>Extrapolatory</answer>", "extrapolatory"),
+    ("Answer: [Contradictory]", "contradictory"),
+    ("ExtrapolatoryAttributable", UNPARSED),  # glued words are not a verdict
+]
+
+
+@pytest.mark.parametrize("text, expected", JUDGE_CASES)
+def test_parse_class(text, expected):
+    assert parse_class(text) == expected
+
+
+# ------------------------------------------------------------------ sentences and claims
+
+SENTENCE_CASES = [
+    ("Paris is the capital [1]. It has 2 million people [2][3].",
+     ("Paris is the capital [1].", "It has 2 million people [2][3].")),
+    ("It opened in 1990. [2] It closed in 2001. [1, 3]",
+     ("It opened in 1990. [2]", "It closed in 2001. [1, 3]")),
+    ("No citations here! Really? Yes.", ("No citations here!", "Really?", "Yes.")),
+    ("  One sentence without a stop [4]  ", ("One sentence without a stop [4]",)),
+    ("", ()),
+]
+
+
+@pytest.mark.parametrize("answer, expected", SENTENCE_CASES)
+def test_split_sentences(answer, expected):
+    assert split_sentences(answer) == expected
+
+
+def test_claims_are_sentence_document_pairs_once_each_within_the_shown_documents():
+    shown = ("d1", "d2", "d3")
+    claims = claims_of("q", "A is B [1][2][1]. C is D [9]. E [2-3]. F.", shown)
+    assert [(c.sentence_index, c.position, c.doc_id) for c in claims] == [
+        (0, 1, "d1"), (0, 2, "d2"), (2, 2, "d2"), (2, 3, "d3")]
+    assert claims[0].sentence == "A is B [1][2][1]."
+    assert claim_text("who is A? ", claims[0].sentence) == "who is A? A is B."
+
+
+# ------------------------------------------------------------------ probabilities
+
+
+def output(text: str, steps: list[tuple[str, list[tuple[str, float]]]]) -> GenerationOutput:
+    tokens, offsets, at = [], [], 0
+    for i, (tok, top) in enumerate(steps):
+        tokens.append(TokenLogprob(i, tok, dict(top).get(tok, -5.0), tuple(TopLogprob(j, t, lp) for j, (t, lp) in enumerate(top))))
+        offsets.append((at, at + len(tok)))
+        at += len(tok)
+    assert "".join(t for t, _ in steps) == text
+    return GenerationOutput(text=text, tokens=tuple(tokens), finish_reason="stop", n_prompt_tokens=1,
+                            char_offsets=tuple(offsets))
+
+
+def test_token_class():
+    assert [token_class(t) for t in ("Att", " attributable", "**Ex", "▁contr", "A", "The", "**", " ", "Con")] == [
+        "attributable", "attributable", "extrapolatory", "contradictory", "attributable", None, None, None, "contradictory"]
+
+
+def test_class_probabilities_read_the_step_where_the_verdict_starts():
+    lp = math.log
+    out = output("**Extrapolatory**", [
+        ("**", [("**", lp(0.9)), ("Att", lp(0.05))]),  # an earlier step: not where the word starts
+        ("Extr", [("Extr", lp(0.5)), ("Ex", lp(0.1)), ("Att", lp(0.2)), (" Att", lp(0.05)), ("Cont", lp(0.1)), ("The", lp(0.05))]),
+        ("apolatory", [("apolatory", lp(0.99))]),
+        ("**", [("**", lp(0.9))]),
+    ])
+    p = class_probabilities(out)
+    assert p == pytest.approx((0.25, 0.6, 0.1))
+    assert class_probabilities(output("No idea", [("No", [("No", -0.1)]), (" idea", [(" idea", -0.1)])])) == (None, None, None)
+    # No top-n recorded: no probabilities, never a guess from the chosen token alone.
+    bare = GenerationOutput(text="Attributable", tokens=(TokenLogprob(0, "Attributable", -0.1),), finish_reason="stop",
+                            n_prompt_tokens=1, char_offsets=((0, 12),))
+    assert class_probabilities(bare) == (None, None, None)
+
+
+# ------------------------------------------------------------------ end to end with the tiny model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_dataset(path: Path, n: int) -> Path:
+    rows = []
+    for i in range(n):
+        docs = [{"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.",
+                 "relevant": j == i % 4, "title": f"Topic {i}" if j == 0 else ""} for j in range(4)]
+        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)],
+                     "documents": docs})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def rows(db: Path, sql: str, params=None):
+    from store.db import connect
+
+    with connect(db, read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+# What the answers say once rewritten: 3 pairs each (sentence 0 cites 1, sentence 1 cites 2 and 3;
+# [9] cites no shown document; the last sentence cites nothing).
+ANSWER = "The number is {n} [1][9]. It is also given in [2, 3]. Nothing else is known."
+
+
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory, tiny_llama_dir):
+    """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite; copied per test."""
+    from engine.data import load_dataset
+    from engine.prompts import METADATA_TYPES, PromptConfig
+    from engine.runner import RunRequest, run_experiment
+    from store.db import connect
+    from store.run_store import RunStore
+
+    folder = tmp_path_factory.mktemp("verify")
+    dataset = load_dataset(make_dataset(folder / "d.jsonl", 4))
+    request = RunRequest(model=str(tiny_llama_dir), modes=("vanilla", "base", "cf"),
+                         prompt=PromptConfig(metadata=METADATA_TYPES["gender"]),
+                         quantize="none", device="cpu", max_new_tokens=4, batch_size=4)
+    db = folder / "r.duckdb"
+    outcome = run_experiment(dataset, request, RunStore(db))
+    # A random tiny model rarely writes "[1]": give its answers citations to verify.
+    with connect(db) as con:
+        con.execute("UPDATE generations SET answer = replace(?, '{n}', item_id)", [ANSWER])
+    return db, outcome.experiment_id, {r.mode: r.run_id for r in outcome.runs}
+
+
+@pytest.fixture
+def store(answered, tmp_path):
+    db, experiment_id, runs = answered
+    copy = tmp_path / "s.duckdb"
+    shutil.copy(db, copy)
+    return copy, experiment_id, runs
+
+
+def cli(*args: str) -> int:
+    from engine.__main__ import main
+
+    return main(list(args))
+
+
+COMMON = ["--max-new-tokens", "5", "--batch-size", "4", "--device", "cpu", "--quantize", "none"]
+
+
+def test_verify_judges_every_cited_pair_and_resumes(store, capsys):
+    db, experiment_id, runs = store
+    assert cli("verify", "--experiment", experiment_id, "--limit", "2", "--db", str(db), *COMMON) == 0
+    first = {r[:4]: r[4] for r in rows(db, "SELECT run_id, item_id, sentence_index, position, created_utc FROM verifications")}
+    assert len(first) == 3 * 2 * 3  # runs x answers x pairs
+    assert capsys.readouterr().out.count("verified 6 citations") == 3
+    assert cli("verify", "--experiment", experiment_id, "--db", str(db), *COMMON) == 0
+    out = capsys.readouterr().out
+    assert out.count("verified 6 citations") == 3 and "attributable" in out
+    table = rows(db, "SELECT run_id, item_id, sentence_index, position, doc_id, judge_model, prompt, raw_output, class, "
+                     "p_attributable, p_extrapolatory, p_contradictory, created_utc FROM verifications")
+    assert len(table) == 36
+    model = rows(db, "SELECT DISTINCT model FROM runs")[0][0]
+    for run_id, item_id, sentence, position, doc_id, judge, prompt, raw, label, *ps, created in table:
+        assert judge == model  # the model that answered, by default
+        assert (sentence, position) in {(0, 1), (1, 2), (1, 3)}
+        shown = rows(db, "SELECT shown_doc_ids FROM generations WHERE run_id = ? AND item_id = ?", [run_id, item_id])[0][0]
+        assert doc_id == shown[position - 1]
+        claim = "The number is " + item_id + "." if sentence == 0 else "It is also given in."
+        assert f"\n\nClaim: what is the number for topic {item_id[1:]} {claim}\n\nReference: " in prompt
+        assert prompt.startswith("As an Attribution Validator,") and "written by" not in prompt
+        i, j = (int(x) for x in doc_id[1:].split("-d"))
+        title = f"Topic {i}: " if j == 0 else ""  # the cited document, its title first, no label
+        assert prompt.endswith(f"\n\nReference: {title}Passage {j} about topic {i}; the answer is {i * 7 + j}.\n")
+        assert label == parse_class(raw)  # what the row says is what the parser reads
+        if label == UNPARSED:
+            assert ps == [None, None, None]
+        else:
+            assert all(p is not None and 0 <= p <= 1 for p in ps)
+        if (run_id, item_id, sentence, position) in first:  # judged once, kept
+            assert first[(run_id, item_id, sentence, position)] == created
+    # Nothing left: the same command says so and writes nothing.
+    assert cli("verify", "--experiment", experiment_id, "--db", str(db), *COMMON) == 0
+    assert "no citations left to verify by" in capsys.readouterr().out
+    assert rows(db, "SELECT count(*) FROM verifications")[0][0] == 36
+
+
+def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, capsys):
+    db, experiment_id, runs = store
+    before = db.read_bytes()
+    assert cli("verify", "--experiment", "nope", "--db", str(db)) == 2
+    assert capsys.readouterr().err.startswith("error: no experiment 'nope' in ")
+    assert cli("verify", "--run", "nope", "--db", str(db)) == 2
+    assert capsys.readouterr().err.strip() == f"error: no run 'nope' in {db} (see `python -m engine list`)"
+    assert cli("verify", "--run", runs["base"], "--db", str(db), "--batch-size", "0") == 2
+    assert capsys.readouterr().err.strip() == "error: --batch-size must be at least 1"
+    assert cli("verify", "--run", runs["base"], "--db", str(db), "--model", str(tmp_path / "no-model")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown model") and "\n" not in err
+    assert cli("verify", "--run", runs["base"], "--db", str(db), "--max-new-tokens", "1000000",
+               "--device", "cpu", "--quantize", "none") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: run {runs['base']}, item '") and "verification prompt of" in err
+    assert db.read_bytes() == before  # nothing was written by any refusal
+
+
+# ------------------------------------------------------------------ the view against Python
+
+LABELS = ("attributable", "extrapolatory", "contradictory", UNPARSED, "attributable", "attributable", "contradictory")
+
+
+def test_view_matches_python_and_report_shows_the_shares(store, capsys):
+    from store.verification_store import VerificationStore
+
+    db, experiment_id, runs = store
+    items = [i for (i,) in rows(db, "SELECT item_id FROM items ORDER BY item_id")]
+    batch = []
+    for n, run_id in enumerate(runs.values()):
+        for k, item in enumerate(items):
+            for s, position in ((0, 1), (1, 2), (1, 3)):
+                label = LABELS[(n + k + position) % len(LABELS)]
+                p = None if label == UNPARSED else 0.5
+                batch.append(Verification(run_id, item, s, position, f"{item}-d{position}", "judge", "p", label, label, p, p, p))
+    writer = VerificationStore(db)
+    assert writer.write_batch(batch) == 36
+    assert writer.write_batch(batch[:5]) == 0  # stored rows are kept, never doubled
+    for mode, run_id in runs.items():
+        mine = [v.label for v in batch if v.run_id == run_id]
+        got = rows(db, "SELECT rag_mode, n_citations, n_attributable, n_extrapolatory, n_contradictory, n_unparsed, "
+                       "attributable_share, extrapolatory_share, contradictory_share, unparsed_share "
+                       "FROM verification_shares WHERE run_id = ? AND judge_model = 'judge'", [run_id])
+        counts = [mine.count(c) for c in (*CLASSES, UNPARSED)]
+        assert got == [(mode, 12, *counts, *(pytest.approx(c / 12) for c in counts))]
+
+    # `report` gains the shares per run, after its tables, in every format.
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "json") == 0
+    report = json.loads(capsys.readouterr().out)
+    got = {(r["rag_mode"], r["judge_model"]): r for r in report["verification"]}
+    assert set(got) == {("vanilla", "judge"), ("base", "judge"), ("cf", "judge")}
+    for mode, run_id in runs.items():
+        mine = [v.label for v in batch if v.run_id == run_id]
+        assert got[(mode, "judge")]["run_id"] == run_id and got[(mode, "judge")]["n_citations"] == 12
+        assert [got[(mode, "judge")][f"{c}_share"] for c in (*CLASSES, UNPARSED)] == pytest.approx(
+            [mine.count(c) / 12 for c in (*CLASSES, UNPARSED)])
+    assert cli("report", "--experiment", experiment_id, "--db", str(db)) == 0
+    text = capsys.readouterr().out
+    assert "Attribution verification (AttrScore)" in text and "| Attributable |" in text
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "csv") == 0
+    assert "Judge,Citations,Attributable" in capsys.readouterr().out
+
+
+def test_report_without_verifications_is_unchanged(store, capsys):
+    from engine.commands.report import render
+
+    db, experiment_id, _ = store
+    for fmt in ("markdown", "csv", "json"):
+        assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", fmt) == 0
+        out = capsys.readouterr().out
+        assert "verification" not in out.lower()
+    # The renderer with no verification rows is the renderer as it was.
+    assert render([], [], "json") == render([], [], "json", "all", [])
+
+
+def test_010_upgrades_a_store_as_009_left_it(store):
+    import duckdb
+
+    from store.db import connect
+
+    db, _, _ = store
+    with duckdb.connect(str(db)) as raw:
+        for sql in ("DROP VIEW verification_shares", "DROP TABLE verifications",
+                    "DELETE FROM schema_migrations WHERE version >= 10"):
+            raw.execute(sql)
+        assert raw.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 9
+        generations = raw.execute("SELECT count(*) FROM generations").fetchone()[0]
+    with connect(db) as conn:  # connecting applies 010
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 10
+        assert conn.execute("SELECT count(*) FROM verifications").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == generations == 12
+        assert conn.execute("SELECT * FROM verification_shares").fetchall() == []
+
+
+def test_kill_minus_9_then_resume_finishes_without_duplicates(store):
+    db, _, runs = store
+    run_id = runs["base"]
+    n = 4 * 3  # answers x pairs
+    cmd = ["verify", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "48",
+           "--quantize", "none", "--device", "cpu"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        stored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            try:
+                stored = rows(db, "SELECT count(*) FROM verifications")[0][0]
+            except Exception:  # the writer may hold the file for an instant
+                continue
+            if stored >= 2:
+                break
+        assert proc.poll() is None, "verify finished before it could be killed; make it longer"
+        assert stored >= 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    key = "item_id || '/' || sentence_index || '/' || position"
+    before = dict(rows(db, f"SELECT {key}, created_utc FROM verifications"))
+    assert 2 <= len(before) < n
+
+    done = subprocess.run([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    resumed = n - len(before)
+    assert f"verified {resumed} citation{'s' if resumed != 1 else ''} with " in done.stdout
+    assert rows(db, f"SELECT count(*), count(DISTINCT {key}) FROM verifications") == [(n, n)]
+    after = dict(rows(db, f"SELECT {key}, created_utc FROM verifications"))
+    assert all(after[k] == v for k, v in before.items())
+
+
+def test_a_real_tokenizer_s_first_pieces_of_each_class_word_are_recognised(tiny_llama):
+    from engine.generate import decode_with_offsets
+
+    tok = tiny_llama.tokenizer
+    for name in CLASSES:
+        for written in (name, name.capitalize(), name.upper(), f" {name.capitalize()}", f"**{name.capitalize()}**"):
+            ids = tok.encode(written, add_special_tokens=False)
+            pieces = tok.batch_decode([[i] for i in ids], skip_special_tokens=False)
+            # The first piece holding a letter begins the class word, whatever the tokenizer split.
+            first = next(p for p in pieces if any(ch.isalpha() for ch in p))
+            assert token_class(first) == name, (written, pieces)
+
+    # A verdict as a real tokenizer cuts it, read at the step where the class word starts.
+    ids = tok.encode("The answer is: **Contradictory**", add_special_tokens=False)
+    decoded = decode_with_offsets(tok, ids)
+    pieces = tok.batch_decode([[i] for i in ids], skip_special_tokens=False)
+    start = decoded.text.index("Contradictory")
+    step = next(k for k, (lo, hi) in enumerate(decoded.offsets) if lo <= start < hi)
+    tokens = tuple(
+        TokenLogprob(i, p, math.log(0.7), (TopLogprob(i, p, math.log(0.7)), TopLogprob(0, " Ext", math.log(0.2)))
+                     if k == step else (TopLogprob(i, p, math.log(0.9)), TopLogprob(0, "Att", math.log(0.05))))
+        for k, (i, p) in enumerate(zip(ids, pieces)))
+    out = GenerationOutput(decoded.text, tokens, "stop", 1, tuple(decoded.offsets))
+    assert class_probabilities(out) == pytest.approx((0.0, 0.2, 0.7))
