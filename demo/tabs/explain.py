@@ -1,0 +1,68 @@
+"""The Explain tab (`/explain`): pick an experiment and an item; the stored Prompt 5 explanations
+of its answers are shown per mode beside the answer and the documents, with the documents and
+labels each explanation names highlighted. Explanations are made by `python -m engine explain`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from demo.settings import AppSettings
+
+TAB_ID = "explain"
+
+
+def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+    import gradio as gr
+
+    from demo.handlers import explain as explain_handlers
+    from demo.handlers import query as query_handlers
+    from engine.errors import UserError
+
+    def stored() -> bool:
+        return Path(settings.db_path).is_file()
+
+    def explain(experiment_ref, item_id):
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        return explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
+
+    def experiments_update():
+        try:
+            return gr.Dropdown(choices=query_handlers.experiment_choices(settings.db_path))
+        except UserError:  # a damaged file: the Show button says so in one line
+            return gr.Dropdown(choices=[])
+
+    def items_update(experiment_ref):
+        """The chosen experiment's items (the first of them chosen), and its view."""
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        try:
+            ids = query_handlers.query_items(settings.db_path, experiment_ref)
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+        first = ids[0] if ids else None
+        shown = ids[: query_handlers.ITEM_CHOICES_MAX]
+        return (gr.Dropdown(choices=shown, value=first, allow_custom_value=True),
+                *explain_handlers.explain_view(settings.db_path, experiment_ref, first or ""))
+
+    with gr.Tab("Explain", id=TAB_ID) as explain_tab:
+        gr.Markdown("Stored Prompt 5 explanations of each answer (made with `python -m engine explain`); "
+                    "the documents and labels each explanation names are highlighted.")
+        with gr.Row():
+            experiment = gr.Dropdown(label="experiment (id or name)", choices=[], value=None,
+                                     allow_custom_value=True, scale=2)
+            item = gr.Dropdown(label="item id", choices=[], value=None, allow_custom_value=True)
+            show_button = gr.Button("Show", variant="primary", scale=0)
+        # Rendered by demo.explain_render, which escapes every piece of model and dataset text.
+        page = gr.HTML()
+        # /explain's second output for API users: one row per explanation, exact values.
+        table = gr.Dataframe(label="explanations", interactive=False, visible=False)
+
+    for box in (experiment, item):  # free text: the choices arrive only when the tab opens
+        box.api_info = lambda: {"type": "string"}
+
+    show_button.click(explain, [experiment, item], [page, table], api_name="explain", api_visibility="public")
+    item.select(explain, [experiment, item], [page, table], api_visibility="private")
+    experiment.select(items_update, [experiment], [item, page, table], api_visibility="private")
+    explain_tab.select(experiments_update, None, experiment, api_visibility="private")
