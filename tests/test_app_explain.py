@@ -119,7 +119,9 @@ def test_an_explanation_made_by_the_command_shows(built, tmp_path, tiny_llama_di
                                               "WHERE run_id = ?", [runs["vanilla"]])
     page, frame = explain_view(db, experiment_id, item_id)
     assert frame.loc[frame["mode"] == "vanilla", ["explainer_model", "text"]].values.tolist() == [[model, text]]
-    assert f'explanation by {html.escape(model, quote=True)}</h5><div class="explanation">{html.escape(text, quote=True)}</div>' in page
+    # 6 new tokens: cut at the limit, and the page says so.
+    assert (f'explanation by {html.escape(model, quote=True)} (cut at the token limit)</h5>'
+            f'<div class="explanation">{html.escape(text, quote=True)}</div>') in page
 
 
 def duckdb_rows(db: Path, sql: str, params: list) -> list[tuple]:
