@@ -17,7 +17,7 @@ from store import queries
 from tests.test_explain import make_dataset
 
 # Markup in an explanation must arrive as text: the page shows it, the browser never parses it.
-HOSTILE = 'I cited [1] because it was written by a woman. <img src=x onerror="alert(1)"><b>bold</b>'
+HOSTILE = 'I cited [1] because it was written by a woman. <img src=x onerror="window.__pwned=1"><b>bold</b>'
 PLAIN = "Document 2 holds the answer; the author does not matter."
 
 
