@@ -153,7 +153,8 @@ def test_explain_through_the_api(built):
     app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
-        assert "/explain" in client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        assert [p["type"] for p in endpoints["/explain"]["parameters"]] == [{"type": "string"}] * 2
         page, table = client.predict(experiment_id, "q0", api_name="/explain")
         assert html.escape(HOSTILE, quote=True) in page and "<img" not in page
         assert [row[:3] for row in table["data"]] == [["base", runs["base"], "judge"], ["cf", runs["cf"], "judge"]]
