@@ -163,3 +163,70 @@ def test_explain_through_the_api(built):
     finally:
         app.jobs.shutdown(timeout=30)
         app.close()
+
+
+# ---------------------------------------------------------------- generating in the background worker
+
+
+def wait_finished(jobs, job_id: str, timeout_s: float = 120):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (status := jobs.status(job_id)).state not in ("complete", "cancelled", "failed"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    return status
+
+
+def test_generate_queues_explanations_of_the_item_then_of_every_answer(built, tmp_path, tiny_llama):
+    from demo.handlers.explain import explain_spec, job_line
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+
+    db, experiment_id, runs = built
+    db = Path(shutil.copy(db, tmp_path / "generate.duckdb"))
+    settings = AppSettings(db)
+    jobs = JobQueue(load=lambda request: tiny_llama)
+    try:
+        spec = explain_spec(settings, experiment_id, "q1", "item")
+        assert set(spec.run_ids) == set(runs.values()) and spec.item_id == "q1"
+        status = wait_finished(jobs, jobs.submit(spec))
+        assert status.state == "complete" and (status.n_done, status.n_total) == (3, 3), job_line(status)
+        stored = duckdb_rows(db, "SELECT run_id, item_id, explainer_model FROM explanations WHERE item_id = ? "
+                                 "ORDER BY run_id", ["q1"])
+        assert sorted(r for r, _, _ in stored) == sorted(runs.values())
+        assert {m for _, _, m in stored} == {spec.request.label}
+        page, frame = explain_view(db, experiment_id, "q1")
+        assert sorted(frame["mode"]) == ["base", "cf", "vanilla"] and "no explanation stored yet" not in page
+
+        # Every answer: the 9 answers less the 3 just explained (q0's two are by another explainer).
+        status = wait_finished(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
+        assert status.state == "complete" and status.n_total == 6, job_line(status)
+        assert duckdb_rows(db, "SELECT count(*) FROM explanations WHERE explainer_model = ?",
+                           [spec.request.label]) == [(9,)]
+        # Again: nothing left, nothing doubled.
+        status = wait_finished(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
+        assert status.state == "complete" and status.n_total == 0 and "nothing to explain" in status.message
+    finally:
+        jobs.shutdown(timeout=30)
+
+
+@pytest.mark.parametrize("settings_change, experiment, item, scope, line", [
+    ({"read_only": True}, "{exp}", "q0", "item", "this app is read-only"),
+    ({}, "nope", "q0", "item", "unknown experiment 'nope'"),
+    ({}, "{exp}", "", "item", "choose an item"),
+    ({}, "{exp}", "q0", "everything", "unknown scope"),
+    ({"allow_local_paths": False}, "{exp}", "q0", "item", "model folder on another machine"),
+    ({"allowed_models": ("org/other",)}, "{exp}", "q0", "item", "is not offered here"),
+])
+def test_generate_refuses_in_one_line(built, settings_change, experiment, item, scope, line):
+    from dataclasses import replace
+
+    from demo.handlers.explain import explain_spec
+    from demo.settings import AppSettings
+    from engine.errors import UserError
+
+    db, experiment_id, _ = built
+    with pytest.raises(UserError) as caught:
+        explain_spec(replace(AppSettings(db), **settings_change), experiment.format(exp=experiment_id), item, scope)
+    assert line in str(caught.value) and "\n" not in str(caught.value)
