@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 EXPLAIN_CSS = """<style>
 .pe-q .named{outline:2px solid #e0a000;outline-offset:-2px;background:#fff4c2}
 .pe-q .named-label{background:#ffd27a;border-radius:3px;padding:0 2px;font-weight:bold}
-.pe-q .explanation{white-space:pre-wrap;border-left:3px solid #e0a000;padding:.3em .6em;margin:.4em 0;background:#fffbea}
+.pe-q .explanation{white-space:pre-wrap;overflow-wrap:anywhere;border-left:3px solid #e0a000;padding:.3em .6em;margin:.4em 0;background:#fffbea}
 .pe-q .chip{display:inline-block;border-radius:8px;padding:0 6px;margin:0 .3em .2em 0;background:#eee;font-size:90%}
 .pe-q .chip.label{background:#ffd27a}
 </style>"""

@@ -55,3 +55,20 @@ def test_a_stored_explanation_shows_with_its_highlights_and_markup_as_text(page,
     assert root.locator("img").count() == 0 and root.locator(".explanation b").count() == 0
     time.sleep(0.3)  # an <img src=x> would fail and fire onerror within this
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_generate_explains_the_item_in_the_background_and_shows_it(page, app):
+    launched, experiment_id = app
+    open_app(page, launched)
+    panel = open_tab(page, "Explain")
+    panel.get_by_label("experiment (id or name)").fill(experiment_id)
+    panel.get_by_label("item id").fill("q2")
+    panel.get_by_role("button", name="Show", exact=True).click()
+    page.get_by_text("0 explanations stored").wait_for(timeout=WAIT_MS)
+    panel.get_by_role("button", name="Generate explanations", exact=True).click()
+    status = panel.get_by_label("explanation job")
+    page.wait_for_function("(el) => / complete /.test(el.value)", arg=status.element_handle(), timeout=120_000)
+    assert "3 of 3" in status.input_value()
+    page.get_by_text("3 explanations stored").wait_for(timeout=WAIT_MS)
+    modes = page.locator(E_MODE)
+    assert all(modes.nth(i).locator(E_EXPLANATION).count() == 1 for i in range(3))
