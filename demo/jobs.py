@@ -1,4 +1,5 @@
-"""The app's background worker: runs queued and generated one at a time, outside any request.
+"""The app's background worker: runs (and Prompt 5 explanations, `ExplainSpec`) queued and
+generated one at a time, outside any request.
 
 Why a worker: a run takes minutes to hours, far longer than a browser request or tab lives.
 The app only submits jobs and polls their status (gr.Timer), so a run goes on when the tab
