@@ -70,8 +70,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (explain_handlers.job_line(status), *shown, gr.Timer(active=False))
 
     with gr.Tab("Explain", id=TAB_ID) as explain_tab:
-        gr.Markdown("Stored Prompt 5 explanations of each answer (made with `python -m engine explain`); "
-                    "the documents and labels each explanation names are highlighted.")
+        gr.Markdown("Stored Prompt 5 explanations of each answer (made with `python -m engine explain`, or "
+                    "queued here with **Generate explanations**); the documents and labels each explanation "
+                    "names are highlighted.")
         with gr.Row():
             experiment = gr.Dropdown(label="experiment (id or name)", choices=[], value=None,
                                      allow_custom_value=True, scale=2)
