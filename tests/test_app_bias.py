@@ -9,7 +9,6 @@ against values computed here straight from the store's tables and views.
 
 from __future__ import annotations
 
-import argparse
 import io
 import math
 import random
@@ -146,10 +145,12 @@ def test_experiment_choices_list_every_experiment_with_its_complete_modes(db):
 
 
 def _cli_report(db: Path, experiment: str) -> str:
+    from engine.__main__ import build_parser
     from engine.commands import report
 
     out = io.StringIO()
-    args = argparse.Namespace(db=str(db), format="csv", table="all", experiment=experiment, model=None, dataset=None)
+    # The CLI's own parser, so that every option the command knows has its default.
+    args = build_parser().parse_args(["report", "--db", str(db), "--format", "csv", "--experiment", experiment])
     with redirect_stdout(out):
         assert report.main(args) == 0
     return out.getvalue()

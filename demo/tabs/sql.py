@@ -54,8 +54,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 example_buttons = [(gr.Button(title, size="sm"), sql) for title, sql in sql_handlers.examples()]
                 # Fixed widths: left to itself the table sizes the columns list to its longest line
                 # and runs wider than this column, which hides most of each list.
+                # Tall enough for every table and view at once: a short one scrolls inside the
+                # scrolling page and hides most of them (about 20 today, one row each).
                 schema_table = gr.Dataframe(headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
-                                            interactive=False, wrap=True, column_widths=["32%", "15%", "53%"])
+                                            interactive=False, wrap=True, column_widths=["32%", "15%", "53%"],
+                                            max_height=4000)
         outputs = [result, status, csv_file]
         api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public")
         run_button.click(show, [sql_box], outputs, api_visibility="private")
