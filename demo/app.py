@@ -15,7 +15,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
     import gradio as gr
 
     from demo.jobs import JobQueue
-    from demo.tabs import bias, query, run, runs, sql
+    from demo.tabs import bias, explain, query, run, runs, sql
 
     if jobs is None:
         jobs = JobQueue()
@@ -24,7 +24,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
         gr.Markdown(_gpu_banner())
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
-            for tab in (run, runs, query, bias, sql):  # in the order shown
+            for tab in (run, runs, query, bias, explain, sql):  # in the order shown
                 tab.build(app, settings, jobs)
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app

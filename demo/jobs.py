@@ -1,4 +1,5 @@
-"""The app's background worker: runs queued and generated one at a time, outside any request.
+"""The app's background worker: runs (and Prompt 5 explanations, `ExplainSpec`) queued and
+generated one at a time, outside any request.
 
 Why a worker: a run takes minutes to hours, far longer than a browser request or tab lives.
 The app only submits jobs and polls their status (gr.Timer), so a run goes on when the tab
@@ -43,6 +44,20 @@ class JobSpec:
     request: Any  # engine.runner.RunRequest; its hf_token is dropped once the model is loaded
     db_path: Path
     skip_invalid: bool = False
+
+
+@dataclass(frozen=True)
+class ExplainSpec:
+    """What to explain (Prompt 5, as `python -m engine explain`): the answers of stored runs, all
+    of them or one item's, by the explainer that `request` names (its model, label, quantize,
+    device and dtype; its modes are the runs' modes, for the jobs table)."""
+
+    run_ids: tuple[str, ...]
+    request: Any  # engine.runner.RunRequest for the explainer; loaded through the same ModelCache
+    db_path: Path
+    item_id: str | None = None  # None: every answer of the runs still unexplained by this model
+    max_new_tokens: int = 256
+    batch_size: int = 8
 
 
 @dataclass(frozen=True)
@@ -108,7 +123,7 @@ class ModelCache:
 class _Job:
     """A job's mutable bookkeeping; read through JobStatus snapshots only."""
 
-    def __init__(self, job_id: str, spec: JobSpec):
+    def __init__(self, job_id: str, spec: JobSpec | ExplainSpec):
         self.job_id = job_id
         self.spec = spec
         self.state: JobState = "queued"
@@ -139,8 +154,8 @@ class JobQueue:
         self._worker: threading.Thread | None = None
         self._closing = False
 
-    def submit(self, spec: JobSpec) -> str:
-        """Queue a job and return its id."""
+    def submit(self, spec: JobSpec | ExplainSpec) -> str:
+        """Queue a job (a run, or explanations) and return its id."""
         with self._wake:
             if self._closing:
                 raise RuntimeError("the job queue is shut down")
@@ -210,18 +225,17 @@ class JobQueue:
         from engine.runner import RunCancelled
 
         try:
-            outcome = self._execute(job)
+            done_line = self._explain(job) if isinstance(job.spec, ExplainSpec) else self._execute(job)
         except RunCancelled as stop:
             self._end(job, "cancelled", f"{stop}; submit the same settings to resume")
         except UserError as err:
             self._end(job, "failed", without_server_paths(str(err), job.spec.db_path,
-                                                          dataset_path=job.spec.dataset_path))
+                                                          dataset_path=getattr(job.spec, "dataset_path", None)))
         except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
             traceback.print_exc(file=sys.stderr)  # the server's log, never the page
             self._end(job, "failed", f"internal error ({type(err).__name__}); the server log has the details")
         else:
-            done = sum(r.n_generated for r in outcome.runs)
-            self._end(job, "complete", f"generated {done} answers in experiment {outcome.experiment_id}")
+            self._end(job, "complete", done_line)
 
     def _execute(self, job: _Job):
         from engine.data import load_dataset
@@ -248,7 +262,55 @@ class JobQueue:
             with self._lock:
                 job.n_done += n
 
-        return execute_plan(plan, loaded, sink, on_progress=progress, should_stop=job.cancel.is_set)
+        outcome = execute_plan(plan, loaded, sink, on_progress=progress, should_stop=job.cancel.is_set)
+        done = sum(r.n_generated for r in outcome.runs)
+        return f"generated {done} answers in experiment {outcome.experiment_id}"
+
+    def _explain(self, job: _Job) -> str:
+        """Prompt 5 explanations of stored answers, as `python -m engine explain` makes them:
+        each finished batch committed on its own, answers already explained by this model
+        skipped, cancel honoured between batches."""
+        from engine.commands.explain import _check_lengths
+        from engine.errors import UserError
+        from engine.explain import explain_batches, explain_prompt
+        from engine.generate import GenerationConfig
+        from engine.models import chat_input_ids
+        from engine.runner import RunCancelled
+        from store.explanation_store import ExplanationStore
+        from store.queries import explain_runs, explain_sources
+
+        spec = job.spec
+        label = spec.request.label
+        runs = []
+        for run_id in spec.run_ids:
+            found = explain_runs(spec.db_path, run=run_id)
+            if found is None:
+                raise UserError(f"no run '{run_id}' in the store")
+            runs.extend(found)
+        self._update(job, experiment_id=runs[0].experiment_id if runs else None)
+        todo = [(run, tuple(s for s in explain_sources(spec.db_path, run, label)
+                            if spec.item_id is None or s.item.id == spec.item_id)) for run in runs]
+        n_todo = sum(len(sources) for _, sources in todo)
+        self._update(job, n_total=n_todo)
+        if n_todo == 0:
+            return f"nothing to explain: every answer asked for is already explained by {label}"
+        self._update(job, message=f"loading {label}")
+        loaded = self.models.get(spec.request)
+        _check_lengths(loaded, todo, spec.max_new_tokens, chat_input_ids, explain_prompt)
+        self._update(job, message="explaining")
+        store = ExplanationStore(spec.db_path)
+        config = GenerationConfig(max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size)
+        done = 0
+        for run, sources in todo:
+            if not sources:
+                continue
+            for n in explain_batches(loaded, run, sources, label, config, store.write_batch):
+                done += n
+                with self._lock:
+                    job.n_done += n
+                if job.cancel.is_set():
+                    raise RunCancelled(f"stopped after {done} explanation{'s' if done != 1 else ''}")
+        return f"explained {done} answer{'s' if done != 1 else ''} with {label}"
 
     # ---------------------------------------------------------------- bookkeeping
 

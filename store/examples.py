@@ -35,4 +35,28 @@ WHERE c.probability IS NOT NULL GROUP BY ALL ORDER BY ALL""",
         """SELECT run_id, item_id, step, token, exp(logprob) AS p, top
 FROM tokens ORDER BY logprob LIMIT 20""",
     ),
+    (
+        "Do explanations differ between high- and low-confidence citations?",
+        """SELECT CASE WHEN c.mean_p >= 0.5 THEN 'high' ELSE 'low' END AS confidence,
+       count(*) AS n, round(100 * avg(e.mentions_label::INT), 1) AS label_pct,
+       round(avg(len(e.mentioned_docs)), 2) AS docs_named
+FROM explanations e
+JOIN (SELECT run_id, item_id, avg(probability) AS mean_p FROM citations
+      WHERE probability IS NOT NULL GROUP BY ALL) c USING (run_id, item_id)
+GROUP BY confidence ORDER BY confidence""",
+    ),
+    (
+        "Do explanations differ between models (answering and explaining)?",
+        """SELECT model, explainer_model, sum(n_explanations) AS n,
+       round(100 * sum(n_mention_label) / sum(n_explanations), 1) AS label_pct
+FROM explanation_rates GROUP BY ALL ORDER BY ALL""",
+    ),
+    (
+        "Do explanations differ between modes: does the model admit the label, and name the documents it cited?",
+        """SELECT r.rag_mode, r.label_pct, round(100 * m.cited_share, 1) AS named_docs_cited_pct
+FROM (SELECT rag_mode, round(100 * sum(n_mention_label) / sum(n_explanations), 1) AS label_pct
+      FROM explanation_rates GROUP BY rag_mode) r
+LEFT JOIN (SELECT rag_mode, avg(cited::INT) AS cited_share FROM explanation_mentions GROUP BY rag_mode) m USING (rag_mode)
+ORDER BY CASE r.rag_mode WHEN 'vanilla' THEN 0 WHEN 'base' THEN 1 ELSE 2 END""",
+    ),
 )

@@ -1618,3 +1618,45 @@ def verification_shares(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
         ).fetchall()
     order = {run_id: i for i, run_id in enumerate(run_ids)}
     return tuple(sorted(rows, key=lambda r: order[r[0]]))
+
+
+# ---------------------------------------------------------------- the Explain tab
+
+
+@dataclass(frozen=True)
+class StoredExplanation:
+    """One stored Prompt 5 explanation of one answer, with what it mentions."""
+
+    run_id: str
+    rag_mode: str
+    item_id: str
+    explainer_model: str
+    text: str
+    finish_reason: str | None
+    mentioned_docs: tuple[int, ...]  # document numbers as shown to the answering model
+    mentioned_labels: tuple[str, ...]  # label texts as configured, then categories
+    created_utc: Any
+
+    @property
+    def mentions_label(self) -> bool:
+        return bool(self.mentioned_labels)
+
+
+def item_explanations(db: DbLike, run_ids: list[str] | tuple[str, ...], item_id: str) -> tuple[StoredExplanation, ...]:
+    """The stored explanations of one item's answers in the given runs, in the order of
+    `run_ids`, then by explainer model; empty when there are none."""
+    if not run_ids:
+        return ()
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT e.run_id, r.rag_mode, e.item_id, e.explainer_model, e.text, e.finish_reason, "
+            "e.mentioned_docs, e.mentioned_labels, e.created_utc "
+            "FROM explanations e JOIN runs r USING (run_id) "
+            f"WHERE e.item_id = ? AND e.run_id IN ({_marks(list(run_ids))}) ORDER BY e.explainer_model",
+            [item_id, *run_ids],
+        ).fetchall()
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    return tuple(
+        StoredExplanation(run_id, mode, item, model, text, finish, tuple(docs or ()), tuple(labels or ()), created)
+        for run_id, mode, item, model, text, finish, docs, labels, created in sorted(rows, key=lambda r: order[r[0]])
+    )

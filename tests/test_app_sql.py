@@ -26,7 +26,31 @@ def build_store(db: Path) -> Path:
     add_run(db, "r-base", "exp-a", "base")
     add_run(db, "r-cf", "exp-a", "cf")
     add_run(db, "r-other", "exp-b", "base", status="failed")
+    add_explanations(db)
     return db
+
+
+# Explanations of answers with a citation, so that the paper's three example queries have rows:
+# one names the label as a reason, one does not, in each mode.
+EXPLANATION_TEXTS = {
+    "q0": "I cited [2] because it was written by a woman.",
+    "q1": "Documents 1 and 2 name the answer; <b>the label</b> did not matter.",
+}
+
+
+def add_explanations(db: Path) -> None:
+    """A couple of explanations per run of exp-a, written through the store's writer."""
+    from engine.explain import Explanation, mentioned_documents, mentioned_labels
+    from engine.types import TokenLogprob
+    from store.explanation_store import ExplanationStore
+
+    ExplanationStore(db, timeout_s=10).write_batch([
+        Explanation(run_id=run_id, item_id=item_id, explainer_model="org/model", prompt=f"Prompt 5, {item_id}",
+                    text=text, n_prompt_tokens=12, finish_reason="stop", tokens=(TokenLogprob(1, "I", -0.1),),
+                    mentioned_docs=mentioned_documents(text, 2),
+                    mentioned_labels=mentioned_labels(text, "a woman", "a man", "gender"))
+        for run_id in ("r-van", "r-base", "r-cf") for item_id, text in EXPLANATION_TEXTS.items()
+    ])
 
 
 def checksum(db: Path) -> str:

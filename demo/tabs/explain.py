@@ -1,0 +1,101 @@
+"""The Explain tab (`/explain`): pick an experiment and an item; the stored Prompt 5 explanations
+of its answers are shown per mode beside the answer and the documents, with the documents and
+labels each explanation names highlighted. "Generate explanations" queues Prompt 5 for the chosen
+item, or every answer of the experiment, in the background worker (demo.jobs, one job at a time,
+as runs), by the model that answered; the tab follows the job and shows what it wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from demo.settings import AppSettings
+
+TAB_ID = "explain"
+
+
+def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+    import gradio as gr
+
+    from demo.handlers import explain as explain_handlers
+    from demo.handlers import query as query_handlers
+    from engine.errors import UserError
+
+    def stored() -> bool:
+        return Path(settings.db_path).is_file()
+
+    def explain(experiment_ref, item_id):
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        return explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
+
+    def experiments_update():
+        try:
+            return gr.Dropdown(choices=query_handlers.experiment_choices(settings.db_path))
+        except UserError:  # a damaged file: the Show button says so in one line
+            return gr.Dropdown(choices=[])
+
+    def items_update(experiment_ref):
+        """The chosen experiment's items (the first of them chosen), and its view."""
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        try:
+            ids = query_handlers.query_items(settings.db_path, experiment_ref)
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+        first = ids[0] if ids else None
+        shown = ids[: query_handlers.ITEM_CHOICES_MAX]
+        return (gr.Dropdown(choices=shown, value=first, allow_custom_value=True),
+                *explain_handlers.explain_view(settings.db_path, experiment_ref, first or ""))
+
+    def generate(experiment_ref, item_id, scope):
+        """Queue explanations in the background worker; the timer then follows the job."""
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        try:
+            spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope)
+        except UserError as err:
+            raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
+        job_id = jobs.submit(spec)
+        return job_id, explain_handlers.job_line(jobs.status(job_id)), gr.Timer(active=True)
+
+    def follow(job_id, experiment_ref, item_id):
+        """The job's line; once it has finished, the view again (with what it wrote) and the timer off."""
+        status = jobs.status(job_id) if job_id else None
+        if status is None:
+            return "", gr.skip(), gr.skip(), gr.Timer(active=False)
+        if status.state not in ("complete", "cancelled", "failed"):
+            return explain_handlers.job_line(status), gr.skip(), gr.skip(), gr.skip()
+        shown = explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
+        return (explain_handlers.job_line(status), *shown, gr.Timer(active=False))
+
+    with gr.Tab("Explain", id=TAB_ID) as explain_tab:
+        gr.Markdown("Stored Prompt 5 explanations of each answer (made with `python -m engine explain`, or "
+                    "queued here with **Generate explanations**); the documents and labels each explanation "
+                    "names are highlighted.")
+        with gr.Row():
+            experiment = gr.Dropdown(label="experiment (id or name)", choices=[], value=None,
+                                     allow_custom_value=True, scale=2)
+            item = gr.Dropdown(label="item id", choices=[], value=None, allow_custom_value=True)
+            show_button = gr.Button("Show", variant="primary", scale=0)
+        with gr.Row():
+            scope = gr.Radio(choices=list(explain_handlers.GENERATE_SCOPES), value="item", label="generate for",
+                             scale=2)
+            generate_button = gr.Button("Generate explanations", interactive=not settings.read_only, scale=0)
+            job_status = gr.Textbox(label="explanation job", interactive=False, scale=3)
+        job_id = gr.State("")
+        timer = gr.Timer(1.0, active=False)
+        # Rendered by demo.explain_render, which escapes every piece of model and dataset text.
+        page = gr.HTML()
+        # /explain's second output for API users: one row per explanation, exact values.
+        table = gr.Dataframe(label="explanations", interactive=False, visible=False)
+
+    for box in (experiment, item):  # free text: the choices arrive only when the tab opens
+        box.api_info = lambda: {"type": "string"}
+
+    show_button.click(explain, [experiment, item], [page, table], api_name="explain", api_visibility="public")
+    item.select(explain, [experiment, item], [page, table], api_visibility="private")
+    experiment.select(items_update, [experiment], [item, page, table], api_visibility="private")
+    explain_tab.select(experiments_update, None, experiment, api_visibility="private")
+    generate_button.click(generate, [experiment, item, scope], [job_id, job_status, timer], api_visibility="private")
+    timer.tick(follow, [job_id, experiment, item], [job_status, page, table, timer], api_visibility="private")

@@ -1,0 +1,232 @@
+"""The Explain tab: its handler as a plain function on a store with explanations (a real tiny-model
+run, explanations written through the store's writer and one made by `engine explain` itself), and
+`/explain` through gradio_client on a launched app."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from demo.handlers.explain import EXPLANATION_COLUMNS, explain_view
+from store import queries
+from tests.test_explain import make_dataset
+
+# Markup in an explanation must arrive as text: the page shows it, the browser never parses it.
+HOSTILE = 'I cited [1] because it was written by a woman. <img src=x onerror="window.__pwned=1"><b>bold</b>'
+PLAIN = "Document 2 holds the answer; the author does not matter."
+
+
+def explanation(run_id: str, item_id: str, text: str, n_shown: int, model: str = "judge"):
+    from engine.explain import Explanation, mentioned_documents, mentioned_labels
+    from engine.types import TokenLogprob
+
+    return Explanation(run_id=run_id, item_id=item_id, explainer_model=model, prompt="Prompt 5", text=text,
+                       n_prompt_tokens=3, finish_reason="stop", tokens=(TokenLogprob(1, "x", -0.5),),
+                       mentioned_docs=mentioned_documents(text, n_shown),
+                       mentioned_labels=mentioned_labels(text, "a woman", "a man", "gender"))
+
+
+def build_explained_store(folder: Path, model_dir: Path) -> tuple[Path, str, dict[str, str]]:
+    """A gender experiment (vanilla, base, cf) of 3 items answered by the tiny model; item q0's
+    base answer explained with markup and a label, its cf answer with a document and no label,
+    its vanilla answer not at all."""
+    from engine.data import load_dataset
+    from engine.prompts import METADATA_TYPES, PromptConfig
+    from engine.runner import RunRequest, run_experiment
+    from store.explanation_store import ExplanationStore
+    from store.run_store import RunStore
+
+    dataset = load_dataset(make_dataset(folder / "d.jsonl", 3))
+    request = RunRequest(model=str(model_dir), modes=("vanilla", "base", "cf"),
+                         prompt=PromptConfig(metadata=METADATA_TYPES["gender"], order="reversed"),
+                         quantize="none", device="cpu", max_new_tokens=8, batch_size=3)
+    db = folder / "explained.duckdb"
+    outcome = run_experiment(dataset, request, RunStore(db))
+    runs = {r.mode: r.run_id for r in outcome.runs}
+    ExplanationStore(db).write_batch([explanation(runs["base"], "q0", HOSTILE, 4),
+                                      explanation(runs["cf"], "q0", PLAIN, 4)])
+    return db, outcome.experiment_id, runs
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tiny_llama_dir):
+    return build_explained_store(tmp_path_factory.mktemp("secret-server-folder"), tiny_llama_dir)
+
+
+def named_cells(page: str) -> list[str]:
+    """The hover titles of the document cells an explanation names."""
+    return [html.unescape(t) for t in re.findall(r'<td class="named" title="([^"]*)"', page)]
+
+
+def test_stored_explanations_show_per_mode_with_what_they_name(built):
+    db, experiment_id, runs = built
+    page, frame = explain_view(db, experiment_id, "q0")
+    assert list(frame.columns) == list(EXPLANATION_COLUMNS)
+    assert frame[["mode", "run_id", "mentioned_docs", "mentioned_labels"]].values.tolist() == [
+        ["base", runs["base"], [1], ["a woman"]], ["cf", runs["cf"], [2], []]]
+    # The text is escaped: the markup is shown, never parsed.
+    assert html.escape(HOSTILE, quote=True) in page and "<img" not in page and "<b>bold" not in page
+    assert "gives a label as a reason: <b>a woman</b>" in page and "names no label" in page
+    # The named documents are those shown at that number in that mode (order "reversed").
+    detail = queries.query_detail(db, experiment_id, "q0")
+    base, cf = detail.mode("base"), detail.mode("cf")
+    doc_at = {m.mode: {p: d for d, p in m.positions.items()} for m in (base, cf)}
+    titles = named_cells(page)
+    assert len(titles) == 2
+    ranks = {d.doc_id: d.rank for d in detail.documents}
+    by_rank = sorted([(ranks[doc_at["base"][1]], "base: shown as [1]"), (ranks[doc_at["cf"][2]], "cf: shown as [2]")])
+    assert [t.split(";")[0] for t in titles] == [t for _, t in by_rank]
+    assert all("named in the explanation by judge" in t for t in titles)
+    # The label that explanation names is highlighted where base shows it, and only there.
+    woman_docs = {d for d, label in base.labels.items() if label == "a woman"}
+    assert woman_docs and page.count('<span class="named-label">a woman</span>') == len(woman_docs)
+    assert "no explanation stored yet" in page  # vanilla's answer has none
+
+
+def test_an_item_without_explanations_says_so(built):
+    db, experiment_id, _ = built
+    page, frame = explain_view(db, experiment_id, "q1")
+    assert frame.empty and page.count("no explanation stored yet") == 3 and "0 explanations stored" in page
+
+
+@pytest.mark.parametrize("experiment, item, line", [
+    ("", "q0", "choose an experiment"),
+    ("{exp}", "", "choose an item"),
+    ("nope", "q0", "unknown experiment &#x27;nope&#x27;"),
+    ("{exp}", "<q9>", "has no item &#x27;&lt;q9&gt;&#x27;"),
+    ("x" * 5000, "q0", "the experiment is too long"),
+])
+def test_bad_choices_are_one_line_and_an_empty_table(built, experiment, item, line):
+    db, experiment_id, _ = built
+    page, frame = explain_view(db, experiment.format(exp=experiment_id), item)
+    assert line in page and frame.empty and "secret-server-folder" not in page
+
+
+def test_an_explanation_made_by_the_command_shows(built, tmp_path, tiny_llama_dir, capsys):
+    from engine.__main__ import main
+
+    db, experiment_id, runs = built
+    db = Path(shutil.copy(db, tmp_path / "copy.duckdb"))
+    assert main(["explain", "--run", runs["vanilla"], "--model", str(tiny_llama_dir), "--limit", "1",
+                 "--max-new-tokens", "6", "--db", str(db)]) == 0
+    capsys.readouterr()
+    (item_id, model, text), = duckdb_rows(db, "SELECT item_id, explainer_model, text FROM explanations "
+                                              "WHERE run_id = ?", [runs["vanilla"]])
+    page, frame = explain_view(db, experiment_id, item_id)
+    assert frame.loc[frame["mode"] == "vanilla", ["explainer_model", "text"]].values.tolist() == [[model, text]]
+    # 6 new tokens: cut at the limit, and the page says so.
+    assert (f'explanation by {html.escape(model, quote=True)} (cut at the token limit)</h5>'
+            f'<div class="explanation">{html.escape(text, quote=True)}</div>') in page
+
+
+def duckdb_rows(db: Path, sql: str, params: list) -> list[tuple]:
+    from store.db import connect
+
+    with connect(db, read_only=True) as con:
+        return con.execute(sql, params).fetchall()
+
+
+# ---------------------------------------------------------------- /explain through gradio_client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_explain_through_the_api(built):
+    from gradio_client import Client
+
+    from demo.app import build_app
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+
+    db, experiment_id, runs = built
+    app = build_app(AppSettings(db), jobs=JobQueue())
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        assert [p["type"] for p in endpoints["/explain"]["parameters"]] == [{"type": "string"}] * 2
+        page, table = client.predict(experiment_id, "q0", api_name="/explain")
+        assert html.escape(HOSTILE, quote=True) in page and "<img" not in page
+        assert [row[:3] for row in table["data"]] == [["base", runs["base"], "judge"], ["cf", runs["cf"], "judge"]]
+        page, table = client.predict("nope", "q0", api_name="/explain")
+        assert "unknown experiment" in page and table["data"] == []
+    finally:
+        app.jobs.shutdown(timeout=30)
+        app.close()
+
+
+# ---------------------------------------------------------------- generating in the background worker
+
+
+def wait_finished(jobs, job_id: str, timeout_s: float = 120):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (status := jobs.status(job_id)).state not in ("complete", "cancelled", "failed"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    return status
+
+
+def test_generate_queues_explanations_of_the_item_then_of_every_answer(built, tmp_path, tiny_llama):
+    from demo.handlers.explain import explain_spec, job_line
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+
+    db, experiment_id, runs = built
+    db = Path(shutil.copy(db, tmp_path / "generate.duckdb"))
+    settings = AppSettings(db)
+    jobs = JobQueue(load=lambda request: tiny_llama)
+    try:
+        spec = explain_spec(settings, experiment_id, "q1", "item")
+        assert set(spec.run_ids) == set(runs.values()) and spec.item_id == "q1"
+        status = wait_finished(jobs, jobs.submit(spec))
+        assert status.state == "complete" and (status.n_done, status.n_total) == (3, 3), job_line(status)
+        stored = duckdb_rows(db, "SELECT run_id, item_id, explainer_model FROM explanations WHERE item_id = ? "
+                                 "ORDER BY run_id", ["q1"])
+        assert sorted(r for r, _, _ in stored) == sorted(runs.values())
+        assert {m for _, _, m in stored} == {spec.request.label}
+        page, frame = explain_view(db, experiment_id, "q1")
+        assert sorted(frame["mode"]) == ["base", "cf", "vanilla"] and "no explanation stored yet" not in page
+
+        # Every answer: the 9 answers less the 3 just explained (q0's two are by another explainer).
+        status = wait_finished(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
+        assert status.state == "complete" and status.n_total == 6, job_line(status)
+        assert duckdb_rows(db, "SELECT count(*) FROM explanations WHERE explainer_model = ?",
+                           [spec.request.label]) == [(9,)]
+        # Again: nothing left, nothing doubled.
+        status = wait_finished(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
+        assert status.state == "complete" and status.n_total == 0 and "nothing to explain" in status.message
+    finally:
+        jobs.shutdown(timeout=30)
+
+
+@pytest.mark.parametrize("settings_change, experiment, item, scope, line", [
+    ({"read_only": True}, "{exp}", "q0", "item", "this app is read-only"),
+    ({}, "nope", "q0", "item", "unknown experiment 'nope'"),
+    ({}, "{exp}", "", "item", "choose an item"),
+    ({}, "{exp}", "q0", "everything", "unknown scope"),
+    ({"allow_local_paths": False}, "{exp}", "q0", "item", "model folder on another machine"),
+    ({"allowed_models": ("org/other",)}, "{exp}", "q0", "item", "is not offered here"),
+])
+def test_generate_refuses_in_one_line(built, settings_change, experiment, item, scope, line):
+    from dataclasses import replace
+
+    from demo.handlers.explain import explain_spec
+    from demo.settings import AppSettings
+    from engine.errors import UserError
+
+    db, experiment_id, _ = built
+    with pytest.raises(UserError) as caught:
+        explain_spec(replace(AppSettings(db), **settings_change), experiment.format(exp=experiment_id), item, scope)
+    assert line in str(caught.value) and "\n" not in str(caught.value)
