@@ -270,11 +270,10 @@ class JobQueue:
         """Prompt 5 explanations of stored answers, as `python -m engine explain` makes them:
         each finished batch committed on its own, answers already explained by this model
         skipped, cancel honoured between batches."""
-        from engine.commands.explain import _check_lengths
         from engine.errors import UserError
         from engine.explain import explain_batches, explain_prompt
+        from engine.judging import check_lengths
         from engine.generate import GenerationConfig
-        from engine.models import chat_input_ids
         from engine.runner import RunCancelled
         from store.explanation_store import ExplanationStore
         from store.queries import explain_runs, explain_sources
@@ -296,7 +295,8 @@ class JobQueue:
             return f"nothing to explain: every answer asked for is already explained by {label}"
         self._update(job, message=f"loading {label}")
         loaded = self.models.get(spec.request)
-        _check_lengths(loaded, todo, spec.max_new_tokens, chat_input_ids, explain_prompt)
+        check_lengths(loaded, ((f"run {run.run_id}, item '{s.item.id}'", explain_prompt(s)) for run, sources in todo
+                               for s in sources), spec.max_new_tokens, "explanation")
         self._update(job, message="explaining")
         store = ExplanationStore(spec.db_path)
         config = GenerationConfig(max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size)
