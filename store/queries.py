@@ -1501,13 +1501,18 @@ def explanation_rates(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
     """Per run and explainer model, from the explanation_rates view: (run_id, explainer_model,
     rag_mode, n_explanations, n_mention_label, label_share), in the order of `run_ids`; empty
     when none of the runs has explanations."""
+    return _rows_of_runs(db, "explanation_rates", "run_id, explainer_model, rag_mode, n_explanations, "
+                         "n_mention_label, label_share", "explainer_model", run_ids)
+
+
+def _rows_of_runs(db: DbLike, view: str, columns: str, then: str, run_ids: list[str]) -> tuple[tuple, ...]:
+    """The rows of a per-run view (its first column run_id) for these runs, in the order of
+    `run_ids`, then by `then`; the runs as constants in an IN list, which DuckDB pushes down."""
     if not run_ids:
         return ()
     with as_database(db).connect(read_only=True) as conn:
         rows = conn.execute(
-            "SELECT run_id, explainer_model, rag_mode, n_explanations, n_mention_label, label_share "
-            f"FROM explanation_rates WHERE run_id IN ({_marks(run_ids)}) ORDER BY explainer_model",
-            list(run_ids),
+            f"SELECT {columns} FROM {view} WHERE run_id IN ({_marks(run_ids)}) ORDER BY {then}", list(run_ids)
         ).fetchall()
     order = {run_id: i for i, run_id in enumerate(run_ids)}
     return tuple(sorted(rows, key=lambda r: order[r[0]]))
@@ -1607,17 +1612,8 @@ def verification_shares(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
     """Per run and judge model, from the verification_shares view: (run_id, judge_model, rag_mode,
     n_citations, attributable_share, extrapolatory_share, contradictory_share, unparsed_share), in
     the order of `run_ids`; empty when none of the runs has verifications."""
-    if not run_ids:
-        return ()
-    with as_database(db).connect(read_only=True) as conn:
-        rows = conn.execute(
-            "SELECT run_id, judge_model, rag_mode, n_citations, attributable_share, extrapolatory_share, "
-            "contradictory_share, unparsed_share "
-            f"FROM verification_shares WHERE run_id IN ({_marks(run_ids)}) ORDER BY judge_model",
-            list(run_ids),
-        ).fetchall()
-    order = {run_id: i for i, run_id in enumerate(run_ids)}
-    return tuple(sorted(rows, key=lambda r: order[r[0]]))
+    return _rows_of_runs(db, "verification_shares", "run_id, judge_model, rag_mode, n_citations, attributable_share, "
+                         "extrapolatory_share, contradictory_share, unparsed_share", "judge_model", run_ids)
 
 
 # ---------------------------------------------------------------- the Explain tab
