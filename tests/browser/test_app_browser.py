@@ -27,7 +27,7 @@ from engine.paths import SAMPLE_DATASET
 # (gr.Dataframe renders role="grid" named by its label) by their labels, and the drill-down's
 # HTML by the CSS classes demo/render.py gives it. Adapt here when a tab's layout changes.
 TITLE = "PAttriEval"
-TABS = ("Run", "Runs", "Query", "Bias", "SQL")
+TABS = ("Run", "Runs", "Query", "Bias", "Explain", "SQL")
 NO_GPU_BANNER = "No GPU here."
 GPU_BANNER = "GPU: "
 
