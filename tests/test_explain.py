@@ -293,13 +293,36 @@ def test_views_match_python(store, capsys):
     text = capsys.readouterr().out
     assert "explanations (Prompt 5) that give a label as a reason:" in text
 
+    # So does `report`, after its tables, in every format.
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "json") == 0
+    shares = {e["rag_mode"]: e for e in json.loads(capsys.readouterr().out)["explanations"]}
+    assert set(shares) == set(runs)
+    for mode, run_id in runs.items():
+        n_label = sum(e.mentions_label for e in batch if e.run_id == run_id)
+        assert shares[mode]["run_id"] == run_id and shares[mode]["explainer_model"] == "judge"
+        assert (shares[mode]["n_explanations"], shares[mode]["n_mention_label"]) == (5, n_label)
+        assert shares[mode]["label_share"] == pytest.approx(n_label / 5)
+        assert shares[mode]["metadata_type"] == "gender"
+    assert cli("report", "--experiment", experiment_id, "--db", str(db)) == 0
+    text = capsys.readouterr().out
+    assert "Explanations (Prompt 5) that give a label as a reason" in text
+    base = shares["base"]
+    assert f"| base | {runs['base']} | judge | 5 | {base['n_mention_label']} | {100 * base['label_share']:.1f} |" in text
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "csv") == 0
+    assert "Model,Type,Mode,Run,Explainer,Explanations,Label given,Share" in capsys.readouterr().out
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--table", "1", "--format", "json") == 0
+    assert "explanations" not in json.loads(capsys.readouterr().out)  # only in the full report
 
-def test_bias_without_explanations_is_unchanged(store, capsys):
+
+def test_bias_and_report_without_explanations_are_unchanged(store, capsys):
     db, experiment_id, _ = store
     assert cli("bias", "--experiment", experiment_id, "--db", str(db), "--resamples", "100", "--json") == 0
     assert "explanations" not in json.loads(capsys.readouterr().out)
     assert cli("bias", "--experiment", experiment_id, "--db", str(db), "--resamples", "100") == 0
     assert "Prompt 5" not in capsys.readouterr().out
+    for fmt in ("markdown", "csv", "json"):
+        assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", fmt) == 0
+        assert "explanation" not in capsys.readouterr().out.lower()
 
 
 # ------------------------------------------------------------------ kill -9
