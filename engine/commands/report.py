@@ -124,12 +124,12 @@ def table2(bias: Any) -> list[dict[str, Any]]:
 def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
 
-    Read run by run (store.queries.report_run_metrics / report_bias_rows), so that a few
-    experiments cost the same in a store of a million answers as alone (the app's Bias tab).
+    Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
+    cost the same in a store of a million answers as alone (the app's Bias tab).
     """
-    from store.queries import report_bias_rows, report_run_metrics
+    from store.queries import report_bias_rows, table1_runs
 
-    return table1(report_run_metrics(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
+    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
 
 
 def _cab(value: float | None, p: float | None) -> str:
