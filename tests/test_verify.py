@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +16,7 @@ from engine.verify import (
     CLASSES, UNPARSED, Verification, claim_text, claims_of, class_probabilities, parse_class,
     split_sentences, token_class,
 )
+from tests.engine_process import kill_once_stored, run_engine
 
 # ------------------------------------------------------------------ the judge's answer
 
@@ -123,7 +119,6 @@ def test_class_probabilities_read_the_step_where_the_verdict_starts():
 
 # ------------------------------------------------------------------ end to end with the tiny model
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_dataset(path: Path, n: int) -> Path:
@@ -381,32 +376,12 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(store):
     n = 4 * 3  # answers x pairs
     cmd = ["verify", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "48",
            "--quantize", "none", "--device", "cpu"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        stored = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            try:
-                stored = rows(db, "SELECT count(*) FROM verifications")[0][0]
-            except Exception:  # the writer may hold the file for an instant
-                continue
-            if stored >= 2:
-                break
-        assert proc.poll() is None, "verify finished before it could be killed; make it longer"
-        assert stored >= 2
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_once_stored(cmd, db, "SELECT count(*) FROM verifications", 2)
     key = "item_id || '/' || sentence_index || '/' || position"
     before = dict(rows(db, f"SELECT {key}, created_utc FROM verifications"))
     assert 2 <= len(before) < n
 
-    done = subprocess.run([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = run_engine(cmd)
     assert done.returncode == 0, done.stderr
     resumed = n - len(before)
     assert f"verified {resumed} citation{'s' if resumed != 1 else ''} with " in done.stdout
