@@ -83,7 +83,7 @@ def test_explanations_verifications_and_studies_come_along_once(two, capsys):
     before = digest(source)
     assert main(["merge", "--from", str(source), "--db", str(target)]) == 0
     out = capsys.readouterr().out
-    assert ("with the runs: 3 explanations, 3 verifications, 1 study new, 2 study memberships new\n") in out
+    assert ("also copied: 3 explanations, 3 verifications, 1 study new, 2 study memberships new\n") in out
     carried = "run_id IN ('t-base', 's-van', 's-base')"
     assert table(target, "explanations") == table(source, "explanations", carried)
     assert table(target, "verifications") == table(source, "verifications")
@@ -105,7 +105,7 @@ def test_explanations_verifications_and_studies_come_along_once(two, capsys):
             result.n_study_experiments, result.n_left_out) == ((), 0, 0, 0, 0, 0)
     assert {name: table(target, name) for name in ALL} == counts
     assert main(["merge", "--from", str(source), "--db", str(target)]) == 0
-    assert "with the runs" not in capsys.readouterr().out
+    assert "also copied" not in capsys.readouterr().out
 
 
 def test_an_explanation_held_with_another_prompt_refuses_the_merge(two):

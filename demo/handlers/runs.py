@@ -37,6 +37,7 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
               page_size: int = PAGE_SIZE) -> RunsView:
     """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
+    from demo.handlers.query import _shown
     from store.queries import experiment_page, experiment_studies, study_experiment_ids
 
     page = max(1, int(page or 1))
@@ -80,12 +81,6 @@ def study_choices(db_path: Path) -> list[tuple[str, str]]:
 
 def _clean(value: str | None) -> str | None:
     return value.strip() or None if value else None
-
-
-def _shown(text: str, limit: int = 80) -> str:
-    """A visitor's text quoted back in a message: one line, cut when long."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _metrics_cell(run: Any) -> str:

@@ -102,11 +102,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             return gr.Dropdown(choices=[])
 
     def choose_study(study):
+        if not (study or "").strip():  # the picker cleared: the experiments chosen stay
+            return gr.skip(), ""
         try:
             selection = bias_handlers.study_selection(settings.db_path, study)
         except UserError as err:
             raise gr.Error(str(err)) from None
-        # Emptied when no study is chosen: a study replaces the selection, it does not add to it.
+        # A study replaces the selection, it does not add to it.
         return selection.experiment_ids, selection.note
 
     with gr.Tab("Bias") as bias_tab:

@@ -56,7 +56,7 @@ def summary(result, source: str, target: str) -> list[str]:
     along = (result.n_explanations, result.n_verifications, result.n_studies_new, result.n_study_experiments)
     if any(along):
         lines.append(
-            f"with the runs: {_plural(result.n_explanations, 'explanation')}, "
+            f"also copied: {_plural(result.n_explanations, 'explanation')}, "
             f"{_plural(result.n_verifications, 'verification')}, "
             f"{result.n_studies_new} {'study' if result.n_studies_new == 1 else 'studies'} new, "
             f"{_plural(result.n_study_experiments, 'study membership')} new"
