@@ -174,6 +174,6 @@ def generated_study_name(experiment_keys: list[str]) -> str:
 def plan_line(n_runs: int, n_items: int, n_generations: int, n_todo: int, n_copied: int) -> str:
     """'plan: 28 runs x 50 items = 1,400 generations; 300 to generate, 100 copied' (one line)."""
     rest = "nothing left to do" if not (n_todo or n_copied) else (
-        f"{n_todo:,} to generate" + (f", {n_copied:,} vanilla answers shared (copied)" if n_copied else "")
+        f"{n_todo:,} to generate" + (f", {n_copied:,} vanilla answer{'s' if n_copied != 1 else ''} shared (copied)" if n_copied else "")
     )
     return f"plan: {n_runs} runs x {n_items:,} items = {n_generations:,} generations; {rest}"

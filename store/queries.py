@@ -1311,6 +1311,45 @@ def report_run_metrics(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) 
         ))
 
 
+def table1_runs(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """What Table 1 reads of the complete runs of these experiments (report_run_metrics' columns
+    it uses, oldest first): provenance, labels, n, and the mean precision, recall and exact match.
+
+    The means come from run_scores where its row covers every answer the run holds, and are
+    computed for that run alone otherwise: run_metrics works out every metric's interval for
+    each run (0.2 s a run at 1M generations), which Table 1 does not show.
+    """
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            """
+            WITH chosen AS (SELECT * FROM runs WHERE status = 'complete' AND list_contains($ids, experiment_id)),
+            done AS (SELECT run_id, count(*) AS n_done FROM generations
+                     WHERE run_id IN (SELECT run_id FROM chosen) GROUP BY run_id)
+            SELECT r.run_id, r.experiment_id, r.created_utc, r.model, r.dataset, r.dataset_sha,
+                   dataset_name(r.dataset), dataset_label(r.dataset, r.dataset_sha), r.metadata_type, r.rag_mode,
+                   CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
+                                   WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END,
+                   CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
+                                   WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END,
+                   c.n_answers IS NOT DISTINCT FROM coalesce(d.n_done, 0), c.n_answers, c.precision, c.recall,
+                   c.exact_match
+            FROM chosen r LEFT JOIN done d USING (run_id) LEFT JOIN run_scores c USING (run_id)
+            ORDER BY r.created_utc, r.run_id
+            """,
+            {"ids": list(experiment_ids)},
+        ).fetchall()
+        records = []
+        for *meta, fresh, n, precision, recall, em in rows:
+            if not fresh:
+                n, precision, recall, _f1, em = live_scores(conn, meta[0])
+            records.append((*meta, n or 0, precision, recall, em))
+    import pandas as pd
+
+    return pd.DataFrame.from_records(records, columns=[
+        "run_id", "experiment_id", "created_utc", "model", "dataset", "dataset_sha", "dataset_name", "dataset_label",
+        "metadata_type", "rag_mode", "label_relevant", "label_nonrelevant", "n", "precision", "recall", "exact_match"])
+
+
 def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
     """bias_table's rows (same columns and order) for these experiments."""
     with as_database(db).connect(read_only=True) as conn:

@@ -120,6 +120,38 @@ def test_tab_reads_equal_the_whole_store_reads(db):
     assert queries.report_bias_rows(db, []).empty and queries.report_run_metrics(db, ["nope"]).empty
 
 
+def test_table1_reads_equal_run_metrics_with_run_scores_current_stale_or_missing(db, tmp_path):
+    import shutil
+
+    from engine.commands.report import table1
+
+    ids = ["exp-gender", "exp-hai", "exp-base", "exp-race"]
+    copy = tmp_path / "t1.duckdb"
+    shutil.copy(db, copy)
+    # One run's cached row is stale (it covers one answer fewer), one has none: both are
+    # computed for their run, the others read from run_scores.
+    with connect(copy) as conn:
+        assert conn.execute("SELECT count(*) FROM run_scores").fetchone()[0] > 2
+        conn.execute("UPDATE run_scores SET n_answers = n_answers - 1, precision = 0.987 WHERE run_id = 'exp-hai-base'")
+        conn.execute("DELETE FROM run_scores WHERE run_id = 'exp-gender-cf'")
+    expected = queries.report_run_metrics(copy, ids)
+    got = queries.table1_runs(copy, ids)
+    assert list(got["run_id"]) == list(expected["run_id"]) and len(got) >= 8
+    rows, want = table1(got), table1(expected)
+    assert [r.keys() for r in rows] == [w.keys() for w in want] and len(rows) == len(want)
+    for row, w in zip(rows, want):
+        assert {k: v for k, v in row.items() if not isinstance(v, float)} == {
+            k: v for k, v in w.items() if not isinstance(v, float)}
+        assert [v for v in row.values() if isinstance(v, float)] == pytest.approx(
+            [v for v in w.values() if isinstance(v, float)], rel=1e-12)
+    for column in got.columns:
+        if column in ("precision", "recall", "exact_match"):
+            assert got[column].tolist() == pytest.approx(expected[column].tolist(), rel=1e-12, nan_ok=True)
+        else:
+            assert got[column].tolist() == expected[column].tolist(), column
+    assert queries.table1_runs(copy, []).empty and queries.table1_runs(copy, ["nope"]).empty
+
+
 def test_probability_summaries_are_the_quartiles_of_the_stored_citations(db):
     runs = ["exp-gender-base", "exp-gender-cf"]
     got = queries.citation_probability_summaries(db, runs + runs[:1])

@@ -4,19 +4,14 @@ with the tiny model (resume after kill -9 included), and the views checked again
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from engine.explain import Explanation, explain_prompt, mentioned_documents, mentioned_labels
 from engine.types import TokenLogprob
+from tests.engine_process import kill_once_stored, run_engine
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ------------------------------------------------------------------ which documents
@@ -293,13 +288,36 @@ def test_views_match_python(store, capsys):
     text = capsys.readouterr().out
     assert "explanations (Prompt 5) that give a label as a reason:" in text
 
+    # So does `report`, after its tables, in every format.
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "json") == 0
+    shares = {e["rag_mode"]: e for e in json.loads(capsys.readouterr().out)["explanations"]}
+    assert set(shares) == set(runs)
+    for mode, run_id in runs.items():
+        n_label = sum(e.mentions_label for e in batch if e.run_id == run_id)
+        assert shares[mode]["run_id"] == run_id and shares[mode]["explainer_model"] == "judge"
+        assert (shares[mode]["n_explanations"], shares[mode]["n_mention_label"]) == (5, n_label)
+        assert shares[mode]["label_share"] == pytest.approx(n_label / 5)
+        assert shares[mode]["metadata_type"] == "gender"
+    assert cli("report", "--experiment", experiment_id, "--db", str(db)) == 0
+    text = capsys.readouterr().out
+    assert "Explanations (Prompt 5) that give a label as a reason" in text
+    base = shares["base"]
+    assert f"| base | {runs['base']} | judge | 5 | {base['n_mention_label']} | {100 * base['label_share']:.1f} |" in text
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", "csv") == 0
+    assert "Model,Type,Mode,Run,Explainer,Explanations,Label given,Share" in capsys.readouterr().out
+    assert cli("report", "--experiment", experiment_id, "--db", str(db), "--table", "1", "--format", "json") == 0
+    assert "explanations" not in json.loads(capsys.readouterr().out)  # only in the full report
 
-def test_bias_without_explanations_is_unchanged(store, capsys):
+
+def test_bias_and_report_without_explanations_are_unchanged(store, capsys):
     db, experiment_id, _ = store
     assert cli("bias", "--experiment", experiment_id, "--db", str(db), "--resamples", "100", "--json") == 0
     assert "explanations" not in json.loads(capsys.readouterr().out)
     assert cli("bias", "--experiment", experiment_id, "--db", str(db), "--resamples", "100") == 0
     assert "Prompt 5" not in capsys.readouterr().out
+    for fmt in ("markdown", "csv", "json"):
+        assert cli("report", "--experiment", experiment_id, "--db", str(db), "--format", fmt) == 0
+        assert "explanation" not in capsys.readouterr().out.lower()
 
 
 # ------------------------------------------------------------------ kill -9
@@ -319,31 +337,11 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     run_id = run_experiment(dataset, request, RunStore(db)).runs[0].run_id
     cmd = ["explain", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "32",
            "--quantize", "none", "--device", "cpu"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        stored = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.3)
-            try:
-                stored = rows(db, "SELECT count(*) FROM explanations")[0][0]
-            except Exception:  # the writer may hold the file for an instant
-                continue
-            if stored >= 3:
-                break
-        assert proc.poll() is None, "explain finished before it could be killed; make it longer"
-        assert stored >= 3
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_once_stored(cmd, db, "SELECT count(*) FROM explanations", 3)
     before = dict(rows(db, "SELECT item_id, created_utc FROM explanations"))
     assert 3 <= len(before) < n
 
-    done = subprocess.run([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = run_engine(cmd)
     assert done.returncode == 0, done.stderr
     resumed = n - len(before)
     assert f"explained {resumed} answer{'s' if resumed != 1 else ''} with " in done.stdout

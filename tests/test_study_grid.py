@@ -13,6 +13,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.commands.report import render_xai, xai_blocks
+from tests.engine_process import kill_once_stored, run_engine
 
 N_ITEMS = 3
 
@@ -183,7 +184,7 @@ def test_a_partial_grid_is_completed_by_the_same_command(tmp_path, tiny_llama_di
     assert main(command) == 0  # no --limit: every item; the same experiments, the same study
     second = capsys.readouterr().out
     assert f"study {name}:" in second
-    assert f"plan: 6 runs x {N_ITEMS} items = 18 generations; 5 to generate, 1 vanilla answers shared (copied)" in second
+    assert f"plan: 6 runs x {N_ITEMS} items = 18 generations; 5 to generate, 1 vanilla answer shared (copied)" in second
     with duckdb.connect(str(db), read_only=True) as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations").fetchone() == (18, 18)
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 6
@@ -191,13 +192,6 @@ def test_a_partial_grid_is_completed_by_the_same_command(tmp_path, tiny_llama_di
 
 
 def test_a_grid_killed_with_minus_9_is_completed_by_the_same_command(tmp_path, tiny_llama_dir):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    root = Path(__file__).resolve().parents[1]
     n = 12
     data, db = tmp_path / "data.jsonl", tmp_path / "killed.duckdb"
     items = []
@@ -205,27 +199,10 @@ def test_a_grid_killed_with_minus_9_is_completed_by_the_same_command(tmp_path, t
         docs = [{"id": f"q{i}-d{j}", "title": "", "text": f"text {i} {j}", "relevant": j == 0} for j in range(3)]
         items.append({"id": f"q{i}", "question": f"question {i}?", "answers": [f"a{i}"], "documents": docs})
     data.write_text("".join(json.dumps(x) + "\n" for x in items))
-    cmd = [sys.executable, "-m", "engine", "run", "--model", str(tiny_llama_dir), "--metadata", "gender,race",
-           "--dataset", str(data), "--db", str(db), "--batch-size", "1", "--max-new-tokens", "24", "--study", "killed"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(root))
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline, stored = time.monotonic() + 120, 0
-        while time.monotonic() < deadline and proc.poll() is None and stored < 3:
-            time.sleep(0.3)
-            if db.exists():
-                try:
-                    with duckdb.connect(str(db), read_only=True) as conn:
-                        stored = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
-                except Exception:  # locked by the writer, or no schema yet
-                    continue
-        assert proc.poll() is None, "the grid finished before it could be killed; make it longer"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    cmd = ["run", "--model", str(tiny_llama_dir), "--metadata", "gender,race", "--dataset", str(data), "--db", str(db),
+           "--batch-size", "1", "--max-new-tokens", "24", "--study", "killed"]
+    kill_once_stored(cmd, db, "SELECT count(*) FROM generations", 3)
+    done = run_engine(cmd)
     assert done.returncode == 0, done.stderr
     assert "plan: 6 runs x 12 items = 72 generations; " in done.stdout
     with duckdb.connect(str(db), read_only=True) as conn:

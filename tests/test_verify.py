@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +16,7 @@ from engine.verify import (
     CLASSES, UNPARSED, Verification, claim_text, claims_of, class_probabilities, parse_class,
     split_sentences, token_class,
 )
+from tests.engine_process import kill_once_stored, run_engine
 
 # ------------------------------------------------------------------ the judge's answer
 
@@ -123,7 +119,6 @@ def test_class_probabilities_read_the_step_where_the_verdict_starts():
 
 # ------------------------------------------------------------------ end to end with the tiny model
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_dataset(path: Path, n: int) -> Path:
@@ -289,6 +284,61 @@ def test_view_matches_python_and_report_shows_the_shares(store, capsys):
     assert "Judge,Citations,Attributable" in capsys.readouterr().out
 
 
+def test_run_metrics_carries_the_shares_of_the_judge_that_judged_most(store):
+    from store.verification_store import VerificationStore
+
+    db, _, runs = store
+    items = [i for (i,) in rows(db, "SELECT item_id FROM items ORDER BY item_id")]
+    # "big" judges every pair of the base run, "a-small" (first by name) only item 0's: the row
+    # shows "big"; "tie-*" judge cf equally, so the first by name is shown.
+    def judged(run_id, judge, which):
+        return [Verification(run_id, item, s, position, f"{item}-d{position}", judge, "p", label, label, None, None, None)
+                for k, item in enumerate(which)
+                for s, position in ((0, 1), (1, 2), (1, 3))
+                for label in [LABELS[(k + position) % len(LABELS)]]]
+    batch = (judged(runs["base"], "big", items) + judged(runs["base"], "a-small", items[:1])
+             + judged(runs["cf"], "tie-b", items[:2]) + judged(runs["cf"], "tie-a", items[2:]))
+    VerificationStore(db).write_batch(batch)
+    got = {r[0]: r[1:] for r in rows(db, "SELECT run_id, verification_judge, n_verified, attributable_share, "
+                                         "extrapolatory_share, contradictory_share, unparsed_share FROM run_metrics")}
+    for run_id, judge in ((runs["base"], "big"), (runs["cf"], "tie-a")):
+        mine = [v.label for v in batch if v.run_id == run_id and v.judge_model == judge]
+        assert got[run_id] == (judge, len(mine), *(pytest.approx(mine.count(c) / len(mine)) for c in (*CLASSES, UNPARSED)))
+        assert sum(got[run_id][2:]) == pytest.approx(1.0)
+    assert got[runs["vanilla"]] == (None,) * 6  # nobody verified it
+    # The columns before them are the 002 view's, unchanged.
+    metrics = rows(db, "SELECT precision, recall, f1, n FROM run_metrics WHERE run_id = ?", [runs["base"]])
+    assert metrics == rows(db, "SELECT avg(precision), avg(recall), avg(f1), count(*) FROM query_metrics WHERE run_id = ?",
+                           [runs["base"]])
+
+
+def test_011_upgrades_a_store_as_010_left_it(store):
+    import duckdb
+
+    from store.db import connect
+    from store.migrations import available_migrations
+
+    db, _, runs = store
+    # The store as 010 left it: run_metrics as 002 defined it, 011 not recorded.
+    sql = next(m.sql for m in available_migrations() if m.version == 2)
+    start = sql.index("CREATE OR REPLACE VIEW run_metrics AS")
+    view_002 = sql[start:sql.index(";", sql.index("FROM runs r LEFT JOIN w USING (run_id)", start))]
+    with duckdb.connect(str(db)) as raw:
+        raw.execute(view_002)
+        raw.execute("DELETE FROM schema_migrations WHERE version >= 11")
+        columns_002 = [d[0] for d in raw.execute("SELECT * FROM run_metrics LIMIT 0").description]
+        before = raw.execute("SELECT * FROM run_metrics ORDER BY run_id").fetchall()
+    assert "verification_judge" not in columns_002
+    with connect(db) as conn:  # connecting applies 011
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 11
+        cursor = conn.execute("SELECT * FROM run_metrics ORDER BY run_id")
+        columns = [d[0] for d in cursor.description]
+        after = cursor.fetchall()
+    assert columns == columns_002 + ["verification_judge", "n_verified", "attributable_share",
+                                     "extrapolatory_share", "contradictory_share", "unparsed_share"]
+    assert [r[:len(columns_002)] for r in after] == before and len(after) == len(runs)
+
+
 def test_report_without_verifications_is_unchanged(store, capsys):
     from engine.commands.report import render
 
@@ -326,32 +376,12 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(store):
     n = 4 * 3  # answers x pairs
     cmd = ["verify", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "48",
            "--quantize", "none", "--device", "cpu"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        stored = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            try:
-                stored = rows(db, "SELECT count(*) FROM verifications")[0][0]
-            except Exception:  # the writer may hold the file for an instant
-                continue
-            if stored >= 2:
-                break
-        assert proc.poll() is None, "verify finished before it could be killed; make it longer"
-        assert stored >= 2
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_once_stored(cmd, db, "SELECT count(*) FROM verifications", 2)
     key = "item_id || '/' || sentence_index || '/' || position"
     before = dict(rows(db, f"SELECT {key}, created_utc FROM verifications"))
     assert 2 <= len(before) < n
 
-    done = subprocess.run([sys.executable, "-m", "engine", *cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = run_engine(cmd)
     assert done.returncode == 0, done.stderr
     resumed = n - len(before)
     assert f"verified {resumed} citation{'s' if resumed != 1 else ''} with " in done.stdout

@@ -124,12 +124,12 @@ def table2(bias: Any) -> list[dict[str, Any]]:
 def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
 
-    Read run by run (store.queries.report_run_metrics / report_bias_rows), so that a few
-    experiments cost the same in a store of a million answers as alone (the app's Bias tab).
+    Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
+    cost the same in a store of a million answers as alone (the app's Bias tab).
     """
-    from store.queries import report_bias_rows, report_run_metrics
+    from store.queries import report_bias_rows, table1_runs
 
-    return table1(report_run_metrics(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
+    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
 
 
 def _cab(value: float | None, p: float | None) -> str:
@@ -188,9 +188,11 @@ def _markdown(table: list[list[str]]) -> str:
 
 
 def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, which: str = "all",
-           verification: list[dict[str, Any]] | None = None) -> str:
+           verification: list[dict[str, Any]] | None = None,
+           explanations: list[dict[str, Any]] | None = None) -> str:
     """The report in markdown, csv or json; `verification` (verification_rows) adds the AttrScore
-    shares after the tables, only when given and not empty."""
+    shares after the tables and `explanations` (explanation_rows) the share of explanations that
+    give a label as a reason, each only when given and not empty."""
     if fmt == "json":
         out: dict[str, Any] = {}
         if which in ("1", "all"):
@@ -199,12 +201,15 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
             out["table2"] = rows2
         if verification:
             out["verification"] = verification
+        if explanations:
+            out["explanations"] = explanations
         return json.dumps(out, indent=2, ensure_ascii=False, default=str)
     t1, t2 = formatted_tables(rows1, rows2)
     t3 = verification_table(verification) if verification else None
+    t4 = explanation_table(explanations) if explanations else None
     if fmt == "csv":
         parts = []
-        for name, table in (("1", t1), ("2", t2), ("verification", t3)):
+        for name, table in (("1", t1), ("2", t2), ("verification", t3), ("explanations", t4)):
             if table is not None and which in (name, "all"):
                 buf = io.StringIO()
                 csv.writer(buf, lineterminator="\n").writerows(table)
@@ -226,6 +231,10 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
     if t3 is not None:
         parts.append("Attribution verification (AttrScore): share of cited (sentence, document) pairs per class, "
                      "x100 (`python -m engine verify`)\n\n" + _markdown(t3))
+    if t4 is not None:
+        parts.append("Explanations (Prompt 5) that give a label as a reason, per run and explainer (share x100): does the "
+                     "model admit the label mattered, and does that differ between base and cf? "
+                     "(`python -m engine explain`)\n\n" + _markdown(t4))
     return "\n\n".join(parts)
 
 
@@ -254,6 +263,32 @@ def verification_table(rows: list[dict[str, Any]]) -> list[list[str]]:
         table.append([str(r["model"]), _type_name(r["metadata_type"]) if r["rag_mode"] != "vanilla" else "-",
                       r["rag_mode"], r["run_id"], str(r["judge_model"]), str(r["n_citations"]),
                       *(_fmt(100 * r[f"{c}_share"], ".1f") for c in VERIFICATION_CLASSES)])
+    return table
+
+
+def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
+    """Per complete run shown and explainer model: the explanation_rates row; empty without any."""
+    from store.queries import explanation_rates
+
+    if runs.empty:
+        return []
+    meta = {r["run_id"]: r for r in runs.to_dict("records")}
+    return [
+        {"run_id": run_id, "model": meta[run_id].get("model"), "metadata_type": meta[run_id].get("metadata_type"),
+         "rag_mode": mode, "explainer_model": explainer, "n_explanations": int(n),
+         "n_mention_label": int(n_label), "label_share": float(share)}
+        for run_id, explainer, mode, n, n_label, share in explanation_rates(path, list(meta))
+    ]
+
+
+def explanation_table(rows: list[dict[str, Any]]) -> list[list[str]]:
+    table = [["Model", "Type", "Mode", "Run", "Explainer", "Explanations", "Label given", "Share"]]
+    for r in rows:
+        # A vanilla run shows no label, but its explanations are read for the type's label words
+        # all the same: the rate at which they occur unprompted, to compare base and cf with.
+        table.append([str(r["model"]), _type_name(r["metadata_type"]),
+                      r["rag_mode"], r["run_id"], str(r["explainer_model"]), str(r["n_explanations"]),
+                      str(r["n_mention_label"]), _fmt(100 * r["label_share"], ".1f")])
     return table
 
 
@@ -357,7 +392,8 @@ def main(args: argparse.Namespace) -> int:
     # Only where `python -m engine verify` stored some, and only in the full report: the output is
     # otherwise what it was before verification existed.
     verification = verification_rows(path, runs) if args.table == "all" else []
-    print(render(rows1, rows2, args.format, args.table, verification))
+    explanations = explanation_rows(path, runs) if args.table == "all" else []
+    print(render(rows1, rows2, args.format, args.table, verification, explanations))
     hint = _hint(runs, rows2, args)
     if hint:
         print(hint, file=sys.stderr)
