@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from demo.render import CSS, _cell, _text, answer_html
 
 if TYPE_CHECKING:
+    from engine.explain import ExplainRun
     from store.queries import ModeDetail, QueryDetail, StoredExplanation
 
 EXPLAIN_CSS = """<style>
@@ -116,3 +117,18 @@ def explain_page(detail: QueryDetail, explanations: tuple[StoredExplanation, ...
         f"{documents_grid(detail, by_mode)}"
         f'<div class="modes">{"".join(columns)}</div></div>'
     )
+
+
+def run_summary(run: ExplainRun, rates: tuple[tuple, ...]) -> str:
+    """A whole run's heading: its mode and id, and per explainer model the share of its
+    explanations that give a label as a reason (rows of store.queries.explanation_rates)."""
+    head = f"run {_text(run.run_id)} · {_text(run.rag_mode)} · {run.n_answers} answer{'' if run.n_answers == 1 else 's'}"
+    if not rates:
+        body = '<p class="none">no explanation stored yet (<code>python -m engine explain --run</code>, or Generate)</p>'
+    else:
+        lines = []
+        for _run, model, _mode, n, n_label, share in rates:
+            lines.append(f"<li>by {_text(model)}: {n} explanation{'' if n == 1 else 's'}, {n_label} give a label as a "
+                         f"reason: <b>label share {share:.2f}</b></li>")
+        body = f"<ul>{''.join(lines)}</ul>"
+    return f'{CSS}{EXPLAIN_CSS}<div class="pe-q"><h4>{head}</h4>{body}</div>'

@@ -33,6 +33,7 @@ from demo.settings import without_server_paths
 from store.db import utc_now
 
 JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
+JobKind = Literal["run", "explain"]
 FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
 
 
@@ -75,6 +76,9 @@ class JobStatus:
     message: str  # one line: what is happening, or why it failed
     submitted_utc: datetime
     finished_utc: datetime | None
+    # Which worker path serves it: a run (JobSpec) or Prompt 5 explanations (ExplainSpec). Last,
+    # with a default, as JobStatus is built by keyword elsewhere too.
+    kind: JobKind = "run"
 
 
 @dataclass(frozen=True)
@@ -346,4 +350,5 @@ class JobQueue:
             message=job.message,
             submitted_utc=job.submitted_utc,
             finished_utc=job.finished_utc,
+            kind="explain" if isinstance(job.spec, ExplainSpec) else "run",
         )

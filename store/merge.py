@@ -12,7 +12,17 @@ modified and the target gets all of the merge or none of it. Rules:
   in its experiment in the target goes into an experiment of its own, `EXPERIMENT~RUN_ID`, the
   name migration 004 gave such runs;
 - an experiment's name stays unique: where the target already uses it, the copy is unnamed;
-- each merged run's cached averages (run_scores, store/run_scores.py) are computed in the target.
+- each merged run's cached averages (run_scores, store/run_scores.py) are computed in the target;
+- the explanations and verifications of the runs it copies, and of complete runs the target
+  holds already, come along, for the answers the target holds as the source does (same answer,
+  same documents shown): what they explain or judge. One the target holds already (same key) is
+  kept; one held with another prompt refuses the merge, as a run held with another configuration;
+- the studies that group the experiments it copies into (or finds in the target, holding runs
+  the target holds already) come along with those memberships. A study name the target has
+  already keeps the target's axes and gains the memberships, as `run --study` does when a name
+  is used again. A run moved into an experiment of its own leaves its study behind.
+
+So a second merge of the same source adds nothing.
 """
 
 from __future__ import annotations
@@ -72,6 +82,12 @@ class MergeResult:
     skipped: tuple[SkippedRun, ...]  # source runs that are not complete
     moved: tuple[MovedRun, ...]
     unnamed: tuple[tuple[str, str], ...]  # (experiment id, name) copied without its name, taken in the target
+    # What came along with the runs (issue 8); last, with defaults, so that older readers keep working.
+    n_explanations: int = 0
+    n_verifications: int = 0
+    n_studies_new: int = 0
+    n_study_experiments: int = 0  # memberships (study, experiment) new in the target
+    n_left_out: int = 0  # explanations and verifications of answers that differ between the stores
 
 
 def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
@@ -170,6 +186,8 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         {"ids": ids},
     ).fetchall():
         clashes.append(f"run {run_id}: item '{item_id}' of dataset {sha[:8]} differs between the stores")
+    carried = ids + already  # the runs whose explanations and verifications come along
+    clashes += _annotation_clashes(conn, carried)
     if clashes:
         more = f"; and {len(clashes) - _MAX_NAMED} more" if len(clashes) > _MAX_NAMED else ""
         raise MergeRefused("merge refused, nothing written: " + "; ".join(clashes[:_MAX_NAMED]) + more)
@@ -205,8 +223,86 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         # Recomputed here rather than copied: the source's row may be stale or missing (a store
         # written by older code), and the items are the target's now (checked equal above).
         store_scores(conn, run_id)
+    n_explanations, n_verifications, n_left_out = _copy_annotations(conn, carried)
+    n_studies, n_memberships = _copy_studies(conn, carried)
     return MergeResult(tuple(ids), n_generations, n_citations, n_items, experiments_new, tuple(already),
-                       tuple(skipped), tuple(moved), tuple(unnamed))
+                       tuple(skipped), tuple(moved), tuple(unnamed), n_explanations, n_verifications, n_studies,
+                       n_memberships, n_left_out)
+
+
+# Explanations and verifications, keyed as in migrations 008 and 010. Each explains or judges one
+# stored answer: copied only where the target holds that answer as the source does.
+_ANNOTATIONS = (
+    ("explanations", ("run_id", "item_id", "explainer_model"), "the explanation of item '{1}' by {2}"),
+    ("verifications", ("run_id", "item_id", "sentence_index", "position", "judge_model"),
+     "the verification of item '{1}', sentence {2}, document [{3}] by {4}"),
+)
+
+
+def _annotation_clashes(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> list[str]:
+    """A line for each explanation or verification both stores hold under one key but with
+    another prompt (or document, for a verification): not the same thing, so never merged."""
+    clashes = []
+    for table, key, what in _ANNOTATIONS:
+        same_key = " AND ".join(f"t.{k} = s.{k}" for k in key)
+        differs = "s.prompt IS DISTINCT FROM t.prompt" + (
+            " OR s.doc_id IS DISTINCT FROM t.doc_id" if table == "verifications" else "")
+        for row in conn.execute(
+            f"SELECT {', '.join(f's.{k}' for k in key)} FROM {_SOURCE}.{table} s JOIN {table} t ON {same_key} "
+            f"WHERE s.run_id IN (SELECT unnest($ids)) AND ({differs}) ORDER BY ALL LIMIT {_MAX_NAMED + 1}",
+            {"ids": carried},
+        ).fetchall():
+            clashes.append(f"run {row[0]}: {what.format(*row)} exists in the target with another prompt")
+    return clashes
+
+
+def _copy_annotations(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int, int]:
+    """(explanations copied, verifications copied, rows left out as their answer differs)."""
+    counts = []
+    left_out = 0
+    for table, key, _ in _ANNOTATIONS:
+        same_key = " AND ".join(f"t.{k} = s.{k}" for k in key)
+        # The answer as explained or judged: its text and the documents it was shown, numbered.
+        same_answer = ("sg.answer IS NOT DISTINCT FROM tg.answer "
+                       "AND sg.shown_doc_ids IS NOT DISTINCT FROM tg.shown_doc_ids")
+        todo = (f"FROM {_SOURCE}.{table} s "
+                f"JOIN {_SOURCE}.generations sg ON sg.run_id = s.run_id AND sg.item_id = s.item_id "
+                f"LEFT JOIN generations tg ON tg.run_id = s.run_id AND tg.item_id = s.item_id "
+                f"WHERE s.run_id IN (SELECT unnest($ids)) "
+                f"AND NOT EXISTS (SELECT 1 FROM {table} t WHERE {same_key})")
+        counts.append(_count(conn.execute(
+            f"INSERT INTO {table} BY NAME SELECT s.* {todo} AND tg.run_id IS NOT NULL AND {same_answer}",
+            {"ids": carried})))
+        left_out += conn.execute(
+            f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}
+        ).fetchone()[0]
+    return counts[0], counts[1], left_out
+
+
+def _copy_studies(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int]:
+    """(studies new, memberships new): the source's memberships of every experiment that holds
+    a carried run in both stores under the same id, and the studies they name."""
+    experiments = [row[0] for row in conn.execute(
+        f"SELECT DISTINCT s.experiment_id FROM {_SOURCE}.runs s JOIN runs t USING (run_id) "
+        "WHERE s.run_id IN (SELECT unnest($ids)) AND t.experiment_id = s.experiment_id",
+        {"ids": carried},
+    ).fetchall()]
+    if not experiments:
+        return 0, 0
+    params = {"experiments": experiments}
+    memberships = (f"SELECT * FROM {_SOURCE}.study_experiments m WHERE m.experiment_id IN (SELECT unnest($experiments))")
+    n_studies = _count(conn.execute(
+        f"INSERT INTO studies BY NAME SELECT s.* FROM {_SOURCE}.studies s "
+        f"WHERE s.name IN (SELECT study FROM ({memberships})) "
+        "AND NOT EXISTS (SELECT 1 FROM studies t WHERE t.name = s.name)",
+        params,
+    ))
+    n_memberships = _count(conn.execute(
+        f"INSERT INTO study_experiments BY NAME SELECT m.* FROM ({memberships}) m "
+        "WHERE NOT EXISTS (SELECT 1 FROM study_experiments t WHERE t.study = m.study AND t.experiment_id = m.experiment_id)",
+        params,
+    ))
+    return n_studies, n_memberships
 
 
 def _place(conn, candidates: list[tuple[str, str, str]]) -> tuple[dict[str, str], list[MovedRun]]:

@@ -1188,18 +1188,19 @@ HAVING ($model IS NULL OR contains(lower(arg_min(r.model, r.created_utc)), lower
    AND ($dataset IS NULL OR contains(lower(label), lower($dataset)))
    AND ($metadata IS NULL OR max(r.metadata_type) = $metadata)
    AND ($mode IS NULL OR bool_or(r.rag_mode = $mode))
+   AND ($study IS NULL OR r.experiment_id IN (SELECT experiment_id FROM study_experiments WHERE study = $study))
 ORDER BY created DESC, r.experiment_id DESC
 """
 
 
 def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = None, dataset: str | None = None,
-                    metadata: str | None = None, mode: str | None = None) -> ExperimentPage:
-    """Experiments newest first, filtered (model and dataset: substring, any case; metadata type
-    and mode: exact), `limit` of them from `offset`, with their runs' progress and metrics."""
+                    metadata: str | None = None, mode: str | None = None, study: str | None = None) -> ExperimentPage:
+    """Experiments newest first, filtered (model and dataset: substring, any case; metadata type,
+    mode and study name: exact), `limit` of them from `offset`, with their runs' progress and metrics."""
     with as_database(db).connect(read_only=True) as conn:
         gone = _interrupted_runs(conn)
         filters = {"modes": list(MODES), "model": model or None, "dataset": dataset or None,
-                   "metadata": metadata or None, "mode": mode or None}
+                   "metadata": metadata or None, "mode": mode or None, "study": study or None}
         rows = conn.execute(f"{_EXPERIMENT_PAGE_SQL} LIMIT $limit OFFSET $offset",
                             {**filters, "limit": max(0, limit), "offset": max(0, offset)}).fetchall()
         if rows:
@@ -1694,4 +1695,41 @@ def item_explanations(db: DbLike, run_ids: list[str] | tuple[str, ...], item_id:
     return tuple(
         StoredExplanation(run_id, mode, item, model, text, finish, tuple(docs or ()), tuple(labels or ()), created)
         for run_id, mode, item, model, text, finish, docs, labels, created in sorted(rows, key=lambda r: order[r[0]])
+    )
+
+
+# ---------------------------------------------------------------- the app by study, and a run's explanations
+# (the Runs, Bias and Explain tabs; issue 8 sections 1 and 3)
+
+
+def experiment_studies(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """experiment id -> the studies it belongs to (one experiment can be in several grids),
+    oldest study first; experiments in no study are left out."""
+    if not experiment_ids:
+        return {}
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT e.experiment_id, list(s.name ORDER BY s.created_utc, s.name) "
+            "FROM study_experiments e JOIN studies s ON s.name = e.study "
+            "WHERE list_contains($ids, e.experiment_id) GROUP BY e.experiment_id",
+            {"ids": list(experiment_ids)},
+        ).fetchall()
+    return {experiment_id: tuple(names) for experiment_id, names in rows}
+
+
+def run_explanations(db: DbLike, run_id: str) -> tuple[StoredExplanation, ...]:
+    """Every stored explanation of one run's answers, in the order the run stored its answers,
+    then by explainer model; empty when there are none (or no such run)."""
+    with as_database(db).connect(read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT e.run_id, r.rag_mode, e.item_id, e.explainer_model, e.text, e.finish_reason, "
+            "e.mentioned_docs, e.mentioned_labels, e.created_utc "
+            "FROM explanations e JOIN runs r USING (run_id) "
+            "LEFT JOIN generations g ON g.run_id = e.run_id AND g.item_id = e.item_id "
+            "WHERE e.run_id = $run ORDER BY g.created_utc, e.item_id, e.explainer_model",
+            {"run": run_id},
+        ).fetchall()
+    return tuple(
+        StoredExplanation(run, mode, item, model, text, finish, tuple(docs or ()), tuple(labels or ()), created)
+        for run, mode, item, model, text, finish, docs, labels, created in rows
     )

@@ -415,3 +415,122 @@ def test_bias_table_endpoint_returns_tables_and_plots_for_two_experiments(db):
     finally:
         app.jobs.shutdown(timeout=5)
         app.close()
+
+
+# ---------------------------------------------------------------- by study, and beyond the metrics (issue 8)
+
+EXPLAINED = {  # run -> the explanation of each item: q00..q03 give a label as a reason in base, one in cf
+    "exp-gender-base": ["I cited [1] as it was written by a woman.", "Document 2 names the answer.",
+                        "The author's gender mattered: [3].", "[2] says so."],
+    "exp-gender-cf": ["Only [1] holds the answer.", "[2] was written by a man, so I trusted it.", "No reason.", "[4]"],
+}
+VERDICTS = ("Attributable.", "extrapolatory", "CONTRADICTORY!", "I cannot tell")
+
+
+def _add_beyond(db: Path) -> None:
+    """Explanations of exp-gender's base and cf answers (two explainers for base), and
+    verifications of its base citations, through the store's writers."""
+    from engine.explain import Explanation, mentioned_documents, mentioned_labels
+    from engine.verify import Verification, parse_class
+    from store.explanation_store import ExplanationStore
+    from store.verification_store import VerificationStore
+
+    explanations = [
+        Explanation(run, f"q{i:02d}", model, "Prompt 5", text, 9, "stop", (), mentioned_documents(text, 4),
+                    mentioned_labels(text, "a woman", "a man", "gender"))
+        for run, texts in EXPLAINED.items() for model in (("model-x", "judge-j") if run.endswith("base") else ("model-x",))
+        for i, text in enumerate(texts)
+    ]
+    ExplanationStore(db, timeout_s=10).write_batch(explanations)
+    VerificationStore(db, timeout_s=10).write_batch([
+        Verification("exp-gender-base", f"q{i:02d}", 0, 1, f"q{i:02d}-d0", "judge-j", "claim", raw, parse_class(raw),
+                     None, None, None)
+        for i, raw in enumerate(VERDICTS)
+    ])
+
+
+@pytest.fixture(scope="module")
+def grouped(db, tmp_path_factory) -> Path:
+    """The bias store with two studies (one naming an experiment with no run yet) and beyond-metric rows."""
+    import shutil
+
+    path = Path(shutil.copy(db, tmp_path_factory.mktemp("grouped") / "grouped.duckdb"))
+    writer = RunStore(path, timeout_s=10)
+    for position, experiment in enumerate(["exp-race", "exp-gender", "exp-not-yet"]):
+        writer.record_study("paper", {"metadata": ["race", "gender"]}, experiment, position)
+    writer.record_study("hai", {"metadata": ["hai"]}, "exp-hai", 0)
+    _add_beyond(path)
+    return path
+
+
+def test_choosing_a_study_selects_its_experiments_in_grid_order(grouped, db, monkeypatch):
+    assert handler.study_choices(grouped) == [("hai (1 experiment)", "hai"), ("paper (3 experiments)", "paper")]
+    assert handler.study_choices(db) == [] and handler.study_choices(grouped.with_name("none.duckdb")) == []
+    chosen = handler.study_selection(grouped, " paper ")
+    assert chosen.experiment_ids == ["exp-race", "exp-gender"]
+    assert chosen.note == "Study paper: 1 of its experiments have no run yet."
+    assert handler.study_selection(grouped, "hai") == handler.StudySelection(["exp-hai"], "")
+    assert handler.study_selection(grouped, "") == handler.StudySelection([], "")
+    with pytest.raises(UserError, match=r"^no study 'nope' in the store \(`python -m engine list --studies`"):
+        handler.study_selection(grouped, "nope")
+    monkeypatch.setattr(handler, "MAX_EXPERIMENTS", 1)
+    cut = handler.study_selection(grouped, "paper")
+    assert cut.experiment_ids == ["exp-race"] and "the first 1 of 2 are chosen" in cut.note
+
+
+def _share_rows(db: Path, run: str, column: str, what: str) -> list[tuple]:
+    return _raw(db, f"SELECT {column}, {what} FROM {'explanations' if column == 'explainer_model' else 'verifications'} "
+                    "WHERE run_id = ? ORDER BY ALL", [run])
+
+
+def test_the_page_shows_label_and_attrscore_shares_per_run_as_computed_in_python(grouped):
+    page = handler.bias_page(grouped, "exp-race", ["exp-gender"], resamples=200)
+    # Only exp-gender has any: its base run by two explainers, its cf run by one; vanilla by none.
+    rows = [dict(zip(handler.EXPLANATION_SHARE_COLUMNS, r)) for r in page.explanation_shares]
+    assert [(r["experiment"], r["rag_mode"], r["run_id"], r["explainer_model"]) for r in rows] == [
+        ("exp-gender", "base", "exp-gender-base", "judge-j"), ("exp-gender", "base", "exp-gender-base", "model-x"),
+        ("exp-gender", "cf", "exp-gender-cf", "model-x")]
+    for r in rows:
+        flags = [bool(f) for _, f in _share_rows(grouped, r["run_id"], "explainer_model", "mentions_label")
+                 if _ == r["explainer_model"]]
+        assert (r["n_explanations"], r["n_mention_label"]) == (len(flags), sum(flags))
+        assert r["label_share"] == pytest.approx(sum(flags) / len(flags))
+    assert [r["label_share"] for r in rows] == pytest.approx([0.5, 0.5, 0.25])
+    (verified,) = [dict(zip(handler.VERIFICATION_SHARE_COLUMNS, r)) for r in page.verification_shares]
+    classes = [c for _, c in _share_rows(grouped, "exp-gender-base", "judge_model", "class")]
+    assert (verified["run_id"], verified["judge_model"], verified["n_citations"]) == ("exp-gender-base", "judge-j", 4)
+    for name in ("attributable", "extrapolatory", "contradictory", "unparsed"):
+        assert verified[f"{name}_share"] == pytest.approx(classes.count(name) / len(classes)) == 0.25
+    assert "label share" in page.beyond_note and "AttrScore shares" in page.beyond_note
+    # The API's own call gives the same rows; experiments without any give nothing.
+    shares = handler.bias_shares(grouped, "exp-gender, exp-race")
+    assert (shares.explanation_shares, shares.verification_shares) == (page.explanation_shares, page.verification_shares)
+    nothing = handler.bias_page(grouped, "exp-race", resamples=200)
+    assert (nothing.explanation_shares, nothing.verification_shares, nothing.beyond_note) == ([], [], "")
+
+
+def test_study_and_shares_through_the_api_leave_bias_table_as_it_was(grouped):
+    from gradio_client import Client
+
+    from demo.app import build_app
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+
+    app = build_app(AppSettings(grouped), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        chosen, note = client.predict("paper", api_name="/bias_study")
+        assert chosen == ["exp-race", "exp-gender"] and "no run yet" in note
+        assert len(client.predict("", chosen, api_name="/bias_table")) == 9  # what callers unpack
+        shares = client.predict("", chosen, api_name="/bias_shares")
+        assert shares["experiments"] == ["exp-race", "exp-gender"]
+        assert [(r["run_id"], r["explainer_model"], r["n_explanations"]) for r in shares["explanation_shares"]] == [
+            ("exp-gender-base", "judge-j", 4), ("exp-gender-base", "model-x", 4), ("exp-gender-cf", "model-x", 4)]
+        assert [r["unparsed_share"] for r in shares["verification_shares"]] == [0.25]
+        with pytest.raises(Exception, match="no study 'nope' in the store"):
+            client.predict("nope", api_name="/bias_study")
+    finally:
+        app.jobs.shutdown(timeout=5)
+        app.close()

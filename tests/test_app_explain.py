@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.handlers.explain import EXPLANATION_COLUMNS, explain_view
+from demo.handlers.explain import (EXPLANATION_COLUMNS, RUN_EXPLANATION_COLUMNS, TEXT_SHOWN, explain_run_view,
+                                   explain_view, run_choices, shorten)
 from store import queries
 from tests.test_explain import make_dataset
 
@@ -107,6 +108,40 @@ def test_bad_choices_are_one_line_and_an_empty_table(built, experiment, item, li
     assert line in page and frame.empty and "secret-server-folder" not in page
 
 
+def test_a_whole_run_shows_its_explanations_and_label_share(built):
+    db, experiment_id, runs = built
+    assert [value for _, value in run_choices(db, experiment_id)] == [runs["vanilla"], runs["base"], runs["cf"]]
+    assert run_choices(db, experiment_id)[1][0] == f"base · {runs['base']} (3 answers)"
+    assert run_choices(db, "nope") == [] and run_choices(db, "") == []
+    page, frame = explain_run_view(db, experiment_id, runs["base"])
+    assert list(frame.columns) == list(RUN_EXPLANATION_COLUMNS)
+    assert frame.values.tolist() == [["q0", "judge", [1], ["a woman"], shorten(HOSTILE)]]
+    assert "by judge: 1 explanation, 1 give a label as a reason: <b>label share 1.00</b>" in page
+    page, frame = explain_run_view(db, experiment_id, runs["cf"])
+    assert frame.values.tolist() == [["q0", "judge", [2], [], PLAIN]] and "label share 0.00" in page
+    page, frame = explain_run_view(db, experiment_id, runs["vanilla"])
+    assert frame.empty and "no explanation stored yet" in page
+
+
+def test_the_run_table_cuts_long_text_on_one_line():
+    assert shorten("a\n  b") == "a b"
+    long = "word " * 100
+    assert len(shorten(long)) == TEXT_SHOWN and shorten(long).endswith("…")
+
+
+@pytest.mark.parametrize("experiment, run, line", [
+    ("", "r", "choose an experiment"),
+    ("{exp}", "", "choose a run"),
+    ("nope", "r", "unknown experiment &#x27;nope&#x27;"),
+    ("{exp}", "<r9>", "has no run &#x27;&lt;r9&gt;&#x27;"),
+    ("{exp}", "x" * 5000, "the run id is too long"),
+])
+def test_bad_run_choices_are_one_line_and_an_empty_table(built, experiment, run, line):
+    db, experiment_id, _ = built
+    page, frame = explain_run_view(db, experiment.format(exp=experiment_id), run)
+    assert line in page and frame.empty and "secret-server-folder" not in page
+
+
 def test_an_explanation_made_by_the_command_shows(built, tmp_path, tiny_llama_dir, capsys):
     from engine.__main__ import main
 
@@ -160,6 +195,12 @@ def test_explain_through_the_api(built):
         assert [row[:3] for row in table["data"]] == [["base", runs["base"], "judge"], ["cf", runs["cf"], "judge"]]
         page, table = client.predict("nope", "q0", api_name="/explain")
         assert "unknown experiment" in page and table["data"] == []
+        # A whole run: its explanations as a table, and its label share.
+        page, table = client.predict(experiment_id, runs["base"], api_name="/explain_run")
+        assert table["headers"] == list(RUN_EXPLANATION_COLUMNS) and "label share 1.00" in page
+        assert [row[:2] for row in table["data"]] == [["q0", "judge"]]
+        page, table = client.predict(experiment_id, "nope", api_name="/explain_run")
+        assert "has no run &#x27;nope&#x27;" in page and table["data"] == []
     finally:
         app.jobs.shutdown(timeout=30)
         app.close()
@@ -211,11 +252,33 @@ def test_generate_queues_explanations_of_the_item_then_of_every_answer(built, tm
         jobs.shutdown(timeout=30)
 
 
+def test_generate_can_target_one_run_alone(built, tmp_path, tiny_llama):
+    from demo.handlers.explain import explain_spec, job_line
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+
+    db, experiment_id, runs = built
+    db = Path(shutil.copy(db, tmp_path / "one-run.duckdb"))
+    jobs = JobQueue(load=lambda request: tiny_llama)
+    try:
+        spec = explain_spec(AppSettings(db), experiment_id, "q0", "run", runs["cf"])  # the item box is ignored
+        assert (spec.run_ids, spec.item_id, spec.request.modes) == ((runs["cf"],), None, ("cf",))
+        status = wait_finished(jobs, jobs.submit(spec))
+        assert status.state == "complete" and status.n_total == 3, job_line(status)  # q0's is by another explainer
+        assert duckdb_rows(db, "SELECT run_id, count(*) FROM explanations WHERE explainer_model = ? GROUP BY ALL",
+                           [spec.request.label]) == [(runs["cf"], 3)]
+        page, frame = explain_run_view(db, experiment_id, runs["cf"])
+        assert sorted(frame["item"]) == ["q0", "q0", "q1", "q2"] and f"by {spec.request.label}: 3 explanations" in page
+    finally:
+        jobs.shutdown(timeout=30)
+
+
 @pytest.mark.parametrize("settings_change, experiment, item, scope, line", [
     ({"read_only": True}, "{exp}", "q0", "item", "this app is read-only"),
     ({}, "nope", "q0", "item", "unknown experiment 'nope'"),
     ({}, "{exp}", "", "item", "choose an item"),
     ({}, "{exp}", "q0", "everything", "unknown scope"),
+    ({}, "{exp}", "q0", "run", "choose a run"),
     ({"allow_local_paths": False}, "{exp}", "q0", "item", "model folder on another machine"),
     ({"allowed_models": ("org/other",)}, "{exp}", "q0", "item", "is not offered here"),
 ])
@@ -230,3 +293,13 @@ def test_generate_refuses_in_one_line(built, settings_change, experiment, item, 
     with pytest.raises(UserError) as caught:
         explain_spec(replace(AppSettings(db), **settings_change), experiment.format(exp=experiment_id), item, scope)
     assert line in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_generate_for_a_run_of_another_experiment_is_refused(built):
+    from demo.handlers.explain import explain_spec
+    from demo.settings import AppSettings
+    from engine.errors import UserError
+
+    db, experiment_id, runs = built
+    with pytest.raises(UserError, match=f"^experiment '{experiment_id}' has no run 'r-elsewhere'$"):
+        explain_spec(AppSettings(db), experiment_id, "", "run", "r-elsewhere")

@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from demo.handlers.runs import PAGE_SIZE, RUNS_COLUMNS, export_file, experiment_choices, runs_page, runs_view
+from demo.handlers.runs import (PAGE_SIZE, RUNS_COLUMNS, export_file, experiment_choices, runs_page, runs_view,
+                                study_choices)
 from engine.errors import UserError
-from store import connect
+from store import RunStore, connect
 from store.queries import EXPORT_COLUMNS, export_results_frame, run_metric_table
 from tests.test_app_sql import build_store
 from tests.test_export_merge import add_run
@@ -34,6 +35,11 @@ def store(tmp_path_factory) -> Path:
     db = build_store(tmp_path_factory.mktemp("secret-server-folder") / "app.duckdb")  # exp-a (pilot), exp-b (failed)
     add_run(db, "r-llama", "exp-c", "vanilla")
     rename(db, "exp-c", model="meta-llama/Llama-2-7b-chat-hf", dataset="/data/alce_asqa.jsonl")
+    # Two studies, as `run --study` records them: exp-c is in both, exp-b in none.
+    writer = RunStore(db, timeout_s=10)
+    writer.record_study("grid-1", {"model": ["org/model", "meta-llama/Llama-2-7b-chat-hf"]}, "exp-a", 0)
+    writer.record_study("grid-1", {"model": ["org/model", "meta-llama/Llama-2-7b-chat-hf"]}, "exp-c", 1)
+    writer.record_study("grid-2", {"top_k": [5]}, "exp-c", 0)
     return db
 
 
@@ -69,6 +75,23 @@ def test_filters_by_model_dataset_metadata_and_mode(store):
     assert ids(mode="vanilla") == ["exp-c", "exp-a"] and ids(mode="cf") == ["exp-a"]
     assert ids(model="org/", mode="vanilla") == ["exp-a"]
     assert ids(model=" ", dataset="", metadata=None, mode="") == ["exp-c", "exp-b", "exp-a"]  # blank: no filter
+
+
+def test_each_experiment_shows_its_studies_and_the_study_filter_keeps_a_study(store):
+    studies = {row[0]: row[-1] for row in runs_page(store, 1)}
+    assert RUNS_COLUMNS[-1] == "studies"  # last: /runs callers reading by position are unaffected
+    assert studies == {"exp-c": "grid-1, grid-2", "exp-b": "-", "exp-a": "grid-1"}
+    assert [row[0] for row in runs_page(store, 1, study="grid-1")] == ["exp-c", "exp-a"]
+    assert [row[0] for row in runs_page(store, 1, study=" grid-2 ", mode="vanilla")] == ["exp-c"]
+    assert [row[0] for row in runs_page(store, 1, study="grid-2", metadata="gender")] == []
+    view = runs_view(store, 1, study="grid-1", page_size=1)
+    assert (view.total, view.pages, [r[0] for r in view.rows]) == (2, 2, ["exp-c"])
+    assert [row[0] for row in runs_page(store, 1, study="")] == ["exp-c", "exp-b", "exp-a"]  # blank: any
+    with pytest.raises(UserError, match=r"^no study 'grid-3' in the store \(`python -m engine list --studies`"):
+        runs_view(store, 1, study="grid-3")
+    assert study_choices(store) == [("any", ""), ("grid-2 (1 experiment)", "grid-2"),
+                                    ("grid-1 (2 experiments)", "grid-1")]
+    assert study_choices(store.with_name("none.duckdb")) == [("any", "")]
 
 
 def test_pages_are_cut_on_the_server_and_counted(store):
@@ -160,6 +183,11 @@ def test_runs_through_the_api_filter_and_page(client):
     table = client.predict(1, "", "gender", "tiny", "vanilla", api_name="/runs")
     assert [r[0] for r in table["data"]] == ["exp-a"]
     assert client.predict(2, "", "", "", "", api_name="/runs")["data"] == []
+    # The study filter, last: one study's experiments, each row naming its studies.
+    table = client.predict(1, "", "", "", "", "grid-2", api_name="/runs")
+    assert [(r[0], r[-1]) for r in table["data"]] == [("exp-c", "grid-1, grid-2")]
+    with pytest.raises(Exception, match="no study 'nope' in the store"):
+        client.predict(1, "", "", "", "", "nope", api_name="/runs")
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,6 +23,13 @@ PAGE_RESULT_COLUMNS = EXPERIMENT_COLUMNS + RESULT_COLUMNS
 PAGE_CONFIDENCE_COLUMNS = EXPERIMENT_COLUMNS + CONFIDENCE_COLUMNS
 # Each experiment costs a bootstrap (2,000 resamples): a page of them at most.
 MAX_EXPERIMENTS = 12
+# Beyond the metrics (issue 8), per run of the shown experiments, when stored: the share of
+# Prompt 5 explanations that give a label as a reason (view explanation_rates, `engine explain`)
+# and the AttrScore classes of its citations (view verification_shares, `engine verify`).
+RUN_COLUMNS = EXPERIMENT_COLUMNS + ["rag_mode", "run_id"]
+EXPLANATION_SHARE_COLUMNS = RUN_COLUMNS + ["explainer_model", "n_explanations", "n_mention_label", "label_share"]
+VERIFICATION_SHARE_COLUMNS = RUN_COLUMNS + ["judge_model", "n_citations", "attributable_share", "extrapolatory_share",
+                                            "contradictory_share", "unparsed_share"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,23 @@ class BiasPage:
     cab_note: str  # one line per experiment without CAB (no complete cf run yet); "" if none
     probability_boxes: tuple[ProbabilityBox, ...]
     probability_note: str
+    # Beyond the metrics: empty when no shown run has explanations (verifications).
+    explanation_shares: list[list[Any]] = field(default_factory=list)  # EXPLANATION_SHARE_COLUMNS
+    verification_shares: list[list[Any]] = field(default_factory=list)  # VERIFICATION_SHARE_COLUMNS
+
+    @property
+    def beyond_note(self) -> str:
+        """The line above the beyond-metric tables; "" when there is nothing to show."""
+        return beyond_note(self.explanation_shares, self.verification_shares)
+
+
+@dataclass(frozen=True)
+class BeyondShares:
+    """The beyond-metric shares of the chosen experiments' runs (what `/bias_shares` returns)."""
+
+    experiment_ids: tuple[str, ...]
+    explanation_shares: list[list[Any]]  # EXPLANATION_SHARE_COLUMNS
+    verification_shares: list[list[Any]]  # VERIFICATION_SHARE_COLUMNS
 
 
 def markdown_text(value: object) -> str:
@@ -69,6 +93,7 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
     ids = tuple(r["experiment_id"] for r in reports)
     rows1, rows2, summaries = _store_reads(db_path, ids, tuple(run for r in reports for run in r["runs"].values()))
     table1, table2 = formatted_tables(rows1, rows2)
+    explained, verified = _beyond_rows(db_path, reports)
     return BiasPage(
         experiment_ids=ids,
         summary=_summary(reports, skipped, rows1, rows2),
@@ -83,7 +108,46 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
         ),
         probability_boxes=tuple(_probability_boxes(reports, summaries)),
         probability_note=_probability_note(reports, summaries),
+        explanation_shares=explained,
+        verification_shares=verified,
     )
+
+
+def bias_shares(db_path: Path, text: str, chosen: Sequence[str] | None = ()) -> BeyondShares:
+    """The beyond-metric shares alone, for the experiments `bias_page` would show (the same
+    refusals); `/bias_table` keeps its outputs, so API users get these from `/bias_shares`."""
+    db_path = Path(db_path)
+    reports, _ = _reports(db_path, text, chosen, None)
+    explained, verified = _beyond_rows(db_path, reports)
+    return BeyondShares(tuple(r["experiment_id"] for r in reports), explained, verified)
+
+
+def beyond_note(explanation_shares: Sequence[Any], verification_shares: Sequence[Any]) -> str:
+    """What the beyond-metric tables hold, in one Markdown line; "" when both are empty."""
+    parts = []
+    if explanation_shares:
+        parts.append("**label share**: of the Prompt 5 explanations of a run's answers (`python -m engine explain`), "
+                     "the share that gives a label as a reason (its text or its category)")
+    if verification_shares:
+        parts.append("**AttrScore shares**: of a run's citations judged by `python -m engine verify`, the share "
+                     "attributable, extrapolatory, contradictory or unparsed (they sum to 1)")
+    return ("Beyond the metrics, per run: " + "; ".join(parts) + ".") if parts else ""
+
+
+def _beyond_rows(db_path: Path, reports: list[dict[str, Any]]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """(explanation share rows, verification share rows) of the reports' runs, in the reports'
+    order and their mode order; kept per store state, as the tables' reads."""
+    from store.queries import explanation_rates, verification_shares
+
+    run_ids = [run for r in reports for run in r["runs"].values()]
+    cells = {run: [*_experiment_cells(r), mode, run] for r in reports for mode, run in r["runs"].items()}
+    explained, verified = _reads_cache().get(
+        db_path, ("beyond", tuple(run_ids)),
+        lambda: (explanation_rates(db_path, run_ids), verification_shares(db_path, run_ids)),
+    )
+    # The views' rag_mode repeats the run's, already in the experiment cells.
+    return ([[*cells[row[0]], row[1], *row[3:]] for row in explained],
+            [[*cells[row[0]], row[1], *row[3:]] for row in verified])
 
 
 # Every visitor of the tab asks for the same few experiments: the tables' and boxes' reads
@@ -170,6 +234,53 @@ def _reports(db_path: Path, text: str, chosen: Sequence[str] | None,
     return reports, skipped
 
 
+
+
+@dataclass(frozen=True)
+class StudySelection:
+    """The experiments a study puts in the tab's multiselect, and a line on what was left out."""
+
+    experiment_ids: list[str]  # grid order, at most MAX_EXPERIMENTS
+    note: str  # Markdown; "" when every experiment of the study is chosen
+
+
+def study_choices(db_path: Path) -> list[tuple[str, str]]:
+    """(label, name) of every stored study, newest first: the tab's study picker."""
+    from store.queries import study_listing
+
+    if not Path(db_path).is_file():
+        return []
+    return [(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})", s.name)
+            for s in study_listing(db_path)]
+
+
+def study_selection(db_path: Path, study: str | None) -> StudySelection:
+    """All the experiments of a study (in grid order) for the multiselect; those without a run yet
+    are left out, and past MAX_EXPERIMENTS the rest, each said in the note. UserError in one line
+    for an unknown study."""
+    from demo.handlers.query import _shown
+    from engine.errors import UserError
+    from store.queries import experiment_choices, study_experiment_ids
+
+    name = (study or "").strip()
+    if not name:
+        return StudySelection([], "")
+    if not Path(db_path).is_file():
+        raise UserError("nothing is stored yet: start a run first")
+    ids = study_experiment_ids(db_path, name)
+    if ids is None:
+        raise UserError(f"no study '{_shown(name)}' in the store (`python -m engine list --studies` names them)")
+    with_runs = {c.experiment_id for c in experiment_choices(db_path)}
+    chosen = [e for e in ids if e in with_runs]
+    notes = []
+    if len(chosen) < len(ids):
+        notes.append(f"{len(ids) - len(chosen)} of its experiments have no run yet.")
+    if len(chosen) > MAX_EXPERIMENTS:
+        notes.append(f"The tab shows at most {MAX_EXPERIMENTS} experiments at once: the first {MAX_EXPERIMENTS} "
+                     f"of {len(chosen)} are chosen (`python -m engine report --study` covers them all).")
+        chosen = chosen[:MAX_EXPERIMENTS]
+    note = f"Study {markdown_text(name)}: " + " ".join(notes) if notes else ""
+    return StudySelection(chosen, note)
 
 
 def panel_title(report: dict[str, Any]) -> str:

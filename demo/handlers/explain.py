@@ -1,5 +1,6 @@
 """The Explain tab (`/explain`): one item of an experiment with the stored Prompt 5 explanations of
-its answers per mode, beside the answer and the documents. Plain functions: values in, values out.
+its answers per mode, beside the answer and the documents; and (`/explain_run`) a whole run's
+explanations as a table with the run's label share. Plain functions: values in, values out.
 
 The experiment and item choices are the Query tab's (demo.handlers.query): the same dropdowns,
 the same refusals of an unknown experiment or an over-long reference."""
@@ -53,14 +54,80 @@ def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.Dat
     return explain_render.explain_page(detail, explanations), frame
 
 
+# ---------------------------------------------------------------- a whole run
+
+RUN_EXPLANATION_COLUMNS = ("item", "explainer_model", "mentioned_docs", "labels_given_as_reasons", "text")
+TEXT_SHOWN = 200  # characters of an explanation in the run table; the item view shows it whole
+
+
+def run_choices(db: DbLike, experiment: Any) -> list[tuple[str, str]]:
+    """(label, run id) of the experiment's runs, in mode order, for the run picker; empty for a
+    missing or unknown experiment."""
+    from demo.handlers.query import clean_input
+    from store import queries
+    from store.db import as_database
+
+    experiment = clean_input(experiment, "experiment")
+    if not experiment or not as_database(db).path.is_file():
+        return []
+    runs = queries.explain_runs(db, experiment=experiment) or ()
+    return [(f"{r.rag_mode} · {r.run_id} ({r.n_answers} answer{'' if r.n_answers == 1 else 's'})", r.run_id)
+            for r in runs]
+
+
+def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.DataFrame]:
+    """A run's stored explanations: the HTML line with its label share (per explainer model, from
+    the explanation_rates view) and a table, one row per explanation (RUN_EXPLANATION_COLUMNS,
+    the text cut at TEXT_SHOWN characters); a one-line message and an empty table for a missing
+    choice, an unknown experiment or run, or a run of another experiment."""
+    import pandas as pd
+
+    from demo import explain_render, render
+    from demo.handlers.query import _shown, _visitor_line, clean_input
+    from store import queries
+
+    empty = pd.DataFrame(columns=list(RUN_EXPLANATION_COLUMNS))
+    try:
+        experiment = clean_input(experiment, "experiment")
+        run_id = clean_input(run_id, "run id")
+        if not experiment:
+            return render.message("choose an experiment"), empty
+        if not run_id:
+            return render.message("choose a run"), empty
+        runs = queries.explain_runs(db, experiment=experiment)
+        if runs is None:
+            return render.message(f"unknown experiment '{_shown(experiment)}'"), empty
+        run = next((r for r in runs if r.run_id == run_id), None)
+        if run is None:
+            return render.message(f"experiment '{_shown(experiment)}' has no run '{_shown(run_id)}'"), empty
+        explanations = queries.run_explanations(db, run.run_id)
+        rates = queries.explanation_rates(db, [run.run_id])
+    except UserError as err:
+        return render.message(_visitor_line(err, db)), empty
+    frame = pd.DataFrame(
+        [(e.item_id, e.explainer_model, list(e.mentioned_docs), list(e.mentioned_labels), shorten(e.text))
+         for e in explanations],
+        columns=list(RUN_EXPLANATION_COLUMNS),
+    )
+    return explain_render.run_summary(run, rates), frame
+
+
+def shorten(text: str, limit: int = TEXT_SHOWN) -> str:
+    """An explanation on one line of a table: white space folded, cut with an ellipsis past `limit`."""
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+
+
 # ---------------------------------------------------------------- generating, in the background worker
 
-GENERATE_SCOPES = (("this item", "item"), ("every answer of the experiment", "all"))
+GENERATE_SCOPES = (("this item", "item"), ("every answer of the chosen run", "run"),
+                   ("every answer of the experiment", "all"))
 
 
-def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item"):
-    """The worker's ExplainSpec for the chosen item (or every answer) of an experiment, explained
-    by the model that answered; UserError in one line where the app may not or cannot do it."""
+def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", run_id: Any = None):
+    """The worker's ExplainSpec for the chosen item, the chosen run (`run_id`, one of the
+    experiment's), or every answer of an experiment, explained by the model that answered;
+    UserError in one line where the app may not or cannot do it."""
     from demo.handlers.query import _shown, clean_input
     from demo.handlers.run import _looks_like_path
     from demo.jobs import ExplainSpec
@@ -72,19 +139,27 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item"):
     if settings.read_only:
         raise UserError("this app is read-only: explanations are made elsewhere")
     if scope not in [value for _, value in GENERATE_SCOPES]:
-        raise UserError(f"unknown scope '{_shown(str(scope))}' (choose item or all)")
+        raise UserError(f"unknown scope '{_shown(str(scope))}' (choose item, run or all)")
     experiment = clean_input(experiment, "experiment")
     item_id = clean_input(item_id, "item id")
+    run_id = clean_input(run_id, "run id")
     if not experiment:
         raise UserError("choose an experiment")
     if scope == "item" and not item_id:
         raise UserError("choose an item")
+    if scope == "run" and not run_id:
+        raise UserError("choose a run")
     runs = queries.explain_runs(settings.db_path, experiment=experiment)
     if runs is None:
         raise UserError(f"unknown experiment '{_shown(experiment)}'")
+    if scope == "run":
+        runs = tuple(r for r in runs if r.run_id == run_id)
+        if not runs:
+            raise UserError(f"experiment '{_shown(experiment)}' has no run '{_shown(run_id)}'")
     answered = [r for r in runs if r.n_answers]
     if not answered:
-        raise UserError(f"experiment '{_shown(experiment)}' has no answers to explain yet")
+        what = f"run '{_shown(run_id)}'" if scope == "run" else f"experiment '{_shown(experiment)}'"
+        raise UserError(f"{what} has no answers to explain yet")
     models = sorted({r.model for r in answered})
     if len(models) > 1:
         raise UserError(f"the runs were answered by {len(models)} models; use `python -m engine explain --model`")

@@ -241,6 +241,7 @@ def _record(status: JobStatus) -> dict[str, Any]:
         "progress": f"{status.n_done}/{total}" if total is not None else "-",
         "experiment": status.experiment_id or "-",
         "message": status.message,
+        "kind": status.kind,
     }
 
 

@@ -12,8 +12,9 @@ from engine.errors import UserError
 
 PAGE_SIZE = 50
 MODE_COLUMNS = ["vanilla", "base", "cf"]  # engine.types.MODES, one metrics column each
+# "studies" came last (issue 8): scripts that read /runs by position keep working.
 RUNS_COLUMNS = ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items",
-                "created (UTC)", *(f"{m}: P / R / F1, EM" for m in MODE_COLUMNS)]
+                "created (UTC)", *(f"{m}: P / R / F1, EM" for m in MODE_COLUMNS), "studies"]
 EMPTY_STORE = "nothing is stored yet: start a run in the Run tab (or merge a results store)"
 
 
@@ -32,15 +33,23 @@ class RunsView:
 
 
 def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset: str | None = None,
-              metadata: str | None = None, mode: str | None = None, page_size: int = PAGE_SIZE) -> RunsView:
-    """One page of experiments, newest first, filtered on the server; an empty store gives no rows."""
-    from store.queries import experiment_page
+              metadata: str | None = None, mode: str | None = None, study: str | None = None,
+              page_size: int = PAGE_SIZE) -> RunsView:
+    """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
+    `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
+    from demo.handlers.query import _shown
+    from store.queries import experiment_page, experiment_studies, study_experiment_ids
 
     page = max(1, int(page or 1))
     if not Path(db_path).is_file():
         return RunsView([], 1, 1, 0)  # nothing stored yet: the Run tab offers a first run
+    study = _clean(study)
+    # A typo in a study name would look like an empty study: said instead.
+    if study is not None and study_experiment_ids(db_path, study) is None:
+        raise UserError(f"no study '{_shown(study)}' in the store (`python -m engine list --studies` names them)")
     found = experiment_page(db_path, (page - 1) * page_size, page_size, model=_clean(model), dataset=_clean(dataset),
-                            metadata=_clean(metadata), mode=_clean(mode))
+                            metadata=_clean(metadata), mode=_clean(mode), study=study)
+    studies = experiment_studies(db_path, [e.experiment_id for e in found.experiments])
     rows = []
     for e in found.experiments:
         newest = {run.mode: run for run in found.runs.get(e.experiment_id, ())}  # oldest first: newest wins
@@ -48,15 +57,26 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
             e.experiment_id, e.name or "-", e.model, e.dataset_label, e.metadata_type or "-", ",".join(e.modes),
             e.status, f"{e.n_done}/{e.n_total}", e.created_utc.strftime("%Y-%m-%d %H:%M") if e.created_utc else "-",
             *(_metrics_cell(newest.get(m)) for m in MODE_COLUMNS),
+            ", ".join(studies.get(e.experiment_id, ())) or "-",
         ])
     return RunsView(rows, page, max(1, math.ceil(found.total / page_size)), found.total)
 
 
 def runs_page(db_path: Path, page: int = 1, *, model: str | None = None, metadata: str | None = None,
-              dataset: str | None = None, mode: str | None = None, page_size: int = PAGE_SIZE) -> list[list[Any]]:
+              dataset: str | None = None, mode: str | None = None, study: str | None = None,
+              page_size: int = PAGE_SIZE) -> list[list[Any]]:
     """One page of experiments as table rows (RUNS_COLUMNS); see runs_view."""
-    return runs_view(db_path, page, model=model, dataset=dataset, metadata=metadata, mode=mode,
+    return runs_view(db_path, page, model=model, dataset=dataset, metadata=metadata, mode=mode, study=study,
                      page_size=page_size).rows
+
+
+def study_choices(db_path: Path) -> list[tuple[str, str]]:
+    """("any", "") then (label, name) for every stored study, newest first, for the study filter."""
+    from store.queries import study_listing
+
+    found = study_listing(db_path) if Path(db_path).is_file() else ()
+    return [("any", "")] + [(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})", s.name)
+                            for s in found]
 
 
 def _clean(value: str | None) -> str | None:

@@ -4,6 +4,12 @@ citation confidence, the paper's Tables 1 and 2, and plots of CAB and citation p
 `/bias_table` takes (text, experiments): the text box holds an id or name, or several separated
 by commas (what API users send, the multiselect left at its default []); the multiselect offers
 the stored experiments, refreshed when the tab opens. Either may be empty, not both.
+
+Per run, where stored, the beyond-metric shares: explanations that give a label as a reason and
+AttrScore verification classes (also `/bias_shares`, same inputs; `/bias_table` keeps its outputs).
+
+Choosing a study (`/bias_study`: a name in, its experiment ids out) fills the multiselect with
+all its experiments (issue 8: the app groups by study).
 """
 
 from __future__ import annotations
@@ -42,7 +48,36 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             plots.cab_figure(page.cab_bars) if has_cab else None,
             page.probability_note,
             plots.probability_figure(page.probability_boxes) if has_boxes else None,
+            # Through a State, which the API leaves out: /bias_table keeps its nine outputs
+            # (callers unpack them); API users get the shares from /bias_shares.
+            (page.explanation_shares, page.verification_shares),
         )
+
+    def show_beyond(beyond):
+        explained, verified = beyond or ([], [])
+        return (
+            bias_handlers.beyond_note(explained, verified),
+            gr.Dataframe(value=pd.DataFrame(explained, columns=bias_handlers.EXPLANATION_SHARE_COLUMNS).style.format(
+                {"label_share": "{:.3f}"}, na_rep="-"), visible=bool(explained)),
+            gr.Dataframe(value=pd.DataFrame(verified, columns=bias_handlers.VERIFICATION_SHARE_COLUMNS).style.format(
+                {c: "{:.3f}" for c in bias_handlers.VERIFICATION_SHARE_COLUMNS if c.endswith("_share")}, na_rep="-"),
+                visible=bool(verified)),
+        )
+
+    def shares_api(text: str, experiments: list[str] | None = None) -> dict:
+        """The beyond-metric shares per run of the experiments /bias_table shows (same inputs):
+        explanations giving a label as a reason, and AttrScore verification classes."""
+        try:
+            found = bias_handlers.bias_shares(settings.db_path, text or "", experiments or [])
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+        return {
+            "experiments": list(found.experiment_ids),
+            "explanation_shares": [dict(zip(bias_handlers.EXPLANATION_SHARE_COLUMNS, row))
+                                   for row in found.explanation_shares],
+            "verification_shares": [dict(zip(bias_handlers.VERIFICATION_SHARE_COLUMNS, row))
+                                    for row in found.verification_shares],
+        }
 
     def shown(cab, probability):
         # An experiment without cf yet has no CAB: its note stands in place of the plot, not an
@@ -60,14 +95,33 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             found = ()
         return gr.Dropdown(choices=[(_choice_label(c), c.experiment_id) for c in found])
 
+    def studies():
+        try:
+            return gr.Dropdown(choices=bias_handlers.study_choices(settings.db_path))
+        except UserError:  # a damaged file: the Show button says so in one line
+            return gr.Dropdown(choices=[])
+
+    def choose_study(study):
+        if not (study or "").strip():  # the picker cleared: the experiments chosen stay
+            return gr.skip(), ""
+        try:
+            selection = bias_handlers.study_selection(settings.db_path, study)
+        except UserError as err:
+            raise gr.Error(str(err)) from None
+        # A study replaces the selection, it does not add to it.
+        return selection.experiment_ids, selection.note
+
     with gr.Tab("Bias") as bias_tab:
         with gr.Row():
+            bias_study = gr.Dropdown(label="study", choices=[], value=None, allow_custom_value=True,
+                                     info="choosing one selects all its experiments")
             bias_experiment = gr.Textbox(label="experiment (id or name)", placeholder="several: separate with commas")
             # Custom values allowed: an API call sees the choices the app was built with (none),
             # not those the tab loaded; the handler refuses an unknown experiment in one line.
             bias_chosen = gr.Dropdown(label="experiments", choices=[], value=[], multiselect=True,
                                       allow_custom_value=True, info="stored experiments (complete modes in brackets)")
             bias_button = gr.Button("Show bias")
+        study_note = gr.Markdown()
         bias_summary = gr.Markdown()
         bias_results = gr.Dataframe(headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
                                     interactive=False)
@@ -80,15 +134,29 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         cab_plot = gr.Plot(label="CAB with 95% intervals", visible=False)
         probability_note = gr.Markdown()
         probability_plot = gr.Plot(label="citation probability by relevance and label", visible=False)
+        # Beyond the metrics: shown only where the runs have explanations or verifications.
+        beyond = gr.State(([], []))
+        beyond_note = gr.Markdown()
+        explanation_shares = gr.Dataframe(headers=bias_handlers.EXPLANATION_SHARE_COLUMNS, interactive=False,
+                                          label="explanations that give a label as a reason, per run", visible=False)
+        verification_shares = gr.Dataframe(headers=bias_handlers.VERIFICATION_SHARE_COLUMNS, interactive=False,
+                                           label="AttrScore verification of citations, per run", visible=False)
+        # API only (inside the tab: gr.Tabs holds nothing but tabs).
+        gr.api(shares_api, api_name="bias_shares", api_visibility="public")
         bias_button.click(
             bias, [bias_experiment, bias_chosen],
             [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot, probability_note,
-             probability_plot],
+             probability_plot, beyond],
             api_name="bias_table", api_visibility="public",
-        ).then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private")
+        ).then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private").then(
+            show_beyond, beyond, [beyond_note, explanation_shares, verification_shares], api_visibility="private")
         # Opening the tab offers what was stored meanwhile (a run from this app or the CLI).
         for trigger in (app.load, bias_tab.select):
             trigger(choices, None, bias_chosen, api_visibility="private")
+            trigger(studies, None, bias_study, api_visibility="private")
+        # After the multiselect's choices are loaded; only a visitor's choice (input) fires it.
+        bias_study.input(choose_study, bias_study, [bias_chosen, study_note], api_name="bias_study",
+                         api_visibility="public")
 
 
 def _choice_label(choice: Any) -> str:

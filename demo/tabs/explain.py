@@ -1,8 +1,11 @@
 """The Explain tab (`/explain`): pick an experiment and an item; the stored Prompt 5 explanations
 of its answers are shown per mode beside the answer and the documents, with the documents and
-labels each explanation names highlighted. "Generate explanations" queues Prompt 5 for the chosen
-item, or every answer of the experiment, in the background worker (demo.jobs, one job at a time,
-as runs), by the model that answered; the tab follows the job and shows what it wrote."""
+labels each explanation names highlighted. Or pick a whole run of the experiment (`/explain_run`):
+its explanations as a table (item, mentioned documents, labels given as reasons, text cut short)
+with the run's label share. "Generate explanations" queues Prompt 5 for the chosen item, the
+chosen run, or every answer of the experiment, in the background worker (demo.jobs, one job at a
+time, as runs), by the model that answered; the tab follows the job and shows what it wrote.
+`/explain` keeps its inputs and outputs."""
 
 from __future__ import annotations
 
@@ -48,26 +51,45 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (gr.Dropdown(choices=shown, value=first, allow_custom_value=True),
                 *explain_handlers.explain_view(settings.db_path, experiment_ref, first or ""))
 
-    def generate(experiment_ref, item_id, scope):
+    def explain_run(experiment_ref, run_id):
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        return explain_handlers.explain_run_view(settings.db_path, experiment_ref, run_id)
+
+    def runs_update(experiment_ref):
+        """The chosen experiment's runs (the first of them chosen), and that run's view."""
+        if not stored():
+            raise gr.Error("nothing is stored yet: start a run first")
+        try:
+            choices = explain_handlers.run_choices(settings.db_path, experiment_ref)
+        except UserError as err:
+            raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
+        first = choices[0][1] if choices else None
+        return (gr.Dropdown(choices=choices, value=first),
+                *explain_handlers.explain_run_view(settings.db_path, experiment_ref, first or ""))
+
+    def generate(experiment_ref, item_id, scope, run_id=None):
         """Queue explanations in the background worker; the timer then follows the job."""
         if not stored():
             raise gr.Error("nothing is stored yet: start a run first")
         try:
-            spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope)
+            spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope, run_id)
         except UserError as err:
             raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
         job_id = jobs.submit(spec)
         return job_id, explain_handlers.job_line(jobs.status(job_id)), gr.Timer(active=True)
 
-    def follow(job_id, experiment_ref, item_id):
-        """The job's line; once it has finished, the view again (with what it wrote) and the timer off."""
+    def follow(job_id, experiment_ref, item_id, run_id):
+        """The job's line; once it has finished, the views again (with what it wrote) and the timer off."""
         status = jobs.status(job_id) if job_id else None
         if status is None:
-            return "", gr.skip(), gr.skip(), gr.Timer(active=False)
+            return "", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
         if status.state not in ("complete", "cancelled", "failed"):
-            return explain_handlers.job_line(status), gr.skip(), gr.skip(), gr.skip()
+            return explain_handlers.job_line(status), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         shown = explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
-        return (explain_handlers.job_line(status), *shown, gr.Timer(active=False))
+        whole = (explain_handlers.explain_run_view(settings.db_path, experiment_ref, run_id) if run_id
+                 else (gr.skip(), gr.skip()))
+        return (explain_handlers.job_line(status), *shown, *whole, gr.Timer(active=False))
 
     with gr.Tab("Explain", id=TAB_ID) as explain_tab:
         gr.Markdown("Stored Prompt 5 explanations of each answer (made with `python -m engine explain`, or "
@@ -89,13 +111,26 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         page = gr.HTML()
         # /explain's second output for API users: one row per explanation, exact values.
         table = gr.Dataframe(label="explanations", interactive=False, visible=False)
+        gr.Markdown("#### A whole run")
+        with gr.Row():
+            run = gr.Dropdown(label="run of the experiment", choices=[], value=None, allow_custom_value=True, scale=2)
+            show_run_button = gr.Button("Show run", scale=0)
+        run_page = gr.HTML()  # demo.explain_render.run_summary: every piece of stored text escaped
+        run_table = gr.Dataframe(headers=list(explain_handlers.RUN_EXPLANATION_COLUMNS), interactive=False,
+                                 label="the run's explanations (text cut short; the item view above shows it whole)")
 
-    for box in (experiment, item):  # free text: the choices arrive only when the tab opens
+    for box in (experiment, item, run):  # free text: the choices arrive only when the tab opens
         box.api_info = lambda: {"type": "string"}
 
     show_button.click(explain, [experiment, item], [page, table], api_name="explain", api_visibility="public")
     item.select(explain, [experiment, item], [page, table], api_visibility="private")
     experiment.select(items_update, [experiment], [item, page, table], api_visibility="private")
+    experiment.select(runs_update, [experiment], [run, run_page, run_table], api_visibility="private")
+    show_run_button.click(explain_run, [experiment, run], [run_page, run_table], api_name="explain_run",
+                          api_visibility="public")
+    run.select(explain_run, [experiment, run], [run_page, run_table], api_visibility="private")
     explain_tab.select(experiments_update, None, experiment, api_visibility="private")
-    generate_button.click(generate, [experiment, item, scope], [job_id, job_status, timer], api_visibility="private")
-    timer.tick(follow, [job_id, experiment, item], [job_status, page, table, timer], api_visibility="private")
+    generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
+                          api_visibility="private")
+    timer.tick(follow, [job_id, experiment, item, run], [job_status, page, table, run_page, run_table, timer],
+               api_visibility="private")

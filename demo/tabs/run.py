@@ -17,7 +17,9 @@ PAPER_MODELS_CHOICES = (
     "meta-llama/Meta-Llama-3-8B-Instruct",
     "Qwen/Qwen2.5-0.5B-Instruct",
 )
-STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message"]
+# "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
+# readers by position keep working.
+STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message", "kind"]
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:

@@ -1,4 +1,5 @@
-"""The Runs tab: the stored experiments, filtered and paged on the server (`/runs`), and the
+"""The Runs tab: the stored experiments, filtered (model, metadata, dataset, mode, study) and
+paged on the server (`/runs`), each with the studies it belongs to, and the
 export of chosen experiments' per-item results as CSV or Parquet (`/export`)."""
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 
-    def runs(page, model_filter, metadata_filter, dataset_filter="", mode_filter=""):
+    # study_filter came last (issue 8), with "" for any study: older /runs calls keep working.
+    def runs(page, model_filter, metadata_filter, dataset_filter="", mode_filter="", study_filter=""):
         try:
             view = runs_handlers.runs_view(settings.db_path, int(page or 1), model=model_filter, metadata=metadata_filter,
-                                           dataset=dataset_filter, mode=mode_filter)
+                                           dataset=dataset_filter, mode=mode_filter, study=study_filter)
         except UserError as err:
             raise gr.Error(str(err)) from None
         # The caption goes through a State, which the API leaves out: /runs keeps returning the table alone.
@@ -30,6 +32,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def choices():
         return gr.Dropdown(choices=runs_handlers.experiment_choices(settings.db_path))
+
+    def studies():
+        try:
+            return gr.Dropdown(choices=runs_handlers.study_choices(settings.db_path))
+        except UserError:  # a damaged file: the Show button says so in one line
+            return gr.Dropdown(choices=[("any", "")])
 
     def export(chosen, typed, fmt):
         try:
@@ -44,6 +52,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             metadata_filter = gr.Textbox(label="metadata type")
             dataset_filter = gr.Textbox(value="", label="dataset (part of the name)")
             mode_filter = gr.Dropdown(choices=MODE_FILTERS, value="", label="mode")
+            # Custom values allowed: an API call sees the choices the app was built with, not those
+            # the tab loaded; the handler refuses an unknown study in one line.
+            study_filter = gr.Dropdown(choices=[("any", "")], value="", allow_custom_value=True, label="study")
             refresh = gr.Button("Show")
         page_info = gr.Markdown()
         caption = gr.State("")
@@ -58,7 +69,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 export_format = gr.Radio(choices=list(EXPORT_FORMATS), value="csv", label="format")
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
-        filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter]
+        filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter, study_filter]
         refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
             lambda text: text, caption, page_info, api_visibility="private")
         export_button.click(export, [export_choice, export_typed, export_format], export_out, api_name="export",
@@ -68,3 +79,4 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             trigger(runs, filters, [runs_table, caption], api_visibility="private").then(
                 lambda text: text, caption, page_info, api_visibility="private")
             trigger(choices, None, export_choice, api_visibility="private")
+            trigger(studies, None, study_filter, api_visibility="private")

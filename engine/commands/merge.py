@@ -18,7 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "target holds already are skipped, so merging twice adds nothing; runs that are not complete are "
         "skipped and listed. A run id held with another configuration, or items that differ between the "
         "stores, refuse the whole merge. A run whose mode its experiment already has in the target goes "
-        "into an experiment of its own (EXPERIMENT~RUN_ID). The source is never modified.",
+        "into an experiment of its own (EXPERIMENT~RUN_ID). The explanations and verifications of the runs "
+        "copied (and of complete runs the target holds already) come along, as do the studies that group "
+        "their experiments. The source is never modified.",
     )
     p.add_argument("--from", dest="source", required=True, metavar="OTHER.duckdb", help="the store to copy runs from")
     p.add_argument("--db", default=None, help="DuckDB file to merge into (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
@@ -51,6 +53,17 @@ def summary(result, source: str, target: str) -> list[str]:
         )
     for experiment_id, name in result.unnamed:
         lines.append(f"experiment {experiment_id} merged without its name '{name}', which the target already uses")
+    along = (result.n_explanations, result.n_verifications, result.n_studies_new, result.n_study_experiments)
+    if any(along):
+        lines.append(
+            f"also copied: {_plural(result.n_explanations, 'explanation')}, "
+            f"{_plural(result.n_verifications, 'verification')}, "
+            f"{result.n_studies_new} {'study' if result.n_studies_new == 1 else 'studies'} new, "
+            f"{_plural(result.n_study_experiments, 'study membership')} new"
+        )
+    if result.n_left_out:
+        lines.append(f"left out {result.n_left_out} of the explanations and verifications: they are of answers "
+                     "that differ between the stores")
     return lines
 
 

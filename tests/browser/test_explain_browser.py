@@ -57,6 +57,22 @@ def test_a_stored_explanation_shows_with_its_highlights_and_markup_as_text(page,
     assert page.evaluate("typeof window.__pwned") == "undefined"
 
 
+def test_a_whole_run_shows_as_a_table_with_its_label_share(page, app):
+    from store.queries import explain_runs
+
+    launched, experiment_id = app
+    base = next(r.run_id for r in explain_runs(launched.db, experiment=experiment_id) if r.rag_mode == "base")
+    open_app(page, launched)
+    panel = open_tab(page, "Explain")
+    panel.get_by_label("experiment (id or name)").fill(experiment_id)
+    panel.get_by_label("run of the experiment").fill(base)
+    panel.get_by_role("button", name="Show run", exact=True).click()
+    page.get_by_text("label share 1.00").wait_for(timeout=WAIT_MS)
+    table = panel.get_by_label("the run's explanations", exact=False)
+    assert "q0" in table.inner_text() and "a woman" in table.inner_text()
+    assert page.locator(f"{E_ROOT} img").count() == 0
+
+
 def test_generate_explains_the_item_in_the_background_and_shows_it(page, app):
     launched, experiment_id = app
     open_app(page, launched)
