@@ -44,12 +44,10 @@ from engine.experiment import (
     run_in_progress,
 )
 from engine.prompts import PROMPT_VERSION, PromptConfig, build_prompt
+from engine.backends import Backend, LocalBackend, PlannedBatch, Provenance, plan_batches
 from engine.sink import ExperimentSpec, RunSpec, Sink, StoredRun
 from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, Quantize, SkippedItem
-
-
-class RunCancelled(Exception):
-    """A run stopped on request between batches; its committed batches stay and it resumes."""
+from engine.write_loop import OpenRun, RunCancelled, write_loop  # noqa: F401 - RunCancelled is part of this API
 
 
 @dataclass(frozen=True)
@@ -405,7 +403,8 @@ def _longest_token_chars(tokenizer) -> int:
     return max((len(t) for t in tokens if t), default=1) or 1
 
 
-def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded, shared_from: str | None = None) -> RunSpec:
+def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | None,
+              shared_from: str | None = None) -> RunSpec:
     request, dataset = plan.request, plan.dataset
     previous = run.resumes.config if run.resumes else {}
     config = {
@@ -418,18 +417,18 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded, shared_from: str | 
     if shared_from is not None:
         # Recorded, never hashed: its answers are copied from that run (a study's shared vanilla).
         config["shared_from"] = shared_from
-    if loaded is not None:
+    if provenance is not None:
         # Recorded, never hashed: they were removed, so they cannot have shaped the output.
-        config["dropped_generation_defaults"] = dict(loaded.dropped_generation_defaults)
+        config["dropped_generation_defaults"] = dict(provenance.dropped_generation_defaults)
     return RunSpec(
         run_id=run.run_id,
         experiment_id=plan.experiment_id,
         config_hash=run.config_hash,
         model=request.label,
-        model_revision=getattr(loaded, "revision", None),
-        quantization=getattr(loaded, "quantization", request.quantize),
-        dtype=getattr(loaded, "dtype", request.dtype),
-        device=getattr(loaded, "device", request.device),
+        model_revision=provenance.revision if provenance else None,
+        quantization=provenance.quantization if provenance else request.quantize,
+        dtype=provenance.dtype if provenance else request.dtype,
+        device=provenance.device if provenance else request.device,
         dataset=dataset.source,
         dataset_sha=dataset.sha,
         metadata_type=request.prompt.metadata.name if request.prompt.metadata else None,
@@ -437,9 +436,25 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, loaded, shared_from: str | 
         seed=request.seed,
         prompt_version=PROMPT_VERSION,
         git_sha=git_sha(),
-        library_versions=library_versions(),
+        library_versions=dict(provenance.library_versions) if provenance else library_versions(),
         config=config,
         n_items=len(run.items),
+    )
+
+
+def generation_config(request: RunRequest):
+    """How a request decodes (engine.generate.GenerationConfig)."""
+    from engine.generate import GenerationConfig
+
+    return GenerationConfig(
+        max_new_tokens=request.max_new_tokens,
+        do_sample=request.do_sample,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        top_k_sampling=request.top_k_sampling,
+        seed=request.seed,
+        batch_size=request.batch_size,
+        top_n_logprobs=request.top_n_logprobs,
     )
 
 
@@ -451,6 +466,7 @@ def execute_plan(
     on_progress: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     copy_from: Mapping[Mode, str] | None = None,
+    backend: Backend | None = None,
 ) -> ExperimentOutcome:
     """Create (or resume) the planned runs in one transaction, then generate batch by batch.
 
@@ -458,68 +474,73 @@ def execute_plan(
     raised, the unfinished runs end as failed (resumable), and what was committed stays.
     `copy_from` maps a mode to a run of the same prompt whose answers are copied instead of
     generated (a study's vanilla run, shared between metadata types); items that run lacks are
-    generated.
+    generated. `backend` generates the batches (default: a LocalBackend over `loaded`, the
+    model loaded in this process); whichever it is, this process alone writes the store.
     """
     copy_from = dict(copy_from or {})
-    from engine.generate import GenerationConfig, iter_batches
-
     request = plan.request
     claimed = [run for run in plan.runs if run.needs_claim]
-    if any(run.todo for run in claimed if run.mode not in copy_from) and loaded is None:
+    if backend is None and loaded is not None:
+        backend = LocalBackend(loaded, generation_config(request), request)
+    if any(run.todo for run in claimed if run.mode not in copy_from) and backend is None:
         raise ValueError("execute_plan: items to generate but no model loaded")
+    provenance = backend.provenance if backend is not None else None
     if claimed:
         needed = {it.id for run in claimed for it in run.items}
         sink.claim(
             plan.spec,
             plan.experiment_id,
             {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
-            [_run_spec(plan, run, loaded, copy_from.get(run.mode)) for run in claimed],
+            [_run_spec(plan, run, provenance, copy_from.get(run.mode)) for run in claimed],
             [it for it in plan.dataset.items if it.id in needed],
         )
-    gen_config = GenerationConfig(
-        max_new_tokens=request.max_new_tokens,
-        do_sample=request.do_sample,
-        temperature=request.temperature,
-        top_p=request.top_p,
-        top_k_sampling=request.top_k_sampling,
-        seed=request.seed,
-        batch_size=request.batch_size,
-        top_n_logprobs=request.top_n_logprobs,
-    )
-    outcomes: dict[str, RunOutcome] = {}
+    open_runs = []
+    for run in claimed:
+        prompt = replace(request.prompt, mode=run.mode)
+        open_runs.append(OpenRun(run.run_id, run.mode, len(run.items),
+                                 {it.id: (it, prompt) for it in run.todo}))
     try:
-        for run in claimed:
-            n_generated = n_cited = 0
-            todo = run.todo
-            if todo and run.mode in copy_from:
-                copied = sink.copy_generations(copy_from[run.mode], run.run_id, [it.id for it in todo])
+        for run, state in zip(claimed, open_runs):
+            if run.todo and run.mode in copy_from:
+                copied = sink.copy_generations(copy_from[run.mode], run.run_id, [it.id for it in run.todo])
                 if on_progress and copied:
                     on_progress(copied)
-                done = sink.done_item_ids(run.run_id)
-                todo = tuple(it for it in todo if it.id not in done)
-            if todo:
-                mode_config = replace(request.prompt, mode=run.mode)
-                prompts = [build_prompt(item, mode_config) for item in todo]
-                for batch in iter_batches(loaded, [p.text for p in prompts], gen_config):
-                    generations = [make_generation(todo[i], prompts[i], out) for i, out in batch]
-                    sink.write_batch(run.run_id, generations)
-                    n_generated += len(generations)
-                    n_cited += sum(1 for g in generations if g.citations)
-                    if on_progress:
-                        on_progress(len(generations))
-                    if should_stop is not None and should_stop():
-                        raise RunCancelled(f"cancelled after {n_generated} answers of the {run.mode} run")
-            sink.finish_run(run.run_id, "complete")
-            outcomes[run.run_id] = RunOutcome(run.run_id, run.mode, "complete", len(run.items), n_generated, n_cited)
+                for item_id in sink.done_item_ids(run.run_id):
+                    state.todo.pop(item_id, None)
+        batches: tuple[PlannedBatch, ...] = ()
+        if any(state.todo for state in open_runs):
+            if backend is None:
+                raise ValueError("execute_plan: items to generate but no model loaded")
+            # Prompts are built here, once: the write loop needs them to resolve citations.
+            for state in open_runs:
+                for item_id, (item, prompt_config) in list(state.todo.items()):
+                    state.todo[item_id] = (item, build_prompt(item, prompt_config))
+            batches = plan_batches(
+                backend.tokenizer,
+                [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in open_runs if s.todo],
+                request.batch_size,
+            )
     except BaseException:
-        # KeyboardInterrupt included: no claimed run may look complete, or stay claimed.
-        for run in claimed:
-            if run.run_id not in outcomes:
-                try:
-                    sink.finish_run(run.run_id, "failed")
-                except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
-                    pass
+        for state in open_runs:
+            try:
+                sink.finish_run(state.run_id, "failed")
+            except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
+                pass
         raise
+    results = backend.generate(batches) if batches else iter(())
+    write_loop(
+        open_runs,
+        batches,
+        results,
+        sink,
+        on_progress=on_progress,
+        should_stop=should_stop,
+        fingerprint=getattr(backend, "fingerprint", None),
+    )
+    outcomes = {
+        s.run_id: RunOutcome(s.run_id, s.mode, "complete", s.n_items, s.n_generated, s.n_cited)
+        for s in open_runs
+    }
     runs = tuple(
         outcomes.get(run.run_id) or RunOutcome(run.run_id, run.mode, "already complete", len(run.items), 0, 0)
         for run in plan.runs
@@ -529,7 +550,8 @@ def execute_plan(
         experiment_id=plan.experiment_id,
         runs=runs,
         model=request.label,
-        quantization=getattr(loaded, "quantization", None),
+        quantization=getattr(loaded, "quantization", None) if loaded is not None else (
+            provenance.quantization if provenance is not None else None),
         experiment_name=plan.experiment_name,
         mode_items=mode_items,
         skipped=plan.skipped,
