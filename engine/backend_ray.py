@@ -83,14 +83,36 @@ def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> No
             return  # ray.init finds (or fails to find) the cluster on this machine at once
     host, port = parse_address(address)
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            # A port that accepts is not yet a cluster (a proxy or another service accepts too,
+            # and ray.init would then hang): Ray's GCS and client server speak gRPC, so an
+            # HTTP/2 client preface must be answered with a SETTINGS frame.
+            conn.settimeout(timeout)
+            conn.sendall(_HTTP2_PREFACE + _HTTP2_EMPTY_SETTINGS)
+            header = _read(conn, 9)
+            if len(header) < 9 or header[3] != 0x4:
+                raise ConnectionError("not a Ray (gRPC) endpoint")
     except OSError as err:
-        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+        reason = "timed out" if isinstance(err, TimeoutError) else (
+            str(err) if isinstance(err, ConnectionError) and not err.strerror else (err.strerror or type(err).__name__))
         raise UserError(
             f"no Ray cluster answers at {address} ({reason}); start one with `ray start --head` "
             "or check --ray-address"
         ) from None
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_HTTP2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # length 0, type SETTINGS, stream 0
+
+
+def _read(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 @dataclass(frozen=True)
@@ -187,7 +209,8 @@ class RayBackend:
     """Generates planned batches on N Ray actors; `start` before `execute_plan`, `close` after."""
 
     def __init__(self, request: Any, tokenizer: Any, *, address: str | None = None, actors: int = 1,
-                 gpus_per_actor: float | None = None, worker: type = Generator) -> None:
+                 gpus_per_actor: float | None = None, worker: type = Generator,
+                 max_retries: int = MAX_RETRIES) -> None:
         from engine.runner import generation_config
 
         check_ray_device(request.device)
@@ -196,6 +219,7 @@ class RayBackend:
         self.gpus_per_actor = gpus_per_actor
         self.tokenizer = tokenizer
         self.worker = worker
+        self.max_retries = max_retries
         self.settings = WorkerSettings(request.model, request.quantize, request.device, request.dtype,
                                        generation_config(request))
         self.provenance: Provenance | None = None
@@ -285,12 +309,26 @@ class RayBackend:
                 compute=ray.data.ActorPoolStrategy(size=self.actors),
                 num_cpus=1,
                 num_gpus=self.gpus_per_actor,
-                max_restarts=MAX_RETRIES,
-                max_task_retries=MAX_RETRIES,
+                max_restarts=self.max_retries,
+                max_task_retries=self.max_retries,
             )
-        for block in mapped.iter_batches(batch_size=None, prefetch_batches=0, batch_format="numpy"):
-            for payload in block["result"]:
-                yield pickle.loads(payload)
+        try:
+            for block in mapped.iter_batches(batch_size=None, prefetch_batches=0, batch_format="numpy"):
+                for payload in block["result"]:
+                    yield pickle.loads(payload)
+        except ray.exceptions.RayTaskError as err:
+            cause = err.as_instanceof_cause()
+            if isinstance(cause, UserError):  # e.g. a node cannot load the model
+                raise UserError(str(cause).strip().splitlines()[-1]) from None
+            raise
+        except ray.exceptions.RayError as err:
+            # An actor that died more often than MAX_RETRIES allows: the batch kills its worker
+            # (out of memory, a crash in CUDA), or nodes keep going away.
+            raise UserError(
+                f"a Ray worker died {self.max_retries + 1} times on one batch ({type(err).__name__}); "
+                "the unfinished runs are marked failed and resume when this command runs again; "
+                "see the workers' logs with `ray logs`"
+            ) from None
 
     def close(self) -> None:
         """Stop Ray when this backend started it (a local instance's workers go with it)."""
