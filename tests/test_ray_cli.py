@@ -62,8 +62,11 @@ def _ray_processes(root: psutil.Process) -> list[psutil.Process]:
 
 
 def _is_worker(proc: psutil.Process) -> bool:
+    """A Ray worker process (an actor, the probe, an idle worker); not the raylet's agents, which
+    the test ends by PID with the GCS and raylet."""
     try:
-        return "ray::" in " ".join(proc.cmdline()) or proc.name().startswith("ray::")
+        name = proc.name()
+        return name.startswith("ray::") and not name.endswith("Agent")
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return False
 
