@@ -295,7 +295,11 @@ class RayBackend:
         ctx.enable_progress_bars = False  # the command has its own bar
         import logging
 
-        logging.getLogger("ray.data").setLevel(logging.WARNING)  # one INFO line per pipeline otherwise
+        # Ray Data logs each pipeline's start, and warns that progress bars are off; failures
+        # reach the driver as exceptions anyway.
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        # A small run (fewer batches than actors) is fine; Ray Data warns about it at run time.
+        warnings.filterwarnings("ignore", message="The minimum number of concurrent actors", category=UserWarning)
         worker = type(self.worker.__name__, (self.worker,), {"settings": self.settings})
         rows = [{"batch_id": b.batch_id, "batch": pickle.dumps(b)} for b in batches]
         dataset = ray.data.from_items(rows, override_num_blocks=len(rows))
