@@ -166,3 +166,18 @@ def test_ray_options_that_cannot_work_are_refused_in_one_line(extra, message, ca
     code = main(["run", "--model", "smoke", "--dataset", str(data), "--db", str(tmp_path / "r.duckdb"), *extra])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_the_hf_token_never_reaches_what_ray_records(tmp_path):
+    """Ray keeps actor arguments, the actor class and runtime environments in its logs and
+    dashboard; the worker's settings (pickled into the class) and the runtime env hold no token."""
+    import dataclasses
+    import pickle
+
+    from engine.backend_ray import RayBackend, runtime_env
+    from test_run_experiments import req
+
+    request = dataclasses.replace(req(tmp_path, device="auto"), hf_token="hf_SECRETsecret")
+    backend = RayBackend(request, None, actors=2)
+    assert b"hf_SECRETsecret" not in pickle.dumps(backend.settings)
+    assert "hf_SECRETsecret" not in repr(runtime_env()) and set(runtime_env()) == {"py_modules"}
