@@ -31,7 +31,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from engine.citations import citation_probabilities, parse_citation_marks
 from engine.data import Dataset
@@ -556,6 +556,115 @@ def execute_plan(
         mode_items=mode_items,
         skipped=plan.skipped,
     )
+
+
+def execute_plans(
+    plans: Sequence[ExperimentPlan],
+    sink: Sink,
+    backend: Backend,
+    *,
+    copy_from: Sequence[Mapping[Mode, str] | None] = (),
+    on_claimed: Callable[[int, ExperimentPlan], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[ExperimentOutcome]:
+    """Several experiments of one model (a study grid) through ONE pipeline of `backend`, so that
+    each Ray actor loads the model once for the whole grid; the driver writes every run.
+
+    Each plan is claimed (then `on_claimed(index, plan)`, e.g. to record it in its study), all
+    their batches go through one write loop, and a shared vanilla run (`copy_from[i]`, as for
+    execute_plan) is copied once its source is complete: right away when the source is already
+    stored, else after the pipeline, generating in a second one only what the source lacks.
+    """
+    copies = list(copy_from) + [None] * (len(plans) - len(copy_from))
+    states: list[tuple[int, PlannedRun, OpenRun]] = []
+    provenance = backend.provenance
+    try:
+        for index, plan in enumerate(plans):
+            claimed = [run for run in plan.runs if run.needs_claim]
+            if claimed:
+                needed = {it.id for run in claimed for it in run.items}
+                sink.claim(
+                    plan.spec,
+                    plan.experiment_id,
+                    {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
+                    [_run_spec(plan, run, provenance, (copies[index] or {}).get(run.mode)) for run in claimed],
+                    [it for it in plan.dataset.items if it.id in needed],
+                )
+            for run in claimed:
+                prompt = replace(plan.request.prompt, mode=run.mode)
+                states.append((index, run, OpenRun(run.run_id, run.mode, len(run.items),
+                                                   {it.id: (it, prompt) for it in run.todo})))
+            if on_claimed is not None:
+                on_claimed(index, plan)
+        # Runs this pipeline generates: a copy from one of them waits until it is complete.
+        generated_here = {state.run_id for index, run, state in states
+                          if state.todo and (copies[index] or {}).get(run.mode) is None}
+        first: list[OpenRun] = []
+        deferred: list[tuple[OpenRun, str]] = []
+        for index, run, state in states:
+            source = (copies[index] or {}).get(run.mode)
+            if source is not None and state.todo:
+                if source in generated_here:
+                    deferred.append((state, source))
+                    continue
+                _copy_into(sink, source, state, on_progress)
+            first.append(state)
+        _generate_into(first, plans[0].request, sink, backend, on_progress)
+        if deferred:
+            for state, source in deferred:
+                _copy_into(sink, source, state, on_progress)
+            _generate_into([state for state, _ in deferred], plans[0].request, sink, backend, on_progress)
+    except BaseException:
+        for _, _, state in states:
+            if not state.finished:
+                try:
+                    sink.finish_run(state.run_id, "failed")
+                except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
+                    pass
+        raise
+    outcomes = []
+    by_run = {state.run_id: state for _, _, state in states}
+    for plan in plans:
+        runs = tuple(
+            RunOutcome(run.run_id, run.mode, "complete", s.n_items, s.n_generated, s.n_cited)
+            if (s := by_run.get(run.run_id)) is not None
+            else RunOutcome(run.run_id, run.mode, "already complete", len(run.items), 0, 0)
+            for run in plan.runs
+        )
+        outcomes.append(ExperimentOutcome(
+            experiment_id=plan.experiment_id,
+            runs=runs,
+            model=plan.request.label,
+            quantization=provenance.quantization,
+            experiment_name=plan.experiment_name,
+            mode_items={**plan.stored_items, **{r.mode: r.n_items for r in runs}},
+            skipped=plan.skipped,
+        ))
+    return outcomes
+
+
+def _copy_into(sink: Sink, source: str, state: OpenRun, on_progress) -> None:
+    """A shared vanilla run's answers copied in; what the source lacks stays to generate."""
+    copied = sink.copy_generations(source, state.run_id, list(state.todo))
+    if on_progress and copied:
+        on_progress(copied)
+    for item_id in sink.done_item_ids(state.run_id):
+        state.todo.pop(item_id, None)
+
+
+def _generate_into(states: list[OpenRun], request: RunRequest, sink: Sink, backend: Backend, on_progress) -> None:
+    """One pipeline for these runs' missing items (prompts built here), through the write loop."""
+    for state in states:
+        for item_id, (item, prompt_config) in list(state.todo.items()):
+            state.todo[item_id] = (item, build_prompt(item, prompt_config))
+    batches = plan_batches(
+        backend.tokenizer,
+        [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in states if s.todo],
+        request.batch_size,
+    )
+    results = backend.generate(batches) if batches else iter(())
+    write_loop(states, batches, results, sink, on_progress=on_progress,
+               fingerprint=getattr(backend, "fingerprint", None))
 
 
 def load_model_for(request: RunRequest):

@@ -95,6 +95,7 @@ def write_loop(
             if not run.finished:
                 try:
                     sink.finish_run(run.run_id, "failed")
+                    run.finished = True
                 except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
                     pass
         raise

@@ -201,3 +201,34 @@ def test_the_address_check_lets_a_real_cluster_through(ray_cluster):
     from engine.backend_ray import check_address
 
     check_address(ray.get_runtime_context().gcs_address)  # the GCS answers the HTTP/2 preface
+
+
+def _grid_rows(db):
+    with connect(db, read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT r.metadata_type, r.rag_mode, g.* EXCLUDE (run_id, created_utc) FROM generations g "
+            "JOIN runs r USING (run_id) ORDER BY ALL"
+        ).fetchall()
+        runs = conn.execute(
+            "SELECT metadata_type, rag_mode, config_hash, status, config_json->>'shared_from' IS NOT NULL "
+            "FROM runs ORDER BY ALL"
+        ).fetchall()
+        study = conn.execute("SELECT count(*) FROM study_experiments").fetchone()
+    return rows, runs, study
+
+
+def test_a_study_grid_runs_through_one_ray_pipeline_with_the_rows_of_a_local_grid(ray_cluster, tiny_llama_dir, tmp_path):
+    from engine.__main__ import main
+
+    data = make_dataset(tmp_path / "d.jsonl", 4)
+    args = ["run", "--model", str(tiny_llama_dir), "--dataset", str(data), "--metadata", "gender,race",
+            "--modes", "vanilla,base", "--max-new-tokens", "3", "--batch-size", "2", "--quantize", "none",
+            "--study", "grid"]
+    assert main([*args, "--db", str(tmp_path / "local.duckdb")]) == 0
+    assert main([*args, "--db", str(tmp_path / "ray.duckdb"), "--backend", "ray", "--actors", "2"]) == 0
+
+    local, ray_ = _grid_rows(tmp_path / "local.duckdb"), _grid_rows(tmp_path / "ray.duckdb")
+    assert len(ray_[0]) == 16 and ray_ == local
+    # race's vanilla run is gender's, copied once gender's was generated in the same pipeline.
+    assert [r for r in ray_[1] if r[4]] == [r for r in local[1] if r[4]] and sum(r[4] for r in ray_[1]) == 1
+    assert {r[3] for r in ray_[1]} == {"complete"} and ray_[2] == (2,)

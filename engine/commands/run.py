@@ -531,37 +531,49 @@ def _execute_study(planned, copy_from, sink, name: str, grid, total: int, args=N
     on_ray = getattr(args, "backend", "local") == "ray"
     outcomes = []
     bar = tqdm(total=total, unit="item", desc=f"study {name}", file=sys.stderr, dynamic_ncols=True, disable=total == 0)
-    backend = None
     try:
         for model in grid.model:
             mine = [p for p in planned if p.configuration["model"] == model]
-            loaded = backend = None
+            loaded = None
             if any(p.plan.n_todo for p in mine):
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()
                 if on_ray:
-                    # One probe per model; each configuration is one pipeline on the cluster.
-                    backend, loaded = ray_backend(args, mine[0].plan.request)
-                    backend.start()
-                else:
-                    loaded = load_model_for(mine[0].plan.request)
+                    outcomes += _execute_on_ray(mine, copy_from, sink, name, grid, args, bar)
+                    continue
+                loaded = load_model_for(mine[0].plan.request)
             for p in mine:
                 plan = check_prompt_lengths(p.plan, loaded) if loaded is not None and p.plan.n_todo else p.plan
-                outcome = execute_plan(plan, None if on_ray else loaded, sink, on_progress=bar.update,
-                                       copy_from=copy_from.get(p.position), backend=backend)
+                outcome = execute_plan(plan, loaded, sink, on_progress=bar.update,
+                                       copy_from=copy_from.get(p.position))
                 sink.record_study(name, grid.axes(), outcome.experiment_id, p.position)
                 outcomes.append(outcome)
-            if backend is not None:
-                backend.close()
-                backend = None
             del loaded
             gc.collect()
     finally:
         bar.close()
-        if backend is not None:
-            backend.close()
     return outcomes
+
+
+def _execute_on_ray(mine, copy_from, sink, name: str, grid, args, bar) -> list:
+    """One model's configurations on Ray: one probe and ONE pipeline for all of them, so each
+    actor loads the model once for the whole grid (engine.runner.execute_plans)."""
+    from engine.runner import check_prompt_lengths, execute_plans
+
+    backend, driver = ray_backend(args, mine[0].plan.request)
+    try:
+        plans = [check_prompt_lengths(p.plan, driver) if p.plan.n_todo else p.plan for p in mine]
+        backend.start()
+        return execute_plans(
+            plans, sink, backend,
+            copy_from=[copy_from.get(p.position) for p in mine],
+            # Recorded as soon as claimed: an interrupted grid keeps its study, and resumes.
+            on_claimed=lambda i, plan: sink.record_study(name, grid.axes(), plan.experiment_id, mine[i].position),
+            on_progress=bar.update,
+        )
+    finally:
+        backend.close()
 
 
 def _shown_configuration(configuration: dict) -> str:
