@@ -181,3 +181,50 @@ def test_the_hf_token_never_reaches_what_ray_records(tmp_path):
     backend = RayBackend(request, None, actors=2)
     assert b"hf_SECRETsecret" not in pickle.dumps(backend.settings)
     assert "hf_SECRETsecret" not in repr(runtime_env()) and set(runtime_env()) == {"py_modules"}
+
+
+def test_several_plans_share_one_pipeline_and_a_vanilla_copy_waits_for_its_source(tiny_llama, tiny_llama_dir, tmp_path):
+    """execute_plans (a grid on one backend; LocalBackend here, RayBackend in the app): the race
+    experiment's vanilla run copies gender's, generated in the same pipeline, and generates the
+    items gender's lacks in a second one."""
+    import dataclasses
+
+    from engine.backends import LocalBackend
+    from engine.runner import execute_plans, generation_config, plan_experiment
+    from store import RunStore, connect
+    from test_run_experiments import req
+
+    dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 4))
+    store = RunStore(tmp_path / "r.duckdb")
+    gender = req(tiny_llama_dir, ("vanilla", "base"), metadata="gender", limit=2)
+    race = dataclasses.replace(req(tiny_llama_dir, ("vanilla", "base"), metadata="race"))
+    plans = [plan_experiment(dataset, gender, store), plan_experiment(dataset, race, store)]
+    source = plans[0].runs[0].run_id
+    calls = []
+
+    class CountingBackend(LocalBackend):
+        def generate(self, batches):
+            calls.append(sorted({b.run_id for b in batches}))
+            return super().generate(batches)
+
+    claimed = []
+    progress = []
+    outcomes = execute_plans(plans, store, CountingBackend(tiny_llama, generation_config(gender), gender),
+                             copy_from=[None, {"vanilla": source}],
+                             on_claimed=lambda i, plan: claimed.append(i), on_progress=progress.append)
+    race_vanilla = plans[1].runs[0].run_id
+    assert claimed == [0, 1]
+    assert len(calls) == 2 and race_vanilla not in calls[0] and calls[1] == [race_vanilla]
+    assert [[(r.mode, r.status, r.n_items, r.n_generated) for r in o.runs] for o in outcomes] == [
+        [("vanilla", "complete", 2, 2), ("base", "complete", 2, 2)],
+        [("vanilla", "complete", 4, 2), ("base", "complete", 4, 4)],
+    ]
+    assert sum(progress) == 2 + 2 + 4 + 2 + 2  # generated, plus the 2 copied answers
+    with connect(tmp_path / "r.duckdb", read_only=True) as conn:
+        same = conn.execute(
+            "SELECT count(*) FROM generations a JOIN generations b USING (item_id) "
+            "WHERE a.run_id = ? AND b.run_id = ? AND a.answer = b.answer AND a.logprobs = b.logprobs",
+            [source, race_vanilla],
+        ).fetchone()
+        assert same == (2,)
+        assert conn.execute("SELECT DISTINCT status FROM runs").fetchall() == [("complete",)]
