@@ -151,9 +151,9 @@ def _load(settings: WorkerSettings):
 class Generator:
     """The callable class `map_batches` runs: loads the model once, then generates batches.
 
-    Its settings are a class attribute of a subclass made per run (`_worker_class`), not
-    constructor arguments: those would sit in the object store, where Ray cannot restart an
-    actor from them once they are gone.
+    Its settings are a class attribute of a subclass made per pipeline (RayBackend.generate),
+    not constructor arguments: those would sit in the object store, where Ray cannot restart
+    an actor from them once they are gone.
     """
 
     settings: WorkerSettings
@@ -245,9 +245,10 @@ class RayBackend:
             self._started_ray = True
         if self.gpus_per_actor is None:
             self.gpus_per_actor = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
-        probe = ray.remote(_probe).options(
-            num_cpus=1, num_gpus=self.gpus_per_actor, max_retries=MAX_RETRIES
-        )
+        # With a GPU, Ray ends the probe's worker after the task (max_calls defaults to 1 for GPU
+        # tasks given to ray.remote itself, not to .options), so the model it loaded does not
+        # hold the GPU memory an actor needs next.
+        probe = ray.remote(num_cpus=1, num_gpus=self.gpus_per_actor, max_retries=MAX_RETRIES)(_probe)
         try:
             fingerprint, worker = ray.get(probe.remote(self.settings))
         except ray.exceptions.RayTaskError as err:
