@@ -151,7 +151,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --backend ray: HOST:PORT of a running cluster (`ray start --head` prints it), or "
         "auto (default: a Ray instance started on this machine)",
     )
-    r.add_argument("--actors", type=int, default=None, help="with --backend ray: model replicas (default: 1)")
+    r.add_argument("--actors", type=int, default=None, metavar="N", help="with --backend ray: model replicas (default: 1)")
     r.add_argument(
         "--gpus-per-actor", type=float, default=None, metavar="G",
         help="with --backend ray: GPUs each replica takes (default: 1 when the cluster has GPUs, else 0)",
