@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerate the exact pins (requirements.txt, requirements-dev.txt) from the ranges in
-# requirements.in and requirements-dev.in. Run after changing a range, or with --upgrade to
+# Regenerate the exact pins (requirements.txt, requirements-dev.txt, requirements-ray.txt) from
+# the ranges in requirements.in, requirements-dev.in and requirements-ray.in (the optional Ray
+# backend, constrained by the other two, so its shared packages keep their versions). Run after changing a range, or with --upgrade to
 # move every pin to the newest version the ranges allow; then run the tests and commit.
 #
 # torch is resolved (its own dependencies get pinned) but not written: the README's install
@@ -15,3 +16,4 @@ common=(--quiet --strip-extras --no-emit-find-links --no-emit-index-url --no-emi
 export CUSTOM_COMPILE_COMMAND=scripts/compile_requirements.sh  # what the files' headers name
 python -m piptools compile "${common[@]}" -o requirements.txt requirements.in
 python -m piptools compile "${common[@]}" -o requirements-dev.txt requirements-dev.in
+python -m piptools compile "${common[@]}" -o requirements-ray.txt requirements-ray.in

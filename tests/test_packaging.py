@@ -60,6 +60,22 @@ def test_pins_cover_every_range_and_agree_between_runtime_and_dev():
     assert "pytest" in dev
 
 
+def test_ray_pins_cover_its_range_agree_with_runtime_and_dev_and_the_test_command_installs_them():
+    runtime, dev, ray = _pins("requirements.txt"), _pins("requirements-dev.txt"), _pins("requirements-ray.txt")
+    assert "ray" in ray and re.match(r"2\.60\.", ray["ray"]), ray.get("ray")
+    for line in (ROOT / "requirements-ray.in").read_text(encoding="utf-8").splitlines():
+        name = re.match(r"^([A-Za-z0-9_.-]+)", line.strip())
+        if name and not line.startswith(("#", "-")):
+            assert name.group(1).lower() in ray, f"{name.group(1)} is not pinned"
+    # Installed beside the other two, it must not move a shared package to another version.
+    assert {k: v for k, v in ray.items() if k in runtime} == {k: v for k, v in runtime.items() if k in ray}
+    assert {k: v for k, v in ray.items() if k in dev} == {k: v for k, v in dev.items() if k in ray}
+    # Optional: the app and the runtime install never pull Ray in; torch is named in the commands.
+    assert "ray" not in runtime and "ray" not in dev and "torch" not in ray
+    assert "-r requirements-ray.txt" in _readme_commands()[1]
+    assert "-r requirements-ray.txt" not in _readme_commands()[0]
+
+
 def test_ci_installs_chromium_before_the_test_command_when_it_is_missing():
     # The browser tests (tests/browser) drive Debian's chromium; Playwright cannot fetch one here.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()

@@ -140,7 +140,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "configuration; running it again completes what is missing (default: a name made from "
         "the grid, when a list has more than one value)",
     )
+    r = p.add_argument_group("scaling out (optional: pip install -r requirements-ray.txt)")
+    r.add_argument(
+        "--backend", default="local", choices=("local", "ray"),
+        help="local = generate in this process; ray = on a pool of Ray actors, this process still "
+        "writing the store (default: %(default)s)",
+    )
+    r.add_argument(
+        "--ray-address", default=None, metavar="ADDR",
+        help="with --backend ray: HOST:PORT of a running cluster (`ray start --head` prints it), or "
+        "auto (default: a Ray instance started on this machine)",
+    )
+    r.add_argument("--actors", type=int, default=None, metavar="N", help="with --backend ray: model replicas (default: 1)")
+    r.add_argument(
+        "--gpus-per-actor", type=float, default=None, metavar="G",
+        help="with --backend ray: GPUs each replica takes (default: 1 when the cluster has GPUs, else 0)",
+    )
     p.set_defaults(main=main)
+
+
+def check_backend_args(args: argparse.Namespace) -> None:
+    """Refuse Ray options without --backend ray, and Ray settings that cannot work, in one line."""
+    if getattr(args, "backend", "local") != "ray":
+        given = [f"--{n.replace('_', '-')}" for n in ("ray_address", "actors", "gpus_per_actor")
+                 if getattr(args, n, None) is not None]
+        if given:
+            raise UserError(f"{given[0]} needs --backend ray")
+        return
+    if args.actors is not None and args.actors < 1:
+        raise UserError("--actors must be at least 1")
+    if args.gpus_per_actor is not None and not (math.isfinite(args.gpus_per_actor) and args.gpus_per_actor >= 0):
+        raise UserError(f"--gpus-per-actor must be 0 or more, not {args.gpus_per_actor}")
+    from engine.backend_ray import check_address, check_ray_device, import_ray
+
+    check_ray_device(args.device)
+    import_ray()  # the install hint, before anything is read
+    check_address(args.ray_address)  # seconds, not the minutes ray.init hangs on a dead address
+
+
+def ray_backend(args: argparse.Namespace, request):
+    """A started RayBackend for `request` (tokenizer loaded here, model on the workers), and the
+    tokenizer stand-in that measures prompts."""
+    from engine.backend_ray import RayBackend, load_driver_tokenizer
+
+    driver = load_driver_tokenizer(request)
+    backend = RayBackend(request, driver.tokenizer, address=args.ray_address, actors=args.actors or 1,
+                         gpus_per_actor=args.gpus_per_actor)
+    return backend, driver
 
 
 def check_run_args(args: argparse.Namespace) -> None:
@@ -229,6 +275,8 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     # Nothing is written before the model is loaded and every prompt measured: a run that
     # cannot start leaves the database as it was (or absent).
     request = build_request(args, model_arg, model_arg)
+    check_backend_args(args)
+    on_ray = getattr(args, "backend", "local") == "ray"
     if args.hf_token:
         print(
             "warning: --hf-token is visible to other users in the process list; "
@@ -252,25 +300,35 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
         _report(outcome, dataset, label, db_path, args, hint=hint)
         return outcome
 
-    loaded = None
-    if plan.n_todo:
-        # Our own bar is the one that matters; transformers' per-shard bars only add noise.
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        loaded = load_model_for(request)
-        plan = check_prompt_lengths(plan, loaded)
-
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=plan.n_todo, unit="item", desc=f"{label} x {len(request.modes)} mode(s)",
-        file=sys.stderr, dynamic_ncols=True,
-    )
+    loaded = backend = None
     try:
-        outcome = execute_plan(plan, loaded, sink, on_progress=bar.update)
+        if plan.n_todo:
+            # Our own bar is the one that matters; transformers' per-shard bars only add noise.
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            if on_ray:
+                # The driver plans and measures with the tokenizer; the model loads on the workers.
+                backend, driver = ray_backend(args, request)
+                plan = check_prompt_lengths(plan, driver)
+                backend.start()
+            else:
+                loaded = load_model_for(request)
+                plan = check_prompt_lengths(plan, loaded)
+
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=plan.n_todo, unit="item", desc=f"{label} x {len(request.modes)} mode(s)",
+            file=sys.stderr, dynamic_ncols=True,
+        )
+        try:
+            outcome = execute_plan(plan, loaded, sink, on_progress=bar.update, backend=backend)
+        finally:
+            bar.close()
     finally:
-        bar.close()
+        if backend is not None:
+            backend.close()
     _report(outcome, dataset, label, db_path, args, hint=hint)
     return outcome
 
@@ -386,6 +444,7 @@ def run_study(args: argparse.Namespace, grid) -> list:
         check_study_name(args.study)
     check_metadata_list(grid, args)
     check_run_args(args)
+    check_backend_args(args)
 
     configurations = grid.configurations()
     # Every configuration's options are checked before the dataset or any model is touched.
@@ -431,7 +490,7 @@ def run_study(args: argparse.Namespace, grid) -> list:
     if n_todo == 0 and n_copied == 0:
         print("already complete, nothing to do")
 
-    outcomes = _execute_study(planned, copy_from, sink, name, grid, n_todo + n_copied)
+    outcomes = _execute_study(planned, copy_from, sink, name, grid, n_todo + n_copied, args)
     _study_report(outcomes, planned, copy_from, name, args)
     return outcomes
 
@@ -462,13 +521,14 @@ def _shared_vanilla(planned: list[_Planned]) -> dict[int, dict[str, str]]:
     return out
 
 
-def _execute_study(planned, copy_from, sink, name: str, grid, total: int) -> list:
+def _execute_study(planned, copy_from, sink, name: str, grid, total: int, args=None) -> list:
     import gc
 
     from tqdm import tqdm
 
     from engine.runner import check_prompt_lengths, execute_plan, load_model_for
 
+    on_ray = getattr(args, "backend", "local") == "ray"
     outcomes = []
     bar = tqdm(total=total, unit="item", desc=f"study {name}", file=sys.stderr, dynamic_ncols=True, disable=total == 0)
     try:
@@ -479,6 +539,9 @@ def _execute_study(planned, copy_from, sink, name: str, grid, total: int) -> lis
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()
+                if on_ray:
+                    outcomes += _execute_on_ray(mine, copy_from, sink, name, grid, args, bar)
+                    continue
                 loaded = load_model_for(mine[0].plan.request)
             for p in mine:
                 plan = check_prompt_lengths(p.plan, loaded) if loaded is not None and p.plan.n_todo else p.plan
@@ -491,6 +554,26 @@ def _execute_study(planned, copy_from, sink, name: str, grid, total: int) -> lis
     finally:
         bar.close()
     return outcomes
+
+
+def _execute_on_ray(mine, copy_from, sink, name: str, grid, args, bar) -> list:
+    """One model's configurations on Ray: one probe and ONE pipeline for all of them, so each
+    actor loads the model once for the whole grid (engine.runner.execute_plans)."""
+    from engine.runner import check_prompt_lengths, execute_plans
+
+    backend, driver = ray_backend(args, mine[0].plan.request)
+    try:
+        plans = [check_prompt_lengths(p.plan, driver) if p.plan.n_todo else p.plan for p in mine]
+        backend.start()
+        return execute_plans(
+            plans, sink, backend,
+            copy_from=[copy_from.get(p.position) for p in mine],
+            # Recorded as soon as claimed: an interrupted grid keeps its study, and resumes.
+            on_claimed=lambda i, plan: sink.record_study(name, grid.axes(), plan.experiment_id, mine[i].position),
+            on_progress=bar.update,
+        )
+    finally:
+        backend.close()
 
 
 def _shown_configuration(configuration: dict) -> str:

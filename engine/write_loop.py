@@ -1,0 +1,120 @@
+"""The one write loop: store each finished batch as it arrives, whichever backend made it.
+
+It runs on the driver, the only process that touches the store. It
+- drops item ids a run already holds: Ray may run a batch again after its actor died, and the
+  first copy to arrive is the one kept;
+- marks a run complete once it holds all its items (after the cancel check of its last batch,
+  so a run cancelled there ends failed and resumable, as it always did);
+- refuses a result whose worker loaded the model differently from what the run recorded;
+- and, on any error (Ctrl-C included), marks every run still open failed, so none looks
+  complete or stays claimed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from engine.backends import BatchResult, PlannedBatch
+from engine.errors import UserError
+from engine.sink import Sink
+from engine.types import Item, Prompt
+
+
+@dataclass
+class OpenRun:
+    """A claimed run while the loop writes it: what it still lacks and what it wrote."""
+
+    run_id: str
+    mode: str
+    n_items: int
+    todo: dict[str, tuple[Item, Prompt]]  # item id -> the item and its prompt, not yet stored
+    n_generated: int = 0
+    n_cited: int = 0
+    finished: bool = field(default=False)
+
+
+class RunCancelled(Exception):
+    """A run stopped on request between batches; its committed batches stay and it resumes."""
+
+
+def write_loop(
+    runs: Sequence[OpenRun],
+    batches: Sequence[PlannedBatch],
+    results: Iterable[BatchResult],
+    sink: Sink,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    fingerprint: tuple | None = None,
+) -> None:
+    """Write `results` of `batches` into `runs`; completes each run as it fills up."""
+    from engine.runner import make_generation
+
+    by_id = {b.batch_id: b for b in batches}
+    state = {r.run_id: r for r in runs}
+    try:
+        for run in runs:
+            if not run.todo:
+                _finish(sink, run, "complete")
+        for result in results:
+            if fingerprint is not None and result.fingerprint != fingerprint:
+                raise UserError(
+                    "a Ray worker loaded the model differently from the one the run recorded "
+                    f"({_difference(fingerprint, result.fingerprint)}): the cluster's nodes differ; "
+                    "give them the same image"
+                )
+            batch = by_id[result.batch_id]
+            run = state[batch.run_id]
+            if len(result.outputs) != len(batch.item_ids):
+                raise RuntimeError(f"batch {batch.batch_id}: {len(result.outputs)} outputs for {len(batch.item_ids)} items")
+            generations = []
+            for item_id, output in zip(batch.item_ids, result.outputs):
+                pending = run.todo.pop(item_id, None)
+                if pending is not None:  # None: already written (a batch run twice)
+                    generations.append(make_generation(pending[0], pending[1], output))
+            if generations:
+                sink.write_batch(run.run_id, generations)
+                run.n_generated += len(generations)
+                run.n_cited += sum(1 for g in generations if g.citations)
+                if on_progress:
+                    on_progress(len(generations))
+            if should_stop is not None and should_stop():
+                raise RunCancelled(f"cancelled after {run.n_generated} answers of the {run.mode} run")
+            if not run.todo and not run.finished:
+                _finish(sink, run, "complete")
+        missing = [r for r in runs if r.todo]
+        if missing:
+            raise RuntimeError(
+                f"the backend ended with {sum(len(r.todo) for r in missing)} answers of the "
+                f"{missing[0].mode} run not generated"
+            )
+    except BaseException:
+        # KeyboardInterrupt included: no claimed run may look complete, or stay claimed.
+        for run in runs:
+            if not run.finished:
+                try:
+                    sink.finish_run(run.run_id, "failed")
+                    run.finished = True
+                except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
+                    pass
+        raise
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # stops a backend's pipeline when the loop ends early
+
+
+def _finish(sink: Sink, run: OpenRun, status: str) -> None:
+    sink.finish_run(run.run_id, status)
+    run.finished = True
+
+
+def _difference(expected: tuple, got: tuple | None) -> str:
+    """The first field that differs, as 'dtype float32 here, bfloat16 there'."""
+    if got is None:
+        return "no report"
+    for (name, want), (_, have) in zip(expected, got):
+        if want != have:
+            return f"{name} {want} recorded, {have} on a worker"
+    return "fields differ"

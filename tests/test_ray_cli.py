@@ -1,0 +1,127 @@
+"""`python -m engine run --backend ray` as a user runs it, in subprocesses: a bad address fails in
+one line within seconds and leaves the store alone; a driver killed with -9 mid-run leaves no
+Ray worker behind for long, and running the command again completes without duplicates."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="pip install -r requirements-ray.txt")
+psutil = pytest.importorskip("psutil")
+
+from engine.__main__ import main  # noqa: E402
+from store import connect  # noqa: E402
+from test_run_experiments import make_dataset  # noqa: E402
+
+pytestmark = pytest.mark.ray
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(tmp_path: Path) -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATTRIEVAL_CACHE": str(tmp_path / "cache"),
+            "PYTHONPATH": str(ROOT)}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_bad_ray_address_exits_2_in_one_line_within_seconds_and_leaves_the_store_alone(tmp_path, tiny_llama_dir):
+    data = make_dataset(tmp_path / "d.jsonl", 2)
+    db = tmp_path / "r.duckdb"
+    address = f"127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine", "run", "--model", str(tiny_llama_dir), "--dataset", str(data),
+         "--db", str(db), "--backend", "ray", "--ray-address", address],
+        cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60,
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: no Ray cluster answers at {address} (Connection refused); start one with `ray start --head` "
+        "or check --ray-address"
+    ]
+    assert took < 10
+    assert not db.exists()
+
+
+def _ray_processes(root: psutil.Process) -> list[psutil.Process]:
+    return [p for p in root.children(recursive=True)]
+
+
+def _is_worker(proc: psutil.Process) -> bool:
+    """A Ray worker process (an actor, the probe, an idle worker); not the raylet's agents, which
+    the test ends by PID with the GCS and raylet."""
+    try:
+        name = proc.name()
+        return name.startswith("ray::") and not name.endswith("Agent")
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return False
+
+
+def test_kill_9_of_the_driver_mid_run_then_a_rerun_completes_without_duplicates(tmp_path, tiny_llama_dir):
+    data = make_dataset(tmp_path / "d.jsonl", 30)
+    db = tmp_path / "r.duckdb"
+    args = ["run", "--model", str(tiny_llama_dir), "--dataset", str(data), "--db", str(db), "--quantize", "none",
+            "--max-new-tokens", "8", "--batch-size", "1"]
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "engine", *args, "--backend", "ray", "--actors", "2"],
+        cwd=ROOT, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    leftovers: list[psutil.Process] = []
+    try:
+        # The progress bar says when the first answers are stored; kill the driver then.
+        seen = b""
+        deadline = time.monotonic() + 120
+        os.set_blocking(driver.stderr.fileno(), False)
+        while time.monotonic() < deadline and driver.poll() is None:
+            chunk = driver.stderr.read() or b""
+            seen += chunk
+            done = [int(n) for n in re.findall(rb"\| *(\d+)/90 \[", seen)]
+            if done and max(done) >= 1:
+                break
+            time.sleep(0.05)
+        assert driver.poll() is None, seen.decode(errors="replace")[-2000:]
+        leftovers = _ray_processes(psutil.Process(driver.pid))
+        workers = [p for p in leftovers if _is_worker(p)]
+        assert workers, [p.name() for p in leftovers]
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=10)
+
+        # The workers notice their raylet or driver is gone and exit.
+        gone, alive = psutil.wait_procs(workers, timeout=30)
+        assert not alive, [(p.pid, p.name()) for p in alive]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        # Whatever Ray left (its GCS and raylet of that session), ended by PID.
+        for proc in leftovers:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(leftovers, timeout=10)
+
+    with connect(db, read_only=True) as conn:
+        kept = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+        assert conn.execute("SELECT DISTINCT status FROM runs").fetchall() == [("running",)]
+    assert 1 <= kept < 90
+
+    # The run of the killed process is not owned any more; the same command resumes it (here on
+    # the local backend: a run resumes across backends) and generates only what is missing.
+    assert main(args) == 0
+    with connect(db, read_only=True) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations").fetchall() == [(90, 90)]
+        assert conn.execute("SELECT DISTINCT status FROM runs").fetchall() == [("complete",)]
