@@ -26,9 +26,11 @@ Nothing here imports ray at module level: it is an optional dependency (requirem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import socket
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +42,17 @@ from engine.errors import UserError
 INSTALL_HINT = "the Ray backend needs ray[data], which is not installed: pip install -r requirements-ray.txt"
 MAX_RETRIES = 2  # actor restarts and task retries: enough for a lost node, not a loop
 CONNECT_TIMEOUT_S = 3.0
+JOIN_WAIT_S = 3  # seconds ray.init keeps trying to reach a cluster's GCS at a given address
 # Versions that must agree between driver and workers: the driver tokenizes every prompt.
 _MATCHED_LIBRARIES = ("transformers", "tokenizers")
 
 
 def import_ray():
     """ray and ray.data, or the one-line install hint."""
+    # Ray's C++ core logs warnings straight to the driver's stderr (one a second while it looks
+    # for a cluster, one per large actor argument); read when ray is first imported. Errors
+    # still show, and everything stays in the session's log files.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         import ray
         import ray.data  # noqa: F401 - the part we use; ray without [data] lacks its dependencies
@@ -113,6 +120,34 @@ def _read(conn: socket.socket, n: int) -> bytes:
             break
         data += chunk
     return data
+
+
+@contextlib.contextmanager
+def _joining(address: str | None):
+    """While ray.init joins a cluster at an address: Ray tries to reach its GCS once a second
+    for about 20 s. Bound that wait to JOIN_WAIT_S tries (unless the user set it:
+    RAY_gcs_server_port_wait_time_s), and keep its warnings off the terminal; a local start is
+    left as Ray has it."""
+    if address in (None, "local"):
+        yield
+        return
+    changed = {}
+    for name, value in (("RAY_gcs_server_port_wait_time_s", str(JOIN_WAIT_S)),):
+        if name not in os.environ:
+            changed[name] = os.environ[name] = value
+    # Each failed try is a C++ warning written to file descriptor 2 itself, which no Python or
+    # Ray setting quiets here: set aside while joining. A failure becomes one line (start()).
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        for name in changed:
+            os.environ.pop(name, None)
 
 
 @dataclass(frozen=True)
@@ -235,13 +270,26 @@ class RayBackend:
 
             # Workers' output stays in Ray's session logs; their errors reach the driver as
             # exceptions, and the command's own progress bar is the one to watch.
-            ray.init(
-                address=self.address or "local",
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-                log_to_driver=False,
-                runtime_env=runtime_env(),
-            )
+            try:
+                with _joining(self.address):
+                    ray.init(
+                        address=self.address or "local",
+                        include_dashboard=False,
+                        logging_level=logging.WARNING,
+                        log_to_driver=False,
+                        runtime_env=runtime_env(),
+                    )
+            except (ConnectionError, RuntimeError) as err:
+                # Something answered at the address, but it is not a Ray cluster that lets us in
+                # (another gRPC service, a proxy, a cluster still starting): one line, not Ray's
+                # traceback.
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                if self.address in (None, "local"):
+                    raise UserError(f"Ray could not start on this machine ({first})") from None
+                why = "" if "Failed to connect to Ray cluster" in first else f" ({first})"
+                raise UserError(f"could not join a Ray cluster at {self.address}: something answers there but "
+                                f"lets no Ray driver in{why}; check --ray-address and that `ray start` runs "
+                                "there") from None
             self._started_ray = True
         if self.gpus_per_actor is None:
             self.gpus_per_actor = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0

@@ -57,6 +57,85 @@ def test_a_bad_ray_address_exits_2_in_one_line_within_seconds_and_leaves_the_sto
     assert not db.exists()
 
 
+def _http2_listener() -> tuple[socket.socket, int]:
+    """A port that speaks HTTP/2 but is no Ray cluster, like a web server or proxy: every request
+    gets `404`. It passes the socket pre-check, so ray.init itself is refused there."""
+    import struct
+    import threading
+
+    def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+        return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+    def read(conn: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+        return data
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(30)
+                read(conn, 24)  # the client preface
+                conn.sendall(frame(0x4, 0, 0))  # our SETTINGS
+                while True:
+                    head = read(conn, 9)
+                    length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
+                    stream = int.from_bytes(head[5:], "big") & 0x7FFFFFFF
+                    payload = read(conn, length)
+                    if kind == 0x4 and not flags & 0x1:
+                        conn.sendall(frame(0x4, 0x1, 0))  # SETTINGS ACK
+                    elif kind == 0x6 and not flags & 0x1:
+                        conn.sendall(frame(0x6, 0x1, 0, payload))  # PING ACK
+                    elif kind == 0x1:
+                        # HEADERS ":status: 404" (HPACK static index 13), END_STREAM | END_HEADERS
+                        conn.sendall(frame(0x1, 0x5, stream, b"\x8d"))
+            except OSError:
+                pass
+
+    server = socket.socket()
+    # Every interface: Ray rewrites 127.0.0.1 in an address to this machine's own IP.
+    server.bind(("0.0.0.0", 0))
+    server.listen(16)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed by the test
+                return
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line_too(tmp_path, tiny_llama_dir):
+    data = make_dataset(tmp_path / "d.jsonl", 2)
+    db = tmp_path / "r.duckdb"
+    server, port = _http2_listener()
+    try:
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine", "run", "--model", str(tiny_llama_dir), "--dataset", str(data),
+             "--db", str(db), "--backend", "ray", "--ray-address", f"127.0.0.1:{port}"],
+            cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60,
+        )
+        took = time.monotonic() - started
+    finally:
+        server.close()
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: could not join a Ray cluster at 127.0.0.1:{port}: something answers there but lets no Ray driver "
+        "in; check --ray-address and that `ray start` runs there"
+    ]
+    assert took < 20  # Ray's own tries are bounded (JOIN_WAIT_S); imports take the rest
+    assert not db.exists()
+
+
 def _ray_processes(root: psutil.Process) -> list[psutil.Process]:
     return [p for p in root.children(recursive=True)]
 
