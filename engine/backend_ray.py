@@ -49,10 +49,6 @@ _MATCHED_LIBRARIES = ("transformers", "tokenizers")
 
 def import_ray():
     """ray and ray.data, or the one-line install hint."""
-    # Ray's C++ core logs warnings straight to the driver's stderr (one a second while it looks
-    # for a cluster, one per large actor argument); read when ray is first imported. Errors
-    # still show, and everything stays in the session's log files.
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         import ray
         import ray.data  # noqa: F401 - the part we use; ray without [data] lacks its dependencies
@@ -275,7 +271,9 @@ class RayBackend:
                     ray.init(
                         address=self.address or "local",
                         include_dashboard=False,
-                        logging_level=logging.WARNING,
+                        # Errors only: Ray's warnings (token authentication on by default, and
+                        # the like) are for its operators; they stay in the session's logs.
+                        logging_level=logging.ERROR,
                         log_to_driver=False,
                         runtime_env=runtime_env(),
                     )
