@@ -284,6 +284,10 @@ class RayBackend:
                 first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 if self.address in (None, "local"):
                     raise UserError(f"Ray could not start on this machine ({first})") from None
+                if self.address == "auto" and not os.environ.get("RAY_ADDRESS"):
+                    raise UserError("--ray-address auto: no Ray cluster runs on this machine and RAY_ADDRESS is "
+                                    "not set; start one with `ray start --head`, or leave --ray-address out "
+                                    "to run Ray for this command only") from None
                 why = "" if "Failed to connect to Ray cluster" in first else f" ({first})"
                 raise UserError(f"could not join a Ray cluster at {self.address}: something answers there but "
                                 f"lets no Ray driver in{why}; check --ray-address and that `ray start` runs "
