@@ -72,11 +72,9 @@ def runs_page(db_path: Path, page: int = 1, *, model: str | None = None, metadat
 
 def study_choices(db_path: Path) -> list[tuple[str, str]]:
     """("any", "") then (label, name) for every stored study, newest first, for the study filter."""
-    from store.queries import study_listing
+    from demo.handlers.bias import study_choices as labelled  # the Bias tab's picker, same labels
 
-    found = study_listing(db_path) if Path(db_path).is_file() else ()
-    return [("any", "")] + [(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})", s.name)
-                            for s in found]
+    return [("any", "")] + labelled(db_path)
 
 
 def _clean(value: str | None) -> str | None:
