@@ -50,7 +50,7 @@ from engine.prompts import PROMPT_VERSION, PromptConfig, build_prompt
 from engine.backends import Backend, LocalBackend, PlannedBatch, Provenance, plan_batches
 from engine.sink import ExperimentSpec, RunSpec, Sink, StoredRun
 from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, Quantize, SkippedItem
-from engine.write_loop import OpenRun, RunCancelled, write_loop  # noqa: F401 - RunCancelled is part of this API
+from engine.write_loop import OpenRun, RunCancelled, fail_open_runs, write_loop  # noqa: F401 - RunCancelled is part of this API
 
 
 @dataclass(frozen=True)
@@ -488,47 +488,19 @@ def execute_plan(
     if any(run.todo for run in claimed if run.mode not in copy_from) and backend is None:
         raise ValueError("execute_plan: items to generate but no model loaded")
     provenance = backend.provenance if backend is not None else None
-    if claimed:
-        needed = {it.id for run in claimed for it in run.items}
-        sink.claim(
-            plan.spec,
-            plan.experiment_id,
-            {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
-            [_run_spec(plan, run, provenance, copy_from.get(run.mode)) for run in claimed],
-            [it for it in plan.dataset.items if it.id in needed],
-        )
-    open_runs = []
-    for run in claimed:
-        prompt = replace(request.prompt, mode=run.mode)
-        open_runs.append(OpenRun(run.run_id, run.mode, len(run.items),
-                                 {it.id: (it, prompt) for it in run.todo}))
+    opened = _claim(plan, sink, provenance, copy_from)
+    open_runs = [state for _, state in opened]
     try:
-        for run, state in zip(claimed, open_runs):
-            if run.todo and run.mode in copy_from:
-                copied = sink.copy_generations(copy_from[run.mode], run.run_id, [it.id for it in run.todo])
-                if on_progress and copied:
-                    on_progress(copied)
-                for item_id in sink.done_item_ids(run.run_id):
-                    state.todo.pop(item_id, None)
+        for run, state in opened:
+            if state.todo and run.mode in copy_from:
+                _copy_into(sink, copy_from[run.mode], state, on_progress)
         batches: tuple[PlannedBatch, ...] = ()
         if any(state.todo for state in open_runs):
             if backend is None:
                 raise ValueError("execute_plan: items to generate but no model loaded")
-            # Prompts are built here, once: the write loop needs them to resolve citations.
-            for state in open_runs:
-                for item_id, (item, prompt_config) in list(state.todo.items()):
-                    state.todo[item_id] = (item, build_prompt(item, prompt_config))
-            batches = plan_batches(
-                backend.tokenizer,
-                [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in open_runs if s.todo],
-                request.batch_size,
-            )
+            batches = _planned_batches(open_runs, request, backend)
     except BaseException:
-        for state in open_runs:
-            try:
-                sink.finish_run(state.run_id, "failed")
-            except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
-                pass
+        fail_open_runs(sink, open_runs)
         raise
     results = backend.generate(batches) if batches else iter(())
     write_loop(
@@ -540,25 +512,9 @@ def execute_plan(
         should_stop=should_stop,
         fingerprint=getattr(backend, "fingerprint", None),
     )
-    outcomes = {
-        s.run_id: RunOutcome(s.run_id, s.mode, "complete", s.n_items, s.n_generated, s.n_cited)
-        for s in open_runs
-    }
-    runs = tuple(
-        outcomes.get(run.run_id) or RunOutcome(run.run_id, run.mode, "already complete", len(run.items), 0, 0)
-        for run in plan.runs
-    )
-    mode_items: dict[Mode, int | None] = {**plan.stored_items, **{r.mode: r.n_items for r in runs}}
-    return ExperimentOutcome(
-        experiment_id=plan.experiment_id,
-        runs=runs,
-        model=request.label,
-        quantization=getattr(loaded, "quantization", None) if loaded is not None else (
-            provenance.quantization if provenance is not None else None),
-        experiment_name=plan.experiment_name,
-        mode_items=mode_items,
-        skipped=plan.skipped,
-    )
+    quantization = getattr(loaded, "quantization", None) if loaded is not None else (
+        provenance.quantization if provenance is not None else None)
+    return _outcome(plan, {s.run_id: s for s in open_runs}, quantization)
 
 
 def execute_plans(
@@ -583,20 +539,7 @@ def execute_plans(
     provenance = backend.provenance
     try:
         for index, plan in enumerate(plans):
-            claimed = [run for run in plan.runs if run.needs_claim]
-            if claimed:
-                needed = {it.id for run in claimed for it in run.items}
-                sink.claim(
-                    plan.spec,
-                    plan.experiment_id,
-                    {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
-                    [_run_spec(plan, run, provenance, (copies[index] or {}).get(run.mode)) for run in claimed],
-                    [it for it in plan.dataset.items if it.id in needed],
-                )
-            for run in claimed:
-                prompt = replace(plan.request.prompt, mode=run.mode)
-                states.append((index, run, OpenRun(run.run_id, run.mode, len(run.items),
-                                                   {it.id: (it, prompt) for it in run.todo})))
+            states += [(index, run, state) for run, state in _claim(plan, sink, provenance, copies[index] or {})]
             if on_claimed is not None:
                 on_claimed(index, plan)
         # Runs this pipeline generates: a copy from one of them waits until it is complete.
@@ -618,32 +561,51 @@ def execute_plans(
                 _copy_into(sink, source, state, on_progress)
             _generate_into([state for state, _ in deferred], plans[0].request, sink, backend, on_progress)
     except BaseException:
-        for _, _, state in states:
-            if not state.finished:
-                try:
-                    sink.finish_run(state.run_id, "failed")
-                except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
-                    pass
+        fail_open_runs(sink, [state for _, _, state in states])
         raise
-    outcomes = []
     by_run = {state.run_id: state for _, _, state in states}
-    for plan in plans:
-        runs = tuple(
-            RunOutcome(run.run_id, run.mode, "complete", s.n_items, s.n_generated, s.n_cited)
-            if (s := by_run.get(run.run_id)) is not None
-            else RunOutcome(run.run_id, run.mode, "already complete", len(run.items), 0, 0)
-            for run in plan.runs
+    return [_outcome(plan, by_run, provenance.quantization) for plan in plans]
+
+
+def _claim(plan: ExperimentPlan, sink: Sink, provenance: Provenance | None,
+           copy_from: Mapping[Mode, str]) -> list[tuple[PlannedRun, OpenRun]]:
+    """Create (or resume) the plan's runs that need it, in one transaction, each with the open
+    state the write loop fills: its items still to store, with their mode's prompt settings."""
+    claimed = [run for run in plan.runs if run.needs_claim]
+    if claimed:
+        needed = {it.id for run in claimed for it in run.items}
+        sink.claim(
+            plan.spec,
+            plan.experiment_id,
+            {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
+            [_run_spec(plan, run, provenance, copy_from.get(run.mode)) for run in claimed],
+            [it for it in plan.dataset.items if it.id in needed],
         )
-        outcomes.append(ExperimentOutcome(
-            experiment_id=plan.experiment_id,
-            runs=runs,
-            model=plan.request.label,
-            quantization=provenance.quantization,
-            experiment_name=plan.experiment_name,
-            mode_items={**plan.stored_items, **{r.mode: r.n_items for r in runs}},
-            skipped=plan.skipped,
-        ))
-    return outcomes
+    opened = []
+    for run in claimed:
+        prompt = replace(plan.request.prompt, mode=run.mode)
+        opened.append((run, OpenRun(run.run_id, run.mode, len(run.items), {it.id: (it, prompt) for it in run.todo})))
+    return opened
+
+
+def _outcome(plan: ExperimentPlan, by_run: Mapping[str, OpenRun], quantization: str | None) -> ExperimentOutcome:
+    """What a plan's execution did: its runs written here (by_run), the others already complete."""
+    runs = tuple(
+        RunOutcome(run.run_id, run.mode, "complete", s.n_items, s.n_generated, s.n_cited)
+        if (s := by_run.get(run.run_id)) is not None
+        else RunOutcome(run.run_id, run.mode, "already complete", len(run.items), 0, 0)
+        for run in plan.runs
+    )
+    mode_items: dict[Mode, int | None] = {**plan.stored_items, **{r.mode: r.n_items for r in runs}}
+    return ExperimentOutcome(
+        experiment_id=plan.experiment_id,
+        runs=runs,
+        model=plan.request.label,
+        quantization=quantization,
+        experiment_name=plan.experiment_name,
+        mode_items=mode_items,
+        skipped=plan.skipped,
+    )
 
 
 def _copy_into(sink: Sink, source: str, state: OpenRun, on_progress) -> None:
@@ -657,17 +619,23 @@ def _copy_into(sink: Sink, source: str, state: OpenRun, on_progress) -> None:
 
 def _generate_into(states: list[OpenRun], request: RunRequest, sink: Sink, backend: Backend, on_progress) -> None:
     """One pipeline for these runs' missing items (prompts built here), through the write loop."""
+    batches = _planned_batches(states, request, backend)
+    results = backend.generate(batches) if batches else iter(())
+    write_loop(states, batches, results, sink, on_progress=on_progress,
+               fingerprint=getattr(backend, "fingerprint", None))
+
+
+def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Backend) -> tuple[PlannedBatch, ...]:
+    """The runs' missing items as length-sorted batches. Each item's prompt is built here, once,
+    and kept in its run's state: the write loop needs it to resolve the citations."""
     for state in states:
         for item_id, (item, prompt_config) in list(state.todo.items()):
             state.todo[item_id] = (item, build_prompt(item, prompt_config))
-    batches = plan_batches(
+    return plan_batches(
         backend.tokenizer,
         [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in states if s.todo],
         request.batch_size,
     )
-    results = backend.generate(batches) if batches else iter(())
-    write_loop(states, batches, results, sink, on_progress=on_progress,
-               fingerprint=getattr(backend, "fingerprint", None))
 
 
 def load_model_for(request: RunRequest):

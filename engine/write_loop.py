@@ -90,19 +90,23 @@ def write_loop(
                 f"{missing[0].mode} run not generated"
             )
     except BaseException:
-        # KeyboardInterrupt included: no claimed run may look complete, or stay claimed.
-        for run in runs:
-            if not run.finished:
-                try:
-                    sink.finish_run(run.run_id, "failed")
-                    run.finished = True
-                except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
-                    pass
+        fail_open_runs(sink, runs)
         raise
     finally:
         close = getattr(results, "close", None)
         if close is not None:
             close()  # stops a backend's pipeline when the loop ends early
+
+
+def fail_open_runs(sink: Sink, runs: Sequence[OpenRun]) -> None:
+    """Mark every run not yet finished failed: on any error, KeyboardInterrupt included, no
+    claimed run may look complete or stay claimed. Called while an exception propagates."""
+    for run in runs:
+        if not run.finished:
+            try:
+                _finish(sink, run, "failed")
+            except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
+                pass
 
 
 def _finish(sink: Sink, run: OpenRun, status: str) -> None:
