@@ -2,39 +2,27 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import duckdb
 import pytest
 
-from demo.app import build_app
 from demo.handlers.bias import bias_table
 from demo.handlers.run import RunForm, cancel_run, run_batch
 from demo.jobs import JobQueue
 from demo.settings import AppSettings
+from tests.app_server import served
 from engine.errors import UserError
 
 API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs", "/bias_table", "/query_detail")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture
 def launched(tmp_path, tiny_llama):
     db = tmp_path / "app.duckdb"
-    app = build_app(AppSettings(db), jobs=JobQueue(load=lambda request: tiny_llama))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/", db
-    finally:
-        app.jobs.shutdown(timeout=30)
-        app.close()
+    with served(AppSettings(db), JobQueue(load=lambda request: tiny_llama), shutdown_timeout=30) as url:
+        yield url, db
 
 
 def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama_dir):

@@ -10,9 +10,7 @@ against values computed here straight from the store's tables and views.
 from __future__ import annotations
 
 import io
-import math
 import random
-import socket
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -375,26 +373,18 @@ def test_the_probability_plot_shows_the_stored_quartiles_per_label(db, page):
 # ---------------------------------------------------------------- the app through gradio_client
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_bias_table_endpoint_returns_tables_and_plots_for_two_experiments(db):
     import json
 
     from gradio_client import Client
 
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
+    from tests.app_server import refuse_load, served
 
-    app = build_app(AppSettings(db), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with served(AppSettings(db), JobQueue(load=refuse_load), shutdown_timeout=5) as url:
+        client = Client(url, verbose=False)
         # Two experiments as an API user sends them: comma-separated text, the multiselect left out.
         summary, results, confidence, table1, table2, cab_note, cab_plot, p_note, p_plot = client.predict(
             "exp-gender, exp-race", api_name="/bias_table")
@@ -412,9 +402,6 @@ def test_bias_table_endpoint_returns_tables_and_plots_for_two_experiments(db):
         assert "Table 2: no experiment here has complete base and cf runs" in summary
         with pytest.raises(Exception, match="no experiment 'typo' in the store"):
             client.predict("", ["typo"], api_name="/bias_table")
-    finally:
-        app.jobs.shutdown(timeout=5)
-        app.close()
 
 
 # ---------------------------------------------------------------- by study, and beyond the metrics (issue 8)
@@ -512,15 +499,12 @@ def test_the_page_shows_label_and_attrscore_shares_per_run_as_computed_in_python
 def test_study_and_shares_through_the_api_leave_bias_table_as_it_was(grouped):
     from gradio_client import Client
 
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
+    from tests.app_server import refuse_load, served
 
-    app = build_app(AppSettings(grouped), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with served(AppSettings(grouped), JobQueue(load=refuse_load), shutdown_timeout=5) as url:
+        client = Client(url, verbose=False)
         chosen, note = client.predict("paper", api_name="/bias_study")
         assert chosen == ["exp-race", "exp-gender"] and "no run yet" in note
         assert len(client.predict("", chosen, api_name="/bias_table")) == 9  # what callers unpack
@@ -531,6 +515,3 @@ def test_study_and_shares_through_the_api_leave_bias_table_as_it_was(grouped):
         assert [r["unparsed_share"] for r in shares["verification_shares"]] == [0.25]
         with pytest.raises(Exception, match="no study 'nope' in the store"):
             client.predict("nope", api_name="/bias_study")
-    finally:
-        app.jobs.shutdown(timeout=5)
-        app.close()

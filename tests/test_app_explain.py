@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -169,25 +168,17 @@ def duckdb_rows(db: Path, sql: str, params: list) -> list[tuple]:
 # ---------------------------------------------------------------- /explain through gradio_client
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_explain_through_the_api(built):
     from gradio_client import Client
 
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
+    from tests.app_server import served
 
     db, experiment_id, runs = built
-    app = build_app(AppSettings(db), jobs=JobQueue())
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with served(AppSettings(db), JobQueue(), shutdown_timeout=30) as url:
+        client = Client(url, verbose=False)
         endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
         assert [p["type"] for p in endpoints["/explain"]["parameters"]] == [{"type": "string"}] * 2
         page, table = client.predict(experiment_id, "q0", api_name="/explain")
@@ -201,9 +192,6 @@ def test_explain_through_the_api(built):
         assert [row[:2] for row in table["data"]] == [["q0", "judge"]]
         page, table = client.predict(experiment_id, "nope", api_name="/explain_run")
         assert "has no run &#x27;nope&#x27;" in page and table["data"] == []
-    finally:
-        app.jobs.shutdown(timeout=30)
-        app.close()
 
 
 # ---------------------------------------------------------------- generating in the background worker

@@ -162,19 +162,12 @@ def same_frame(back: pd.DataFrame, expected: pd.DataFrame) -> None:
 def client(store):
     from gradio_client import Client
 
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
-    from tests.test_app_api import _free_port
+    from tests.app_server import refuse_load, served
 
-    app = build_app(AppSettings(store), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False)
-    finally:
-        app.jobs.shutdown(timeout=10)
-        app.close()
+    with served(AppSettings(store), JobQueue(load=refuse_load)) as url:
+        yield Client(url, verbose=False)
 
 
 def test_runs_through_the_api_filter_and_page(client):

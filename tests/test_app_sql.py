@@ -163,19 +163,12 @@ HOSTILE = [
 
 @pytest.fixture(scope="module")
 def app_url(store):
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
-    from tests.test_app_api import _free_port
+    from tests.app_server import refuse_load, served
 
-    app = build_app(AppSettings(store), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        app.jobs.shutdown(timeout=10)
-        app.close()
+    with served(AppSettings(store), JobQueue(load=refuse_load)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -240,20 +233,13 @@ def test_the_empty_store_through_the_api_is_one_line(tmp_path):
     from gradio_client import Client
     from gradio_client.exceptions import AppError
 
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
-    from tests.test_app_api import _free_port
+    from tests.app_server import refuse_load, served
 
-    app = build_app(AppSettings(tmp_path / "none.duckdb"), jobs=JobQueue(load=lambda request: pytest.fail("no load")))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
+    with served(AppSettings(tmp_path / "none.duckdb"), JobQueue(load=refuse_load)) as url:
         with pytest.raises(AppError, match="^nothing is stored yet"):
-            Client(f"http://127.0.0.1:{port}/", verbose=False).predict("SELECT 1", api_name="/sql")
-    finally:
-        app.jobs.shutdown(timeout=10)
-        app.close()
+            Client(url, verbose=False).predict("SELECT 1", api_name="/sql")
     assert not (tmp_path / "none.duckdb").exists()
 
 

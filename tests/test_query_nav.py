@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import re
-import socket
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -204,24 +203,16 @@ def test_an_unreadable_store_names_no_server_path(tmp_path):
 # ---------------------------------------------------------------- the launched app, through gradio_client
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_query_endpoints_through_gradio_client(db):
     from gradio_client import Client
 
-    from demo.app import build_app
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
+    from tests.app_server import refuse_load, served
 
-    app = build_app(AppSettings(db), jobs=JobQueue(load=lambda request: pytest.fail("nothing may load")))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with served(AppSettings(db), JobQueue(load=refuse_load)) as url:
+        client = Client(url, verbose=False)
         endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
         assert [p["type"] for p in endpoints["/query_detail"]["parameters"]] == [{"type": "string"}] * 2
         assert [p["parameter_name"] for p in endpoints["/query_items"]["parameters"]] == ["experiment", "search", "changed"]
@@ -233,6 +224,3 @@ def test_query_endpoints_through_gradio_client(db):
         assert client.predict(EXPERIMENT, "capital", "modes", api_name="/query_items") == ["paris", "madrid"]
         with pytest.raises(Exception, match="unknown experiment 'nope'"):
             client.predict("nope", api_name="/query_items")
-    finally:
-        app.jobs.shutdown(timeout=10)
-        app.close()

@@ -8,10 +8,10 @@ import time
 import duckdb
 import pytest
 
-from demo.app import build_app
 from demo.jobs import JobQueue
 from demo.settings import AppSettings
-from tests.test_app_api import _free_port, launched  # noqa: F401 - the shared fixture
+from tests.app_server import served
+from tests.test_app_api import launched  # noqa: F401 - the shared fixture
 
 FINISHED = ("complete", "failed", "cancelled")
 
@@ -120,15 +120,8 @@ def test_every_option_reaches_the_stored_run(launched, tiny_llama_dir, tmp_path)
 def space(tmp_path, tiny_llama):
     """The app as a Space serves it: no local paths, a 1 MB upload limit (Gradio's and the handler's)."""
     settings = AppSettings(tmp_path / "space.duckdb", allow_local_paths=False, max_upload_mb=1)
-    app = build_app(settings, jobs=JobQueue(load=lambda request: tiny_llama))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-               max_file_size=settings.max_upload_bytes)
-    try:
-        yield f"http://127.0.0.1:{port}/", settings.db_path
-    finally:
-        app.jobs.shutdown(timeout=30)
-        app.close()
+    with served(settings, JobQueue(load=lambda request: tiny_llama), shutdown_timeout=30, max_file_size=settings.max_upload_bytes) as url:
+        yield url, settings.db_path
 
 
 def test_a_space_refuses_server_paths_and_big_uploads(space, tmp_path):
