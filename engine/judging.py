@@ -12,6 +12,13 @@ from collections.abc import Iterable
 from engine.errors import UserError
 
 
+def add_target_options(p: argparse.ArgumentParser) -> None:
+    """--experiment or --run: the stored answers to ask about."""
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--experiment", help="every run of this experiment (id or name; see `python -m engine list`)")
+    which.add_argument("--run", help="one run by id")
+
+
 def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: int) -> None:
     """--model, --limit, --batch-size, --max-new-tokens, --quantize, --device, --dtype, --db."""
     p.add_argument("--model", default=None,

@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from engine.judging import add_model_options, answered_runs, check_args, check_lengths, choose_model, load
+from engine.judging import add_model_options, add_target_options, answered_runs, check_args, check_lengths, choose_model, load
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,23 +24,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "explanation with its tokens, raw log-probs, the document numbers it mentions and whether "
         "it gives a label as a reason.",
     )
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--experiment", help="every run of this experiment (id or name; see `python -m engine list`)")
-    which.add_argument("--run", help="one run by id")
+    add_target_options(p)
     add_model_options(p, role="explainer", max_new_tokens=256)
     p.set_defaults(main=main)
 
 
-def main(args: argparse.Namespace) -> int:
+def chosen_runs(args: argparse.Namespace, verb: str):
+    """(store path, the runs of --experiment / --run that have answers, model to load, its name as
+    stored) for `explain` and `verify`; a UserError in one line when any of them is wrong."""
     from engine.commands.bias import db_path, unknown_experiment
-    from store.queries import explain_runs, explain_sources
+    from store.queries import explain_runs
 
     check_args(args)
     path = db_path(args.db)
     runs = explain_runs(path, experiment=args.experiment, run=args.run)
     unknown = unknown_experiment(path, args.experiment) if runs is None and args.experiment is not None else ""
-    answered = answered_runs(runs, path, args, "explain", unknown)
-    model, label = choose_model(args.model, answered)
+    answered = answered_runs(runs, path, args, verb, unknown)
+    return (path, answered, *choose_model(args.model, answered))
+
+
+def main(args: argparse.Namespace) -> int:
+    from store.queries import explain_sources
+
+    path, answered, model, label = chosen_runs(args, "explain")
 
     todo = [(run, explain_sources(path, run, label, args.limit)) for run in answered]
     n_todo = sum(len(s) for _, s in todo)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.judging import add_model_options, answered_runs, check_args, check_lengths, choose_model, load
+from engine.commands.explain import chosen_runs
+from engine.judging import add_model_options, add_target_options, check_lengths, load
 
 # Top alternatives recorded per step: enough that every tokenization of the three class words
 # the judge ranks plausibly ("Att", " Att", "**Att", "attrib", ...) is among them.
@@ -28,23 +29,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(the document lacks the information) or contradictory. Stores each verdict, the raw output "
         "and each class's probability, and prints per run the share of each class.",
     )
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--experiment", help="every run of this experiment (id or name; see `python -m engine list`)")
-    which.add_argument("--run", help="one run by id")
+    add_target_options(p)
     add_model_options(p, role="judge", max_new_tokens=16)
     p.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.commands.bias import db_path, unknown_experiment
-    from store.queries import explain_runs, verify_sources
+    from store.queries import verify_sources
 
-    check_args(args)
-    path = db_path(args.db)
-    runs = explain_runs(path, experiment=args.experiment, run=args.run)
-    unknown = unknown_experiment(path, args.experiment) if runs is None and args.experiment is not None else ""
-    answered = answered_runs(runs, path, args, "verify", unknown)
-    model, label = choose_model(args.model, answered)
+    path, answered, model, label = chosen_runs(args, "verify")
 
     todo = [(run, verify_sources(path, run, label, args.limit)) for run in answered]
     n_todo = sum(len(s.claims) for _, sources in todo for s in sources)
