@@ -14,6 +14,9 @@ from typing import Callable, Sequence
 
 import duckdb
 
+from engine.errors import UserError
+from store.db import connect
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -45,9 +48,12 @@ def kill_once_stored(args: Sequence[str], db: Path, count_sql: str, at_least: in
             if not db.exists():
                 continue
             try:
-                with duckdb.connect(str(db), read_only=True) as conn:
+                # The store's own connect: it waits for the writer's lock between two batch
+                # commits, where a bare duckdb.connect fails whenever the writer holds it and can
+                # miss the whole short command.
+                with connect(db, read_only=True, timeout_s=5) as conn:
                     stored = conn.execute(count_sql).fetchone()[0]
-            except duckdb.Error:  # held by the writer for an instant, or no schema yet
+            except (duckdb.Error, UserError):  # no schema yet, or still locked after 5 s
                 continue
         assert proc.poll() is None, f"`{args[0]}` finished before it could be killed; give it more work"
         assert stored >= at_least, f"`{args[0]}` stored {stored} rows in {timeout:.0f} s, not {at_least}"

@@ -329,7 +329,7 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     from engine.runner import RunRequest, run_experiment
     from store.run_store import RunStore
 
-    n = 16
+    n = 40  # about 3 s of explaining on 2 cores: room to be killed in the middle
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", n))
     db = tmp_path / "k.duckdb"
     request = RunRequest(model=str(tiny_llama_dir), modes=("base",), prompt=PromptConfig(metadata=METADATA_TYPES["race"]),
