@@ -124,3 +124,14 @@ def test_the_docker_entry_point_starts_the_app_and_the_cli_quickstart_stays_docu
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     quick_start = readme[readme.index("## Quick start"):readme.index("### Dependencies")]
     assert "python -m engine quickstart" in quick_start
+
+
+def test_the_license_file_and_the_space_front_matter_name_the_same_license():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License")
+    assert _front_matter()["license"] == "mit"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # a stranger who wants to cite the tool finds the three papers it implements
+    section = readme[readme.index("## License and how to cite"):readme.index("## Layout")]
+    for paper in ("PAttriEval", "self-interpretations", "Automatic Evaluation of Attribution"):
+        assert paper in section, paper
