@@ -65,6 +65,7 @@ class Tolerance:
 
     per_token: float  # every compared value
     mean: float  # mean over all compared values
+    tie: float  # how far a greedy choice may trail the forward pass's best (a near-tie rounding flips)
     why: str
 
 
@@ -76,21 +77,23 @@ class Tolerance:
 # when the compute dtype is float32: measured here on the tiny Llama in 4-bit on CPU, batched
 # generate against a forward pass differed by up to 1.7e-2 nats (mean 4e-4), where unquantized
 # float32 differed by at most 2e-5. So any quantized model gets the half-precision tolerance.
+# The half-precision bounds are reasoned, not measured on a 7B model on a GPU (none was lent to
+# this project): the report prints the measured max and mean, so the margin is always visible.
 TOLERANCE_FP32 = Tolerance(
-    1e-3, 1e-4,
+    1e-3, 1e-4, 1e-3,
     "float32 compute, unquantized: the two paths differ only in summation order (about 1e-6 "
     "relative; at most 2e-5 nats measured on the tiny models), so 1e-3 is headroom and still far "
     "below the faults looked for",
 )
 TOLERANCE_HALF = Tolerance(
-    0.5, 0.05,
+    1.0, 0.05, 0.25,
     "half precision (bf16/fp16 compute, or any 4-bit/8-bit model, whose bitsandbytes kernels "
     "compute in bf16 and change with the batch's row count): bf16 keeps 8 significant bits, so "
     "a logit near 20 is rounded by up to 0.06, and the batched, cached path runs other kernels "
-    "than one forward pass; single tokens may differ by tenths of a nat while the mean stays at "
-    "hundredths; the faults looked for (a step off by one, another row's values after the "
-    "length sort, tempered or truncated values, padding leaking into attention) move the mean "
-    "by more",
+    "than one forward pass; single values may differ by tenths of a nat (bound: 1 nat, a factor "
+    "e in probability) while the mean stays at hundredths (bound: 0.05); the faults looked for "
+    "(a step off by one, another row's values after the length sort, tempered values) move the "
+    "mean by more",
 )
 
 
@@ -368,7 +371,7 @@ def compare_logprobs(
                 if gap > worst[0]:
                     worst = (gap, f"item {prompt.item_id} token {step} ({token.token!r}): recorded {recorded:.5f}, forward {expected:.5f}")
             best = float(row.max())
-            if float(row[token.token_id]) < best - tolerance.per_token:
+            if float(row[token.token_id]) < best - tolerance.tie:
                 not_argmax.append(f"item {prompt.item_id} token {step} ({token.token!r}): {float(row[token.token_id]):.4f} < best {best:.4f}")
         n_tokens += len(new_ids)
     if not gaps:
@@ -383,7 +386,7 @@ def compare_logprobs(
     if not_argmax:
         greedy = Check("greedy", "FAIL", f"{len(not_argmax)} of {n_tokens} chosen tokens are not the forward pass's best: {not_argmax[0]}")
     else:
-        greedy = Check("greedy", "PASS", f"all {n_tokens} chosen tokens are the forward pass's most likely (ties within {tolerance.per_token:g})")
+        greedy = Check("greedy", "PASS", f"all {n_tokens} chosen tokens are the forward pass's most likely (ties within {tolerance.tie:g})")
     return logprobs, greedy, diff
 
 

@@ -28,7 +28,7 @@ from engine.selfcheck import (
     sample_prompts,
 )
 from engine.tiny_model import LLAMA3_CHAT_TEMPLATE, OPENCHAT36_CHAT_TEMPLATE, write_tiny_model
-from engine.types import TokenLogprob
+from engine.types import Prompt
 
 # Small enough to keep each check in seconds on a loaded 2-core machine, big enough to compare
 # several tokens per answer and to time a real batch.
@@ -152,8 +152,10 @@ def test_bos_check_counts_the_prompts_it_is_given(tiny_llama, items):
 
 
 @pytest.fixture(scope="module")
-def greedy_answers(tiny_llama, items):
-    prompts = [p for p, _ in sample_prompts(items, 2)]
+def greedy_answers(tiny_llama):
+    # Short prompts: these tests run several forward passes, and the checks never look at length.
+    prompts = [Prompt(f"q{i}", text, (), ()) for i, text in enumerate(
+        ["Document [1](The Eiffel Tower was completed in 1889.) Question: when?", "Who won the Nobel Prize in 1903?"])]
     return prompts, generate(tiny_llama, [p.text for p in prompts], GenerationConfig(max_new_tokens=6, batch_size=2))
 
 
@@ -189,11 +191,12 @@ def test_the_logprob_check_catches_the_faults_it_exists_for(tiny_llama, greedy_a
         assert "worst: item" in check.detail
 
 
-def test_the_greedy_check_catches_sampling(tiny_llama, greedy_answers):
+@pytest.mark.parametrize("tolerance", [TOLERANCE_FP32, TOLERANCE_HALF], ids=["fp32", "half"])
+def test_the_greedy_check_catches_sampling(tiny_llama, greedy_answers, tolerance):
     prompts, _ = greedy_answers
     sampled = generate(tiny_llama, [p.text for p in prompts],
                        GenerationConfig(max_new_tokens=6, batch_size=2, do_sample=True, temperature=2.0, seed=1))
-    logprobs, greedy, _ = compare_logprobs(tiny_llama, prompts, sampled, TOLERANCE_FP32)
+    logprobs, greedy, _ = compare_logprobs(tiny_llama, prompts, sampled, tolerance)
     assert logprobs.status == "PASS"  # raw log-probs are recorded right whatever was sampled
     assert greedy.status == "FAIL" and "not the forward pass's best" in greedy.detail
 
