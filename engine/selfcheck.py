@@ -81,19 +81,15 @@ class Tolerance:
 # this project): the report prints the measured max and mean, so the margin is always visible.
 TOLERANCE_FP32 = Tolerance(
     1e-3, 1e-4, 1e-3,
-    "float32 compute, unquantized: the two paths differ only in summation order (about 1e-6 "
-    "relative; at most 2e-5 nats measured on the tiny models), so 1e-3 is headroom and still far "
-    "below the faults looked for",
+    "float32, unquantized: the two paths differ only in summation order (at most 2e-5 nats on the "
+    "tiny models), far below the faults looked for",
 )
 TOLERANCE_HALF = Tolerance(
     1.0, 0.05, 0.25,
-    "half precision (bf16/fp16 compute, or any 4-bit/8-bit model, whose bitsandbytes kernels "
-    "compute in bf16 and change with the batch's row count): bf16 keeps 8 significant bits, so "
-    "a logit near 20 is rounded by up to 0.06, and the batched, cached path runs other kernels "
-    "than one forward pass; single values may differ by tenths of a nat (bound: 1 nat, a factor "
-    "e in probability) while the mean stays at hundredths (bound: 0.05); the faults looked for "
-    "(a step off by one, another row's values after the length sort, tempered values) move the "
-    "mean by more",
+    "bf16/fp16 or 4-bit/8-bit (bitsandbytes computes in bf16): batched, cached generation runs "
+    "other kernels than one forward pass, and bf16 rounds a logit near 20 by up to 0.06, so single "
+    "values may differ by tenths of a nat; the faults looked for (a step off by one, rows swapped "
+    "after the length sort, tempered values) move the mean by more",
 )
 
 
