@@ -438,7 +438,8 @@ def run_selfcheck(
         check_roles(loaded, prompts),
         check_control_text(loaded),
     ]
-    # Greedy, as `run` decodes by default; top-n so the alternatives are checked too.
+    # Greedy, as `run` decodes by default; top-n so the alternatives are checked too; one batch
+    # of prompts of different lengths, so left padding is in what the forward pass checks.
     config = GenerationConfig(max_new_tokens=max_new_tokens, batch_size=len(prompts), top_n_logprobs=top_n_logprobs)
     step(f"generating {len(prompts)} answers")
     outputs = generate(loaded, [p.text for p in prompts], config)
@@ -450,7 +451,7 @@ def run_selfcheck(
     timing = None
     if batch_size:
         step(f"timing a batch of {batch_size}")
-        texts = [p.text for p, _ in sample_prompts(items, len(items))]
+        texts = [p.text for p, _ in sample_prompts(items, batch_size)]  # repeated when items are fewer
         batch = [texts[i % len(texts)] for i in range(batch_size)]
         timing = time_batch(loaded, batch, replace(config, top_n_logprobs=0))
     answers = tuple(

@@ -107,6 +107,7 @@ def main(args: argparse.Namespace) -> int:
 
     from engine.commands.run import HF_TOKEN_WARNING
     from engine.data import load_dataset
+    from engine.errors import UserError
     from engine.model_choice import resolve_model
     from engine.models import load_model
     from engine.paths import SAMPLE_DATASET
@@ -129,6 +130,9 @@ def main(args: argparse.Namespace) -> int:
     report = replace(report, model_id=label)  # "smoke (tiny random Llama)", not a cache path
     print_report(report, dataset.source)
     if args.json is not None:
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        try:
+            Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        except OSError as err:
+            raise UserError(f"--json {args.json}: {err.strerror or err}") from None
         print(f"report written to {args.json}")
     return 0 if report.passed else 1
