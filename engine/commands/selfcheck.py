@@ -36,9 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c = p.add_argument_group("check")
     c.add_argument("--dataset", default=None, help="items to prompt with (default: the bundled data/sample_nq.jsonl)")
     c.add_argument("--answers", type=int, default=3, metavar="N", help="answers generated and checked (default: %(default)s)")
-    c.add_argument("--max-new-tokens", type=int, default=64, help="most tokens per answer (default: %(default)s)")
+    c.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="most tokens per answer (default: %(default)s)")
     c.add_argument(
-        "--batch-size", type=int, default=8,
+        "--batch-size", type=int, default=8, metavar="N",
         help="prompts in the timed batch, as `run --batch-size`; 0 = no timing (default: %(default)s)",
     )
     c.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON to PATH (default: none)")
