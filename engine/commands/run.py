@@ -22,6 +22,8 @@ from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARI
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
 MAX_EXPERIMENT_NAME = 100
+HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
+                    "set HF_TOKEN or run `hf auth login` once instead")
 
 
 def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> None:
@@ -64,17 +66,7 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         help=f"self-interpretation question added to the prompt: {', '.join(XAI_VARIANTS)}{grid} (default: %(default)s)",
     )
     m = p.add_argument_group("model and generation")
-    m.add_argument(
-        "--quantize", default="auto", choices=QUANTIZATIONS,
-        help="auto = 4bit on a GPU, none on CPU (default: %(default)s)",
-    )
-    m.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
-    m.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
-    m.add_argument(
-        "--hf-token", default=None,
-        help="for gated models; visible to other users in `ps`, so prefer $HF_TOKEN or `hf auth "
-        "login` (default: $HF_TOKEN, else the Hugging Face login cache); never stored",
-    )
+    add_loading_args(m)
     m.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
     m.add_argument(
         "--max-new-tokens", type=int, default=256,
@@ -117,6 +109,22 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     s.add_argument(
         "--repeat", action="store_true",
         help="start a new experiment even if an identical one exists (default: resume or reuse it)",
+    )
+
+
+def add_loading_args(group) -> None:
+    """How the model is loaded (--quantize, --device, --dtype, --hf-token), shared with `selfcheck`
+    so that it loads a model exactly as `run` does."""
+    group.add_argument(
+        "--quantize", default="auto", choices=QUANTIZATIONS,
+        help="auto = 4bit on a GPU, none on CPU (default: %(default)s)",
+    )
+    group.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
+    group.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
+    group.add_argument(
+        "--hf-token", default=None,
+        help="for gated models; visible to other users in `ps`, so prefer $HF_TOKEN or `hf auth "
+        "login` (default: $HF_TOKEN, else the Hugging Face login cache); never stored",
     )
 
 
@@ -278,11 +286,7 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     check_backend_args(args)
     on_ray = getattr(args, "backend", "local") == "ray"
     if args.hf_token:
-        print(
-            "warning: --hf-token is visible to other users in the process list; "
-            "set HF_TOKEN or run `hf auth login` once instead",
-            file=sys.stderr,
-        )
+        print(HF_TOKEN_WARNING, file=sys.stderr)
     # The dataset is identified by all its valid items; --limit picks the runs' prefix of them.
     # top_k: an item must have a relevant document among those the model will be shown.
     dataset = load_dataset(dataset_path, skip_invalid=args.skip_invalid, top_k=args.top_k)
@@ -450,8 +454,7 @@ def run_study(args: argparse.Namespace, grid) -> list:
     # Every configuration's options are checked before the dataset or any model is touched.
     requests = [build_request(configuration_args(args, c, grid), c["model"], c["model"]) for c in configurations]
     if args.hf_token:
-        print("warning: --hf-token is visible to other users in the process list; "
-              "set HF_TOKEN or run `hf auth login` once instead", file=sys.stderr)
+        print(HF_TOKEN_WARNING, file=sys.stderr)
     datasets = {}
     for c in configurations:
         if c["top_k"] not in datasets:
