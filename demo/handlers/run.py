@@ -76,11 +76,14 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
                         and not form.local_path.strip() else f"{Path(dataset).name}: no such file or folder")
     uploaded = not form.local_path.strip() and form.dataset not in ("", SAMPLE) and _in_upload_folder(dataset)
-    spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid)
+    # Where strangers are served, the store names even the bundled sample by its file name: the
+    # SQL console shows the store to every visitor, and server paths are not theirs to see.
+    named = uploaded or not settings.allow_local_paths
+    spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
+                   dataset_name=Path(dataset).name if named else None)
     if uploaded:
         # Moved before the submit: the worker may start the job at once.
-        spec = replace(spec, dataset_path=_take_upload(dataset), dataset_name=Path(dataset).name,
-                       delete_after_load=True)
+        spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)
     try:
         return jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
                            max_per_owner=settings.max_jobs_per_visitor)
