@@ -64,7 +64,9 @@ def test_a_visitor_looping_slow_queries_does_not_make_another_wait(tmp_path):
             except AppError as err:
                 outcomes.append(str(err))
     assert table["data"] == [[1]]
-    assert waited < 5.0, f"SELECT 1 waited {waited:.1f} s"
+    # Not behind even one of the hog's 10-s queries (before: behind all four, 40.7 s). Measured
+    # 4.9 s on a 2-core machine at load 14, the hog's query spinning a core meanwhile.
+    assert waited < 8.0, f"SELECT 1 waited {waited:.1f} s"
     refused = [o for o in outcomes if "your previous query is still running" in o]
     assert len(refused) == 3, outcomes
 
