@@ -61,7 +61,7 @@ class AppSettings:
 
 
 def settings_from_env(db: str | None = None, read_only: bool = False, *, share: bool = False,
-                      local_paths: bool | None = None) -> AppSettings:
+                      local_paths: bool | None = None, operator: bool | None = None) -> AppSettings:
     """Settings from flags, falling back on PATTRIEVAL_* environment variables (UserError if malformed)."""
     from engine.errors import UserError
     from engine.paths import default_db_path
@@ -76,7 +76,8 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
     strangers = bool(os.environ.get("SPACE_ID")) or share
     if local_paths is None:
         local_paths = not strangers
-    operator = _flag("PATTRIEVAL_OPERATOR")
+    if operator is None:
+        operator = _flag("PATTRIEVAL_OPERATOR")
     # "*": any Hub id (the operator's token still serves only the default list).
     listed = tuple(m.strip() for m in allowed.split(",") if m.strip()) if allowed and allowed != "*" else None
     if allowed == "*" or not strangers:
