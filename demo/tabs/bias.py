@@ -21,12 +21,11 @@ from demo.settings import AppSettings
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
-
-    from demo.toasts import error
     import pandas as pd
 
     from demo import plots
     from demo.handlers import bias as bias_handlers
+    from demo.toasts import error
     from engine.errors import UserError
 
     def bias(text, chosen):

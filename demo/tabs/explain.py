@@ -20,12 +20,11 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.handlers import explain as explain_handlers
+    from demo.handlers import query as query_handlers
     from demo.jobs import QueueFull
     from demo.toasts import error, with_request
     from demo.visitors import visitor_id
-
-    from demo.handlers import explain as explain_handlers
-    from demo.handlers import query as query_handlers
     from engine.errors import UserError
 
     def stored() -> bool:

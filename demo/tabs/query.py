@@ -20,9 +20,8 @@ _REPLACE_URL_JS = """(link) => {
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    from demo.toasts import error
-
     from demo.handlers import query as query_handlers
+    from demo.toasts import error
     from engine.errors import UserError
 
     def stored() -> bool:

@@ -14,11 +14,10 @@ MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "c
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
-
-    from demo.toasts import error
     import pandas as pd
 
     from demo.handlers import runs as runs_handlers
+    from demo.toasts import error
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 

@@ -10,12 +10,10 @@ from demo.settings import AppSettings
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
-
-    from demo.toasts import error
     import pandas as pd
 
     from demo.handlers import sql as sql_handlers
-    from demo.toasts import with_request
+    from demo.toasts import error, with_request
     from engine.errors import UserError
 
     gate = sql_handlers.SqlGate()
