@@ -9,8 +9,9 @@ One job at a time: one GPU holds one 7-8B model in 4-bit, and two runs on it wou
 share its memory bandwidth. The loaded model stays cached for the next job with the same
 model settings; a job with another model frees it first, so two never sit in memory at once.
 
-Cancel stops at the next check: between the job's steps (dataset, plan, model load), every
-few hundred items while items are stored or prompts are built, and after each committed batch
+Cancel stops at the next check, within seconds: between the job's steps (dataset, plan, model
+load), every 500 items while items are stored or prompts are built, at every decoding step of
+the batch in flight (a batch cut short is not written), and after each committed batch
 (engine.runner.execute_plan's `should_stop`). What was committed stays, the run ends as failed,
 and submitting the same settings resumes it.
 
