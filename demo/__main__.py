@@ -11,7 +11,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m demo", description="Launch the PAttriEval app.",
         epilog="Operator settings (environment): PATTRIEVAL_DB, PATTRIEVAL_READ_ONLY, PATTRIEVAL_MAX_ITEMS, "
         "PATTRIEVAL_ALLOWED_MODELS, PATTRIEVAL_MAX_UPLOAD_MB, PATTRIEVAL_LOCAL_PATHS, PATTRIEVAL_RESULTS_REPO, "
-        "PATTRIEVAL_RESULTS_FILE; see the README.",
+        "PATTRIEVAL_RESULTS_FILE, PATTRIEVAL_MAX_NEW_TOKENS, PATTRIEVAL_MAX_TOP_LOGPROBS, "
+        "PATTRIEVAL_MAX_JOBS_PER_VISITOR, PATTRIEVAL_MAX_QUEUED_JOBS, PATTRIEVAL_OPERATOR; see the README.",
     )
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB, /data/pattrieval.duckdb or "
                    "results/pattrieval.duckdb)")
@@ -22,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-local-paths", action="store_true",
                    help="accept only the bundled sample and uploads as datasets, and only Hub ids as models "
                    "(default: on a Space or with --share; or PATTRIEVAL_LOCAL_PATHS=0)")
+    p.add_argument("--operator", action="store_true",
+                   help="every visitor is the operator: sees and cancels every job (default: on the desktop, off "
+                   "on a Space or with --share; or PATTRIEVAL_OPERATOR=1)")
     return p
 
 
@@ -35,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = settings_from_env(args.db, args.read_only, share=args.share,
-                                     local_paths=False if args.no_local_paths else None)
+                                     local_paths=False if args.no_local_paths else None,
+                                     operator=True if args.operator else None)
         # A folder, a foreign or damaged file, or a newer schema is refused before anything
         # starts (nothing is written; a path that does not exist yet is created by the first run).
         check_database(settings.db_path)

@@ -10,6 +10,8 @@ from typing import Any
 
 from demo.settings import AppSettings
 
+UPLOAD_MAX_AGE_S = 3600
+
 def build_app(settings: AppSettings, jobs: Any = None):
     """The app as gr.Blocks; `jobs` defaults to a new background JobQueue."""
     import gradio as gr
@@ -19,7 +21,10 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     if jobs is None:
         jobs = JobQueue()
-    with gr.Blocks(title="PAttriEval") as app:
+    # Uploads checked but never run stay in Gradio's cache, where /gradio_api/file= serves them to
+    # whoever has the path: every 10 minutes, files older than an hour are deleted (a run's upload
+    # leaves the cache at once, see demo.handlers.run.run_batch).
+    with gr.Blocks(title="PAttriEval", delete_cache=(600, UPLOAD_MAX_AGE_S)) as app:
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
         gr.Markdown(_gpu_banner())
         with gr.Tabs() as tabs:

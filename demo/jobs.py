@@ -9,8 +9,16 @@ One job at a time: one GPU holds one 7-8B model in 4-bit, and two runs on it wou
 share its memory bandwidth. The loaded model stays cached for the next job with the same
 model settings; a job with another model frees it first, so two never sit in memory at once.
 
-Cancel stops after the batch in flight (engine.runner.execute_plan's `should_stop`): what was
-committed stays, the run ends as failed, and submitting the same settings resumes it.
+Cancel stops at the next check, within seconds: between the job's steps (dataset, plan, model
+load), every 500 items while items are stored or prompts are built, at every decoding step of
+the batch in flight (a batch cut short is not written), and after each committed batch
+(engine.runner.execute_plan's `should_stop`). What was committed stays, the run ends as failed,
+and submitting the same settings resumes it.
+
+Jobs belong to the visitor who queued them (`owner`: the Gradio session, see demo.visitors):
+ids are unguessable, and a visitor's status and cancel reach only their own jobs; an operator
+(owner None) sees and cancels all. Caps on queued jobs, per visitor and in all, are checked at
+submit, so one client cannot fill the single worker's queue for everyone.
 
 A token typed into the app travels in the job's RunRequest only until the model is loaded; it
 is then dropped from the job, and JobStatus never carries it.
@@ -19,7 +27,7 @@ is then dropped from the job, and JobStatus never carries it.
 from __future__ import annotations
 
 import gc
-import itertools
+import secrets
 import sys
 import threading
 import traceback
@@ -45,6 +53,10 @@ class JobSpec:
     request: Any  # engine.runner.RunRequest; its hf_token is dropped once the model is loaded
     db_path: Path
     skip_invalid: bool = False
+    # An upload: the name the store records in place of the path, and whether the file (a
+    # private copy, see demo.handlers.run) is deleted once loaded.
+    dataset_name: str | None = None
+    delete_after_load: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,9 @@ class _ModelKey:
     quantize: str
     device: str
     dtype: str
+    # Whose access loaded it: a digest of the typed token, "environment" or "none". A model a
+    # visitor's token opened is not handed to a later job without that token.
+    access: str
 
 
 class ModelCache:
@@ -99,7 +114,7 @@ class ModelCache:
 
     def get(self, request: Any) -> Any:
         """The model the request names, loaded now or kept from the previous job."""
-        key = _ModelKey(request.model, request.quantize, request.device, request.dtype)
+        key = _ModelKey(request.model, request.quantize, request.device, request.dtype, _access(request))
         if key != self._key:
             self.clear()
             self._model = self._load(request)
@@ -124,12 +139,17 @@ class ModelCache:
             pass
 
 
+class QueueFull(Exception):
+    """A submit refused by a cap on queued jobs; its message is one line for the visitor."""
+
+
 class _Job:
     """A job's mutable bookkeeping; read through JobStatus snapshots only."""
 
-    def __init__(self, job_id: str, spec: JobSpec | ExplainSpec):
+    def __init__(self, job_id: str, spec: JobSpec | ExplainSpec, owner: str | None):
         self.job_id = job_id
         self.spec = spec
+        self.owner = owner  # the visitor who queued it; None: the operator
         self.state: JobState = "queued"
         self.n_done = 0
         self.n_total: int | None = None
@@ -154,17 +174,26 @@ class JobQueue:
         self._wake = threading.Condition(self._lock)
         self._jobs: dict[str, _Job] = {}
         self._queue: deque[str] = deque()
-        self._ids = itertools.count(1)
         self._worker: threading.Thread | None = None
         self._closing = False
 
-    def submit(self, spec: JobSpec | ExplainSpec) -> str:
-        """Queue a job (a run, or explanations) and return its id."""
+    def submit(self, spec: JobSpec | ExplainSpec, owner: str | None = None, *,
+               max_queued: int | None = None, max_per_owner: int | None = None) -> str:
+        """Queue a job (a run, or explanations) for `owner` and return its id; QueueFull when
+        the owner already has `max_per_owner` unfinished jobs or `max_queued` jobs wait in all."""
         with self._wake:
             if self._closing:
                 raise RuntimeError("the job queue is shut down")
-            job_id = f"job-{next(self._ids)}"
-            self._jobs[job_id] = _Job(job_id, spec)
+            if max_per_owner is not None and owner is not None:
+                mine = sum(1 for j in self._jobs.values() if j.owner == owner and j.state not in FINISHED_STATES)
+                if mine >= max_per_owner:
+                    raise QueueFull(f"you already have {mine} job{'s' if mine != 1 else ''} queued or running "
+                                    f"(at most {max_per_owner} here); wait for one to finish or cancel one")
+            if max_queued is not None and len(self._queue) >= max_queued:
+                raise QueueFull(f"the queue is full ({len(self._queue)} jobs waiting); try again later")
+            # Unguessable: an id is what a visitor's status and cancel calls name.
+            job_id = f"job-{secrets.token_urlsafe(12)}"
+            self._jobs[job_id] = _Job(job_id, spec, owner)
             self._queue.append(job_id)
             self._forget_old()
             if self._worker is None:
@@ -173,29 +202,32 @@ class JobQueue:
             self._wake.notify()
         return job_id
 
-    def status(self, job_id: str) -> JobStatus | None:
-        """A snapshot of one job, or None if the id is unknown."""
+    def status(self, job_id: str, owner: str | None = None) -> JobStatus | None:
+        """A snapshot of one job, or None if the id is unknown or the job is another visitor's
+        (owner None: the operator, who sees every job)."""
         with self._lock:
             job = self._jobs.get(job_id)
-            return self._snapshot(job) if job else None
+            return self._snapshot(job) if job and _visible_to(job, owner) else None
 
-    def statuses(self) -> tuple[JobStatus, ...]:
-        """Every known job, newest first."""
+    def statuses(self, owner: str | None = None) -> tuple[JobStatus, ...]:
+        """The owner's jobs (the operator's view, owner None: every job), newest first."""
         with self._lock:
-            return tuple(self._snapshot(j) for j in reversed(self._jobs.values()))
+            return tuple(self._snapshot(j) for j in reversed(self._jobs.values()) if _visible_to(j, owner))
 
-    def cancel(self, job_id: str) -> bool:
-        """Cancel a queued job at once, or a running one after its batch in flight."""
+    def cancel(self, job_id: str, owner: str | None = None) -> bool:
+        """Cancel one's own queued job at once, or a running one at its next check (seconds)."""
         with self._lock:
             job = self._jobs.get(job_id)
-            if job is None or job.state in FINISHED_STATES:
+            if job is None or not _visible_to(job, owner) or job.state in FINISHED_STATES:
                 return False
             job.cancel.set()
             if job.state == "queued":
                 self._queue.remove(job_id)
                 self._finish(job, "cancelled", "cancelled before it started")
+                if isinstance(job.spec, JobSpec):
+                    _discard_upload(job.spec)
             else:
-                job.message = "cancelling after the batch in flight"
+                job.message = "cancelling"
             return True
 
     def shutdown(self, timeout: float | None = None) -> None:
@@ -204,6 +236,8 @@ class JobQueue:
             self._closing = True
             for job_id in list(self._queue):
                 self._finish(self._jobs[job_id], "cancelled", "the app is shutting down")
+                if isinstance(self._jobs[job_id].spec, JobSpec):
+                    _discard_upload(self._jobs[job_id].spec)
             self._queue.clear()
             for job in self._jobs.values():
                 job.cancel.set()
@@ -247,10 +281,19 @@ class JobQueue:
         from store.run_store import RunStore
 
         spec = job.spec
-        dataset = load_dataset(spec.dataset_path, skip_invalid=spec.skip_invalid, top_k=spec.request.prompt.top_k)
+        stop = _stopper(job)
+        try:
+            dataset = load_dataset(spec.dataset_path, skip_invalid=spec.skip_invalid, top_k=spec.request.prompt.top_k)
+        finally:
+            _discard_upload(spec)
+        if spec.dataset_name:
+            # The store names an upload by its file name, never by its server path (SQL console).
+            dataset = replace(dataset, source=spec.dataset_name)
+        stop()
         sink = RunStore(spec.db_path)
         plan = plan_experiment(dataset, spec.request, sink)
         self._update(job, experiment_id=plan.experiment_id)
+        stop()
         loaded = None
         if plan.n_todo:
             self._update(job, message=f"loading {spec.request.label}")
@@ -259,6 +302,7 @@ class JobQueue:
             finally:
                 # The token has done its one job; it must not outlive the load in memory.
                 job.spec = replace(spec, request=replace(spec.request, hf_token=None))
+            stop()
             plan = check_prompt_lengths(plan, loaded)
         self._update(job, n_total=plan.n_todo, message="generating")
 
@@ -285,7 +329,9 @@ class JobQueue:
         spec = job.spec
         label = spec.request.label
         runs = []
+        stop = _stopper(job)
         for run_id in spec.run_ids:
+            stop()
             found = explain_runs(spec.db_path, run=run_id)
             if found is None:
                 raise UserError(f"no run '{run_id}' in the store")
@@ -297,8 +343,10 @@ class JobQueue:
         self._update(job, n_total=n_todo)
         if n_todo == 0:
             return f"nothing to explain: every answer asked for is already explained by {label}"
+        stop()
         self._update(job, message=f"loading {label}")
         loaded = self.models.get(spec.request)
+        stop()
         check_lengths(loaded, ((f"run {run.run_id}, item '{s.item.id}'", explain_prompt(s)) for run, sources in todo
                                for s in sources), spec.max_new_tokens, "explanation")
         self._update(job, message="explaining")
@@ -352,3 +400,39 @@ class JobQueue:
             finished_utc=job.finished_utc,
             kind="explain" if isinstance(job.spec, ExplainSpec) else "run",
         )
+
+
+def _access(request: Any) -> str:
+    """How a request's model is reached on the Hub, without keeping the token itself."""
+    import hashlib
+
+    token = getattr(request, "hf_token", None)
+    if token:
+        return "token:" + hashlib.sha256(token.encode()).hexdigest()
+    return "environment" if getattr(request, "environment_token", True) else "none"
+
+
+def _visible_to(job: _Job, owner: str | None) -> bool:
+    """The operator (None) sees every job; a visitor only their own."""
+    return owner is None or job.owner == owner
+
+
+def _stopper(job: _Job) -> Callable[[], None]:
+    """A check to call between a job's steps: RunCancelled once cancel was asked."""
+    from engine.runner import RunCancelled
+
+    def stop() -> None:
+        if job.cancel.is_set():
+            raise RunCancelled("cancelled before generating")
+
+    return stop
+
+
+def _discard_upload(spec: JobSpec) -> None:
+    """Delete the job's private copy of an upload once it is loaded (or failed to load)."""
+    if spec.delete_after_load:
+        try:
+            Path(spec.dataset_path).unlink(missing_ok=True)
+            Path(spec.dataset_path).parent.rmdir()
+        except OSError:
+            pass  # not empty or already gone: nothing of the visitor's is served from there anyway

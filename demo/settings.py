@@ -13,6 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
+# Where strangers are served (a Space, --share), unless the operator sets otherwise: the models
+# visitors may run and the operator's HF_TOKEN may load (the paper's three, the CPU model; smoke
+# needs no token and is always offered), and the bounds on what one visitor may ask of the worker
+# and the store (~1.7 MB of store per answer at 20 top log-probs and 4,000 new tokens).
+SPACE_MODELS = ("mistralai/Mistral-7B-Instruct-v0.3", "openchat/openchat-3.6-8b-20240522",
+                "meta-llama/Meta-Llama-3-8B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")
+SPACE_MAX_ITEMS = 1000
+SPACE_MAX_NEW_TOKENS = 512
+SPACE_MAX_TOP_LOGPROBS = 5
+SPACE_MAX_JOBS_PER_VISITOR = 3  # queued or running, per visitor (Gradio session)
+SPACE_MAX_QUEUED_JOBS = 20  # waiting, all visitors together
 DEFAULT_RESULTS_FILE = "pattrieval.duckdb"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -31,6 +42,17 @@ class AppSettings:
     allow_local_paths: bool = True
     results_repo: str | None = None  # a Hub dataset repo whose results store is merged at start
     results_file: str = DEFAULT_RESULTS_FILE  # that store's file name inside the repo
+    # Every visitor is the operator: sees and cancels every job (the desktop; --operator). Off
+    # where strangers are served: each sees and cancels only the jobs of their own session.
+    operator_view: bool = True
+    # The models the operator's HF_TOKEN may load for a visitor who typed no token; None: any
+    # (the desktop, where the visitor is the operator). Other models load with the visitor's
+    # typed token or none at all.
+    operator_token_models: tuple[str, ...] | None = None
+    max_new_tokens: int | None = None  # server-side bounds on a run's options (None: no bound)
+    max_top_logprobs: int | None = None
+    max_jobs_per_visitor: int | None = None  # queued or running jobs of one visitor
+    max_queued_jobs: int | None = None  # jobs waiting, all visitors together
 
     @property
     def max_upload_bytes(self) -> int:
@@ -39,30 +61,58 @@ class AppSettings:
 
 
 def settings_from_env(db: str | None = None, read_only: bool = False, *, share: bool = False,
-                      local_paths: bool | None = None) -> AppSettings:
+                      local_paths: bool | None = None, operator: bool | None = None) -> AppSettings:
     """Settings from flags, falling back on PATTRIEVAL_* environment variables (UserError if malformed)."""
     from engine.errors import UserError
     from engine.paths import default_db_path
 
     cap = os.environ.get("PATTRIEVAL_MAX_ITEMS")
-    allowed = os.environ.get("PATTRIEVAL_ALLOWED_MODELS")
+    allowed = os.environ.get("PATTRIEVAL_ALLOWED_MODELS", "").strip()
     upload = os.environ.get("PATTRIEVAL_MAX_UPLOAD_MB", "").strip()
     if upload and not (upload.isdigit() and int(upload) > 0):
         raise UserError(f"PATTRIEVAL_MAX_UPLOAD_MB must be a whole number of megabytes above 0, not '{upload}'")
     if local_paths is None:
         local_paths = _flag("PATTRIEVAL_LOCAL_PATHS")
+    strangers = bool(os.environ.get("SPACE_ID")) or share
     if local_paths is None:
-        local_paths = not os.environ.get("SPACE_ID") and not share
+        local_paths = not strangers
+    if operator is None:
+        operator = _flag("PATTRIEVAL_OPERATOR")
+    # "*": any Hub id (the operator's token still serves only the default list).
+    listed = tuple(m.strip() for m in allowed.split(",") if m.strip()) if allowed and allowed != "*" else None
+    if allowed == "*" or not strangers:
+        models = listed
+    else:
+        models = listed or SPACE_MODELS
     return AppSettings(
         db_path=Path(db) if db else default_db_path(),
         read_only=read_only or os.environ.get("PATTRIEVAL_READ_ONLY", "") in ("1", "true", "yes"),
-        max_items=int(cap) if cap and cap.isdigit() and int(cap) > 0 else None,
-        allowed_models=tuple(m.strip() for m in allowed.split(",") if m.strip()) if allowed else None,
+        max_items=int(cap) if cap and cap.isdigit() and int(cap) > 0 else (SPACE_MAX_ITEMS if strangers else None),
+        allowed_models=models,
         max_upload_mb=int(upload) if upload else DEFAULT_MAX_UPLOAD_MB,
         allow_local_paths=bool(local_paths),
         results_repo=os.environ.get("PATTRIEVAL_RESULTS_REPO", "").strip() or None,
         results_file=os.environ.get("PATTRIEVAL_RESULTS_FILE", "").strip() or DEFAULT_RESULTS_FILE,
+        operator_view=operator if operator is not None else not strangers,
+        operator_token_models=(listed or SPACE_MODELS) if strangers else None,
+        max_new_tokens=_bound("PATTRIEVAL_MAX_NEW_TOKENS", SPACE_MAX_NEW_TOKENS if strangers else None),
+        max_top_logprobs=_bound("PATTRIEVAL_MAX_TOP_LOGPROBS", SPACE_MAX_TOP_LOGPROBS if strangers else None,
+                                zero_ok=True),
+        max_jobs_per_visitor=_bound("PATTRIEVAL_MAX_JOBS_PER_VISITOR", SPACE_MAX_JOBS_PER_VISITOR if strangers else None),
+        max_queued_jobs=_bound("PATTRIEVAL_MAX_QUEUED_JOBS", SPACE_MAX_QUEUED_JOBS if strangers else None),
     )
+
+
+def _bound(name: str, default: int | None, *, zero_ok: bool = False) -> int | None:
+    """A whole-number bound from the environment (UserError if malformed), else `default`."""
+    from engine.errors import UserError
+
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or (int(value) == 0 and not zero_ok):
+        raise UserError(f"{name} must be a whole number{'' if zero_ok else ' above 0'}, not '{value}'")
+    return int(value)
 
 
 def _flag(name: str) -> bool | None:

@@ -17,7 +17,7 @@ one backend resumes on the other under the same config hash.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from engine.types import GenerationOutput
 
@@ -81,14 +81,20 @@ class Backend(Protocol):
 
 
 def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[str]]], batch_size: int,
-                 first_id: int = 0) -> tuple[PlannedBatch, ...]:
-    """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them."""
+                 first_id: int = 0, check: Callable[[], None] | None = None) -> tuple[PlannedBatch, ...]:
+    """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them.
+    `check` is called every 500 prompts encoded; it raises to stop (a cancel)."""
     from engine.generate import _length_sorted_batches
     from engine.models import chat_input_ids_for
 
     batches: list[PlannedBatch] = []
     for run_id, item_ids, prompts in runs:
-        encoded = [tuple(chat_input_ids_for(tokenizer, p)) for p in prompts]
+        encoded = []
+        for n, p in enumerate(prompts, start=1):
+            # Chat templates cost about a millisecond a prompt: a huge plan must still hear a cancel.
+            if check is not None and n % 500 == 0:
+                check()
+            encoded.append(tuple(chat_input_ids_for(tokenizer, p)))
         for indices in _length_sorted_batches([len(e) for e in encoded], batch_size):
             batches.append(
                 PlannedBatch(
@@ -104,9 +110,10 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
 class LocalBackend:
     """Generates in this process with a model loaded here, batch after batch, in plan order."""
 
-    def __init__(self, loaded: Any, config: Any, request: Any) -> None:
+    def __init__(self, loaded: Any, config: Any, request: Any, interrupted: Callable[[], bool] | None = None) -> None:
         self.loaded = loaded
         self.config = config  # engine.generate.GenerationConfig
+        self.interrupted = interrupted  # a cancel: asked at every decoding step
         self.tokenizer = getattr(loaded, "tokenizer", None)
         self.provenance = Provenance.of_loaded(loaded, request)
 
@@ -121,5 +128,5 @@ class LocalBackend:
         # Idempotent, as in iter_batches: guards models whose generation_config changed after load.
         neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
         for batch in batches:
-            outputs = _generate_batch(loaded, [list(ids) for ids in batch.input_ids], self.config)
+            outputs = _generate_batch(loaded, [list(ids) for ids in batch.input_ids], self.config, self.interrupted)
             yield BatchResult(batch.batch_id, tuple(outputs))

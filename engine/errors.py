@@ -7,3 +7,9 @@ keeps its traceback.
 
 class UserError(Exception):
     """A problem with the user's input or environment, described in one line."""
+
+
+class RunCancelled(Exception):
+    """A run stopped on request (between batches, or a batch cut short and not written); its
+    committed batches stay and it resumes. Here, not in the write loop, so that generation can
+    raise it without importing the loop."""

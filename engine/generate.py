@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from engine.models import LoadedModel, chat_input_ids, neutralize_generation_config
 from engine.types import GenerationOutput, TokenLogprob, TopLogprob
@@ -218,10 +218,24 @@ def _token_strings(tokenizer, ids: set[int]) -> dict[int, str]:
     return dict(zip(ordered, texts))
 
 
+class _Interrupt(StoppingCriteria):
+    """Ends a batch's decoding at the next step once `interrupted()` says so (a cancel)."""
+
+    def __init__(self, interrupted: Callable[[], bool]):
+        self.interrupted = interrupted
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), bool(self.interrupted()), dtype=torch.bool, device=input_ids.device)
+
+
 def _generate_batch(
-    loaded: LoadedModel, batch: Sequence[Sequence[int]], config: GenerationConfig
+    loaded: LoadedModel, batch: Sequence[Sequence[int]], config: GenerationConfig,
+    interrupted: Callable[[], bool] | None = None,
 ) -> list[GenerationOutput]:
-    """Generate for one batch of prompt ids (any lengths) and build the outputs in batch order."""
+    """Generate for one batch of prompt ids (any lengths) and build the outputs in batch order.
+
+    `interrupted` is asked at every decoding step: when it says yes the batch stops at once and
+    RunCancelled is raised, since its cut rows are not the answers and must not be written."""
     model, tokenizer = loaded.model, loaded.tokenizer
     input_ids, attention_mask = _left_pad(batch, loaded.pad_token_id, loaded.device)
     recorder = _LogprobRecorder(config.top_n_logprobs, config.max_new_tokens)
@@ -233,7 +247,12 @@ def _generate_batch(
             attention_mask=attention_mask,
             generation_config=_hf_generation_config(loaded, config),
             logits_processor=LogitsProcessorList([recorder]),
+            stopping_criteria=StoppingCriteriaList([_Interrupt(interrupted)]) if interrupted else None,
         )
+        if interrupted is not None and interrupted():
+            from engine.errors import RunCancelled
+
+            raise RunCancelled("cancelled during a batch (its answers were not written)")
         new_tokens = sequences[:, input_ids.shape[1] :]
         recorder.finish(new_tokens)  # inside: its buffers are inference tensors
 

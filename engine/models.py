@@ -275,11 +275,16 @@ def load_model(
     hf_token: str | None = None,
     dtype: str = "auto",
     revision: str | None = None,
+    environment_token: bool = True,
 ) -> LoadedModel:
-    """Load a causal LM and its tokenizer by hub id or local path, ready for batched generation."""
+    """Load a causal LM and its tokenizer by hub id or local path, ready for batched generation.
+
+    Without `hf_token`, the environment's HF_TOKEN (or the Hub's saved login) is used unless
+    `environment_token` is False: then no token at all is sent (token=False), which is how a
+    Space keeps its operator's token from a visitor's load."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    token = hf_token or os.environ.get("HF_TOKEN") or None
+    token: str | bool | None = hf_token or (os.environ.get("HF_TOKEN") or None if environment_token else False)
     resolved_device = resolve_device(device)
     quantization = resolve_quantization(quantize, resolved_device)
     compute_dtype = resolve_dtype(dtype, resolved_device)
@@ -300,7 +305,7 @@ def load_model(
         if Path(model_id).is_dir():
             first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise UserError(f"model folder '{model_id}' is not a loadable Hugging Face model: {first_line}") from None
-        mapped = _hub_error_to_user_error(model_id, err, has_token=token is not None)
+        mapped = _hub_error_to_user_error(model_id, err, has_token=bool(token))
         if mapped is None:
             raise
         raise mapped from None

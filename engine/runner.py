@@ -77,6 +77,9 @@ class RunRequest:
     skip_invalid: bool = False  # skip items whose prompt does not fit instead of refusing
     model_label: str | None = None  # how the store names the model, when not `model` itself
     hf_token: str | None = field(default=None, repr=False, compare=False)
+    # False: without hf_token, load with no token at all, not the environment's HF_TOKEN (a
+    # Space's visitor loading a model outside the operator's allowlist).
+    environment_token: bool = field(default=True, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -473,8 +476,10 @@ def execute_plan(
 ) -> ExperimentOutcome:
     """Create (or resume) the planned runs in one transaction, then generate batch by batch.
 
-    `should_stop` is asked after every committed batch; when it says yes, RunCancelled is
-    raised, the unfinished runs end as failed (resumable), and what was committed stays.
+    `should_stop` is asked after every committed batch, and also every few hundred items while
+    items are stored and prompts are planned (a huge first plan must not outlast a cancel); when
+    it says yes, RunCancelled is raised, the unfinished runs end as failed (resumable), and what
+    was committed stays.
     `copy_from` maps a mode to a run of the same prompt whose answers are copied instead of
     generated (a study's vanilla run, shared between metadata types); items that run lacks are
     generated. `backend` generates the batches (default: a LocalBackend over `loaded`, the
@@ -484,11 +489,11 @@ def execute_plan(
     request = plan.request
     claimed = [run for run in plan.runs if run.needs_claim]
     if backend is None and loaded is not None:
-        backend = LocalBackend(loaded, generation_config(request), request)
+        backend = LocalBackend(loaded, generation_config(request), request, interrupted=should_stop)
     if any(run.todo for run in claimed if run.mode not in copy_from) and backend is None:
         raise ValueError("execute_plan: items to generate but no model loaded")
     provenance = backend.provenance if backend is not None else None
-    opened = _claim(plan, sink, provenance, copy_from)
+    opened = _claim(plan, sink, provenance, copy_from, should_stop)
     open_runs = [state for _, state in opened]
     try:
         for run, state in opened:
@@ -498,7 +503,9 @@ def execute_plan(
         if any(state.todo for state in open_runs):
             if backend is None:
                 raise ValueError("execute_plan: items to generate but no model loaded")
-            batches = _planned_batches(open_runs, request, backend)
+            batches = _planned_batches(open_runs, request, backend, should_stop)
+        if should_stop is not None and should_stop():
+            raise RunCancelled("cancelled before the first batch")
     except BaseException:
         fail_open_runs(sink, open_runs)
         raise
@@ -568,18 +575,32 @@ def execute_plans(
 
 
 def _claim(plan: ExperimentPlan, sink: Sink, provenance: Provenance | None,
-           copy_from: Mapping[Mode, str]) -> list[tuple[PlannedRun, OpenRun]]:
+           copy_from: Mapping[Mode, str], should_stop: Callable[[], bool] | None = None,
+           ) -> list[tuple[PlannedRun, OpenRun]]:
     """Create (or resume) the plan's runs that need it, in one transaction, each with the open
-    state the write loop fills: its items still to store, with their mode's prompt settings."""
+    state the write loop fills: its items still to store, with their mode's prompt settings.
+
+    With `should_stop`, many items are stored first in chunks (items are content-addressed and
+    kept once, so a chunk stored before a cancel is reused on resume), asking between chunks:
+    one transaction of every item would not hear a cancel until it ends."""
     claimed = [run for run in plan.runs if run.needs_claim]
     if claimed:
         needed = {it.id for run in claimed for it in run.items}
+        items = [it for it in plan.dataset.items if it.id in needed]
+        put_items = getattr(sink, "put_items", None)
+        if should_stop is not None and put_items is not None and len(items) > _ITEM_CHUNK:
+            for start in range(0, len(items), _ITEM_CHUNK):
+                if should_stop():
+                    raise RunCancelled("cancelled while storing the dataset's items")
+                put_items(plan.dataset.sha, items[start:start + _ITEM_CHUNK])
+        if should_stop is not None and should_stop():
+            raise RunCancelled("cancelled before the runs started")
         sink.claim(
             plan.spec,
             plan.experiment_id,
             {run.mode: run.resumes.run_id if run.resumes else None for run in claimed},
             [_run_spec(plan, run, provenance, copy_from.get(run.mode)) for run in claimed],
-            [it for it in plan.dataset.items if it.id in needed],
+            items,
         )
     opened = []
     for run in claimed:
@@ -625,17 +646,33 @@ def _generate_into(states: list[OpenRun], request: RunRequest, sink: Sink, backe
                fingerprint=getattr(backend, "fingerprint", None))
 
 
-def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Backend) -> tuple[PlannedBatch, ...]:
+def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Backend,
+                     should_stop: Callable[[], bool] | None = None) -> tuple[PlannedBatch, ...]:
     """The runs' missing items as length-sorted batches. Each item's prompt is built here, once,
-    and kept in its run's state: the write loop needs it to resolve the citations."""
+    and kept in its run's state: the write loop needs it to resolve the citations. `should_stop`
+    is asked every _ITEM_CHUNK prompts (RunCancelled)."""
+    n = 0
     for state in states:
         for item_id, (item, prompt_config) in list(state.todo.items()):
+            n += 1
+            if should_stop is not None and n % _ITEM_CHUNK == 0 and should_stop():
+                raise RunCancelled("cancelled while planning the first batch")
             state.todo[item_id] = (item, build_prompt(item, prompt_config))
     return plan_batches(
         backend.tokenizer,
         [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in states if s.todo],
         request.batch_size,
+        check=None if should_stop is None else lambda: _stop_if(should_stop, "planning the first batch"),
     )
+
+
+def _stop_if(should_stop: Callable[[], bool], doing: str) -> None:
+    if should_stop():
+        raise RunCancelled(f"cancelled while {doing}")
+
+
+# Items stored, or prompts built, between two cancel checks: well under a second each.
+_ITEM_CHUNK = 500
 
 
 def load_model_for(request: RunRequest):
@@ -648,6 +685,7 @@ def load_model_for(request: RunRequest):
         device=request.device,
         hf_token=request.hf_token,
         dtype=request.dtype,
+        environment_token=request.environment_token,
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from engine.backends import BatchResult, PlannedBatch
-from engine.errors import UserError
+from engine.errors import RunCancelled, UserError  # noqa: F401 - RunCancelled: re-exported
 from engine.sink import Sink
 from engine.types import Item, Prompt
 
@@ -32,10 +32,6 @@ class OpenRun:
     n_generated: int = 0
     n_cited: int = 0
     finished: bool = field(default=False)
-
-
-class RunCancelled(Exception):
-    """A run stopped on request between batches; its committed batches stay and it resumes."""
 
 
 def write_loop(

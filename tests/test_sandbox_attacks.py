@@ -212,22 +212,42 @@ def _children(parent: int) -> list[int]:
 # --- 6. server paths never shown ------------------------------------------------------------
 
 
-def test_settings_and_databases_do_not_show_server_paths(db: Path):
-    for sql in ["SELECT * FROM duckdb_settings()", "SELECT * FROM duckdb_databases()",
-                "SELECT current_setting('temp_directory') AS t"]:
-        frame = queries.run_readonly_sql(db, sql).frame
-        text = frame.to_csv()
-        assert str(db.parent) not in text and "secret-folder" not in text, sql
-    paths = queries.run_readonly_sql(
-        db, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
-    assert paths.frame["path"].tolist() == ["<database>"]
+# Issue 20: masking was bypassed by any string function of a path (reverse, replace,
+# string_split, to_base64). The functions and views that hold server paths are refused by name,
+# so that no query ever sees one: not masked, unreachable.
+PATH_ATTACKS = [
+    "SELECT * FROM duckdb_settings()",
+    "SELECT * FROM duckdb_databases()",
+    "SELECT current_setting('temp_directory') AS t",
+    "SELECT reverse(path) FROM duckdb_databases() WHERE database_name = current_database()",
+    "SELECT to_base64(encode(path)) FROM duckdb_databases()",
+    "SELECT string_split(path, '/') FROM system.main.duckdb_databases",
+    "SELECT replace(path, '/', '|') FROM pragma_database_list",
+    'SELECT reverse(value) FROM "duckdb_settings"() WHERE name = \'temp_directory\'',
+    "SELECT reverse(current_setting('temp_directory'))",
+    "SELECT * FROM json_execute_serialized_sql(json_serialize_sql('SELECT path FROM duckdb_databases()'))",
+    "SELECT CAST(path AS INTEGER) FROM duckdb_databases() WHERE database_name = current_database()",
+    "SELECT * FROM duckdb_extensions()",
+    "SELECT * FROM duckdb_temporary_files()",
+]
+
+
+@pytest.mark.parametrize("sql", PATH_ATTACKS)
+def test_functions_that_hold_server_paths_are_refused_not_masked(db: Path, sql: str):
+    message = refused(db, sql, match="not allowed in the SQL console")
+    assert str(db.parent) not in message and "secret-folder" not in message
+
+
+def test_catalog_functions_without_paths_still_work(db: Path):
+    tables = queries.run_readonly_sql(db, "SELECT table_name FROM duckdb_tables() ORDER BY 1").frame
+    assert "runs" in tables["table_name"].tolist()
+    assert len(queries.run_readonly_sql(db, "SELECT * FROM pragma_table_info('runs')").frame) > 5
 
 
 def test_error_messages_do_not_show_server_paths(db: Path):
-    message = refused(
-        db, "SELECT CAST(path AS INTEGER) FROM duckdb_databases() "
-            "WHERE database_name = current_database()")
-    assert "<database>" in message and "secret-folder" not in message
+    # A conversion error quoting the database's name: masked (a message cannot be taken apart by SQL).
+    message = refused(db, "SELECT CAST(current_database() || '/x' AS INTEGER)")
+    assert "secret-folder" not in message and str(db.parent) not in message
 
 
 def test_the_masker_replaces_the_longest_path_first(tmp_path: Path):

@@ -17,9 +17,10 @@ from engine.sink import RunSpec  # noqa: E402
 from engine.types import Document, Generation, Item  # noqa: E402
 from store import RunStore, queries  # noqa: E402
 from store.db import _make_marker, _remove_marker, connect, writers_waiting  # noqa: E402
+from store.sandbox import WRITER_FIRST  # noqa: E402
 
 LIMIT_S = 1.5  # the visitors' query time limit (the app uses 10 s)
-MARGIN_S = 1.5  # open, close and backoff on a busy 2-core machine
+WRITER_WAIT_S = 1.0  # the sandbox's writer poll (0.1 s), the interrupt and the open, on a busy machine
 
 
 def spec(n_items: int) -> RunSpec:
@@ -116,8 +117,12 @@ def test_two_visitors_looping_long_queries_never_starve_a_writer(tmp_path: Path)
         stop.touch()
         outcomes = [line.strip() for v in visitors for line in v.communicate(timeout=30)[0].splitlines()]
     assert queries.done_counts(db)["n_done"].tolist() == [n_batches]
-    assert outcomes.count("time limit") >= 6, outcomes  # the visitors really held the file
-    assert max(waits) < LIMIT_S + MARGIN_S, [round(w, 2) for w in waits]
+    # The visitors really held the file: their queries ran to the limit, or were stopped for the writer.
+    held = [o for o in outcomes if o == "time limit" or o == WRITER_FIRST]
+    assert len(held) >= 6 and WRITER_FIRST in outcomes, outcomes
+    # A waiting writer stops the query holding the file (issue 20: writers first): it waits a
+    # poll and an open, not a visitor query's time limit.
+    assert max(waits) < WRITER_WAIT_S, [round(w, 2) for w in waits]
     assert writers_waiting(db) == 0
 
 

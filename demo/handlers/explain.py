@@ -129,7 +129,7 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     experiment's), or every answer of an experiment, explained by the model that answered;
     UserError in one line where the app may not or cannot do it."""
     from demo.handlers.query import _shown, clean_input
-    from demo.handlers.run import _looks_like_path
+    from demo.handlers.run import _looks_like_path, operator_token_serves
     from demo.jobs import ExplainSpec
     from engine.model_choice import SMOKE, SMOKE_LABEL, resolve_model
     from engine.prompts import PromptConfig
@@ -170,7 +170,7 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
         raise UserError("the runs were answered by a model folder on another machine; explain them there")
     model, label = resolve_model(name)
     request = RunRequest(model=model, modes=tuple(r.rag_mode for r in answered), prompt=PromptConfig(),
-                         model_label=label)
+                         model_label=label, environment_token=operator_token_serves(settings, name))
     return ExplainSpec(tuple(r.run_id for r in answered), request, settings.db_path,
                        item_id=item_id if scope == "item" else None)
 

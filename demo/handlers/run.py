@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,14 @@ class RunForm:
     hf_token: str = ""  # used for this load only; never stored, logged or returned
 
 
-def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm) -> str:
-    """Check the form and queue the run; returns the job id (or raises UserError, one line)."""
+def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
+    """Check the form and queue the run for `visitor` (None: the operator); returns the job id
+    (or raises UserError, one line: a bad form, or a full queue).
+
+    An upload is moved out of Gradio's upload folder into a private one at once, and deleted
+    there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
+    and the store records its file name, never its server path."""
+    from demo.jobs import QueueFull
     from engine.errors import UserError
 
     request = build_run_request(settings, form)
@@ -68,7 +75,32 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm) -> str:
     if not Path(dataset).exists():
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
                         and not form.local_path.strip() else f"{Path(dataset).name}: no such file or folder")
-    return jobs.submit(JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid))
+    uploaded = not form.local_path.strip() and form.dataset not in ("", SAMPLE) and _in_upload_folder(dataset)
+    # Where strangers are served, the store names even the bundled sample by its file name: the
+    # SQL console shows the store to every visitor, and server paths are not theirs to see.
+    named = uploaded or not settings.allow_local_paths
+    spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
+                   dataset_name=Path(dataset).name if named else None)
+    if uploaded:
+        # Moved before the submit: the worker may start the job at once.
+        spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)
+    try:
+        return jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
+                           max_per_owner=settings.max_jobs_per_visitor)
+    except QueueFull as full:
+        if uploaded:  # refused: the visitor's upload goes back where it was, to try again later
+            shutil.move(spec.dataset_path, dataset)
+            Path(spec.dataset_path).parent.rmdir()
+        raise UserError(str(full)) from None
+
+
+def _take_upload(path: str) -> str:
+    """Move an upload into a private folder (outside everything Gradio serves); its new path."""
+    import tempfile
+
+    private = Path(tempfile.mkdtemp(prefix="pattrieval-upload-")) / Path(path).name
+    shutil.move(path, private)
+    return str(private)
 
 
 def build_run_request(settings: AppSettings, form: RunForm):
@@ -96,6 +128,11 @@ def build_run_request(settings: AppSettings, form: RunForm):
         raise UserError("the item limit must be at least 1")
     if settings.max_items is not None:
         limit = min(limit or settings.max_items, settings.max_items)
+    # The operator's bounds hold here, on the server, whatever the form or an API caller sends.
+    if settings.max_new_tokens is not None and form.max_new_tokens > settings.max_new_tokens:
+        raise UserError(f"max new tokens is at most {settings.max_new_tokens} here, not {form.max_new_tokens}")
+    if settings.max_top_logprobs is not None and form.top_logprobs > settings.max_top_logprobs:
+        raise UserError(f"top log-probs is at most {settings.max_top_logprobs} here, not {form.top_logprobs}")
     if form.top_k is not None and form.top_k < 1:
         raise UserError(f"the cut-off k must be at least 1, not {form.top_k} (leave it empty to show every document)")
     custom = form.metadata not in BUILT_IN_METADATA
@@ -116,7 +153,18 @@ def build_run_request(settings: AppSettings, form: RunForm):
     )
     request = build_request(args, model_name, model_name)
     model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
-    return replace(request, model=model, model_label=label)
+    # A visitor who typed no token borrows the operator's HF_TOKEN only for the operator's models.
+    typed = form.hf_token.strip() or None
+    return replace(request, model=model, model_label=label, hf_token=typed,
+                   environment_token=operator_token_serves(settings, model_name))
+
+
+def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
+    """Whether the operator's HF_TOKEN may load `model_name` for a visitor (smoke needs none)."""
+    from engine.model_choice import SMOKE
+
+    allowed = settings.operator_token_models
+    return allowed is None or model_name in allowed or model_name == SMOKE
 
 
 def dataset_path(settings: AppSettings, form: RunForm) -> str:
@@ -185,21 +233,22 @@ def first_run_form(settings: AppSettings, gpu: bool) -> RunForm:
     return RunForm(model=model, dataset=SAMPLE, limit=limit, batch_size=8, experiment="")
 
 
-def run_status(jobs: JobQueue, job_id: str | None = None) -> list[dict[str, Any]]:
-    """The job (or every job, newest first) as plain records for a table or the API."""
+def run_status(jobs: JobQueue, job_id: str | None = None, visitor: str | None = None) -> list[dict[str, Any]]:
+    """The visitor's job (or all their jobs, newest first) as plain records for a table or the
+    API; another visitor's job is as unknown as a made-up id. The operator (None) sees all."""
     if job_id:
-        status = jobs.status(job_id)
+        status = jobs.status(job_id, visitor)
         return [_record(status)] if status else []
-    return [_record(s) for s in jobs.statuses()]
+    return [_record(s) for s in jobs.statuses(visitor)]
 
 
-def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None):
+def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None, visitor: str | None = None):
     """The job's experiment as it stands: per run, the answers stored so far and their metrics (x100)."""
     import pandas as pd
 
     from store.queries import run_summaries, runs_for_experiment
 
-    status = jobs.status(job_id) if job_id else None
+    status = jobs.status(job_id, visitor) if job_id else None
     if status is None or not status.experiment_id or not Path(settings.db_path).is_file():
         return pd.DataFrame(columns=METRIC_COLUMNS)
     run_ids = list(runs_for_experiment(settings.db_path, status.experiment_id)["run_id"])
@@ -220,12 +269,13 @@ def store_progress(settings: AppSettings) -> list[list[Any]]:
     ]
 
 
-def cancel_run(jobs: JobQueue, job_id: str) -> str:
-    """Cancel a job: at once when queued, after the batch in flight when running."""
-    status = jobs.status(job_id)
+def cancel_run(jobs: JobQueue, job_id: str, visitor: str | None = None) -> str:
+    """Cancel one's own job: at once when queued, within seconds when running. Another
+    visitor's job gets the same answer as an unknown id."""
+    status = jobs.status(job_id, visitor)
     if status is None:
         return f"no job '{job_id}'"
-    if jobs.cancel(job_id):
+    if jobs.cancel(job_id, visitor):
         return f"{job_id}: cancelling" if status.state == "running" else f"{job_id}: cancelled"
     return f"{job_id} is already {status.state}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from engine.errors import UserError
 
@@ -24,6 +24,48 @@ class SqlOutcome:
     frame: pd.DataFrame
     status: str
     csv_path: Path
+
+
+class SqlGate:
+    """Admission to the SQL console: `slots` queries run at once, at most `max_waiting` wait for
+    a slot, and each visitor has at most one query running or waiting.
+
+    Why: Gradio queued every /sql call behind one slot with no bound, so four slow queries of one
+    visitor made another's SELECT 1 wait 40 s. Now a visitor's second query while the first runs
+    is refused at once, a full console says so at once, and a query waits for a slot at most
+    `max_wait_s` (about one query's limit) before it is refused."""
+
+    def __init__(self, slots: int = 2, max_waiting: int = 6, max_wait_s: float = 15.0):
+        import threading
+
+        self.slots, self.max_waiting, self.max_wait_s = slots, max_waiting, max_wait_s
+        self._lock = threading.Lock()
+        self._free = threading.Semaphore(slots)
+        self._visitors: dict[str, int] = {}
+        self._waiting = 0
+
+    def run(self, visitor: str, call: Callable[[], Any]) -> Any:
+        """`call()` once the visitor may run a query (UserError, one line, when not)."""
+        with self._lock:
+            if self._visitors.get(visitor, 0) >= 1:
+                raise UserError("your previous query is still running: one query at a time")
+            if self._waiting >= self.max_waiting:
+                raise UserError("the SQL console is busy; try again in a few seconds")
+            self._visitors[visitor] = 1
+            self._waiting += 1
+        try:
+            got = self._free.acquire(timeout=self.max_wait_s)
+            with self._lock:
+                self._waiting -= 1
+            if not got:
+                raise UserError("the SQL console is busy; try again in a few seconds")
+            try:
+                return call()
+            finally:
+                self._free.release()
+        finally:
+            with self._lock:
+                self._visitors.pop(visitor, None)
 
 
 def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: float = 10.0) -> SqlOutcome:

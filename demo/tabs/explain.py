@@ -22,6 +22,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
+    from demo.jobs import QueueFull
+    from demo.toasts import error, with_request
+    from demo.visitors import visitor_id
     from engine.errors import UserError
 
     def stored() -> bool:
@@ -29,7 +32,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def explain(experiment_ref, item_id):
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first")
         return explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
 
     def experiments_update():
@@ -41,11 +44,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def items_update(experiment_ref):
         """The chosen experiment's items (the first of them chosen), and its view."""
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first")
         try:
             ids = query_handlers.query_items(settings.db_path, experiment_ref)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise error(str(err)) from None
         first = ids[0] if ids else None
         shown = ids[: query_handlers.ITEM_CHOICES_MAX]
         return (gr.Dropdown(choices=shown, value=first, allow_custom_value=True),
@@ -53,35 +56,42 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def explain_run(experiment_ref, run_id):
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first")
         return explain_handlers.explain_run_view(settings.db_path, experiment_ref, run_id)
 
     def runs_update(experiment_ref):
         """The chosen experiment's runs (the first of them chosen), and that run's view."""
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first")
         try:
             choices = explain_handlers.run_choices(settings.db_path, experiment_ref)
         except UserError as err:
-            raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
+            raise error(query_handlers._visitor_line(err, settings.db_path)) from None
         first = choices[0][1] if choices else None
         return (gr.Dropdown(choices=choices, value=first),
                 *explain_handlers.explain_run_view(settings.db_path, experiment_ref, first or ""))
 
-    def generate(experiment_ref, item_id, scope, run_id=None):
-        """Queue explanations in the background worker; the timer then follows the job."""
+    @with_request
+    def generate(experiment_ref, item_id, scope, run_id=None, request=None):
+        """Queue explanations in the background worker, as the visitor's job (the Run tab's caps
+        apply); the timer then follows the job."""
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first")
+        visitor = visitor_id(request, settings)
         try:
             spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope, run_id)
+            job_id = jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
+                                 max_per_owner=settings.max_jobs_per_visitor)
         except UserError as err:
-            raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
-        job_id = jobs.submit(spec)
-        return job_id, explain_handlers.job_line(jobs.status(job_id)), gr.Timer(active=True)
+            raise error(query_handlers._visitor_line(err, settings.db_path)) from None
+        except QueueFull as full:
+            raise error(full) from None
+        return job_id, explain_handlers.job_line(jobs.status(job_id, visitor)), gr.Timer(active=True)
 
-    def follow(job_id, experiment_ref, item_id, run_id):
+    @with_request
+    def follow(job_id, experiment_ref, item_id, run_id, request=None):
         """The job's line; once it has finished, the views again (with what it wrote) and the timer off."""
-        status = jobs.status(job_id) if job_id else None
+        status = jobs.status(job_id, visitor_id(request, settings)) if job_id else None
         if status is None:
             return "", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
         if status.state not in ("complete", "cancelled", "failed"):

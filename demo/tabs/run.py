@@ -28,15 +28,19 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import torch
 
     from demo.handlers import run as run_handlers
+    from demo.toasts import error, with_request
+    from demo.visitors import visitor_id
     from engine.errors import UserError
     from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
 
     defaults = run_handlers.RunForm()
     first_run = run_handlers.first_run_form(settings, gpu=torch.cuda.is_available())
 
+    @with_request
     def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
               max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
-              temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None):
+              temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
+              request=None):
         try:
             form = run_handlers.RunForm(
                 model=(model or "smoke").strip(),
@@ -65,20 +69,26 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 experiment=experiment or "",
                 hf_token=hf_token or "",
             )
-            job_id = run_handlers.run_batch(jobs, settings, form)
+            job_id = run_handlers.run_batch(jobs, settings, form, visitor_id(request, settings))
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise error(err) from None
         # The token box is emptied: the token was for this load only and must not linger.
         return job_id, ""
 
-    def status(job_id):
-        return pd.DataFrame(run_handlers.run_status(jobs, job_id or None), columns=STATUS_COLUMNS)
+    # Each visitor (Gradio session) sees and cancels only their own jobs; the operator all.
+    @with_request
+    def status(job_id, request=None):
+        return pd.DataFrame(run_handlers.run_status(jobs, job_id or None, visitor_id(request, settings)),
+                            columns=STATUS_COLUMNS)
 
-    def metrics(job_id):
-        return run_handlers.partial_metrics(jobs, settings, (job_id or "").strip() or None)
+    @with_request
+    def metrics(job_id, request=None):
+        return run_handlers.partial_metrics(jobs, settings, (job_id or "").strip() or None,
+                                            visitor_id(request, settings))
 
-    def cancel(job_id):
-        return run_handlers.cancel_run(jobs, (job_id or "").strip())
+    @with_request
+    def cancel(job_id, request=None):
+        return run_handlers.cancel_run(jobs, (job_id or "").strip(), visitor_id(request, settings))
 
     def in_progress():
         try:
@@ -168,7 +178,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             experiment = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
         start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
         job_id = gr.Textbox(label="job")
-        cancel_button = gr.Button("Cancel after the batch in flight")
+        cancel_button = gr.Button("Cancel")
         cancel_message = gr.Textbox(label="cancel", interactive=False)
         status_table = gr.Dataframe(headers=STATUS_COLUMNS, label="jobs", interactive=False)
         metrics_table = gr.Dataframe(headers=run_handlers.METRIC_COLUMNS, interactive=False,

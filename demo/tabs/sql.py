@@ -13,20 +13,30 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import pandas as pd
 
     from demo.handlers import sql as sql_handlers
+    from demo.toasts import error, with_request
     from engine.errors import UserError
 
-    def run(sql):
+    gate = sql_handlers.SqlGate()
+
+    def query(sql, request):
+        # Keyed by the Gradio session even for the operator: one query at a time per tab or client.
+        visitor = getattr(request, "session_hash", None) or "no session"
+        return gate.run(visitor, lambda: sql_handlers.run_sql(settings.db_path, sql))
+
+    @with_request
+    def run(sql, request=None):
         """/sql: an API caller gets a refusal as an error carrying its one line."""
         try:
-            outcome = sql_handlers.run_sql(settings.db_path, sql)
+            outcome = query(sql, request)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise error(str(err)) from None
         return outcome.frame, outcome.status, str(outcome.csv_path)
 
-    def show(sql):
+    @with_request
+    def show(sql, request=None):
         """The page: a refusal is the status line, in place of the previous result."""
         try:
-            outcome = sql_handlers.run_sql(settings.db_path, sql)
+            outcome = query(sql, request)
         except UserError as err:
             # A named empty column: None, or a frame without columns, shows a header row of 1, 2, 3.
             return pd.DataFrame(columns=["no result"]), f"not run: {err}", None
@@ -60,10 +70,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                             interactive=False, wrap=True, column_widths=["32%", "15%", "53%"],
                                             max_height=4000)
         outputs = [result, status, csv_file]
-        api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public")
-        run_button.click(show, [sql_box], outputs, api_visibility="private")
+        # One concurrency group with room for every query the gate admits: the gate, not Gradio's
+        # single default slot, decides who waits (Gradio's queue had no bound per visitor).
+        room = dict(concurrency_id="sql", concurrency_limit=gate.slots + gate.max_waiting + 4)
+        api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public", **room)
+        run_button.click(show, [sql_box], outputs, api_visibility="private", **room)
         for button, text in example_buttons:
             button.click(lambda text=text: text, None, sql_box, api_visibility="private").then(
-                show, [sql_box], outputs, api_visibility="private")
+                show, [sql_box], outputs, api_visibility="private", **room)
         for trigger in (app.load, sql_tab.select):
             trigger(schema, None, schema_table, api_visibility="private")
