@@ -78,6 +78,16 @@ class RunRequest:
     model_label: str | None = None  # how the store names the model, when not `model` itself
     hf_token: str | None = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
+        from engine.bounds import MAX_MODEL_CHARS, check_name
+
+        check_name(self.model, "the model name", MAX_MODEL_CHARS)
+        if self.model_label is not None:
+            check_name(self.model_label, "the model label", MAX_MODEL_CHARS)
+        if self.experiment is not None:
+            check_name(self.experiment, "the experiment name")
+
     @property
     def label(self) -> str:
         return self.model_label or self.model
