@@ -194,6 +194,7 @@ def open_with_retry(
     A writer that has to wait leaves a writer-intent marker meanwhile; a reader with
     `yield_to_writers` waits while one exists (see the module docstring).
     """
+    _require_regular(path)
     markers: list[Path | None] = []
 
     def announce() -> None:
@@ -209,6 +210,21 @@ def open_with_retry(
         for marker in markers:
             if marker is not None:
                 _remove_marker(marker)
+
+
+def _require_regular(path: Path) -> None:
+    """A FIFO, device or socket as the database would block DuckDB's open forever (or read
+    /dev/zero without end): refuse anything that exists and is not a regular file."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing: created later; unreadable: DuckDB's own message
+    if stat.S_ISDIR(mode):
+        raise UserError(f"cannot open database {path}: it is a folder")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"cannot open database {path}: not a regular file (a FIFO, device or socket)")
 
 
 def _open_with_retry(
@@ -415,6 +431,7 @@ def check_database(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_T
         return
     if path.is_dir():
         raise UserError(f"cannot open database {path}: it is a folder")
+    _require_regular(path)
     deadline = time.monotonic() + timeout_s
     with file_lock(path, deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)

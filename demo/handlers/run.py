@@ -140,29 +140,29 @@ def dataset_path(settings: AppSettings, form: RunForm) -> str:
 
 
 def validate_upload(settings: AppSettings, path: str | None, top_k: int | None = None) -> str:
-    """One line on a dataset file as soon as it is uploaded: layout and items, or the first problem."""
-    from engine.data import load_dataset
+    """One line on a dataset file as soon as it is uploaded: layout and items, or the first problem.
+
+    The file is read in a child process with a memory cap and a time limit (engine.load_child):
+    a small upload can decode to gigabytes, which must not happen in the app's own process."""
     from engine.errors import UserError
+    from engine.load_child import check_dataset_bounded
 
     if not path:
         return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"
     name = Path(path).name
     try:
         _check_upload_size(settings, path)
-        if top_k is not None and top_k < 1:
-            top_k = None
-        try:
-            data = load_dataset(path, top_k=top_k)
-        except UserError as strict:
-            # Invalid items: the loader's own line, after what a run with skip_invalid would keep.
-            try:
-                kept = load_dataset(path, top_k=top_k, skip_invalid=True)
-            except UserError:
-                raise strict from None
-            return _visible(settings, f"{name}: {kept.layout} layout, {len(kept.items)} valid items; {strict}", path)
     except UserError as err:
         return _visible(settings, str(err), path)
-    return f"{name}: {data.layout} layout, {len(data.items)} items, ready to run"
+    if top_k is not None and top_k < 1:
+        top_k = None
+    check = check_dataset_bounded(path, top_k=top_k)
+    if check.broken:
+        return _visible(settings, check.error or "the dataset could not be read", path)
+    if check.error:
+        # Invalid items: the loader's own line, after what a run with skip_invalid would keep.
+        return _visible(settings, f"{name}: {check.layout} layout, {check.n_items} valid items; {check.error}", path)
+    return f"{name}: {check.layout} layout, {check.n_items} items, ready to run"
 
 
 def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
