@@ -371,6 +371,22 @@ def _safe(text: str, fmt: str) -> str:
     return json_for_terminal(text) if fmt == "json" else for_terminal(text, keep_newlines=True)
 
 
+def _cells(value: Any, fmt: str) -> Any:
+    """Stored text in rows escaped for a terminal cell by cell (a stored newline must not forge a
+    row); JSON keeps the text as stored, `_safe` escapes it in the JSON itself."""
+    from engine.bounds import for_terminal
+
+    if fmt == "json":
+        return value
+    if isinstance(value, str):
+        return for_terminal(value)
+    if isinstance(value, dict):
+        return {k: _cells(v, fmt) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cells(v, fmt) for v in value)
+    return value
+
+
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal
     from engine.commands.bias import db_path
@@ -390,7 +406,8 @@ def main(args: argparse.Namespace) -> int:
         from store.queries import run_prompt_settings
 
         settings = run_prompt_settings(path, runs["run_id"].tolist()).to_dict("records")
-        print(_safe(render_xai(xai_blocks(runs.to_dict("records"), settings), args.format), args.format))
+        blocks = _cells(xai_blocks(runs.to_dict("records"), settings), args.format)
+        print(_safe(render_xai(blocks, args.format), args.format))
         return 0
     rows1 = table1(runs) if args.table in ("1", "all") else []
     bias = _narrow(bias_table(path, args.experiment), args)
@@ -402,6 +419,7 @@ def main(args: argparse.Namespace) -> int:
     verification = verification_rows(path, runs) if args.table == "all" else []
     explanations = explanation_rows(path, runs) if args.table == "all" else []
     # Stored labels and names may hold escape codes (stores older than engine.bounds): escaped.
+    rows1, rows2, verification, explanations = _cells([rows1, rows2, verification, explanations], args.format)
     print(_safe(render(rows1, rows2, args.format, args.table, verification, explanations), args.format))
     hint = _hint(runs, rows2, args)
     if hint:
