@@ -150,10 +150,18 @@ def connect(
                     conn.execute("ROLLBACK")
                 except duckdb.Error:
                     pass  # closing discards the transaction anyway; keep the first error
+                if isinstance(err, duckdb.Error) and _DISK_FULL in str(err):
+                    raise disk_full(path) from err
                 if isinstance(err, duckdb.IOException):
                     raise read_error(path, err) from err
                 raise
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except duckdb.Error as err:
+                # A commit writes the WAL: a full disk fails here, as a TransactionException.
+                if _DISK_FULL in str(err):
+                    raise disk_full(path) from err
+                raise
         finally:
             conn.close()
 
@@ -449,6 +457,16 @@ def _read_errors(path: Path) -> Iterator[None]:
         yield
     except duckdb.IOException as err:
         raise read_error(path, err) from err
+
+
+# How the operating system's ENOSPC reads in DuckDB's messages, whatever exception carries it.
+_DISK_FULL = "No space left on device"
+
+
+def disk_full(path: Path) -> UserError:
+    """The one line for a write that found the disk full: nothing of that transaction is kept."""
+    return UserError(f"database {path}: the disk is full (no space left on device); the last batch was not "
+                     "stored; free some space and run the same command again to resume")
 
 
 def read_error(path: Path, err: duckdb.IOException) -> UserError:
