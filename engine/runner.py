@@ -77,6 +77,9 @@ class RunRequest:
     skip_invalid: bool = False  # skip items whose prompt does not fit instead of refusing
     model_label: str | None = None  # how the store names the model, when not `model` itself
     hf_token: str | None = field(default=None, repr=False, compare=False)
+    # A Space's visitors name Hub ids only: a name that happens to be a folder on the server
+    # loads nothing and gets the unknown-model line, so that no name reveals what exists there.
+    hub_only: bool = False
 
     def __post_init__(self) -> None:
         # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
@@ -650,8 +653,10 @@ def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Ba
 
 def load_model_for(request: RunRequest):
     """The model a request names, loaded as it asks (device, quantization, dtype, token)."""
-    from engine.models import load_model
+    from engine.models import load_model, unknown_model
 
+    if request.hub_only and Path(request.model).exists():
+        raise unknown_model(request.model)
     return load_model(
         request.model,
         quantize=request.quantize,

@@ -116,7 +116,9 @@ def build_run_request(settings: AppSettings, form: RunForm):
     )
     request = build_request(args, model_name, model_name)
     model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
-    return replace(request, model=model, model_label=label)
+    # Where visitors are strangers, a Hub id that is also a folder here is unknown like any other.
+    hub_only = not settings.allow_local_paths and model_name != SMOKE
+    return replace(request, model=model, model_label=label, hub_only=hub_only)
 
 
 def dataset_path(settings: AppSettings, form: RunForm) -> str:
@@ -264,8 +266,9 @@ def _in_upload_folder(path: str) -> bool:
 
 
 def _looks_like_path(name: str) -> bool:
-    """A model name that would load from the server's disk rather than from the Hub."""
-    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1 or Path(name).exists()
+    """A model name shaped like a server path rather than a Hub id. Its shape only: whether it
+    exists on the server must not change the answer (hub_only refuses such a folder at load)."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
 
 
 def _visible(settings: AppSettings, message: str, dataset: str) -> str:
