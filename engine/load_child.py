@@ -106,8 +106,10 @@ def _call(request: LoadRequest, bounds: LoadBounds) -> dict:
     except Exception:  # noqa: BLE001 - a child killed mid-write leaves a truncated pickle
         reply = None
     if not isinstance(reply, dict):
-        # Killed by the kernel, or a C allocation that failed without a MemoryError.
-        return {"error": _memory_message(name, request.max_address_space)}
+        if child.returncode is not None and child.returncode < 0:
+            # Killed by a signal: the kernel, or a C allocation that failed without a MemoryError.
+            return {"error": _memory_message(name, request.max_address_space)}
+        return {"error": f"{name}: the dataset could not be loaded (the loader ended without a reply)"}
     return reply
 
 
@@ -170,6 +172,9 @@ def main() -> int:
         payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
     except MemoryError:
         payload = pickle.dumps({"error": _memory_message(Path(request.path).name, request.max_address_space)})
+    except Exception as err:  # noqa: BLE001 - a loader bug: one line to the app, not a hang or a dump
+        payload = pickle.dumps({"error": f"{Path(request.path).name}: the dataset could not be loaded "
+                                         f"({type(err).__name__})"})
     if len(payload) > request.max_reply_bytes:
         payload = pickle.dumps({"error": f"{Path(request.path).name}: the dataset is larger than this app "
                                          f"takes ({request.max_reply_bytes // 2**20} MB loaded at most)"})
