@@ -276,14 +276,16 @@ class JobQueue:
             self._end(job, "complete", done_line)
 
     def _execute(self, job: _Job):
-        from engine.data import load_dataset
+        from engine.load_child import load_dataset_bounded
         from engine.runner import check_prompt_lengths, execute_plan, plan_experiment
         from store.run_store import RunStore
 
         spec = job.spec
         stop = _stopper(job)
         try:
-            dataset = load_dataset(spec.dataset_path, skip_invalid=spec.skip_invalid, top_k=spec.request.prompt.top_k)
+            # In a capped child process: an upload may decode to far more than its size.
+            dataset = load_dataset_bounded(spec.dataset_path, skip_invalid=spec.skip_invalid,
+                                           top_k=spec.request.prompt.top_k)
         finally:
             _discard_upload(spec)
         if spec.dataset_name:

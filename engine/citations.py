@@ -18,6 +18,18 @@ _BRACKET = re.compile(r"\[\s*\d+(?:\s*(?:[,;]|-|–)\s*\d+|\s+\d+)*\s*\]")
 _NUMBER = re.compile(r"\d+")
 _RANGE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
 _MAX_RANGE = 100  # a "[1-100000]" is a typo, not a hundred thousand citations
+# The largest number a citation records. Any larger one cites no document either, so it is
+# recorded as this (out of range, like [11] of 10 documents): the store's INTEGER column
+# and Python's int() of a 5,000-digit string would otherwise fail on a model's answer.
+MAX_CITATION_NUMBER = 2**31 - 1
+
+
+def _number(digits: str) -> int:
+    """The cited number, capped at MAX_CITATION_NUMBER (checked on the digits, before int())."""
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_CITATION_NUMBER)):
+        return MAX_CITATION_NUMBER
+    return min(int(digits), MAX_CITATION_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -42,14 +54,14 @@ def parse_citation_marks(text: str) -> list[CitationMark]:
             if number is None:
                 break
             rng = ranges.get(number.start())
-            if rng is not None and int(rng.group(2)) - int(rng.group(1)) <= _MAX_RANGE:
-                lo, hi = int(rng.group(1)), int(rng.group(2))
+            if rng is not None and _number(rng.group(2)) - _number(rng.group(1)) <= _MAX_RANGE:
+                lo, hi = _number(rng.group(1)), _number(rng.group(2))
                 # Every number in a range is attributed to the whole range's digits.
                 for n in range(lo, hi + 1):
                     marks.append(CitationMark(n, body_start + rng.start(1), body_start + rng.end(2)))
                 pos = rng.end()
                 continue
-            marks.append(CitationMark(int(number.group()), body_start + number.start(), body_start + number.end()))
+            marks.append(CitationMark(_number(number.group()), body_start + number.start(), body_start + number.end()))
             pos = number.end()
     return marks
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from engine.data_files import Row, json_kind, read_jsonl, read_rows  # read_jsonl: for `import`, too
+from engine.data_files import Row, json_kind, read_jsonl, read_rows, require_regular_file  # read_jsonl: for `import`, too
 from engine.errors import UserError
 from engine.metrics import normalize_answer
 from engine.types import Document, Item, SkippedItem
@@ -44,6 +44,11 @@ MAX_QUESTION_CHARS = 10_000
 MAX_ANSWER_CHARS = 10_000
 MAX_TITLE_CHARS = 10_000
 MAX_DOCUMENT_CHARS = 100_000
+# Bounds on a dataset's shape: NQ's test split has 3,610 items, ALCE's sets 1,000 or so, and a
+# prompt of more than 100 documents fits no model we run. They stop a small file from
+# expanding into an unbounded prompt list; MAX_ITEMS is checked as rows are read.
+MAX_ITEMS = 100_000
+MAX_DOCUMENTS = 100
 
 NO_RELEVANT = "no relevant document"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -88,7 +93,8 @@ def load_dataset(
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or folder")
-    rows = list(read_rows(p))
+    require_regular_file(p)
+    rows = list(read_rows(p, max_rows=MAX_ITEMS))
     if not rows:
         raise UserError(f"{p}: the dataset has no items")
     layout = _detect_layout(p, rows[0])
@@ -310,10 +316,16 @@ def _document_list(row: dict[str, Any], key: str) -> list[dict[str, Any]]:
         raise _Invalid("no documents")
     if not isinstance(raw, list):
         raise _Invalid(f"'{key}' must be a list, got {json_kind(raw)}", "wrong type")
+    _check_count(len(raw))
     for n, d in enumerate(raw, start=1):
         if not isinstance(d, dict):
             raise _Invalid(f"document {n} must be an object, got {json_kind(d)}", "wrong type")
     return raw
+
+
+def _check_count(n: int) -> None:
+    if n > MAX_DOCUMENTS:
+        raise _Invalid(f"{n:,} documents (at most {MAX_DOCUMENTS})", "too many documents")
 
 
 def _document(d: dict[str, Any], n: int, item_id: str, relevant: Callable[[str, str], bool]) -> Document:
@@ -364,6 +376,7 @@ def _seed(row: dict[str, Any], item_id: str) -> Item:
         flags = list(passages.get("is_selected") or [])
     else:
         raise _Invalid("no documents")
+    _check_count(len(texts))
     if len(texts) != len(flags):
         raise _Invalid("'passages.passage_text' and 'passages.is_selected' differ in length", "wrong type")
     docs = [

@@ -15,22 +15,55 @@ from engine.errors import UserError
 
 Row = tuple[str, dict[str, Any]]  # ("line N" for JSONL or "item N", the row's object)
 
+# A JSONL line longer than this is refused before it is parsed: the longest valid item
+# (engine.data's bounds: 100 documents of 100,000 characters, 4 bytes each at worst) fits.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
-def read_rows(p: Path) -> Iterator[Row]:
-    """(where, row) pairs: `where` is 'line N' for JSONL and 'item N' otherwise (1-based)."""
+
+def read_rows(p: Path, max_rows: int | None = None) -> Iterator[Row]:
+    """(where, row) pairs: `where` is 'line N' for JSONL and 'item N' otherwise (1-based).
+    More than `max_rows` rows is a UserError, raised as soon as the count is known."""
     if p.is_dir():
-        yield from _numbered(p, _read_hf_folder(p))
+        yield from _numbered(p, _read_hf_folder(p, max_rows), max_rows)
     elif p.suffix == ".jsonl":
-        yield from read_jsonl(p)
+        yield from _counted(p, read_jsonl(p), max_rows)
     elif p.suffix == ".json":
-        yield from _numbered(p, _read_json(p))
+        yield from _numbered(p, _read_json(p), max_rows)
     elif p.suffix == ".parquet":
-        yield from _numbered(p, _read_parquet(p))
+        yield from _numbered(p, _read_parquet(p, max_rows), max_rows)
     else:
         raise UserError(f"{p}: unknown dataset format (use .jsonl, .json, .parquet or a datasets.save_to_disk folder)")
 
 
-def _numbered(p: Path, rows: list[Any]) -> Iterator[Row]:
+def require_regular_file(p: Path, what: str = "") -> None:
+    """UserError unless `p` is a regular file (or missing): a FIFO blocks its reader forever and
+    /dev/zero never ends, so neither may be opened as a dataset, answers or a database."""
+    import stat
+
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return  # missing or unreadable: the caller's own message
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+        raise UserError(f"{p}: {kind}, not a regular file{what}")
+
+
+def _too_many(p: Path, max_rows: int) -> UserError:
+    return UserError(f"{p}: more than {max_rows:,} items (at most {max_rows:,}); split the dataset")
+
+
+def _counted(p: Path, rows: Iterator[Row], max_rows: int | None) -> Iterator[Row]:
+    for n, row in enumerate(rows, start=1):
+        if max_rows is not None and n > max_rows:
+            raise _too_many(p, max_rows)
+        yield row
+
+
+def _numbered(p: Path, rows: list[Any], max_rows: int | None = None) -> Iterator[Row]:
+    if max_rows is not None and len(rows) > max_rows:
+        raise _too_many(p, max_rows)
     for i, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
             raise UserError(f"{p}:item {i}: expected a JSON object, got {json_kind(row)}")
@@ -74,9 +107,14 @@ def _decode(p: Path, data: bytes, line_no: int = 1) -> str:
 
 def read_jsonl(p: Path) -> Iterator[Row]:
     """('line N', object) for each non-blank line; UserError on bad bytes, invalid JSON or a non-object."""
+    require_regular_file(p)
     try:
         with p.open("rb") as fh:
-            for n, raw in enumerate(fh, start=1):
+            # readline with a limit: one endless line (a file of zeros) must not be read whole.
+            for n, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), start=1):
+                if len(raw) > MAX_LINE_BYTES:
+                    raise UserError(f"{p}:line {n}: longer than {MAX_LINE_BYTES // 2**20} MB (at most "
+                                    f"{MAX_LINE_BYTES // 2**20} MB a line)")
                 line = _decode(p, raw, n)
                 if not line.strip():
                     continue
@@ -92,6 +130,7 @@ def read_jsonl(p: Path) -> Iterator[Row]:
 
 
 def _read_json(p: Path) -> list[Any]:
+    require_regular_file(p)
     try:
         data = p.read_bytes()
     except OSError as err:
@@ -116,22 +155,32 @@ def _first_line(err: Exception) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def _read_parquet(p: Path) -> list[Any]:
+def _read_parquet(p: Path, max_rows: int | None = None) -> list[Any]:
     import pyarrow.parquet as pq
 
+    require_regular_file(p)
     try:
+        # The row count is in the footer: too many rows are refused before anything is decoded.
+        # What each row expands to is not (a dictionary-encoded column repeats one long string
+        # cheaply): the app loads uploads in a child process with a memory cap (engine.load_child).
+        if max_rows is not None and pq.ParquetFile(p).metadata.num_rows > max_rows:
+            raise _too_many(p, max_rows)
         return pq.read_table(p).to_pylist()
+    except (UserError, MemoryError):
+        raise
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise UserError(f"{p}: cannot read Parquet ({_first_line(err)})") from None
 
 
-def _read_hf_folder(p: Path) -> list[Any]:
+def _read_hf_folder(p: Path, max_rows: int | None = None) -> list[Any]:
     if not ((p / "dataset_info.json").exists() or (p / "dataset_dict.json").exists()):
         raise UserError(f"{p}: a folder must be saved with datasets' save_to_disk")
     import datasets
 
     try:
         loaded = datasets.load_from_disk(str(p))
+    except MemoryError:
+        raise
     except Exception as err:  # a damaged folder fails in json, pyarrow or datasets itself
         raise UserError(f"{p}: cannot read the datasets folder ({_first_line(err)})") from None
     if isinstance(loaded, datasets.DatasetDict):
@@ -139,4 +188,6 @@ def _read_hf_folder(p: Path) -> list[Any]:
             splits = ", ".join(loaded)
             raise UserError(f"{p}: holds several splits ({splits}); save the one to evaluate on its own")
         loaded = next(iter(loaded.values()))
+    if max_rows is not None and len(loaded) > max_rows:
+        raise _too_many(p, max_rows)
     return loaded.to_list()

@@ -173,8 +173,13 @@ def _hub_error_to_user_error(model_id: str, err: BaseException, has_token: bool)
             "does not appear to have a file named config.json",
         )
     ):
-        return UserError(f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub")
+        return unknown_model(model_id)
     return None
+
+
+def unknown_model(model_id: str) -> UserError:
+    """The one line for a model that is neither a local folder nor on the Hub."""
+    return UserError(f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub")
 
 
 def _hub_revision(model_id: str, revision: str | None) -> str | None:

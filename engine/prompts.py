@@ -61,6 +61,16 @@ class MetadataType:
     short_a: str  # how tables name the side CAB > 0 favours
     short_b: str
 
+    def __post_init__(self) -> None:
+        # Every entry (CLI, app, Python API) builds one of these before writing: bound it here.
+        from engine.bounds import MAX_CONSIDERATION_CHARS, MAX_LABEL_CHARS, check_name
+
+        check_name(self.name, "the metadata type's name")
+        for what, value in (("label A", self.label_a), ("label B", self.label_b),
+                            ("label A's short name", self.short_a), ("label B's short name", self.short_b)):
+            check_name(value, f"metadata type '{self.name}': {what}", MAX_LABEL_CHARS)
+        check_name(self.consideration, f"metadata type '{self.name}': the consideration", MAX_CONSIDERATION_CHARS)
+
 
 METADATA_TYPES: dict[str, MetadataType] = {
     "hai": MetadataType(
@@ -100,6 +110,9 @@ def metadata_type(
     consideration: str | None = None,
 ) -> MetadataType:
     """A built-in type by name, or a user-defined one from two labels and a consideration."""
+    from engine.bounds import check_name
+
+    check_name(name, "the metadata type's name")  # before it is echoed in any message below
     if name in METADATA_TYPES and not (label_a or label_b or consideration):
         return METADATA_TYPES[name]
     if not (label_a and label_b and consideration):

@@ -80,6 +80,19 @@ class RunRequest:
     # False: without hf_token, load with no token at all, not the environment's HF_TOKEN (a
     # Space's visitor loading a model outside the operator's allowlist).
     environment_token: bool = field(default=True, repr=False, compare=False)
+    # A Space's visitors name Hub ids only: a name that happens to be a folder on the server
+    # loads nothing and gets the unknown-model line, so that no name reveals what exists there.
+    hub_only: bool = False
+
+    def __post_init__(self) -> None:
+        # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
+        from engine.bounds import MAX_MODEL_CHARS, check_name
+
+        check_name(self.model, "the model name", MAX_MODEL_CHARS)
+        if self.model_label is not None:
+            check_name(self.model_label, "the model label", MAX_MODEL_CHARS)
+        if self.experiment is not None:
+            check_name(self.experiment, "the experiment name")
 
     @property
     def label(self) -> str:
@@ -677,8 +690,10 @@ _ITEM_CHUNK = 500
 
 def load_model_for(request: RunRequest):
     """The model a request names, loaded as it asks (device, quantization, dtype, token)."""
-    from engine.models import load_model
+    from engine.models import load_model, unknown_model
 
+    if request.hub_only and Path(request.model).exists():
+        raise unknown_model(request.model)
     return load_model(
         request.model,
         quantize=request.quantize,

@@ -22,12 +22,13 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable
 
+from engine.bounds import MAX_NAME_CHARS
 from engine.errors import UserError
 from engine.types import FEW_SHOT_COUNTS, ORDERS, XAI_VARIANTS
 
 # The options that take comma lists, in the order the grid is expanded (outermost first).
 AXES = ("model", "metadata", "top_k", "order", "few_shot", "xai")
-MAX_STUDY_NAME = 100
+MAX_STUDY_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 
 
 def _option(axis: str) -> str:

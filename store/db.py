@@ -150,10 +150,18 @@ def connect(
                     conn.execute("ROLLBACK")
                 except duckdb.Error:
                     pass  # closing discards the transaction anyway; keep the first error
+                if isinstance(err, duckdb.Error) and _DISK_FULL in str(err):
+                    raise disk_full(path) from err
                 if isinstance(err, duckdb.IOException):
                     raise read_error(path, err) from err
                 raise
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except duckdb.Error as err:
+                # A commit writes the WAL: a full disk fails here, as a TransactionException.
+                if _DISK_FULL in str(err):
+                    raise disk_full(path) from err
+                raise
         finally:
             conn.close()
 
@@ -194,6 +202,7 @@ def open_with_retry(
     A writer that has to wait leaves a writer-intent marker meanwhile; a reader with
     `yield_to_writers` waits while one exists (see the module docstring).
     """
+    _require_regular(path)
     markers: list[Path | None] = []
 
     def announce() -> None:
@@ -209,6 +218,21 @@ def open_with_retry(
         for marker in markers:
             if marker is not None:
                 _remove_marker(marker)
+
+
+def _require_regular(path: Path) -> None:
+    """A FIFO, device or socket as the database would block DuckDB's open forever (or read
+    /dev/zero without end): refuse anything that exists and is not a regular file."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing: created later; unreadable: DuckDB's own message
+    if stat.S_ISDIR(mode):
+        raise UserError(f"cannot open database {path}: it is a folder")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"cannot open database {path}: not a regular file (a FIFO, device or socket)")
 
 
 def _open_with_retry(
@@ -415,6 +439,7 @@ def check_database(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_T
         return
     if path.is_dir():
         raise UserError(f"cannot open database {path}: it is a folder")
+    _require_regular(path)
     deadline = time.monotonic() + timeout_s
     with file_lock(path, deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)
@@ -432,6 +457,16 @@ def _read_errors(path: Path) -> Iterator[None]:
         yield
     except duckdb.IOException as err:
         raise read_error(path, err) from err
+
+
+# How the operating system's ENOSPC reads in DuckDB's messages, whatever exception carries it.
+_DISK_FULL = "No space left on device"
+
+
+def disk_full(path: Path) -> UserError:
+    """The one line for a write that found the disk full: nothing of that transaction is kept."""
+    return UserError(f"database {path}: the disk is full (no space left on device); the last batch was not "
+                     "stored; free some space and run the same command again to resume")
 
 
 def read_error(path: Path, err: duckdb.IOException) -> UserError:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Sequence
 
 from engine.errors import UserError
 from engine.types import EXPORT_FORMATS
@@ -63,38 +63,84 @@ def export_results(
     Refused with a UserError, writing nothing, for an unknown format or experiment, an existing
     `out_path` unless `overwrite`, or a missing folder.
     """
-    from store.queries import export_experiment_ids, export_results_frame
+    from store.queries import export_results_chunks
 
     check_format(fmt)
     out = Path(out_path)
     _check_destination(out, overwrite)
     if not experiments:
         raise UserError("choose at least one experiment to export")
-    ids = export_experiment_ids(db, list(experiments))
-    frame = export_results_frame(db, list(ids))
-    data = encode(frame, fmt)
-    _write_atomically(out, data, overwrite)
-    return ExportResult(out, fmt, ids, frame["run_id"].nunique(), len(frame))
+    # Streamed: one chunk of rows in memory at a time, written as it is read (issue 20).
+    with export_results_chunks(db, list(experiments)) as chunks:
+        written = _Written()
+        _write_atomically(out, lambda f: _write_chunks(f, chunks.frames, fmt, written), overwrite)
+    return ExportResult(out, fmt, chunks.experiment_ids, len(written.runs), written.rows)
+
+
+@dataclass
+class _Written:
+    """What a streamed export wrote so far."""
+
+    rows: int = 0
+    runs: set = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.runs = set()
+
+
+def _write_chunks(f, frames, fmt: str, written: _Written) -> None:
+    """Write the frames to the open binary file `f` as one CSV or Parquet file."""
+    import pandas as pd
+
+    from store.queries import EXPORT_COLUMNS
+
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in EXPORT_COLUMNS})
+    if fmt == "csv":
+        header = True
+        for frame in frames:
+            f.write(_csv(frame, header))
+            header = False
+            written.rows += len(frame)
+            written.runs.update(frame["run_id"])
+        if header:
+            f.write(_csv(empty, True))
+        return
+    import pyarrow.parquet as pq
+
+    schema = _parquet_schema(empty)
+    with pq.ParquetWriter(f, schema) as writer:
+        for frame in frames:
+            writer.write_table(_arrow(frame, schema))
+            written.rows += len(frame)
+            written.runs.update(frame["run_id"])
+
+
+def _csv(frame: pd.DataFrame, header: bool) -> bytes:
+    """One chunk as CSV (UTF-8, list cells as JSON); the header only with the first."""
+    flat = frame.copy()
+    for column in LIST_COLUMNS:
+        if column in flat.columns:
+            flat[column] = [None if v is None else json.dumps(v, ensure_ascii=False) for v in flat[column]]
+    return flat.to_csv(index=False, header=header).encode("utf-8")
+
+
+def _arrow(frame: pd.DataFrame, schema):
+    import pyarrow as pa
+
+    return pa.table([pa.array(frame[f.name].tolist(), type=f.type, from_pandas=True) for f in schema], schema=schema)
 
 
 def encode(frame: pd.DataFrame, fmt: str) -> bytes:
     """The frame as the bytes of a CSV (UTF-8, list cells as JSON) or Parquet file."""
     check_format(fmt)
     if fmt == "csv":
-        flat = frame.copy()
-        for column in LIST_COLUMNS:
-            if column in flat.columns:
-                flat[column] = [None if v is None else json.dumps(v, ensure_ascii=False) for v in flat[column]]
-        return flat.to_csv(index=False).encode("utf-8")
+        return _csv(frame, True)
     import io
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = _parquet_schema(frame)
-    table = pa.table([pa.array(frame[f.name].tolist(), type=f.type, from_pandas=True) for f in schema], schema=schema)
     buffer = io.BytesIO()
-    pq.write_table(table, buffer)
+    pq.write_table(_arrow(frame, _parquet_schema(frame)), buffer)
     return buffer.getvalue()
 
 
@@ -121,15 +167,19 @@ def _check_destination(out: Path, overwrite: bool) -> None:
         raise UserError(f"folder {out.parent} does not exist")
 
 
-def _write_atomically(out: Path, data: bytes, overwrite: bool) -> None:
-    """Write `data` to a temporary file beside `out`, then move it into place in one step."""
+def _write_atomically(out: Path, data: bytes | Callable[[BinaryIO], None], overwrite: bool) -> None:
+    """Write `data` (bytes, or a function writing to the open file) to a temporary file beside
+    `out`, then move it into place in one step."""
     try:
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     except OSError as err:
         raise UserError(f"cannot write to folder {out.parent}: {err.strerror}") from err
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         if overwrite:

@@ -281,6 +281,17 @@ class RunStore:
                     [run_id, citations],
                 )
 
+    def fail_runs(self, run_ids: Sequence[str]) -> None:
+        """Mark these runs failed and release them, in ONE transaction: after a full disk, either
+        all of them read failed or none changed (still claimed by a dead process: resumable)."""
+        ids = list(run_ids)
+        if not ids:
+            return
+        with self.database.connect() as conn:
+            conn.execute("UPDATE runs SET status = 'failed', finished_utc = ? "
+                         "WHERE list_contains(?, run_id) AND status <> 'complete'", [utc_now(), ids])
+            conn.execute("DELETE FROM run_owners WHERE list_contains(?, run_id)", [ids])
+
     def finish_run(self, run_id: str, status: RunStatus) -> None:
         """Set the final status: 'complete' or 'failed', and release the run."""
         if status not in FINAL_STATUSES:

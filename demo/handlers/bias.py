@@ -246,12 +246,13 @@ class StudySelection:
 
 def study_choices(db_path: Path) -> list[tuple[str, str]]:
     """(label, name) of every stored study, newest first: the tab's study picker."""
+    from engine.bounds import PAGE_MAX_CHOICES, for_page
     from store.queries import study_listing
 
     if not Path(db_path).is_file():
         return []
-    return [(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})", s.name)
-            for s in study_listing(db_path)]
+    return [(for_page(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})"), s.name)
+            for s in study_listing(db_path)[:PAGE_MAX_CHOICES]]
 
 
 def study_selection(db_path: Path, study: str | None) -> StudySelection:

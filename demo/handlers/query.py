@@ -109,9 +109,11 @@ def experiment_choices(db: DbLike) -> list[tuple[str, str]]:
     if not as_database(db).path.is_file():
         return []
     choices = []
-    for e in queries.experiment_listing(db):
-        label = " · ".join(part for part in (e.name, e.experiment_id, e.model) if part)
-        choices.append((label, e.experiment_id))
+    from engine.bounds import PAGE_MAX_CHOICES, for_page
+
+    for e in queries.experiment_listing(db)[:PAGE_MAX_CHOICES]:  # the browser gets a bounded list
+        label = " · ".join(part for part in (e.name, e.experiment_id, for_page(e.model, 60)) if part)
+        choices.append((for_page(label), e.experiment_id))
     return choices
 
 

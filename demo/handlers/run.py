@@ -155,8 +155,10 @@ def build_run_request(settings: AppSettings, form: RunForm):
     model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
     # A visitor who typed no token borrows the operator's HF_TOKEN only for the operator's models.
     typed = form.hf_token.strip() or None
+    # Where visitors are strangers, a Hub id that is also a folder here is unknown like any other.
+    hub_only = not settings.allow_local_paths and model_name != SMOKE
     return replace(request, model=model, model_label=label, hf_token=typed,
-                   environment_token=operator_token_serves(settings, model_name))
+                   environment_token=operator_token_serves(settings, model_name), hub_only=hub_only)
 
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
@@ -188,29 +190,29 @@ def dataset_path(settings: AppSettings, form: RunForm) -> str:
 
 
 def validate_upload(settings: AppSettings, path: str | None, top_k: int | None = None) -> str:
-    """One line on a dataset file as soon as it is uploaded: layout and items, or the first problem."""
-    from engine.data import load_dataset
+    """One line on a dataset file as soon as it is uploaded: layout and items, or the first problem.
+
+    The file is read in a child process with a memory cap and a time limit (engine.load_child):
+    a small upload can decode to gigabytes, which must not happen in the app's own process."""
     from engine.errors import UserError
+    from engine.load_child import check_dataset_bounded
 
     if not path:
         return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"
     name = Path(path).name
     try:
         _check_upload_size(settings, path)
-        if top_k is not None and top_k < 1:
-            top_k = None
-        try:
-            data = load_dataset(path, top_k=top_k)
-        except UserError as strict:
-            # Invalid items: the loader's own line, after what a run with skip_invalid would keep.
-            try:
-                kept = load_dataset(path, top_k=top_k, skip_invalid=True)
-            except UserError:
-                raise strict from None
-            return _visible(settings, f"{name}: {kept.layout} layout, {len(kept.items)} valid items; {strict}", path)
     except UserError as err:
         return _visible(settings, str(err), path)
-    return f"{name}: {data.layout} layout, {len(data.items)} items, ready to run"
+    if top_k is not None and top_k < 1:
+        top_k = None
+    check = check_dataset_bounded(path, top_k=top_k)
+    if check.broken:
+        return _visible(settings, check.error or "the dataset could not be read", path)
+    if check.error:
+        # Invalid items: the loader's own line, after what a run with skip_invalid would keep.
+        return _visible(settings, f"{name}: {check.layout} layout, {check.n_items} valid items; {check.error}", path)
+    return f"{name}: {check.layout} layout, {check.n_items} items, ready to run"
 
 
 def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
@@ -314,8 +316,9 @@ def _in_upload_folder(path: str) -> bool:
 
 
 def _looks_like_path(name: str) -> bool:
-    """A model name that would load from the server's disk rather than from the Hub."""
-    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1 or Path(name).exists()
+    """A model name shaped like a server path rather than a Hub id. Its shape only: whether it
+    exists on the server must not change the answer (hub_only refuses such a folder at load)."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
 
 
 def _visible(settings: AppSettings, message: str, dataset: str) -> str:

@@ -15,6 +15,9 @@ MODE_COLUMNS = ["vanilla", "base", "cf"]  # engine.types.MODES, one metrics colu
 # "studies" came last (issue 8): scripts that read /runs by position keep working.
 RUNS_COLUMNS = ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items",
                 "created (UTC)", *(f"{m}: P / R / F1, EM" for m in MODE_COLUMNS), "studies"]
+# Pages past this are clamped before they become an OFFSET (page 10**18 overflowed DuckDB's
+# BIGINT); no store holds 50 million experiments.
+MAX_PAGE = 1_000_000
 EMPTY_STORE = "nothing is stored yet: start a run in the Run tab (or merge a results store)"
 
 
@@ -38,28 +41,44 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
     """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
     from demo.handlers.query import _shown
+    from engine.bounds import for_page
     from store.queries import experiment_page, experiment_studies, study_experiment_ids
 
-    page = max(1, int(page or 1))
+    page = page_number(page)
     if not Path(db_path).is_file():
         return RunsView([], 1, 1, 0)  # nothing stored yet: the Run tab offers a first run
     study = _clean(study)
     # A typo in a study name would look like an empty study: said instead.
     if study is not None and study_experiment_ids(db_path, study) is None:
         raise UserError(f"no study '{_shown(study)}' in the store (`python -m engine list --studies` names them)")
-    found = experiment_page(db_path, (page - 1) * page_size, page_size, model=_clean(model), dataset=_clean(dataset),
-                            metadata=_clean(metadata), mode=_clean(mode), study=study)
+    filters = dict(model=_clean(model), dataset=_clean(dataset), metadata=_clean(metadata), mode=_clean(mode), study=study)
+    found = experiment_page(db_path, (page - 1) * page_size, page_size, **filters)
+    last = max(1, math.ceil(found.total / page_size))
     studies = experiment_studies(db_path, [e.experiment_id for e in found.experiments])
     rows = []
     for e in found.experiments:
         newest = {run.mode: run for run in found.runs.get(e.experiment_id, ())}  # oldest first: newest wins
         rows.append([
-            e.experiment_id, e.name or "-", e.model, e.dataset_label, e.metadata_type or "-", ",".join(e.modes),
+            # Stored names are cut for the page (stores older than engine.bounds may hold megabytes).
+            e.experiment_id, for_page(e.name or "-"), for_page(e.model), for_page(e.dataset_label),
+            for_page(e.metadata_type or "-"), ",".join(e.modes),
             e.status, f"{e.n_done}/{e.n_total}", e.created_utc.strftime("%Y-%m-%d %H:%M") if e.created_utc else "-",
             *(_metrics_cell(newest.get(m)) for m in MODE_COLUMNS),
-            ", ".join(studies.get(e.experiment_id, ())) or "-",
+            for_page(", ".join(studies.get(e.experiment_id, ())) or "-"),
         ])
-    return RunsView(rows, page, max(1, math.ceil(found.total / page_size)), found.total)
+    return RunsView(rows, page, last, found.total)
+
+
+def page_number(page: Any) -> int:
+    """A page as a visitor or an API call gives it (a number, a float, text), clamped to
+    1..MAX_PAGE; UserError when it is no number at all."""
+    try:
+        number = float(page) if page not in (None, "") else 1.0
+    except (TypeError, ValueError):
+        raise UserError(f"the page must be a whole number, not {str(page)[:40]!r}") from None
+    if math.isnan(number):
+        raise UserError("the page must be a whole number, not NaN")
+    return int(min(max(number, 1.0), MAX_PAGE))
 
 
 def runs_page(db_path: Path, page: int = 1, *, model: str | None = None, metadata: str | None = None,
@@ -91,12 +110,13 @@ def _metrics_cell(run: Any) -> str:
 
 def experiment_choices(db_path: Path) -> list[tuple[str, str]]:
     """(label, experiment id) for every stored experiment, newest first, for the export picker."""
+    from engine.bounds import PAGE_MAX_CHOICES, for_page
     from store.queries import experiment_listing
 
     if not Path(db_path).is_file():
         return []
-    return [(f"{e.name} ({e.experiment_id})" if e.name else e.experiment_id, e.experiment_id)
-            for e in experiment_listing(db_path)]
+    return [(for_page(f"{e.name} ({e.experiment_id})" if e.name else e.experiment_id), e.experiment_id)
+            for e in experiment_listing(db_path)[:PAGE_MAX_CHOICES]]
 
 
 def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str) -> Path:

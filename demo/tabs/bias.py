@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.bounds import PAGE_LABEL_CHARS, PAGE_MAX_CHOICES, for_page
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -94,7 +95,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             found = experiment_choices(settings.db_path)
         except UserError:  # a damaged file: the Show button says so in one line
             found = ()
-        return gr.Dropdown(choices=[(_choice_label(c), c.experiment_id) for c in found])
+        # Newest first, at most PAGE_MAX_CHOICES, each label cut: the browser gets a bounded list.
+        return gr.Dropdown(choices=[(_choice_label(c), c.experiment_id) for c in found[:PAGE_MAX_CHOICES]])
 
     def studies():
         try:
@@ -164,4 +166,5 @@ def _choice_label(choice: Any) -> str:
     """An experiment in the multiselect: its name or id, model, metadata type and complete modes."""
     name = f"{choice.name} ({choice.experiment_id})" if choice.name else choice.experiment_id
     modes = "+".join(choice.complete_modes) or "no complete run"
-    return f"{name} · {choice.model} · {choice.metadata_type or 'no metadata'} [{modes}]"
+    return for_page(f"{name} · {for_page(choice.model, 60)} · {for_page(choice.metadata_type or 'no metadata', 60)} [{modes}]",
+                    PAGE_LABEL_CHARS + 60)

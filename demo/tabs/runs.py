@@ -24,7 +24,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     # study_filter came last (issue 8), with "" for any study: older /runs calls keep working.
     def runs(page, model_filter, metadata_filter, dataset_filter="", mode_filter="", study_filter=""):
         try:
-            view = runs_handlers.runs_view(settings.db_path, int(page or 1), model=model_filter, metadata=metadata_filter,
+            view = runs_handlers.runs_view(settings.db_path, page, model=model_filter, metadata=metadata_filter,
                                            dataset=dataset_filter, mode=mode_filter, study=study_filter)
         except UserError as err:
             raise error(str(err)) from None

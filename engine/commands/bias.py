@@ -212,12 +212,15 @@ def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: in
 
 
 def main(args: argparse.Namespace) -> int:
+    from engine.bounds import for_terminal, json_for_terminal
+
     result = bias_report(db_path(args.db), args.experiment, resamples=args.resamples, seed=args.seed, db_arg=args.db)
     if args.json:
-        print(json.dumps(result.report, indent=2, ensure_ascii=False))
+        # Stored labels may hold escape codes (stores older than engine.bounds): escaped here too.
+        print(json_for_terminal(json.dumps(result.report, indent=2, ensure_ascii=False)))
     else:
-        print(format_text(result.report))
-    print(result.hint, file=sys.stderr)
+        print(for_terminal(format_text(result.report), keep_newlines=True))
+    print(for_terminal(result.hint, keep_newlines=True), file=sys.stderr)
     return 0
 
 

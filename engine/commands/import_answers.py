@@ -190,9 +190,13 @@ def main(args: argparse.Namespace) -> int:
         meta = import_metadata(args.metadata, args.label_a, args.label_b, args.consideration)
     if args.mode != "vanilla" and meta is None:
         raise UserError(f"--mode {args.mode} needs --metadata (hai, gender, race or a custom type)")
-    name = args.name.strip()
+    from engine.bounds import MAX_MODEL_CHARS, check_name
+
+    name = check_name(args.name.strip(), "--name", MAX_MODEL_CHARS)
     if not name:
         raise UserError("--name must not be empty")
+    if args.experiment is not None:
+        check_name(args.experiment, "--experiment")
 
     dataset = load_dataset(args.dataset)
     answers_path = Path(args.answers)

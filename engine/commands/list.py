@@ -40,7 +40,11 @@ def _iso(value: Any) -> str | None:
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns separated by two spaces, no trailing blanks."""
+    """Left-aligned columns separated by two spaces, no trailing blanks; stored text escaped
+    (a label may hold terminal escape codes or newlines, in stores older than engine.bounds)."""
+    from engine.bounds import for_terminal
+
+    header, rows = [for_terminal(c) for c in header], [[for_terminal(c) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows])
 
@@ -80,7 +84,9 @@ def as_json(records: tuple) -> str:
         if "modes" in row:
             row["modes"] = list(row["modes"])
         out.append(row)
-    return json.dumps(out, indent=2, ensure_ascii=False)
+    from engine.bounds import json_for_terminal
+
+    return json_for_terminal(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 def _studies(path: Path, args: argparse.Namespace) -> int:

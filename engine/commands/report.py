@@ -364,7 +364,31 @@ def _study_experiments(path: Path, study: str | None) -> list[str] | None:
     return ids
 
 
+def _safe(text: str, fmt: str) -> str:
+    """The report with stored text's escape codes escaped: JSON stays valid JSON."""
+    from engine.bounds import for_terminal, json_for_terminal
+
+    return json_for_terminal(text) if fmt == "json" else for_terminal(text, keep_newlines=True)
+
+
+def _cells(value: Any, fmt: str) -> Any:
+    """Stored text in rows escaped for a terminal cell by cell (a stored newline must not forge a
+    row); JSON keeps the text as stored, `_safe` escapes it in the JSON itself."""
+    from engine.bounds import for_terminal
+
+    if fmt == "json":
+        return value
+    if isinstance(value, str):
+        return for_terminal(value)
+    if isinstance(value, dict):
+        return {k: _cells(v, fmt) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cells(v, fmt) for v in value)
+    return value
+
+
 def main(args: argparse.Namespace) -> int:
+    from engine.bounds import for_terminal
     from engine.commands.bias import db_path
     from store.queries import bias_table, resolve_experiment, run_metric_table
 
@@ -382,7 +406,8 @@ def main(args: argparse.Namespace) -> int:
         from store.queries import run_prompt_settings
 
         settings = run_prompt_settings(path, runs["run_id"].tolist()).to_dict("records")
-        print(render_xai(xai_blocks(runs.to_dict("records"), settings), args.format))
+        blocks = _cells(xai_blocks(runs.to_dict("records"), settings), args.format)
+        print(_safe(render_xai(blocks, args.format), args.format))
         return 0
     rows1 = table1(runs) if args.table in ("1", "all") else []
     bias = _narrow(bias_table(path, args.experiment), args)
@@ -393,10 +418,12 @@ def main(args: argparse.Namespace) -> int:
     # otherwise what it was before verification existed.
     verification = verification_rows(path, runs) if args.table == "all" else []
     explanations = explanation_rows(path, runs) if args.table == "all" else []
-    print(render(rows1, rows2, args.format, args.table, verification, explanations))
+    # Stored labels and names may hold escape codes (stores older than engine.bounds): escaped.
+    rows1, rows2, verification, explanations = _cells([rows1, rows2, verification, explanations], args.format)
+    print(_safe(render(rows1, rows2, args.format, args.table, verification, explanations), args.format))
     hint = _hint(runs, rows2, args)
     if hint:
-        print(hint, file=sys.stderr)
+        print(for_terminal(hint), file=sys.stderr)
     return 0
 
 

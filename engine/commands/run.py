@@ -14,6 +14,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 
+from engine.bounds import MAX_NAME_CHARS
 from engine.errors import UserError
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
@@ -21,7 +22,7 @@ from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARI
 
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
-MAX_EXPERIMENT_NAME = 100
+MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
                     "set HF_TOKEN or run `hf auth login` once instead")
 

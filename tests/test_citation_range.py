@@ -1,0 +1,83 @@
+"""Issue 20 §7: a cited number past 2**31 (or of thousands of digits) is an out-of-range
+citation, in a run and in `import`: before, the store's INTEGER column ended the run with a
+traceback (and greedy decoding repeats the answer on every resume) and `import` exited 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from engine.__main__ import main
+from engine.citations import MAX_CITATION_NUMBER, parse_citations
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[12345678901]", [MAX_CITATION_NUMBER]),
+    ("[2147483647]", [2147483647]),
+    ("[2147483648]", [MAX_CITATION_NUMBER]),
+    ("[" + "9" * 5000 + "]", [MAX_CITATION_NUMBER]),  # int() refuses past 4,300 digits
+    ("[0000000000000000000002]", [2]),
+    ("[1][99999999999-99999999999]", [1, MAX_CITATION_NUMBER]),
+    ("[2147483646-99999999999]", [2147483646, MAX_CITATION_NUMBER]),
+])
+def test_huge_numbers_parse_as_out_of_range(text, expected):
+    assert parse_citations(text) == expected
+
+
+def _store_rows(db: Path, sql: str):
+    conn = duckdb.connect(str(db), read_only=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_run_storing_a_huge_citation_completes(tmp_path):
+    from engine.backends import BatchResult, PlannedBatch
+    from engine.data import load_dataset
+    from engine.prompts import PromptConfig, build_prompt
+    from engine.sink import RunSpec
+    from engine.types import GenerationOutput
+    from engine.write_loop import OpenRun, write_loop
+    from store.run_store import RunStore
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "q?", "answers": ["a"],
+                                "documents": [{"text": "a", "relevant": True}, {"text": "b", "relevant": False}]}) + "\n")
+    dataset = load_dataset(data)
+    item = dataset.items[0]
+    prompt = build_prompt(item, PromptConfig(mode="vanilla"))
+    db = tmp_path / "r.duckdb"
+    store = RunStore(db)
+    store.put_items(dataset.sha, dataset.items)
+    store.start_run(RunSpec(
+        run_id="r1", experiment_id="e1", config_hash="h1", model="m", model_revision=None, quantization="none",
+        dtype="float32", device="cpu", dataset=str(data), dataset_sha=dataset.sha, metadata_type=None,
+        rag_mode="vanilla", seed=0, prompt_version="v", git_sha=None, library_versions={}, config={}, n_items=1))
+    answer = GenerationOutput(text="a [1][12345678901]", tokens=(), finish_reason="stop", n_prompt_tokens=2)
+    runs = [OpenRun("r1", "vanilla", 1, {item.id: (item, prompt)})]
+    batch = PlannedBatch(0, "r1", (item.id,), ((1, 2),))
+    write_loop(runs, [batch], [BatchResult(0, (answer,), None)], store)
+    assert _store_rows(db, "SELECT status FROM runs") == [("complete",)]
+    assert _store_rows(db, "SELECT position, doc_id FROM citations ORDER BY citation_index") == [
+        (1, "q1-d1"), (MAX_CITATION_NUMBER, None)]
+
+
+def test_import_of_a_huge_citation_counts_it_out_of_range(tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "q?", "answers": ["a"],
+                                "documents": [{"id": "d1", "text": "a", "relevant": True},
+                                              {"id": "d2", "text": "b", "relevant": False}]}) + "\n")
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"item_id": "q1", "answer": "a [1] [12345678901]"}) + "\n")
+    db = tmp_path / "i.duckdb"
+    code = main(["import", "--dataset", str(data), "--answers", str(answers), "--name", "m", "--db", str(db)])
+    assert code == 0, capsys.readouterr().err
+    assert _store_rows(db, "SELECT status FROM runs") == [("complete",)]
+    assert _store_rows(db, "SELECT position, relevant FROM citations ORDER BY citation_index") == [
+        (1, True), (MAX_CITATION_NUMBER, None)]
+    # One relevant of two cited: the huge one counts against precision, as [3] of 2 would.
+    assert _store_rows(db, "SELECT precision FROM query_metrics") == [(pytest.approx(0.5),)]

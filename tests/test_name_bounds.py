@@ -1,0 +1,162 @@
+"""Issue 20 §2: every name, label and consideration is bounded and free of control characters
+in the CLI, the app and the Python API alike, before anything is written; stores that already
+hold escape codes are escaped by `list` and `report`; pages get bounded labels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from engine.__main__ import main
+from engine.bounds import (MAX_CONSIDERATION_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, PAGE_LABEL_CHARS, check_name,
+                           for_terminal)
+from engine.errors import UserError
+from engine.prompts import MetadataType, PromptConfig, metadata_type
+
+ROOT = Path(__file__).resolve().parents[1]
+ESC = "\x1b[2J\x1b[31m"  # clear screen, red
+
+
+@pytest.mark.parametrize("limit", [MAX_NAME_CHARS, MAX_LABEL_CHARS, MAX_CONSIDERATION_CHARS])
+def test_check_name_at_and_over_its_limit(limit):
+    assert check_name("x" * limit, "it", limit) == "x" * limit
+    with pytest.raises(UserError, match=rf"^it is {limit + 1:,} characters long \(at most {limit:,}\)$"):
+        check_name("x" * (limit + 1), "it", limit)
+
+
+@pytest.mark.parametrize("bad", ["\x1b", "\n", "\r", "\x7f", "\x9b", "\u202e", "\u2028", "\x00"])
+def test_check_name_refuses_control_characters(bad):
+    with pytest.raises(UserError, match=rf"^it holds the control character U\+{ord(bad):04X} at character 2;"):
+        check_name("a" + bad + "b", "it")
+    assert check_name("Ünïcode · 名前 ok", "it")  # printable text of any script passes
+
+
+def test_the_api_refuses_before_anything_is_built():
+    with pytest.raises(UserError, match="the metadata type's name is 101 characters long"):
+        MetadataType("x" * 101, "a", "b", "c", "a", "b")
+    with pytest.raises(UserError, match="label A holds the control character U\\+001B"):
+        MetadataType("age", "old" + ESC, "young", "c", "old", "young")
+    with pytest.raises(UserError, match="the consideration is 1,001 characters long"):
+        metadata_type("age", "old", "young", "x" * 1001)
+    from engine.runner import RunRequest
+
+    config = PromptConfig(mode="base", metadata=metadata_type("gender"))
+    with pytest.raises(UserError, match="the experiment name holds the control character"):
+        RunRequest(model="smoke", modes=("base",), prompt=config, experiment="e" + ESC)
+    with pytest.raises(UserError, match="the model name is 501 characters long"):
+        RunRequest(model="m" * 501, modes=("base",), prompt=config)
+
+
+def _data(tmp_path: Path) -> Path:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"id": "q1", "question": "q?", "answers": ["a"],
+                                "documents": [{"text": "a", "relevant": True}, {"text": "b", "relevant": False}]}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--metadata", "m" * (MAX_NAME_CHARS + 1), "--label-a", "a", "--label-b", "b", "--consideration", "c"],
+     f"the metadata type's name is {MAX_NAME_CHARS + 1} characters long (at most {MAX_NAME_CHARS})"),
+    (["--metadata", "age", "--label-a", "a" * (MAX_LABEL_CHARS + 1), "--label-b", "b", "--consideration", "c"],
+     f"label A is {MAX_LABEL_CHARS + 1} characters long (at most {MAX_LABEL_CHARS})"),
+    (["--metadata", "age", "--label-a", "a", "--label-b", "b" + ESC, "--consideration", "c"],
+     "label B holds the control character U+001B at character 2"),
+    (["--metadata", "age", "--label-a", "a", "--label-b", "b", "--consideration", "c" * 2000],
+     "the consideration is 2,000 characters long (at most 1,000)"),
+    (["--metadata", "a" + ESC, "--label-a", "a", "--label-b", "b", "--consideration", "c"],
+     "the metadata type's name holds the control character U+001B"),
+    (["--experiment", "x" * (MAX_NAME_CHARS + 1)], "--experiment must be 1 to 100 printable characters"),
+    (["--experiment", "x" + ESC], "--experiment must be 1 to 100 printable characters"),
+    (["--study", "s" * (MAX_NAME_CHARS + 1), "--metadata", "gender,race"], "--study must be 1 to 100 printable"),
+])
+def test_the_cli_refuses_before_writing(tmp_path, capsys, extra, message):
+    db = tmp_path / "r.duckdb"
+    code = main(["run", "--model", "smoke", "--dataset", str(_data(tmp_path)), "--db", str(db), "--modes", "base", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert not db.exists()
+
+
+def test_import_refuses_names_before_writing(tmp_path, capsys):
+    data = _data(tmp_path)
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"item_id": "q1", "answer": "a [1]"}) + "\n")
+    db = tmp_path / "i.duckdb"
+    base = ["import", "--dataset", str(data), "--answers", str(answers), "--db", str(db)]
+    assert main([*base, "--name", "m" + ESC]) == 2
+    assert main([*base, "--name", "m", "--mode", "base", "--metadata", "age", "--label-a", "x" * 201, "--label-b", "y"]) == 2
+    assert main([*base, "--name", "m", "--experiment", "e" * 101]) == 2
+    err = capsys.readouterr().err
+    assert "--name holds the control character U+001B" in err and "label A is 201 characters" in err
+    assert "--experiment is 101 characters long" in err
+    assert not db.exists()
+
+
+def test_the_app_refuses_the_same_names(tmp_path):
+    from demo.handlers.run import RunForm, build_run_request
+    from demo.settings import AppSettings
+
+    settings = AppSettings(db_path=tmp_path / "app.duckdb", allow_local_paths=False)
+    huge = RunForm(metadata="x" * 20_000_000, label_a="a", label_b="b", consideration="c")
+    with pytest.raises(UserError, match="^the metadata type's name is 20,000,000 characters long \\(at most 100\\)$"):
+        build_run_request(settings, huge)
+    with pytest.raises(UserError, match="label A holds the control character"):
+        build_run_request(settings, RunForm(metadata="age", label_a="a" + ESC, label_b="b", consideration="c"))
+    with pytest.raises(UserError, match="--experiment must be 1 to 100"):
+        build_run_request(settings, RunForm(experiment="e" * 101))
+    assert not settings.db_path.exists()
+
+
+@pytest.fixture
+def poisoned_store(tmp_path):
+    """A store from before the bounds: an imported experiment whose type and labels hold escapes."""
+    data = _data(tmp_path)
+    db = tmp_path / "old.duckdb"
+    for mode, answer in (("vanilla", "a [1]"), ("base", "a [1]"), ("cf", "a [2]")):
+        answers = tmp_path / f"{mode}.jsonl"
+        answers.write_text(json.dumps({"item_id": "q1", "answer": answer}) + "\n")
+        extra = [] if mode == "vanilla" else ["--metadata", "age", "--label-a", "old", "--label-b", "young"]
+        assert main(["import", "--dataset", str(data), "--answers", str(answers), "--db", str(db), "--mode", mode,
+                     "--name", "m", "--experiment", "x1", *extra]) == 0
+    conn = duckdb.connect(str(db))
+    conn.execute("UPDATE runs SET metadata_type = ? WHERE metadata_type = 'age'", ["age" + ESC])
+    conn.execute("UPDATE runs SET config_json = replace(config_json, '\"old\"', ?)", ['"old\\u001b[2J\\u009b"'])
+    conn.execute("UPDATE runs SET model = ?", ["m" + ESC + "\nforged row"])
+    conn.close()
+    return db
+
+
+def test_list_and_report_escape_stored_escape_codes(poisoned_store, capsys):
+    capsys.readouterr()
+    for args in (["list"], ["list", "--runs"], ["list", "--json"], ["report"], ["report", "--format", "csv"],
+                 ["report", "--format", "json"], ["bias", "--experiment", "x1"], ["bias", "--experiment", "x1", "--json"]):
+        assert main([*args, "--db", str(poisoned_store)]) == 0, args
+        out = capsys.readouterr()
+        text = out.out + out.err
+        assert "\x1b" not in text and "\x9b" not in text, args
+        if args[0] != "bias":  # bias names no model
+            assert "forged row" in text and "\nforged row" not in text, args
+        if "json" in args or "--json" in args:
+            json.loads(out.out)  # still valid JSON
+    assert main(["list", "--db", str(poisoned_store)]) == 0
+    assert "age\\x1b[2J\\x1b[31m" in capsys.readouterr().out
+
+
+def test_pages_get_bounded_labels(poisoned_store):
+    from demo.handlers.query import experiment_choices
+    from demo.handlers.runs import runs_view
+
+    for label, _ in experiment_choices(poisoned_store):
+        assert len(label) <= PAGE_LABEL_CHARS and "\x1b" not in label
+    for row in runs_view(poisoned_store, 1).rows:
+        assert all("\x1b" not in str(cell) and len(str(cell)) <= PAGE_LABEL_CHARS for cell in row)
+
+
+def test_for_terminal_keeps_printable_text():
+    assert for_terminal("Ünïcode · 名前") == "Ünïcode · 名前"
+    assert for_terminal("a\x1bb\nc") == "a\\x1bb\\nc"
+    assert for_terminal("a\nb\tc", keep_newlines=True) == "a\nb\tc"
