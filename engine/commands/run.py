@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from engine.errors import UserError
+from engine.threads import MAX_THREADS  # torch-free at import
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
@@ -90,6 +91,12 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     m.add_argument(
         "--seed", type=int, default=0,
         help=f"sampling seed and random-order seed, 0 to {MAX_SEED} (default: %(default)s)",
+    )
+    m.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads that generation computes with, here and on every Ray actor; "
+        "recorded with the runs. Log-probs on a CPU differ in their last digits between counts "
+        "(default: torch's default here, the physical cores or $OMP_NUM_THREADS)",
     )
     m.add_argument(
         "--top-logprobs", type=int, default=0,
@@ -204,6 +211,9 @@ def check_run_args(args: argparse.Namespace) -> None:
         raise UserError("--sample-top-k must be 0 or more")
     if not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
         raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {args.top_logprobs}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UserError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
     if not 0 <= args.seed <= MAX_SEED:
         raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {args.seed}")
     if args.experiment is not None:
@@ -253,6 +263,7 @@ def build_request(args: argparse.Namespace, model: str, label: str):
         experiment=args.experiment,
         limit=args.limit,
         skip_invalid=args.skip_invalid,
+        threads=getattr(args, "threads", None),  # the app's form leaves it to the default
         # None lets from_pretrained read $HF_TOKEN or the login cache itself.
         hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
     )
