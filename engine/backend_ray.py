@@ -429,8 +429,10 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
     """The request's tokenizer and context length, read from the model's files, no weights."""
     from transformers import AutoConfig, AutoTokenizer
 
+    from engine.model_check import check_model_name
     from engine.models import _hub_error_to_user_error, context_length
 
+    check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
     token = request.hf_token or os.environ.get("HF_TOKEN") or None
     try:
         tokenizer = AutoTokenizer.from_pretrained(request.model, token=token)

@@ -173,7 +173,12 @@ def _hub_error_to_user_error(model_id: str, err: BaseException, has_token: bool)
             "does not appear to have a file named config.json",
         )
     ):
-        return UserError(f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub")
+        from engine.model_check import suggestion
+
+        return UserError(
+            f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub"
+            f"{suggestion(model_id)}"
+        )
     return None
 
 
@@ -279,6 +284,10 @@ def load_model(
     """Load a causal LM and its tokenizer by hub id or local path, ready for batched generation."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from engine.model_check import check_model_name
+
+    # At once, in one line, where from_pretrained would retry for a minute (Hub unreachable).
+    check_model_name(model_id, revision=revision)
     token = hf_token or os.environ.get("HF_TOKEN") or None
     resolved_device = resolve_device(device)
     quantization = resolve_quantization(quantize, resolved_device)

@@ -279,6 +279,7 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     from pathlib import Path
 
     from engine.data import load_dataset
+    from engine.model_check import check_model_name
     from engine.model_choice import resolve_model
     from engine.paths import default_db_path
     from engine.runner import check_prompt_lengths, execute_plan, load_model_for, plan_experiment
@@ -298,6 +299,8 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     # top_k: an item must have a relevant document among those the model will be shown.
     dataset = load_dataset(dataset_path, skip_invalid=args.skip_invalid, top_k=args.top_k)
     model, label = resolve_model(model_arg)
+    # Before the store is read and torch imported: a typo fails in a second (load_model checks too).
+    check_model_name(model)
     request = replace(request, model=model, model_label=label)
     db_path = Path(args.db) if args.db else default_db_path()
 
@@ -439,6 +442,7 @@ def run_study(args: argparse.Namespace, grid) -> list:
     from pathlib import Path
 
     from engine.data import load_dataset
+    from engine.model_check import check_model_name
     from engine.model_choice import resolve_model
     from engine.paths import default_db_path
     from engine.runner import plan_experiment
@@ -469,6 +473,8 @@ def run_study(args: argparse.Namespace, grid) -> list:
             # Items must have a relevant document among the first k, so validity depends on k.
             datasets[c["top_k"]] = load_dataset(args.dataset, skip_invalid=args.skip_invalid, top_k=c["top_k"])
     resolved = {m: resolve_model(m) for m in grid.model}
+    for model, _ in resolved.values():
+        check_model_name(model)  # every model of the grid, before the first one loads
     seen: dict[str, str] = {}
     for typed, (_, label) in resolved.items():
         if label in seen:
