@@ -368,15 +368,19 @@ def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace, *, 
             "bias pairs items by id: give every mode the same --limit"
         )
     if hint:
-        print(bias_hint(outcome.modes, outcome.experiment_id, args.db, repeat=args.repeat))
+        # The name the user gave with --experiment, when there is one: it is what they remember,
+        # and bias finds an experiment by it as by its id.
+        reference = getattr(args, "experiment", None) or outcome.experiment_id
+        print(bias_hint(outcome.modes, reference, args.db, repeat=args.repeat))
 
 
-def bias_hint(modes: tuple[str, ...], experiment_id: str, db: str | None, *, repeat: bool = False) -> str:
-    """The next command: `bias` when the experiment has a pair to compare, else the modes to add."""
+def bias_hint(modes: tuple[str, ...], experiment: str, db: str | None, *, repeat: bool = False) -> str:
+    """The next command: `bias` when the experiment (an id or a name) has a pair to compare, else
+    the modes to add."""
     present = set(modes)
     if {"vanilla", "base"} <= present or {"base", "cf"} <= present:
         db_part = f" --db {shlex.quote(db)}" if db else ""
-        return f"see the bias with: python -m engine bias --experiment {experiment_id}{db_part}"
+        return f"see the bias with: python -m engine bias --experiment {shlex.quote(experiment)}{db_part}"
     missing = [m for m in MODES if m not in present]
     again = "this command again without --repeat" if repeat else "this command again"
     return (
