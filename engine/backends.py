@@ -10,8 +10,9 @@ The runner works in three steps (engine.runner.execute_plan):
 3. one write loop (engine.write_loop) stores each finished batch as it arrives.
 
 Because the batches are fixed before a backend sees them, and `_generate_batch` seeds each
-batch itself and computes it with the driver's torch thread count (engine.threads), the backend that generated a batch does not change its rows: a run started on
-one backend resumes on the other under the same config hash.
+batch itself and computes it with the driver's torch thread count (engine.threads), the
+backend that generated a batch does not change its rows: a run started on one backend resumes
+on the other under the same config hash.
 """
 
 from __future__ import annotations
