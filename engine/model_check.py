@@ -32,9 +32,12 @@ _NETWORK_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "url
 def cached_model_ids() -> list[str]:
     """The model ids in the local Hugging Face cache (best effort: none when it cannot be read)."""
     try:
-        from huggingface_hub import scan_cache_dir
+        from huggingface_hub import constants, scan_cache_dir
 
-        return sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model")
+        # The cache named explicitly: scan_cache_dir's default is bound when it is first imported,
+        # while try_to_load_from_cache reads the setting when called; both must see one cache.
+        repos = scan_cache_dir(constants.HF_HUB_CACHE).repos
+        return sorted(r.repo_id for r in repos if r.repo_type == "model")
     except Exception:  # noqa: BLE001 - no cache, an unreadable one: nothing to suggest from
         return []
 

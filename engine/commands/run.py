@@ -299,8 +299,6 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     # top_k: an item must have a relevant document among those the model will be shown.
     dataset = load_dataset(dataset_path, skip_invalid=args.skip_invalid, top_k=args.top_k)
     model, label = resolve_model(model_arg)
-    # Before the store is read and torch imported: a typo fails in a second (load_model checks too).
-    check_model_name(model)
     request = replace(request, model=model, model_label=label)
     db_path = Path(args.db) if args.db else default_db_path()
 
@@ -317,6 +315,9 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     loaded = backend = None
     try:
         if plan.n_todo:
+            # Before transformers and torch are imported: a typo fails in a second, not after
+            # a minute of Hub retries (load_model checks too, for every other caller).
+            check_model_name(model)
             # Our own bar is the one that matters; transformers' per-shard bars only add noise.
             from transformers.utils import logging as hf_logging
 
@@ -477,8 +478,6 @@ def run_study(args: argparse.Namespace, grid) -> list:
             # Items must have a relevant document among the first k, so validity depends on k.
             datasets[c["top_k"]] = load_dataset(args.dataset, skip_invalid=args.skip_invalid, top_k=c["top_k"])
     resolved = {m: resolve_model(m) for m in grid.model}
-    for model, _ in resolved.values():
-        check_model_name(model)  # every model of the grid, before the first one loads
     seen: dict[str, str] = {}
     for typed, (_, label) in resolved.items():
         if label in seen:
@@ -498,6 +497,9 @@ def run_study(args: argparse.Namespace, grid) -> list:
         request = replace(request, model=model, model_label=label)
         planned.append(_Planned(position, c, label, plan_experiment(datasets[c["top_k"]], request, sink)))
     name = args.study or generated_study_name([p.plan.spec.key for p in planned])
+    for model in grid.model:  # every model with work, before the first one loads
+        if any(p.plan.n_todo for p in planned if p.configuration["model"] == model):
+            check_model_name(resolved[model][0])
 
     copy_from = _shared_vanilla(planned)
     runs = [r for p in planned for r in p.plan.runs]
