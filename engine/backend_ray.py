@@ -14,6 +14,10 @@
 - Provenance: before anything is written a probe task loads the model on a worker as the
   actors will and reports revision, quantization, dtype, device and library versions; every
   result carries its actor's fingerprint and the write loop refuses one that differs.
+- Threads: Ray starts each worker with OMP_NUM_THREADS=1 (one reserved CPU per actor), while
+  the driver would compute with the machine's cores. Every actor computes with the driver's
+  torch thread count (engine.threads, carried in the generation config), so a batch's log-probs
+  are those a local run stores, to the last bit; it reserves one CPU whatever that count is.
 - Without an address Ray runs on this machine: `address="local"`, explicitly, because a bare
   `ray.init()` joins whatever cluster (or stale marker file) it finds. A given address is
   checked with a short socket timeout first: `ray.init` on an unreachable one hangs for minutes.
@@ -157,8 +161,9 @@ class WorkerSettings:
     generation: Any  # engine.generate.GenerationConfig
 
 
-def fingerprint_of(loaded: Any) -> tuple:
-    """What must be equal on every worker for results to be comparable."""
+def fingerprint_of(loaded: Any, threads: int) -> tuple:
+    """What must be equal on every worker for results to be comparable; `threads` is the torch
+    thread count the batch was computed with, read where it was computed."""
     from engine.runner import library_versions
 
     versions = library_versions()
@@ -169,7 +174,19 @@ def fingerprint_of(loaded: Any) -> tuple:
         ("device", loaded.device.split(":")[0]),  # cuda:0 on every GPU actor: Ray maps its GPU
         ("dropped_generation_defaults", tuple(loaded.dropped_generation_defaults)),
         ("libraries", tuple(sorted((k, v) for k, v in versions.items() if k != "duckdb"))),
+        ("torch_threads", threads),
     )
+
+
+def _threads_in_effect(settings: WorkerSettings) -> int:
+    """Set the driver's thread count in this worker (Ray starts it with OMP_NUM_THREADS=1) and
+    return the count in effect."""
+    import torch
+
+    from engine.threads import use_threads
+
+    wanted = settings.generation.threads
+    return use_threads(wanted) if wanted is not None else torch.get_num_threads()
 
 
 def _load(settings: WorkerSettings):
@@ -195,13 +212,15 @@ class Generator:
         self.loaded = _load(self.settings)
         loaded = self.loaded
         neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
-        self.fingerprint = fingerprint_of(loaded)
 
     def generate(self, batch: PlannedBatch) -> BatchResult:
         from engine.generate import _generate_batch
 
+        # _generate_batch sets the thread count itself; it is read back here, in the thread that
+        # computed, so the write loop refuses a batch computed with another count.
         outputs = _generate_batch(self.loaded, [list(ids) for ids in batch.input_ids], self.settings.generation)
-        return BatchResult(batch.batch_id, tuple(outputs), self.fingerprint)
+        fingerprint = fingerprint_of(self.loaded, _threads_in_effect(self.settings))
+        return BatchResult(batch.batch_id, tuple(outputs), fingerprint)
 
     def __call__(self, rows: dict) -> dict:
         import numpy as np
@@ -217,6 +236,7 @@ def _probe(settings: WorkerSettings) -> tuple[tuple, Provenance]:
     from engine.runner import library_versions
 
     loaded = _load(settings)
+    threads = _threads_in_effect(settings)
     provenance = Provenance(
         revision=loaded.revision,
         quantization=loaded.quantization,
@@ -224,8 +244,9 @@ def _probe(settings: WorkerSettings) -> tuple[tuple, Provenance]:
         device=loaded.device,
         dropped_generation_defaults=tuple(loaded.dropped_generation_defaults),
         library_versions=tuple(library_versions().items()),
+        threads=threads,
     )
-    return fingerprint_of(loaded), provenance
+    return fingerprint_of(loaded, threads), provenance
 
 
 def runtime_env() -> dict:
@@ -322,6 +343,7 @@ class RayBackend:
             device=f"ray:{kind}×{self.actors}",
             dropped_generation_defaults=worker.dropped_generation_defaults,
             library_versions=tuple(versions.items()),
+            threads=worker.threads,
         )
         return self
 
@@ -407,8 +429,10 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
     """The request's tokenizer and context length, read from the model's files, no weights."""
     from transformers import AutoConfig, AutoTokenizer
 
+    from engine.model_check import check_model_name
     from engine.models import _hub_error_to_user_error, context_length
 
+    check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
     token = request.hf_token or os.environ.get("HF_TOKEN") or None
     try:
         tokenizer = AutoTokenizer.from_pretrained(request.model, token=token)

@@ -10,8 +10,9 @@ The runner works in three steps (engine.runner.execute_plan):
 3. one write loop (engine.write_loop) stores each finished batch as it arrives.
 
 Because the batches are fixed before a backend sees them, and `_generate_batch` seeds each
-batch itself, the backend that generated a batch does not change its rows: a run started on
-one backend resumes on the other under the same config hash.
+batch itself and computes it with the driver's torch thread count (engine.threads), the
+backend that generated a batch does not change its rows: a run started on one backend resumes
+on the other under the same config hash.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ class Provenance:
     device: str  # "cpu", "cuda:0", or for Ray e.g. "ray:cuda×4"
     dropped_generation_defaults: tuple[tuple[str, str], ...] = ()
     library_versions: tuple[tuple[str, str], ...] = ()
+    threads: int | None = None  # torch intra-op threads every batch computed with (engine.threads)
 
     @classmethod
-    def of_loaded(cls, loaded: Any, request: Any) -> "Provenance":
+    def of_loaded(cls, loaded: Any, request: Any, threads: int | None = None) -> "Provenance":
         """A model loaded in this process; the request's settings stand in for what it lacks."""
         from engine.runner import library_versions
 
@@ -45,6 +47,7 @@ class Provenance:
             device=getattr(loaded, "device", request.device),
             dropped_generation_defaults=tuple(getattr(loaded, "dropped_generation_defaults", ()) or ()),
             library_versions=tuple(library_versions().items()),
+            threads=threads,
         )
 
 
@@ -115,7 +118,7 @@ class LocalBackend:
         self.config = config  # engine.generate.GenerationConfig
         self.interrupted = interrupted  # a cancel: asked at every decoding step
         self.tokenizer = getattr(loaded, "tokenizer", None)
-        self.provenance = Provenance.of_loaded(loaded, request)
+        self.provenance = Provenance.of_loaded(loaded, request, threads=config.threads)
 
     def generate(self, batches: Sequence[PlannedBatch]) -> Iterator[BatchResult]:
         from engine.generate import _check_config, _generate_batch

@@ -33,6 +33,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from engine.models import LoadedModel, chat_input_ids, neutralize_generation_config
+from engine.threads import use_threads
 from engine.types import GenerationOutput, TokenLogprob, TopLogprob
 
 
@@ -48,6 +49,9 @@ class GenerationConfig:
     seed: int = 0
     batch_size: int = 8
     top_n_logprobs: int = 0
+    # torch intra-op threads to compute with (engine.threads); None leaves the process's setting.
+    # Not a decoding choice, but it moves log-probs in their last digits on a CPU.
+    threads: int | None = None
 
 
 class Cut(NamedTuple):
@@ -237,6 +241,8 @@ def _generate_batch(
     `interrupted` is asked at every decoding step: when it says yes the batch stops at once and
     RunCancelled is raised, since its cut rows are not the answers and must not be written."""
     model, tokenizer = loaded.model, loaded.tokenizer
+    if config.threads is not None:
+        use_threads(config.threads)
     input_ids, attention_mask = _left_pad(batch, loaded.pad_token_id, loaded.device)
     recorder = _LogprobRecorder(config.top_n_logprobs, config.max_new_tokens)
     if config.do_sample:
@@ -302,6 +308,7 @@ def _check_config(config: GenerationConfig) -> None:
         (config.do_sample and config.temperature <= 0, "temperature must be above 0 when sampling"),
         (config.do_sample and not 0 < config.top_p <= 1, "top_p must be in (0, 1]"),
         (config.top_k_sampling < 0, "top_k_sampling must be 0 (off) or more"),
+        (config.threads is not None and config.threads < 1, "threads must be at least 1"),
     ]
     for failed, message in problems:
         if failed:

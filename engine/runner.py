@@ -76,6 +76,9 @@ class RunRequest:
     limit: int | None = None  # cover only the first N items of the dataset
     skip_invalid: bool = False  # skip items whose prompt does not fit instead of refusing
     model_label: str | None = None  # how the store names the model, when not `model` itself
+    # torch intra-op threads every generating process computes with (engine.threads); None:
+    # torch's default in this process. Recorded with the runs, never hashed.
+    threads: int | None = None
     hf_token: str | None = field(default=None, repr=False, compare=False)
     # False: without hf_token, load with no token at all, not the environment's HF_TOKEN (a
     # Space's visitor loading a model outside the operator's allowlist).
@@ -439,6 +442,14 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | No
     if provenance is not None:
         # Recorded, never hashed: they were removed, so they cannot have shaped the output.
         config["dropped_generation_defaults"] = dict(provenance.dropped_generation_defaults)
+    if provenance is not None and provenance.threads is not None:
+        # Like the other provenance, the count of the first start (its rows came from it); a
+        # resume with another count is listed beside it, since its rows may differ in the last
+        # digits of their log-probs.
+        first = previous.get("torch_threads")
+        config["torch_threads"] = provenance.threads if first is None else first
+        if first is not None and first != provenance.threads:
+            config["torch_threads_resumed"] = sorted({*previous.get("torch_threads_resumed", ()), provenance.threads})
     return RunSpec(
         run_id=run.run_id,
         experiment_id=plan.experiment_id,
@@ -462,8 +473,9 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | No
 
 
 def generation_config(request: RunRequest):
-    """How a request decodes (engine.generate.GenerationConfig)."""
+    """How a request decodes (engine.generate.GenerationConfig), with the thread count it computes with."""
     from engine.generate import GenerationConfig
+    from engine.threads import resolve_threads
 
     return GenerationConfig(
         max_new_tokens=request.max_new_tokens,
@@ -474,6 +486,8 @@ def generation_config(request: RunRequest):
         seed=request.seed,
         batch_size=request.batch_size,
         top_n_logprobs=request.top_n_logprobs,
+        # Resolved here, in the driver, so every Ray actor computes with the driver's count.
+        threads=resolve_threads(request.threads),
     )
 
 

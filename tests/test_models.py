@@ -159,11 +159,17 @@ def test_chat_input_without_template_is_plain_text_with_one_bos(tiny_llama_dir):
     assert ids.count(tokenizer.bos_token_id) == 1
 
 
-@pytest.mark.parametrize("model_id", ["no-such-org/no-such-model-xyz", "/no/such/folder", "./not-here"])
-def test_unknown_model_is_a_one_line_user_error(model_id):
+@pytest.mark.parametrize(("model_id", "why"), [
+    # Tests run offline (conftest): refused by engine.model_check before from_pretrained.
+    ("no-such-org/no-such-model-xyz",
+     "not a local folder or a cached Hugging Face model, and the Hub is switched off (HF_HUB_OFFLINE)"),
+    ("/no/such/folder", "not a local folder and not a Hugging Face model id"),
+    ("./not-here", "not a local folder and not a Hugging Face model id"),
+])
+def test_unknown_model_is_a_one_line_user_error(model_id, why):
     with pytest.raises(UserError) as err:
         load_model(model_id, quantize="none", device="cpu")
-    assert str(err.value) == f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub"
+    assert str(err.value) == f"unknown model '{model_id}': {why}"
 
 
 def test_gated_model_errors_say_how_to_get_access():

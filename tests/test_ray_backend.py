@@ -24,6 +24,7 @@ from engine.backend_ray import Generator, RayBackend, load_driver_tokenizer, run
 from engine.data import load_dataset  # noqa: E402
 from engine.errors import UserError  # noqa: E402
 from engine.runner import RunCancelled, check_prompt_lengths, execute_plan, plan_experiment, run_experiment  # noqa: E402
+from engine.threads import resolve_threads  # noqa: E402
 from store import RunStore, connect  # noqa: E402
 from test_run_experiments import make_dataset, req  # noqa: E402
 
@@ -85,7 +86,9 @@ def stored_rows(db):
             "SELECT r.rag_mode, c.* EXCLUDE (run_id) FROM citations c JOIN runs r USING (run_id) "
             "ORDER BY ALL"
         ).fetchall()
-        runs = conn.execute("SELECT rag_mode, config_hash, status, n_items FROM runs ORDER BY rag_mode").fetchall()
+        # The thread count every batch computed with: the driver's, on every actor (engine.threads).
+        runs = conn.execute("SELECT rag_mode, config_hash, status, n_items, config_json->>'torch_threads' "
+                            "FROM runs ORDER BY rag_mode").fetchall()
     return generations, citations, runs
 
 
@@ -109,6 +112,7 @@ def test_ray_stores_exactly_the_rows_a_local_run_stores(ray_cluster, local_refer
     assert generations == local_generations  # prompt, answer, token ids, log-probs, top-n: column for column
     assert citations == local_citations
     assert runs == local_runs  # same config hashes: a run resumes on either backend
+    assert {r[4] for r in runs} == {str(resolve_threads(None))}  # and the same recorded thread count
     assert [r.n_generated for r in outcome.runs] == [8, 8, 8]
     with connect(db, read_only=True) as conn:
         devices = conn.execute("SELECT DISTINCT device, quantization, dtype FROM runs").fetchall()

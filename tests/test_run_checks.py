@@ -71,6 +71,7 @@ FAILURES = {
     "temperature nan": (["--sample", "--temperature", "nan"], "--temperature must be a finite number above 0, not nan"),
     "temperature inf": (["--sample", "--temperature", "inf"], "--temperature must be a finite number above 0, not inf"),
     "top-p nan": (["--sample", "--top-p", "nan"], "--top-p must be in (0, 1], not nan"),
+    "threads zero": (["--threads", "0"], "--threads must be between 1 and 1024, not 0"),
     "top-logprobs huge": (["--top-logprobs", "1000000000"], "--top-logprobs must be between 0 and 20, not 1000000000"),
     "empty experiment name": (["--experiment", " "], "--experiment must be 1 to 100 printable characters"),
     "unknown mode": (["--modes", "vanilla,fancy"], "--modes: unknown mode(s) fancy"),

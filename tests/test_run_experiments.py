@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -118,6 +119,7 @@ def test_the_next_command_names_the_missing_modes():
     assert "without --repeat" in bias_hint(("cf",), "e1", None, repeat=True)
     assert bias_hint(("vanilla", "base"), "e1", None) == "see the bias with: python -m engine bias --experiment e1"
     assert bias_hint(("base", "cf"), "e1", "my runs.duckdb").endswith("--experiment e1 --db 'my runs.duckdb'")
+    assert bias_hint(("base", "cf"), "it's mine", None).endswith("""--experiment 'it'"'"'s mine'""")  # shell-quoted
 
 
 def test_repeat_starts_a_new_experiment_that_later_commands_join(tiny_llama_dir, data, db, shared):
@@ -163,7 +165,19 @@ def test_bias_report_and_list_know_an_experiment_by_its_name(tiny_llama_dir, dat
     assert cli(["list", "--db", str(db)]) == 0
     assert capsys.readouterr().out.splitlines()[1].split()[:2] == [made.experiment_id, "pilot"]
     assert cli(["bias", "--experiment", "pilo", "--db", str(db)]) == 2
-    assert "no experiment 'pilo'" in capsys.readouterr().err
+    # The newest experiments by id and by the name users gave them.
+    assert capsys.readouterr().err == (
+        f"error: no experiment 'pilo' in {db}; newest: {made.experiment_id} 'pilot' "
+        f"({tiny_llama_dir}, gender, vanilla+base+cf)\n"
+    )
+
+
+def test_the_hint_after_run_names_the_experiment_as_the_user_did(tiny_llama_dir, data, db, capsys):
+    path, _ = data
+    assert cli(cli_args(tiny_llama_dir, path, db, "--modes", "base,cf", "--experiment", "gender pilot")) == 0
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert hint == f"see the bias with: python -m engine bias --experiment 'gender pilot' --db {shlex.quote(str(db))}"
+    assert cli(["bias", "--experiment", "gender pilot", "--db", str(db), "--json", "--resamples", "100"]) == 0
 
 
 def test_an_incompatible_experiment_is_refused_with_the_reason(tiny_llama_dir, data, db, shared, tmp_path):

@@ -10,6 +10,7 @@ model only offline, saying plainly that its answers are random text.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from engine.commands.run import add_common_run_args, execute
@@ -52,13 +53,14 @@ def main(args: argparse.Namespace) -> int:
         # CPU writes a concise answer well within 128.
         args.max_new_tokens = 48 if model == SMOKE else 256 if gpu else 128
     outcome = execute(args, str(SAMPLE_DATASET), model, hint=False)
-    print(next_steps(args.db, outcome, smoke=model == SMOKE))
+    print(next_steps(args.db, outcome, smoke=model == SMOKE, reference=args.experiment))
     return 0
 
 
-def next_steps(db: str | None, experiment, *, smoke: bool) -> str:
-    """What to run after the quickstart, with the experiment id it made."""
-    db_flag = f" --db {db}" if db else ""
+def next_steps(db: str | None, experiment, *, smoke: bool, reference: str | None = None) -> str:
+    """What to run after the quickstart: the experiment by the name given with --experiment
+    (`reference`), else by the id it made."""
+    db_flag = f" --db {shlex.quote(db)}" if db else ""
     lines = []
     if smoke:
         lines += [
@@ -70,7 +72,7 @@ def next_steps(db: str | None, experiment, *, smoke: bool) -> str:
     lines += ["", "next:", f"  python -m engine list{db_flag}"]
     modes = experiment.modes
     if "base" in modes and ("cf" in modes or "vanilla" in modes):
-        lines.append(f"  python -m engine bias --experiment {experiment.experiment_id}{db_flag}")
+        lines.append(f"  python -m engine bias --experiment {shlex.quote(reference or experiment.experiment_id)}{db_flag}")
     lines.append(f"  python -m engine report{db_flag}")
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from engine.bounds import MAX_NAME_CHARS
 from engine.errors import UserError
+from engine.threads import MAX_THREADS  # torch-free at import
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
@@ -83,6 +84,12 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     m.add_argument(
         "--seed", type=int, default=0,
         help=f"sampling seed and random-order seed, 0 to {MAX_SEED} (default: %(default)s)",
+    )
+    m.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads that generation computes with, here and on every Ray actor; "
+        "recorded with the runs. Log-probs on a CPU differ in their last digits between counts "
+        "(default: torch's default here, the physical cores or $OMP_NUM_THREADS)",
     )
     m.add_argument(
         "--top-logprobs", type=int, default=0,
@@ -213,6 +220,9 @@ def check_run_args(args: argparse.Namespace) -> None:
         raise UserError("--sample-top-k must be 0 or more")
     if not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
         raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {args.top_logprobs}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UserError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
     if not 0 <= args.seed <= MAX_SEED:
         raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {args.seed}")
     if args.experiment is not None:
@@ -262,6 +272,7 @@ def build_request(args: argparse.Namespace, model: str, label: str):
         experiment=args.experiment,
         limit=args.limit,
         skip_invalid=args.skip_invalid,
+        threads=getattr(args, "threads", None),  # the app's form leaves it to the default
         # None lets from_pretrained read $HF_TOKEN or the login cache itself.
         hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
     )
@@ -277,6 +288,7 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     from pathlib import Path
 
     from engine.data import load_dataset
+    from engine.model_check import check_model_name
     from engine.model_choice import resolve_model
     from engine.paths import default_db_path
     from engine.runner import check_prompt_lengths, execute_plan, load_model_for, plan_experiment
@@ -308,6 +320,9 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     loaded = backend = None
     try:
         if plan.n_todo:
+            # Before transformers and torch are imported: a typo fails in a second, not after
+            # a minute of Hub retries (load_model checks too, for every other caller).
+            check_model_name(model)
             # Our own bar is the one that matters; transformers' per-shard bars only add noise.
             from transformers.utils import logging as hf_logging
 
@@ -359,15 +374,19 @@ def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace, *, 
             "bias pairs items by id: give every mode the same --limit"
         )
     if hint:
-        print(bias_hint(outcome.modes, outcome.experiment_id, args.db, repeat=args.repeat))
+        # The name the user gave with --experiment, when there is one: it is what they remember,
+        # and bias finds an experiment by it as by its id.
+        reference = getattr(args, "experiment", None) or outcome.experiment_id
+        print(bias_hint(outcome.modes, reference, args.db, repeat=args.repeat))
 
 
-def bias_hint(modes: tuple[str, ...], experiment_id: str, db: str | None, *, repeat: bool = False) -> str:
-    """The next command: `bias` when the experiment has a pair to compare, else the modes to add."""
+def bias_hint(modes: tuple[str, ...], experiment: str, db: str | None, *, repeat: bool = False) -> str:
+    """The next command: `bias` when the experiment (an id or a name) has a pair to compare, else
+    the modes to add."""
     present = set(modes)
     if {"vanilla", "base"} <= present or {"base", "cf"} <= present:
         db_part = f" --db {shlex.quote(db)}" if db else ""
-        return f"see the bias with: python -m engine bias --experiment {experiment_id}{db_part}"
+        return f"see the bias with: python -m engine bias --experiment {shlex.quote(experiment)}{db_part}"
     missing = [m for m in MODES if m not in present]
     again = "this command again without --repeat" if repeat else "this command again"
     return (
@@ -433,6 +452,7 @@ def run_study(args: argparse.Namespace, grid) -> list:
     from pathlib import Path
 
     from engine.data import load_dataset
+    from engine.model_check import check_model_name
     from engine.model_choice import resolve_model
     from engine.paths import default_db_path
     from engine.runner import plan_experiment
@@ -481,6 +501,9 @@ def run_study(args: argparse.Namespace, grid) -> list:
         request = replace(request, model=model, model_label=label)
         planned.append(_Planned(position, c, label, plan_experiment(datasets[c["top_k"]], request, sink)))
     name = args.study or generated_study_name([p.plan.spec.key for p in planned])
+    for model in grid.model:  # every model with work, before the first one loads
+        if any(p.plan.n_todo for p in planned if p.configuration["model"] == model):
+            check_model_name(resolved[model][0])
 
     copy_from = _shared_vanilla(planned)
     runs = [r for p in planned for r in p.plan.runs]
