@@ -180,3 +180,21 @@ def test_the_command_prints_one_line_exits_2_and_writes_nothing_with_the_hub_unr
     assert closing_hub.tries("smok") == 1, closing_hub.paths
     assert not any("resolve" in path for path in closing_hub.paths)  # from_pretrained never ran
     assert not db.exists()
+
+
+def test_the_hub_is_asked_about_a_name_with_no_ones_token(monkeypatch):
+    """Only reachability is judged, so the operator's HF_TOKEN never travels with a visitor's name."""
+    from huggingface_hub import HfApi
+
+    from engine.model_check import hub_unreachable
+
+    monkeypatch.setenv("HF_TOKEN", "hf_operator_secret")
+    sent: list = []
+
+    def model_info(self, name, *, timeout=None, token=None, **kwargs):
+        sent.append(token)
+        return object()
+
+    monkeypatch.setattr(HfApi, "model_info", model_info)
+    assert hub_unreachable("someone/private-model") is None
+    assert sent == [False]
