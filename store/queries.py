@@ -1116,11 +1116,7 @@ def export_results_frame(db: DbLike, references: list[str] | tuple[str, ...]) ->
         raise UserError("choose at least one experiment to export")
     with as_database(db).connect(read_only=True) as conn:
         ids = _resolve_all(conn, references)
-        runs = [row[0] for row in conn.execute(
-            "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)", {"ids": list(ids)}).fetchall()]
-        params = {"ids": list(ids), **{f"run{i}": run for i, run in enumerate(runs)}}
-        marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"  # no runs: no rows
-        frame = _frame(conn.execute(_EXPORT_SQL.replace("{runs}", marks), params))
+        frame = _frame(_export_cursor(conn, ids))
     return frame[list(EXPORT_COLUMNS)]
 
 
@@ -1146,11 +1142,7 @@ def export_results_chunks(db: DbLike, references: list[str] | tuple[str, ...],
         raise UserError("choose at least one experiment to export")
     with as_database(db).connect(read_only=True) as conn:
         ids = _resolve_all(conn, references)
-        runs = [row[0] for row in conn.execute(
-            "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)", {"ids": list(ids)}).fetchall()]
-        params = {"ids": list(ids), **{f"run{i}": run for i, run in enumerate(runs)}}
-        marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"  # no runs: no rows
-        cursor = conn.execute(_EXPORT_SQL.replace("{runs}", marks), params)
+        cursor = _export_cursor(conn, ids)
 
         def frames() -> Iterator[pd.DataFrame]:
             while True:
@@ -1163,6 +1155,16 @@ def export_results_chunks(db: DbLike, references: list[str] | tuple[str, ...],
                 yield chunk[list(EXPORT_COLUMNS)]
 
         yield ExportChunks(ids, frames())
+
+
+def _export_cursor(conn: duckdb.DuckDBPyConnection, ids: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+    """The export query over the experiments `ids`, executed, with their runs as constants (see
+    _EXPORT_SQL; no runs: no rows)."""
+    runs = [row[0] for row in conn.execute(
+        "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)", {"ids": list(ids)}).fetchall()]
+    params = {"ids": list(ids), **{f"run{i}": run for i, run in enumerate(runs)}}
+    marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"
+    return conn.execute(_EXPORT_SQL.replace("{runs}", marks), params)
 
 
 def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]:
