@@ -21,6 +21,8 @@ from demo.settings import AppSettings
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
+
+    from demo.tabs.refusal import refuse
     import pandas as pd
 
     from demo import plots
@@ -31,7 +33,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             page = bias_handlers.bias_page(settings.db_path, text or "", chosen or [])
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "bias") from None
         has_cab = any(b.metric in plots.CAB_METRICS and b.value is not None for b in page.cab_bars)
         has_boxes = any(b.n for b in page.probability_boxes)
         return (
@@ -70,7 +72,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             found = bias_handlers.bias_shares(settings.db_path, text or "", experiments or [])
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "bias") from None
         return {
             "experiments": list(found.experiment_ids),
             "explanation_shares": [dict(zip(bias_handlers.EXPLANATION_SHARE_COLUMNS, row))
@@ -107,7 +109,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             selection = bias_handlers.study_selection(settings.db_path, study)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "bias") from None
         # A study replaces the selection, it does not add to it.
         return selection.experiment_ids, selection.note
 

@@ -20,6 +20,8 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.refusal import refuse
+
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
     from engine.errors import UserError
@@ -29,7 +31,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def explain(experiment_ref, item_id):
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise refuse("nothing is stored yet: start a run first", "explain")
         return explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
 
     def experiments_update():
@@ -41,11 +43,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def items_update(experiment_ref):
         """The chosen experiment's items (the first of them chosen), and its view."""
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise refuse("nothing is stored yet: start a run first", "explain")
         try:
             ids = query_handlers.query_items(settings.db_path, experiment_ref)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "explain") from None
         first = ids[0] if ids else None
         shown = ids[: query_handlers.ITEM_CHOICES_MAX]
         return (gr.Dropdown(choices=shown, value=first, allow_custom_value=True),
@@ -53,17 +55,17 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def explain_run(experiment_ref, run_id):
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise refuse("nothing is stored yet: start a run first", "explain")
         return explain_handlers.explain_run_view(settings.db_path, experiment_ref, run_id)
 
     def runs_update(experiment_ref):
         """The chosen experiment's runs (the first of them chosen), and that run's view."""
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise refuse("nothing is stored yet: start a run first", "explain")
         try:
             choices = explain_handlers.run_choices(settings.db_path, experiment_ref)
         except UserError as err:
-            raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
+            raise refuse(query_handlers._visitor_line(err, settings.db_path), "explain") from None
         first = choices[0][1] if choices else None
         return (gr.Dropdown(choices=choices, value=first),
                 *explain_handlers.explain_run_view(settings.db_path, experiment_ref, first or ""))
@@ -71,11 +73,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def generate(experiment_ref, item_id, scope, run_id=None):
         """Queue explanations in the background worker; the timer then follows the job."""
         if not stored():
-            raise gr.Error("nothing is stored yet: start a run first")
+            raise refuse("nothing is stored yet: start a run first", "explain")
         try:
             spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope, run_id)
         except UserError as err:
-            raise gr.Error(query_handlers._visitor_line(err, settings.db_path)) from None
+            raise refuse(query_handlers._visitor_line(err, settings.db_path), "explain") from None
         job_id = jobs.submit(spec)
         return job_id, explain_handlers.job_line(jobs.status(job_id)), gr.Timer(active=True)
 

@@ -24,6 +24,8 @@ STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress"
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
+
+    from demo.tabs.refusal import refuse
     import pandas as pd
     import torch
 
@@ -67,7 +69,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             )
             job_id = run_handlers.run_batch(jobs, settings, form)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "run") from None
         # The token box is emptied: the token was for this load only and must not linger.
         return job_id, ""
 

@@ -14,6 +14,8 @@ MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "c
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
+
+    from demo.tabs.refusal import refuse
     import pandas as pd
 
     from demo.handlers import runs as runs_handlers
@@ -26,7 +28,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             view = runs_handlers.runs_view(settings.db_path, int(page or 1), model=model_filter, metadata=metadata_filter,
                                            dataset=dataset_filter, mode=mode_filter, study=study_filter)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "runs") from None
         # The caption goes through a State, which the API leaves out: /runs keeps returning the table alone.
         return pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), view.caption
 
@@ -43,7 +45,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             return str(runs_handlers.export_file(settings.db_path, chosen, typed, fmt))
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "runs") from None
 
     with gr.Tab("Runs") as runs_tab:
         with gr.Row():

@@ -10,6 +10,8 @@ from demo.settings import AppSettings
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
+
+    from demo.tabs.refusal import refuse
     import pandas as pd
 
     from demo.handlers import sql as sql_handlers
@@ -20,7 +22,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             outcome = sql_handlers.run_sql(settings.db_path, sql)
         except UserError as err:
-            raise gr.Error(str(err)) from None
+            raise refuse(str(err), "sql") from None
         return outcome.frame, outcome.status, str(outcome.csv_path)
 
     def show(sql):
