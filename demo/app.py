@@ -16,10 +16,12 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     from demo.jobs import JobQueue
     from demo.tabs import bias, explain, query, run, runs, sql
+    from demo.tabs.style import APP_CSS
 
     if jobs is None:
         jobs = JobQueue()
     with gr.Blocks(title="PAttriEval") as app:
+        gr.HTML(APP_CSS, elem_id="pe-css", padding=False)
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
         gr.Markdown(_gpu_banner())
         with gr.Tabs() as tabs:

@@ -17,6 +17,18 @@ from engine.citations import parse_citation_marks
 if TYPE_CHECKING:
     from store.queries import ModeDetail, QueryDetail, QueryToken
 
+# Said wherever a smoke run's numbers are shown (issue 15): all zeros would otherwise look like a finding.
+SMOKE_NOTE = ("The smoke model has random weights and never cites, so its scores are 0: run a real model "
+              "to see attribution.")
+
+
+def is_smoke(model: object) -> bool:
+    """True for the smoke model as the store names it (engine.model_choice.SMOKE_LABEL) or as typed."""
+    from engine.model_choice import SMOKE, SMOKE_LABEL
+
+    return str(model) in (SMOKE, SMOKE_LABEL)
+
+
 CSS = """<style>
 .pe-q table{border-collapse:collapse;margin:.5em 0}
 .pe-q th,.pe-q td{border:1px solid #ccc;padding:2px 6px;vertical-align:top}

@@ -22,6 +22,8 @@ from demo.settings import AppSettings
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
+
     from demo.tabs.refusal import refuse
     import pandas as pd
 
@@ -125,13 +127,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             bias_button = gr.Button("Show bias")
         study_note = gr.Markdown()
         bias_summary = gr.Markdown()
-        bias_results = gr.Dataframe(headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
+        bias_results = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
                                     interactive=False)
-        bias_confidence = gr.Dataframe(headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
+        bias_confidence = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
                                        label="citation confidence by relevance and label", interactive=False)
-        table1 = gr.Dataframe(label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
+        table1 = gr.Dataframe(**TABLE, label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
                               interactive=False)
-        table2 = gr.Dataframe(label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
+        table2 = gr.Dataframe(**TABLE, label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
         cab_note = gr.Markdown()
         cab_plot = gr.Plot(label="CAB with 95% intervals", visible=False)
         probability_note = gr.Markdown()
@@ -139,9 +141,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # Beyond the metrics: shown only where the runs have explanations or verifications.
         beyond = gr.State(([], []))
         beyond_note = gr.Markdown()
-        explanation_shares = gr.Dataframe(headers=bias_handlers.EXPLANATION_SHARE_COLUMNS, interactive=False,
+        explanation_shares = gr.Dataframe(**TABLE, headers=bias_handlers.EXPLANATION_SHARE_COLUMNS, interactive=False,
                                           label="explanations that give a label as a reason, per run", visible=False)
-        verification_shares = gr.Dataframe(headers=bias_handlers.VERIFICATION_SHARE_COLUMNS, interactive=False,
+        verification_shares = gr.Dataframe(**TABLE, headers=bias_handlers.VERIFICATION_SHARE_COLUMNS, interactive=False,
                                            label="AttrScore verification of citations, per run", visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(shares_api, api_name="bias_shares", api_visibility="public")

@@ -20,6 +20,8 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
+
     from demo.tabs.refusal import refuse
 
     from demo.handlers import explain as explain_handlers
@@ -112,13 +114,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # Rendered by demo.explain_render, which escapes every piece of model and dataset text.
         page = gr.HTML()
         # /explain's second output for API users: one row per explanation, exact values.
-        table = gr.Dataframe(label="explanations", interactive=False, visible=False)
+        table = gr.Dataframe(**TABLE, label="explanations", interactive=False, visible=False)
         gr.Markdown("#### A whole run")
         with gr.Row():
             run = gr.Dropdown(label="run of the experiment", choices=[], value=None, allow_custom_value=True, scale=2)
             show_run_button = gr.Button("Show run", scale=0)
         run_page = gr.HTML()  # demo.explain_render.run_summary: every piece of stored text escaped
-        run_table = gr.Dataframe(headers=list(explain_handlers.RUN_EXPLANATION_COLUMNS), interactive=False,
+        run_table = gr.Dataframe(**TABLE, headers=list(explain_handlers.RUN_EXPLANATION_COLUMNS), interactive=False,
                                  label="the run's explanations (text cut short; the item view above shows it whole)")
 
     for box in (experiment, item, run):  # free text: the choices arrive only when the tab opens

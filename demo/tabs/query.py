@@ -20,6 +20,8 @@ _REPLACE_URL_JS = """(link) => {
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
+
     from demo.tabs.refusal import refuse
 
     from demo.handlers import query as query_handlers
@@ -113,7 +115,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         query_html = gr.HTML()
         # The page's HTML shows the metrics per mode already; this table is /query_detail's second
         # output for API users (exact values, one row per mode), so it stays off the page.
-        query_metrics = gr.Dataframe(label="metrics per mode", interactive=False, visible=False)
+        query_metrics = gr.Dataframe(**TABLE, label="metrics per mode", interactive=False, visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(items_api, api_name="query_items", api_visibility="public")
 

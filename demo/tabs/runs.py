@@ -15,6 +15,8 @@ MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "c
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
+
     from demo.tabs.refusal import refuse
     import pandas as pd
 
@@ -60,7 +62,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             refresh = gr.Button("Show")
         page_info = gr.Markdown()
         caption = gr.State("")
-        runs_table = gr.Dataframe(headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
+        runs_table = gr.Dataframe(**TABLE, headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
         gr.Markdown("Metrics per mode are those of the mode's newest run: citation precision, recall and F1 "
                     "(x100) and exact match, means over the answers stored so far.")
         with gr.Accordion("Export per-item results", open=False):

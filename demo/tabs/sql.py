@@ -11,6 +11,8 @@ from demo.settings import AppSettings
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
+
     from demo.tabs.refusal import refuse
     import pandas as pd
 
@@ -49,7 +51,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 api_button = gr.Button(visible=False)  # carries /sql, which raises where the page shows
                 # One line of text, wrapped where it is longer than the box (a refusal names what it got).
                 status = gr.Textbox(label="status", interactive=False, lines=1, max_lines=3)
-                result = gr.Dataframe(label="result", interactive=False, wrap=True)
+                result = gr.Dataframe(**TABLE, label="result", interactive=False)
                 csv_file = gr.File(label="result as CSV", interactive=False)
             with gr.Column(scale=2):
                 gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
@@ -58,8 +60,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 # and runs wider than this column, which hides most of each list.
                 # Tall enough for every table and view at once: a short one scrolls inside the
                 # scrolling page and hides most of them (about 20 today, one row each).
-                schema_table = gr.Dataframe(headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
-                                            interactive=False, wrap=True, column_widths=["32%", "15%", "53%"],
+                schema_table = gr.Dataframe(**TABLE, headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
+                                            interactive=False, column_widths=["32%", "15%", "53%"],
                                             max_height=4000)
         outputs = [result, status, csv_file]
         api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public")
