@@ -28,8 +28,32 @@ def build_app(settings: AppSettings, jobs: Any = None):
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
             for tab in (run, runs, query, bias, explain, sql):  # in the order shown
                 tab.build(app, settings, jobs)
+        _open_clicked_rows(app)
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
+
+
+def _open_clicked_rows(app) -> None:
+    """A row clicked in the Runs table opens that experiment in the Query tab (issue 15)."""
+    import gradio as gr
+
+    opener = getattr(app, "open_in_query", None)
+    table = getattr(app, "runs_table", None)
+    if opener is None or table is None:
+        return
+    open_experiment, outputs, then = opener
+
+    def clicked(event):
+        row = getattr(event, "row_value", None) or []
+        experiment_id = str(row[0]).strip() if row else ""
+        if not experiment_id:  # a click on an empty table
+            return tuple(gr.skip() for _ in outputs)
+        return open_experiment(experiment_id)
+
+    # Gradio passes the click to a parameter annotated gr.SelectData; with postponed annotations
+    # the string cannot be resolved from this module, so it is set here.
+    clicked.__annotations__ = {"event": gr.SelectData}
+    then(table.select(clicked, None, outputs, api_visibility="private"))
 
 
 def _gpu_banner() -> str:

@@ -49,7 +49,8 @@ def store(tmp_path_factory) -> Path:
 def test_the_table_shows_each_experiment_with_status_progress_and_metrics_per_mode(store):
     view = runs_view(store, 1)
     assert (view.page, view.pages, view.total) == (1, 1, 3)
-    assert view.caption == f"experiments: page 1 of 1 (3 matching, {PAGE_SIZE} a page)"
+    assert view.caption == (f"experiments: page 1 of 1 (3 matching, {PAGE_SIZE} a page); click a row to open it in "
+                            "the Query tab")
     rows = {row[0]: dict(zip(RUNS_COLUMNS, row)) for row in view.rows}
     assert [row[0] for row in view.rows] == ["exp-c", "exp-b", "exp-a"]  # newest first
     a = rows["exp-a"]

@@ -88,7 +88,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # empty frame. Done after the endpoint, so that API users get the figures themselves.
         return gr.Plot(visible=cab is not None), gr.Plot(visible=probability is not None)
 
-    def choices():
+    def choices(current=None):
+        """The stored experiments; the only one is chosen when nothing is (no blank first page)."""
         from store.queries import experiment_choices
 
         if not settings.db_path.is_file():
@@ -97,7 +98,31 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             found = experiment_choices(settings.db_path)
         except UserError:  # a damaged file: the Show button says so in one line
             found = ()
-        return gr.Dropdown(choices=[(_choice_label(c), c.experiment_id) for c in found])
+        listed = [(_choice_label(c), c.experiment_id) for c in found]
+        if not current and len(listed) == 1:
+            return gr.Dropdown(choices=listed, value=[listed[0][1]])
+        return gr.Dropdown(choices=listed)
+
+    def first_show(text, chosen, summary):
+        """After the tab opens: the chosen experiments shown if nothing is shown yet."""
+        if (summary or "").strip() or not (chosen or (text or "").strip()):
+            return tuple(gr.skip() for _ in bias_outputs)
+        try:
+            return bias(text, chosen)
+        except gr.Error:
+            return cleared(text, chosen)
+
+    def cleared(text, chosen):
+        """After a refusal: every panel emptied and the one line in the summary, so that nothing
+        of the previous experiment stays beside the error (its toast goes away)."""
+        try:
+            bias_handlers.bias_page(settings.db_path, text or "", chosen or [])
+            line = "could not show these experiments"
+        except UserError as err:
+            line = str(err)
+        empty = pd.DataFrame()
+        return (f"**Not shown:** {bias_handlers.markdown_text(' '.join(line.split()))}", empty, empty, empty, empty,
+                "", None, "", None, ([], []))
 
     def studies():
         try:
@@ -147,17 +172,23 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                            label="AttrScore verification of citations, per run", visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(shares_api, api_name="bias_shares", api_visibility="public")
-        bias_button.click(
-            bias, [bias_experiment, bias_chosen],
-            [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot, probability_note,
-             probability_plot, beyond],
-            api_name="bias_table", api_visibility="public",
-        ).then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private").then(
-            show_beyond, beyond, [beyond_note, explanation_shares, verification_shares], api_visibility="private")
+        bias_outputs = [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot,
+                        probability_note, probability_plot, beyond]
+
+        def after(event):
+            event.then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private").then(
+                show_beyond, beyond, [beyond_note, explanation_shares, verification_shares], api_visibility="private")
+
+        shown_now = bias_button.click(bias, [bias_experiment, bias_chosen], bias_outputs, api_name="bias_table",
+                                      api_visibility="public")
+        after(shown_now)
+        after(shown_now.failure(cleared, [bias_experiment, bias_chosen], bias_outputs, api_visibility="private"))
         # Opening the tab offers what was stored meanwhile (a run from this app or the CLI).
         for trigger in (app.load, bias_tab.select):
-            trigger(choices, None, bias_chosen, api_visibility="private")
             trigger(studies, None, bias_study, api_visibility="private")
+        app.load(choices, None, bias_chosen, api_visibility="private")
+        after(bias_tab.select(choices, bias_chosen, bias_chosen, api_visibility="private").then(
+            first_show, [bias_experiment, bias_chosen, bias_summary], bias_outputs, api_visibility="private"))
         # After the multiselect's choices are loaded; only a visitor's choice (input) fires it.
         bias_study.input(choose_study, bias_study, [bias_chosen, study_note], api_name="bias_study",
                          api_visibility="public")

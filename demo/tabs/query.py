@@ -141,7 +141,28 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         then_url(button.click(lambda e, i, s, c, by=by: step(e, i, s, c, by), nav_inputs, view,
                               api_visibility="private"))
 
-    query_tab.select(experiments_update, None, query_experiment, api_visibility="private")
+    def open_experiment(experiment_id):
+        """Another tab's choice (a row clicked in Runs): this tab, on the experiment's first item."""
+        experiments = experiments_update()
+        view_ = query_handlers.open_view(settings.db_path, experiment_id, "")
+        experiment_box = gr.Dropdown(choices=experiments.choices, value=experiment_id, allow_custom_value=True)
+        return (gr.Tabs(selected=TAB_ID), experiment_box, *view_outputs(view_), "", "all")
+
+    if getattr(app, "tabs", None) is not None:
+        # (function of an experiment id, its outputs, what runs after): app.build_app wires it.
+        app.open_in_query = (open_experiment, [app.tabs, query_experiment, *view, search, changed],
+                             lambda event: then_url(event))
+
+    def select_tab(current):
+        """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank page)."""
+        experiments = experiments_update()
+        if (current or "").strip() or len(experiments.choices) != 1 or not stored():
+            return (experiments, *([gr.skip()] * 5))
+        only = experiments.choices[0][1]
+        view_ = query_handlers.open_view(settings.db_path, only, "")
+        return (gr.Dropdown(choices=experiments.choices, value=only), *view_outputs(view_))
+
+    then_url(query_tab.select(select_tab, query_experiment, [query_experiment, *view], api_visibility="private"))
     tabs = getattr(app, "tabs", None)
     load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else [])
 

@@ -73,6 +73,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 export_format = gr.Radio(choices=list(EXPORT_FORMATS), value="csv", label="format")
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
+        app.runs_table = runs_table  # app.build_app opens a clicked row in the Query tab
         filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter, study_filter]
         refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
             lambda text: text, caption, page_info, api_visibility="private")
