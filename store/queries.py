@@ -1009,7 +1009,8 @@ def _tokens(tokens: list[str], logprobs: list[float | None], top_json: str | Non
 
 
 def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: str | None = None) -> tuple[str, ...] | None:
-    """The item ids of an experiment (id or name) in the order its runs wrote them; None if
+    """The item ids of an experiment (id or name) in the dataset's order (as its items were stored;
+    the order answers are written follows the generator's length-sorted batches); None if
     the experiment is unknown.
 
     search keeps items whose question or item id contains it (case-insensitive, literal text);
@@ -1029,7 +1030,7 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
         rows = conn.execute(
             """
             WITH gens AS (
-              SELECT g.run_id, g.item_id, g.created_utc, g.rowid AS written
+              SELECT g.run_id, g.item_id
               FROM generations g WHERE g.run_id IN (SELECT unnest($ids))),
             cites AS (
               SELECT run_id, item_id, list_sort(list_distinct(list(doc_id))) AS docs
@@ -1049,7 +1050,7 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
                        AND any_value(p.docs) FILTER (WHERE p.run_id = $cf) IS NOT NULL
                        AND any_value(p.docs) FILTER (WHERE p.run_id = $base)
                            <> any_value(p.docs) FILTER (WHERE p.run_id = $cf))
-            ORDER BY min(p.created_utc), min(p.written), p.item_id
+            ORDER BY min(i.rowid), p.item_id
             """,
             {
                 "ids": [run[0] for run in runs],

@@ -36,7 +36,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return query_handlers.query_detail(settings.db_path, experiment_ref, item_id)
 
     def items_api(experiment: str, search: str = "", changed: str = "all") -> list[str]:
-        """The item ids of an experiment (id or name) in written order, kept by a search over
+        """The item ids of an experiment (id or name) in dataset order, kept by a search over
         question text and item ids and by a filter: all, modes (citations changed between
         modes) or base_cf (changed between base and cf)."""
         if not stored():
