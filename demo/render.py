@@ -37,7 +37,7 @@ CSS = """<style>
 .pe-q .cited{background:#d8ecff}
 .pe-q .flip{outline:2px solid #d33;outline-offset:-2px;background:#ffe0e0}
 .pe-q .answer,.pe-q .heat{white-space:pre-wrap;font-family:monospace;line-height:1.6;overflow-wrap:anywhere}
-.pe-q td,.pe-q th{overflow-wrap:anywhere}
+.pe-q td,.pe-q th{overflow-wrap:break-word}
 .pe-q table.grid{width:100%}
 .pe-q .mode{min-width:0}
 .pe-q pre.prompt{white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;background:#f7f7f7;padding:.5em;font-size:.85em}

@@ -149,7 +149,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             # not those the tab loaded; the handler refuses an unknown experiment in one line.
             bias_chosen = gr.Dropdown(label="experiments", choices=[], value=[], multiselect=True,
                                       allow_custom_value=True, info="stored experiments (complete modes in brackets)")
-            bias_button = gr.Button("Show bias")
+            bias_button = gr.Button("Show bias", variant="primary", scale=0)
         study_note = gr.Markdown()
         bias_summary = gr.Markdown()
         bias_results = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",

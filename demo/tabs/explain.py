@@ -133,7 +133,21 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     show_run_button.click(explain_run, [experiment, run], [run_page, run_table], api_name="explain_run",
                           api_visibility="public")
     run.select(explain_run, [experiment, run], [run_page, run_table], api_visibility="private")
-    explain_tab.select(experiments_update, None, experiment, api_visibility="private")
+    def select_tab(current):
+        """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank page)."""
+        experiments = experiments_update()
+        if (current or "").strip() or len(experiments.choices) != 1 or not stored():
+            return (experiments, *([gr.skip()] * 6))
+        only = experiments.choices[0][1]
+        try:
+            items = items_update(only)
+            runs = runs_update(only)
+        except gr.Error:  # its items or runs cannot be read: the choice alone, as before
+            return (experiments, *([gr.skip()] * 6))
+        return (gr.Dropdown(choices=experiments.choices, value=only), *items, *runs)
+
+    explain_tab.select(select_tab, experiment, [experiment, item, page, table, run, run_page, run_table],
+                       api_visibility="private")
     generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
                           api_visibility="private")
     timer.tick(follow, [job_id, experiment, item, run], [job_status, page, table, run_page, run_table, timer],

@@ -59,7 +59,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             # Custom values allowed: an API call sees the choices the app was built with, not those
             # the tab loaded; the handler refuses an unknown study in one line.
             study_filter = gr.Dropdown(choices=[("any", "")], value="", allow_custom_value=True, label="study")
-            refresh = gr.Button("Show")
+            refresh = gr.Button("Show", variant="primary", scale=0)
         page_info = gr.Markdown()
         caption = gr.State("")
         runs_table = gr.Dataframe(**TABLE, headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)

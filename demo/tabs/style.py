@@ -11,7 +11,7 @@ TABLE = {"wrap": True, "elem_classes": ["pe-table"]}
 APP_CSS = """<style>
 .pe-table table { table-layout: auto; }
 .pe-table th, .pe-table td, .pe-table th *, .pe-table td * {
-  white-space: normal !important; overflow-wrap: anywhere; word-break: normal;
+  white-space: normal !important; overflow-wrap: break-word; word-break: normal;
   font-family: var(--font) !important; font-size: var(--text-sm) !important;
 }
 .pe-table th .cell-wrap, .pe-table td .cell-wrap { overflow: visible !important; text-overflow: clip !important; }
