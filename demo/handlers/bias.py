@@ -116,6 +116,14 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
     )
 
 
+def table_headers() -> tuple[list[str], list[str]]:
+    """The header rows of Tables 1 and 2, as `python -m engine report` prints them."""
+    from engine.commands.report import formatted_tables
+
+    table1, table2 = formatted_tables([], [])
+    return table1[0], table2[0]
+
+
 def bias_shares(db_path: Path, text: str, chosen: Sequence[str] | None = ()) -> BeyondShares:
     """The beyond-metric shares alone, for the experiments `bias_page` would show (the same
     refusals); `/bias_table` keeps its outputs, so API users get these from `/bias_shares`."""

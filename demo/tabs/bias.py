@@ -120,9 +120,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             line = "could not show these experiments"
         except UserError as err:
             line = str(err)
-        empty = pd.DataFrame()
-        return (f"**Not shown:** {bias_handlers.markdown_text(' '.join(line.split()))}", empty, empty, empty, empty,
-                "", None, "", None, ([], []))
+        return (f"**Not shown:** {bias_handlers.markdown_text(' '.join(line.split()))}",
+                pd.DataFrame(columns=bias_handlers.PAGE_RESULT_COLUMNS),
+                pd.DataFrame(columns=bias_handlers.PAGE_CONFIDENCE_COLUMNS),
+                pd.DataFrame(columns=table1_head), pd.DataFrame(columns=table2_head), "", None, "", None, ([], []))
 
     def studies():
         try:
@@ -156,9 +157,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                     interactive=False)
         bias_confidence = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
                                        label="citation confidence by relevance and label", interactive=False)
-        table1 = gr.Dataframe(**TABLE, label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
+        # Their headers before anything is shown, or after a refusal (not Gradio's "1 | 2 | 3").
+        table1_head, table2_head = bias_handlers.table_headers()
+        table1 = gr.Dataframe(**TABLE, headers=table1_head,
+                              label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
                               interactive=False)
-        table2 = gr.Dataframe(**TABLE, label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
+        table2 = gr.Dataframe(**TABLE, headers=table2_head, label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
         cab_note = gr.Markdown()
         cab_plot = gr.Plot(label="CAB with 95% intervals", visible=False)
         probability_note = gr.Markdown()
