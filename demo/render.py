@@ -38,6 +38,7 @@ CSS = """<style>
 .pe-q .flip{outline:2px solid #d33;outline-offset:-2px;background:#ffe0e0}
 .pe-q .answer,.pe-q .heat{white-space:pre-wrap;font-family:monospace;line-height:1.6;overflow-wrap:anywhere}
 .pe-q td,.pe-q th{overflow-wrap:break-word}
+.pe-q td.doc,.pe-q h3,.pe-q p,.pe-q summary{overflow-wrap:anywhere}
 .pe-q table.grid{width:100%}
 .pe-q .mode{min-width:0}
 .pe-q pre.prompt{white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;background:#f7f7f7;padding:.5em;font-size:.85em}
@@ -95,7 +96,7 @@ def documents_grid(detail: QueryDetail) -> str:
         title = f"{doc.title}: " if doc.title else ""
         cells = [
             _cell(str(doc.rank)),
-            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text),
+            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), ["doc"],
                   title=f"{title}{doc.doc_id}"),
             _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
         ]

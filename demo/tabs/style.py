@@ -11,9 +11,12 @@ TABLE = {"wrap": True, "elem_classes": ["pe-table"]}
 APP_CSS = """<style>
 .pe-table table { table-layout: auto; }
 .pe-table th, .pe-table td, .pe-table th *, .pe-table td * {
-  white-space: normal !important; overflow-wrap: break-word; word-break: normal;
-  font-family: var(--font) !important; font-size: var(--text-sm) !important;
+  white-space: normal !important; font-family: var(--font) !important; font-size: var(--text-sm) !important;
 }
+/* Headers break between words only; cells may break a long id or path anywhere, so that the
+   table fits the window rather than pushing its last columns out of it. */
+.pe-table th, .pe-table th * { word-break: normal !important; overflow-wrap: normal !important; }
+.pe-table td, .pe-table td * { word-break: normal !important; overflow-wrap: anywhere !important; }
 .pe-table th .cell-wrap, .pe-table td .cell-wrap { overflow: visible !important; text-overflow: clip !important; }
 #pe-job-banner:empty { display: none; }
 #pe-css { display: none; }

@@ -116,6 +116,9 @@ def test_every_tab_fits_the_window(browser, app, width, height):
                 assert grid_rows(grid)[0]["experiment"] == EXPERIMENT
                 panel.get_by_text(SMOKE_NOTE).wait_for(timeout=WAIT_MS)
             if tab in ("Query", "Explain"):
+                # The question, the documents grid and the answers all wrap inside the view.
+                for root in page.locator(".pe-q").filter(visible=True).all():
+                    assert root.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), (tab, root.inner_text()[:80])
                 answers = page.locator(".pe-q .answer").filter(visible=True)
                 if tab == "Query":
                     assert answers.count() == 3
