@@ -39,6 +39,7 @@ CSS = """<style>
 .pe-q .answer,.pe-q .heat{white-space:pre-wrap;font-family:monospace;line-height:1.6;overflow-wrap:anywhere}
 .pe-q td,.pe-q th{overflow-wrap:break-word}
 .pe-q td.doc,.pe-q h3,.pe-q p,.pe-q summary{overflow-wrap:anywhere}
+.pe-q td.doc{width:45%}
 .pe-q table.grid{width:100%}
 .pe-q .mode{min-width:0}
 .pe-q pre.prompt{white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;background:#f7f7f7;padding:.5em;font-size:.85em}

@@ -51,7 +51,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 api_button = gr.Button(visible=False)  # carries /sql, which raises where the page shows
                 # One line of text, wrapped where it is longer than the box (a refusal names what it got).
                 status = gr.Textbox(label="status", interactive=False, lines=1, max_lines=3)
-                result = gr.Dataframe(**TABLE, label="result", interactive=False)
+                # A header that says what goes here, not Gradio's "1 | 2 | 3" before the first query.
+                result = gr.Dataframe(**TABLE, label="result", interactive=False,
+                                      headers=["the query's columns show here"])
                 csv_file = gr.File(label="result as CSV", interactive=False)
             with gr.Column(scale=2):
                 gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
