@@ -19,5 +19,6 @@ APP_CSS = """<style>
 .pe-table td, .pe-table td * { word-break: normal !important; overflow-wrap: anywhere !important; }
 .pe-table th .cell-wrap, .pe-table td .cell-wrap { overflow: visible !important; text-overflow: clip !important; }
 #pe-job-banner:empty { display: none; }
+#pe-job-banner progress { display: block; width: 100%; margin-top: .4em; }
 #pe-css { display: none; }
 </style>"""
