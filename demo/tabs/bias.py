@@ -21,12 +21,10 @@ from demo.settings import AppSettings
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
-
-    from demo.tabs.style import TABLE
-
-    from demo.tabs.refusal import refuse
     import pandas as pd
 
+    from demo.tabs.refusal import refuse
+    from demo.tabs.style import TABLE
     from demo import plots
     from demo.handlers import bias as bias_handlers
     from engine.errors import UserError

@@ -20,10 +20,8 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    from demo.tabs.style import TABLE
-
     from demo.tabs.refusal import refuse
-
+    from demo.tabs.style import TABLE
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
     from engine.errors import UserError

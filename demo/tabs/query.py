@@ -20,10 +20,8 @@ _REPLACE_URL_JS = """(link) => {
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    from demo.tabs.style import TABLE
-
     from demo.tabs.refusal import refuse
-
+    from demo.tabs.style import TABLE
     from demo.handlers import query as query_handlers
     from engine.errors import UserError
 

@@ -24,13 +24,11 @@ STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress"
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
-
-    from demo.tabs.style import TABLE
-
-    from demo.tabs.refusal import refuse
     import pandas as pd
     import torch
 
+    from demo.tabs.refusal import refuse
+    from demo.tabs.style import TABLE
     from demo.handlers import run as run_handlers
     from demo.handlers.bias import markdown_text
     from engine.errors import UserError

@@ -14,12 +14,10 @@ MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "c
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
-
-    from demo.tabs.style import TABLE
-
-    from demo.tabs.refusal import refuse
     import pandas as pd
 
+    from demo.tabs.refusal import refuse
+    from demo.tabs.style import TABLE
     from demo.handlers import runs as runs_handlers
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
