@@ -144,8 +144,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             return (experiments, *([gr.skip()] * 6))
         return (gr.Dropdown(choices=experiments.choices, value=only), *items, *runs)
 
-    explain_tab.select(select_tab, experiment, [experiment, item, page, table, run, run_page, run_table],
-                       api_visibility="private")
+    # At page load too, so that the only experiment is open before the tab is: done on the tab's
+    # select alone, a slow answer could land after the visitor's own first choice and replace it.
+    for trigger in (app.load, explain_tab.select):
+        trigger(select_tab, experiment, [experiment, item, page, table, run, run_page, run_table],
+                api_visibility="private")
     generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
                           api_visibility="private")
     timer.tick(follow, [job_id, experiment, item, run], [job_status, page, table, run_page, run_table, timer],

@@ -85,6 +85,14 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab."""
         experiments = experiments_update()
         params = query_handlers.view_from_params(dict(request.query_params) if request is not None else None)
+        if params is None and stored() and len(experiments.choices) == 1:
+            # The only experiment, open before the tab is (see select_tab), staying on this tab.
+            only = experiments.choices[0][1]
+            view = query_handlers.open_view(settings.db_path, only, "")
+            experiment = gr.Dropdown(choices=experiments.choices, value=only)
+            item, position, _, page, metrics = view_outputs(view)
+            # No permalink here: the address bar would take it, and a reload would then open Query.
+            return (experiment, item, position, "", page, metrics, gr.skip(), gr.skip())
         if params is None or not stored():
             return experiments, *([gr.skip()] * 7)
         experiment_ref, item_id = params
