@@ -131,24 +131,43 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     show_run_button.click(explain_run, [experiment, run], [run_page, run_table], api_name="explain_run",
                           api_visibility="public")
     run.select(explain_run, [experiment, run], [run_page, run_table], api_visibility="private")
-    def select_tab(current):
-        """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank page)."""
+    def prepare(current):
+        """Opening the tab (or the page): the experiments stored meanwhile and, when there is only
+        one and none is chosen, its first item's and first run's views, ready to show."""
         experiments = experiments_update()
-        if (current or "").strip() or len(experiments.choices) != 1 or not stored():
-            return (experiments, *([gr.skip()] * 6))
-        only = experiments.choices[0][1]
+        choices = list(experiments.choices or [])
+        if (current or "").strip() or len(choices) != 1 or not stored():
+            return {"choices": choices, "open": None}
+        only = choices[0][1]
         try:
-            items = items_update(only)
-            runs = runs_update(only)
-        except gr.Error:  # its items or runs cannot be read: the choice alone, as before
-            return (experiments, *([gr.skip()] * 6))
-        return (gr.Dropdown(choices=experiments.choices, value=only), *items, *runs)
+            ids = query_handlers.query_items(settings.db_path, only)
+            first = ids[0] if ids else ""
+            runs_ = explain_handlers.run_choices(settings.db_path, only)
+            first_run = runs_[0][1] if runs_ else ""
+            views = (*explain_handlers.explain_view(settings.db_path, only, first),
+                     *explain_handlers.explain_run_view(settings.db_path, only, first_run))
+        except UserError:  # its items or runs cannot be read: the choices alone, as before
+            return {"choices": choices, "open": None}
+        return {"choices": choices, "open": (only, ids[: query_handlers.ITEM_CHOICES_MAX], first, runs_, first_run,
+                                             views)}
 
-    # At page load too, so that the only experiment is open before the tab is: done on the tab's
-    # select alone, a slow answer could land after the visitor's own first choice and replace it.
+    def apply(current, prepared):
+        """The prepared views, only if the visitor has still chosen nothing: read when this step
+        starts, so that a slow preparation never replaces the visitor's own choice."""
+        prepared = prepared or {"choices": [], "open": None}
+        if prepared["open"] is None or (current or "").strip():
+            return (gr.Dropdown(choices=prepared["choices"]), *([gr.skip()] * 6))
+        only, ids, first, runs_, first_run, (page_, table_, run_page_, run_table_) = prepared["open"]
+        return (gr.Dropdown(choices=prepared["choices"], value=only),
+                gr.Dropdown(choices=ids, value=first or None, allow_custom_value=True), page_, table_,
+                gr.Dropdown(choices=runs_, value=first_run or None), run_page_, run_table_)
+
+    prepared = gr.State(None)
+    # At page load too, so that the only experiment is open before the tab is.
     for trigger in (app.load, explain_tab.select):
-        trigger(select_tab, experiment, [experiment, item, page, table, run, run_page, run_table],
-                api_visibility="private")
+        trigger(prepare, experiment, prepared, api_visibility="private").then(
+            apply, [experiment, prepared], [experiment, item, page, table, run, run_page, run_table],
+            api_visibility="private")
     generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
                           api_visibility="private")
     timer.tick(follow, [job_id, experiment, item, run], [job_status, page, table, run_page, run_table, timer],
