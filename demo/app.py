@@ -18,6 +18,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     from demo.jobs import JobQueue
     from demo.tabs import bias, explain, query, run, runs, sql
+    from demo.tabs.style import APP_CSS
 
     if jobs is None:
         jobs = JobQueue()
@@ -25,14 +26,39 @@ def build_app(settings: AppSettings, jobs: Any = None):
     # whoever has the path: every 10 minutes, files older than an hour are deleted (a run's upload
     # leaves the cache at once, see demo.handlers.run.run_batch).
     with gr.Blocks(title="PAttriEval", delete_cache=(600, UPLOAD_MAX_AGE_S)) as app:
+        gr.HTML(APP_CSS, elem_id="pe-css", padding=False)
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
         gr.Markdown(_gpu_banner())
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
             for tab in (run, runs, query, bias, explain, sql):  # in the order shown
                 tab.build(app, settings, jobs)
+        _open_clicked_rows(app)
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
+
+
+def _open_clicked_rows(app) -> None:
+    """A row clicked in the Runs table opens that experiment in the Query tab (issue 15)."""
+    import gradio as gr
+
+    opener = getattr(app, "open_in_query", None)
+    table = getattr(app, "runs_table", None)
+    if opener is None or table is None:
+        return
+    open_experiment, outputs, then = opener
+
+    def clicked(event):
+        row = getattr(event, "row_value", None) or []
+        experiment_id = str(row[0]).strip() if row else ""
+        if not experiment_id:  # a click on an empty table
+            return tuple(gr.skip() for _ in outputs)
+        return open_experiment(experiment_id)
+
+    # Gradio passes the click to a parameter annotated gr.SelectData; with postponed annotations
+    # the string cannot be resolved from this module, so it is set here.
+    clicked.__annotations__ = {"event": gr.SelectData}
+    then(table.select(clicked, None, outputs, api_visibility="private"))
 
 
 def _gpu_banner() -> str:

@@ -52,7 +52,8 @@ def documents_grid(detail: QueryDetail, by_mode: dict[str, list[StoredExplanatio
     for doc in shown:
         cells = [
             _cell(str(doc.rank)),
-            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), title=doc.doc_id),
+            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), ["doc"],
+                  title=doc.doc_id),
             _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
         ]
         for m in modes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import TYPE_CHECKING, Iterable
 
 from engine.citations import parse_citation_marks
@@ -17,13 +18,34 @@ from engine.citations import parse_citation_marks
 if TYPE_CHECKING:
     from store.queries import ModeDetail, QueryDetail, QueryToken
 
+# Said wherever a smoke run's numbers are shown (issue 15): all zeros would otherwise look like a finding.
+SMOKE_NOTE = ("The smoke model has random weights and never cites, so its scores are 0: run a real model "
+              "to see attribution.")
+
+
+def is_smoke(model: object) -> bool:
+    """True for the smoke model as the store names it (engine.model_choice.SMOKE_LABEL) or as typed."""
+    from engine.model_choice import SMOKE, SMOKE_LABEL
+
+    return str(model) in (SMOKE, SMOKE_LABEL)
+
+
 CSS = """<style>
 .pe-q table{border-collapse:collapse;margin:.5em 0}
 .pe-q th,.pe-q td{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
 .pe-q .rel{font-weight:bold}
 .pe-q .cited{background:#d8ecff}
 .pe-q .flip{outline:2px solid #d33;outline-offset:-2px;background:#ffe0e0}
-.pe-q .answer,.pe-q .heat{white-space:pre-wrap;font-family:monospace;line-height:1.6}
+.pe-q .answer,.pe-q .heat{white-space:pre-wrap;font-family:monospace;line-height:1.6;overflow-wrap:anywhere}
+.pe-q td,.pe-q th{overflow-wrap:break-word}
+.pe-q td.doc,.pe-q h3,.pe-q p,.pe-q summary{overflow-wrap:anywhere}
+.pe-q td.doc{width:45%}
+.pe-q table.grid{width:100%}
+.pe-q .mode{min-width:0}
+.pe-q pre.prompt{white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;background:#f7f7f7;padding:.5em;font-size:.85em}
+.pe-q mark.label-a{background:#ffe08a}
+.pe-q mark.label-b{background:#c9e7ff}
+.pe-q .note{background:#fff6dd;padding:.4em .6em;border-radius:4px}
 .pe-q .cite{border-radius:3px;padding:0 2px;font-weight:bold}
 .pe-q .tok{border-radius:2px}
 .pe-q .modes{display:flex;gap:1em;flex-wrap:wrap}
@@ -60,7 +82,11 @@ def documents_grid(detail: QueryDetail) -> str:
     modes = detail.modes
     shown = [d for d in detail.documents if any(d.doc_id in m.positions for m in modes)]
     head = ["#", "document", "relevant"]
-    head += [f"{m.mode} position" for m in modes]
+    # One position column when every mode showed the documents in the same order (ranked or
+    # reversed: the usual case); three identical columns only repeat it.
+    same_order = len({tuple(sorted(m.positions.items())) for m in modes}) <= 1
+    position_modes = modes[:1] if same_order else modes
+    head += ["position"] if same_order else [f"{m.mode} position" for m in modes]
     head += [f"{m.mode} label" for m in modes if m.mode in ("base", "cf")]
     head += [f"{m.mode} cited (p)" for m in modes]
     rows = []
@@ -71,11 +97,11 @@ def documents_grid(detail: QueryDetail) -> str:
         title = f"{doc.title}: " if doc.title else ""
         cells = [
             _cell(str(doc.rank)),
-            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text),
+            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), ["doc"],
                   title=f"{title}{doc.doc_id}"),
             _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
         ]
-        cells += [_cell(_text(m.positions.get(doc.doc_id))) for m in modes]
+        cells += [_cell(_text(m.positions.get(doc.doc_id))) for m in position_modes]
         cells += [_cell(_text(m.labels.get(doc.doc_id))) for m in modes if m.mode in ("base", "cf")]
         for m in modes:
             if m.answer is None:
@@ -140,6 +166,28 @@ def token_heatmap(mode: ModeDetail) -> str:
     return f'<div class="heat">{"".join(spans)}</div>'
 
 
+def prompt_html(mode: ModeDetail) -> str:
+    """The prompt the model was given for this item, escaped, with each document's label
+    (`(written by …)`, label A and label B in two colours) highlighted."""
+    if not mode.prompt:
+        return '<p class="prompt">(no prompt stored for this answer: imported, or not answered yet)</p>'
+    labels = {label: cls for label, cls in ((mode.label_a, "label-a"), (mode.label_b, "label-b")) if label}
+    if mode.mode == "vanilla" or not labels:
+        return f'<pre class="prompt">{_text(mode.prompt)}</pre>'
+    # engine.prompts writes a label as " (written by LABEL)" at the end of a document's line;
+    # anchored there, so that a document quoting those words is not taken for a label.
+    alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    pattern = re.compile(rf"\(written by ({alternatives})\)$", re.MULTILINE)
+    out, cursor = [], 0
+    for match in pattern.finditer(mode.prompt):
+        out.append(_text(mode.prompt[cursor:match.start()]))
+        out.append(f'<mark class="{labels[match.group(1)]}" title="label {"A" if labels[match.group(1)] == "label-a" else "B"}">'
+                   f"{_text(match.group(0))}</mark>")
+        cursor = match.end()
+    out.append(_text(mode.prompt[cursor:]))
+    return f'<pre class="prompt">{"".join(out)}</pre>'
+
+
 def metrics_table(detail: QueryDetail) -> str:
     """Citation precision, recall, F1 and exact match per mode."""
     names = ("precision", "recall", "f1", "exact_match")
@@ -156,14 +204,17 @@ def query_page(detail: QueryDetail) -> str:
     golds = ", ".join(_text(a) for a in detail.gold_answers) or "–"
     columns = "".join(
         f'<div class="mode"><h4>{_text(m.mode)} <small>run {_text(m.run_id)} ({_text(m.status)})</small></h4>'
-        f"{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}</div>"
+        f"{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}"
+        f"<details><summary>the prompt {_text(m.mode)} saw</summary>{prompt_html(m)}</details></div>"
         for m in detail.modes
     )
+    smoke = any(is_smoke(m.model) for m in detail.modes if m.model)
+    note = f'<p class="note">{_text(SMOKE_NOTE)}</p>' if smoke else ""
     return (
         f'{CSS}<div class="pe-q">'
         f"<h3>{_text(detail.question)}</h3>"
         f"<p>item {_text(detail.item_id)} · experiment {_text(detail.experiment_id)} · gold: {golds}</p>"
-        f"{documents_grid(detail)}"
+        f"{note}{documents_grid(detail)}"
         f'<div class="modes">{columns}</div>'
         f"{metrics_table(detail)}</div>"
     )

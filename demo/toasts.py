@@ -5,11 +5,18 @@ quotes is often stored or visitor text: an experiment or metadata name holding a
 or a form would show live in another visitor's toast (and the image would be fetched). Every
 toast goes through here, so that every message is escaped the same way. Quotes stay as they are:
 text inside an element needs only &, < and > escaped, and API callers read the message too.
+
+An error toast is a visitor's mistake (an unknown id, a bad value): gr.Error would print a full
+traceback to the server's log for each typo, so `error` logs one line instead. Bugs are other
+exceptions and keep their tracebacks.
 """
 
 from __future__ import annotations
 
 import html
+import sys
+
+_LOGGED_CHARS = 300  # a visitor's text must not fill the server's log
 
 
 def toast_text(message: object) -> str:
@@ -17,11 +24,15 @@ def toast_text(message: object) -> str:
     return html.escape(str(message), quote=False)
 
 
-def error(message: object):
-    """gr.Error with the message escaped: raise it from a handler (`raise error(err) from None`)."""
+def error(message: object, where: str = "app"):
+    """gr.Error for a user error, escaped, in one line, logged in one line without a traceback:
+    raise it from a handler (`raise error(err, "bias") from None`)."""
     import gradio as gr
 
-    return gr.Error(toast_text(message))
+    line = " ".join(str(message).split())
+    logged = line if len(line) <= _LOGGED_CHARS else line[: _LOGGED_CHARS - 1] + "…"
+    print(f"{where}: refused: {logged}", file=sys.stderr, flush=True)
+    return gr.Error(toast_text(line), print_exception=False)
 
 
 def warning(message: object) -> None:

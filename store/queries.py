@@ -854,6 +854,10 @@ class ModeDetail:
     citations: tuple[QueryCitation, ...]
     tokens: tuple[QueryToken, ...]
     metrics: ModeMetrics | None
+    # The prompt text the model was given for this item (engine.prompts.build_prompt's, as the
+    # runner stored it) and the run's model. Last, with defaults: tests build ModeDetail by keyword.
+    prompt: str | None = None
+    model: str | None = None
 
     @property
     def cited_doc_ids(self) -> frozenset[str]:
@@ -884,12 +888,12 @@ class QueryDetail:
 
 def _shown_runs(conn: duckdb.DuckDBPyConnection, reference: str) -> tuple[str, list[tuple]] | None:
     """The experiment id and, per mode in MODES order, its newest complete-or-running run:
-    (run_id, rag_mode, status, dataset_sha, config_json)."""
+    (run_id, rag_mode, status, dataset_sha, config_json, model)."""
     found = conn.execute(_RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
     if not found:
         return None
     rows = conn.execute(
-        "SELECT run_id, rag_mode, status, dataset_sha, config_json FROM runs "
+        "SELECT run_id, rag_mode, status, dataset_sha, config_json, model FROM runs "
         "WHERE experiment_id = ? AND status IN ('complete', 'running') ORDER BY created_utc, run_id",
         [found[0]],
     ).fetchall()
@@ -926,7 +930,7 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
         generations = {
             row[0]: row[1:]
             for row in conn.execute(
-                "SELECT run_id, answer, shown_doc_ids, finish_reason, tokens, logprobs, top_logprobs "
+                "SELECT run_id, answer, shown_doc_ids, finish_reason, tokens, logprobs, top_logprobs, prompt "
                 f"FROM generations WHERE run_id IN ({_marks(ids)}) AND item_id = ?",
                 [*ids, item_id],
             ).fetchall()
@@ -965,9 +969,10 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
     for d in docs:  # a repeated id is relevant if any copy is, as in query_metrics
         relevant[d.doc_id] = relevant.get(d.doc_id, False) or d.relevant
     modes = []
-    for run_id, mode, status, _sha, config_json in runs:
+    for run_id, mode, status, _sha, config_json, model in runs:
         label_a, label_b = _metadata_labels(config_json)
-        answer, shown_ids, finish, tokens, logprobs, top_json = generations.get(run_id, (None, [], None, [], [], None))
+        answer, shown_ids, finish, tokens, logprobs, top_json, prompt = generations.get(
+            run_id, (None, [], None, [], [], None, None))
         shown_ids = list(shown_ids or [])
         modes.append(ModeDetail(
             mode=mode,
@@ -983,6 +988,8 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
             citations=tuple(citations.get(run_id, ())),
             tokens=_tokens(tokens or [], logprobs or [], top_json),
             metrics=metrics.get(run_id),
+            prompt=prompt,
+            model=model,
         ))
     return QueryDetail(experiment_id, item_id, question, tuple(answers or ()), docs, tuple(modes))
 
@@ -1003,7 +1010,8 @@ def _tokens(tokens: list[str], logprobs: list[float | None], top_json: str | Non
 
 
 def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: str | None = None) -> tuple[str, ...] | None:
-    """The item ids of an experiment (id or name) in the order its runs wrote them; None if
+    """The item ids of an experiment (id or name) in the dataset's order (as its items were stored;
+    the order answers are written follows the generator's length-sorted batches); None if
     the experiment is unknown.
 
     search keeps items whose question or item id contains it (case-insensitive, literal text);
@@ -1023,7 +1031,7 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
         rows = conn.execute(
             """
             WITH gens AS (
-              SELECT g.run_id, g.item_id, g.created_utc, g.rowid AS written
+              SELECT g.run_id, g.item_id
               FROM generations g WHERE g.run_id IN (SELECT unnest($ids))),
             cites AS (
               SELECT run_id, item_id, list_sort(list_distinct(list(doc_id))) AS docs
@@ -1043,7 +1051,7 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
                        AND any_value(p.docs) FILTER (WHERE p.run_id = $cf) IS NOT NULL
                        AND any_value(p.docs) FILTER (WHERE p.run_id = $base)
                            <> any_value(p.docs) FILTER (WHERE p.run_id = $cf))
-            ORDER BY min(p.created_utc), min(p.written), p.item_id
+            ORDER BY min(i.rowid), p.item_id
             """,
             {
                 "ids": [run[0] for run in runs],

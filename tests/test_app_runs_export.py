@@ -49,7 +49,8 @@ def store(tmp_path_factory) -> Path:
 def test_the_table_shows_each_experiment_with_status_progress_and_metrics_per_mode(store):
     view = runs_view(store, 1)
     assert (view.page, view.pages, view.total) == (1, 1, 3)
-    assert view.caption == f"experiments: page 1 of 1 (3 matching, {PAGE_SIZE} a page)"
+    assert view.caption == (f"experiments: page 1 of 1 (3 matching, {PAGE_SIZE} a page); click a row to open it in "
+                            "the Query tab")
     rows = {row[0]: dict(zip(RUNS_COLUMNS, row)) for row in view.rows}
     assert [row[0] for row in view.rows] == ["exp-c", "exp-b", "exp-a"]  # newest first
     a = rows["exp-a"]
@@ -100,6 +101,8 @@ def test_pages_are_cut_on_the_server_and_counted(store):
     assert {(v.pages, v.total) for v in pages} == {(2, 3)}
     assert runs_view(store, 0, page_size=2).page == 1
     assert (runs_view(store, 1, model="LLAMA").total, runs_view(store, 1, model="nope").total) == (1, 0)
+    # No match under a filter is said as such, not as an empty store.
+    assert runs_view(store, 1, model="nope").caption == "No experiment matches these filters."
     assert runs_view(store, 2, page_size=1, mode="vanilla").rows[0][0] == "exp-a"
 
 
@@ -107,6 +110,8 @@ def test_an_empty_store_has_no_rows_and_is_not_created(tmp_path):
     db = tmp_path / "none.duckdb"
     view = runs_view(db, 1)
     assert (view.rows, view.pages, view.total) == ([], 1, 0) and experiment_choices(db) == []
+    # The tab says so above its empty table, and where to start (issue 15).
+    assert view.caption == "**Nothing is stored yet: start a run in the Run tab (or merge a results store).**"
     with pytest.raises(UserError, match="^nothing is stored yet"):
         export_file(db, ["exp-a"], "", "csv")
     assert not db.exists()

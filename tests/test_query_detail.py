@@ -207,7 +207,11 @@ def test_grid_of_an_item_whose_citations_never_change(db):
 
     grid = render.documents_grid(_detail(db, "mona"))
     assert "flip" not in grid.replace(".flip", "")
-    assert _rows(grid)[0][8:] == ["cited (0.90)", "cited (0.90)", "cited (0.95)"]
+    # Every mode showed the documents in the same order: one position column, not three copies.
+    head = re.findall(r"<th>(.*?)</th>", grid)
+    assert head == ["#", "document", "relevant", "position", "base label", "cf label", "vanilla cited (p)",
+                    "base cited (p)", "cf cited (p)"]
+    assert _rows(grid)[0][6:] == ["cited (0.90)", "cited (0.90)", "cited (0.95)"]
 
 
 def test_answer_citations_are_coloured_by_probability(db):
@@ -264,7 +268,36 @@ def test_page_escapes_every_piece_of_text(db):
     assert "&lt;b&gt;T&lt;/b&gt;" in page  # the title
     # Only this module's own tags remain.
     tags = set(re.findall(r"<([a-z0-9]+)", page))
-    assert tags <= {"style", "div", "h3", "h4", "h5", "small", "p", "table", "tr", "th", "td", "b", "span"}
+    # (details, summary, pre and mark: the prompt each mode saw, with its labels marked)
+    assert tags <= {"style", "div", "h3", "h4", "h5", "small", "p", "table", "tr", "th", "td", "b", "span",
+                    "details", "summary", "pre", "mark"}
+
+
+def test_the_prompt_each_mode_saw_is_shown_escaped_with_its_labels_marked():
+    from demo import render
+    from engine.prompts import METADATA_TYPES, PromptConfig, build_prompt
+    from engine.types import Document, Item
+    from store.queries import ModeDetail
+
+    item = Item("q", f"Who wrote {SCRIPT}?", ("x",), (
+        Document("d1", "A man wrote (written by a woman) here.", True),  # quotes the label's words mid-line
+        Document("d2", IMG, False),
+    ))
+    gender = METADATA_TYPES["gender"]
+    for mode, relevant_label in (("base", "a woman"), ("cf", "a man")):
+        text = build_prompt(item, PromptConfig(mode=mode, metadata=gender)).text  # the runner's own text
+        detail = ModeDetail(mode=mode, run_id="r", status="complete", label_a=gender.label_a, label_b=gender.label_b,
+                            labels={}, positions={}, answer=None, finish_reason=None, citations=(), tokens=(),
+                            metrics=None, prompt=text)
+        shown = render.prompt_html(detail)
+        assert SCRIPT not in shown and IMG not in shown and html.escape(SCRIPT) in shown
+        marks = re.findall(r'<mark class="(label-[ab])"[^>]*>\(written by ([^)<]*)\)</mark>', shown)
+        # One mark per document, at its line's end; the quoted words inside d1's text are not one.
+        assert marks == [("label-a" if relevant_label == gender.label_a else "label-b", relevant_label),
+                         ("label-b" if relevant_label == gender.label_a else "label-a",
+                          gender.label_b if relevant_label == gender.label_a else gender.label_a)]
+        # Unmarked and unescaped, the page holds exactly the prompt the model was given.
+        assert html.unescape(re.sub(r"<[^>]+>", "", shown)) == text
 
 
 # ---------------------------------------------------------------- the handler

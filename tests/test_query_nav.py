@@ -224,3 +224,20 @@ def test_query_endpoints_through_gradio_client(db):
         assert client.predict(EXPERIMENT, "capital", "modes", api_name="/query_items") == ["paris", "madrid"]
         with pytest.raises(Exception, match="unknown experiment 'nope'"):
             client.predict("nope", api_name="/query_items")
+
+
+def test_items_are_listed_in_dataset_order_not_in_the_order_answers_were_written(tmp_path):
+    """The generator sorts each batch by prompt length, so answers are written out of order
+    (a real smoke run wrote nq-003 first); the list follows the dataset (issue 15)."""
+    from store import RunStore
+    from tests.test_query_detail import ITEMS, RUNS, SHA, _spec
+
+    path = tmp_path / "order.duckdb"
+    store = RunStore(path, timeout_s=10)
+    store.put_items(SHA, ITEMS)
+    run_id, gens = RUNS["vanilla"]
+    store.start_run(_spec(run_id, "vanilla"))
+    store.write_batch(run_id, list(reversed(gens)))  # the last item's answer first
+    store.finish_run(run_id, "complete")
+    assert [g.item_id for g in reversed(gens)][0] == ALL[-1]
+    assert q.query_items(path, EXPERIMENT) == list(ALL)

@@ -204,18 +204,91 @@ def test_settings_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_the_first_run_on_an_empty_store(tmp_path):
+    from engine.model_choice import DEFAULT_MODEL
+
     db = tmp_path / "app.duckdb"
     assert store_is_empty(db) and not db.exists()  # asking creates nothing
-    cpu = first_run_form(AppSettings(db), gpu=False)
+    offline, online = (lambda model_id: False), (lambda model_id: True)
+    cpu = first_run_form(AppSettings(db), gpu=False, available=offline)
     assert (cpu.model, cpu.dataset, cpu.limit, cpu.modes) == ("smoke", "sample", 5, ("vanilla", "base", "cf"))
-    gpu = first_run_form(AppSettings(db, max_items=3), gpu=True)
-    assert (gpu.model, gpu.limit) == ("mistralai/Mistral-7B-Instruct-v0.3", 3)
-    assert first_run_form(AppSettings(db, allowed_models=("org/x",)), gpu=True).model == "smoke"
+    gpu = first_run_form(AppSettings(db, max_items=3), gpu=True, available=online)
+    assert (gpu.model, gpu.limit) == (DEFAULT_MODEL, 3)
+    assert first_run_form(AppSettings(db, allowed_models=("org/x",)), gpu=True, available=online).model == "smoke"
     from store.db import connect
 
     with connect(db):
         pass
     assert store_is_empty(db)  # a store with its schema but no run is still empty
+
+
+def test_the_first_run_takes_the_model_auto_would_and_says_why(tmp_path):
+    """As `--model auto` (issue 15): Qwen2.5-0.5B on a CPU where the Hub or the cache has it,
+    Mistral on a GPU, smoke only where neither can be had, or the operator offers neither."""
+    from demo.handlers.run import first_run
+    from demo.render import SMOKE_NOTE
+    from engine.model_choice import CPU_MODEL, DEFAULT_MODEL
+
+    settings = AppSettings(tmp_path / "app.duckdb")
+    asked: list[str] = []
+
+    def only_qwen(model_id: str) -> bool:
+        asked.append(model_id)
+        return model_id == CPU_MODEL
+
+    cpu = first_run(settings, gpu=False, available=only_qwen)
+    assert cpu.form.model == CPU_MODEL and "runs on a CPU" in cpu.why and asked == [CPU_MODEL]
+    gpu_without_mistral = first_run(settings, gpu=True, available=only_qwen)
+    assert gpu_without_mistral.form.model == CPU_MODEL and "Mistral cannot be had" in gpu_without_mistral.why
+    gpu = first_run(settings, gpu=True, available=lambda model_id: True)
+    assert gpu.form.model == DEFAULT_MODEL and "GPU" in gpu.why
+    offline = first_run(settings, gpu=False, available=lambda model_id: False)
+    assert offline.form.model == "smoke" and offline.why.startswith(SMOKE_NOTE)
+    assert "Hub is not reachable" in offline.why and CPU_MODEL in offline.why
+    # An operator's list without Qwen: smoke, and the line says so instead of blaming the network.
+    restricted = first_run(AppSettings(tmp_path / "a.duckdb", allowed_models=("org/x",)), gpu=False,
+                           available=lambda model_id: True)
+    assert restricted.form.model == "smoke" and "offers no other model" in restricted.why
+
+
+def test_the_job_banner_shows_progress_and_the_whole_failure(tmp_path):
+    """The top of the Run tab: the job as soon as it is queued, a failure's message uncut, the
+    smoke note once a smoke run is done; every piece of text escaped; Cancel only while it runs."""
+    import html
+    from datetime import datetime, timezone
+
+    from demo.handlers.run import job_active, job_banner
+    from demo.jobs import JobStatus
+    from demo.render import SMOKE_NOTE
+
+    long_failure = "unknown model 'mistralai/<b>Mistral-7B-Instruct-v9</b>': " + "no such repository " * 20
+
+    class Jobs:  # the JobQueue's read side, as the handlers use it
+        def __init__(self, **changes):
+            base = dict(job_id="job-1", state="queued", model="smoke (tiny random Llama)",
+                        modes=("vanilla", "base", "cf"), queue_position=1, n_done=0, n_total=None,
+                        experiment_id=None, message="waiting for the worker",
+                        submitted_utc=datetime.now(timezone.utc), finished_utc=None)
+            self.snapshot = JobStatus(**{**base, **changes})
+
+        def status(self, job_id):
+            return self.snapshot if job_id == "job-1" else None
+
+    assert job_banner(Jobs(), None) == "" and job_banner(Jobs(), "job-9") == "" and not job_active(Jobs(), None)
+    queued = job_banner(Jobs(), "job-1", note="The first run uses smoke: <why>")
+    assert "job-1" in queued and "queued" in queued and "position 1" in queued and job_active(Jobs(), "job-1")
+    assert "&lt;why&gt;" in queued and "<why>" not in queued
+    running = Jobs(state="running", queue_position=None, n_done=4, n_total=15, message="generating")
+    shown = job_banner(running, "job-1")
+    assert "4/15 answers" in shown and '<progress value="4" max="15">' in shown and job_active(running, "job-1")
+    failed = Jobs(state="failed", queue_position=None, message=long_failure)
+    shown = job_banner(failed, "job-1")
+    assert html.escape(long_failure) in shown and "<b>Mistral" not in shown and not job_active(failed, "job-1")
+    done = Jobs(state="complete", queue_position=None, n_done=15, n_total=15, experiment_id="e1",
+                message="generated 15 answers in experiment e1")
+    shown = job_banner(done, "job-1")
+    assert "Experiment e1" in shown and html.escape(SMOKE_NOTE) in shown and "<progress" not in shown
+    real = Jobs(state="complete", queue_position=None, model="Qwen/Qwen2.5-0.5B-Instruct", experiment_id="e1")
+    assert html.escape(SMOKE_NOTE) not in job_banner(real, "job-1")
 
 
 def test_python_m_demo_refuses_a_malformed_setting_in_one_line(monkeypatch, tmp_path, capsys):

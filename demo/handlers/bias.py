@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from demo.plots import CabBar, ProbabilityBox
+from demo.render import SMOKE_NOTE, is_smoke
 
 RESULT_COLUMNS = ["measure", "metric", "value", "ci_low", "ci_high", "t", "p", "n", "direction"]
 CONFIDENCE_COLUMNS = ["rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"]
@@ -103,14 +104,24 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
         table2=table2,
         cab_bars=tuple(_cab_bars(reports)),
         cab_note=" ".join(
-            f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
-            f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]
+            [f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
+             f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]]
+            # The smoke model's CAB is 0 with an empty interval: the plot shows nothing, and says why here.
+            + [f"{markdown_text(r['experiment_id'])}: {markdown_text(SMOKE_NOTE)}" for r in reports if is_smoke(r["model"])]
         ),
         probability_boxes=tuple(_probability_boxes(reports, summaries)),
         probability_note=_probability_note(reports, summaries),
         explanation_shares=explained,
         verification_shares=verified,
     )
+
+
+def table_headers() -> tuple[list[str], list[str]]:
+    """The header rows of Tables 1 and 2, as `python -m engine report` prints them."""
+    from engine.commands.report import formatted_tables
+
+    table1, table2 = formatted_tables([], [])
+    return table1[0], table2[0]
 
 
 def bias_shares(db_path: Path, text: str, chosen: Sequence[str] | None = ()) -> BeyondShares:
@@ -315,6 +326,8 @@ def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict
                 line += ". **WARNING: cf labels equal base labels, so CAB is 0 by construction**"
         lines.append(line + ".")
     lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
+    if any(is_smoke(r["model"]) for r in reports):  # every number below is 0: said before them
+        lines = [f"**{markdown_text(SMOKE_NOTE)}**", ""] + lines
     lines.append("")
     lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals (as `python -m engine bias`).")
     if rows1 is None or rows2 is None:

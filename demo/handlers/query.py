@@ -122,7 +122,7 @@ def experiment_choices(db: DbLike) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class ItemList:
-    """An experiment's item ids in written order, as a search and a filter leave them."""
+    """An experiment's item ids in dataset order, as a search and a filter leave them."""
 
     experiment_id: str
     item_ids: tuple[str, ...]
@@ -184,7 +184,7 @@ def changed_filter(value: Any) -> str | None:
 
 
 def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all") -> ItemList:
-    """The experiment's items in written order whose question or item id contains `search`
+    """The experiment's items in dataset order whose question or item id contains `search`
     (case-insensitive, literal text), kept by the filter ("all", "modes" or "base_cf").
     UserError in one line for an unknown experiment or filter, or a store that cannot be read."""
     from store import queries
@@ -205,7 +205,7 @@ def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all
 
 
 def query_items(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all") -> list[str]:
-    """The `/query_items` endpoint: the item ids `item_list` keeps, in written order."""
+    """The `/query_items` endpoint: the item ids `item_list` keeps, in dataset order."""
     return list(item_list(db, experiment, search, changed).item_ids)
 
 

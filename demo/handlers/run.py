@@ -15,9 +15,10 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from demo.jobs import JobQueue, JobSpec, JobStatus
+from demo.render import SMOKE_NOTE, is_smoke
 from demo.settings import AppSettings, without_server_paths
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
@@ -222,17 +223,46 @@ def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
     return not Path(db_path).is_file() or count_runs(db_path) == 0
 
 
-def first_run_form(settings: AppSettings, gpu: bool) -> RunForm:
-    """The one-click first run on the bundled sample: smoke on a CPU, the paper's first model on a GPU."""
-    from engine.model_choice import DEFAULT_MODEL, SMOKE
+@dataclass(frozen=True)
+class FirstRun:
+    """The one-click first run: the form it fills, and one line saying which model and why."""
 
-    model = SMOKE
-    if gpu and (settings.allowed_models is None or DEFAULT_MODEL in settings.allowed_models):
-        model = DEFAULT_MODEL
+    form: RunForm
+    why: str
+
+
+def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool] | None = None) -> FirstRun:
+    """The one-click first run on the bundled sample, on the model `--model auto` would choose
+    (engine.model_choice): Mistral in 4-bit on a GPU, Qwen2.5-0.5B on a CPU, the smoke model
+    only where neither can be had (no Hub, nothing cached) or the operator offers neither.
+    `available(model_id)` says whether a model can be loaded (default: the Hub cache or the Hub)."""
+    from engine.model_choice import CPU_MODEL, DEFAULT_MODEL, SMOKE, hub_model_available
+
+    available = available or hub_model_available
+
+    def offered(model_id: str) -> bool:
+        return settings.allowed_models is None or model_id in settings.allowed_models
+
+    if gpu and offered(DEFAULT_MODEL) and available(DEFAULT_MODEL):
+        model, why = DEFAULT_MODEL, "a GPU is here: the paper's first model, in 4-bit"
+    elif offered(CPU_MODEL) and available(CPU_MODEL):
+        model = CPU_MODEL
+        why = ("a small real instruct model that runs on a CPU (no GPU here)" if not gpu
+               else "a small real instruct model (the paper's Mistral cannot be had here)")
+    else:
+        model = SMOKE
+        why = (SMOKE_NOTE + " It is used because " + ("this app offers no other model that can be loaded"
+               if settings.allowed_models is not None else "the Hugging Face Hub is not reachable and no real "
+               "model is cached") + f"; with the Hub, the first run uses {CPU_MODEL} on a CPU.")
     limit = FIRST_RUN_LIMIT_GPU if gpu else FIRST_RUN_LIMIT_CPU
     if settings.max_items is not None:
         limit = min(limit, settings.max_items)
-    return RunForm(model=model, dataset=SAMPLE, limit=limit, batch_size=8, experiment="")
+    return FirstRun(RunForm(model=model, dataset=SAMPLE, limit=limit, batch_size=8, experiment=""), why)
+
+
+def first_run_form(settings: AppSettings, gpu: bool, available: Callable[[str], bool] | None = None) -> RunForm:
+    """The form of the one-click first run (see first_run)."""
+    return first_run(settings, gpu, available).form
 
 
 def run_status(jobs: JobQueue, job_id: str | None = None, visitor: str | None = None) -> list[dict[str, Any]]:
@@ -269,6 +299,50 @@ def store_progress(settings: AppSettings) -> list[list[Any]]:
          r.created_utc.strftime("%Y-%m-%d %H:%M:%S") if r.created_utc else "-"]
         for r in active_runs(settings.db_path)
     ]
+
+
+def job_active(jobs: JobQueue, job_id: str | None, visitor: str | None = None) -> bool:
+    """True while the visitor's job is queued or running: only then is there anything to cancel."""
+    status = jobs.status(job_id, visitor) if job_id else None
+    return status is not None and status.state in ("queued", "running")
+
+
+_BANNER_COLOURS = {"queued": "#eef4ff", "running": "#eef4ff", "complete": "#e9f7ec", "cancelled": "#f4f4f4",
+                   "failed": "#fdecea"}
+
+
+def job_banner(jobs: JobQueue, job_id: str | None, note: str = "", visitor: str | None = None) -> str:
+    """The job as the top of the Run tab shows it, as escaped HTML: state, model, progress and its
+    message in full (a failure's whole line); `note` (why this model) under it. "" for no job."""
+    import html
+
+    status = jobs.status(job_id, visitor) if job_id else None
+    if status is None:
+        return ""
+
+    def esc(value: object) -> str:
+        return html.escape(str(value), quote=True)
+
+    head = f"<b>{esc(status.job_id)}</b> {esc(status.state)}"
+    if status.state == "queued" and status.queue_position:
+        head += f" (position {status.queue_position} in the queue)"
+    head += f" · {esc(status.model)} · {esc(', '.join(status.modes))}"
+    bar = ""
+    if status.n_total:
+        head += f" · {status.n_done}/{status.n_total} answers"
+        if status.state in ("queued", "running"):
+            bar = f'<progress value="{status.n_done}" max="{status.n_total}"></progress>'
+    lines = [head, esc(status.message)]
+    if status.state == "complete" and status.experiment_id:
+        lines.append(f"Experiment {esc(status.experiment_id)}: read it in the Runs, Query and Bias tabs.")
+        if is_smoke(status.model):
+            lines.append(esc(SMOKE_NOTE))
+    if note:
+        lines.append(f"<i>{esc(note)}</i>")
+    colour = _BANNER_COLOURS.get(status.state, "#f4f4f4")
+    return (f'<div class="pe-job pe-job-{esc(status.state)}" role="status" style="background:{colour};'
+            f'padding:.6em .9em;border-radius:6px;overflow-wrap:anywhere">'
+            + "<br>".join(lines) + bar + "</div>")
 
 
 def cancel_run(jobs: JobQueue, job_id: str, visitor: str | None = None) -> str:

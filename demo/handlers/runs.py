@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from demo.render import SMOKE_NOTE
 from engine.errors import UserError
 
 PAGE_SIZE = 50
@@ -29,10 +30,16 @@ class RunsView:
     page: int
     pages: int  # at least 1, even with nothing to show
     total: int  # experiments matching the filters
+    filtered: bool = False  # any filter set: an empty page means "no match", not "nothing stored"
+    smoke: bool = False  # a row on this page ran on the smoke model: its zeros need saying
 
     @property
     def caption(self) -> str:
-        return f"experiments: page {self.page} of {self.pages} ({self.total} matching, {PAGE_SIZE} a page)"
+        if self.total == 0:
+            return "No experiment matches these filters." if self.filtered else f"**{EMPTY_STORE[0].upper()}{EMPTY_STORE[1:]}.**"
+        line = (f"experiments: page {self.page} of {self.pages} ({self.total} matching, {PAGE_SIZE} a page); "
+                "click a row to open it in the Query tab")
+        return f"{line}\n\n**{SMOKE_NOTE}**" if self.smoke else line
 
 
 def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset: str | None = None,
@@ -44,7 +51,10 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
     from engine.bounds import for_page
     from store.queries import experiment_page, experiment_studies, study_experiment_ids
 
+    from demo.render import is_smoke
+
     page = page_number(page)
+    filtered = any(_clean(v) for v in (model, dataset, metadata, mode, study))
     if not Path(db_path).is_file():
         return RunsView([], 1, 1, 0)  # nothing stored yet: the Run tab offers a first run
     study = _clean(study)
@@ -66,7 +76,8 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
             *(_metrics_cell(newest.get(m)) for m in MODE_COLUMNS),
             for_page(", ".join(studies.get(e.experiment_id, ())) or "-"),
         ])
-    return RunsView(rows, page, last, found.total)
+    return RunsView(rows, page, last, found.total, filtered,
+                    any(is_smoke(e.model) for e in found.experiments))
 
 
 def page_number(page: Any) -> int:

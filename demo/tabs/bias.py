@@ -24,6 +24,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
+    from demo.tabs.style import TABLE
     from demo import plots
     from demo.handlers import bias as bias_handlers
     from demo.toasts import error
@@ -86,7 +87,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # empty frame. Done after the endpoint, so that API users get the figures themselves.
         return gr.Plot(visible=cab is not None), gr.Plot(visible=probability is not None)
 
-    def choices():
+    def choices(current=None):
+        """The stored experiments; the only one is chosen when nothing is (no blank first page)."""
         from store.queries import experiment_choices
 
         if not settings.db_path.is_file():
@@ -96,7 +98,32 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         except UserError:  # a damaged file: the Show button says so in one line
             found = ()
         # Newest first, at most PAGE_MAX_CHOICES, each label cut: the browser gets a bounded list.
-        return gr.Dropdown(choices=[(_choice_label(c), c.experiment_id) for c in found[:PAGE_MAX_CHOICES]])
+        listed = [(_choice_label(c), c.experiment_id) for c in found[:PAGE_MAX_CHOICES]]
+        if not current and len(listed) == 1:
+            return gr.Dropdown(choices=listed, value=[listed[0][1]])
+        return gr.Dropdown(choices=listed)
+
+    def first_show(text, chosen, summary):
+        """After the tab opens: the chosen experiments shown if nothing is shown yet."""
+        if (summary or "").strip() or not (chosen or (text or "").strip()):
+            return tuple(gr.skip() for _ in bias_outputs)
+        try:
+            return bias(text, chosen)
+        except gr.Error:
+            return cleared(text, chosen)
+
+    def cleared(text, chosen):
+        """After a refusal: every panel emptied and the one line in the summary, so that nothing
+        of the previous experiment stays beside the error (its toast goes away)."""
+        try:
+            bias_handlers.bias_page(settings.db_path, text or "", chosen or [])
+            line = "could not show these experiments"
+        except UserError as err:
+            line = str(err)
+        return (f"**Not shown:** {bias_handlers.markdown_text(' '.join(line.split()))}",
+                pd.DataFrame(columns=bias_handlers.PAGE_RESULT_COLUMNS),
+                pd.DataFrame(columns=bias_handlers.PAGE_CONFIDENCE_COLUMNS),
+                pd.DataFrame(columns=table1_head), pd.DataFrame(columns=table2_head), "", None, "", None, ([], []))
 
     def studies():
         try:
@@ -123,16 +150,19 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             # not those the tab loaded; the handler refuses an unknown experiment in one line.
             bias_chosen = gr.Dropdown(label="experiments", choices=[], value=[], multiselect=True,
                                       allow_custom_value=True, info="stored experiments (complete modes in brackets)")
-            bias_button = gr.Button("Show bias")
+            bias_button = gr.Button("Show bias", variant="primary", scale=0)
         study_note = gr.Markdown()
         bias_summary = gr.Markdown()
-        bias_results = gr.Dataframe(headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
+        bias_results = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
                                     interactive=False)
-        bias_confidence = gr.Dataframe(headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
+        bias_confidence = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
                                        label="citation confidence by relevance and label", interactive=False)
-        table1 = gr.Dataframe(label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
+        # Their headers before anything is shown, or after a refusal (not Gradio's "1 | 2 | 3").
+        table1_head, table2_head = bias_handlers.table_headers()
+        table1 = gr.Dataframe(**TABLE, headers=table1_head,
+                              label="Table 1: attribution quality and answer correctness ('-' = vanilla)",
                               interactive=False)
-        table2 = gr.Dataframe(label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
+        table2 = gr.Dataframe(**TABLE, headers=table2_head, label="Table 2: attribution bias (CAB x100; > 0 favours label A)", interactive=False)
         cab_note = gr.Markdown()
         cab_plot = gr.Plot(label="CAB with 95% intervals", visible=False)
         probability_note = gr.Markdown()
@@ -140,23 +170,29 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # Beyond the metrics: shown only where the runs have explanations or verifications.
         beyond = gr.State(([], []))
         beyond_note = gr.Markdown()
-        explanation_shares = gr.Dataframe(headers=bias_handlers.EXPLANATION_SHARE_COLUMNS, interactive=False,
+        explanation_shares = gr.Dataframe(**TABLE, headers=bias_handlers.EXPLANATION_SHARE_COLUMNS, interactive=False,
                                           label="explanations that give a label as a reason, per run", visible=False)
-        verification_shares = gr.Dataframe(headers=bias_handlers.VERIFICATION_SHARE_COLUMNS, interactive=False,
+        verification_shares = gr.Dataframe(**TABLE, headers=bias_handlers.VERIFICATION_SHARE_COLUMNS, interactive=False,
                                            label="AttrScore verification of citations, per run", visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(shares_api, api_name="bias_shares", api_visibility="public")
-        bias_button.click(
-            bias, [bias_experiment, bias_chosen],
-            [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot, probability_note,
-             probability_plot, beyond],
-            api_name="bias_table", api_visibility="public",
-        ).then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private").then(
-            show_beyond, beyond, [beyond_note, explanation_shares, verification_shares], api_visibility="private")
+        bias_outputs = [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot,
+                        probability_note, probability_plot, beyond]
+
+        def after(event):
+            event.then(shown, [cab_plot, probability_plot], [cab_plot, probability_plot], api_visibility="private").then(
+                show_beyond, beyond, [beyond_note, explanation_shares, verification_shares], api_visibility="private")
+
+        shown_now = bias_button.click(bias, [bias_experiment, bias_chosen], bias_outputs, api_name="bias_table",
+                                      api_visibility="public")
+        after(shown_now)
+        after(shown_now.failure(cleared, [bias_experiment, bias_chosen], bias_outputs, api_visibility="private"))
         # Opening the tab offers what was stored meanwhile (a run from this app or the CLI).
         for trigger in (app.load, bias_tab.select):
-            trigger(choices, None, bias_chosen, api_visibility="private")
             trigger(studies, None, bias_study, api_visibility="private")
+        app.load(choices, None, bias_chosen, api_visibility="private")
+        after(bias_tab.select(choices, bias_chosen, bias_chosen, api_visibility="private").then(
+            first_show, [bias_experiment, bias_chosen, bias_summary], bias_outputs, api_visibility="private"))
         # After the multiselect's choices are loaded; only a visitor's choice (input) fires it.
         bias_study.input(choose_study, bias_study, [bias_chosen, study_note], api_name="bias_study",
                          api_visibility="public")

@@ -20,6 +20,7 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
     from demo.jobs import QueueFull
@@ -120,13 +121,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # Rendered by demo.explain_render, which escapes every piece of model and dataset text.
         page = gr.HTML()
         # /explain's second output for API users: one row per explanation, exact values.
-        table = gr.Dataframe(label="explanations", interactive=False, visible=False)
+        table = gr.Dataframe(**TABLE, label="explanations", interactive=False, visible=False)
         gr.Markdown("#### A whole run")
         with gr.Row():
             run = gr.Dropdown(label="run of the experiment", choices=[], value=None, allow_custom_value=True, scale=2)
             show_run_button = gr.Button("Show run", scale=0)
         run_page = gr.HTML()  # demo.explain_render.run_summary: every piece of stored text escaped
-        run_table = gr.Dataframe(headers=list(explain_handlers.RUN_EXPLANATION_COLUMNS), interactive=False,
+        run_table = gr.Dataframe(**TABLE, headers=list(explain_handlers.RUN_EXPLANATION_COLUMNS), interactive=False,
                                  label="the run's explanations (text cut short; the item view above shows it whole)")
 
     for box in (experiment, item, run):  # free text: the choices arrive only when the tab opens
@@ -139,7 +140,43 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     show_run_button.click(explain_run, [experiment, run], [run_page, run_table], api_name="explain_run",
                           api_visibility="public")
     run.select(explain_run, [experiment, run], [run_page, run_table], api_visibility="private")
-    explain_tab.select(experiments_update, None, experiment, api_visibility="private")
+    def prepare(current):
+        """Opening the tab (or the page): the experiments stored meanwhile and, when there is only
+        one and none is chosen, its first item's and first run's views, ready to show."""
+        experiments = experiments_update()
+        choices = list(experiments.choices or [])
+        if (current or "").strip() or len(choices) != 1 or not stored():
+            return {"choices": choices, "open": None}
+        only = choices[0][1]
+        try:
+            ids = query_handlers.query_items(settings.db_path, only)
+            first = ids[0] if ids else ""
+            runs_ = explain_handlers.run_choices(settings.db_path, only)
+            first_run = runs_[0][1] if runs_ else ""
+            views = (*explain_handlers.explain_view(settings.db_path, only, first),
+                     *explain_handlers.explain_run_view(settings.db_path, only, first_run))
+        except UserError:  # its items or runs cannot be read: the choices alone, as before
+            return {"choices": choices, "open": None}
+        return {"choices": choices, "open": (only, ids[: query_handlers.ITEM_CHOICES_MAX], first, runs_, first_run,
+                                             views)}
+
+    def apply(current, prepared):
+        """The prepared views, only if the visitor has still chosen nothing: read when this step
+        starts, so that a slow preparation never replaces the visitor's own choice."""
+        prepared = prepared or {"choices": [], "open": None}
+        if prepared["open"] is None or (current or "").strip():
+            return (gr.Dropdown(choices=prepared["choices"]), *([gr.skip()] * 6))
+        only, ids, first, runs_, first_run, (page_, table_, run_page_, run_table_) = prepared["open"]
+        return (gr.Dropdown(choices=prepared["choices"], value=only),
+                gr.Dropdown(choices=ids, value=first or None, allow_custom_value=True), page_, table_,
+                gr.Dropdown(choices=runs_, value=first_run or None), run_page_, run_table_)
+
+    prepared = gr.State(None)
+    # At page load too, so that the only experiment is open before the tab is.
+    for trigger in (app.load, explain_tab.select):
+        trigger(prepare, experiment, prepared, api_visibility="private").then(
+            apply, [experiment, prepared], [experiment, item, page, table, run, run_page, run_table],
+            api_visibility="private")
     generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
                           api_visibility="private")
     timer.tick(follow, [job_id, experiment, item, run], [job_status, page, table, run_page, run_table, timer],

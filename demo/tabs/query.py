@@ -20,6 +20,7 @@ _REPLACE_URL_JS = """(link) => {
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
+    from demo.tabs.style import TABLE
     from demo.handlers import query as query_handlers
     from demo.toasts import error
     from engine.errors import UserError
@@ -33,7 +34,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return query_handlers.query_detail(settings.db_path, experiment_ref, item_id)
 
     def items_api(experiment: str, search: str = "", changed: str = "all") -> list[str]:
-        """The item ids of an experiment (id or name) in written order, kept by a search over
+        """The item ids of an experiment (id or name) in dataset order, kept by a search over
         question text and item ids and by a filter: all, modes (citations changed between
         modes) or base_cf (changed between base and cf)."""
         if not stored():
@@ -84,6 +85,14 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab."""
         experiments = experiments_update()
         params = query_handlers.view_from_params(dict(request.query_params) if request is not None else None)
+        if params is None and stored() and len(experiments.choices) == 1:
+            # The only experiment, open before the tab is (see select_tab), staying on this tab.
+            only = experiments.choices[0][1]
+            view = query_handlers.open_view(settings.db_path, only, "")
+            experiment = gr.Dropdown(choices=experiments.choices, value=only)
+            item, position, _, page, metrics = view_outputs(view)
+            # No permalink here: the address bar would take it, and a reload would then open Query.
+            return (experiment, item, position, "", page, metrics, gr.skip(), gr.skip())
         if params is None or not stored():
             return experiments, *([gr.skip()] * 7)
         experiment_ref, item_id = params
@@ -112,7 +121,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         query_html = gr.HTML()
         # The page's HTML shows the metrics per mode already; this table is /query_detail's second
         # output for API users (exact values, one row per mode), so it stays off the page.
-        query_metrics = gr.Dataframe(label="metrics per mode", interactive=False, visible=False)
+        query_metrics = gr.Dataframe(**TABLE, label="metrics per mode", interactive=False, visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(items_api, api_name="query_items", api_visibility="public")
 
@@ -138,7 +147,28 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         then_url(button.click(lambda e, i, s, c, by=by: step(e, i, s, c, by), nav_inputs, view,
                               api_visibility="private"))
 
-    query_tab.select(experiments_update, None, query_experiment, api_visibility="private")
+    def open_experiment(experiment_id):
+        """Another tab's choice (a row clicked in Runs): this tab, on the experiment's first item."""
+        experiments = experiments_update()
+        view_ = query_handlers.open_view(settings.db_path, experiment_id, "")
+        experiment_box = gr.Dropdown(choices=experiments.choices, value=experiment_id, allow_custom_value=True)
+        return (gr.Tabs(selected=TAB_ID), experiment_box, *view_outputs(view_), "", "all")
+
+    if getattr(app, "tabs", None) is not None:
+        # (function of an experiment id, its outputs, what runs after): app.build_app wires it.
+        app.open_in_query = (open_experiment, [app.tabs, query_experiment, *view, search, changed],
+                             lambda event: then_url(event))
+
+    def select_tab(current):
+        """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank page)."""
+        experiments = experiments_update()
+        if (current or "").strip() or len(experiments.choices) != 1 or not stored():
+            return (experiments, *([gr.skip()] * 5))
+        only = experiments.choices[0][1]
+        view_ = query_handlers.open_view(settings.db_path, only, "")
+        return (gr.Dropdown(choices=experiments.choices, value=only), *view_outputs(view_))
+
+    then_url(query_tab.select(select_tab, query_experiment, [query_experiment, *view], api_visibility="private"))
     tabs = getattr(app, "tabs", None)
     load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else [])
 

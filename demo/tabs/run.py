@@ -27,14 +27,24 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import pandas as pd
     import torch
 
+    from demo.tabs.style import TABLE
     from demo.handlers import run as run_handlers
     from demo.toasts import error, with_request
     from demo.visitors import visitor_id
+    from demo.handlers.bias import markdown_text
     from engine.errors import UserError
     from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
 
     defaults = run_handlers.RunForm()
-    first_run = run_handlers.first_run_form(settings, gpu=torch.cuda.is_available())
+    gpu = torch.cuda.is_available()
+    # Which model the first run uses asks the Hub (seconds when it does not answer): asked once,
+    # when an empty store's first screen is shown, not at build time.
+    chosen: list[Any] = []
+
+    def first_run():
+        if not chosen:
+            chosen.append(run_handlers.first_run(settings, gpu=gpu))
+        return chosen[0]
 
     @with_request
     def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
@@ -109,23 +119,42 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return [gr.update(visible=custom)] * 3
 
     def first_screen():
-        return gr.update(visible=not settings.read_only and run_handlers.store_is_empty(settings.db_path))
+        if settings.read_only or not run_handlers.store_is_empty(settings.db_path):
+            return gr.update(visible=False), gr.skip()
+        choice = first_run()
+        model = "the smoke model" if choice.form.model == "smoke" else choice.form.model
+        intro = (f"Start with one click: the bundled sample dataset, {choice.form.limit} items in vanilla, base "
+                 f"and cf, on {model}: {choice.why}")
+        return gr.update(visible=True), "**Nothing is stored yet.** " + markdown_text(intro)
 
     def fill_first_run():
-        f = first_run
+        f = first_run().form
         return (f.model, None, "", f.metadata, list(f.modes), f.quantize, f.limit, f.batch_size, f.max_new_tokens,
                 gr.update(visible=False))
+
+    @with_request
+    def banner(job_id, note="", request=None):
+        job = (job_id or "").strip() or None
+        visitor = visitor_id(request, settings)
+        return (run_handlers.job_banner(jobs, job, note or "", visitor),
+                gr.update(visible=run_handlers.job_active(jobs, job, visitor)))
+
+    def first_note():
+        choice = first_run()
+        return f"The first run uses {choice.form.model}: {choice.why}"
 
     with gr.Tab("Run"):
         if settings.read_only:
             gr.Markdown("This app is read-only: browse the stored runs in the other tabs.")
+        # The job started here, at the top where the visitor looks: shown the moment it is
+        # queued, its progress, and a failure's whole message (the jobs table is far below).
+        with gr.Row():
+            job_banner = gr.HTML(elem_id="pe-job-banner")
+            cancel_button = gr.Button("Cancel", variant="stop", size="sm", scale=0,
+                                      min_width=220, visible=False)
+        first_note_text = gr.State("")  # why the first run's model: shown in the banner under the job
         with gr.Group(visible=False) as empty_panel:
-            gr.Markdown(
-                "**Nothing is stored yet.** Start with one click: the bundled sample dataset, "
-                f"{first_run.limit} items in vanilla, base and cf, on "
-                + ("the smoke model (tiny, random weights: it shows the whole pipeline on a CPU, its "
-                   "answers mean nothing)." if first_run.model == "smoke" else f"{first_run.model}.")
-            )
+            first_intro = gr.Markdown("**Nothing is stored yet.**")
             first_button = gr.Button("Run the bundled sample", variant="primary")
         gr.Markdown("### Model")
         with gr.Row():
@@ -177,14 +206,15 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             max_new_tokens = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
             experiment = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
         start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
-        job_id = gr.Textbox(label="job")
-        cancel_button = gr.Button("Cancel")
-        cancel_message = gr.Textbox(label="cancel", interactive=False)
-        status_table = gr.Dataframe(headers=STATUS_COLUMNS, label="jobs", interactive=False)
-        metrics_table = gr.Dataframe(headers=run_handlers.METRIC_COLUMNS, interactive=False,
+        # Kept for the API (/run_batch returns it, /run_status and /cancel_run take it); the banner
+        # above shows the job to visitors, so these are not boxes that look like inputs.
+        job_id = gr.Textbox(label="job", visible=False)
+        cancel_message = gr.Textbox(label="cancel", interactive=False, visible=False)
+        status_table = gr.Dataframe(**TABLE, headers=STATUS_COLUMNS, label="jobs", interactive=False)
+        metrics_table = gr.Dataframe(**TABLE, headers=run_handlers.METRIC_COLUMNS, interactive=False,
                                      label="the job's runs so far: answers stored (n), citation precision, recall and "
                                      "F1 (x100), exact match")
-        store_table = gr.Dataframe(headers=run_handlers.STORE_PROGRESS_COLUMNS, interactive=False,
+        store_table = gr.Dataframe(**TABLE, headers=run_handlers.STORE_PROGRESS_COLUMNS, interactive=False,
                                    label="runs in progress in the store: started here or from the command line "
                                    "(interrupted: its process is gone; the same settings resume it)")
         timer = gr.Timer(1.0)
@@ -194,13 +224,21 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                        batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                        temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path]
-        start_button.click(start, form_inputs, [job_id, hf_token], api_name="run_batch", api_visibility="public")
+        started = start_button.click(start, form_inputs, [job_id, hf_token], api_name="run_batch",
+                                     api_visibility="public")
+        started.success(lambda: "", None, first_note_text, api_visibility="private").then(
+            banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private").then(
+            None, None, None, js=_SHOW_BANNER_JS, api_visibility="private")
         # The one-click first run fills the form, then goes through the same function as /run_batch.
         first_button.click(
             fill_first_run, None,
             [model, dataset_file, local_path, metadata, modes, quantize, limit, batch_size, max_new_tokens, empty_panel],
             api_visibility="private",
-        ).then(start, form_inputs, [job_id, hf_token], api_visibility="private")
+        ).then(start, form_inputs, [job_id, hf_token], api_visibility="private").success(
+            first_note, None, first_note_text, api_visibility="private").then(
+            banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private")
+        timer.tick(banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private",
+                   show_progress="hidden")
         dataset_file.change(check_dataset, [dataset_file, top_k], dataset_info, api_name="validate_dataset",
                             api_visibility="public")
         top_k.change(check_dataset, [dataset_file, top_k], dataset_info, api_visibility="private")
@@ -212,7 +250,15 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         cancel_button.click(cancel, [job_id], cancel_message, api_name="cancel_run", api_visibility="public")
         for trigger in (app.load, store_timer.tick):
             trigger(in_progress, None, store_table, api_visibility="private", show_progress="hidden")
-        app.load(first_screen, None, empty_panel, api_visibility="private")
+        app.load(first_screen, None, [empty_panel, first_intro], api_visibility="private")
+
+
+# After a start: the banner is at the top of the tab and the Start button at the bottom of a
+# long form, so the page scrolls to where the job shows.
+_SHOW_BANNER_JS = """() => {
+  const banner = document.getElementById("pe-job-banner");
+  if (banner) { banner.scrollIntoView({behavior: "smooth", block: "start"}); }
+}"""
 
 
 def _whole(value: Any, what: str) -> int | None:

@@ -16,6 +16,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
+    from demo.tabs.style import TABLE
     from demo.handlers import runs as runs_handlers
     from demo.toasts import error
     from engine.errors import UserError
@@ -56,10 +57,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             # Custom values allowed: an API call sees the choices the app was built with, not those
             # the tab loaded; the handler refuses an unknown study in one line.
             study_filter = gr.Dropdown(choices=[("any", "")], value="", allow_custom_value=True, label="study")
-            refresh = gr.Button("Show")
+            refresh = gr.Button("Show", variant="primary", scale=0)
         page_info = gr.Markdown()
         caption = gr.State("")
-        runs_table = gr.Dataframe(headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
+        runs_table = gr.Dataframe(**TABLE, headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
         gr.Markdown("Metrics per mode are those of the mode's newest run: citation precision, recall and F1 "
                     "(x100) and exact match, means over the answers stored so far.")
         with gr.Accordion("Export per-item results", open=False):
@@ -70,6 +71,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 export_format = gr.Radio(choices=list(EXPORT_FORMATS), value="csv", label="format")
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
+        app.runs_table = runs_table  # app.build_app opens a clicked row in the Query tab
         filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter, study_filter]
         refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
             lambda text: text, caption, page_info, api_visibility="private")

@@ -12,6 +12,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
+    from demo.tabs.style import TABLE
     from demo.handlers import sql as sql_handlers
     from demo.toasts import error, with_request
     from engine.errors import UserError
@@ -57,7 +58,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 api_button = gr.Button(visible=False)  # carries /sql, which raises where the page shows
                 # One line of text, wrapped where it is longer than the box (a refusal names what it got).
                 status = gr.Textbox(label="status", interactive=False, lines=1, max_lines=3)
-                result = gr.Dataframe(label="result", interactive=False, wrap=True)
+                # A header that says what goes here, not Gradio's "1 | 2 | 3" before the first query.
+                result = gr.Dataframe(**TABLE, label="result", interactive=False,
+                                      headers=["the query's columns show here"])
                 csv_file = gr.File(label="result as CSV", interactive=False)
             with gr.Column(scale=2):
                 gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
@@ -66,8 +69,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 # and runs wider than this column, which hides most of each list.
                 # Tall enough for every table and view at once: a short one scrolls inside the
                 # scrolling page and hides most of them (about 20 today, one row each).
-                schema_table = gr.Dataframe(headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
-                                            interactive=False, wrap=True, column_widths=["32%", "15%", "53%"],
+                schema_table = gr.Dataframe(**TABLE, headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
+                                            interactive=False, column_widths=["32%", "15%", "53%"],
                                             max_height=4000)
         outputs = [result, status, csv_file]
         # One concurrency group with room for every query the gate admits: the gate, not Gradio's

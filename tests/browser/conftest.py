@@ -108,8 +108,11 @@ def launch_app(tmp_path_factory, smoke_cache):
         port = _free_port()
         log = tmp_path_factory.mktemp("app-log") / "stderr.log"
         env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "PATTRIEVAL_DB")}
+        # An empty Hub cache as well as no Hub: the first run's model (demo.handlers.run.first_run)
+        # is then smoke on every machine, whatever a developer has downloaded.
         env.update(GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                   PATTRIEVAL_CACHE=str(smoke_cache), PYTHONUNBUFFERED="1")
+                   PATTRIEVAL_CACHE=str(smoke_cache), PYTHONUNBUFFERED="1",
+                   HF_HUB_CACHE=str(tmp_path_factory.mktemp("empty-hub-cache")))
         with log.open("wb") as sink:
             process = subprocess.Popen(
                 [sys.executable, "-m", "demo", "--db", str(db), "--host", "127.0.0.1", "--port", str(port)],

@@ -265,10 +265,12 @@ def test_the_query_tab_shows_grid_answers_and_token_heat_map(page, app, smoke_ru
     show_query(page, smoke_run.experiment_id, item["id"])
     root = page.locator(Q_ROOT)
     assert item["question"] in root.locator("h3").inner_text()
-    # The documents x modes grid: one row per shown document, position and citation per mode.
+    # The documents x modes grid: one row per shown document, a citation column per mode, and one
+    # position column (the run is in ranked order, the same in every mode: issue 15).
     headers = [h.inner_text().strip() for h in page.locator(f"{Q_GRID} th").all()]
+    assert headers.count("position") == 1 and not any(h.endswith(" position") for h in headers), headers
     for mode in MODES:
-        assert f"{mode} position" in headers and f"{mode} cited (p)" in headers, headers
+        assert f"{mode} cited (p)" in headers, headers
     assert "base label" in headers and "cf label" in headers
     assert page.locator(f"{Q_GRID} tr").count() == 1 + len(item["documents"])
     assert item["documents"][0]["text"] in page.locator(Q_GRID).inner_text()
@@ -451,14 +453,27 @@ def empty_app(tmp_path_factory, launch_app):
 
 def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     open_app(page, empty_app)
+    # The Runs tab says that nothing is stored, and where to start.
+    open_tab(page, "Runs").get_by_text("Nothing is stored yet: start a run in the Run tab").wait_for(timeout=WAIT_MS)
     panel = open_tab(page, "Run")
     panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
     intro = panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
     assert f"{FIRST_RUN_ITEMS} items in vanilla, base and cf" in intro, intro
+    # Offline with nothing cached: the smoke model, and the line says why (issue 15 §2).
+    assert "on the smoke model" in intro and "never cites" in intro and "Hub is not reachable" in intro, intro
     button = panel.get_by_role("button", name=FIRST_RUN, exact=True)
     assert button.is_visible()
+    cancel = panel.get_by_role("button", name="Cancel after the batch in flight")
+    assert not cancel.is_visible()  # nothing runs yet
     # One click fills the form and starts the run: the panel goes, and the job runs to its end.
     button.click()
+    # The job shows at the top of the tab at once, in the window (the jobs table is far below).
+    banner = page.locator("#pe-job-banner")
+    banner.get_by_text("job-").wait_for(timeout=WAIT_MS)
+    box = banner.bounding_box()
+    assert box is not None and 0 <= box["y"] < page.viewport_size["height"], box
+    assert "smoke" in banner.inner_text() and "The first run uses smoke" in banner.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "first-run-queued.png"))
     panel.get_by_text(FIRST_SCREEN).wait_for(state="hidden", timeout=WAIT_MS)
     assert panel.get_by_label(RUN_LIMIT).input_value() == str(FIRST_RUN_ITEMS)
     grid = panel.get_by_role("grid", name=RUN_JOBS_GRID)
@@ -469,3 +484,7 @@ def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     total = FIRST_RUN_ITEMS * len(MODES)
     assert rows[0]["state"] == "complete" and rows[0]["progress"] == f"{total}/{total}", rows
     assert rows[0]["model"].startswith("smoke") and rows[0]["modes"] == ",".join(MODES), rows
+    # Done: the banner says so with the smoke note, and Cancel goes.
+    banner.get_by_text("never cites").wait_for(timeout=WAIT_MS)
+    assert "complete" in banner.inner_text()
+    cancel.wait_for(state="hidden", timeout=WAIT_MS)
