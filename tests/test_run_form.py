@@ -270,10 +270,13 @@ def test_the_job_banner_shows_progress_and_the_whole_failure(tmp_path):
                         submitted_utc=datetime.now(timezone.utc), finished_utc=None)
             self.snapshot = JobStatus(**{**base, **changes})
 
-        def status(self, job_id):
-            return self.snapshot if job_id == "job-1" else None
+        def status(self, job_id, owner=None):  # job-1 is visitor "a"'s; the operator (None) sees it too
+            return self.snapshot if job_id == "job-1" and owner in (None, "a") else None
 
     assert job_banner(Jobs(), None) == "" and job_banner(Jobs(), "job-9") == "" and not job_active(Jobs(), None)
+    # Another visitor who names the id sees nothing and cannot cancel it.
+    assert job_banner(Jobs(), "job-1", visitor="b") == "" and not job_active(Jobs(), "job-1", "b")
+    assert job_banner(Jobs(), "job-1", visitor="a") != "" and job_active(Jobs(), "job-1", "a")
     queued = job_banner(Jobs(), "job-1", note="The first run uses smoke: <why>")
     assert "job-1" in queued and "queued" in queued and "position 1" in queued and job_active(Jobs(), "job-1")
     assert "&lt;why&gt;" in queued and "<why>" not in queued
