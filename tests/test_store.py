@@ -535,9 +535,25 @@ def test_sandbox_blocks_statements_that_are_not_queries(tmp_path: Path, db: Path
 
 
 def test_sandbox_settings_hold_even_past_the_statement_filter(db: Path):
-    """Defence in depth: the connection itself refuses what the statement filter also refuses."""
+    """Defence in depth: the connection itself refuses what the statement filter also refuses.
+
+    The filter now refuses current_setting() itself (settings hold server paths), so the settings
+    are read past it: on the sandbox's own connection, opened and locked as the child opens it."""
+    from store import sandbox
+    from store.db import raw_connection
+
+    request = sandbox.SandboxRequest(path=str(db), sql="", max_rows=10, timeout_s=30, lock_timeout_s=5,
+                                     memory_limit="256MB", threads=1, max_result_bytes=10_000,
+                                     max_address_space=None)
+    with pytest.raises(UserError, match="current_setting is not allowed"):
+        queries.run_readonly_sql(db, "SELECT current_setting('threads')")
+
     def setting(name: str):
-        return queries.run_readonly_sql(db, f"SELECT current_setting('{name}')").frame.iloc[0, 0]
+        with raw_connection(str(db), read_only=True, timeout_s=5, config=sandbox.connection_config(request),
+                            yield_to_writers=True) as conn:
+            reply = sandbox._fetch(conn, dataclasses.replace(request, sql=f"SELECT current_setting('{name}')"))
+        assert reply.error is None, reply.error
+        return reply.rows[0][0]
 
     assert not setting("enable_external_access")
     assert setting("lock_configuration")
