@@ -131,6 +131,16 @@ def _ray_worker_pids() -> list[int]:
     return pids
 
 
+class StoppingStore(RunStore):
+    """Counts the batches it stores, for a cancel asked for after the first."""
+
+    stored = 0
+
+    def write_batch(self, run_id, generations):
+        super().write_batch(run_id, generations)
+        self.stored += 1
+
+
 class KillingStore(RunStore):
     """Kills one actor (SIGKILL) once the first Ray batch is stored."""
 
@@ -152,8 +162,10 @@ def test_a_local_run_resumes_on_ray_and_a_killed_actor_is_replaced_without_dupli
     db = tmp_path / "mixed.duckdb"
     # Started locally and cancelled after its first batch (3 answers)...
     plan = plan_experiment(dataset, request(tiny_llama_dir), RunStore(db))
+    # Cancel is heard at every decoding step now, so it is asked for once a batch is stored.
+    first = StoppingStore(db)
     with pytest.raises(RunCancelled):
-        execute_plan(plan, tiny_llama, RunStore(db), should_stop=lambda: True)
+        execute_plan(plan, tiny_llama, first, should_stop=lambda: first.stored > 0)
     assert len(stored_rows(db)[0]) == 3
 
     # ...then finished on Ray, one actor killed after the first batch Ray delivers.
