@@ -34,7 +34,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             page = bias_handlers.bias_page(settings.db_path, text or "", chosen or [])
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "bias") from None
         has_cab = any(b.metric in plots.CAB_METRICS and b.value is not None for b in page.cab_bars)
         has_boxes = any(b.n for b in page.probability_boxes)
         return (
@@ -73,7 +73,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             found = bias_handlers.bias_shares(settings.db_path, text or "", experiments or [])
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "bias") from None
         return {
             "experiments": list(found.experiment_ids),
             "explanation_shares": [dict(zip(bias_handlers.EXPLANATION_SHARE_COLUMNS, row))
@@ -137,7 +137,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             selection = bias_handlers.study_selection(settings.db_path, study)
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "bias") from None
         # A study replaces the selection, it does not add to it.
         return selection.experiment_ids, selection.note
 

@@ -33,7 +33,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def explain(experiment_ref, item_id):
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "explain")
         return explain_handlers.explain_view(settings.db_path, experiment_ref, item_id)
 
     def experiments_update():
@@ -45,11 +45,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def items_update(experiment_ref):
         """The chosen experiment's items (the first of them chosen), and its view."""
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "explain")
         try:
             ids = query_handlers.query_items(settings.db_path, experiment_ref)
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "explain") from None
         first = ids[0] if ids else None
         shown = ids[: query_handlers.ITEM_CHOICES_MAX]
         return (gr.Dropdown(choices=shown, value=first, allow_custom_value=True),
@@ -57,17 +57,17 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def explain_run(experiment_ref, run_id):
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "explain")
         return explain_handlers.explain_run_view(settings.db_path, experiment_ref, run_id)
 
     def runs_update(experiment_ref):
         """The chosen experiment's runs (the first of them chosen), and that run's view."""
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "explain")
         try:
             choices = explain_handlers.run_choices(settings.db_path, experiment_ref)
         except UserError as err:
-            raise error(query_handlers._visitor_line(err, settings.db_path)) from None
+            raise error(query_handlers._visitor_line(err, settings.db_path), "explain") from None
         first = choices[0][1] if choices else None
         return (gr.Dropdown(choices=choices, value=first),
                 *explain_handlers.explain_run_view(settings.db_path, experiment_ref, first or ""))
@@ -77,16 +77,16 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """Queue explanations in the background worker, as the visitor's job (the Run tab's caps
         apply); the timer then follows the job."""
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "explain")
         visitor = visitor_id(request, settings)
         try:
             spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope, run_id)
             job_id = jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
                                  max_per_owner=settings.max_jobs_per_visitor)
         except UserError as err:
-            raise error(query_handlers._visitor_line(err, settings.db_path)) from None
+            raise error(query_handlers._visitor_line(err, settings.db_path), "explain") from None
         except QueueFull as full:
-            raise error(full) from None
+            raise error(full, "explain") from None
         return job_id, explain_handlers.job_line(jobs.status(job_id, visitor)), gr.Timer(active=True)
 
     @with_request

@@ -30,7 +30,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def query(experiment_ref, item_id):
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "query")
         return query_handlers.query_detail(settings.db_path, experiment_ref, item_id)
 
     def items_api(experiment: str, search: str = "", changed: str = "all") -> list[str]:
@@ -38,11 +38,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         question text and item ids and by a filter: all, modes (citations changed between
         modes) or base_cf (changed between base and cf)."""
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "query")
         try:
             return query_handlers.query_items(settings.db_path, experiment, search, changed)
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "query") from None
 
     def experiments_update():
         return gr.Dropdown(choices=query_handlers.experiment_choices(settings.db_path))
@@ -58,7 +58,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def open_item(experiment_ref, item_id, search, changed):
         """A new list (experiment chosen, search, filter): the item if still listed, else the first."""
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "query")
         listed = item_id
         try:
             listing = query_handlers.item_list(settings.db_path, experiment_ref, search, changed)
@@ -70,7 +70,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def step(experiment_ref, item_id, search, changed, by):
         if not stored():
-            raise error("nothing is stored yet: start a run first")
+            raise error("nothing is stored yet: start a run first", "query")
         view = query_handlers.open_view(settings.db_path, experiment_ref, item_id, search, changed, step=by)
         return view_outputs(view, with_choices=False)
 

@@ -81,7 +81,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             )
             job_id = run_handlers.run_batch(jobs, settings, form, visitor_id(request, settings))
         except UserError as err:
-            raise error(err) from None
+            raise error(err, "run") from None
         # The token box is emptied: the token was for this load only and must not linger.
         return job_id, ""
 

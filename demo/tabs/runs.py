@@ -28,7 +28,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             view = runs_handlers.runs_view(settings.db_path, page, model=model_filter, metadata=metadata_filter,
                                            dataset=dataset_filter, mode=mode_filter, study=study_filter)
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "runs") from None
         # The caption goes through a State, which the API leaves out: /runs keeps returning the table alone.
         return pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), view.caption
 
@@ -45,7 +45,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             return str(runs_handlers.export_file(settings.db_path, chosen, typed, fmt))
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "runs") from None
 
     with gr.Tab("Runs") as runs_tab:
         with gr.Row():

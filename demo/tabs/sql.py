@@ -30,7 +30,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             outcome = query(sql, request)
         except UserError as err:
-            raise error(str(err)) from None
+            raise error(str(err), "sql") from None
         return outcome.frame, outcome.status, str(outcome.csv_path)
 
     @with_request
