@@ -121,8 +121,9 @@ class Sink(Protocol):
     def write_batch(self, run_id: str, generations: Sequence[Generation]) -> None:
         """Store one finished batch in a single transaction (all or nothing)."""
 
-    # Optional: `fail_runs(run_ids)` marks several runs failed in one transaction, so that a
-    # failure while failing them (a full disk) leaves them all alike (engine.write_loop).
+    def fail_runs(self, run_ids: Sequence[str]) -> None:
+        """Mark these runs failed and release them in ONE transaction, so that a failure while
+        failing them (a full disk) leaves them all alike: all failed, or all still claimed."""
 
     def finish_run(self, run_id: str, status: RunStatus) -> None:
         """Set the final status: 'complete' or 'failed', and release the run."""

@@ -98,24 +98,17 @@ def fail_open_runs(sink: Sink, runs: Sequence[OpenRun]) -> None:
     """Mark every run not yet finished failed: on any error, KeyboardInterrupt included, no
     claimed run may look complete or stay claimed. Called while an exception propagates.
 
-    A sink with `fail_runs` fails them all in one transaction: on a full disk, failing them one
-    by one left the first failed and the others 'running' (claimed by a process now gone)."""
+    All in one transaction (Sink.fail_runs): on a full disk, failing them one by one left the
+    first failed and the others 'running' (claimed by a process now gone)."""
     open_runs = [run for run in runs if not run.finished]
-    fail_all = getattr(sink, "fail_runs", None)
-    if fail_all is not None and open_runs:
-        try:
-            fail_all([run.run_id for run in open_runs])
-        except Exception:  # noqa: BLE001 - keep the first error; unreleased runs stay resumable
-            return
-        for run in open_runs:
-            run.finished = True
+    if not open_runs:
         return
-    for run in runs:
-        if not run.finished:
-            try:
-                _finish(sink, run, "failed")
-            except Exception:  # noqa: BLE001 - keep the first error; an unreleased run stays resumable
-                pass
+    try:
+        sink.fail_runs([run.run_id for run in open_runs])
+    except Exception:  # noqa: BLE001 - keep the first error; unreleased runs stay resumable
+        return
+    for run in open_runs:
+        run.finished = True
 
 
 def _finish(sink: Sink, run: OpenRun, status: str) -> None:

@@ -32,6 +32,9 @@ class ListSink:
     def finish_run(self, run_id, status):
         self.finished[run_id] = status
 
+    def fail_runs(self, run_ids):
+        self.finished.update(dict.fromkeys(run_ids, "failed"))
+
 
 @pytest.fixture
 def setup(tmp_path):
