@@ -250,7 +250,10 @@ def paired_power(effect: float, n: int, alpha: float = ALPHA) -> float:
     df = n - 1
     crit = t.isf(alpha / 2, df)
     nc = effect * math.sqrt(n)
-    return float(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc))
+    # The far tail (below -crit for a positive effect) can come back NaN from scipy's nct for
+    # large noncentralities, where it is below 1e-15: it counts as 0.
+    far = float(nct.cdf(-crit, df, nc))
+    return float(nct.sf(crit, df, nc)) + (0.0 if math.isnan(far) else far)
 
 
 def min_detectable_difference(sd_diff: float, n: int, *, power: float = POWER, alpha: float = ALPHA) -> float | None:
