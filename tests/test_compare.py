@@ -365,6 +365,9 @@ def test_one_item_and_a_running_run(db):
     (run,) = compare(CompareRequest("e1-base", "running", resamples=200), db).runs
     assert run.pairing.n_paired == 12 and run.pairing.only_a == 28
     assert any("running" in n and "12 of 40" in n for n in run.notes)
+    # A run against an experiment: the experiment's run of the same mode.
+    (mixed,) = compare(CompareRequest("e2", "same-1", metrics=("f1", "mean_probability"), resamples=200), db).runs
+    assert mixed.title == "base" and mixed.run_a.run_id == "e2-base" and mixed.run_b.run_id == "same-1"
 
 
 def test_cli_text_json_csv_and_errors(db, capsys):
@@ -383,6 +386,8 @@ def test_cli_text_json_csv_and_errors(db, capsys):
     assert main(["compare", "same-1", "same-2", "--db", str(db), "--format", "csv", "--metric", "f1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "comparison,run_a,run_b,item_id,f1_a,f1_b,f1_diff" and len(lines) == 41
-    assert main(["compare", "e1-base", "disjoint", "--db", str(db)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    for bad in (["e1-base", "disjoint"], ["e1-base", "e2-base", "--items", "-1"], ["e1-base", "e2-base", "--metric", "x"],
+                ["e1-base", "e2-base", "--resamples", "5"]):
+        assert main(["compare", *bad, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err

@@ -22,9 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "compare",
         help="compare two runs, modes or experiments on the same items, with paired tests",
         description="Compare B against A on the items both hold (paired by item id): per metric the "
-        "means, B - A with a paired bootstrap 95%% interval, a p value (exact McNemar for 0/1 metrics, "
+        "means, B - A with a paired bootstrap 95% interval, a p value (exact McNemar for 0/1 metrics, "
         "paired t-test and permutation test otherwise) with Holm's correction, the smallest difference "
-        "detectable at 80%% power, the flips, and the items that differ most. A and B are run ids, "
+        "detectable at 80% power, the flips, and the items that differ most. A and B are run ids, "
         "EXPERIMENT:MODE, or whole experiments (mode by mode, plus their CAS and CAB).",
     )
     p.add_argument("a", metavar="A", help="run id, EXPERIMENT:MODE (id or name; vanilla, base or cf) or EXPERIMENT")

@@ -166,11 +166,15 @@ def metric_table(metrics: tuple[MetricComparison, ...]) -> pd.DataFrame:
                                        "margin", "tost_p"])
 
 
-def compare(request: CompareRequest, db: DbLike) -> Comparison:
-    """Compare B against A (see the module docstring). User mistakes raise UserError."""
+def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
+    """Compare B against A (see the module docstring) in the store `db` (a path or a
+    store.db.Database; default: $PATTRIEVAL_DB or results/pattrieval.duckdb). User mistakes
+    raise UserError."""
+    from engine.paths import default_db_path
     from store.compare_reads import resolve_side
 
     _check(request)
+    db = default_db_path() if db is None else db
     side_a = resolve_side(db, request.a)
     side_b = resolve_side(db, request.b)
     for side in (side_a, side_b):
@@ -269,7 +273,9 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
     return RunComparison(
         title, run_a, run_b, Pairing(len(paired.item_ids), paired.left_out[0], paired.left_out[1], paired.pair_by_id),
         metrics, flips if flips.n else None, citation_flips(paired.citations), items, sort_metric,
-        _notes((run_a, run_b), ("A", "B")),
+        _notes((run_a, run_b), ("A", "B")) + tuple(
+            f"{name}: no paired item has a value in both runs; left out" for name in request.metrics
+            if name not in compared),
     )
 
 
