@@ -44,23 +44,29 @@ def _number(value: Any) -> float | None:
 
 def token_offsets(text: str, pieces: list[str], raw: list[bytes] | None = None) -> tuple[tuple[int, int], ...]:
     """Each piece's (start, end) in `text`: from the end of the previous prefix to the end of its
-    own, counting only the part of the prefix the text shares."""
+    own, counting only the part of the prefix the text shares. A server that strips the answer's
+    leading whitespace (the tokens still hold it) is aligned as if it had not."""
+    if raw is not None:
+        prefixes = []
+        joined_bytes = b""
+        for chunk in raw:
+            joined_bytes += chunk
+            prefixes.append(joined_bytes.decode("utf-8", errors="ignore"))  # half a character waits
+    else:
+        prefixes, joined = [], ""
+        for piece in pieces:
+            joined += piece
+            prefixes.append(joined)
+    full = prefixes[-1] if prefixes else ""
+    lead = len(full) - len(full.lstrip())
+    shift = lead if lead and not text[:1].isspace() and full[lead:lead + len(text)] == text[: len(full) - lead] else 0
+    target = full[:shift] + text
     offsets: list[tuple[int, int]] = []
     start = 0
-    joined, joined_bytes = "", b""
-    for i, piece in enumerate(pieces):
-        if raw is not None:
-            joined_bytes += raw[i]
-            prefix = joined_bytes.decode("utf-8", errors="ignore")  # a half character waits for its rest
-        else:
-            joined += piece
-            prefix = joined
-        if text.startswith(prefix):
-            end = len(prefix)
-        else:
-            end = len(os.path.commonprefix([prefix, text]))
+    for prefix in prefixes:
+        end = len(prefix) if target.startswith(prefix) else len(os.path.commonprefix([prefix, target]))
         end = max(start, end)
-        offsets.append((start, end))
+        offsets.append((max(0, start - shift), max(0, end - shift)))
         start = end
     return tuple(offsets)
 
