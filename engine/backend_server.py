@@ -368,7 +368,8 @@ class ServerBackend:
         finally:
             for future in pending:
                 future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            # Not waiting: a cancel or an error returns at once; requests in flight end on their own.
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         self._client = None
