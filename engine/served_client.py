@@ -24,8 +24,9 @@ from urllib.parse import urlsplit, urlunsplit
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 # What a dropped or refused connection raises; refused counts too because a server behind a
 # load balancer restarts, and a preflight (max_retries=0) still fails at once.
-RETRYABLE_ERRORS = (ConnectionError, TimeoutError, socket.timeout, http.client.RemoteDisconnected,
-                    http.client.IncompleteRead, http.client.BadStatusLine)
+# HTTPException: a kept-alive connection the server closed meanwhile (RemoteDisconnected), a cut
+# answer (IncompleteRead), a connection left in a bad state: a fresh connection fixes all of them.
+RETRYABLE_ERRORS = (ConnectionError, TimeoutError, socket.timeout, http.client.HTTPException)
 MAX_BACKOFF_S = 20.0
 
 

@@ -83,16 +83,18 @@ def llama_server(log_dir: Path, api_key: str = API_KEY):
 
 
 class FlakyProxy:
-    """Forwards to `target` (host, port); the first `fail_first` POSTs get `status` with `body`;
-    with `strip_logprobs` the answers lose their log-probs (a server that gives none)."""
+    """Forwards to `target` (host, port); the first `reset_first` POSTs see their connection
+    closed without an answer, the next `fail_first` get `status` with `body`; with
+    `strip_logprobs` the answers lose their log-probs (a server that gives none)."""
 
     def __init__(self, target_url: str, *, fail_first: int = 0, status: int = 503, body: dict | None = None,
-                 strip_logprobs: bool = False) -> None:
+                 strip_logprobs: bool = False, reset_first: int = 0) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(target_url)
         self.target = (parts.hostname, parts.port)
         self.fail_first = fail_first
+        self.reset_first = reset_first
         self.status = status
         self.body = body or {"error": {"message": "server busy, try again"}}
         self.strip_logprobs = strip_logprobs
@@ -113,7 +115,11 @@ class FlakyProxy:
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with proxy.lock:
                     proxy.posts += 1
-                    fail = proxy.posts <= proxy.fail_first
+                    reset = proxy.posts <= proxy.reset_first
+                    fail = not reset and proxy.posts <= proxy.reset_first + proxy.fail_first
+                if reset:
+                    self.close_connection = True  # no answer at all: the client sees the connection drop
+                    return
                 if fail:
                     self._send(proxy.status, json.dumps(proxy.body).encode())
                     return

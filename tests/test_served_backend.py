@@ -154,17 +154,19 @@ def test_concurrency_does_not_reorder_or_duplicate(server, monkeypatch, short):
     assert [r.outputs for r in one[1]] == [r.outputs for r in four[1]]  # greedy: the same answers
 
 
-def test_retries_a_503_then_answers(server, monkeypatch, short, caplog):
+def test_retries_a_dropped_connection_and_503s_then_answers(server, monkeypatch, short, caplog):
     caplog.set_level(logging.INFO, logger="engine.backend_server")
     b = backend(server, monkeypatch, cfg=config(max_new_tokens=8)).start()
     direct = run(b, (short[0][:1], short[1][:1]))[1]
     with FlakyProxy(server.base_url) as proxy:
         flaky = backend(server, monkeypatch, url=proxy.base_url, cfg=config(max_new_tokens=8), max_retries=3).start()
-        proxy.fail_first, proxy.posts = 2, 0  # from now on: two 503s, then the real server
+        # from now on: a dropped connection, two 503s, then the real server
+        proxy.reset_first, proxy.fail_first, proxy.posts = 1, 2, 0
         answered = run(flaky, (short[0][:1], short[1][:1]))[1]
-        assert proxy.posts == 3
+        assert proxy.posts == 4
     assert answered == direct
-    assert "HTTP 503; retry 1 of 3" in caplog.text and "retry 2 of 3" in caplog.text
+    assert "connection reset; retry 1 of 3" in caplog.text
+    assert "HTTP 503; retry 2 of 3" in caplog.text and "HTTP 503; retry 3 of 3" in caplog.text
 
 
 def test_a_server_without_logprobs_is_said_once_and_stores_none(server, monkeypatch, short, caplog):
