@@ -1,1 +1,1 @@
-"""Use cases: typed requests and results behind the CLI, the app and the Python API (engine.api)."""
+"""Use cases: typed requests and results, the Python API that the CLI, the app and notebooks call."""
