@@ -50,6 +50,10 @@ _HOMES: dict[str, str] = {
     "report_xai_blocks": "engine.usecases.tables",
     "experiment_tables": "engine.usecases.tables",
     "formatted_tables": "engine.usecases.formatting",
+    # two runs or experiments compared on the same items, with paired statistics
+    "CompareRequest": "engine.usecases.compare",
+    "Comparison": "engine.usecases.compare",
+    "compare": "engine.usecases.compare",
     # metrics as DataFrames, from a store or from answers in memory
     "Evaluation": "engine.usecases.evaluate",
     "evaluate": "engine.usecases.evaluate",
