@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from engine.errors import UserError
-from engine.sink import ExperimentSpec, RunSpec, StoredExperiment, StoredRun
+from engine.types import ExperimentSpec, RunSpec, StoredExperiment, StoredRun
 from engine.types import RUN_STATUSES, Citation, Generation, Item, Mode, RunStatus, TokenLogprob
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 from store.run_scores import store_scores

@@ -35,11 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from store.queries import verify_sources
+    from engine.verify import sources_to_verify
+    from store.queries import answers_to_verify
 
     path, answered, model, label = chosen_runs(args, "verify")
 
-    todo = [(run, verify_sources(path, run, label, args.limit)) for run in answered]
+    todo = [(run, sources_to_verify(answers_to_verify(path, run, label, args.limit))) for run in answered]
     n_todo = sum(len(s.claims) for _, sources in todo for s in sources)
     if n_todo == 0:
         for run in answered:
