@@ -108,7 +108,7 @@ def run_listing(db: DbLike) -> tuple[RunSummary, ...]:
 
 def interrupted_runs(conn: duckdb.DuckDBPyConnection) -> set[str]:
     """Runs still marked running whose process is gone (kill -9, a crash): the same command resumes them."""
-    from store.run_store import ProcessIdentity, owner_alive
+    from store.owners import ProcessIdentity, owner_alive
 
     rows = conn.execute(
         "SELECT r.run_id, o.host, o.pid, o.process_start, o.heartbeat_utc "
