@@ -92,6 +92,11 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
     return BiasInputs(experiment_id, runs, chosen, tuple(metrics), tuple(confidence))
 
 
+def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
+    """The query_metrics rows of one run (one per stored answer), ordered by item_id."""
+    return fetch_frame(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
+
+
 def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
     """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
     with `status` unless it is None."""
