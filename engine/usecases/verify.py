@@ -55,12 +55,14 @@ class VerifyRequest:
 
 def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPlan:
     """The (sentence, cited document) pairs still to judge by the chosen judge; reads the store only."""
-    from store.queries import verify_sources
+    from engine.verify import sources_to_verify
+    from store.queries import answers_to_verify
 
     check_request(request)
     answered = answered_runs(request, "verify", stop)
     model, label = judge_model(request, answered)
-    todo = tuple(RunTodo(run, tuple(verify_sources(request.db, run, label, request.limit))) for run in answered)
+    todo = tuple(RunTodo(run, tuple(sources_to_verify(answers_to_verify(request.db, run, label, request.limit))))
+                 for run in answered)
     return JudgePlan(Path(request.db), todo, model, label, sum(len(s.claims) for t in todo for s in t.sources))
 
 
