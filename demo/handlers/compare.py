@@ -114,6 +114,7 @@ def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None
 
         # The use case speaks to a CLI user; the page has a tick box where the CLI has a flag.
         line = _visitor_line(err, db).replace("give --pair-by-id", "tick \"pair by id\"")
+        line = line.replace("; see `python -m engine list --runs`", "; the A and B lists name them")
         raise UserError(line.replace("--equivalence-margin", "the equivalence margin")) from None
 
 
