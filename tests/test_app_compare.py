@@ -121,13 +121,13 @@ def test_a_running_run_is_noted(db):
 def test_the_items_that_differ_most_come_first(db, two_runs):
     view = h.compare_view(db, "e1-base", "e2-base")
     items = view.items
-    assert list(items.columns[:5]) == ["comparison", "item_id", "f1_a", "f1_b", "f1_diff"]
+    assert list(items.columns[:6]) == ["comparison", "item_id", "F1 A", "F1 B", "Δ F1", "Δ precision"]
     assert len(items) == h.TOP_ITEMS
-    diffs = list(items["f1_diff"].abs())
+    diffs = list(items["Δ F1"].abs())
     assert diffs == sorted(diffs, reverse=True)
     want = two_runs.runs[0].items.head(h.TOP_ITEMS)
     assert list(items["item_id"]) == list(want["item_id"])
-    assert list(items["f1_diff"]) == pytest.approx(list(want["f1_diff"].round(1)))
+    assert list(items["Δ F1"]) == pytest.approx(list(want["f1_diff"].round(1)))
     assert h.clicked_item(view.pairs, list(items.iloc[2])) == ("e1-base", "e2-base", items.iloc[2]["item_id"])
     assert h.clicked_item({}, ["base", "q1"]) is None and h.clicked_item(view.pairs, []) is None
 

@@ -33,6 +33,10 @@ TOP_ITEMS = 20  # per comparison, on the page and in /compare (the export holds 
 # The items table shows the sorting metric in A and B and its difference, then the other metrics'
 # differences: every column of every metric (27 of them) would not fit a 1440 px window.
 ITEM_KEY_COLUMNS = ["comparison", "item_id"]
+# The items table's headers: short, with spaces, so that they wrap and 13 columns fit 1440 px.
+SHORT_NAMES = {"precision": "precision", "recall": "recall", "f1": "F1", "exact_match": "EM", "squad_em": "SQuAD EM",
+               "answer_recall": "answer recall", "n_citations": "citations", "cites_nothing": "cites nothing",
+               "mean_probability": "mean citation p"}
 # Colours of the plot's points by verdict: a difference that holds, an equivalence, neither.
 VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7f7f7f"}
 
@@ -179,7 +183,8 @@ def _num(value: Any, *, signed: bool = False) -> str:
 
 def top_items(result: Comparison, n: int = TOP_ITEMS) -> pd.DataFrame:
     """Per comparison, the n items whose sorting metric differs most: that metric in A, in B and
-    B − A, then the other metrics' differences (rounded; the export has the exact values)."""
+    Δ (B − A), then the other metrics' Δ (rounded; the export has the exact values, named as in
+    Comparison.items())."""
     import pandas as pd
 
     frames = []
@@ -187,12 +192,20 @@ def top_items(result: Comparison, n: int = TOP_ITEMS) -> pd.DataFrame:
         key = r.sort_metric
         others = [c for c in r.items.columns if c.endswith("_diff") and c != f"{key}_diff"]
         frame = r.top_items(n)[["item_id", f"{key}_a", f"{key}_b", f"{key}_diff", *others]]
+        frame.columns = ["item_id", *(_header(c) for c in frame.columns[1:])]
         frames.append(frame.assign(comparison=r.title))
     if not frames:
         return pd.DataFrame(columns=ITEM_KEY_COLUMNS)
     frame = pd.concat(frames, ignore_index=True)
     frame = frame[ITEM_KEY_COLUMNS + [c for c in frame.columns if c not in ITEM_KEY_COLUMNS]]
     return frame.round(1)
+
+
+def _header(column: str) -> str:
+    """"f1_a" -> "F1 A", "f1_diff" -> "Δ F1" (Δ = B − A)."""
+    name, _, side = column.rpartition("_")
+    short = SHORT_NAMES.get(name, name)
+    return f"Δ {short}" if side == "diff" else f"{short} {side.upper()}"
 
 
 def difference_figure(result: Comparison) -> go.Figure:
@@ -232,9 +245,10 @@ def difference_figure(result: Comparison) -> go.Figure:
             fig.add_vline(x=x, line_width=1, line_dash="dot", line_color=VERDICT_COLOURS["equivalent"])
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)), automargin=True)
     fig.update_xaxes(title_text="B − A (points x100; citations per answer in citations)", zeroline=False)
-    fig.update_layout(height=max(260, 90 + 26 * len(names)), margin=dict(t=50, b=40, l=10, r=10),
+    # The legend above the plot, right of the title: below, its distance grew with the rows.
+    fig.update_layout(height=max(260, 110 + 22 * len(names)), margin=dict(t=70, b=50, l=10, r=10),
                       title_text="Difference B − A per metric, with bootstrap 95% intervals",
-                      legend=dict(orientation="h", y=-0.2 if len(names) > 6 else -0.35))
+                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="right", x=1))
     return fig
 
 

@@ -52,10 +52,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """One item with run A's and run B's answers, citations and documents side by side (HTML)."""
         return handlers.pair_page(db, run_a, run_b, item_id)
 
-    def choices(current_a, current_b):
+    def choices():
+        # The choices only: a value typed meanwhile stays (the tab's select answers after a click).
         listed = handlers.side_choices(db)
-        return (gr.Dropdown(choices=listed, value=current_a or None, allow_custom_value=True),
-                gr.Dropdown(choices=listed, value=current_b or None, allow_custom_value=True))
+        return gr.Dropdown(choices=listed), gr.Dropdown(choices=listed)
 
     with gr.Tab("Compare", id=TAB_ID) as compare_tab:
         gr.Markdown("Compare **B against A** on the items both hold: two runs, two experiments (mode by mode, "
@@ -77,8 +77,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         summary = gr.HTML()
         table = gr.Dataframe(**TABLE, headers=handlers.TABLE_COLUMNS, label="per metric (B − A)", interactive=False)
         plot = gr.Plot(label="differences with 95% intervals", visible=False)
-        gr.Markdown("**The items that differ most** (by F1 where compared): click a row to open it in the Query tab "
-                    "with both runs side by side.")
+        gr.Markdown("**The items that differ most** (by F1 where compared; Δ = B − A): click a row to open it in "
+                    "the Query tab with both runs side by side.")
         items = gr.Dataframe(**TABLE, headers=handlers.ITEM_KEY_COLUMNS, label="items", interactive=False,
                              max_height=500)
         pairs = gr.State({})  # comparison -> (run A, run B), for a clicked item
@@ -102,7 +102,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     export_button.click(export, [*inputs, export_format], export_out, api_name="compare_export",
                         api_visibility="public")
     for trigger in (app.load, compare_tab.select):
-        trigger(choices, [side_a, side_b], [side_a, side_b], api_visibility="private")
+        trigger(choices, None, [side_a, side_b], api_visibility="private")
 
     # app.build_app wires these to the other tabs: a clicked item opens the Query tab (pair view),
     # and the Runs tab's two ticked experiments fill A and B here and compare them.
