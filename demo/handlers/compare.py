@@ -398,9 +398,12 @@ def pair_view(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, st
     from store.compare_reads import resolve_side
     from store.db import as_database
 
+    from demo.handlers.query import clean_input
+
     page = pair_page(db, run_a, run_b, item_id)
     try:
-        side = resolve_side(db, str(run_a or "").strip()) if as_database(db).path.is_file() and run_a else None
+        run_a = clean_input(run_a, "run A")
+        side = resolve_side(db, run_a) if run_a and as_database(db).path.is_file() else None
     except UserError:
         side = None
     if side is None or side.kind != "run":

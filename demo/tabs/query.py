@@ -181,7 +181,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (gr.Tabs(selected=TAB_ID), gr.Column(visible=True), page, experiment_box, *view_outputs(view_),
                 "", "all")
 
-    pair_close.click(lambda: gr.Column(visible=False), None, pair_box, api_visibility="private")
+    # The side-by-side view is of one item: closed by its button, and by any step to another view here.
+    for trigger in (pair_close.click, query_button.click, query_experiment.select, query_item.select, search.submit,
+                    changed.input, previous_button.click, next_button.click):
+        trigger(lambda: gr.Column(visible=False), None, pair_box, api_visibility="private")
     if getattr(app, "tabs", None) is not None:
         # (function of run A, run B and an item id, its outputs, what runs after): app.build_app wires it.
         app.open_pair_in_query = (open_pair, [app.tabs, pair_box, pair_html, query_experiment, *view, search, changed],
