@@ -134,6 +134,8 @@ def test_the_items_that_differ_most_come_first(db, two_runs):
 
 def test_the_plot_shows_each_difference_with_its_interval(db):
     view = h.compare_view(db, "same-1", "same-2", ["f1", "exact_match"], 1.0)
+    want = compare(CompareRequest("same-1", "same-2", ("f1", "exact_match"), 1.0), db).table()
+    assert list(view.table["verdict"]) == [f"equivalent within 1 (TOST p {h.format_p(p)})" for p in want["tost_p"]]
     traces = view.figure.data
     assert [t.name for t in traces] == ["equivalent"]  # identical runs: equivalent within the margin
     assert list(traces[0].x) == [0.0, 0.0] and list(traces[0].y) == ["base: citation F1", "base: exact match (paper)"]

@@ -164,8 +164,16 @@ def metric_rows(result: Comparison) -> pd.DataFrame:
     for r in table.itertuples(index=False):
         rows.append([r.comparison, r.label, int(r.n), _num(r.mean_a), _num(r.mean_b), _num(r.diff, signed=True),
                      f"[{_num(r.ci_low, signed=True)}, {_num(r.ci_high, signed=True)}]", r.test, format_p(r.p),
-                     format_p(r.p_holm), format_p(r.p_permutation), _num(r.min_detectable), r.verdict])
+                     format_p(r.p_holm), format_p(r.p_permutation), _num(r.min_detectable), _verdict(r)])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def _verdict(row: Any) -> str:
+    """The verdict, with TOST's p where an equivalence margin was given."""
+    tost = row.tost_p
+    if tost is None or (isinstance(tost, float) and math.isnan(tost)):
+        return row.verdict
+    return f"{row.verdict} (TOST p {format_p(tost)})"
 
 
 def format_p(p: Any) -> str:
