@@ -47,8 +47,8 @@ def test_the_pickers_list_experiments_then_runs(db):
 
 def test_the_request_from_the_page(db):
     req = h.request_from(" e1:base ", "e2", ["f1", "exact_match"], 2, True)
-    assert (req.a, req.b, req.metrics, req.equivalence_margin, req.pair_by_id) == ("e1:base", "e2", ("f1", "exact_match"),
-                                                                                    2.0, True)
+    assert (req.a, req.b, req.metrics, req.equivalence_margin, req.pair_by_id) == (
+        "e1:base", "e2", ("f1", "exact_match"), 2.0, True)
     assert h.request_from("a", "b", "f1, recall").metrics == ("f1", "recall")  # an API caller's text
     assert h.request_from("a", "b", None, "").equivalence_margin is None
     assert h.request_from("a", "b", None, 0).equivalence_margin is None  # Gradio's blank number box

@@ -68,7 +68,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                  allow_custom_value=True, scale=3)
             compare_button = gr.Button("Compare", variant="primary", scale=0, min_width=120)
         with gr.Accordion("Options: metrics, equivalence margin, pairing", open=False):
-            metrics = gr.CheckboxGroup(choices=handlers.metric_choices(), value=[n for _, n in handlers.metric_choices()],
+            every = handlers.metric_choices()
+            metrics = gr.CheckboxGroup(choices=every, value=[n for _, n in every],
                                        label="metrics (Holm-corrected together)")
             with gr.Row():
                 margin = gr.Number(value=None, label="equivalence margin (points; blank: no TOST)", minimum=0)
