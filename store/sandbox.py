@@ -242,7 +242,6 @@ def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxR
         # Session settings must come before the lock; after it nothing can change. With the
         # local file system off, DuckDB still reads the database through its open handle,
         # but read_blob(<the database>) and friends fail.
-        _define_compare_sql(conn)
         conn.execute("SET enable_progress_bar = false")
         conn.execute("SET disabled_filesystems = 'LocalFileSystem'")
         conn.execute("SET lock_configuration = true")
@@ -279,20 +278,8 @@ def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxR
         watcher.join()
 
 
-_COMPARE_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare_view.sql")
 
 
-def _define_compare_sql(conn: duckdb.DuckDBPyConnection) -> None:
-    """The compare_item_metrics view and the compare_runs(a, b) macro (store/compare_view.sql,
-    issue 17) for this connection: the store holds neither yet and the file is open read-only
-    here, so they are made as TEMP objects, which live in memory. A store too old for them leaves
-    them out: the visitor's query then names what is missing."""
-    try:
-        with open(_COMPARE_SQL, encoding="utf-8") as f:
-            sql = f.read()
-        conn.execute(re.sub(r"CREATE OR REPLACE (VIEW|MACRO)", r"CREATE OR REPLACE TEMP \1", sql))
-    except (OSError, duckdb.Error):
-        pass
 
 
 WRITER_FIRST = "query stopped: a run is writing to the store and goes first; run it again in a moment"

@@ -181,7 +181,7 @@ def test_the_drill_down_says_which_run_lacks_the_item(db):
 
 
 def test_flipped_citations_are_marked(db):
-    from store.compare_reads import read_paired, resolve_side
+    from store.queries.compare import read_paired, resolve_side
 
     runs = (resolve_side(db, "e1-base").runs["base"], resolve_side(db, "e2-base").runs["base"])
     paired = read_paired(db, runs, with_citations=True)

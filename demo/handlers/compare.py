@@ -297,7 +297,7 @@ def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
     from demo import render
     from demo.handlers.query import _shown, _visitor_line, clean_input
     from store import queries
-    from store.compare_reads import resolve_side
+    from store.queries.compare import resolve_side
     from store.db import as_database
 
     try:
@@ -394,7 +394,7 @@ def sql_example(db: DbLike) -> str:
             a, b = x.run_id, y.run_id
     quote = lambda s: s.replace("'", "''")  # noqa: E731 - a run id inside a SQL string
     return (f"-- The items that drive the F1 difference between two runs (B - A); compare_runs and the\n"
-            f"-- compare_item_metrics view pair the runs' per-item metrics by item id (store/compare_view.sql)\n"
+            f"-- compare_item_metrics view pair the runs' per-item metrics by item id (store/views.sql)\n"
             f"SELECT item_id, round(100 * f1_a, 1) AS f1_a, round(100 * f1_b, 1) AS f1_b,\n"
             f"       round(100 * f1_diff, 1) AS f1_diff, exact_match_a, exact_match_b\n"
             f"FROM compare_runs('{quote(a)}', '{quote(b)}') ORDER BY abs(f1_diff) DESC NULLS LAST LIMIT 20")
@@ -403,7 +403,7 @@ def sql_example(db: DbLike) -> str:
 def pair_view(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]:
     """(pair_page's HTML, run A's experiment id or "" when run A is unknown): the Query tab opens
     that experiment on the item below the side-by-side view."""
-    from store.compare_reads import resolve_side
+    from store.queries.compare import resolve_side
     from store.db import as_database
 
     from demo.handlers.query import clean_input
