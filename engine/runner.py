@@ -3,11 +3,11 @@
 Each mode is one run, and the runs of one configuration share an experiment. The work goes in
 phases, so that nothing is written until everything that can fail has been checked:
 
-1. `plan_experiment` (read-only): find the experiment (by `--experiment NAME`, else the newest
+1. `plan_experiment` (engine.planner, read-only): find the experiment (by `--experiment NAME`, else the newest
    with the same key: model, dataset content and every setting except the mode), refuse an
    incompatible one with the reason, and work out per mode what is already stored;
 2. the caller loads the model, only when there is something to generate;
-3. `check_prompt_lengths`: every prompt to generate, counted through the chat template, plus
+3. `check_prompt_lengths` (engine.planner): every prompt to generate, counted through the chat template, plus
    `max_new_tokens` must fit the model's context (refused, or skipped with skip_invalid);
 4. `execute_plan`: create the experiment, runs and items in one transaction, then generate,
    committing every finished batch, so a crash loses at most the batch in flight. The batches
@@ -27,402 +27,31 @@ shrinks a run (it is then already complete).
 
 from __future__ import annotations
 
-import functools
-import platform
-import subprocess
-import uuid
-from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata as importlib_metadata
-from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import asdict, replace
+from typing import Callable, Mapping, Sequence
 
-from engine.citations import citation_probabilities, parse_citation_marks
-from engine.data import Dataset
-from engine.errors import UserError
-from engine.experiment import (
-    config_hash,
-    experiment_key,
-    experiment_settings,
-    incompatibility,
-    run_in_progress,
+from engine.backends import Backend, LocalBackend, PlannedBatch, plan_batches
+from engine.errors import RunCancelled
+from engine.experiment import config_hash  # noqa: F401 - part of this module's API
+from engine.planner import (  # noqa: F401 - planning is part of this module's API
+    ExperimentPlan,
+    PlannedRun,
+    check_prompt_lengths,
+    plan_experiment,
 )
-from engine.prompts import PROMPT_VERSION, PromptConfig, build_prompt
-from engine.backends import Backend, LocalBackend, PlannedBatch, Provenance, plan_batches
-from engine.sink import ExperimentSpec, RunSpec, Sink, StoredRun
-from engine.types import MODES, Citation, Generation, GenerationOutput, Item, Mode, Prompt, Quantize, SkippedItem
-from engine.write_loop import OpenRun, RunCancelled, fail_open_runs, write_loop  # noqa: F401 - RunCancelled is part of this API
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What the user asked for; `hf_token` is used to load the model and never recorded."""
-
-    model: str  # what to load: a Hub id or a local folder
-    modes: tuple[Mode, ...]
-    prompt: PromptConfig  # its mode is replaced per run
-    quantize: Quantize = "auto"
-    device: str = "auto"
-    dtype: str = "auto"
-    max_new_tokens: int = 256
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k_sampling: int = 0
-    seed: int = 0
-    batch_size: int = 8
-    top_n_logprobs: int = 0
-    repeat: bool = False  # a new experiment even when an identical one exists
-    experiment: str | None = None  # a name (or id) to create or join
-    limit: int | None = None  # cover only the first N items of the dataset
-    skip_invalid: bool = False  # skip items whose prompt does not fit instead of refusing
-    model_label: str | None = None  # how the store names the model, when not `model` itself
-    # torch intra-op threads every generating process computes with (engine.threads); None:
-    # torch's default in this process. Recorded with the runs, never hashed.
-    threads: int | None = None
-    hf_token: str | None = field(default=None, repr=False, compare=False)
-    # False: without hf_token, load with no token at all, not the environment's HF_TOKEN (a
-    # Space's visitor loading a model outside the operator's allowlist).
-    environment_token: bool = field(default=True, repr=False, compare=False)
-    # A Space's visitors name Hub ids only: a name that happens to be a folder on the server
-    # loads nothing and gets the unknown-model line, so that no name reveals what exists there.
-    hub_only: bool = False
-
-    def __post_init__(self) -> None:
-        # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
-        from engine.bounds import MAX_MODEL_CHARS, check_name
-
-        check_name(self.model, "the model name", MAX_MODEL_CHARS)
-        if self.model_label is not None:
-            check_name(self.model_label, "the model label", MAX_MODEL_CHARS)
-        if self.experiment is not None:
-            check_name(self.experiment, "the experiment name")
-
-    @property
-    def label(self) -> str:
-        return self.model_label or self.model
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How one mode's run ended in this invocation."""
-
-    run_id: str
-    mode: Mode
-    status: str  # complete | already complete
-    n_items: int
-    n_generated: int  # generated in this invocation (resume skips stored items)
-    n_with_citation: int
-
-
-@dataclass(frozen=True)
-class ExperimentOutcome:
-    experiment_id: str
-    runs: tuple[RunOutcome, ...]
-    model: str
-    quantization: str | None
-    experiment_name: str | None = None
-    # Items per mode over the whole experiment (runs of other modes stored earlier included).
-    mode_items: dict[Mode, int | None] = field(default_factory=dict)
-    skipped: tuple[SkippedItem, ...] = ()  # invalid items and prompts too long, left out
-
-    @property
-    def modes(self) -> tuple[Mode, ...]:
-        """The modes the experiment holds, in display order."""
-        return tuple(m for m in MODES if m in self.mode_items)
-
-
-def run_config(request: RunRequest, mode: str) -> dict:
-    """The identity of one mode's run (no token, no batch size, device or item count)."""
-    return {
-        "prompt": replace(request.prompt, mode=mode).to_dict(),
-        "prompt_version": PROMPT_VERSION,
-        "generation": {
-            "max_new_tokens": request.max_new_tokens,
-            "do_sample": request.do_sample,
-            "temperature": request.temperature if request.do_sample else None,
-            "top_p": request.top_p if request.do_sample else None,
-            "top_k": request.top_k_sampling if request.do_sample else None,
-            "seed": request.seed,
-            "top_n_logprobs": request.top_n_logprobs,
-        },
-        "quantize": request.quantize,
-    }
-
-
-def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Generation:
-    """A stored generation: the output plus its citations resolved against the shown order."""
-    marks = parse_citation_marks(output.text)
-    probabilities = citation_probabilities(output) if output.tokens else [None] * len(marks)
-    relevant = {d.id: d.relevant for d in item.documents}
-    citations = []
-    for index, (mark, probability) in enumerate(zip(marks, probabilities)):
-        shown = 1 <= mark.number <= len(prompt.shown_doc_ids)
-        doc_id = prompt.shown_doc_ids[mark.number - 1] if shown else None
-        citations.append(
-            Citation(index, mark.number, doc_id, relevant[doc_id] if doc_id else None, probability)
-        )
-    return Generation(
-        item_id=item.id,
-        prompt=prompt.text,
-        answer=output.text,
-        shown_doc_ids=prompt.shown_doc_ids,
-        finish_reason=output.finish_reason,
-        n_prompt_tokens=output.n_prompt_tokens,
-        tokens=output.tokens,
-        citations=tuple(citations),
-    )
-
-
-@functools.lru_cache(maxsize=1)
-def _library_versions() -> tuple[tuple[str, str], ...]:
-    return tuple(_collect_library_versions().items())
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of what shapes the numbers, for provenance (read once per process)."""
-    return dict(_library_versions())
-
-
-def _collect_library_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in ("torch", "transformers", "accelerate", "bitsandbytes", "tokenizers", "duckdb"):
-        try:
-            versions[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
-@functools.lru_cache(maxsize=1)
-def git_sha() -> str | None:
-    """The commit of this checkout, when it is one."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _new_id() -> str:
-    return uuid.uuid4().hex[:12]
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One mode's run as planned: new or resumed, the items it covers and those still to do."""
-
-    mode: Mode
-    run_id: str
-    config_hash: str
-    config: dict  # identity (hashed)
-    resumes: StoredRun | None  # None: a new run
-    limit: int | None  # covers the first `limit` dataset items (None: all)
-    items: tuple[Item, ...]  # the items it covers, prompts too long left out
-    todo: tuple[Item, ...]  # of those, the ones not stored yet
-    skipped: tuple[SkippedItem, ...] = ()  # prompts too long for the model's context
-
-    @property
-    def needs_claim(self) -> bool:
-        """Whether this invocation must create, resume or finish the run."""
-        return bool(self.todo) or self.resumes is None or self.resumes.status != "complete"
-
-
-@dataclass(frozen=True)
-class ExperimentPlan:
-    """What a run command will do, worked out before anything is loaded or written."""
-
-    dataset: Dataset
-    request: RunRequest
-    spec: ExperimentSpec
-    experiment_id: str
-    experiment_name: str | None
-    runs: tuple[PlannedRun, ...]
-    stored_items: dict[Mode, int | None]  # item counts of the experiment's runs of other modes
-
-    @property
-    def n_todo(self) -> int:
-        """Generations to do over all runs."""
-        return sum(len(r.todo) for r in self.runs)
-
-    @property
-    def nothing_to_do(self) -> bool:
-        """Every requested run exists, is complete and covers the requested items."""
-        return not any(r.needs_claim for r in self.runs)
-
-    @property
-    def skipped(self) -> tuple[SkippedItem, ...]:
-        """Items left out: invalid in the dataset, or with a prompt too long (once each)."""
-        seen: dict[str | None, SkippedItem] = {}
-        for run in self.runs:
-            for s in run.skipped:
-                seen.setdefault(s.item_id, s)
-        return tuple(self.dataset.skipped) + tuple(seen.values())
-
-
-def _grown_limit(existing: StoredRun | None, requested: int | None) -> int | None:
-    """A run's item prefix only grows: the larger of what it had and what is asked (None = all)."""
-    if existing is None:
-        return requested
-    had = existing.config.get("limit")
-    if had is None or requested is None:
-        return None
-    return max(int(had), requested)
-
-
-def plan_experiment(dataset: Dataset, request: RunRequest, sink: Sink) -> ExperimentPlan:
-    """Resolve the experiment and what each mode's run must still do; reads only."""
-    if not request.modes:
-        raise UserError("no modes to run")
-    # Every mode this configuration can have, requested or not: an older experiment is found
-    # by any of its runs.
-    possible = MODES if request.prompt.metadata is not None else ("vanilla",)
-    configs = {mode: run_config(request, mode) for mode in dict.fromkeys(possible + request.modes)}
-    hashes = {mode: config_hash(request.label, dataset.sha, config) for mode, config in configs.items()}
-    settings = experiment_settings(configs[request.modes[0]])
-    spec = ExperimentSpec(
-        key=experiment_key(request.label, dataset.sha, settings),
-        name=request.experiment,
-        new=request.repeat,
-        model=request.label,
-        dataset=dataset.source,
-        dataset_sha=dataset.sha,
-        settings=settings,
-        run_hashes=tuple(hashes.values()),
-    )
-    stored = sink.find_experiment(spec)
-    if stored is not None:
-        if request.repeat:
-            raise UserError(
-                f"experiment '{stored.label}' already exists and --repeat starts a new one: "
-                "give --experiment a new name"
-            )
-        reason = incompatibility(stored, spec, hashes)
-        if reason:
-            raise UserError(reason)
-
-    runs = []
-    for mode in request.modes:
-        existing = stored.run_for(mode) if stored else None
-        if existing is not None and existing.owner:
-            raise UserError(run_in_progress(existing, stored))
-        limit = _grown_limit(existing, request.limit)
-        # Prompt-length verdicts depend only on what the hash covers, so they still hold.
-        too_long = {s["item_id"]: s for s in existing.config.get("skipped_prompts", [])} if existing else {}
-        prefix = dataset.items if limit is None else dataset.items[:limit]
-        items = tuple(it for it in prefix if it.id not in too_long)
-        done = sink.done_item_ids(existing.run_id) if existing else set()
-        runs.append(
-            PlannedRun(
-                mode=mode,
-                run_id=existing.run_id if existing else _new_id(),
-                config_hash=hashes[mode],
-                config=configs[mode],
-                resumes=existing,
-                limit=limit,
-                items=items,
-                todo=tuple(it for it in items if it.id not in done),
-                skipped=tuple(
-                    SkippedItem(s["where"], s["item_id"], s["reason"])
-                    for it in prefix
-                    if (s := too_long.get(it.id))
-                ),
-            )
-        )
-    others = {r.rag_mode: r.n_items for r in stored.runs if r.rag_mode not in request.modes} if stored else {}
-    return ExperimentPlan(
-        dataset=dataset,
-        request=request,
-        spec=spec,
-        experiment_id=stored.experiment_id if stored else _new_id(),
-        experiment_name=stored.name if stored else request.experiment,
-        runs=tuple(runs),
-        stored_items=others,
-    )
-
-
-def check_prompt_lengths(plan: ExperimentPlan, loaded) -> ExperimentPlan:
-    """Refuse (or, with skip_invalid, leave out) items whose prompt + max_new_tokens exceeds
-    the model's context; never truncate.
-
-    An item is measured by its longest prompt over the labelled modes (base and cf carry the
-    labels; vanilla is shorter), so every mode of an experiment keeps the same items and the
-    paired bias measures compare like with like.
-    """
-    from engine.models import chat_input_ids
-
-    context = getattr(loaded, "context_length", None)
-    request = plan.request
-    if context is None:
-        return plan
-    pending: dict[str, Item] = {}
-    for run in plan.runs:
-        for item in run.todo:
-            pending.setdefault(item.id, item)
-    warned = getattr(loaded.tokenizer, "deprecation_warnings", None)
-    if isinstance(warned, dict):
-        # Over-long prompts are measured and refused here; the tokenizer's own warning about
-        # them would only break the one-line error.
-        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
-    measured = ("base", "cf") if request.prompt.metadata is not None else ("vanilla",)
-    configs = [replace(request.prompt, mode=mode) for mode in measured]
-    # No token covers more characters than the longest one in the vocabulary, so a text of more
-    # than context x that many characters is too long without tokenizing it (a 10 MB question
-    # would otherwise take half a minute to count).
-    longest = _longest_token_chars(loaded.tokenizer)
-    too_long: dict[str, str] = {}  # item id -> "110,903" or "more than 36,000"
-    for item in plan.dataset.items:  # dataset order, so the first named is the first in the file
-        if item.id not in pending:
-            continue
-        texts = [build_prompt(item, c).text for c in configs]
-        bound = max(len(t) for t in texts) // longest
-        if bound > context:
-            too_long[item.id] = f"more than {bound:,}"
-            continue
-        n = max(len(chat_input_ids(loaded, text)) for text in texts)
-        if n + request.max_new_tokens > context:
-            too_long[item.id] = f"{n:,}"
-    if not too_long:
-        return plan
-
-    def reason(n: str) -> str:
-        return (
-            f"prompt of {n} tokens + {request.max_new_tokens:,} new tokens exceeds the "
-            f"model's context of {context:,}"
-        )
-
-    first_id, first_n = next(iter(too_long.items()))
-    if not request.skip_invalid:
-        affected = f"{len(too_long):,} item{'s' if len(too_long) != 1 else ''} affected"
-        raise UserError(f"item '{first_id}': {reason(first_n)}; {affected}; use --top-k or --skip-invalid")
-    position = {item.id: n for n, item in enumerate(plan.dataset.items, start=1)}
-    skipped = {i: SkippedItem(f"item {position[i]}", i, reason(n)) for i, n in too_long.items()}
-    runs = tuple(
-        replace(
-            run,
-            items=tuple(it for it in run.items if it.id not in too_long),
-            todo=tuple(it for it in run.todo if it.id not in too_long),
-            skipped=run.skipped + tuple(skipped[it.id] for it in run.items if it.id in too_long),
-        )
-        for run in plan.runs
-    )
-    if not any(run.items for run in runs):
-        raise UserError(
-            f"no item's prompt fits the model's context of {context:,} with {request.max_new_tokens:,} "
-            f"new tokens (first: item '{first_id}', {first_n} tokens); use --top-k"
-        )
-    return replace(plan, runs=runs)
-
-
-def _longest_token_chars(tokenizer) -> int:
-    """Characters in the vocabulary's longest token: an upper bound on what one token covers."""
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    return max((len(t) for t in tokens if t), default=1) or 1
+from engine.prompts import PROMPT_VERSION, build_prompt
+from engine.provenance import Provenance, git_sha, library_versions
+from engine.run_request import (  # noqa: F401 - part of this module's API
+    ExperimentOutcome,
+    RunOutcome,
+    RunRequest,
+    generation_config,
+    load_model_for,
+    run_config,
+)
+from engine.sink import RunSpec, Sink
+from engine.types import Mode
+from engine.write_loop import OpenRun, fail_open_runs, make_generation, write_loop  # noqa: F401 - make_generation: API
 
 
 def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | None,
@@ -471,24 +100,6 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | No
         n_items=len(run.items),
     )
 
-
-def generation_config(request: RunRequest):
-    """How a request decodes (engine.generate.GenerationConfig), with the thread count it computes with."""
-    from engine.generate import GenerationConfig
-    from engine.threads import resolve_threads
-
-    return GenerationConfig(
-        max_new_tokens=request.max_new_tokens,
-        do_sample=request.do_sample,
-        temperature=request.temperature,
-        top_p=request.top_p,
-        top_k_sampling=request.top_k_sampling,
-        seed=request.seed,
-        batch_size=request.batch_size,
-        top_n_logprobs=request.top_n_logprobs,
-        # Resolved here, in the driver, so every Ray actor computes with the driver's count.
-        threads=resolve_threads(request.threads),
-    )
 
 
 def execute_plan(
@@ -653,6 +264,8 @@ def _outcome(plan: ExperimentPlan, by_run: Mapping[str, OpenRun], quantization: 
         experiment_name=plan.experiment_name,
         mode_items=mode_items,
         skipped=plan.skipped,
+        dataset=plan.dataset.source,
+        n_dataset_items=len(plan.dataset.items),
     )
 
 
@@ -700,39 +313,3 @@ def _stop_if(should_stop: Callable[[], bool], doing: str) -> None:
 
 # Items stored, or prompts built, between two cancel checks: well under a second each.
 _ITEM_CHUNK = 500
-
-
-def load_model_for(request: RunRequest):
-    """The model a request names, loaded as it asks (device, quantization, dtype, token)."""
-    from engine.models import load_model, unknown_model
-
-    if request.hub_only and Path(request.model).exists():
-        raise unknown_model(request.model)
-    return load_model(
-        request.model,
-        quantize=request.quantize,
-        device=request.device,
-        hf_token=request.hf_token,
-        dtype=request.dtype,
-        environment_token=request.environment_token,
-    )
-
-
-def run_experiment(
-    dataset: Dataset,
-    request: RunRequest,
-    sink: Sink,
-    *,
-    on_progress: Callable[[int], None] | None = None,
-    on_total: Callable[[int], None] | None = None,
-    load: Callable[[RunRequest], Any] = load_model_for,
-) -> ExperimentOutcome:
-    """Plan, load the model (only if there is work), check prompt lengths, then run or resume."""
-    plan = plan_experiment(dataset, request, sink)
-    loaded = None
-    if plan.n_todo:
-        loaded = load(request)
-        plan = check_prompt_lengths(plan, loaded)
-    if on_total:
-        on_total(plan.n_todo)
-    return execute_plan(plan, loaded, sink, on_progress=on_progress)
