@@ -12,7 +12,8 @@ from pathlib import Path
 
 from engine.data import load_dataset
 from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.runner import RunRequest, run_experiment
+from engine.runner import RunRequest
+from engine.usecases.run import ExperimentRequest, run_experiment
 from tests.engine_process import kill_once_stored, run_engine
 
 
@@ -51,7 +52,7 @@ def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, ti
         top_n_logprobs=2,
     )
     db = tmp_path / "r.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     assert [r.status for r in outcome.runs] == ["complete"] * 3
     assert [r.n_generated for r in outcome.runs] == [5, 5, 5]
     runs = count_rows(db, "SELECT rag_mode, status, experiment_id, metadata_type, prompt_version FROM runs ORDER BY rag_mode")
@@ -76,7 +77,7 @@ def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, ti
     assert "(written by a woman)" in base_prompt.split("Document [1]")[1].splitlines()[0]
     assert "(written by a man)" in cf_prompt.split("Document [1]")[1].splitlines()[0]
 
-    again = run_experiment(dataset, request, RunStore(db))
+    again = run_experiment(ExperimentRequest(request, dataset, db))
     assert again.experiment_id == outcome.experiment_id
     assert [r.status for r in again.runs] == ["already complete"] * 3
     assert count_rows(db, "SELECT count(*) FROM generations")[0][0] == 15
