@@ -59,6 +59,15 @@ class StudyRequest:
     dataset_name: str | None = None  # the name the store records in place of the dataset's path
     ray: RayOptions | None = None  # None: generate in this process
 
+    @property
+    def label(self) -> str:
+        """The grid's models, as a job list shows them."""
+        return ", ".join(self.grid.model)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return self.run.modes
+
 
 @dataclass(frozen=True)
 class StudyExperiment:
