@@ -124,7 +124,7 @@ def check_study(study: StudyRequest) -> list[RunRequest]:
                         "only to group them anew)")
     if study.name is not None:
         check_study_name(study.name)
-    check_metadata_list(grid, None)
+    check_metadata_list(grid)
     check_request(run)
     check_ray(study.ray, run.device)
     return [configuration_request(study, c) for c in grid.configurations()]
