@@ -40,7 +40,6 @@ def build_explained_store(folder: Path, model_dir: Path) -> tuple[Path, str, dic
     from engine.runner import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
     from store.explanation_store import ExplanationStore
-    from store.run_store import RunStore
 
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 3))
     request = RunRequest(model=str(model_dir), modes=("vanilla", "base", "cf"),

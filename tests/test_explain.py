@@ -109,7 +109,6 @@ def answered(tmp_path_factory, tiny_llama_dir):
     from engine.prompts import METADATA_TYPES, PromptConfig
     from engine.runner import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
-    from store.run_store import RunStore
 
     folder = tmp_path_factory.mktemp("explain")
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 5))
@@ -329,7 +328,6 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     from engine.prompts import METADATA_TYPES, PromptConfig
     from engine.runner import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
-    from store.run_store import RunStore
 
     n = 40  # about 3 s of explaining on 2 cores: room to be killed in the middle
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", n))

@@ -29,7 +29,6 @@ def published(tmp_path_factory, tiny_llama_dir, tiny_llama) -> Path:
     """A store with one complete experiment (two modes), as an operator would publish it."""
     from engine.data import load_dataset
     from engine.usecases.run import ExperimentRequest, run_experiment
-    from store import RunStore
     from tests.test_jobs import make_dataset, request
 
     folder = tmp_path_factory.mktemp("published")

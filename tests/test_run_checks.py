@@ -21,7 +21,6 @@ from engine.data import load_dataset
 from engine.models import context_length
 from engine.runner import config_hash, run_config
 from engine.usecases.run import ExperimentRequest, run_experiment
-from store import RunStore
 
 LONG_TEXT = " ".join(f"alpha{i % 97} beta gamma" for i in range(4000))  # far past 8,192 tokens
 

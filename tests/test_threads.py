@@ -14,7 +14,6 @@ from engine.generate import GenerationConfig, generate
 from engine.runner import generation_config
 from engine.usecases.run import ExperimentRequest, run_experiment
 from engine.threads import default_threads, resolve_threads
-from store import RunStore
 from test_run_experiments import make_dataset, req, rows
 
 

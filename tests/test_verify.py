@@ -152,7 +152,6 @@ def answered(tmp_path_factory, tiny_llama_dir):
     from engine.runner import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
     from store.db import connect
-    from store.run_store import RunStore
 
     folder = tmp_path_factory.mktemp("verify")
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 4))
