@@ -1,1 +1,1 @@
-"""The use cases: typed requests in, typed outcomes out; the Python API that the CLI, the app and notebooks call."""
+"""Use cases: typed requests and results, the Python API that the CLI, the app and notebooks call."""
