@@ -136,14 +136,73 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
 
     `progress` first gets a "planned" Progress with the StudySummary, then one per stored batch
     (or copied vanilla answers); `stop`, `load` and `read_dataset` as in run_experiment."""
+    planned, copy_from, summary, sink = _plan(study, read_dataset, stop, check_models=load is None)
+    step = _Steps(progress, stop)
+    grid = study.grid
+    name = summary.name
+    step.emit("planned", total=summary.n_todo + summary.n_copied, study=summary)
+    step.check()
+    outcomes = _execute(planned, copy_from, sink, name, grid, study.ray, step, stop, load)
+    return StudyOutcome(name, summary, tuple(
+        StudyExperiment(p.position, p.configuration, p.label, outcome, dict(copy_from.get(p.position, {})))
+        for p, outcome in zip(planned, outcomes)
+    ))
+
+
+@dataclass(frozen=True)
+class PlannedConfiguration:
+    """One configuration of a planned study, as a face shows it before anything runs."""
+
+    position: int  # in the grid's order
+    configuration: dict = field(hash=False)  # axis -> value
+    label: str  # the model as stored
+    experiment_id: str
+    modes: tuple[str, ...]
+    n_items: int  # the most items one of its runs covers
+    n_runs: int  # runs with answers to generate here (not counting a copied vanilla run)
+    n_todo: int  # answers to generate
+    n_copied: int  # vanilla answers copied from another metadata type's experiment
+    shared_from: int | None  # the grid position whose vanilla run is copied, if any
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """What run_study would do now: the summary and every configuration, nothing loaded or written."""
+
+    summary: StudySummary
+    configurations: tuple[PlannedConfiguration, ...]
+
+
+def plan_study(study: StudyRequest, *, read_dataset: ReadFn | None = None, stop: StopFn | None = None) -> StudyPlan:
+    """The plan run_study makes before the first model loads (the dataset read, the store read
+    without creating it, every model name checked), for a face to show before it starts."""
+    planned, copy_from, summary, _sink = _plan(study, read_dataset, stop, check_models=True)
+    vanilla_of = {r.run_id: p.position for p in planned for r in p.plan.runs if r.mode == "vanilla"}
+    rows = []
+    for p in planned:
+        copied = copy_from.get(p.position, {})
+        own = [r for r in p.plan.runs if r.mode not in copied]
+        rows.append(PlannedConfiguration(
+            position=p.position, configuration=dict(p.configuration), label=p.label,
+            experiment_id=p.plan.experiment_id, modes=tuple(r.mode for r in p.plan.runs),
+            n_items=max((len(r.items) for r in p.plan.runs), default=0),
+            n_runs=sum(1 for r in own if r.todo), n_todo=sum(len(r.todo) for r in own),
+            n_copied=sum(len(r.todo) for r in p.plan.runs if r.mode in copied),
+            shared_from=vanilla_of.get(copied["vanilla"]) if "vanilla" in copied else None,
+        ))
+    return StudyPlan(summary, tuple(rows))
+
+
+def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None, *, check_models: bool):
+    """Every configuration planned: (planned, copy_from, summary, sink). Shared by run_study and plan_study."""
     from engine.planner import plan_experiment
     from engine.study import generated_study_name
     from store.run_store import RunStore
 
+    step = _Steps(None, stop)
     grid = study.grid
     configurations = grid.configurations()
     requests = check_study(study)
-    step = _Steps(progress, stop)
     datasets = {}
     for c in configurations:
         if c["top_k"] not in datasets:
@@ -164,7 +223,7 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
         request = replace(request, model=model.model, model_label=model.label)
         planned.append(_Planned(position, c, model.label, plan_experiment(datasets[c["top_k"]], request, sink)))
     name = study.name or generated_study_name([p.plan.spec.key for p in planned])
-    if load is None:
+    if check_models:
         from engine.model_check import check_model_name
 
         for model in grid.model:  # every model with work, before the first one loads
@@ -180,13 +239,7 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
         n_generations=sum(len(r.items) for r in runs), n_todo=sum(len(r.todo) for r in runs) - n_copied,
         n_copied=n_copied,
     )
-    step.emit("planned", total=summary.n_todo + n_copied, study=summary)
-    step.check()
-    outcomes = _execute(planned, copy_from, sink, name, grid, study.ray, step, stop, load)
-    return StudyOutcome(name, summary, tuple(
-        StudyExperiment(p.position, p.configuration, p.label, outcome, dict(copy_from.get(p.position, {})))
-        for p, outcome in zip(planned, outcomes)
-    ))
+    return planned, copy_from, summary, sink
 
 
 def _group_key(configuration: dict) -> tuple:
