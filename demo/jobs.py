@@ -61,6 +61,9 @@ class JobSpec:
     # private copy, see demo.handlers.run) is deleted once loaded.
     dataset_name: str | None = None
     delete_after_load: bool = False
+    # engine.usecases.run.RayOptions for one experiment generated on Ray (None: in the worker);
+    # a StudyRequest carries its own.
+    ray: Any = None
 
 
 @dataclass(frozen=True)
@@ -323,7 +326,8 @@ class JobQueue:
                 return f"generated {done} answers in study {outcome.name} ({len(outcome.experiments)} experiments)"
             from engine.usecases.run import ExperimentRequest, run_experiment
 
-            request = ExperimentRequest(spec.request, spec.dataset_path, spec.db_path, dataset_name=spec.dataset_name)
+            request = ExperimentRequest(spec.request, spec.dataset_path, spec.db_path, dataset_name=spec.dataset_name,
+                                        ray=spec.ray)
             outcome = run_experiment(request, progress=progress, stop=job.cancel.is_set, load=load, read_dataset=read)
         finally:
             _discard_upload(spec)

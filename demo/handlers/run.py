@@ -43,9 +43,11 @@ class RunForm:
     consideration: str = ""
     modes: tuple[str, ...] = ("vanilla", "base", "cf")
     quantize: str = "auto"
-    top_k: int | None = None  # cut-off: the first k ranked documents; None shows all
+    # model, metadata and these four may each hold a comma list ("5,10"): the form is then a study
+    # grid (demo.handlers.grid), one experiment per configuration, as `run` with lists.
+    top_k: int | str | None = None  # cut-off: the first k ranked documents; None shows all
     order: str = "ranked"
-    few_shot: int = 0
+    few_shot: int | str = 0
     xai: str = "none"
     sample: bool = False  # sample instead of greedy decoding
     temperature: float = 1.0
@@ -59,6 +61,13 @@ class RunForm:
     skip_invalid: bool = False
     experiment: str = ""
     hf_token: str = ""  # used for this load only; never stored, logged or returned
+    study: str = ""  # a grid's study name (optional, as `run --study`); a name makes even one configuration a study
+    # Where answers are generated (demo.handlers.grid.BACKENDS): "local", the app's worker, or
+    # "ray", a pool of Ray actors (the desktop only, AppSettings.allow_ray), with run's Ray options.
+    backend: str = "local"
+    ray_address: str = ""  # empty: a Ray instance started on this machine
+    actors: int = 1
+    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
 
 
 def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
@@ -68,10 +77,14 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     An upload is moved out of Gradio's upload folder into a private one at once, and deleted
     there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
     and the store records its file name, never its server path."""
+    from demo.handlers.grid import build_study_request, is_grid, ray_options
     from demo.jobs import QueueFull
     from engine.errors import UserError
 
-    request = build_run_request(settings, form)
+    if is_grid(form):
+        request, ray = build_study_request(settings, form), None  # the study request carries its RayOptions
+    else:
+        request, ray = build_run_request(settings, form), ray_options(settings, form)
     dataset = dataset_path(settings, form)
     if not Path(dataset).exists():
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
@@ -81,7 +94,7 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     # SQL console shows the store to every visitor, and server paths are not theirs to see.
     named = uploaded or not settings.allow_local_paths
     spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
-                   dataset_name=Path(dataset).name if named else None)
+                   dataset_name=Path(dataset).name if named else None, ray=ray)
     if uploaded:
         # Moved before the submit: the worker may start the job at once.
         spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)
@@ -116,12 +129,7 @@ def build_run_request(settings: AppSettings, form: RunForm):
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
     model_name = (form.model or "").strip() or SMOKE
-    if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
-        raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
-    if model_name == "auto":
-        raise UserError("choose a model: 'auto' is for the command line")
-    if not settings.allow_local_paths and model_name != SMOKE and _looks_like_path(model_name):
-        raise UserError("model folders on the server cannot be named here; give a Hugging Face id")
+    check_model_offered(settings, model_name)
     if form.quantize not in QUANTIZATIONS:
         raise UserError(f"unknown quantization '{form.quantize}' (choose from {', '.join(QUANTIZATIONS)})")
     if not form.modes:
@@ -169,6 +177,19 @@ def build_run_request(settings: AppSettings, form: RunForm):
     hub_only = not settings.allow_local_paths and model_name != SMOKE
     return replace(request, model=model, model_label=label, hf_token=typed,
                    environment_token=operator_token_serves(settings, model_name), hub_only=hub_only)
+
+
+def check_model_offered(settings: AppSettings, model_name: str) -> None:
+    """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
+    from engine.errors import UserError
+    from engine.model_choice import SMOKE
+
+    if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
+        raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
+    if model_name == "auto":
+        raise UserError("choose a model: 'auto' is for the command line")
+    if not settings.allow_local_paths and model_name != SMOKE and _looks_like_path(model_name):
+        raise UserError("model folders on the server cannot be named here; give a Hugging Face id")
 
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
