@@ -98,6 +98,8 @@ class JobStatus:
     # Which worker path serves it: a run (JobSpec) or Prompt 5 explanations (ExplainSpec). Last,
     # with a default, as JobStatus is built by keyword elsewhere too.
     kind: JobKind = "run"
+    # A study grid's name, once planned (None: a single run, or not planned yet).
+    study: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,7 @@ class _Job:
         self.n_done = 0
         self.n_total: int | None = None
         self.experiment_id: str | None = None
+        self.study: str | None = None
         self.message = "waiting for the worker"
         self.submitted_utc = utc_now()
         self.finished_utc: datetime | None = None
@@ -307,6 +310,8 @@ class JobQueue:
             with self._lock:
                 if event.experiment_id is not None:
                     job.experiment_id = event.experiment_id
+                if event.study is not None:
+                    job.study = event.study.name
                 if event.stage == "stored":
                     job.n_done += event.step
                     return
@@ -397,6 +402,7 @@ class JobQueue:
             submitted_utc=job.submitted_utc,
             finished_utc=job.finished_utc,
             kind="explain" if isinstance(job.spec, ExplainSpec) else "run",
+            study=job.study,
         )
 
 

@@ -61,7 +61,7 @@ def test_the_plan_is_the_use_cases_one_row_per_configuration_and_the_total(tmp_p
     assert [r["vanilla"] for r in table[:4]] == ["its own", "its own", "shared from #1", "shared from #2"]
     assert [(r["items"], r["runs to generate"], r["answers to generate"]) for r in table[:4]] == [
         (2, 3, 6), (2, 3, 6), (2, 2, 4), (2, 2, 4)]
-    assert table[4]["#"] == "total" and table[4]["answers to generate"] == 20
+    assert table[4]["model"] == "total" and table[4]["answers to generate"] == 20
     assert table[4]["vanilla"] == "4 answers shared"
     # A dataset's refusal names the file, never its folder on the server.
     from dataclasses import replace

@@ -154,8 +154,9 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
         else:
             vanilla = "its own"
         rows.append([c.position + 1, c.label, v["metadata"], "all" if v["top_k"] is None else v["top_k"],
-                     v["order"], v["few_shot"], v["xai"], ",".join(c.modes), c.n_items, c.n_runs, c.n_todo,
+                     v["order"], v["few_shot"], v["xai"], ", ".join(c.modes), c.n_items, c.n_runs, c.n_todo,
                      vanilla])
-    rows.append(["total", "", "", "", "", "", "", "", s.n_items, sum(c.n_runs for c in plan.configurations),
+    # The total's name in the wide model column: the narrow "#" column would break the word.
+    rows.append(["", "total", "", "", "", "", "", "", s.n_items, sum(c.n_runs for c in plan.configurations),
                  s.n_todo, f"{s.n_copied} answers shared" if s.n_copied else "-"])
     return head, rows

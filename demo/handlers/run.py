@@ -363,7 +363,10 @@ def job_banner(jobs: JobQueue, job_id: str | None, note: str = "", visitor: str 
         if status.state in ("queued", "running"):
             bar = f'<progress value="{status.n_done}" max="{status.n_total}"></progress>'
     lines = [head, esc(status.message)]
-    if status.state == "complete" and status.experiment_id:
+    if status.state == "complete" and status.study:
+        lines.append(f"Study {esc(status.study)}: choose it in the Runs tab's study filter and the Bias tab's "
+                     "study picker.")
+    elif status.state == "complete" and status.experiment_id:
         lines.append(f"Experiment {esc(status.experiment_id)}: read it in the Runs, Query and Bias tabs.")
         if is_smoke(status.model):
             lines.append(esc(SMOKE_NOTE))

@@ -85,7 +85,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             backend=backend or "local",
             ray_address=ray_address or "",
             actors=_or(_whole(actors, "actors"), 1),
-            gpus_per_actor=None if gpus_per_actor in (None, "") else _number(gpus_per_actor, 0.0, "GPUs per actor"),
+            gpus_per_actor=(None if gpus_per_actor is None or str(gpus_per_actor).strip() == ""
+                            else _number(str(gpus_per_actor).strip(), 0.0, "GPUs per actor")),
         )
 
     # Gradio passes the request only to a named positional parameter: the form's inputs spelled out.
@@ -155,7 +156,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return run_handlers.validate_upload(settings, dataset_file, k)
 
     def custom_boxes(metadata):
-        custom = (metadata or "") not in run_handlers.BUILT_IN_METADATA
+        # A grid's list ("gender,race") needs the label boxes only when it names a custom type.
+        custom = any(m.strip() not in run_handlers.BUILT_IN_METADATA for m in (metadata or "").split(","))
         return [gr.update(visible=custom)] * 3
 
     def first_screen():
@@ -259,7 +261,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                label="backend (local: this app's worker; ray: a pool of Ray actors)")
             ray_address = gr.Textbox(value="", label="Ray address (HOST:PORT or auto; empty: start Ray on this machine)")
             actors = gr.Number(value=defaults.actors, precision=0, label="Ray actors (model replicas)")
-            gpus_per_actor = gr.Number(value=None, label="GPUs per actor (empty: 1 with GPUs, else 0)")
+            # A text box: a browser's number box cannot be empty, and empty (Ray's choice) is the default.
+            gpus_per_actor = gr.Textbox(value="", label="GPUs per actor (empty: 1 with GPUs, else 0)")
         with gr.Row():
             plan_button = gr.Button("Show plan", interactive=not settings.read_only)
             start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
