@@ -9,8 +9,9 @@ import time
 import duckdb
 import pytest
 
-from demo.handlers.grid import PLAN_COLUMNS, build_study_request, form_grid, is_grid, plan_run, ray_options
-from demo.handlers.run import RunForm, run_batch
+from demo.handlers.grid import (PLAN_COLUMNS, build_study_request, form_grid, is_grid, plan_run, ray_options,
+                                run_form)
+from demo.handlers.run import RunForm
 from demo.jobs import JobQueue
 from demo.settings import AppSettings, settings_from_env
 from engine.errors import UserError
@@ -119,7 +120,7 @@ def test_a_grid_form_runs_as_one_job_of_four_experiments(tmp_path):
     settings = AppSettings(tmp_path / "db.duckdb")
     jobs = JobQueue()
     try:
-        job_id = run_batch(jobs, settings, GRID)
+        job_id = run_form(jobs, settings, GRID)
         status = _wait(jobs, job_id)
     finally:
         jobs.shutdown(timeout=30)
@@ -186,7 +187,7 @@ def test_a_grid_from_the_form_runs_on_a_local_ray_instance(tmp_path):
     jobs = JobQueue(load=lambda request: pytest.fail("a Ray job loads its model on the actors"))
     try:
         form = replace(GRID, top_k="3", modes=("vanilla", "base"), backend="ray", study="ray-grid")
-        status = _wait(jobs, run_batch(jobs, settings, form))
+        status = _wait(jobs, run_form(jobs, settings, form))
     finally:
         jobs.shutdown(timeout=30)
         ray.shutdown()

@@ -24,6 +24,7 @@ from demo.handlers.run import (
     check_model_offered,
     dataset_path,
     operator_token_serves,
+    run_batch,
 )
 from demo.settings import AppSettings, without_server_paths
 
@@ -44,6 +45,16 @@ def form_grid(form: RunForm):
     if isinstance(values["top_k"], str) and values["top_k"].strip().lower() in ("", "all"):
         values["top_k"] = None
     return Grid(**{axis: parse_list(axis, value) for axis, value in values.items()})
+
+
+def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
+    """Queue the Run tab's form, a single run or a grid, on its backend; the job id (UserError, one
+    line). What /run_batch calls: demo.handlers.run.run_batch with the request built here."""
+    if is_grid(form):
+        # One job for the whole grid; the StudyRequest carries its own RayOptions.
+        return run_batch(jobs, settings, form, visitor, request=build_study_request(settings, form))
+    ray = ray_options(settings, form)
+    return run_batch(jobs, settings, form, visitor, request=build_run_request(settings, form), ray=ray)
 
 
 def is_grid(form: RunForm) -> bool:

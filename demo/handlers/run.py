@@ -70,21 +70,21 @@ class RunForm:
     gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
 
 
-def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
+def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
+              request: Any = None, ray: Any = None) -> str:
     """Check the form and queue the run for `visitor` (None: the operator); returns the job id
-    (or raises UserError, one line: a bad form, or a full queue).
+    (or raises UserError, one line: a bad form, or a full queue). `request`: the request already
+    built from the form (a study grid's, demo.handlers.grid.run_form), else the form's RunRequest;
+    `ray`: a single run's engine.usecases.run.RayOptions.
 
     An upload is moved out of Gradio's upload folder into a private one at once, and deleted
     there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
     and the store records its file name, never its server path."""
-    from demo.handlers.grid import build_study_request, is_grid, ray_options
     from demo.jobs import QueueFull
     from engine.errors import UserError
 
-    if is_grid(form):
-        request, ray = build_study_request(settings, form), None  # the study request carries its RayOptions
-    else:
-        request, ray = build_run_request(settings, form), ray_options(settings, form)
+    if request is None:
+        request = build_run_request(settings, form)
     dataset = dataset_path(settings, form)
     if not Path(dataset).exists():
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE

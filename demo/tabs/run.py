@@ -100,7 +100,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                            batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                            temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
                            backend, ray_address, actors, gpus_per_actor)
-            job_id = run_handlers.run_batch(jobs, settings, form, visitor_id(request, settings))
+            job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings))
         except UserError as err:
             raise error(err, "run") from None
         # The token box is emptied: the token was for this load only and must not linger.
