@@ -343,9 +343,9 @@ class ServerBackend:
         """Each batch once, in the planned order, while up to `concurrency` requests run."""
         if self._client is None:
             raise RuntimeError("ServerBackend.generate before start")
-        from engine.generate import _check_config
+        from engine.generate import check_config
 
-        _check_config(self.config)  # the local run's checks: the same config fails the same way
+        check_config(self.config)  # the local run's checks: the same config fails the same way
         rows = [ids for batch in batches for ids in batch.input_ids]
         window = 2 * self.settings.concurrency
         pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="served")
