@@ -58,7 +58,7 @@ def test_a_waiting_writer_leaves_no_marker_behind(tmp_path: Path):
         "print('open', flush=True); time.sleep(1.0); c.close()"), str(db)], stdout=subprocess.PIPE)
     assert holder.stdout.readline().strip() == b"open"
     seen = []
-    watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.append(writers_waiting(db))))
+    watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.append(writers_waiting(db))))  # type: ignore[func-returns-value]
     watcher.start()
     with connect(db, timeout_s=10) as conn:  # waits for the holder, announcing itself
         conn.execute("SELECT 1")
