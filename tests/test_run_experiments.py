@@ -4,7 +4,6 @@ commands never produce two runs of one mode or generate the same run at once."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shlex
@@ -30,20 +29,7 @@ from store import RunStore, connect
 from store.migrations import apply_migrations, available_migrations
 from store.run_store import ProcessIdentity, RunConflict, process_start, owner_alive
 from store.db import utc_now
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"what is the number for topic {i}",
-            "answers": [str(i)],
-            "documents": [{"text": f"Topic {i}, passage {j}: {i + j}.", "relevant": j == 0} for j in range(3)],
-        }
-        for i in range(n)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import digest, make_dataset, rows
 
 
 @pytest.fixture
@@ -73,15 +59,6 @@ def req(model_dir, modes=MODES, *, metadata="gender", **changes) -> RunRequest:
         quantize="none", device="cpu", max_new_tokens=2, batch_size=4,
     )
     return dataclasses.replace(base, **changes)
-
-
-def rows(db: Path, sql: str, params=None):
-    with connect(db, read_only=True) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def cli_args(model_dir, dataset: Path, db: Path, *extra: str) -> list[str]:
