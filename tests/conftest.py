@@ -21,12 +21,16 @@ HERE = Path(__file__).resolve().parent
 # A test that calls one of these starts `python -m engine` in a child process (and kills it with
 # SIGKILL, for the resume tests): seconds each, so it belongs to the slow set.
 ENGINE_SUBPROCESS_HELPERS = frozenset({"kill_once_stored", "run_engine"})
+# Fixtures that launch `python -m demo` as a child process and wait for it to serve.
+APP_PROCESS_FIXTURES = frozenset({"app_process"})
 
 
 def _is_slow(item: pytest.Item) -> bool:
     path = Path(str(item.path))
     if HERE / "browser" in path.parents or path.name.startswith("test_ray_"):
         return True  # headless chromium against a launched app; a local Ray instance
+    if not APP_PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+        return True
     code = getattr(getattr(item, "function", None), "__code__", None)
     return code is not None and not ENGINE_SUBPROCESS_HELPERS.isdisjoint(code.co_names)
 
