@@ -317,54 +317,32 @@ class JobQueue:
         return f"generated {done} answers in experiment {outcome.experiment_id}"
 
     def _explain(self, job: _Job) -> str:
-        """Prompt 5 explanations of stored answers, as `python -m engine explain` makes them:
-        each finished batch committed on its own, answers already explained by this model
-        skipped, cancel honoured between batches."""
+        """Prompt 5 explanations of stored answers through engine.usecases.explain, the loop
+        `python -m engine explain` runs: each finished batch committed on its own, answers
+        already explained by this model skipped, cancel honoured between steps and batches."""
         from engine.errors import UserError
-        from engine.explain import explain_batches, explain_prompt
-        from engine.judging import check_lengths
-        from engine.generate import GenerationConfig
-        from engine.runner import RunCancelled
-        from store.explanation_store import ExplanationStore
-        from store.queries import explain_runs, explain_sources
+        from engine.usecases.explain import ExplainRequest, UnknownRun, plan_explain, run_explain
 
         spec = job.spec
-        label = spec.request.label
-        runs = []
-        stop = _stopper(job)
-        for run_id in spec.run_ids:
-            stop()
-            found = explain_runs(spec.db_path, run=run_id)
-            if found is None:
-                raise UserError(f"no run '{run_id}' in the store")
-            runs.extend(found)
-        self._update(job, experiment_id=runs[0].experiment_id if runs else None)
-        todo = [(run, tuple(s for s in explain_sources(spec.db_path, run, label)
-                            if spec.item_id is None or s.item.id == spec.item_id)) for run in runs]
-        n_todo = sum(len(sources) for _, sources in todo)
-        self._update(job, n_total=n_todo)
-        if n_todo == 0:
-            return f"nothing to explain: every answer asked for is already explained by {label}"
-        stop()
-        self._update(job, message=f"loading {label}")
-        loaded = self.models.get(spec.request)
-        stop()
-        check_lengths(loaded, ((f"run {run.run_id}, item '{s.item.id}'", explain_prompt(s)) for run, sources in todo
-                               for s in sources), spec.max_new_tokens, "explanation")
-        self._update(job, message="explaining")
-        store = ExplanationStore(spec.db_path)
-        config = GenerationConfig(max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size)
-        done = 0
-        for run, sources in todo:
-            if not sources:
-                continue
-            for n in explain_batches(loaded, run, sources, label, config, store.write_batch):
-                done += n
-                with self._lock:
-                    job.n_done += n
-                if job.cancel.is_set():
-                    raise RunCancelled(f"stopped after {done} explanation{'s' if done != 1 else ''}")
-        return f"explained {done} answer{'s' if done != 1 else ''} with {label}"
+        request = ExplainRequest(spec.db_path, runs=tuple(spec.run_ids), item_id=spec.item_id,
+                                 model=spec.request.model, label=spec.request.label,
+                                 max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size)
+        try:
+            plan = plan_explain(request, stop=job.cancel.is_set)
+        except UnknownRun as err:
+            raise UserError(f"no run '{err.run_id}' in the store") from err
+        self._update(job, experiment_id=plan.experiment_id, n_total=plan.n_todo)
+        if plan.n_todo == 0:
+            return f"nothing to explain: every answer asked for is already explained by {plan.label}"
+
+        def progress(n: int) -> None:
+            with self._lock:
+                job.n_done += n
+
+        result = run_explain(plan, request, load=lambda _model: self.models.get(spec.request), progress=progress,
+                             stop=job.cancel.is_set, stage=lambda line: self._update(job, message=line))
+        done = result.n_done
+        return f"explained {done} answer{'s' if done != 1 else ''} with {plan.label}"
 
     # ---------------------------------------------------------------- bookkeeping
 

@@ -13,6 +13,8 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from engine.usecases.formatting import SIGNIFICANCE  # light: Table 2's star, one home
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
@@ -22,7 +24,6 @@ RELEVANCE = ("relevant", "non-relevant")
 # cf (engine.prompts), so one colour follows one label across modes.
 SLOTS = ("label A", "label B", "no label (vanilla)")
 SLOT_COLOURS = {"label A": "#1f77b4", "label B": "#ff7f0e", "no label (vanilla)": "#7f7f7f"}
-SIGNIFICANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,13 @@ def _text(value: object) -> str:
 
 def type_name(metadata_type: str | None) -> str:
     """A metadata type as the paper's Table 2 names it (custom types under their own names)."""
-    from engine.commands.report import TYPE_NAMES
+    from engine.usecases.formatting import TYPE_NAMES
 
     return TYPE_NAMES.get(metadata_type or "", metadata_type or "no metadata type")
 
 
 def _type_order(types: Sequence[str | None]) -> list[str | None]:
-    from engine.commands.report import TYPE_ORDER
+    from engine.usecases.formatting import TYPE_ORDER
 
     known = {t: i for i, t in enumerate(TYPE_ORDER)}
     return sorted(dict.fromkeys(types), key=lambda t: (known.get(t or "", len(known)), str(t)))
@@ -113,7 +114,7 @@ def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> 
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
 
-    from engine.commands.bias import format_p
+    from engine.usecases.formatting import format_p
 
     shown = [b for b in bars if b.metric in metrics and b.value is not None]
     fig = make_subplots(rows=1, cols=len(metrics), shared_yaxes=True, horizontal_spacing=0.06,

@@ -11,7 +11,7 @@ Two kinds of problem, handled differently:
 
 Relevance in the ALCE layouts: a document's `relevant` or `gold` flag when present; otherwise a
 document is relevant when a gold answer occurs, as whole words, in its title + text, both
-normalised by `engine.metrics.normalize_answer` (the paper's exact-match normalisation). Whole
+normalised by `engine.normalize.normalize_answer` (the paper's exact-match normalisation). Whole
 words, so that the answer "1969" does not make a document about "19690" relevant. ASQA's gold
 answers are the short answers of its `qa_pairs`, not its long-form `answer`.
 """
@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from engine.data_files import Row, json_kind, read_jsonl, read_rows, require_regular_file  # noqa: F401  (read_jsonl: for `import`, too)
 from engine.errors import UserError
-from engine.metrics import normalize_answer
+from engine.normalize import normalize_answer
 from engine.types import Document, Item, SkippedItem
 
 # The name tests and older callers use; relevance must normalise exactly as exact match does.

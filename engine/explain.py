@@ -22,56 +22,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.prompts import METADATA_TYPES, build_explain_prompt
-from engine.types import Item, TokenLogprob
-
-
-@dataclass(frozen=True)
-class ExplainRun:
-    """A stored run whose answers can be explained."""
-
-    run_id: str
-    experiment_id: str
-    model: str  # the model that answered, as the store names it
-    rag_mode: str
-    metadata_type: str | None
-    label_a: str | None
-    label_b: str | None
-    n_answers: int
-
-
-@dataclass(frozen=True)
-class ExplainSource:
-    """One stored answer with what its model saw: the item, the shown order and labels."""
-
-    run_id: str
-    item: Item
-    answer: str
-    shown_doc_ids: tuple[str, ...]
-    labels: tuple[str | None, ...]  # per shown document; all None in vanilla
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """One explanation as stored, with what it mentions."""
-
-    run_id: str
-    item_id: str
-    explainer_model: str
-    prompt: str
-    text: str
-    n_prompt_tokens: int
-    finish_reason: str
-    tokens: tuple[TokenLogprob, ...]
-    mentioned_docs: tuple[int, ...]
-    mentioned_labels: tuple[str, ...]
-
-    @property
-    def mentions_label(self) -> bool:
-        return bool(self.mentioned_labels)
+# The value types live in engine.types (the store builds them); re-exported here.
+from engine.types import ExplainRun, ExplainSource, Explanation
 
 
 def explain_prompt(source: ExplainSource) -> str:

@@ -1,61 +1,13 @@
-"""What the `explain` and `verify` commands share: both prompt a model (by default the one that
-answered) about stored answers. Their options, choosing and loading that model, and refusing in
-one line, before anything is written, a prompt that does not fit its context. No store here (the
-commands are the composition root): the runs come in from store.queries.explain_runs."""
+"""What explaining and verifying stored answers share (engine.usecases.explain and .verify): both
+prompt a model (by default the one that answered) about them. Choosing and loading that model,
+and refusing in one line, before anything is written, a prompt that does not fit its context.
+No store here: the runs come in from store.queries.explain_runs."""
 
 from __future__ import annotations
 
-import argparse
-import os
 from collections.abc import Iterable
 
 from engine.errors import UserError
-
-
-def add_target_options(p: argparse.ArgumentParser) -> None:
-    """--experiment or --run: the stored answers to ask about."""
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--experiment", help="every run of this experiment (id or name; see `python -m engine list`)")
-    which.add_argument("--run", help="one run by id")
-
-
-def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: int) -> None:
-    """--model, --limit, --batch-size, --max-new-tokens, --quantize, --device, --dtype, --db."""
-    p.add_argument("--model", default=None,
-                   help=f"{role}: Hugging Face id, local folder or 'smoke' (default: the model that answered)")
-    p.add_argument("--limit", type=int, default=None, help="only each run's first N answers (default: all)")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
-    p.add_argument("--max-new-tokens", type=int, default=max_new_tokens,
-                   help=f"most tokens per {role}'s answer (default: %(default)s)")
-    p.add_argument("--quantize", default="auto", choices=("auto", "4bit", "8bit", "none"),
-                   help="auto = 4bit on a GPU, none on CPU (default: %(default)s)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
-    p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
-
-
-def check_args(args: argparse.Namespace) -> None:
-    for name in ("batch_size", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.limit is not None and args.limit < 1:
-        raise UserError("--limit must be at least 1")
-    if args.model is not None and not args.model.strip():
-        raise UserError("--model must not be empty")
-
-
-def answered_runs(runs, path, args: argparse.Namespace, verb: str, unknown_experiment: str):
-    """The runs of --experiment / --run (explain_runs' answer) that have answers, or one line.
-    `unknown_experiment` is the line for an unknown --experiment."""
-    if runs is None:
-        if args.experiment is not None:
-            raise UserError(unknown_experiment)
-        raise UserError(f"no run '{args.run}' in {path} (see `python -m engine list`)")
-    answered = [r for r in runs if r.n_answers]
-    if not answered:
-        what = f"run {args.run}" if args.run else f"experiment '{args.experiment}'"
-        raise UserError(f"{what} has no answers to {verb} yet (run it first with `python -m engine run`)")
-    return answered
 
 
 def choose_model(model_arg: str | None, answered) -> tuple[str, str]:
@@ -71,14 +23,14 @@ def choose_model(model_arg: str | None, answered) -> tuple[str, str]:
     return resolve_model(label_arg)
 
 
-def load(model: str, args: argparse.Namespace):
+def load_model_quietly(model: str, *, quantize: str, device: str, dtype: str, hf_token: str | None):
+    """The judging model, loaded as `run` loads one, without the Hub's progress bars."""
     from transformers.utils import logging as hf_logging
 
     from engine.models import load_model
 
     hf_logging.disable_progress_bar()
-    return load_model(model, quantize=args.quantize, device=args.device, dtype=args.dtype,
-                      hf_token=os.environ.get("HF_TOKEN") or None)
+    return load_model(model, quantize=quantize, device=device, dtype=dtype, hf_token=hf_token)
 
 
 def check_lengths(loaded, prompts: Iterable[tuple[str, str]], max_new_tokens: int, what: str) -> None:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.limits import limit_address_space
 
 # A normal load (50 MB of JSONL, ~10,000 items) stays well under these; see README "Security".
 DEFAULT_ADDRESS_SPACE = 2 * 1024**3  # virtual memory: pyarrow alone maps a few hundred MB
@@ -127,17 +128,6 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _limit_address_space(limit: int | None) -> None:
-    if not limit:
-        return
-    try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, ValueError, OSError):
-        pass  # not on this platform (Windows, some macOS): the time limit still holds
-
-
 def _serve(request: LoadRequest) -> dict:
     from engine.data import load_dataset
 
@@ -166,7 +156,7 @@ def _serve(request: LoadRequest) -> dict:
 def main() -> int:
     """Read a JSON LoadRequest on stdin, write the pickled reply dict on stdout."""
     request = LoadRequest(**json.loads(sys.stdin.read()))
-    _limit_address_space(request.max_address_space)
+    limit_address_space(request.max_address_space)
     try:
         reply = _serve(request)
         payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)

@@ -10,87 +10,13 @@ experiment, its runs and the dataset items, in a single transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
-from engine.types import Generation, Item, Mode, RunStatus
+# The value types live in engine.types (the store imports them from there); re-exported here
+# for the engine's callers.
+from engine.types import ExperimentSpec, Generation, Item, Mode, RunSpec, RunStatus, StoredExperiment, StoredRun
 
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything recorded about a run before its first generation (provenance included)."""
-
-    run_id: str
-    experiment_id: str
-    config_hash: str  # same command line + same dataset content -> same hash -> resume
-    model: str
-    model_revision: str | None
-    quantization: str  # "4bit" | "8bit" | "none" | "imported"
-    dtype: str
-    device: str
-    dataset: str  # the path or name the user gave
-    dataset_sha: str  # content hash of the validated items
-    metadata_type: str | None  # None for vanilla-only runs without a type
-    rag_mode: Mode
-    seed: int
-    prompt_version: str
-    git_sha: str | None
-    library_versions: dict[str, str]
-    # The full prompt + generation configuration and what the run recorded about itself
-    # (skipped items, a checkpoint's dropped generation defaults); never holds a token.
-    config: dict[str, Any]
-    n_items: int
-
-
-@dataclass(frozen=True)
-class ExperimentSpec:
-    """The experiment a run command belongs to: named, or found by what its runs share."""
-
-    key: str  # hash of model + dataset content + every setting except the mode
-    name: str | None  # `run --experiment NAME`; also matches an experiment id
-    new: bool  # `--repeat`: never join an existing experiment
-    model: str
-    dataset: str
-    dataset_sha: str
-    settings: dict[str, Any]  # the run configuration without its mode
-    run_hashes: tuple[str, ...] = ()  # config hashes of the requested runs (finds older experiments)
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """A run as the store holds it, with the process generating it if one still is."""
-
-    run_id: str
-    experiment_id: str
-    rag_mode: Mode
-    config_hash: str
-    status: RunStatus
-    n_items: int | None
-    config: dict[str, Any]
-    owner: str | None  # e.g. "process 1234 on host-a" while a live process generates it
-
-
-@dataclass(frozen=True)
-class StoredExperiment:
-    """An experiment and its runs (at most one per mode)."""
-
-    experiment_id: str
-    name: str | None
-    key: str | None  # None for experiments made before keys existed, or by `import`
-    model: str | None
-    dataset: str | None
-    dataset_sha: str | None
-    settings: dict[str, Any] | None
-    runs: tuple[StoredRun, ...]
-
-    def run_for(self, mode: str) -> StoredRun | None:
-        """This experiment's run of `mode`, if it has one."""
-        return next((r for r in self.runs if r.rag_mode == mode), None)
-
-    @property
-    def label(self) -> str:
-        """How messages name it: its name, else its id."""
-        return self.name or self.experiment_id
+__all__ = ["ExperimentSpec", "RunSpec", "Sink", "StoredExperiment", "StoredRun"]
 
 
 class Sink(Protocol):

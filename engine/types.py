@@ -7,7 +7,7 @@ column for column, so a field added here needs a migration there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 # Closed sets, each spelt once: everything else imports these names.
 Mode = Literal["vanilla", "base", "cf"]
@@ -124,3 +124,185 @@ class SkippedItem:
     where: str  # "line N" (JSONL) or "item N"
     item_id: str | None
     reason: str
+
+
+# ---------------------------------------------------------------- runs as the store records them (engine.sink)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything recorded about a run before its first generation (provenance included)."""
+
+    run_id: str
+    experiment_id: str
+    config_hash: str  # same command line + same dataset content -> same hash -> resume
+    model: str
+    model_revision: str | None
+    quantization: str  # "4bit" | "8bit" | "none" | "imported"
+    dtype: str
+    device: str
+    dataset: str  # the path or name the user gave
+    dataset_sha: str  # content hash of the validated items
+    metadata_type: str | None  # None for vanilla-only runs without a type
+    rag_mode: Mode
+    seed: int
+    prompt_version: str
+    git_sha: str | None
+    library_versions: dict[str, str]
+    # The full prompt + generation configuration and what the run recorded about itself
+    # (skipped items, a checkpoint's dropped generation defaults); never holds a token.
+    config: dict[str, Any]
+    n_items: int
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """The experiment a run command belongs to: named, or found by what its runs share."""
+
+    key: str  # hash of model + dataset content + every setting except the mode
+    name: str | None  # `run --experiment NAME`; also matches an experiment id
+    new: bool  # `--repeat`: never join an existing experiment
+    model: str
+    dataset: str
+    dataset_sha: str
+    settings: dict[str, Any]  # the run configuration without its mode
+    run_hashes: tuple[str, ...] = ()  # config hashes of the requested runs (finds older experiments)
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the store holds it, with the process generating it if one still is."""
+
+    run_id: str
+    experiment_id: str
+    rag_mode: Mode
+    config_hash: str
+    status: RunStatus
+    n_items: int | None
+    config: dict[str, Any]
+    owner: str | None  # e.g. "process 1234 on host-a" while a live process generates it
+
+
+@dataclass(frozen=True)
+class StoredExperiment:
+    """An experiment and its runs (at most one per mode)."""
+
+    experiment_id: str
+    name: str | None
+    key: str | None  # None for experiments made before keys existed, or by `import`
+    model: str | None
+    dataset: str | None
+    dataset_sha: str | None
+    settings: dict[str, Any] | None
+    runs: tuple[StoredRun, ...]
+
+    def run_for(self, mode: str) -> StoredRun | None:
+        """This experiment's run of `mode`, if it has one."""
+        return next((r for r in self.runs if r.rag_mode == mode), None)
+
+    @property
+    def label(self) -> str:
+        """How messages name it: its name, else its id."""
+        return self.name or self.experiment_id
+
+
+# ---------------------------------------------------------------- explanations (engine.explain)
+
+
+@dataclass(frozen=True)
+class ExplainRun:
+    """A stored run whose answers can be explained."""
+
+    run_id: str
+    experiment_id: str
+    model: str  # the model that answered, as the store names it
+    rag_mode: str
+    metadata_type: str | None
+    label_a: str | None
+    label_b: str | None
+    n_answers: int
+
+
+@dataclass(frozen=True)
+class ExplainSource:
+    """One stored answer with what its model saw: the item, the shown order and labels."""
+
+    run_id: str
+    item: Item
+    answer: str
+    shown_doc_ids: tuple[str, ...]
+    labels: tuple[str | None, ...]  # per shown document; all None in vanilla
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One explanation as stored, with what it mentions."""
+
+    run_id: str
+    item_id: str
+    explainer_model: str
+    prompt: str
+    text: str
+    n_prompt_tokens: int
+    finish_reason: str
+    tokens: tuple[TokenLogprob, ...]
+    mentioned_docs: tuple[int, ...]
+    mentioned_labels: tuple[str, ...]
+
+    @property
+    def mentions_label(self) -> bool:
+        return bool(self.mentioned_labels)
+
+
+# ---------------------------------------------------------------- verifications (engine.verify)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One (answer sentence, cited document) pair to verify."""
+
+    item_id: str
+    sentence_index: int  # 0-based, in split_sentences order
+    sentence: str  # as written, citation marks included
+    position: int  # 1-based document number as shown
+    doc_id: str
+
+
+@dataclass(frozen=True)
+class VerifySource:
+    """One stored answer with what its model saw, and the claims still to verify."""
+
+    run_id: str
+    item: Item
+    answer: str
+    shown_doc_ids: tuple[str, ...]
+    claims: tuple[Claim, ...]
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """One stored answer of a run as the store reads it for `verify`, with what is judged already."""
+
+    run_id: str
+    item: Item
+    answer: str
+    shown_doc_ids: tuple[str, ...]
+    judged: frozenset[tuple[int, int]]  # (sentence_index, position) pairs the judge model has verified
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One judged pair as stored."""
+
+    run_id: str
+    item_id: str
+    sentence_index: int
+    position: int
+    doc_id: str
+    judge_model: str
+    prompt: str
+    raw_output: str
+    label: str  # one of CLASSES or UNPARSED
+    p_attributable: float | None
+    p_extrapolatory: float | None
+    p_contradictory: float | None

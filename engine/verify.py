@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from engine.citations import parse_citation_marks
-from engine.types import Document, Item
+# The value types live in engine.types (the store builds them); re-exported here.
+from engine.types import Claim, Document, StoredAnswer, Verification, VerifySource
 
 CLASSES = ("attributable", "extrapolatory", "contradictory")
 UNPARSED = "unparsed"
@@ -41,46 +41,6 @@ INSTRUCTION = (
     "answer contradicts the fact presented in the context, while an extrapolatory error means that "
     "you cannot infer the correctness of the answer based on the information provided in the context."
 )
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One (answer sentence, cited document) pair to verify."""
-
-    item_id: str
-    sentence_index: int  # 0-based, in split_sentences order
-    sentence: str  # as written, citation marks included
-    position: int  # 1-based document number as shown
-    doc_id: str
-
-
-@dataclass(frozen=True)
-class VerifySource:
-    """One stored answer with what its model saw, and the claims still to verify."""
-
-    run_id: str
-    item: Item
-    answer: str
-    shown_doc_ids: tuple[str, ...]
-    claims: tuple[Claim, ...]
-
-
-@dataclass(frozen=True)
-class Verification:
-    """One judged pair as stored."""
-
-    run_id: str
-    item_id: str
-    sentence_index: int
-    position: int
-    doc_id: str
-    judge_model: str
-    prompt: str
-    raw_output: str
-    label: str  # one of CLASSES or UNPARSED
-    p_attributable: float | None
-    p_extrapolatory: float | None
-    p_contradictory: float | None
 
 
 # ------------------------------------------------------------------ sentences and claims
@@ -120,6 +80,18 @@ def claims_of(item_id: str, answer: str, shown_doc_ids: Sequence[str]) -> tuple[
                 seen.add(n)
                 claims.append(Claim(item_id, index, sentence, n, shown_doc_ids[n - 1]))
     return tuple(claims)
+
+
+def sources_to_verify(answers: Iterable[StoredAnswer]) -> tuple[VerifySource, ...]:
+    """The answers (store.queries.answers_to_verify) with the claims their judge has not judged yet,
+    in the same order; answers with nothing left to judge are left out."""
+    sources = []
+    for stored in answers:
+        claims = tuple(c for c in claims_of(stored.item.id, stored.answer, stored.shown_doc_ids)
+                       if (c.sentence_index, c.position) not in stored.judged)
+        if claims:
+            sources.append(VerifySource(stored.run_id, stored.item, stored.answer, stored.shown_doc_ids, claims))
+    return tuple(sources)
 
 
 def claim_text(question: str, sentence: str) -> str:

@@ -22,14 +22,8 @@ wait. Any other program that keeps the file open (the duckdb CLI, a notebook) ma
 fail with `DatabaseBusy` after the timeout. File locks need a local file system; network
 shares may not honour them.
 
-Writer priority: visitors looping long queries would otherwise hold read locks back to back
-and starve a writer (DuckDB has no lock queue). So a writer whose first open fails on the
-lock drops a marker file beside the database (`<db>.writer-<pid>-<token>`) and removes it
-once it has the file or gives up. Readers that opt in (`yield_to_writers=True`: the SQL
-sandbox) do not open the file while a live marker exists, so a waiting writer gets the file
-as soon as the queries already running end: within one visitor query's time limit. A marker
-whose process is gone, or older than `_STALE_MARKER_S`, is ignored (a killed writer). The
-app's own short reads do not yield: they hold the lock for milliseconds.
+Writer priority: a writer kept waiting leaves a marker beside the file, and readers that opt in
+(the SQL sandbox) let it go first (store.db_markers). Error messages: store.db_errors.
 """
 
 from __future__ import annotations
@@ -37,7 +31,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import secrets
 import threading
 import time
 from contextlib import contextmanager
@@ -49,7 +42,21 @@ from typing import Any, Callable, Iterator, Protocol, Union
 import duckdb
 
 from engine.errors import UserError
+from store.db_errors import (  # DatabaseBusy, disk_full and read_error are part of store.db's surface
+    _DISK_FULL,
+    DatabaseBusy,
+    _damage,
+    _read_errors,
+    _require_regular,
+    disk_full,
+    read_error,
+)
+from store.db_markers import _make_marker, _remove_marker, _wait_for_writers, writers_waiting
 from store.migrations import apply_migrations, pending_migrations, refuse_newer_schema
+
+__all__ = ["BASE_CONFIG", "DEFAULT_TIMEOUT_S", "Database", "DatabaseBusy", "DbLike", "HasDatabase", "as_database",
+           "check_database", "connect", "disk_full", "file_lock", "open_with_retry", "raw_connection", "read_error",
+           "utc_now", "writers_waiting"]
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -65,26 +72,13 @@ BASE_CONFIG: dict[str, Any] = {
     "autoload_known_extensions": False,
 }
 
-# A DuckDB file starts with an 8-byte checksum and then this magic.
-_DUCKDB_MAGIC = b"DUCK"
-_MAGIC_OFFSET = 8
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_TRUNCATED = "Could not read enough bytes"
 
 _FIRST_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.25
 
-# Writer-intent markers (see the module docstring): `<db name>.writer-<pid>-<token>`.
-_MARKER_INFIX = ".writer-"
-_STALE_MARKER_S = 600.0
-_MARKER_POLL_S = 0.02
 
 _file_locks: dict[str, threading.RLock] = {}
 _file_locks_guard = threading.Lock()
-
-
-class DatabaseBusy(UserError):
-    """Another process kept the database file locked for longer than the timeout."""
 
 
 @dataclass(frozen=True)
@@ -220,21 +214,6 @@ def open_with_retry(
                 _remove_marker(marker)
 
 
-def _require_regular(path: Path) -> None:
-    """A FIFO, device or socket as the database would block DuckDB's open forever (or read
-    /dev/zero without end): refuse anything that exists and is not a regular file."""
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return  # missing: created later; unreadable: DuckDB's own message
-    if stat.S_ISDIR(mode):
-        raise UserError(f"cannot open database {path}: it is a folder")
-    if not stat.S_ISREG(mode):
-        raise UserError(f"cannot open database {path}: not a regular file (a FIFO, device or socket)")
-
-
 def _open_with_retry(
     path: Path,
     *,
@@ -349,67 +328,6 @@ def _create_parent(path: Path) -> None:
         raise UserError(f"cannot create database folder {path.parent}: {err.strerror}") from err
 
 
-def _make_marker(path: Path) -> Path | None:
-    """Announce a waiting writer beside the database; None if the folder is not writable."""
-    marker = path.parent / f"{path.name}{_MARKER_INFIX}{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        marker.touch(exist_ok=False)
-    except OSError:
-        return None  # best effort: the writer still retries, only without priority
-    return marker
-
-
-def _remove_marker(marker: Path) -> None:
-    """Withdraw a writer's marker (it may already be gone)."""
-    try:
-        marker.unlink()
-    except OSError:
-        pass
-
-
-def writers_waiting(path: str | os.PathLike[str], *, now: float | None = None) -> int:
-    """How many live writers announce that they are waiting for this database file."""
-    path = Path(path)
-    prefix = f"{path.name}{_MARKER_INFIX}"
-    now = time.time() if now is None else now
-    live = 0
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.name.startswith(prefix):
-            continue
-        pid_text = entry.name[len(prefix):].split("-", 1)[0]
-        try:
-            age = now - entry.stat().st_mtime
-        except OSError:
-            continue  # withdrawn meanwhile
-        if age > _STALE_MARKER_S or not (pid_text.isdigit() and _pid_alive(int(pid_text))):
-            continue
-        live += 1
-    return live
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by someone else (or a platform without signal 0)
-    return True
-
-
-def _wait_for_writers(path: Path, deadline: float) -> None:
-    """Wait while a writer announces it is waiting for the file; DatabaseBusy at the deadline."""
-    while writers_waiting(path):
-        if time.monotonic() >= deadline:
-            raise DatabaseBusy(f"database {path} is busy with a run's writes; try again")
-        time.sleep(_MARKER_POLL_S)
-
-
 @contextmanager
 def file_lock(path: Path, deadline: float) -> Iterator[None]:
     """Serialize this process's connections to one file (re-entrant for the same thread).
@@ -450,53 +368,3 @@ def check_database(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_T
             conn.close()
 
 
-@contextmanager
-def _read_errors(path: Path) -> Iterator[None]:
-    """Turn DuckDB I/O errors while reading the file into one-line UserErrors."""
-    try:
-        yield
-    except duckdb.IOException as err:
-        raise read_error(path, err) from err
-
-
-# How the operating system's ENOSPC reads in DuckDB's messages, whatever exception carries it.
-_DISK_FULL = "No space left on device"
-
-
-def disk_full(path: Path) -> UserError:
-    """The one line for a write that found the disk full: nothing of that transaction is kept."""
-    return UserError(f"database {path}: the disk is full (no space left on device); the last batch was not "
-                     "stored; free some space and run the same command again to resume")
-
-
-def read_error(path: Path, err: duckdb.IOException) -> UserError:
-    """The one-line UserError for a DuckDB I/O error on `path` (also used by store.merge)."""
-    # A damaged file can open fine and fail only when a query reaches its missing blocks;
-    # a full disk fails a write. Both are the user's file or machine, not a bug in this code,
-    # so they get one line like other bad input.
-    message = str(err)
-    if _TRUNCATED in message:
-        return UserError(f"cannot read database {path}: the file is truncated or damaged")
-    return UserError(f"database {path}: {_first_line(message)}")
-
-
-def _damage(path: Path, message: str) -> str:
-    """What is wrong with a file DuckDB could not open or read, in a few words."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(_SQLITE_MAGIC))
-    except OSError:
-        head = None
-    if head is not None:
-        if head.startswith(_SQLITE_MAGIC):
-            return "not a DuckDB database file (it is a SQLite database)"
-        if head[_MAGIC_OFFSET:_MAGIC_OFFSET + len(_DUCKDB_MAGIC)] != _DUCKDB_MAGIC:
-            return "not a DuckDB database file"
-    if _TRUNCATED in message:
-        return "the file is truncated or damaged"
-    return _first_line(message)
-
-
-def _first_line(message: str) -> str:
-    """The first line of a DuckDB error message."""
-    return message.strip().splitlines()[0] if message.strip() else message

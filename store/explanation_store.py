@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine.explain import Explanation
+from engine.types import Explanation
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 
 _ROW = (

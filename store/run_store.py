@@ -14,43 +14,33 @@ so the run is resumable again.
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 import os
-import socket
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from engine.errors import UserError
-from engine.sink import ExperimentSpec, RunSpec, StoredExperiment, StoredRun
-from engine.types import RUN_STATUSES, Citation, Generation, Item, Mode, RunStatus, TokenLogprob
+from engine.types import (
+    RUN_STATUSES,
+    ExperimentSpec,
+    Generation,
+    Item,
+    Mode,
+    RunSpec,
+    RunStatus,
+    StoredExperiment,
+    StoredRun,
+)
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
+# Owners are part of this module's surface (callers import ProcessIdentity, owner_alive from here).
+from store.owners import STALE_OWNER_AFTER, ProcessIdentity, owner_alive, process_start, this_process  # noqa: F401
+from store.rows import _CITATION_ROW, _GENERATION_ROW, _citation_row, _generation_row, _put_items, _to_json
 from store.run_scores import store_scores
 
+__all__ = ["FINAL_STATUSES", "STALE_OWNER_AFTER", "ProcessIdentity", "ResumableRun", "RunConflict", "RunStore",
+           "owner_alive", "process_start", "this_process"]
+
 FINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RUN_STATUSES if s != "running")
-
-# An owner on another host cannot be asked whether it lives; one that has not committed a
-# batch for this long is taken to be gone. Far above any one batch, even 4-bit on a CPU.
-STALE_OWNER_AFTER = timedelta(minutes=30)
-
-# Rows travel as one list-of-structs parameter and are unnested by DuckDB: one statement per
-# batch instead of one per row, which is ~20x faster than executemany for list-heavy rows.
-_ITEM_ROW = (
-    "STRUCT(item_id VARCHAR, question VARCHAR, answers VARCHAR[], "
-    "documents STRUCT(id VARCHAR, title VARCHAR, text VARCHAR, relevant BOOLEAN)[])[]"
-)
-_GENERATION_ROW = (
-    "STRUCT(item_id VARCHAR, prompt VARCHAR, answer VARCHAR, shown_doc_ids VARCHAR[], "
-    "n_prompt_tokens INTEGER, n_tokens INTEGER, finish_reason VARCHAR, token_ids INTEGER[], "
-    "tokens VARCHAR[], logprobs DOUBLE[], top_logprobs VARCHAR)[]"
-)
-_CITATION_ROW = (
-    "STRUCT(item_id VARCHAR, citation_index INTEGER, position INTEGER, doc_id VARCHAR, "
-    "relevant BOOLEAN, probability DOUBLE)[]"
-)
 
 
 class ResumableRun(NamedTuple):
@@ -64,72 +54,6 @@ class ResumableRun(NamedTuple):
 class RunConflict(UserError):
     """A run cannot be created or resumed: the experiment has one of that mode, or a live
     process is generating it."""
-
-
-@dataclass(frozen=True)
-class ProcessIdentity:
-    """Who owns a running run: enough to tell, later, whether that process still lives."""
-
-    host: str
-    pid: int
-    start: str | None  # boot id + start time (Linux); None where /proc is not available
-
-    def describe(self) -> str:
-        return f"process {self.pid} on {self.host}"
-
-
-@functools.lru_cache(maxsize=1)
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state, boot id + start time) of `pid` from /proc; None where there is no /proc entry."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if len(fields) < 20:
-        return None
-    return fields[0], f"{_boot_id()}:{fields[19]}"
-
-
-def process_start(pid: int) -> str | None:
-    """Boot id + start time of `pid` in clock ticks, so a reused pid is not mistaken for it."""
-    stat = _proc_stat(pid)
-    return stat[1] if stat else None
-
-
-def this_process() -> ProcessIdentity:
-    """The identity recorded as owner of the runs this process generates."""
-    return ProcessIdentity(socket.gethostname(), os.getpid(), process_start(os.getpid()))
-
-
-def owner_alive(owner: ProcessIdentity, heartbeat_utc: datetime, now: datetime | None = None) -> bool:
-    """Whether the process that claimed a run still lives (this process counts as alive)."""
-    if owner.host != socket.gethostname():
-        return (now or utc_now()) - heartbeat_utc < STALE_OWNER_AFTER
-    if owner.pid == os.getpid():
-        return True
-    try:
-        os.kill(owner.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, owned by another user
-    stat = _proc_stat(owner.pid)
-    if stat is None:
-        return True  # no /proc to ask: the pid exists, trust it
-    state, start = stat
-    if state in ("Z", "X"):
-        return False  # killed, not yet reaped by its parent
-    # The same pid started at another time is another process: the owner is gone.
-    return owner.start is None or start == owner.start
 
 
 class RunStore:
@@ -533,91 +457,3 @@ def _create_or_resume(conn, spec: RunSpec, owner: ProcessIdentity, *, check: boo
     )
 
 
-def _put_items(conn, dataset_sha: str, items: Sequence[Item]) -> None:
-    """Insert the items not stored yet under this dataset content."""
-    if not items:
-        return
-    stored = {
-        row[0]
-        for row in conn.execute(
-            "SELECT item_id FROM items WHERE dataset_sha = ?", [dataset_sha]
-        ).fetchall()
-    }
-    rows = []
-    for item in items:
-        if item.id in stored:
-            continue
-        stored.add(item.id)  # a repeated id within `items` keeps its first occurrence
-        rows.append(_item_row(item))
-    if rows:
-        conn.execute(
-            "INSERT INTO items SELECT ?, r.item_id, r.question, r.answers, r.documents "
-            f"FROM (SELECT unnest(?::{_ITEM_ROW}) AS r)",
-            [dataset_sha, rows],
-        )
-
-
-def _item_row(item: Item) -> dict[str, Any]:
-    """One items row as a struct value."""
-    return {
-        "item_id": item.id,
-        "question": item.question,
-        "answers": list(item.answers),
-        "documents": [
-            {"id": d.id, "title": d.title, "text": d.text, "relevant": d.relevant}
-            for d in item.documents
-        ],
-    }
-
-
-def _generation_row(g: Generation) -> dict[str, Any]:
-    """One generations row as a struct value (run_id and timestamp are added in SQL)."""
-    return {
-        "item_id": g.item_id,
-        "prompt": g.prompt,
-        "answer": g.answer,
-        "shown_doc_ids": list(g.shown_doc_ids),
-        "n_prompt_tokens": g.n_prompt_tokens,
-        "n_tokens": g.n_tokens,
-        "finish_reason": g.finish_reason,
-        "token_ids": [t.token_id for t in g.tokens],
-        "tokens": [t.token for t in g.tokens],
-        "logprobs": [t.logprob for t in g.tokens],
-        "top_logprobs": _top_logprobs_json(g.tokens),
-    }
-
-
-def _citation_row(item_id: str, c: Citation) -> dict[str, Any]:
-    """One citations row as a struct value."""
-    return {
-        "item_id": item_id,
-        "citation_index": c.index,
-        "position": c.position,
-        "doc_id": c.doc_id,
-        "relevant": c.relevant,
-        "probability": c.probability,
-    }
-
-
-def _top_logprobs_json(tokens: Sequence[TokenLogprob]) -> str | None:
-    """Per-step alternatives as JSON text; None when no step recorded any."""
-    if not any(t.top for t in tokens):
-        return None
-    return json.dumps(
-        [
-            [{"id": a.token_id, "token": a.token, "logprob": _finite(a.logprob)} for a in t.top]
-            for t in tokens
-        ],
-        ensure_ascii=False,
-        allow_nan=False,
-    )
-
-
-def _finite(value: float) -> float | None:
-    """JSON has no -Infinity: a token with zero probability is stored as null."""
-    return value if math.isfinite(value) else None
-
-
-def _to_json(value: Any) -> str:
-    """JSON text for provenance columns; paths and other odd values become strings."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

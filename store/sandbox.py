@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 import duckdb
 
 from engine.errors import UserError
+from engine.limits import limit_address_space
 from store.db import BASE_CONFIG, raw_connection
 
 # Statement types a visitor may run: DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES all
@@ -310,22 +311,10 @@ def _one_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _limit_address_space(limit: int | None) -> None:
-    """Cap this process's memory so a runaway query fails here, not in the app."""
-    if not limit:
-        return
-    try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, ValueError, OSError):
-        pass  # not on this platform (Windows, some macOS): the time limit still holds
-
-
 def main() -> int:
     """Read a JSON request on stdin, write a pickled SandboxReply (as a dict) on stdout."""
     request = SandboxRequest(**json.loads(sys.stdin.read()))
-    _limit_address_space(request.max_address_space)
+    limit_address_space(request.max_address_space)
     try:
         reply = run(request)
     except MemoryError:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine.verify import Verification
+from engine.types import Verification
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 
 _ROW = (

@@ -8,7 +8,7 @@ import pytest
 
 from engine.data import load_dataset
 from engine.errors import UserError
-from engine.metrics import normalize_answer
+from engine.normalize import normalize_answer
 
 
 def asqa_row(sample_id: str, qa_pairs: list, docs: list) -> dict:

@@ -13,7 +13,7 @@ import pytest
 import scipy.stats
 
 from engine.__main__ import main
-from engine.metrics import citation_scores
+from tests.metrics_oracle import citation_scores
 from engine.citations import parse_citations
 
 ROOT = Path(__file__).resolve().parent.parent

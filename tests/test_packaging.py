@@ -16,6 +16,14 @@ def _readme_commands() -> list[str]:
     return [line for line in block.group(1).splitlines() if line.strip()]
 
 
+def _section(text: str, heading: str) -> str:
+    """From `heading` to the next heading of its level (or the end)."""
+    level = heading.split(" ", 1)[0]
+    start = text.index(heading + "\n")
+    end = text.find(f"\n{level} ", start + len(heading))
+    return text[start:] if end < 0 else text[start:end]
+
+
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     commands = _readme_commands()
     assert len(commands) == 2, commands
@@ -122,7 +130,7 @@ def test_the_docker_entry_point_starts_the_app_and_the_cli_quickstart_stays_docu
     lines = [line.strip() for line in script.read_text(encoding="utf-8").splitlines()]
     assert lines[-1] == "exec python -m demo"  # no arguments: the app
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    quick_start = readme[readme.index("## Quick start"):readme.index("### Dependencies")]
+    quick_start = _section(readme, "## Quick start")
     assert "python -m engine quickstart" in quick_start
 
 
@@ -132,7 +140,7 @@ def test_the_license_file_and_the_space_front_matter_name_the_same_license():
     assert _front_matter()["license"] == "mit"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     # a stranger who wants to cite the tool finds the three papers it implements
-    section = readme[readme.index("## License and how to cite"):readme.index("## Layout")]
+    section = _section(readme, "## License and how to cite")
     for paper in ("PAttriEval", "self-interpretations", "Automatic Evaluation of Attribution"):
         assert paper in section, paper
 

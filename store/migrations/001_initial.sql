@@ -62,15 +62,4 @@ CREATE TABLE citations(
   PRIMARY KEY(run_id, item_id, citation_index)
 );
 
--- One row per generated token; step 0 is the first generated token.
--- Parallel unnests in one SELECT zip element-wise; `top` is NULL where alternatives were not recorded.
-CREATE VIEW tokens AS
-SELECT
-  run_id,
-  item_id,
-  unnest(range(len(tokens))) AS step,
-  unnest(token_ids) AS token_id,
-  unnest(tokens) AS token,
-  unnest(logprobs) AS logprob,
-  unnest(CAST(top_logprobs AS JSON[])) AS top
-FROM generations;
+-- The view tokens that this migration created is defined in store/views.sql now (applied after the migrations).

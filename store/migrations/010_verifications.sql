@@ -25,20 +25,4 @@ CREATE TABLE verifications(
   CHECK (class IN ('attributable', 'extrapolatory', 'contradictory', 'unparsed'))
 );
 
--- Per run and judge: how many citations (sentence, document pairs) were judged, and the share
--- of each class, unparsed included (the four shares sum to 1).
-CREATE VIEW verification_shares AS
-SELECT
-  v.run_id, v.judge_model, r.experiment_id, r.model, r.rag_mode, r.metadata_type,
-  count(*) AS n_citations,
-  count(*) FILTER (WHERE v.class = 'attributable') AS n_attributable,
-  count(*) FILTER (WHERE v.class = 'extrapolatory') AS n_extrapolatory,
-  count(*) FILTER (WHERE v.class = 'contradictory') AS n_contradictory,
-  count(*) FILTER (WHERE v.class = 'unparsed') AS n_unparsed,
-  avg(CASE WHEN v.class = 'attributable' THEN 1.0 ELSE 0.0 END) AS attributable_share,
-  avg(CASE WHEN v.class = 'extrapolatory' THEN 1.0 ELSE 0.0 END) AS extrapolatory_share,
-  avg(CASE WHEN v.class = 'contradictory' THEN 1.0 ELSE 0.0 END) AS contradictory_share,
-  avg(CASE WHEN v.class = 'unparsed' THEN 1.0 ELSE 0.0 END) AS unparsed_share
-FROM verifications v
-JOIN runs r USING (run_id)
-GROUP BY ALL;
+-- The view verification_shares that this migration created is defined in store/views.sql now (applied after the migrations).

@@ -3,6 +3,11 @@
 Each applied file is recorded in `schema_migrations`; a file is applied once, in its own
 transaction together with its record, so a crash mid-migration leaves the database as it was.
 New files are picked up automatically; never edit a file once it has shipped.
+
+Views are not migrated: store/views.sql holds each view's current definition once, and is
+applied in the transaction of the last pending shipped migration, so a store of any version
+ends with exactly those views (a change to a view therefore ships with a new migration file,
+which may hold only a comment).
 """
 
 from __future__ import annotations
@@ -95,17 +100,29 @@ def pending_migrations(
     return tuple(m for m in sorted(candidates, key=lambda m: m.version) if m.version not in done)
 
 
+def views_sql() -> str:
+    """The text of store/views.sql: every view's current definition (CREATE OR REPLACE VIEW)."""
+    return resources.files("store").joinpath("views.sql").read_text(encoding="utf-8")
+
+
 def apply_migrations(
     conn: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] | None = None
 ) -> tuple[int, ...]:
-    """Apply every pending migration in order on a read-write connection; returns their versions."""
+    """Apply every pending migration in order on a read-write connection; returns their versions.
+
+    With the shipped migrations (the default), store/views.sql is applied too, in the last
+    one's transaction; a list given by a caller (a test building an older store) gets no views.
+    """
     conn.execute(_CREATE_LEDGER)
     refuse_newer_schema(conn, migrations=migrations)
     applied: list[int] = []
-    for migration in pending_migrations(conn, migrations):
+    pending = pending_migrations(conn, migrations)
+    for migration in pending:
         conn.execute("BEGIN TRANSACTION")
         try:
             conn.execute(migration.sql)
+            if migrations is None and migration is pending[-1]:
+                conn.execute(views_sql())
             conn.execute(
                 "INSERT INTO schema_migrations VALUES (?, ?, ?)",
                 [migration.version, migration.name, _utc_now()],

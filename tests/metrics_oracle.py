@@ -1,4 +1,9 @@
-"""Per-item metrics (pure functions) and their per-run aggregates.
+"""The independent oracle for the store's metric views: per-item metrics written in Python.
+
+The product computes every metric in SQL (the `query_metrics` and `run_metrics` views); nothing
+in engine/, store/ or demo/ calls these functions. They are written from the paper's definitions
+without looking at the SQL, and tests/test_views.py checks the views against them over every code
+point and on random text, so a change to either side that changes a number fails a test.
 
 Citation quality is the paper's: binary document-level precision, recall and F1 over the shown
 documents, as scikit-learn computes them with zero_division=0. Cited numbers are 1-based
@@ -6,21 +11,13 @@ positions as shown; a number that was not shown (out of range) is a false positi
 
 Answer correctness:
 - `exact_match` (the paper's EM, the seed library's check_any_string to the character): a
-  normalised gold answer occurs as a substring of the normalised answer. `normalize_answer`
-  is the seed's `preprocess`: str.lower(), then every character that is neither a Unicode word
-  character nor whitespace is deleted (`re.sub(r'[^\w\s]', '', s)`, so `1,000` -> `1000`,
-  `U.S.` -> `us`, `“Hey Jude”` -> `hey jude`, `Jay-Z` -> `jayz`), then whitespace is folded
-  and stripped. One deliberate difference: a gold answer that normalises to nothing is left
+  normalised gold answer (engine/normalize.py) occurs as a substring of the normalised answer.
+  One deliberate difference from the seed: a gold answer that normalises to nothing is left
   out (the seed counts it as found in every answer), and with no usable gold EM is None.
-  engine/data.py uses the same function for ALCE document relevance.
 - `squad_em` and `token_f1`: the SQuAD script's definitions (punctuation deleted, articles
   a/an/the dropped, full-string equality; token-overlap F1), best over the gold answers.
 - `answer_recall` (QAMPARI-style, for list answers): the fraction of distinct gold answers
   whose normalised form occurs in the normalised answer.
-
-Store view `query_metrics` (store/migrations/002_metrics_views.sql) computes the same numbers in
-SQL (EM's normalisation in store/migrations/003_paper_exact_match.sql); tests/test_views.py
-keeps the two in step over every code point and on random text.
 """
 
 from __future__ import annotations
@@ -32,13 +29,12 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from engine.citations import parse_citations
+from engine.normalize import normalize_answer
 from engine.types import Citation
 
-_PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
-# Unicode-aware on str, as in the seed: \w is the categories L*, N* and "_".
-_NOT_WORD_OR_SPACE = re.compile(r"[^\w\s]")
-# Python's str whitespace, which RE2 spells [\t\n\x0b\f\r\x1c-\x1f\x85\p{Z}].
+# Python's str whitespace, as the SQL spells it with RE2 classes.
 _SPACE = re.compile(r"\s+")
+_PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 # re.ASCII: RE2's \b only knows ASCII word characters.
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.ASCII)
 
@@ -47,11 +43,6 @@ def _lower(text: str) -> str:
     # SQuAD only (kept as it was): DuckDB's lower() maps U+0130 to "i" and has no final-sigma
     # rule, and the SQuAD normalisation keeps the U+0307 that Python's lower() adds.
     return text.replace("\u0130", "i").lower().replace("\u03c2", "\u03c3")
-
-
-def normalize_answer(text: str) -> str:
-    """The paper's EM normalisation: lowercase, delete all but word characters and whitespace, fold."""
-    return _SPACE.sub(" ", _NOT_WORD_OR_SPACE.sub("", text.lower())).strip()
 
 
 def normalize_squad(text: str) -> str:

@@ -1,0 +1,86 @@
+"""PAttriEval's Python API: the use cases the CLI and the app call, for notebooks and scripts.
+
+    from engine import api
+
+    data = api.load_dataset("data/sample_nq.jsonl")
+    result = api.explain(api.ExplainRequest(db=Path("results/pattrieval.duckdb"), experiment="exp1"))
+    report = api.bias_report(Path("results/pattrieval.duckdb"), "exp1").report
+    ev = api.evaluate_answers(data, {"vanilla": [{"item_id": "q1", "answer": "Paris [1]"}]})
+    ev.items  # a DataFrame, one row per answer, from the store's query_metrics view
+
+Everything is imported on first use (module `__getattr__`): `import engine.api` loads neither
+torch, transformers, DuckDB nor pandas. Each name below is documented where it is defined.
+Errors a user can fix are engine.errors.UserError, one line; a cancelled job raises
+engine.errors.RunCancelled, after which the same request resumes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> the module that defines it. One entry per public name; `__all__` is their keys.
+_HOMES: dict[str, str] = {
+    # data
+    "load_dataset": "engine.data",
+    # errors
+    "UserError": "engine.errors",
+    "RunCancelled": "engine.errors",
+    # running experiments: the integrator adds run_experiment / run_study (engine.usecases.run)
+    # and their request and result types here.
+    # explanations (Prompt 5) and verification (AttrScore)
+    "ExplainRequest": "engine.usecases.explain",
+    "ExplainPlan": "engine.usecases.explain",
+    "ExplainResult": "engine.usecases.explain",
+    "plan_explain": "engine.usecases.explain",
+    "run_explain": "engine.usecases.explain",
+    "explain": "engine.usecases.explain",
+    "VerifyRequest": "engine.usecases.verify",
+    "VerifyPlan": "engine.usecases.verify",
+    "VerifyResult": "engine.usecases.verify",
+    "plan_verify": "engine.usecases.verify",
+    "run_verify": "engine.usecases.verify",
+    "verify": "engine.usecases.verify",
+    # bias and the paper's tables
+    "BiasReport": "engine.usecases.bias",
+    "bias_report": "engine.usecases.bias",
+    "ReportRequest": "engine.usecases.tables",
+    "ReportTables": "engine.usecases.tables",
+    "report_tables": "engine.usecases.tables",
+    "report_xai_blocks": "engine.usecases.tables",
+    "experiment_tables": "engine.usecases.tables",
+    "formatted_tables": "engine.usecases.formatting",
+    # two runs or experiments compared on the same items, with paired statistics
+    "CompareRequest": "engine.usecases.compare",
+    "Comparison": "engine.usecases.compare",
+    "compare": "engine.usecases.compare",
+    # metrics as DataFrames, from a store or from answers in memory
+    "Evaluation": "engine.usecases.evaluate",
+    "evaluate": "engine.usecases.evaluate",
+    "evaluate_answers": "engine.usecases.evaluate",
+    # the store: import, export, merge, list
+    "ImportRequest": "engine.usecases.import_answers",
+    "ImportResult": "engine.usecases.import_answers",
+    "import_answers": "engine.usecases.import_answers",
+    "import_metadata": "engine.usecases.import_answers",
+    "ExportRequest": "engine.usecases.export",
+    "export": "engine.usecases.export",
+    "merge": "engine.usecases.merge",
+    "experiments": "engine.usecases.listing",
+    "studies": "engine.usecases.listing",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # the next lookup skips this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

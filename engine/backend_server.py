@@ -1,0 +1,386 @@
+"""ServerBackend: the planned batches answered by an OpenAI-compatible server, written by the driver.
+
+`python -m engine run ... --backend server --base-url URL --model NAME [--tokenizer PATH]
+[--concurrency N] [--api-key-env VAR]`
+
+- **The prompt is ours.** Each planned row is one user turn built by engine.prompts, sent as
+  one user message (never a system role, as for local runs: Mistral has none). Two endpoints:
+  - `chat` (default): POST /chat/completions; the server applies the model's chat template.
+    The driver has no tokenizer then, so `TextTokenizer` plans the batches: its "token ids"
+    are the prompt's code points, which this backend turns back into the exact text.
+  - `completions` (a local tokenizer named): the driver plans with the model's real tokenizer,
+    exactly as a local run, and POST /completions sends the decoded planned ids (chat template
+    applied here, BOS included, `add_special_tokens: false` for vLLM), so a served and a local
+    run see the same prompt text; the server's `usage.prompt_tokens` is checked against the
+    planned length and a difference is said once.
+- **Decoding:** greedy (temperature 0) unless the config samples; the config's seed is sent
+  (servers that do not seed ignore it, which is recorded as the server's business); the stop
+  tokens of the local tokenizer are sent as stop strings in completions mode.
+- **Log-probs:** `logprobs`/`top_logprobs` are asked for and parsed into TokenLogprob records.
+  Servers give token text, not ids: `token_id` is UNKNOWN_TOKEN_ID (-1). Char offsets are
+  rebuilt from the token texts so citation confidence works. A server that returns none gets
+  one warning, and the rows carry no tokens (the store writes empty lists / NULL top-n).
+- **Throughput:** `concurrency` requests in flight on a thread pool (at most twice that many
+  queued ahead), retries with backoff on 429/5xx/dropped connections (engine.served_client),
+  a timeout per request. Results come back in the planned order, each batch once, so the one
+  write loop sees what a LocalBackend would give it.
+- **Bad input** (unreachable URL, wrong key, unknown model, logprobs refused) fails `start()`
+  with one UserError line within seconds: GET /models, then one 1-token request.
+- **Keys:** read from an environment variable at `start`; only the client holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+from engine.backends import BatchResult, PlannedBatch, Provenance
+from engine.errors import RunCancelled, UserError
+from engine.served_client import Client, ServedConnectionError, ServedHTTPError, redact_url
+from engine.served_parse import UNKNOWN_TOKEN_ID, parse_choice  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
+from engine.types import GenerationOutput, TokenLogprob, TopLogprob
+
+log = logging.getLogger(__name__)
+
+Endpoint = Literal["chat", "completions"]
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+PREFLIGHT_TIMEOUT_S = 10.0
+_OPENAI_MAX_STOPS = 4  # the OpenAI API takes at most four stop strings
+# Penalties outside the OpenAI API that servers apply by default (llama.cpp: repeat_penalty 1.1)
+# and that would move greedy decoding off the argmax: set neutral, as local runs set theirs.
+# Hosted APIs refuse unknown fields: `start` drops them there (and records that it did).
+NEUTRAL_EXTENSIONS = {"repetition_penalty": 1.0, "repeat_penalty": 1.0}
+
+
+class TextTokenizer:
+    """Plans batches without a model tokenizer: the ids are the text's code points.
+
+    engine.backends.plan_batches calls `chat_input_ids_for(tokenizer, text)`, which, for a
+    tokenizer without a chat template or BOS, is `tokenizer(text)["input_ids"]`; `decode` gives
+    the text back unchanged. Batches are then sorted by characters instead of tokens."""
+
+    chat_template = None
+    bos_token_id = None
+    eos_token_id = None
+    pad_token_id = None
+    unk_token_id = None
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": [ord(c) for c in text]}
+
+    @staticmethod
+    def decode(ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return "".join(map(chr, ids))
+
+    def __len__(self) -> int:
+        return 0x110000
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Where and how to ask; never holds the key itself, only the variable's name."""
+
+    base_url: str
+    model: str
+    endpoint: Endpoint = "chat"
+    concurrency: int = 8
+    timeout_s: float = 300.0  # one request: a long answer from a busy server takes a while
+    max_retries: int = 5
+    backoff_s: float = 0.5
+    api_key_env: str | None = None  # None: OPENAI_API_KEY if set, else no key (a local server)
+    logprobs: bool = True
+
+
+@dataclass
+class ServedInfo:
+    """What a served run records beside the usual provenance (none of it hashed, no key)."""
+
+    base_url: str  # redacted: no credentials, query or fragment
+    endpoint: str
+    requested_model: str
+    reported_model: str | None = None
+    system_fingerprints: set[str] = field(default_factory=set)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    logprobs_returned: bool | None = None
+    neutral_penalties_sent: bool = True
+
+    def as_config(self) -> dict:
+        """For the run's config JSON (the integrator's `served` entry)."""
+        return {
+            "base_url": self.base_url,
+            "endpoint": self.endpoint,
+            "requested_model": self.requested_model,
+            "reported_model": self.reported_model,
+            "system_fingerprints": sorted(self.system_fingerprints),
+            "logprobs_returned": self.logprobs_returned,
+            "neutral_penalties_sent": self.neutral_penalties_sent,
+        }
+
+
+def read_api_key(env_name: str | None) -> str | None:
+    """The key from `env_name` (must be set), or from OPENAI_API_KEY when it is set, else None."""
+    if env_name:
+        value = os.environ.get(env_name)
+        if not value:
+            raise UserError(f"--api-key-env {env_name}: that environment variable is not set or empty")
+        return value
+    return os.environ.get(DEFAULT_KEY_ENV) or None
+
+
+def sampling_fields(config: Any) -> dict:
+    """Decoding fields every request carries, from an engine.generate.GenerationConfig."""
+    fields: dict[str, Any] = {"max_tokens": int(config.max_new_tokens), "seed": int(config.seed)}
+    if getattr(config, "do_sample", False):
+        fields.update(temperature=float(config.temperature), top_p=float(config.top_p))
+        if getattr(config, "top_k_sampling", 0):
+            fields["top_k"] = int(config.top_k_sampling)  # vLLM/llama.cpp extension: hosted APIs may refuse it
+    else:
+        fields["temperature"] = 0.0
+    return fields
+
+
+class ServerBackend:
+    """Generates planned batches on an OpenAI-compatible server; `start` before `generate`."""
+
+    def __init__(self, settings: ServerSettings, config: Any, tokenizer: Any = None,
+                 interrupted: Callable[[], bool] | None = None) -> None:
+        if settings.endpoint not in ("chat", "completions"):
+            raise UserError(f"unknown endpoint '{settings.endpoint}': use chat or completions")
+        if settings.endpoint == "completions" and tokenizer is None:
+            raise UserError("the completions endpoint needs a local tokenizer (--tokenizer) to apply the chat template")
+        if settings.concurrency < 1:
+            raise UserError("--concurrency must be at least 1")
+        self.settings = settings
+        self.config = config  # engine.generate.GenerationConfig
+        self.tokenizer = tokenizer if settings.endpoint == "completions" else TextTokenizer()
+        self.interrupted = interrupted
+        self.info = ServedInfo(redact_url(settings.base_url), settings.endpoint, settings.model)
+        self.provenance: Provenance | None = None
+        self.fingerprint = None  # one server: nothing for the write loop to compare
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+        self._said: set[str] = set()
+        self._stops = self._stop_strings(tokenizer) if settings.endpoint == "completions" else ()
+        self._extensions: dict[str, Any] = dict(NEUTRAL_EXTENSIONS)
+        if settings.endpoint == "completions":
+            self._extensions["add_special_tokens"] = False  # vLLM: the text holds its BOS already
+
+    # -- start: everything a user can get wrong, in one line, before anything is written --
+
+    def start(self) -> "ServerBackend":
+        s = self.settings
+        try:
+            key = read_api_key(s.api_key_env)
+            self._client = Client(s.base_url, key, timeout_s=s.timeout_s, max_retries=s.max_retries,
+                                  backoff_s=s.backoff_s, on_retry=lambda why: log.info("server: %s", why))
+        except ValueError as err:
+            raise UserError(f"--base-url: {err}") from None
+        where = self.info.base_url
+        key_hint = (f"check ${s.api_key_env or DEFAULT_KEY_ENV}" if key else
+                    f"set {DEFAULT_KEY_ENV} or name the key's variable with --api-key-env")
+        try:
+            listed = self._client.get("models", max_retries=0, timeout_s=PREFLIGHT_TIMEOUT_S).body
+        except ServedConnectionError as err:
+            raise UserError(f"no server answers at {where} ({err}); check --base-url and that the server runs") from None
+        except ServedHTTPError as err:
+            if err.status in (401, 403):
+                raise UserError(f"the server at {where} refused the API key (HTTP {err.status}): {key_hint}") from None
+            if err.status == 404:
+                raise UserError(f"no OpenAI-compatible API at {where} (GET models: HTTP 404); "
+                                "the base URL usually ends in /v1") from None
+            raise UserError(f"the server at {where} failed GET models ({err})") from None
+        names = [m.get("id") for m in (listed or {}).get("data", []) if isinstance(m, dict)]
+        if names and s.model not in names:
+            shown = ", ".join(map(str, names[:5])) + (", ..." if len(names) > 5 else "")
+            raise UserError(f"unknown model '{s.model}' at {where}: it serves {shown}")
+        answer = self._probe()
+        self.info.reported_model = answer.get("model") or None
+        if answer.get("system_fingerprint"):  # its tokens are not the run's: usage starts at 0
+            self.info.system_fingerprints.add(str(answer["system_fingerprint"]))
+        self.provenance = Provenance(
+            revision=None,
+            quantization="server",  # the server's business: not visible through the API
+            dtype="server",
+            device=f"server:{where}",
+            library_versions=(),
+        )
+        return self
+
+    def _probe(self) -> dict:
+        """One 1-token request; a server that refuses our non-OpenAI fields is asked again without."""
+        for attempt in range(2):
+            try:
+                body = self._body(self._probe_prompt(), max_tokens=1)
+                return self._client.post(self._path(), body, max_retries=1, timeout_s=max(PREFLIGHT_TIMEOUT_S, 60.0)).body
+            except ServedConnectionError as err:
+                raise UserError(f"the server at {self.info.base_url} did not answer a 1-token request ({err})") from None
+            except ServedHTTPError as err:
+                text = err.message.lower()
+                refused_extension = err.status in (400, 422) and self._extensions and (
+                    any(name in text for name in self._extensions) or "unrecognized" in text or "extra" in text)
+                if attempt or not refused_extension:
+                    raise self._request_error(err) from None
+                log.info("server: it refuses non-OpenAI fields; sending without %s", ", ".join(self._extensions))
+                self._extensions = {}
+                self.info.neutral_penalties_sent = False
+        raise AssertionError("unreachable")
+
+    def _request_error(self, err: ServedHTTPError) -> UserError:
+        s, where = self.settings, self.info.base_url
+        text = err.message.lower()
+        if err.status in (401, 403):
+            return UserError(f"the server at {where} refused the API key (HTTP {err.status})")
+        if err.status == 404 or "model" in text and ("not found" in text or "does not exist" in text):
+            return UserError(f"unknown model '{s.model}' at {where} (HTTP {err.status}: {err.message})")
+        if "logprob" in text:  # llama.cpp answers its validation errors with a 500
+            return UserError(f"the server at {where} rejects log-probs (HTTP {err.status}: {err.message}); "
+                             "ask for fewer top log-probs, or none")
+        return UserError(f"the server at {where} rejected the request (HTTP {err.status}: {err.message})")
+
+    def _probe_prompt(self):
+        if self.settings.endpoint == "chat":
+            return "Say OK."
+        from engine.models import chat_input_ids_for
+
+        return tuple(chat_input_ids_for(self.tokenizer, "Say OK."))
+
+    # -- requests --
+
+    def _path(self) -> str:
+        return "chat/completions" if self.settings.endpoint == "chat" else "completions"
+
+    def _body(self, prompt: Any, max_tokens: int | None = None) -> dict:
+        """The request for one planned row: its code points (chat) or token ids (completions)."""
+        s, top_n = self.settings, int(getattr(self.config, "top_n_logprobs", 0) or 0)
+        body: dict[str, Any] = {"model": s.model, **sampling_fields(self.config), "n": 1, "stream": False,
+                                "frequency_penalty": 0.0, "presence_penalty": 0.0, **self._extensions}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if s.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt if isinstance(prompt, str) else TextTokenizer.decode(prompt)}]
+            if s.logprobs:
+                body["logprobs"] = True
+                if top_n:
+                    body["top_logprobs"] = top_n
+        else:
+            body["prompt"] = self.tokenizer.decode(list(prompt), skip_special_tokens=False)
+            if self._stops:
+                body["stop"] = list(self._stops)
+            if s.logprobs:
+                body["logprobs"] = max(top_n, 1)  # legacy API: N alternatives, the chosen one always
+        return body
+
+    @staticmethod
+    def _stop_strings(tokenizer) -> tuple[str, ...]:
+        """The local run's stop tokens as text, for the completions endpoint."""
+        from engine.models import stop_token_ids_for
+
+        ids = stop_token_ids_for(tokenizer, None)
+        return tuple(dict.fromkeys(tokenizer.decode([i], skip_special_tokens=False) for i in ids))[:_OPENAI_MAX_STOPS]
+
+    def _ask(self, ids: tuple[int, ...]) -> GenerationOutput:
+        if self.interrupted is not None and self.interrupted():
+            raise RunCancelled("cancelled (queued requests were not sent)")
+        try:
+            answer = self._client.post(self._path(), self._body(ids)).body
+        except ServedConnectionError as err:
+            raise UserError(f"the server at {self.info.base_url} stopped answering ({err})") from None
+        except ServedHTTPError as err:
+            raise self._request_error(err) from None
+        self._note(answer)
+        return self._output(answer, len(ids))
+
+    def _note(self, answer: dict) -> None:
+        usage = answer.get("usage") or {}
+        with self._lock:
+            if answer.get("system_fingerprint"):
+                self.info.system_fingerprints.add(str(answer["system_fingerprint"]))
+            self.info.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.info.completion_tokens += int(usage.get("completion_tokens") or 0)
+
+    def _say_once(self, key: str, message: str) -> None:
+        with self._lock:
+            if key in self._said:
+                return
+            self._said.add(key)
+        log.warning(message)
+
+    def _output(self, answer: dict, n_planned: int) -> GenerationOutput:
+        choices = answer.get("choices") or []
+        if not choices:
+            raise UserError(f"the server at {self.info.base_url} answered without a choice")
+        parsed = parse_choice(choices[0], self.settings.endpoint, int(getattr(self.config, "top_n_logprobs", 0) or 0))
+        usage = answer.get("usage") or {}
+        n_prompt = usage.get("prompt_tokens")
+        if self.settings.logprobs and not parsed.has_logprobs and parsed.text:
+            self.info.logprobs_returned = False
+            self._say_once("no-logprobs", f"the server at {self.info.base_url} returns no log-probs: they are "
+                           "stored as NULL, and citation confidence is unknown for this run")
+        elif parsed.has_logprobs:
+            self.info.logprobs_returned = True
+        if self.settings.endpoint == "completions":
+            if isinstance(n_prompt, int) and n_prompt != n_planned:
+                self._say_once("prompt-length", f"the server counts {n_prompt} prompt tokens where the local "
+                               f"tokenizer counts {n_planned}: it tokenizes the prompt differently (a BOS of its own?)")
+            n_prompt = n_planned
+        return GenerationOutput(
+            text=parsed.text,
+            tokens=parsed.tokens,
+            finish_reason=parsed.finish_reason,
+            n_prompt_tokens=int(n_prompt) if isinstance(n_prompt, int) else 0,
+            char_offsets=parsed.offsets,
+        )
+
+    # -- the backend protocol --
+
+    def generate(self, batches: Sequence[PlannedBatch]) -> Iterator[BatchResult]:
+        """Each batch once, in the planned order, while up to `concurrency` requests run."""
+        if self._client is None:
+            raise RuntimeError("ServerBackend.generate before start")
+        from engine.generate import _check_config
+
+        _check_config(self.config)  # the local run's checks: the same config fails the same way
+        rows = [ids for batch in batches for ids in batch.input_ids]
+        window = 2 * self.settings.concurrency
+        pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="served")
+        pending: deque[Future] = deque()  # in row order, so popleft is always the next row
+        upcoming = iter(rows)
+        try:
+            def refill() -> None:
+                for ids in upcoming:
+                    pending.append(pool.submit(self._ask, ids))
+                    if len(pending) >= window:
+                        return
+
+            refill()
+            for batch in batches:
+                outputs = []
+                for _ in batch.input_ids:
+                    outputs.append(pending.popleft().result())
+                    refill()
+                yield BatchResult(batch.batch_id, tuple(outputs))
+        finally:
+            for future in pending:
+                future.cancel()
+            # Not waiting: a cancel or an error returns at once; requests in flight end on their own.
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        self._client = None
+
+
+def served_provenance_config(backend: ServerBackend) -> dict:
+    """The `served` entry of a run's config: URL (redacted), models, fingerprints, token usage."""
+    return {**backend.info.as_config(), "prompt_tokens": backend.info.prompt_tokens,
+            "completion_tokens": backend.info.completion_tokens}
+
+
+def with_endpoint(settings: ServerSettings, tokenizer: Any) -> ServerSettings:
+    """`completions` when a local tokenizer is named, else the settings as given."""
+    return replace(settings, endpoint="completions") if tokenizer is not None else settings

@@ -1,0 +1,165 @@
+"""`python -m engine compare A B`: two runs, two experiments' modes or two experiments, item by item.
+
+Thin: parse, call engine.usecases.compare, print. A and B are run ids, experiments (id or
+name) with a mode ("EXP:base"), or whole experiments (then mode by mode, and their CAS and CAB
+against each other). Every difference is B - A. Hints go to stderr so --json and --format csv
+stay machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+DEFAULT_ITEMS = 10
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs, modes or experiments on the same items, with paired tests",
+        description="Compare B against A on the items both hold (paired by item id): per metric the "
+        "means, B - A with a paired bootstrap 95% interval, a p value (exact McNemar for 0/1 metrics, "
+        "paired t-test and permutation test otherwise) with Holm's correction, the smallest difference "
+        "detectable at 80% power, the flips, and the items that differ most. A and B are run ids, "
+        "EXPERIMENT:MODE, or whole experiments (mode by mode, plus their CAS and CAB).",
+    )
+    p.add_argument("a", metavar="A", help="run id, EXPERIMENT:MODE (id or name; vanilla, base or cf) or EXPERIMENT")
+    p.add_argument("b", metavar="B", help="the same kinds as A; differences are B - A")
+    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--metric", action="append", default=None, metavar="NAME",
+                   help="a metric to compare, repeatable or comma-separated (default: all of precision, "
+                        "recall, f1, exact_match, squad_em, answer_recall, n_citations, cites_nothing, "
+                        "mean_probability)")
+    p.add_argument("--equivalence-margin", type=float, default=None, metavar="M",
+                   help="run TOST: 'equivalent within M' (M in points x100 for shares, citations for n_citations)")
+    p.add_argument("--pair-by-id", action="store_true", help="pair items by id even when the datasets differ")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table (same as --format json)")
+    p.add_argument("--format", choices=("text", "json", "csv"), default="text",
+                   help="text (default), json, or csv: every paired item, its metrics in A and B and B - A")
+    p.add_argument("--items", type=int, default=DEFAULT_ITEMS, metavar="N",
+                   help=f"show the N items that differ most (default {DEFAULT_ITEMS})")
+    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap and permutation seed (default 0)")
+    p.set_defaults(main=main)
+
+
+def _metrics(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
+
+
+def main(args: argparse.Namespace) -> int:
+    from engine.bounds import for_terminal, json_for_terminal
+    from engine.commands.bias import db_path
+    from engine.errors import UserError
+    from engine.usecases.compare import CompareRequest, compare
+
+    if args.items < 0:
+        raise UserError(f"--items must be 0 or more, not {args.items}")
+    fields: dict[str, Any] = {"equivalence_margin": args.equivalence_margin, "pair_by_id": args.pair_by_id,
+                              "seed": args.seed}
+    metrics = _metrics(args.metric)
+    if metrics is not None:
+        fields["metrics"] = metrics
+    if args.resamples is not None:
+        fields["resamples"] = args.resamples
+    result = compare(CompareRequest(args.a, args.b, **fields), db_path(args.db))
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        print(json_for_terminal(json.dumps(result.as_dict(items=args.items), indent=2, ensure_ascii=False, default=str)))
+    elif fmt == "csv":
+        print(result.items().to_csv(index=False), end="")
+    else:
+        print(for_terminal(format_text(result, args.items), keep_newlines=True))
+    return 0
+
+
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return format(x, fmt)
+
+
+def _p(p: float | None) -> str:
+    from engine.commands.bias import format_p
+
+    return format_p(p)
+
+
+def _run_line(name: str, run: Any) -> str:
+    return (f"{name}: run {run.run_id}  experiment {run.experiment_name}  {run.rag_mode}  model {run.model}"
+            f"{'  ' + run.quantization if run.quantization and run.quantization != 'none' else ''}"
+            f"  dataset {run.dataset_label}  ({run.status})")
+
+
+def _metric_rows(metrics: Any) -> list[str]:
+    from engine.commands.bias import _columns
+
+    table = [["metric", "n", "A", "B", "B - A", "95% CI (bootstrap)", "test", "p", "p Holm", "p perm.", "MDD 80%",
+              "verdict"]]
+    for m in metrics:
+        table.append([m.metric, str(m.n), _num(m.mean_a), _num(m.mean_b), _num(m.diff, "+.1f"),
+                      f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}]", m.test, _p(m.p), _p(m.p_holm),
+                      _p(m.p_permutation), _num(m.min_detectable), m.verdict])
+    body = _columns(table, right={1, 2, 3, 4, 7, 8, 9, 10})
+    return [body[0], "-" * max(len(x) for x in body), *body[1:]]
+
+
+def _verdict_line(m: Any) -> str:
+    """One sentence per metric: the difference, which test gave p, Holm beside it, the verdict."""
+    perm = f", paired permutation p {_p(m.p_permutation)}" if m.p_permutation is not None else ""
+    eq = (f"; TOST within +-{m.equivalence.margin:g}: p {_p(m.equivalence.p)}" if m.equivalence else "")
+    power = (f"; with {m.n} items a difference of {_num(m.min_detectable)} is detectable at 80% power"
+             if m.min_detectable is not None else "")
+    return (f"{m.metric}: {m.verdict} (B - A = {_num(m.diff, '+.1f')} [{_num(m.ci_low, '+.1f')}, "
+            f"{_num(m.ci_high, '+.1f')}]; {m.test} p {_p(m.p)}, Holm p {_p(m.p_holm)}{perm}{eq}{power})")
+
+
+def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
+    """The human-readable comparison."""
+    lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
+             "shares and scores in points (x100)"]
+    for r in result.runs:
+        lines += ["", f"== {r.title} ==", _run_line("A", r.run_a), _run_line("B", r.run_b)]
+        p = r.pairing
+        lines.append(f"paired {p.n_paired} items by id; left out: {p.only_a} only in A, {p.only_b} only in B"
+                     + ("; datasets differ, paired by id on request" if p.pair_by_id else ""))
+        lines += [f"note: {n}" for n in r.notes]
+        lines += ["", *_metric_rows(r.metrics), ""]
+        lines += [_verdict_line(m) for m in r.metrics]
+        if r.em_flips:
+            f = r.em_flips
+            lines.append(f"exact match flips over {f.n} items: right->wrong {f.right_to_wrong}, "
+                         f"wrong->right {f.wrong_to_right}")
+        c = r.citation_flips
+        lines.append(f"citation flips over {c.shown_both} documents shown in both: cited in A only "
+                     f"{c.a_only_relevant} relevant + {c.a_only_nonrelevant} not; in B only "
+                     f"{c.b_only_relevant} relevant + {c.b_only_nonrelevant} not")
+        if n_items and len(r.items):
+            lines += ["", f"items that differ most in {r.sort_metric} (of {len(r.items)}; all: --format csv):"]
+            lines += ["  " + x for x in _item_rows(r.items.head(n_items), r.sort_metric)]
+    for b in result.bias:
+        lines += ["", f"== {b.measure}: experiment B's against experiment A's ==",
+                  f"A: runs {' and '.join(x.run_id for x in b.runs_a)}; B: runs {' and '.join(x.run_id for x in b.runs_b)}",
+                  f"paired {b.pairing.n_paired} items held by all four runs; left out: up to {b.pairing.only_a} "
+                  f"of A's, {b.pairing.only_b} of B's", "", *_metric_rows(b.metrics), ""]
+        lines += [_verdict_line(m) for m in b.metrics]
+    lines += ["", "p: exact McNemar (binomial test on the discordant pairs) for 0/1 metrics, paired t-test "
+              "otherwise; Holm over the metrics of one comparison; MDD: smallest |B - A| detectable at 80% power."]
+    return "\n".join(lines)
+
+
+def _item_rows(items: Any, metric: str) -> list[str]:
+    from engine.commands.bias import _columns
+
+    rows = [["item", "A", "B", "B - A"]]
+    for item, a, b, d in zip(items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"]):
+        rows.append([str(item), _num(float(a)), _num(float(b)), _num(float(d), "+.1f")])
+    return _columns(rows, right={1, 2, 3})

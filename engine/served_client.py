@@ -1,0 +1,207 @@
+"""A small HTTP client for OpenAI-compatible servers (vLLM, SGLang, TGI, llama.cpp, hosted APIs).
+
+Standard library only (http.client): one keep-alive connection per thread, JSON in and out,
+retries with exponential backoff on 429 and 5xx and on a dropped connection, a timeout per
+request. Everything that reaches the user is one line, and never holds the API key:
+
+- the key lives in one private attribute, is sent only in the Authorization header, and is
+  masked out of any server text we quote (a server may echo a bad key back in its error);
+- the base URL we show or store is `redact_url(url)`: no user:password@, no query, no fragment.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# What a dropped or refused connection raises; refused counts too because a server behind a
+# load balancer restarts, and a preflight (max_retries=0) still fails at once.
+# HTTPException: a kept-alive connection the server closed meanwhile (RemoteDisconnected), a cut
+# answer (IncompleteRead), a connection left in a bad state: a fresh connection fixes all of them.
+RETRYABLE_ERRORS = (ConnectionError, TimeoutError, socket.timeout, http.client.HTTPException)
+MAX_BACKOFF_S = 20.0
+
+
+class ServedHTTPError(Exception):
+    """A non-2xx answer (after retries): its status and the server's message, key masked."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class ServedConnectionError(Exception):
+    """Nothing usable answered: refused, unknown host, timed out, reset (after retries)."""
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials, query or fragment: what may be shown, logged and stored."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def api_root(url: str) -> str:
+    """The API's root path: a bare host gets /v1 (the OpenAI convention); a path given is kept
+    (hosted APIs put theirs elsewhere, e.g. /openai/v1)."""
+    path = urlsplit(url.strip()).path.rstrip("/")
+    return path if path else "/v1"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A decoded 2xx JSON body and the response headers that matter."""
+
+    body: Any
+    status: int
+
+
+class Client:
+    """JSON over HTTP(S) to one base URL; safe to share between threads."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 120.0,
+                 max_retries: int = 5, backoff_s: float = 0.5,
+                 on_retry: Callable[[str], None] | None = None) -> None:
+        parts = urlsplit(base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base URL '{redact_url(base_url)}' is not http(s)://HOST[:PORT][/PATH]")
+        self.url = redact_url(base_url)
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port
+        self._root = api_root(base_url)
+        self.__key = api_key or None  # name-mangled: never in vars() dumps by accident, never in repr
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.on_retry = on_retry
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r}, key={'set' if self.__key else 'none'})"
+
+    @property
+    def has_key(self) -> bool:
+        return self.__key is not None
+
+    def mask(self, text: str) -> str:
+        """`text` with the key (should a server echo it) replaced by ***."""
+        return text.replace(self.__key, "***") if self.__key else text
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            conn = cls(self._host, self._port, timeout=self.timeout_s)
+            self._local.conn = conn
+        return conn
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def get(self, path: str, *, max_retries: int | None = None, timeout_s: float | None = None) -> Answer:
+        return self.request("GET", path, None, max_retries=max_retries, timeout_s=timeout_s)
+
+    def post(self, path: str, body: dict, *, max_retries: int | None = None, timeout_s: float | None = None) -> Answer:
+        return self.request("POST", path, body, max_retries=max_retries, timeout_s=timeout_s)
+
+    def request(self, method: str, path: str, body: dict | None, *, max_retries: int | None = None,
+                timeout_s: float | None = None) -> Answer:
+        """The decoded JSON answer; retries what may pass, raises ServedHTTPError or
+        ServedConnectionError (one line, key masked) for the rest."""
+        retries = self.max_retries if max_retries is None else max_retries
+        payload = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Accept": "application/json"}
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+        if self.__key:
+            headers["Authorization"] = f"Bearer {self.__key}"
+        target = f"{self._root}/{path.lstrip('/')}"
+        attempt = 0
+        while True:
+            delay: float | None = None
+            try:
+                conn = self._connection()
+                conn.timeout = timeout_s or self.timeout_s
+                if conn.sock is not None:
+                    conn.sock.settimeout(conn.timeout)
+                conn.request(method, target, body=payload, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+                if response.getheader("Connection", "").lower() == "close":
+                    self._drop_connection()
+                if 200 <= response.status < 300:
+                    try:
+                        return Answer(json.loads(raw.decode("utf-8")), response.status)
+                    except ValueError:
+                        raise ServedHTTPError(response.status, "the answer is not JSON") from None
+                if response.status not in RETRYABLE_STATUSES or attempt >= retries:
+                    raise ServedHTTPError(response.status, self._message(raw, response.reason))
+                delay = _retry_after(response.getheader("Retry-After"))
+                why = f"HTTP {response.status}"
+            except RETRYABLE_ERRORS + (OSError,) as err:
+                self._drop_connection()
+                reason = _reason(err)
+                if not isinstance(err, RETRYABLE_ERRORS) or attempt >= retries:
+                    raise ServedConnectionError(reason) from None
+                why = reason
+            attempt += 1
+            wait = delay if delay is not None else min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempt - 1))
+            wait *= 1.0 + random.random() * 0.1  # a little jitter: many threads retry together
+            if self.on_retry is not None:
+                self.on_retry(f"{why}; retry {attempt} of {retries} in {wait:.1f} s")
+            time.sleep(wait)
+
+    def _message(self, raw: bytes, reason: str) -> str:
+        """The server's error text in one short line: OpenAI's {"error": {"message"}} or
+        FastAPI's {"detail"}, else the body's start, else the reason phrase."""
+        text = raw.decode("utf-8", errors="replace").strip()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            err = data.get("error", data.get("detail", data.get("message")))
+            if isinstance(err, dict):
+                err = err.get("message", err)
+            if isinstance(err, list):  # FastAPI validation: [{"loc": .., "msg": ..}]
+                err = "; ".join(str(e.get("msg", e)) if isinstance(e, dict) else str(e) for e in err)
+            if err:
+                text = str(err)
+        line = " ".join(self.mask(text or reason or "no message").split())
+        return line[:300] + ("..." if len(line) > 300 else "")
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a numeric Retry-After header (capped); None when absent or a date."""
+    try:
+        return min(MAX_BACKOFF_S, max(0.0, float(value))) if value else None
+    except ValueError:
+        return None
+
+
+def _reason(err: BaseException) -> str:
+    if isinstance(err, (TimeoutError, socket.timeout)):
+        return "timed out"
+    if isinstance(err, socket.gaierror):
+        return "unknown host"
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(err, (ConnectionResetError, http.client.RemoteDisconnected)):
+        return "connection reset"
+    return getattr(err, "strerror", None) or type(err).__name__

@@ -1,0 +1,318 @@
+"""Compare two runs, two experiments' modes or two whole experiments on the same items (issue 17).
+
+`compare(CompareRequest(a, b), db)` returns a typed Comparison: per pair of runs a table of
+metrics (mean in A and in B, B - A with a bootstrap 95% interval, the p value of the test that
+fits the metric with its Holm correction, TOST where a margin is given, the smallest difference
+the items could detect), the flips, and a DataFrame of the items; between two whole experiments
+also the CAS and CAB of one against the other's, item by item.
+
+A reference is a run id, an experiment (id or name) with a mode ("EXP:base"), or a whole
+experiment (then mode by mode). The statistics are engine.compare_stats'; the reads are
+store.compare_reads'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.compare_stats import (DEFAULT_METRICS, METRICS, PERMUTATIONS, CitationFlips, EmFlips, MetricComparison,
+                                  MetricSpec, citation_flips, compare_metric, compare_metrics, em_flips, with_holm)
+from engine.errors import UserError
+from engine.stats import DEFAULT_RESAMPLES
+from engine.types import MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from store.compare_reads import CompareRun, PairedItems, Side
+    from store.db import DbLike
+
+MIN_RESAMPLES = 100
+MAX_RESAMPLES = 100_000
+# CAS and CAB (engine/bias.py): per item |M_vanilla - M_base| and M_base - M_cf, for these.
+BIAS_METRICS = ("precision", "recall", "f1")
+BIAS_MODES = {"CAS": ("vanilla", "base"), "CAB": ("base", "cf")}
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """What to compare and how. The margin is in the units shown: points (x100) for shares
+    and scores, citations for n_citations."""
+
+    a: str
+    b: str
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    equivalence_margin: float | None = None
+    pair_by_id: bool = False
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
+    permutations: int = PERMUTATIONS
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How many items were paired, and how many of each side's were left out."""
+
+    n_paired: int
+    only_a: int
+    only_b: int
+    pair_by_id: bool  # the datasets differ and the items were paired by id on request
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Run B against run A on the items both hold."""
+
+    title: str  # the mode, or "runs"
+    run_a: CompareRun
+    run_b: CompareRun
+    pairing: Pairing
+    metrics: tuple[MetricComparison, ...]  # Holm-corrected together
+    em_flips: EmFlips | None  # None when no paired item has gold answers
+    citation_flips: CitationFlips
+    items: pd.DataFrame  # item_id, <metric>_a, <metric>_b, <metric>_diff (units shown); sorted by sort_metric
+    sort_metric: str  # items are sorted by |<sort_metric>_diff|, largest first
+    notes: tuple[str, ...]  # runs still running or failed
+
+    def table(self) -> pd.DataFrame:
+        """One row per metric (the columns of MetricComparison, equivalence flattened)."""
+        return metric_table(self.metrics)
+
+    def top_items(self, n: int) -> pd.DataFrame:
+        """The n items whose sort_metric differs most between the runs."""
+        return self.items.head(n)
+
+
+@dataclass(frozen=True)
+class BiasComparison:
+    """CAS or CAB of experiment B against experiment A, item by item on the items all four runs hold."""
+
+    measure: str  # "CAS" | "CAB"
+    runs_a: tuple[CompareRun, CompareRun]  # the two modes the measure compares, in experiment A
+    runs_b: tuple[CompareRun, CompareRun]
+    pairing: Pairing  # only_a / only_b: items of A's (B's) runs left out
+    metrics: tuple[MetricComparison, ...]
+    items: pd.DataFrame  # item_id, <measure>_<metric>_a, _b, _diff
+
+    def table(self) -> pd.DataFrame:
+        return metric_table(self.metrics)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything `compare A B` found."""
+
+    request: CompareRequest
+    side_a: Side
+    side_b: Side
+    runs: tuple[RunComparison, ...]  # one, or one per mode both experiments hold
+    bias: tuple[BiasComparison, ...]  # between two whole experiments: CAS and CAB where both have the modes
+
+    def table(self) -> pd.DataFrame:
+        """Every metric of every comparison, one row each, the comparison named in `comparison`."""
+        import pandas as pd
+
+        frames = [r.table().assign(comparison=r.title) for r in self.runs]
+        frames += [b.table().assign(comparison=b.measure) for b in self.bias]
+        frame = pd.concat(frames, ignore_index=True)
+        return frame[["comparison", *[c for c in frame.columns if c != "comparison"]]]
+
+    def items(self) -> pd.DataFrame:
+        """Every pair's per-item rows, with the comparison and both run ids (to open an item)."""
+        import pandas as pd
+
+        frames = [r.items.assign(comparison=r.title, run_a=r.run_a.run_id, run_b=r.run_b.run_id) for r in self.runs]
+        frame = pd.concat(frames, ignore_index=True)
+        first = ["comparison", "run_a", "run_b", "item_id"]
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+    def as_dict(self, items: int | None = 10) -> dict[str, Any]:
+        """JSON-ready (NaN as None), with at most `items` items per pair (None: all)."""
+        return _finite({
+            "a": self.request.a, "b": self.request.b,
+            "equivalence_margin": self.request.equivalence_margin,
+            "bootstrap": {"method": "percentile", "resamples": self.request.resamples, "seed": self.request.seed},
+            "difference": "B - A",
+            "runs": [{
+                "comparison": r.title, "run_a": asdict(r.run_a), "run_b": asdict(r.run_b),
+                "pairing": asdict(r.pairing), "metrics": [asdict(m) for m in r.metrics],
+                "em_flips": asdict(r.em_flips) if r.em_flips else None,
+                "citation_flips": asdict(r.citation_flips), "notes": list(r.notes), "sort_metric": r.sort_metric,
+                "items": (r.items if items is None else r.items.head(items)).to_dict("records"),
+            } for r in self.runs],
+            "bias": [{
+                "measure": b.measure, "runs_a": [x.run_id for x in b.runs_a], "runs_b": [x.run_id for x in b.runs_b],
+                "pairing": asdict(b.pairing), "metrics": [asdict(m) for m in b.metrics],
+            } for b in self.bias],
+        })
+
+
+def metric_table(metrics: tuple[MetricComparison, ...]) -> pd.DataFrame:
+    """MetricComparisons as rows; the equivalence test as margin and tost_p columns."""
+    import pandas as pd
+
+    rows = []
+    for m in metrics:
+        row = asdict(m)
+        eq = row.pop("equivalence")
+        row["margin"] = eq["margin"] if eq else None
+        row["tost_p"] = eq["p"] if eq else None
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*(f for f in MetricComparison.__dataclass_fields__ if f != "equivalence"),
+                                       "margin", "tost_p"])
+
+
+def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
+    """Compare B against A (see the module docstring) in the store `db` (a path or a
+    store.db.Database; default: $PATTRIEVAL_DB or results/pattrieval.duckdb). User mistakes
+    raise UserError."""
+    from engine.paths import default_db_path
+    from store.compare_reads import resolve_side
+
+    _check(request)
+    db = default_db_path() if db is None else db
+    side_a = resolve_side(db, request.a)
+    side_b = resolve_side(db, request.b)
+    for side in (side_a, side_b):
+        if side is None:
+            raise UserError(f"'{(request.a if side is side_a else request.b)}' is neither a run id nor an experiment "
+                            "(id or name, optionally with :vanilla, :base or :cf); see `python -m engine list --runs`")
+        if not side.runs:
+            mode = side.reference.rpartition(":")[2]
+            has = ", ".join(sorted({r.rag_mode for r in side.ignored})) or "none"
+            raise UserError(f"'{side.reference}' names no {mode} run (its experiment has: {has})")
+    pairs = _pairs(side_a, side_b)
+    runs = tuple(_compare_runs(db, request, title, ra, rb) for title, ra, rb in pairs)
+    bias: tuple[BiasComparison, ...] = ()
+    if side_a.kind == side_b.kind == "experiment":
+        bias = tuple(_compare_bias(db, request, measure, side_a, side_b) for measure, (m1, m2) in BIAS_MODES.items()
+                     if all(m in side.runs for side in (side_a, side_b) for m in (m1, m2)))
+    return Comparison(request, side_a, side_b, runs, bias)
+
+
+def _check(request: CompareRequest) -> None:
+    unknown = [m for m in request.metrics if m not in METRICS]
+    if unknown:
+        raise UserError(f"unknown metric {', '.join(unknown)}; choose from {', '.join(METRICS)}")
+    if not request.metrics:
+        raise UserError("give at least one metric")
+    if not MIN_RESAMPLES <= request.resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {request.resamples}")
+    if request.seed < 0:
+        raise UserError(f"--seed must be 0 or more, not {request.seed}")
+    margin = request.equivalence_margin
+    if margin is not None and not (math.isfinite(margin) and margin > 0):
+        raise UserError(f"--equivalence-margin must be a positive number (in points for shares), not {margin}")
+
+
+def _pairs(side_a: Side, side_b: Side) -> list[tuple[str, CompareRun, CompareRun]]:
+    """Which runs to compare: the two runs; mode by mode for two experiments; a single run
+    against the same mode of an experiment."""
+    if side_a.kind != "experiment" and side_b.kind != "experiment":
+        (ra,), (rb,) = side_a.runs.values(), side_b.runs.values()
+        return [("runs" if ra.rag_mode != rb.rag_mode else ra.rag_mode, ra, rb)]
+    if side_a.kind == side_b.kind == "experiment":
+        modes = [m for m in MODES if m in side_a.runs and m in side_b.runs]
+        if not modes:
+            raise UserError(f"experiments '{side_a.reference}' ({', '.join(side_a.runs)}) and '{side_b.reference}' "
+                            f"({', '.join(side_b.runs)}) have no mode in common")
+        return [(m, side_a.runs[m], side_b.runs[m]) for m in modes]
+    single, whole = (side_a, side_b) if side_b.kind == "experiment" else (side_b, side_a)
+    (run,) = single.runs.values()
+    if run.rag_mode not in whole.runs:
+        raise UserError(f"experiment '{whole.reference}' has no {run.rag_mode} run to compare with run {run.run_id} "
+                        f"(it has {', '.join(whole.runs)})")
+    other = whole.runs[run.rag_mode]
+    ra, rb = (run, other) if single is side_a else (other, run)
+    return [(run.rag_mode, ra, rb)]
+
+
+def _notes(runs: tuple[CompareRun, ...], names: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for name, run in zip(names, runs):
+        if run.status != "complete":
+            planned = f" of {run.n_items}" if run.n_items is not None else ""
+            out.append(f"{name}: run {run.run_id} is {run.status} ({run.n_done}{planned} items stored); "
+                       "compared on the items stored so far")
+    return tuple(out)
+
+
+def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...], with_citations: bool) -> PairedItems:
+    from store.compare_reads import read_paired
+
+    paired = read_paired(db, runs, pair_by_id=request.pair_by_id, with_citations=with_citations)
+    if not paired.item_ids:
+        held = " and ".join(f"run {r.run_id} holds {r.n_done}" for r in runs)
+        raise UserError(f"no item is held by all of {', '.join(r.run_id for r in runs)} ({held}): nothing to pair")
+    return paired
+
+
+def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: CompareRun, run_b: CompareRun) -> RunComparison:
+    import pandas as pd
+
+    paired = _read(db, request, (run_a, run_b), with_citations=True)
+    a, b = paired.metrics
+    metrics = compare_metrics(a, b, request.metrics, margin=request.equivalence_margin, n_resamples=request.resamples,
+                              seed=request.seed, permutations=request.permutations)
+    compared = [m.metric for m in metrics]
+    sort_metric = "f1" if "f1" in compared else (compared[0] if compared else request.metrics[0])
+    columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
+    for name in request.metrics:
+        scale = METRICS[name].scale
+        columns[f"{name}_a"] = a[name] * scale
+        columns[f"{name}_b"] = b[name] * scale
+        columns[f"{name}_diff"] = (b[name] - a[name]) * scale
+    items = pd.DataFrame(columns)
+    order = np.argsort(-np.nan_to_num(np.abs(items[f"{sort_metric}_diff"].to_numpy()), nan=-1.0), kind="stable")
+    items = items.iloc[order].reset_index(drop=True)
+    flips = em_flips(a["exact_match"], b["exact_match"])
+    return RunComparison(
+        title, run_a, run_b, Pairing(len(paired.item_ids), paired.left_out[0], paired.left_out[1], paired.pair_by_id),
+        metrics, flips if flips.n else None, citation_flips(paired.citations), items, sort_metric,
+        _notes((run_a, run_b), ("A", "B")) + tuple(
+            f"{name}: no paired item has a value in both runs; left out" for name in request.metrics
+            if name not in compared),
+    )
+
+
+def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Side, side_b: Side) -> BiasComparison:
+    import pandas as pd
+
+    m1, m2 = BIAS_MODES[measure]
+    runs = (side_a.runs[m1], side_a.runs[m2], side_b.runs[m1], side_b.runs[m2])
+    paired = _read(db, request, runs, with_citations=False)
+    columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
+    results = []
+    for name in BIAS_METRICS:
+        per_item = []
+        for first, second in (paired.metrics[:2], paired.metrics[2:]):
+            d = first[name] - second[name]
+            per_item.append(np.abs(d) if measure == "CAS" else d)
+        spec = MetricSpec(f"{measure}_{name}", f"{measure} {METRICS[name].label}", False, 100.0)
+        results.append(compare_metric(spec, per_item[0], per_item[1], margin=request.equivalence_margin,
+                                      n_resamples=request.resamples, seed=request.seed,
+                                      permutations=request.permutations))
+        columns[f"{spec.name}_a"] = per_item[0] * 100
+        columns[f"{spec.name}_b"] = per_item[1] * 100
+        columns[f"{spec.name}_diff"] = (per_item[1] - per_item[0]) * 100
+    left = paired.left_out
+    return BiasComparison(measure, runs[:2], runs[2:],
+                          Pairing(len(paired.item_ids), max(left[:2]), max(left[2:]), paired.pair_by_id),
+                          with_holm(results), pd.DataFrame(columns))
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or Infinity: undefined statistics become None (recursively)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

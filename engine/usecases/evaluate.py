@@ -1,0 +1,94 @@
+"""The metrics of stored answers as DataFrames, for notebooks (engine.api): per item, per run, and
+CAS/CAB per experiment. The store's SQL views are the truth (query_metrics, run_metrics, bias),
+so a notebook reads the very numbers the CLI and the app print.
+
+`evaluate_answers` is the in-memory path: answers held in Python (another system's, say) are
+imported into a store (a throwaway one for db=":memory:") and read back through the same views.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from engine.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MEMORY = ":memory:"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The metrics of some runs, as the store's views give them."""
+
+    items: pd.DataFrame  # query_metrics: one row per stored answer
+    runs: pd.DataFrame  # run_metrics: one row per run
+    bias: pd.DataFrame  # the bias view: CAS and CAB per experiment and metric (empty without two modes)
+    experiment_ids: tuple[str, ...]
+
+
+def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None = None) -> Evaluation:
+    """The metrics of one run, or of every run of an experiment (id or name), in a store file;
+    one line for an unknown run or experiment."""
+    import pandas as pd
+
+    from engine.usecases.bias import unknown_experiment
+    from store.queries import bias_table, explain_runs, metrics_for_run, run_metric_table
+
+    path = Path(db)
+    if str(db) == MEMORY or not path.is_file():
+        raise UserError(f"no database at {db} (evaluate_answers stores answers held in memory)")
+    if (experiment is None) == (run is None):
+        raise ValueError("give exactly one of experiment and run")
+    runs = explain_runs(path, experiment=experiment, run=run)
+    if runs is None:
+        raise UserError(unknown_experiment(path, experiment) if experiment is not None else f"no run '{run}' in {path}")
+    run_ids = [r.run_id for r in runs]
+    experiment_ids = tuple(dict.fromkeys(r.experiment_id for r in runs))
+    frames = [metrics_for_run(path, run_id) for run_id in run_ids]
+    items = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    table = run_metric_table(path, status=None)
+    bias = [bias_table(path, e) for e in experiment_ids]
+    return Evaluation(
+        items=items,
+        runs=table[table["run_id"].isin(run_ids)].reset_index(drop=True),
+        bias=pd.concat(bias, ignore_index=True) if bias else pd.DataFrame(),
+        experiment_ids=experiment_ids,
+    )
+
+
+def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], *, db: Path | str = MEMORY,
+                     name: str = "imported", metadata: Any = None, experiment: str | None = None) -> Evaluation:
+    """The metrics of answers held in memory: `answers` maps a mode (vanilla, base, cf) to its rows
+    ({"item_id", "answer", "shown_doc_ids"?}, as `python -m engine import` reads them); base and
+    cf need `metadata` (engine.prompts.metadata_type or import_metadata). The answers go into one
+    experiment of the store `db`; ":memory:" keeps them in a throwaway store, deleted on return.
+    `dataset` is an engine.data.Dataset (engine.api.load_dataset)."""
+    import uuid
+
+    from engine.types import MODES
+
+    unknown = [m for m in answers if m not in MODES]
+    if unknown:
+        raise UserError(f"unknown mode '{unknown[0]}' (modes: {', '.join(MODES)})")
+    if not answers:
+        raise UserError("no answers to evaluate")
+    experiment = experiment or uuid.uuid4().hex[:12]
+    if str(db) != MEMORY:
+        return _import_and_evaluate(Path(db), dataset, answers, name, metadata, experiment)
+    with tempfile.TemporaryDirectory(prefix="pattrieval-") as folder:
+        return _import_and_evaluate(Path(folder) / "answers.duckdb", dataset, answers, name, metadata, experiment)
+
+
+def _import_and_evaluate(path: Path, dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], name: str,
+                         metadata: Any, experiment: str) -> Evaluation:
+    from engine.usecases.import_answers import ImportRequest, import_answers
+
+    for mode in sorted(answers, key=("vanilla", "base", "cf").index):
+        rows = tuple(dict(r) for r in answers[mode])
+        import_answers(ImportRequest(dataset, rows, path, name, mode, experiment, metadata))
+    return evaluate(path, experiment=experiment)

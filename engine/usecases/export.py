@@ -1,0 +1,36 @@
+"""Export the chosen experiments' per-item results as CSV or Parquet: `python -m engine export` and
+engine.api. The file is written by store.export under a temporary name and renamed into place;
+an existing file is replaced only when asked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """Which experiments (ids or names) to write where; `format` None: from the file's suffix."""
+
+    db: Path
+    experiments: tuple[str, ...]
+    out: Path
+    format: str | None = None
+    force: bool = False  # replace `out` if it exists
+
+
+def export(request: ExportRequest):
+    """Write the file; store.export.ExportResult says what was written. One line for an unknown
+    experiment (naming the newest ones) or a file name that names no format."""
+    from engine.errors import UserError
+    from engine.usecases.bias import unknown_experiment
+    from store.export import export_results, format_from_suffix
+    from store.queries import UnknownExperiment
+
+    fmt = request.format or format_from_suffix(request.out)
+    if fmt is None:
+        raise UserError(f"give --format csv or parquet (the name {request.out} does not say which)")
+    try:
+        return export_results(request.db, list(request.experiments), fmt, request.out, overwrite=request.force)
+    except UnknownExperiment as err:
+        raise UserError(unknown_experiment(Path(request.db), err.reference)) from err

@@ -1,0 +1,74 @@
+"""How both faces write the numbers and names of a report: p values, the paper's metadata type
+names and order, and Tables 1 and 2 as rows of display strings. One home, so the CLI's
+`report` and the app's Bias tab (and its plots) print the same cells."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# The paper's Table 2 names and order of the built-in types (engine.prompts.METADATA_TYPES);
+# custom types follow under their own names.
+TYPE_NAMES = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM"}
+TYPE_ORDER = tuple(TYPE_NAMES)
+# Table 2 stars a CAB whose paired t-test gives p below this.
+SIGNIFICANCE = 0.05
+
+
+def format_p(p: float | None) -> str:
+    """A p value as people read it."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt(x: float | None, spec: str) -> str:
+    """A number in `spec`, "-" when missing."""
+    return "-" if x is None else format(x, spec)
+
+
+def type_name(name: str | None) -> str:
+    """A metadata type as Table 2 names it; "-" for none."""
+    return TYPE_NAMES.get(name or "", name or "-")
+
+
+def cab_cell(value: float | None, p: float | None) -> str:
+    """A CAB as Table 2 writes it: +12.3, with * where p < SIGNIFICANCE."""
+    if value is None:
+        return "-"
+    star = "*" if p is not None and p < SIGNIFICANCE else ""
+    return f"{value:+.1f}{star}"
+
+
+def labels_cell(row: dict[str, Any]) -> str:
+    if row.get("label_a") and row.get("label_b"):
+        return f"{row['label_a']} vs {row['label_b']}"
+    return "label A vs label B"
+
+
+def many_datasets(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> bool:
+    """Whether the rows span datasets (the tables then get a dataset column)."""
+    return len({r["dataset_sha"] or r["dataset"] for r in rows1 + rows2}) > 1
+
+
+def single_dataset(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> str | None:
+    """The one dataset all rows share (the tables then have no dataset column), else None."""
+    datasets = {r["dataset"] for r in rows1 + rows2}
+    return datasets.pop() if len(datasets) == 1 and not many_datasets(rows1, rows2) else None
+
+
+def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> tuple[list[list[str]], list[list[str]]]:
+    """Both tables as header + rows of display strings."""
+    many = many_datasets(rows1, rows2)
+    head1 = ["Answer generator"] + (["Dataset"] if many else []) + ["Relevant", "Non-relevant", "Precision", "Recall", "EM"]
+    body1 = []
+    for r in rows1:
+        body1.append([r["model"]] + ([r["dataset"]] if many else []) + [
+            r["relevant"], r["non_relevant"], fmt(r["precision"], ".1f"), fmt(r["recall"], ".1f"), fmt(r["em"], ".3f")])
+    head2 = ["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else []) + [
+        "CAB Δ Precision", "CAB Δ Recall"]
+    body2 = []
+    for r in rows2:
+        body2.append([type_name(r["metadata_type"]), labels_cell(r), r["model"]] + ([r["dataset"]] if many else []) + [
+            cab_cell(r["precision"], r["precision_p"]), cab_cell(r["recall"], r["recall_p"])])
+    return [head1] + body1, [head2] + body2

@@ -1,0 +1,330 @@
+"""The paper's tables from the store: Table 1 (quality, EM) and Table 2 (CAB) rows, the AttrScore
+and Prompt 5 rows beside them, and the self-interpretation blocks (`--layout xai`). The data
+behind `python -m engine report`, the app's Bias tab and engine.api; how they are printed is
+the faces' (engine.usecases.formatting holds what both print alike).
+
+Table 1: model x metadata label (of relevant / non-relevant documents; "-" for vanilla) ->
+citation precision and recall (x100) and EM. Table 2: metadata type x model -> CAB on precision
+and recall (x100) with the paired t-test's p. Where several complete runs fall on one row (say,
+vanilla runs of a gender and a race experiment), the newest is shown. Datasets are named by
+file name and content hash prefix, never by the path as typed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.types import MODES, ORDERS, XAI_VARIANTS
+from engine.usecases.formatting import TYPE_ORDER
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _value(x: Any) -> float | None:
+    return None if _missing(x) else float(x)
+
+
+def _dataset(rec: dict[str, Any]) -> str:
+    return rec.get("dataset_label") or rec.get("dataset") or "-"
+
+
+def table1(runs: Any) -> list[dict[str, Any]]:
+    """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first)."""
+    newest: dict[tuple, dict[str, Any]] = {}
+    for rec in runs.to_dict("records"):
+        rel = rec["label_relevant"] if rec["rag_mode"] != "vanilla" else None
+        non = rec["label_nonrelevant"] if rec["rag_mode"] != "vanilla" else None
+        if rec["rag_mode"] != "vanilla" and _missing(rel):
+            rel, non = f"{rec['metadata_type'] or '?'} {rec['rag_mode']}", None
+        key = (rec["model"], rec["dataset_sha"], rel or "-", non or "-")
+        newest.pop(key, None)  # re-insert so the newest run also decides the row's position
+        newest[key] = {
+            "model": rec["model"],
+            "dataset": _dataset(rec),
+            "dataset_sha": rec["dataset_sha"],
+            "relevant": rel or "-",
+            "non_relevant": non or "-",
+            "precision": None if _missing(rec["precision"]) else 100 * rec["precision"],
+            "recall": None if _missing(rec["recall"]) else 100 * rec["recall"],
+            "em": _value(rec["exact_match"]),
+            "n": int(rec["n"]),
+            "run_id": rec["run_id"],
+            "experiment_id": rec["experiment_id"],
+        }
+    models = list(dict.fromkeys(row["model"] for row in newest.values()))
+    # The paper's order: per model, the vanilla row first, then labelled rows as they came.
+    return sorted(newest.values(), key=lambda r: (models.index(r["model"]), r["relevant"] != "-"))
+
+
+def table2(bias: Any) -> list[dict[str, Any]]:
+    """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): the newest experiment wins."""
+    experiments: dict[str, dict[str, Any]] = {}
+    for rec in bias.to_dict("records"):
+        if rec["measure"] != "CAB":
+            continue
+        exp = experiments.setdefault(rec["experiment_id"], {
+            "metadata_type": rec["metadata_type"],
+            "label_a": None if _missing(rec.get("label_a")) else rec.get("label_a"),
+            "label_b": None if _missing(rec.get("label_b")) else rec.get("label_b"),
+            "model": rec["model"],
+            "dataset": _dataset(rec),
+            "dataset_sha": rec.get("dataset_sha"),
+            "experiment_id": rec["experiment_id"],
+        })
+        exp[rec["metric"]] = _value(rec["value"])
+        exp[f"{rec['metric']}_p"] = _value(rec["p"])
+        exp["n"] = int(rec["n"])
+        if rec["n"] != rec["n_a"] or rec["n"] != rec["n_b"]:
+            exp["note"] = f"paired {rec['n']} of {rec['n_a']}/{rec['n_b']} items"
+    newest: dict[tuple, dict[str, Any]] = {}
+    for exp in experiments.values():
+        key = (exp["metadata_type"], exp["label_a"], exp["label_b"], exp["model"], exp["dataset_sha"] or exp["dataset"])
+        newest.pop(key, None)
+        newest[key] = exp
+    order = {t: i for i, t in enumerate(TYPE_ORDER)}
+    models = list(dict.fromkeys(e["model"] for e in newest.values()))
+    rows = sorted(newest.values(), key=lambda e: (order.get(e["metadata_type"], len(order)), str(e["metadata_type"]),
+                                                   models.index(e["model"])))
+    return [{k: r.get(k) for k in ("metadata_type", "label_a", "label_b", "model", "dataset", "dataset_sha", "precision",
+                                   "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
+
+
+def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
+
+    Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
+    cost the same in a store of a million answers as alone (the app's Bias tab).
+    """
+    from store.queries import report_bias_rows, table1_runs
+
+    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
+
+
+VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
+
+
+def verification_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
+    """Per complete run shown and judge model: the verification_shares row; empty without any."""
+    from store.queries import verification_shares
+
+    if runs.empty:
+        return []
+    meta = {r["run_id"]: r for r in runs.to_dict("records")}
+    out = []
+    for run_id, judge, mode, n, *shares in verification_shares(path, list(meta)):
+        rec = meta[run_id]
+        out.append({"run_id": run_id, "model": rec.get("model"), "metadata_type": rec.get("metadata_type"),
+                    "rag_mode": mode, "judge_model": judge, "n_citations": int(n),
+                    **{f"{c}_share": float(v) for c, v in zip(VERIFICATION_CLASSES, shares)}})
+    return out
+
+
+def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
+    """Per complete run shown and explainer model: the explanation_rates row; empty without any."""
+    from store.queries import explanation_rates
+
+    if runs.empty:
+        return []
+    meta = {r["run_id"]: r for r in runs.to_dict("records")}
+    return [
+        {"run_id": run_id, "model": meta[run_id].get("model"), "metadata_type": meta[run_id].get("metadata_type"),
+         "rag_mode": mode, "explainer_model": explainer, "n_explanations": int(n),
+         "n_mention_label": int(n_label), "label_share": float(share)}
+        for run_id, explainer, mode, n, n_label, share in explanation_rates(path, list(meta))
+    ]
+
+
+def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
+    """Whether --dataset WANTED names a dataset: its file name, or a prefix of its content hash."""
+    wanted = wanted.strip()
+    if isinstance(name, str) and name and name in (wanted, Path(wanted).name):
+        return True
+    prefix = wanted.lower()
+    return len(prefix) >= 4 and all(c in "0123456789abcdef" for c in prefix) and str(sha or "").startswith(prefix)
+
+
+def narrow(frame: Any, experiment: str | None = None, model: str | None = None, dataset: str | None = None) -> Any:
+    """The rows of a run_metrics or bias frame of this experiment (id), model and dataset (as
+    `dataset_matches` reads it); None: any."""
+    if frame.empty:
+        return frame
+    keep = [True] * len(frame)
+    for i, rec in enumerate(frame.to_dict("records")):
+        if experiment is not None and rec["experiment_id"] != experiment:
+            keep[i] = False
+        elif model is not None and rec["model"] != model:
+            keep[i] = False
+        elif dataset is not None and not dataset_matches(dataset, rec.get("dataset_name"), rec.get("dataset_sha")):
+            keep[i] = False
+    return frame[keep]
+
+
+def check_filters(path: Path, all_runs: Any, experiment: str | None, model: str | None, dataset: str | None) -> None:
+    """UserError, naming what there is, when a filter matches no complete run (or no run at all)."""
+    from engine.usecases.bias import unknown_experiment
+    from engine.errors import UserError
+
+    if experiment is not None and not (all_runs["experiment_id"] == experiment).any():
+        raise UserError(unknown_experiment(path, experiment))
+    records = [r for r in all_runs.to_dict("records") if r["status"] == "complete"]
+    if model is not None and not any(r["model"] == model for r in records):
+        known = ", ".join(sorted({str(r["model"]) for r in records})) or "none"
+        raise UserError(f"no complete run of model '{model}' in {path} (models with complete runs: {known})")
+    if dataset is not None and not any(dataset_matches(dataset, r["dataset_name"], r["dataset_sha"]) for r in records):
+        known = ", ".join(sorted({str(r["dataset_label"]) for r in records})) or "none"
+        raise UserError(f"no complete run on dataset '{dataset}' in {path} (datasets with complete runs: {known})")
+
+
+def study_experiments(path: Path, study: str | None) -> list[str] | None:
+    """The experiment ids of --study, or None without it; an unknown study is refused in one line."""
+    if study is None:
+        return None
+    from engine.errors import UserError
+    from store.queries import study_experiment_ids, study_listing
+
+    ids = study_experiment_ids(path, study)
+    if ids is None:
+        known = ", ".join(s.name for s in study_listing(path)[:5]) or "none yet (run with comma lists or --study)"
+        raise UserError(f"no study '{study}' in {path}; studies: {known}")
+    return ids
+
+
+# ---------------------------------------------------------------- --layout xai
+# The self-interpretation study's tables (Garigliotti's Tables 2 to 4): one block per model, XAI
+# variant and few-shot count (and dataset, when the runs span several); in each block one row
+# per cut-off x order x condition (vanilla, or metadata type and mode) with answer recall,
+# citation precision, citation recall and citation F1 (x100). A vanilla run copied from another
+# (a study's shared vanilla, config `shared_from`) is shown once, as the run it was copied from.
+
+XAI_METRICS = (("answer_recall", "answer recall"), ("precision", "citation precision"),
+           ("recall", "citation recall"), ("f1", "citation F1"))
+
+
+def _int_or_none(x: Any) -> int | None:
+    value = _value(x)
+    return None if value is None else int(value)
+
+
+def xai_blocks(runs: list[dict[str, Any]], settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Blocks from run_metrics records (complete runs) and run_prompt_settings records."""
+    by_run = {s["run_id"]: s for s in settings}
+    present = {r["run_id"] for r in runs}
+    many_datasets = len({r.get("dataset_sha") for r in runs}) > 1
+    blocks: dict[tuple, dict[str, Any]] = {}
+    for rec in runs:
+        s = by_run.get(rec["run_id"], {})
+        shared = s.get("shared_from")
+        if isinstance(shared, str) and shared in present:
+            continue  # the same answers as its source, which is shown
+        xai, few_shot = s.get("xai") or "none", _int_or_none(s.get("few_shot")) or 0
+        dataset = rec.get("dataset_label") if many_datasets else None
+        key = (rec["model"], dataset, xai, few_shot)
+        block = blocks.setdefault(key, {"model": rec["model"], "dataset": dataset, "xai": xai,
+                                        "few_shot": few_shot, "rows": []})
+        mode = rec["rag_mode"]
+        condition = "vanilla" if mode == "vanilla" else f"{rec.get('metadata_type') or '?'} {mode}"
+        row = {"top_k": _int_or_none(s.get("top_k")), "order": s.get("order") or "ranked", "condition": condition,
+               "mode": mode, "n": _int_or_none(rec.get("n")) or 0, "run_id": rec["run_id"],
+               "experiment_id": rec["experiment_id"]}
+        for column, _ in XAI_METRICS:
+            value = _value(rec.get(column))
+            row[column] = None if value is None else value * 100
+        block["rows"].append(row)
+
+    def row_order(row: dict[str, Any]) -> tuple:
+        k = row["top_k"]
+        return (k is None, k or 0, ORDERS.index(row["order"]) if row["order"] in ORDERS else len(ORDERS),
+                MODES.index(row["mode"]) if row["mode"] in MODES else len(MODES), row["condition"])
+
+    def block_order(item: tuple) -> tuple:
+        (model, dataset, xai, few_shot), _ = item
+        return (str(model), str(dataset), XAI_VARIANTS.index(xai) if xai in XAI_VARIANTS else len(XAI_VARIANTS), few_shot)
+
+    out = []
+    for _, block in sorted(blocks.items(), key=block_order):
+        block["rows"].sort(key=row_order)
+        block["best"] = {
+            column: max((r[column] for r in block["rows"] if r[column] is not None), default=None)
+            for column, _ in XAI_METRICS
+        }
+        out.append(block)
+    return out
+
+
+# ---------------------------------------------------------------- the report, as one request
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """Which complete runs the report covers: all, or those of an experiment (id or name), a
+    model, a dataset (file name or hash prefix) or a study; `table` "1", "2" or "all"."""
+
+    db: Path
+    table: str = "all"
+    experiment: str | None = None
+    model: str | None = None
+    dataset: str | None = None
+    study: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """Rows of Tables 1 and 2, and of verification and explanations (only in the full report)."""
+
+    table1: list[dict[str, Any]]
+    table2: list[dict[str, Any]]
+    verification: list[dict[str, Any]]
+    explanations: list[dict[str, Any]]
+    runs: Any  # the complete runs covered (run_metrics rows, a DataFrame, oldest first)
+    experiment: str | None  # the request's experiment as an id
+
+
+def _covered_runs(request: ReportRequest) -> tuple[Any, str | None, list[str] | None]:
+    """(the complete runs the request covers, its experiment as an id, its study's experiments);
+    a filter that matches nothing is refused in one line naming what there is."""
+    from store.queries import resolve_experiment, run_metric_table
+
+    path = Path(request.db)
+    experiment = request.experiment
+    if experiment is not None:
+        # A `run --experiment` name works as well as the id; an unknown one is refused below.
+        experiment = resolve_experiment(path, experiment) or experiment
+    all_runs = run_metric_table(path, status=None)
+    check_filters(path, all_runs, experiment, request.model, request.dataset)
+    runs = narrow(all_runs[all_runs["status"] == "complete"], experiment, request.model, request.dataset)
+    study = study_experiments(path, request.study)
+    if study is not None:
+        runs = runs[runs["experiment_id"].isin(study)]
+    return runs, experiment, study
+
+
+def report_tables(request: ReportRequest) -> ReportTables:
+    """The paper's tables for the runs the request covers."""
+    from store.queries import bias_table
+
+    path = Path(request.db)
+    runs, experiment, study = _covered_runs(request)
+    rows1 = table1(runs) if request.table in ("1", "all") else []
+    bias = narrow(bias_table(path, experiment), experiment, request.model, request.dataset)
+    if study is not None and not bias.empty:
+        bias = bias[bias["experiment_id"].isin(study)]
+    rows2 = table2(bias) if request.table in ("2", "all") else []
+    # Only where `verify` / `explain` stored some, and only in the full report: the output is
+    # otherwise what it was before verification existed.
+    verification = verification_rows(path, runs) if request.table == "all" else []
+    explanations = explanation_rows(path, runs) if request.table == "all" else []
+    return ReportTables(rows1, rows2, verification, explanations, runs, experiment)
+
+
+def report_xai_blocks(request: ReportRequest) -> list[dict[str, Any]]:
+    """The self-interpretation blocks for the runs the request covers (`table` is not read)."""
+    from store.queries import run_prompt_settings
+
+    runs, _, _ = _covered_runs(request)
+    settings = run_prompt_settings(Path(request.db), runs["run_id"].tolist()).to_dict("records")
+    return xai_blocks(runs.to_dict("records"), settings)

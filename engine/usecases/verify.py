@@ -1,0 +1,93 @@
+"""Verify stored answers (AttrScore): the one loop behind `python -m engine verify` and engine.api.
+
+Every (answer sentence, cited document) pair is judged attributable, extrapolatory or
+contradictory (engine.verify). As in engine.usecases.explain, `plan_verify` reads the store only
+and refuses in one line what cannot be done; `run_verify` loads the judge, checks every prompt's
+length before the first write, then commits each batch on its own, so the same request again
+judges only the pairs the same judge has not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.usecases.explain import (
+    JudgePlan,
+    JudgeResult,
+    Load,
+    Progress,
+    RunDone,
+    RunTodo,
+    Stage,
+    Stop,
+    answered_runs,
+    check_request,
+    generate_plan,
+    judge_model,
+    load_judge,
+)
+
+# Top alternatives recorded per step: enough that every tokenization of the three class words
+# the judge ranks plausibly ("Att", " Att", "**Att", "attrib", ...) is among them.
+TOP_N = 20
+
+VerifyPlan = JudgePlan
+VerifyResult = JudgeResult
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """Which answers' citations to judge, and by which judge (default: the model that answered)."""
+
+    db: Path
+    experiment: str | None = None  # id or name; or else `runs`
+    runs: tuple[str, ...] = ()
+    model: str | None = None  # Hugging Face id, local folder or 'smoke'; None: the model that answered
+    label: str | None = None  # the judge's name as stored, when `model` is already resolved
+    limit: int | None = None  # only each run's first N answers
+    batch_size: int = 8
+    max_new_tokens: int = 16
+    quantize: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+
+
+def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPlan:
+    """The (sentence, cited document) pairs still to judge by the chosen judge; reads the store only."""
+    from engine.verify import sources_to_verify
+    from store.queries import answers_to_verify
+
+    check_request(request)
+    answered = answered_runs(request, "verify", stop)
+    model, label = judge_model(request, answered)
+    todo = tuple(RunTodo(run, tuple(sources_to_verify(answers_to_verify(request.db, run, label, request.limit))))
+                 for run in answered)
+    return JudgePlan(Path(request.db), todo, model, label, sum(len(s.claims) for t in todo for s in t.sources))
+
+
+def run_verify(plan: VerifyPlan, request: VerifyRequest, *, load: Load | None = None,
+               progress: Progress | None = None, stop: Stop | None = None,
+               stage: Stage | None = None) -> VerifyResult:
+    """Judge what `plan` holds and store each batch as it finishes; loads nothing when nothing
+    is to do. `progress(n)` counts judged pairs."""
+    from engine.generate import GenerationConfig
+    from engine.verify import source_prompts, verify_batches
+    from store.verification_store import VerificationStore
+
+    if plan.n_todo == 0:
+        return JudgeResult(plan.label, plan.experiment_id, tuple(RunDone(t.run, 0) for t in plan.runs), 0)
+    store = VerificationStore(plan.db)
+    config = GenerationConfig(max_new_tokens=request.max_new_tokens, batch_size=request.batch_size, top_n_logprobs=TOP_N)
+    return generate_plan(
+        plan, what="verification", unit="verification", doing="verifying", max_new_tokens=request.max_new_tokens,
+        prompts=lambda t: ((s, p) for s in t.sources for p in source_prompts(s)),
+        batches=lambda loaded, t: verify_batches(loaded, t.sources, plan.label, config, store.write_batch),
+        load=load or load_judge(request), progress=progress, stop=stop, stage=stage,
+    )
+
+
+def verify(request: VerifyRequest, *, load: Load | None = None, progress: Progress | None = None,
+           stop: Stop | None = None, stage: Stage | None = None) -> VerifyResult:
+    """Plan and verify in one call (engine.api's entry)."""
+    return run_verify(plan_verify(request, stop=stop), request, load=load, progress=progress, stop=stop, stage=stage)

@@ -1,0 +1,118 @@
+"""The one read shape every query module uses, and the SQL fragments several of them share.
+
+`fetch` opens a short read-only transaction (store.db: the same connection handling as every
+access), runs one statement and maps its rows; `reading` is the same transaction for a function
+that needs several statements; `fetch_frame` returns a DataFrame.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+import duckdb
+import numpy as np
+
+from engine.types import MODES
+from store.db import DbLike, as_database
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+
+# Columns shown in run listings; the full record (provenance, config) comes from get_run.
+RUN_COLUMNS = """
+  r.run_id, r.experiment_id, r.created_utc, r.finished_utc, r.status, r.model,
+  r.quantization, r.dataset, r.metadata_type, r.rag_mode, r.seed, r.prompt_version,
+  r.n_items, coalesce(d.n_done, 0) AS n_done
+"""
+# An experiment by id, or by the name `run --experiment NAME` gave it.
+RESOLVE_EXPERIMENT = (
+    "SELECT experiment_id FROM runs WHERE experiment_id = $ref "
+    "UNION ALL SELECT experiment_id FROM experiments WHERE name = $ref LIMIT 1"
+)
+DONE = "(SELECT run_id, count(*) AS n_done FROM generations GROUP BY run_id)"
+
+
+def mode_order(column: str) -> str:
+    """A SQL expression sorting modes in engine.types.MODES order (unknown modes last)."""
+    cases = " ".join(f"WHEN '{mode}' THEN {i}" for i, mode in enumerate(MODES))
+    return f"CASE {column} {cases} ELSE {len(MODES)} END"
+
+
+MODE_ORDER = mode_order("r.rag_mode")
+
+
+@contextmanager
+def reading(db: DbLike) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One short read-only transaction on `db` (a path, a Database or a RunStore)."""
+    with as_database(db).connect(read_only=True) as conn:
+        yield conn
+
+
+def fetch(db: DbLike, sql: str, params: Any = None, *, into: Callable[..., T] | None = None) -> tuple:
+    """Run one statement in a short read-only transaction: its rows as tuples, or each passed
+    to `into` as positional arguments (a dataclass, say); mapped after the connection closed."""
+    with reading(db) as conn:
+        rows = conn.execute(sql, params).fetchall()
+    return tuple(rows) if into is None else tuple(into(*row) for row in rows)
+
+
+def fetch_frame(db: DbLike, sql: str, params: Any = None) -> pd.DataFrame:
+    """Run one statement in a short read-only transaction and return a DataFrame (see frame)."""
+    with reading(db) as conn:
+        return frame(conn.execute(sql, params))
+
+
+def marks(values: list[Any] | tuple[Any, ...]) -> str:
+    """One `?` per value, for `x IN (?, ?, ...)`: a constant list DuckDB pushes into scans."""
+    return ", ".join("?" * len(values))
+
+
+def frame(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The cursor's result as a DataFrame whose list cells are Python lists, not numpy arrays."""
+    result = cursor.df()  # imports pandas
+    plain_columns(result)
+    return result
+
+
+def plain_columns(result: pd.DataFrame) -> None:
+    """Turn the object columns' cells of `result` into plain Python values, in place."""
+    for column in result.columns:
+        if result[column].dtype == object:
+            result[column] = [plain(v) for v in result[column]]
+
+
+def plain(value: Any) -> Any:
+    """Numpy and pandas scalars and arrays as plain Python values (None for missing)."""
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()]
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    pd = sys.modules.get("pandas")  # pandas values exist only where pandas was loaded
+    if pd is not None:
+        if value is pd.NA or value is pd.NaT:
+            return None
+        if isinstance(value, pd.Timestamp):
+            return value.to_pydatetime()
+    return value
+
+
+def rows_of_runs(db: DbLike, view: str, columns: str, then: str, run_ids: list[str]) -> tuple[tuple, ...]:
+    """The rows of a per-run view (its first column run_id) for these runs, in the order of
+    `run_ids`, then by `then`; the runs as constants in an IN list, which DuckDB pushes down."""
+    if not run_ids:
+        return ()
+    rows = fetch(db, f"SELECT {columns} FROM {view} WHERE run_id IN ({marks(run_ids)}) ORDER BY {then}",
+                 list(run_ids))
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    return tuple(sorted(rows, key=lambda r: order[r[0]]))

@@ -1,0 +1,263 @@
+"""Evaluation reads: what `python -m engine bias` and `report` read, and the app's Bias tab.
+
+The views are defined in store/views.sql. `bias_inputs` returns tuples and dataclasses, never
+DataFrames, so `bias` runs without pandas. The tab's reads take several experiments at once and
+filter the views on run ids given as constants (`run_id = ?`, `run_a = ? AND run_b = ?`), which
+DuckDB pushes into their scans; a filter on experiment_id alone, or on a subquery, makes the bias
+and run_metrics views compute every run in the store first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.types import MODES
+from store.db import DbLike
+from store.queries._read import RESOLVE_EXPERIMENT, fetch, fetch_frame, frame, marks, mode_order, reading
+from store.run_scores import live_scores
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class BiasRun:
+    """One run of an experiment, as `bias` reads it."""
+
+    run_id: str
+    rag_mode: str
+    status: str
+    model: str
+    quantization: str | None
+    metadata_type: str | None
+    config: dict[str, Any]
+    dataset: str | None
+    dataset_sha: str
+    dataset_label: str  # file name and content hash prefix, e.g. "sample_nq.jsonl (3f2a9c1d)"
+
+
+@dataclass(frozen=True)
+class BiasInputs:
+    """Everything `bias` needs of one experiment, read in one transaction."""
+
+    experiment_id: str
+    runs: tuple[BiasRun, ...]  # every run, oldest first
+    chosen: dict[str, BiasRun]  # per mode (MODES order), the newest complete run
+    metrics: tuple[tuple[str, str, float, float, float], ...]  # run_id, item_id, precision, recall, f1
+    confidence: tuple[tuple[Any, ...], ...]  # rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations
+
+
+def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
+    """Runs, per-item metrics and citation confidence of one experiment, given by id or name;
+    None if there is no such experiment."""
+    with reading(db) as conn:
+        # Resolved in the same connection: each open costs more than all of bias's queries.
+        found = conn.execute(RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
+        if not found:
+            return None
+        experiment_id = found[0]
+        runs = tuple(
+            BiasRun(*row[:6], json.loads(row[6]) if row[6] else {}, *row[7:])
+            for row in conn.execute(
+                "SELECT run_id, rag_mode, status, model, quantization, metadata_type, config_json, "
+                "dataset, dataset_sha, dataset_label(dataset, dataset_sha) "
+                "FROM runs WHERE experiment_id = ? ORDER BY created_utc, run_id",
+                [experiment_id],
+            ).fetchall()
+        )
+        if not runs:
+            return None
+        newest = {run.rag_mode: run for run in runs if run.status == "complete"}  # oldest first: newest wins
+        chosen = {mode: newest[mode] for mode in MODES if mode in newest}
+        ids = [run.run_id for run in chosen.values()]
+        if not ids:  # no complete run: bias says so; `IN ()` is not SQL
+            return BiasInputs(experiment_id, runs, chosen, (), ())
+        # One placeholder per run: DuckDB pushes `run_id IN (?, ?, ?)` into the views' scans;
+        # `IN (SELECT unnest(?))` is a semi-join above the view, which then reads the whole store.
+        # Ordered: the bootstrap draws items by position, so an order that followed the plan
+        # (parallel hash tables) would give other intervals for the same seed now and then.
+        metrics = conn.execute(
+            f"SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN ({marks(ids)}) "
+            "ORDER BY run_id, item_id",
+            ids,
+        ).fetchall()
+        confidence = conn.execute(
+            "SELECT rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations "
+            f"FROM citation_confidence WHERE run_id IN ({marks(ids)}) "
+            f"ORDER BY {mode_order('rag_mode')}, cited_docs DESC",
+            ids,
+        ).fetchall()
+    return BiasInputs(experiment_id, runs, chosen, tuple(metrics), tuple(confidence))
+
+
+def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
+    """The query_metrics rows of one run (one per stored answer), ordered by item_id."""
+    return fetch_frame(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
+
+
+def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
+    """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
+    with `status` unless it is None."""
+    where = "WHERE status = ?" if status else ""
+    return fetch_frame(
+        db,
+        f"SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
+        f"FROM run_metrics {where} "
+        "ORDER BY created_utc, run_id",
+        [status] if status else None,
+    )
+
+
+def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
+    """bias view rows (CAS and CAB per experiment and metric) with the base run's start time,
+    dataset hash, name and label, and the short names of label A and B."""
+    where = "WHERE b.experiment_id = ?" if experiment_id else ""
+    return fetch_frame(
+        db,
+        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+        "label_short_b(r.config_json, r.metadata_type) AS label_b "
+        "FROM bias b "
+        "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+        f"{where} ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+        [experiment_id] if experiment_id else None,
+    )
+
+
+def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
+    """The short table `run` prints: per run, citation precision/recall/F1 (x100) and EM."""
+    ids = list(dict.fromkeys(run_ids))
+    # One `run_id = ?` per run: DuckDB pushes an equality through run_metrics into the tables,
+    # but neither list_contains nor an IN list (at 1M generations: 0.3 s a run against 12-16 s).
+    runs = " UNION ALL ".join("SELECT * FROM run_metrics WHERE run_id = ?" for _ in ids)
+    return fetch_frame(
+        db,
+        "SELECT run_id, rag_mode AS mode, coalesce(label_relevant, '-') AS relevant_label, n, "
+        "round(100 * precision, 1) AS precision, round(100 * recall, 1) AS recall, "
+        "round(100 * f1, 1) AS f1, round(exact_match, 3) AS em "
+        f"FROM ({runs or 'SELECT * FROM run_metrics WHERE false'}) ORDER BY created_utc",
+        ids,
+    )
+
+
+def report_run_metrics(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """run_metric_table's rows (same columns, oldest first) for the complete runs of these experiments."""
+    with reading(db) as conn:
+        runs = [row[0] for row in conn.execute(
+            "SELECT run_id FROM runs WHERE status = 'complete' AND list_contains(?, experiment_id)",
+            [list(experiment_ids)],
+        ).fetchall()]
+        # One `run_id = ?` per run: DuckDB pushes an equality through run_metrics, not an IN list.
+        union = " UNION ALL ".join("SELECT * FROM run_metrics WHERE run_id = ?" for _ in runs)
+        return frame(conn.execute(
+            "SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
+            f"FROM ({union or 'SELECT * FROM run_metrics WHERE false'}) ORDER BY created_utc, run_id",
+            runs,
+        ))
+
+
+def table1_runs(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """What Table 1 reads of the complete runs of these experiments (report_run_metrics' columns
+    it uses, oldest first): provenance, labels, n, and the mean precision, recall and exact match.
+
+    The means come from run_scores where its row covers every answer the run holds, and are
+    computed for that run alone otherwise: run_metrics works out every metric's interval for
+    each run (0.2 s a run at 1M generations), which Table 1 does not show.
+    """
+    with reading(db) as conn:
+        rows = conn.execute(
+            """
+            WITH chosen AS (SELECT * FROM runs WHERE status = 'complete' AND list_contains($ids, experiment_id)),
+            done AS (SELECT run_id, count(*) AS n_done FROM generations
+                     WHERE run_id IN (SELECT run_id FROM chosen) GROUP BY run_id)
+            SELECT r.run_id, r.experiment_id, r.created_utc, r.model, r.dataset, r.dataset_sha,
+                   dataset_name(r.dataset), dataset_label(r.dataset, r.dataset_sha), r.metadata_type, r.rag_mode,
+                   CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
+                                   WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END,
+                   CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
+                                   WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END,
+                   c.n_answers IS NOT DISTINCT FROM coalesce(d.n_done, 0), c.n_answers, c.precision, c.recall,
+                   c.exact_match
+            FROM chosen r LEFT JOIN done d USING (run_id) LEFT JOIN run_scores c USING (run_id)
+            ORDER BY r.created_utc, r.run_id
+            """,
+            {"ids": list(experiment_ids)},
+        ).fetchall()
+        records = []
+        for *meta, fresh, n, precision, recall, em in rows:
+            if not fresh:
+                n, precision, recall, _f1, em = live_scores(conn, meta[0])
+            records.append((*meta, n or 0, precision, recall, em))
+    import pandas as pd
+
+    return pd.DataFrame.from_records(records, columns=[
+        "run_id", "experiment_id", "created_utc", "model", "dataset", "dataset_sha", "dataset_name", "dataset_label",
+        "metadata_type", "rag_mode", "label_relevant", "label_nonrelevant", "n", "precision", "recall", "exact_match"])
+
+
+def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """bias_table's rows (same columns and order) for these experiments."""
+    with reading(db) as conn:
+        # The runs the bias view pairs: per experiment and mode, the newest complete one.
+        chosen = conn.execute(
+            "SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) FROM runs "
+            "WHERE status = 'complete' AND list_contains(?, experiment_id) GROUP BY ALL ORDER BY ALL",
+            [list(experiment_ids)],
+        ).fetchall()
+        runs: dict[str, dict[str, str]] = {}
+        for experiment_id, mode, run_id in chosen:
+            runs.setdefault(experiment_id, {})[mode] = run_id
+        pairs = [
+            (modes[a], modes[b])
+            for modes in runs.values()
+            for a, b in (("vanilla", "base"), ("base", "cf"))
+            if a in modes and b in modes
+        ]
+        union = " UNION ALL ".join("SELECT * FROM bias WHERE run_a = ? AND run_b = ?" for _ in pairs)
+        return frame(conn.execute(
+            "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+            "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+            "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+            "label_short_b(r.config_json, r.metadata_type) AS label_b "
+            f"FROM ({union or 'SELECT * FROM bias WHERE false'}) b "
+            "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+            "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+            [run for pair in pairs for run in pair],
+        ))
+
+
+@dataclass(frozen=True)
+class ProbabilitySummary:
+    """The citation probabilities of one run's citations to relevant, or to non-relevant, shown documents."""
+
+    run_id: str
+    relevant: bool
+    n: int  # citations with a probability
+    minimum: float
+    q1: float  # quartiles interpolated as quantile_cont (numpy's default) computes them
+    median: float
+    q3: float
+    maximum: float
+    mean: float
+
+
+def citation_probability_summaries(db: DbLike, run_ids: list[str] | tuple[str, ...]) -> tuple[ProbabilitySummary, ...]:
+    """Per run and relevance of the cited document, the spread of citation probabilities; out-of-range
+    numbers (no document) are left out, as in citation_confidence, and runs without probabilities
+    (imported answers) give no row."""
+    ids = list(dict.fromkeys(run_ids))
+    if not ids:
+        return ()
+    return fetch(
+        db,
+        "SELECT run_id, relevant, count(*), min(probability), quantile_cont(probability, [0.25, 0.5, 0.75]), "
+        "max(probability), avg(probability) FROM citations "
+        f"WHERE run_id IN ({marks(ids)}) AND relevant IS NOT NULL AND probability IS NOT NULL "
+        "GROUP BY run_id, relevant ORDER BY run_id, relevant DESC",
+        ids,
+        into=lambda run_id, relevant, n, low, quartiles, high, mean: ProbabilitySummary(
+            run_id, relevant, n, low, quartiles[0], quartiles[1], quartiles[2], high, mean),
+    )

@@ -1,0 +1,121 @@
+"""Engine values as the store's rows: items, generations and citations as list-of-structs
+parameters (one statement per batch), and JSON columns (used by store.run_store)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from engine.types import Citation, Generation, Item, TokenLogprob
+
+
+# Rows travel as one list-of-structs parameter and are unnested by DuckDB: one statement per
+# batch instead of one per row, which is ~20x faster than executemany for list-heavy rows.
+_ITEM_ROW = (
+    "STRUCT(item_id VARCHAR, question VARCHAR, answers VARCHAR[], "
+    "documents STRUCT(id VARCHAR, title VARCHAR, text VARCHAR, relevant BOOLEAN)[])[]"
+)
+
+
+_GENERATION_ROW = (
+    "STRUCT(item_id VARCHAR, prompt VARCHAR, answer VARCHAR, shown_doc_ids VARCHAR[], "
+    "n_prompt_tokens INTEGER, n_tokens INTEGER, finish_reason VARCHAR, token_ids INTEGER[], "
+    "tokens VARCHAR[], logprobs DOUBLE[], top_logprobs VARCHAR)[]"
+)
+
+
+_CITATION_ROW = (
+    "STRUCT(item_id VARCHAR, citation_index INTEGER, position INTEGER, doc_id VARCHAR, "
+    "relevant BOOLEAN, probability DOUBLE)[]"
+)
+
+
+def _put_items(conn, dataset_sha: str, items: Sequence[Item]) -> None:
+    """Insert the items not stored yet under this dataset content."""
+    if not items:
+        return
+    stored = {
+        row[0]
+        for row in conn.execute(
+            "SELECT item_id FROM items WHERE dataset_sha = ?", [dataset_sha]
+        ).fetchall()
+    }
+    rows = []
+    for item in items:
+        if item.id in stored:
+            continue
+        stored.add(item.id)  # a repeated id within `items` keeps its first occurrence
+        rows.append(_item_row(item))
+    if rows:
+        conn.execute(
+            "INSERT INTO items SELECT ?, r.item_id, r.question, r.answers, r.documents "
+            f"FROM (SELECT unnest(?::{_ITEM_ROW}) AS r)",
+            [dataset_sha, rows],
+        )
+
+
+def _item_row(item: Item) -> dict[str, Any]:
+    """One items row as a struct value."""
+    return {
+        "item_id": item.id,
+        "question": item.question,
+        "answers": list(item.answers),
+        "documents": [
+            {"id": d.id, "title": d.title, "text": d.text, "relevant": d.relevant}
+            for d in item.documents
+        ],
+    }
+
+
+def _generation_row(g: Generation) -> dict[str, Any]:
+    """One generations row as a struct value (run_id and timestamp are added in SQL)."""
+    return {
+        "item_id": g.item_id,
+        "prompt": g.prompt,
+        "answer": g.answer,
+        "shown_doc_ids": list(g.shown_doc_ids),
+        "n_prompt_tokens": g.n_prompt_tokens,
+        "n_tokens": g.n_tokens,
+        "finish_reason": g.finish_reason,
+        "token_ids": [t.token_id for t in g.tokens],
+        "tokens": [t.token for t in g.tokens],
+        "logprobs": [t.logprob for t in g.tokens],
+        "top_logprobs": _top_logprobs_json(g.tokens),
+    }
+
+
+def _citation_row(item_id: str, c: Citation) -> dict[str, Any]:
+    """One citations row as a struct value."""
+    return {
+        "item_id": item_id,
+        "citation_index": c.index,
+        "position": c.position,
+        "doc_id": c.doc_id,
+        "relevant": c.relevant,
+        "probability": c.probability,
+    }
+
+
+def _top_logprobs_json(tokens: Sequence[TokenLogprob]) -> str | None:
+    """Per-step alternatives as JSON text; None when no step recorded any."""
+    if not any(t.top for t in tokens):
+        return None
+    return json.dumps(
+        [
+            [{"id": a.token_id, "token": a.token, "logprob": _finite(a.logprob)} for a in t.top]
+            for t in tokens
+        ],
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no -Infinity: a token with zero probability is stored as null."""
+    return value if math.isfinite(value) else None
+
+
+def _to_json(value: Any) -> str:
+    """JSON text for provenance columns; paths and other odd values become strings."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

