@@ -211,9 +211,10 @@ def test_the_wheel_carries_every_module_the_migrations_the_sample_and_both_conso
     modules = _source_files("engine") | _source_files("store") | _source_files("demo")
     assert modules <= names, sorted(modules - names)
     assert not any(n.startswith(("tests/", "scripts/", "data/")) for n in names)
-    # What the code reads at run time: the migrations and the bundled sample, byte for byte.
-    migrations = {p.relative_to(ROOT).as_posix() for p in (ROOT / "store" / "migrations").glob("*.sql")}
-    assert migrations and migrations <= names
+    # What the code reads at run time: the store's SQL (migrations, views) and the bundled sample.
+    sql = {p.relative_to(ROOT).as_posix() for p in (ROOT / "store").rglob("*.sql")}
+    assert "store/views.sql" in sql and "store/migrations/001_initial.sql" in sql
+    assert sql <= names, sorted(sql - names)
     assert sample == (ROOT / "data" / "sample_nq.jsonl").read_bytes()
     from packaging.requirements import Requirement
 
