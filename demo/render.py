@@ -223,3 +223,121 @@ def query_page(detail: QueryDetail) -> str:
 def message(text: str) -> str:
     """A one-line notice (unknown experiment or item) as escaped HTML."""
     return f'{CSS}<div class="pe-q"><p>{_text(text)}</p></div>'
+
+
+# ---------------------------------------------------------------- compare (issue 17): two runs side by side
+
+
+def comparison_summary(result) -> str:
+    """What a comparison paired (engine.usecases.compare.Comparison): per pair of runs the runs,
+    the items paired and left out, notes (a run still running), the EM and citation flips."""
+    parts = [f"<p><b>A</b> {_text(result.request.a)} ({_text(result.side_a.kind)}) · "
+             f"<b>B</b> {_text(result.request.b)} ({_text(result.side_b.kind)}) · differences are B − A</p>"]
+    smoke = False
+    for r in result.runs:
+        smoke = smoke or is_smoke(r.run_a.model) or is_smoke(r.run_b.model)
+        p = r.pairing
+        by_id = " · paired by id although the datasets differ" if p.pair_by_id else ""
+        lines = [
+            f"<b>{_text(r.title)}</b>: run {_text(r.run_a.run_id)} ({_text(r.run_a.experiment_name)}, "
+            f"{_text(r.run_a.model)}) vs run {_text(r.run_b.run_id)} ({_text(r.run_b.experiment_name)}, "
+            f"{_text(r.run_b.model)})",
+            f"{p.n_paired} item{'' if p.n_paired == 1 else 's'} paired; {p.only_a} only in A, {p.only_b} only in B"
+            f"{by_id}",
+        ]
+        if r.em_flips is not None:
+            e = r.em_flips
+            lines.append(f"exact match flips: {e.right_to_wrong} right → wrong, {e.wrong_to_right} wrong → right "
+                         f"(of {e.n} items with gold answers)")
+        c = r.citation_flips
+        lines.append(f"citation flips over {c.shown_both} documents shown in both: cited in A only "
+                     f"{c.a_only_relevant} relevant / {c.a_only_nonrelevant} not; in B only {c.b_only_relevant} "
+                     f"relevant / {c.b_only_nonrelevant} not")
+        lines += [f'<span class="note">{_text(n)}</span>' for n in r.notes]
+        parts.append("<li>" + "<br>".join(lines) + "</li>")
+    for b in result.bias:
+        p = b.pairing
+        parts.append(f"<li><b>{_text(b.measure)}</b> of B against A's: {p.n_paired} items paired "
+                     f"({p.only_a} left out in A, {p.only_b} in B)</li>")
+    note = f'<p class="note">{_text(SMOKE_NOTE)}</p>' if smoke else ""
+    return f'{CSS}<div class="pe-q">{parts[0]}{note}<ul>{"".join(parts[1:])}</ul></div>'
+
+
+def pair_grid(sides) -> str:
+    """The shown documents x two runs: position, label, citation (p) in each; a document cited in
+    one answer and not the other gets `flip`. `sides`: (name, QueryDetail, ModeDetail) with both known."""
+    docs, seen = [], set()
+    for _, detail, _ in sides:
+        for d in detail.documents:
+            if d.doc_id not in seen and any(d.doc_id in m.positions for _, _, m in sides):
+                seen.add(d.doc_id)
+                docs.append(d)
+    labelled = [(n, m) for n, _, m in sides if m.mode in ("base", "cf")]
+    head = ["#", "document", "relevant", *(f"{n} position" for n, _, _ in sides), *(f"{n} label" for n, _ in labelled),
+            *(f"{n} cited (p)" for n, _, _ in sides)]
+    rows = []
+    for doc in docs:
+        answered = [(n, m) for n, _, m in sides if m.answer is not None]
+        cited_in = {n for n, m in answered if doc.doc_id in m.cited_doc_ids}
+        flipped = 0 < len(cited_in) < len(answered)
+        title = f"{doc.title}: " if doc.title else ""
+        cells = [_cell(str(doc.rank)),
+                 _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), ["doc"],
+                       title=f"{title}{doc.doc_id}"),
+                 _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else [])]
+        cells += [_cell(_text(m.positions.get(doc.doc_id))) for _, _, m in sides]
+        cells += [_cell(_text(m.labels.get(doc.doc_id))) for _, m in labelled]
+        for n, _, m in sides:
+            if m.answer is None:
+                cells.append(_cell("no answer"))
+                continue
+            cited = n in cited_in
+            p = m.citation_probability(doc.doc_id)
+            hover = f"{n}: {'cited' if cited else 'not cited'}" + (f", p = {p:.4f}" if p is not None else "")
+            if flipped:
+                hover += "; cited in one run only"
+            cells.append(_cell(f"cited ({_number(p, 2)})" if cited else "–",
+                               (["cited"] if cited else []) + (["flip"] if flipped else []), hover))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{_text(h)}</th>" for h in head) + "</tr>"
+    return f'<table class="grid pair">{header}{"".join(rows)}</table>'
+
+
+def pair_page(item_id: str, sides) -> str:
+    """One item, two runs side by side (the Compare tab's drill-down): the question, the documents
+    grid over both runs, each run's answer, tokens and prompt, their metrics. `sides`: per run
+    (title, experiment name, QueryDetail or None, ModeDetail or None)."""
+    known = [(t, e, d, m) for t, e, d, m in sides if d is not None and m is not None]
+    first = next((d for _, _, d, _ in sides if d is not None), None)
+    if first is None:
+        return message(f"neither run has item '{item_id}'")
+    questions = list(dict.fromkeys(d.question for _, _, d, _ in sides if d is not None))
+    golds = ", ".join(_text(a) for a in first.gold_answers) or "–"
+    head = f"<h3>{_text(questions[0])}</h3>" + "".join(f"<p>B's dataset asks: {_text(q)}</p>" for q in questions[1:])
+    missing = []
+    for title, _, detail, mode in sides:
+        if detail is None:
+            missing.append(f"{title}: its experiment holds no item '{item_id}'")
+        elif mode is None:
+            missing.append(f"{title}: not the run the Query tab shows for its experiment (failed, or an older run of "
+                           "its mode); open it there by experiment")
+    notes = "".join(f'<p class="note">{_text(n)}</p>' for n in missing)
+    if any(is_smoke(m.model) for _, _, _, m in known if m.model):
+        notes += f'<p class="note">{_text(SMOKE_NOTE)}</p>'
+    names = [t.split(":", 1)[0] for t, _, _, _ in known]
+    grid = pair_grid([(n, d, m) for n, (_, _, d, m) in zip(names, known)]) if known else ""
+    columns = "".join(
+        f'<div class="mode"><h4>{_text(title)} <small>{_text(experiment)}:{_text(m.mode)} · {_text(m.model)} '
+        f"({_text(m.status)})</small></h4>{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}"
+        f"<details><summary>the prompt run {_text(m.run_id)} saw</summary>{prompt_html(m)}</details></div>"
+        for title, experiment, _, m in known
+    )
+    names_m = ("precision", "recall", "f1", "exact_match")
+    metric_rows = "".join(
+        f"<tr><td>{_text(n)}</td>" + "".join(
+            f"<td>{_number(getattr(m.metrics, x) if m.metrics else None)}</td>" for x in names_m) + "</tr>"
+        for n, (_, _, _, m) in zip(names, known))
+    metrics = ('<table class="metrics"><tr><th>run</th><th>precision</th><th>recall</th><th>F1</th><th>EM</th></tr>'
+               f"{metric_rows}</table>") if known else ""
+    return (f'{CSS}<div class="pe-q">{head}<p>item {_text(item_id)} · gold: {golds}</p>{notes}{grid}'
+            f'<div class="modes">{columns}</div>{metrics}</div>')

@@ -40,8 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from engine.backends import BatchResult, PlannedBatch, Provenance
+from engine.backends import BatchResult, PlannedBatch
 from engine.errors import UserError
+from engine.provenance import Provenance, library_versions
+from engine.run_request import generation_config
 
 INSTALL_HINT = "the Ray backend needs ray[data], which is not installed: pip install -r requirements-ray.txt"
 MAX_RETRIES = 2  # actor restarts and task retries: enough for a lost node, not a loop
@@ -164,8 +166,6 @@ class WorkerSettings:
 def fingerprint_of(loaded: Any, threads: int) -> tuple:
     """What must be equal on every worker for results to be comparable; `threads` is the torch
     thread count the batch was computed with, read where it was computed."""
-    from engine.runner import library_versions
-
     versions = library_versions()
     return (
         ("revision", loaded.revision),
@@ -233,8 +233,6 @@ class Generator:
 
 def _probe(settings: WorkerSettings) -> tuple[tuple, Provenance]:
     """Runs on a worker before anything is written: how the model loads there."""
-    from engine.runner import library_versions
-
     loaded = _load(settings)
     threads = _threads_in_effect(settings)
     provenance = Provenance(
@@ -263,8 +261,6 @@ class RayBackend:
     def __init__(self, request: Any, tokenizer: Any, *, address: str | None = None, actors: int = 1,
                  gpus_per_actor: float | None = None, worker: type = Generator,
                  max_retries: int = MAX_RETRIES) -> None:
-        from engine.runner import generation_config
-
         check_ray_device(request.device)
         self.address = address
         self.actors = actors
@@ -328,8 +324,6 @@ class RayBackend:
                 raise UserError(str(cause).strip().splitlines()[-1]) from None
             raise
         self._check_versions(dict(worker.library_versions))
-        from engine.runner import library_versions
-
         driver = library_versions()
         versions = dict(worker.library_versions)
         if "duckdb" in driver:
@@ -348,8 +342,6 @@ class RayBackend:
         return self
 
     def _check_versions(self, worker: dict[str, str]) -> None:
-        from engine.runner import library_versions
-
         driver = library_versions()
         for name in _MATCHED_LIBRARIES:
             if driver.get(name) != worker.get(name):

@@ -20,35 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from engine.provenance import Provenance
 from engine.types import GenerationOutput
 
-
-@dataclass(frozen=True)
-class Provenance:
-    """How the generating model was loaded, as the runs record it (never hashed)."""
-
-    revision: str | None
-    quantization: str
-    dtype: str
-    device: str  # "cpu", "cuda:0", or for Ray e.g. "ray:cuda×4"
-    dropped_generation_defaults: tuple[tuple[str, str], ...] = ()
-    library_versions: tuple[tuple[str, str], ...] = ()
-    threads: int | None = None  # torch intra-op threads every batch computed with (engine.threads)
-
-    @classmethod
-    def of_loaded(cls, loaded: Any, request: Any, threads: int | None = None) -> "Provenance":
-        """A model loaded in this process; the request's settings stand in for what it lacks."""
-        from engine.runner import library_versions
-
-        return cls(
-            revision=getattr(loaded, "revision", None),
-            quantization=getattr(loaded, "quantization", request.quantize),
-            dtype=getattr(loaded, "dtype", request.dtype),
-            device=getattr(loaded, "device", request.device),
-            dropped_generation_defaults=tuple(getattr(loaded, "dropped_generation_defaults", ()) or ()),
-            library_versions=tuple(library_versions().items()),
-            threads=threads,
-        )
+__all__ = ["Backend", "BatchResult", "LocalBackend", "PlannedBatch", "Provenance", "plan_batches"]
 
 
 @dataclass(frozen=True)

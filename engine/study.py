@@ -9,7 +9,8 @@ grid resumes by running the same command again. The study itself only groups the
 The vanilla prompt carries no label, so vanilla does not depend on the metadata type: within
 one model and configuration the first metadata type's experiment generates the vanilla run and
 the others receive a copy of its answers (engine.runner.execute_plan, `copy_from`). The paper's
-grid per model is then 1 vanilla + 3 x 2 labelled runs generated = 7, not 9.
+grid per model is then 1 vanilla + 3 x 2 labelled runs generated = 7, not 9. The study use case
+(engine.usecases.study) runs a grid.
 
 Everything here is pure: parsing and expanding lists, naming a study.
 """
@@ -148,7 +149,7 @@ def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid
 _BUILT_IN = ("hai", "gender", "race")  # engine.prompts.METADATA_TYPES, without importing it
 
 
-def check_metadata_list(grid: Grid, args: argparse.Namespace) -> None:
+def check_metadata_list(grid: Grid, args: argparse.Namespace | None = None) -> None:
     """At most one custom type in a list: --label-a/--label-b/--consideration define one type."""
     custom = [m for m in grid.metadata if m not in _BUILT_IN]
     if len(custom) > 1:

@@ -88,8 +88,8 @@ def answered(tmp_path_factory, tiny_llama_dir):
     """A store with a complete gender experiment (vanilla, base, cf) of 5 items; copied per test."""
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
-    from store.run_store import RunStore
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
 
     folder = tmp_path_factory.mktemp("explain")
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 5))
@@ -99,7 +99,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
         quantize="none", device="cpu", max_new_tokens=8, batch_size=5,
     )
     db = folder / "r.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     return db, outcome.experiment_id, {r.mode: r.run_id for r in outcome.runs}
 
 
@@ -301,15 +301,15 @@ def test_bias_and_report_without_explanations_are_unchanged(store, capsys):
 def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_llama_dir):
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
-    from store.run_store import RunStore
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
 
     n = 40  # about 3 s of explaining on 2 cores: room to be killed in the middle
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", n))
     db = tmp_path / "k.duckdb"
     request = RunRequest(model=str(tiny_llama_dir), modes=("base",), prompt=PromptConfig(metadata=METADATA_TYPES["race"]),
                          quantize="none", device="cpu", max_new_tokens=4, batch_size=16)
-    run_id = run_experiment(dataset, request, RunStore(db)).runs[0].run_id
+    run_id = run_experiment(ExperimentRequest(request, dataset, db)).runs[0].run_id
     cmd = ["explain", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "32",
            "--quantize", "none", "--device", "cpu"]
     kill_once_stored(cmd, db, "SELECT count(*) FROM explanations", 3)

@@ -131,9 +131,9 @@ def answered(tmp_path_factory, tiny_llama_dir):
     """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite; copied per test."""
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
     from store.db import connect
-    from store.run_store import RunStore
 
     folder = tmp_path_factory.mktemp("verify")
     dataset = load_dataset(make_ranked_dataset(folder / "d.jsonl", 4, titles=True))
@@ -141,7 +141,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
                          prompt=PromptConfig(metadata=METADATA_TYPES["gender"]),
                          quantize="none", device="cpu", max_new_tokens=4, batch_size=4)
     db = folder / "r.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     # A random tiny model rarely writes "[1]": give its answers citations to verify.
     with connect(db) as con:
         con.execute("UPDATE generations SET answer = replace(?, '{n}', item_id)", [ANSWER])

@@ -3,14 +3,14 @@
 Plain functions (values in, values out) so that tests call them without a browser; the app
 wires them to buttons and to the API names /run_batch, /run_status and /cancel_run.
 
-A form becomes a RunRequest through the CLI's own `engine.commands.run.build_request`, so
-every option means in the app exactly what it means to `python -m engine run`, and a bad
-value gets the CLI's one-line message.
+A form becomes the engine's RunRequest directly, checked by the use case's own
+`engine.usecases.run.check_settings`, so every option means in the app exactly what it means to
+`python -m engine run`, and a bad value gets the same one-line message; the job queue then runs
+it through the same use case (engine.usecases.run.run_experiment).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from dataclasses import dataclass, replace
@@ -106,10 +106,12 @@ def _take_upload(path: str) -> str:
 
 def build_run_request(settings: AppSettings, form: RunForm):
     """The engine's RunRequest for a form, checked as the CLI checks its options (UserError, one line)."""
-    from engine.commands.run import build_request
     from engine.errors import UserError
     from engine.model_choice import SMOKE, resolve_model
-    from engine.types import QUANTIZATIONS
+    from engine.prompts import PromptConfig, metadata_type
+    from engine.run_request import RunRequest
+    from engine.types import MODES, QUANTIZATIONS
+    from engine.usecases.run import check_settings
 
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
@@ -137,22 +139,29 @@ def build_run_request(settings: AppSettings, form: RunForm):
     if form.top_k is not None and form.top_k < 1:
         raise UserError(f"the cut-off k must be at least 1, not {form.top_k} (leave it empty to show every document)")
     custom = form.metadata not in BUILT_IN_METADATA
-    args = argparse.Namespace(
-        metadata=form.metadata.strip(),
-        label_a=form.label_a if custom else None,
-        label_b=form.label_b if custom else None,
-        consideration=form.consideration if custom else None,
-        modes=",".join(form.modes),
-        top_k=form.top_k, order=form.order, few_shot=form.few_shot, xai=form.xai,
-        quantize=form.quantize, device="auto", dtype="auto",
-        hf_token=form.hf_token.strip() or None,
-        batch_size=form.batch_size, max_new_tokens=form.max_new_tokens,
-        sample=form.sample, temperature=form.temperature, top_p=form.top_p, sample_top_k=form.sample_top_k,
-        seed=form.seed, top_logprobs=form.top_logprobs,
-        experiment=form.experiment.strip() or None, limit=limit,
-        skip_invalid=form.skip_invalid, repeat=False,
+    experiment = form.experiment.strip() or None
+    check_settings(batch_size=form.batch_size, max_new_tokens=form.max_new_tokens, limit=limit,
+                   temperature=form.temperature, do_sample=form.sample, top_p=form.top_p,
+                   top_k_sampling=form.sample_top_k, top_n_logprobs=form.top_logprobs, threads=None,
+                   seed=form.seed, experiment=experiment)
+    modes = tuple(m.strip() for m in form.modes if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise UserError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {','.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise UserError("--modes lists a mode twice")
+    meta = metadata_type(form.metadata.strip(), form.label_a if custom else None, form.label_b if custom else None,
+                         form.consideration if custom else None)
+    prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=form.top_k, order=form.order, seed=form.seed,
+                          few_shot=form.few_shot, xai=form.xai)
+    request = RunRequest(
+        model=model_name, model_label=model_name, modes=tuple(m for m in MODES if m in modes), prompt=prompt,
+        quantize=form.quantize, device="auto", dtype="auto", max_new_tokens=form.max_new_tokens,
+        do_sample=form.sample, temperature=form.temperature, top_p=form.top_p, top_k_sampling=form.sample_top_k,
+        seed=form.seed, batch_size=form.batch_size, top_n_logprobs=form.top_logprobs, repeat=False,
+        experiment=experiment, limit=limit, skip_invalid=form.skip_invalid,
+        threads=None,  # torch's default in the worker
     )
-    request = build_request(args, model_name, model_name)
     model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
     # A visitor who typed no token borrows the operator's HF_TOKEN only for the operator's models.
     typed = form.hf_token.strip() or None
