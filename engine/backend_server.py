@@ -43,7 +43,7 @@ from engine.backends import BatchResult, PlannedBatch, Provenance
 from engine.errors import RunCancelled, UserError
 from engine.served_client import Client, ServedConnectionError, ServedHTTPError, redact_url
 from engine.served_parse import UNKNOWN_TOKEN_ID, parse_choice  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
-from engine.types import GenerationOutput, TokenLogprob, TopLogprob
+from engine.types import GenerationOutput
 
 log = logging.getLogger(__name__)
 

@@ -135,7 +135,7 @@ def _quantization_config(quantization: str, compute_dtype: torch.dtype):
     return None
 
 
-def _exception_chain(err: BaseException):
+def _exception_chain(err: BaseException | None):
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # when run as a script for the visitor role
     sys.path.insert(0, str(REPO))
@@ -58,7 +60,7 @@ def test_a_waiting_writer_leaves_no_marker_behind(tmp_path: Path):
         "print('open', flush=True); time.sleep(1.0); c.close()"), str(db)], stdout=subprocess.PIPE)
     assert holder.stdout.readline().strip() == b"open"
     seen = []
-    watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.append(writers_waiting(db))))
+    watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.append(writers_waiting(db))))  # type: ignore[func-returns-value]
     watcher.start()
     with connect(db, timeout_s=10) as conn:  # waits for the holder, announcing itself
         conn.execute("SELECT 1")
@@ -88,6 +90,7 @@ def visitor(db: str, stop_file: str) -> None:
               flush=True)
 
 
+@pytest.mark.slow  # visitor processes looping queries for seconds
 def test_two_visitors_looping_long_queries_never_starve_a_writer(tmp_path: Path):
     db = tmp_path / "runs.duckdb"
     store = RunStore(db, timeout_s=15)  # without writer priority this gives up: DatabaseBusy

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from demo.handlers.run import RunForm, build_run_request, cancel_run, run_batch, run_status
+from demo.handlers.run import RunForm, build_run_request, cancel_run, run_status
 from demo.jobs import JobQueue, JobSpec, QueueFull
 from demo.settings import SPACE_MODELS, AppSettings, settings_from_env
 from engine.errors import RunCancelled, UserError

@@ -131,7 +131,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                  label="the run's explanations (text cut short; the item view above shows it whole)")
 
     for box in (experiment, item, run):  # free text: the choices arrive only when the tab opens
-        box.api_info = lambda: {"type": "string"}
+        box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
 
     show_button.click(explain, [experiment, item], [page, table], api_name="explain", api_visibility="public")
     item.select(explain, [experiment, item], [page, table], api_visibility="private")
