@@ -47,16 +47,14 @@ VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7
 def side_choices(db: DbLike) -> list[tuple[str, str]]:
     """(label, reference) for the A and B pickers: every experiment (compared mode by mode),
     then every run, newest first; "EXP:mode" can be typed. Empty when nothing is stored."""
+    from demo.handlers.query import experiment_choices
     from engine.bounds import PAGE_MAX_CHOICES, for_page
     from store import queries
     from store.db import as_database
 
     if not as_database(db).path.is_file():
         return []
-    choices = []
-    for e in queries.experiment_listing(db)[:PAGE_MAX_CHOICES]:
-        label = " · ".join(p for p in (e.name, e.experiment_id, for_page(e.model, 60), ",".join(e.modes)) if p)
-        choices.append((for_page(f"experiment {label}"), e.experiment_id))
+    choices = [(for_page(f"experiment {label}"), e) for label, e in experiment_choices(db, with_modes=True)]
     for r in queries.run_listing(db)[:PAGE_MAX_CHOICES]:
         label = f"run {r.run_id} · {r.experiment_id}:{r.mode} · {for_page(r.model, 60)} · {r.status}"
         choices.append((for_page(label), r.run_id))

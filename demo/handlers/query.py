@@ -100,20 +100,21 @@ def clean_input(value: Any, what: str) -> str:
 # ---------------------------------------------------------------- choosing an experiment
 
 
-def experiment_choices(db: DbLike) -> list[tuple[str, str]]:
+def experiment_choices(db: DbLike, *, with_modes: bool = False) -> list[tuple[str, str]]:
     """The stored experiments, newest first, as (label, experiment id) for a dropdown: the label
-    shows the name (when given), the id and the model. Empty when nothing is stored yet."""
+    shows the name (when given), the id and the model (and the stored modes, `with_modes`). Empty
+    when nothing is stored yet. Every tab that picks an experiment (Query, Explain, the Runs
+    tab's export, Compare) lists them with this."""
+    from engine.bounds import PAGE_MAX_CHOICES, for_page
     from store import queries
     from store.db import as_database
 
     if not as_database(db).path.is_file():
         return []
     choices = []
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-
     for e in queries.experiment_listing(db)[:PAGE_MAX_CHOICES]:  # the browser gets a bounded list
-        label = " · ".join(part for part in (e.name, e.experiment_id, for_page(e.model, 60)) if part)
-        choices.append((for_page(label), e.experiment_id))
+        parts = (e.name, e.experiment_id, for_page(e.model, 60), ",".join(e.modes) if with_modes else "")
+        choices.append((for_page(" · ".join(part for part in parts if part)), e.experiment_id))
     return choices
 
 

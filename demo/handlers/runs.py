@@ -119,17 +119,6 @@ def _metrics_cell(run: Any) -> str:
     return f"{100 * run.precision:.1f} / {100 * run.recall:.1f} / {100 * run.f1:.1f}, {em}"
 
 
-def experiment_choices(db_path: Path) -> list[tuple[str, str]]:
-    """(label, experiment id) for every stored experiment, newest first, for the export picker."""
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from store.queries import experiment_listing
-
-    if not Path(db_path).is_file():
-        return []
-    return [(for_page(f"{e.name} ({e.experiment_id})" if e.name else e.experiment_id), e.experiment_id)
-            for e in experiment_listing(db_path)[:PAGE_MAX_CHOICES]]
-
-
 def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str) -> Path:
     """The chosen experiments' per-item results written to a new temporary file
     `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`)."""
