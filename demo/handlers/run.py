@@ -20,9 +20,10 @@ from typing import Any, Callable
 from demo.jobs import JobQueue, JobSpec, JobStatus
 from demo.render import SMOKE_NOTE, is_smoke
 from demo.settings import AppSettings, without_server_paths
+from engine.prompts import TYPE_TITLES
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
-BUILT_IN_METADATA = ("gender", "race", "hai")
+BUILT_IN_METADATA = tuple(TYPE_TITLES)  # engine.prompts' built-in types, in the paper's order
 NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a path on the server"
 FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
 FIRST_RUN_LIMIT_GPU = 10

@@ -9,14 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.model_choice import CPU_MODEL, PAPER_MODELS, SMOKE
 
-PAPER_MODELS_CHOICES = (
-    "smoke",
-    "mistralai/Mistral-7B-Instruct-v0.3",
-    "openchat/openchat-3.6-8b-20240522",
-    "meta-llama/Meta-Llama-3-8B-Instruct",
-    "Qwen/Qwen2.5-0.5B-Instruct",
-)
+PAPER_MODELS_CHOICES = (SMOKE, *PAPER_MODELS, CPU_MODEL)
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
 # readers by position keep working.
 STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message", "kind"]
