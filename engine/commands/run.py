@@ -142,6 +142,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model", default="auto", metavar="MODEL[,MODEL...]",
         help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = "
         "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline; "
+        "with --backend server, the name the server serves the model under; "
         "a comma list runs each (default: %(default)s)",
     )
     p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from engine.errors import RunCancelled, UserError
 from engine.threads import MAX_THREADS  # torch-free at import
+from engine.usecases.served import ServerOptions  # noqa: F401 - part of this module's requests; light at import
 
 if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
     from engine.data import Dataset
@@ -45,19 +46,6 @@ class RayOptions:
     address: str | None = None  # HOST:PORT of a running cluster, or "auto"; None: a Ray started here
     actors: int = 1  # model replicas
     gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """Generate on an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, a hosted API);
-    this process plans, measures nothing and writes the store (engine.usecases.served)."""
-
-    base_url: str  # e.g. http://127.0.0.1:8000/v1; stored without credentials
-    model: str  # the name the server serves the model under
-    tokenizer: str | None = None  # a local tokenizer (folder or Hub id): the completions endpoint
-    concurrency: int = 8  # requests in flight
-    api_key_env: str | None = None  # the key's environment variable; None: OPENAI_API_KEY when set
-    timeout: float = 300.0  # seconds per request
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,31 @@ came back, and the prompt and completion tokens of its answers, summed over ever
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.errors import UserError
 
 if TYPE_CHECKING:
     from engine.run_request import RunRequest
-    from engine.usecases.run import RayOptions, ServerOptions
 
 SERVED = "server"  # quantize, dtype and device of a served run
 
 
-def check_server(server: ServerOptions | None, ray: RayOptions | None) -> None:
+@dataclass(frozen=True)
+class ServerOptions:
+    """Generate on an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, a hosted API);
+    this process plans, measures nothing and writes the store (engine.usecases.served)."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1; stored without credentials
+    model: str  # the name the server serves the model under
+    tokenizer: str | None = None  # a local tokenizer (folder or Hub id): the completions endpoint
+    concurrency: int = 8  # requests in flight
+    api_key_env: str | None = None  # the key's environment variable; None: OPENAI_API_KEY when set
+    timeout: float = 300.0  # seconds per request
+
+
+def check_server(server: ServerOptions | None, ray: Any) -> None:
     """Refuse server options that cannot work, in one line, before anything is read."""
     if server is None:
         return
