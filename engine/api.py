@@ -31,6 +31,7 @@ _HOMES: dict[str, str] = {
     "PromptConfig": "engine.prompts",
     "ExperimentRequest": "engine.usecases.run",
     "RayOptions": "engine.usecases.run",
+    "ServerOptions": "engine.usecases.run",
     "Progress": "engine.usecases.run",
     "ExperimentOutcome": "engine.run_request",
     "run_experiment": "engine.usecases.run",
