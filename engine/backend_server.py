@@ -384,6 +384,37 @@ class ServerBackend:
         self._client = None
 
 
+class ServedModel:
+    """A served model where engine.generate.iter_batches takes a loaded one: the explain and
+    verify loops (engine.usecases.explain) generate on the server through it, unchanged.
+    `context_length` None: prompt lengths are the server's to refuse."""
+
+    context_length = None
+
+    def __init__(self, settings: ServerSettings, tokenizer: Any = None,
+                 interrupted: Callable[[], bool] | None = None) -> None:
+        from engine.generate import GenerationConfig
+
+        self.backend = ServerBackend(with_endpoint(settings, tokenizer), GenerationConfig(max_new_tokens=1), tokenizer,
+                                     interrupted=interrupted)
+        self.tokenizer = self.backend.tokenizer
+        self.label = settings.model
+
+    def start(self) -> "ServedModel":
+        self.backend.start()
+        return self
+
+    def iter_batches(self, prompts: Sequence[str], config: Any) -> Iterator[list[tuple[int, GenerationOutput]]]:
+        """As engine.generate.iter_batches: (index into `prompts`, output) per finished batch."""
+        from engine.backends import plan_batches
+
+        self.backend.config = config  # each loop's own decoding (explain: 256 tokens; verify: top 20)
+        batches = plan_batches(self.tokenizer, [("judge", [str(i) for i in range(len(prompts))], list(prompts))],
+                               config.batch_size)
+        for batch, result in zip(batches, self.backend.generate(batches)):
+            yield [(int(i), output) for i, output in zip(batch.item_ids, result.outputs)]
+
+
 def served_provenance_config(backend: ServerBackend, run_id: str | None = None) -> dict:
     """The `served` entry of a run's config: URL (redacted), models, fingerprints, token usage
     (of `run_id`'s answers in this invocation; None: of every answer)."""

@@ -179,7 +179,7 @@ SERVER_OPTIONS = ("base_url", "tokenizer", "concurrency", "api_key_env", "reques
 def add_server_args(p: argparse.ArgumentParser) -> None:
     """--base-url and friends of --backend server (run, explain, verify). No option takes the
     key itself: it is read from an environment variable, never from the command line."""
-    g = p.add_argument_group("served models (optional: pip install -r requirements-server.txt for the tests' server)")
+    g = p.add_argument_group("served models (--backend server; docs/serving.md)")
     g.add_argument(
         "--base-url", default=None, metavar="URL",
         help="with --backend server: the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; --model "

@@ -71,14 +71,14 @@ def server_backend(run: RunRequest, server: ServerOptions, stop: Callable[[], bo
     return ServerBackend(settings, generation_config(run), tokenizer, interrupted=stop).start()
 
 
-def load_tokenizer(name: str, run: RunRequest) -> Any:
+def load_tokenizer(name: str, run: RunRequest | None) -> Any:
     """A Hugging Face tokenizer (a folder or a Hub id), as a local run of that model loads it."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     try:
-        return AutoTokenizer.from_pretrained(name, token=run.hf_token or None)
+        return AutoTokenizer.from_pretrained(name, token=(run.hf_token if run is not None else None) or None)
     except (OSError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"--tokenizer {name}: cannot load a tokenizer ({first})") from None
@@ -100,3 +100,15 @@ def record_served(sink: Any, backend: Any) -> None:
                     "completion_tokens": int(before.get("completion_tokens") or 0) + now["completion_tokens"]}
 
         sink.update_run_config(run_id, "served", merged)
+
+
+def served_model(server: ServerOptions, stop: Callable[[], bool] | None = None):
+    """A started engine.backend_server.ServedModel: explain and verify generate on the server."""
+    from engine.backend_server import ServedModel, ServerSettings
+
+    if not server.model:
+        raise UserError("--backend server needs --model: the model name the server serves")
+    tokenizer = load_tokenizer(server.tokenizer, None) if server.tokenizer else None
+    settings = ServerSettings(server.base_url, server.model, concurrency=server.concurrency, timeout_s=server.timeout,
+                              api_key_env=server.api_key_env)
+    return ServedModel(settings, tokenizer, interrupted=stop).start()
