@@ -268,8 +268,8 @@ class ServerBackend:
             body["messages"] = [{"role": "user", "content": prompt if isinstance(prompt, str) else TextTokenizer.decode(prompt)}]
             if s.logprobs:
                 body["logprobs"] = True
-                if top_n:
-                    body["top_logprobs"] = top_n
+                # Sent even when 0: llama-cpp-python's server returns no log-probs at all without it.
+                body["top_logprobs"] = top_n
         else:
             body["prompt"] = self.tokenizer.decode(list(prompt), skip_special_tokens=False)
             if self._stops:

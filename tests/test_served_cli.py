@@ -149,6 +149,8 @@ def test_a_served_run_resumes_after_kill_9_without_duplicates(server, keyed, tmp
     assert rows(db, "SELECT count(*), count(DISTINCT item_id) FROM generations") == [(12, 12)]
     [(status, config)] = rows(db, "SELECT status, config_json FROM runs")
     assert status == "complete"
+    # No --top-logprobs: the chosen tokens' log-probs all the same (llama.cpp gives none unless asked)
+    assert rows(db, "SELECT count(*) FROM generations WHERE len(logprobs) = 0 OR logprobs IS NULL") == [(0,)]
     usage = json.loads(config)["served"]
     # The resumed invocation's answers, at least: the killed one never got to record its usage.
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
@@ -196,3 +198,30 @@ def test_bad_input_is_one_line_exit_2_nothing_written_within_seconds(server, key
     assert API_KEY not in done.stderr + done.stdout
     assert not db.exists()
     assert took < 60, f"{case}: {took:.1f} s"  # seconds: python and the engine's imports on a busy machine
+
+
+def test_explain_and_verify_on_the_server(server, keyed, tmp_path, tiny_llama_dir):
+    """A hosted judge: a local run's answers explained and verified (AttrScore) by the served model."""
+    from store.db import connect
+
+    data, db = make_dataset(tmp_path / "short.jsonl", 1), tmp_path / "runs.duckdb"
+    local = run_engine(["run", "--model", str(tiny_llama_dir), "--dataset", str(data), "--db", str(db),
+                        "--modes", "vanilla", "--max-new-tokens", "4", "--quantize", "none", "--device", "cpu",
+                        "--experiment", "judged"])
+    assert local.returncode == 0, local.stderr
+    with connect(db) as conn:  # a random tiny model rarely cites: one sentence citing document 1
+        conn.execute("UPDATE generations SET answer = 'The number is 0 [1].'")
+    judge = ["--backend", "server", "--base-url", server.base_url, "--model", server.model, "--api-key-env", KEY_ENV,
+             "--experiment", "judged", "--db", str(db)]
+    verified = run_engine(["verify", *judge, "--max-new-tokens", "4"])
+    assert verified.returncode == 0, verified.stderr
+    # SmolLM2-135M seldom answers with a class word: its verdict may be unparsed (NULL probabilities).
+    [(judge_model, raw)] = rows(db, "SELECT judge_model, raw_output FROM verifications")
+    assert judge_model == server.model and raw
+    explained = run_engine(["explain", *judge, "--max-new-tokens", "8"])
+    assert explained.returncode == 0, explained.stderr
+    assert rows(db, "SELECT explainer_model, len(tokens) > 0, len(logprobs) = len(tokens) FROM explanations") == [
+        (server.model, True, True)]
+    for done in (verified, explained):
+        assert API_KEY not in done.stdout + done.stderr
+    assert API_KEY not in every_value(db)
