@@ -29,6 +29,7 @@ _HOMES: dict[str, str] = {
     # running experiments: one (dataset x prompt configuration x modes), or a study grid
     "RunRequest": "engine.run_request",
     "PromptConfig": "engine.prompts",
+    "metadata_type": "engine.prompts",
     "ExperimentRequest": "engine.usecases.run",
     "RayOptions": "engine.usecases.run",
     "ServerOptions": "engine.usecases.run",

@@ -214,11 +214,11 @@ class Generator:
         neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
 
     def generate(self, batch: PlannedBatch) -> BatchResult:
-        from engine.generate import _generate_batch
+        from engine.generate import generate_batch
 
-        # _generate_batch sets the thread count itself; it is read back here, in the thread that
+        # generate_batch sets the thread count itself; it is read back here, in the thread that
         # computed, so the write loop refuses a batch computed with another count.
-        outputs = _generate_batch(self.loaded, [list(ids) for ids in batch.input_ids], self.settings.generation)
+        outputs = generate_batch(self.loaded, [list(ids) for ids in batch.input_ids], self.settings.generation)
         fingerprint = fingerprint_of(self.loaded, _threads_in_effect(self.settings))
         return BatchResult(batch.batch_id, tuple(outputs), fingerprint)
 
@@ -422,7 +422,7 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
     from transformers import AutoConfig, AutoTokenizer
 
     from engine.model_check import check_model_name
-    from engine.models import _hub_error_to_user_error, context_length
+    from engine.models import hub_error_to_user_error, context_length
 
     check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
     token = request.hf_token or os.environ.get("HF_TOKEN") or None
@@ -433,7 +433,7 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
         if Path(request.model).is_dir():
             first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise UserError(f"model folder '{request.model}' is not a loadable Hugging Face model: {first_line}") from None
-        mapped = _hub_error_to_user_error(request.model, err, has_token=token is not None)
+        mapped = hub_error_to_user_error(request.model, err, has_token=token is not None)
         if mapped is None:
             raise
         raise mapped from None

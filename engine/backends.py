@@ -9,7 +9,7 @@ The runner works in three steps (engine.runner.execute_plan):
    backends existed), or `engine.backend_ray.RayBackend` on a pool of Ray actors;
 3. one write loop (engine.write_loop) stores each finished batch as it arrives.
 
-Because the batches are fixed before a backend sees them, and `_generate_batch` seeds each
+Because the batches are fixed before a backend sees them, and `generate_batch` seeds each
 batch itself and computes it with the driver's torch thread count (engine.threads), the
 backend that generated a batch does not change its rows: a run started on one backend resumes
 on the other under the same config hash.
@@ -62,7 +62,7 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
                  first_id: int = 0, check: Callable[[], None] | None = None) -> tuple[PlannedBatch, ...]:
     """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them.
     `check` is called every 500 prompts encoded; it raises to stop (a cancel)."""
-    from engine.generate import _length_sorted_batches
+    from engine.generate import length_sorted_batches
     from engine.models import chat_input_ids_for
 
     batches: list[PlannedBatch] = []
@@ -73,7 +73,7 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
             if check is not None and n % 500 == 0:
                 check()
             encoded.append(tuple(chat_input_ids_for(tokenizer, p)))
-        for indices in _length_sorted_batches([len(e) for e in encoded], batch_size):
+        for indices in length_sorted_batches([len(e) for e in encoded], batch_size):
             batches.append(
                 PlannedBatch(
                     batch_id=first_id + len(batches),
@@ -96,15 +96,15 @@ class LocalBackend:
         self.provenance = Provenance.of_loaded(loaded, request, threads=config.threads)
 
     def generate(self, batches: Sequence[PlannedBatch]) -> Iterator[BatchResult]:
-        from engine.generate import _check_config, _generate_batch
+        from engine.generate import check_config, generate_batch
         from engine.models import neutralize_generation_config
 
         if not batches:
             return
-        _check_config(self.config)
+        check_config(self.config)
         loaded = self.loaded
         # Idempotent, as in iter_batches: guards models whose generation_config changed after load.
         neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
         for batch in batches:
-            outputs = _generate_batch(loaded, [list(ids) for ids in batch.input_ids], self.config, self.interrupted)
+            outputs = generate_batch(loaded, [list(ids) for ids in batch.input_ids], self.config, self.interrupted)
             yield BatchResult(batch.batch_id, tuple(outputs))

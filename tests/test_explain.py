@@ -4,14 +4,14 @@ with the tiny model (resume after kill -9 included), and the views checked again
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from engine.explain import Explanation, explain_prompt, mentioned_documents, mentioned_labels
 from engine.types import TokenLogprob
 from tests.engine_process import kill_once_stored, run_engine
-
+from tests.helpers import cli, rows
+from tests.helpers import make_ranked_dataset as make_dataset
 
 
 # ------------------------------------------------------------------ which documents
@@ -83,25 +83,6 @@ def test_no_labels_no_type_finds_only_the_author_words():
 # ------------------------------------------------------------------ end to end
 
 
-def make_dataset(path: Path, n: int) -> Path:
-    rows = []
-    for i in range(n):
-        docs = [
-            {"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.", "relevant": j == i % 4}
-            for j in range(4)
-        ]
-        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)], "documents": docs})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def rows(db: Path, sql: str, params=None):
-    from store.db import connect
-
-    with connect(db, read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
-
-
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory, tiny_llama_dir):
     """A store with a complete gender experiment (vanilla, base, cf) of 5 items; copied per test."""
@@ -130,12 +111,6 @@ def store(answered, tmp_path):
     copy = tmp_path / "s.duckdb"
     shutil.copy(db, copy)
     return copy, experiment_id, runs
-
-
-def cli(*args: str) -> int:
-    from engine.__main__ import main
-
-    return main(list(args))
 
 
 def test_explain_stores_one_explanation_per_answer_and_resumes(store, capsys):

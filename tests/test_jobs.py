@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from pathlib import Path
@@ -15,20 +14,7 @@ from demo.jobs import JobQueue, JobSpec, ModelCache
 from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.runner import RunRequest
 from engine.types import MODES
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"what is the number for topic {i}",
-            "answers": [str(i)],
-            "documents": [{"text": f"Topic {i}, passage {j}: {i + j}.", "relevant": j == 0} for j in range(3)],
-        }
-        for i in range(n)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import make_dataset
 
 
 def request(model_dir, **changes) -> RunRequest:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import re
 import shutil
@@ -21,6 +20,7 @@ from engine.data import load_dataset
 from engine.models import context_length
 from engine.runner import config_hash, run_config
 from engine.usecases.run import ExperimentRequest, run_experiment
+from tests.helpers import digest
 
 LONG_TEXT = " ".join(f"alpha{i % 97} beta gamma" for i in range(4000))  # far past 8,192 tokens
 
@@ -40,10 +40,6 @@ def make_dataset(path: Path, n: int, *, long_ids: tuple[str, ...] = ()) -> Path:
 def args_for(model_dir, dataset: Path, db: Path, *extra: str) -> list[str]:
     return ["run", "--model", str(model_dir), "--dataset", str(dataset), "--db", str(db), "--modes", "vanilla,base",
             "--max-new-tokens", "2", "--batch-size", "4", "--quantize", "none", "--device", "cpu", *extra]
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def stored(db: Path, sql: str):

@@ -4,7 +4,6 @@ commands never produce two runs of one mode or generate the same run at once."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shlex
@@ -31,20 +30,7 @@ from store import RunStore, connect
 from store.migrations import apply_migrations, available_migrations
 from store.run_store import ProcessIdentity, RunConflict, process_start, owner_alive
 from store.db import utc_now
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"what is the number for topic {i}",
-            "answers": [str(i)],
-            "documents": [{"text": f"Topic {i}, passage {j}: {i + j}.", "relevant": j == 0} for j in range(3)],
-        }
-        for i in range(n)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import digest, make_dataset, rows
 
 
 @pytest.fixture
@@ -74,15 +60,6 @@ def req(model_dir, modes=MODES, *, metadata="gender", **changes) -> RunRequest:
         quantize="none", device="cpu", max_new_tokens=2, batch_size=4,
     )
     return dataclasses.replace(base, **changes)
-
-
-def rows(db: Path, sql: str, params=None):
-    with connect(db, read_only=True) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def cli_args(model_dir, dataset: Path, db: Path, *extra: str) -> list[str]:
@@ -136,7 +113,6 @@ def test_repeat_starts_a_new_experiment_that_later_commands_join(tiny_llama_dir,
 
 def test_a_named_experiment_grows_by_modes_and_items(tiny_llama_dir, data, db, shared):
     _, dataset = data
-    store = RunStore(db)
     first = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",), experiment="pilot", limit=1), dataset, db), load=shared)
     assert first.experiment_name == "pilot" and first.runs[0].n_items == 1
     more = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("base", "cf"), experiment="pilot", limit=1), dataset, db), load=shared)

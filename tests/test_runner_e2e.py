@@ -15,19 +15,7 @@ from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.runner import RunRequest
 from engine.usecases.run import ExperimentRequest, run_experiment
 from tests.engine_process import kill_once_stored, run_engine
-
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = []
-    for i in range(n):
-        docs = [
-            {"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.", "relevant": j == i % 4}
-            for j in range(4)
-        ]
-        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)], "documents": docs})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import make_ranked_dataset as make_dataset
 
 
 def count_rows(db: Path, sql: str):

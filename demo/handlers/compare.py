@@ -47,16 +47,14 @@ VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7
 def side_choices(db: DbLike) -> list[tuple[str, str]]:
     """(label, reference) for the A and B pickers: every experiment (compared mode by mode),
     then every run, newest first; "EXP:mode" can be typed. Empty when nothing is stored."""
+    from demo.handlers.query import experiment_choices
     from engine.bounds import PAGE_MAX_CHOICES, for_page
     from store import queries
     from store.db import as_database
 
     if not as_database(db).path.is_file():
         return []
-    choices = []
-    for e in queries.experiment_listing(db)[:PAGE_MAX_CHOICES]:
-        label = " · ".join(p for p in (e.name, e.experiment_id, for_page(e.model, 60), ",".join(e.modes)) if p)
-        choices.append((for_page(f"experiment {label}"), e.experiment_id))
+    choices = [(for_page(f"experiment {label}"), e) for label, e in experiment_choices(db, with_modes=True)]
     for r in queries.run_listing(db)[:PAGE_MAX_CHOICES]:
         label = f"run {r.run_id} · {r.experiment_id}:{r.mode} · {for_page(r.model, 60)} · {r.status}"
         choices.append((for_page(label), r.run_id))
@@ -114,10 +112,10 @@ def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None
     try:
         return compare(request, db)
     except UserError as err:
-        from demo.handlers.query import _visitor_line
+        from demo.handlers.query import visitor_line
 
         # The use case speaks to a CLI user; the page has a tick box where the CLI has a flag.
-        line = _visitor_line(err, db).replace("give --pair-by-id", "tick \"pair by id\"")
+        line = visitor_line(err, db).replace("give --pair-by-id", "tick \"pair by id\"")
         line = line.replace("; see `python -m engine list --runs`", "; the A and B lists name them")
         raise UserError(line.replace("--equivalence-margin", "the equivalence margin")) from None
 
@@ -295,7 +293,7 @@ def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
     """`/compare_item`: one item with run A's and run B's answers, citations and the documents
     grid side by side (demo.render HTML); a one-line message when a run or the item is unknown."""
     from demo import render
-    from demo.handlers.query import _shown, _visitor_line, clean_input
+    from demo.handlers.query import shown_reference, visitor_line, clean_input
     from store import queries
     from store.queries.compare import resolve_side
     from store.db import as_database
@@ -311,15 +309,15 @@ def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
         for ref in refs:
             side = resolve_side(db, ref)
             if side is None or side.kind != "run":
-                return render.message(f"unknown run '{_shown(ref)}'")
+                return render.message(f"unknown run '{shown_reference(ref)}'")
             (run,) = side.runs.values()
             detail = queries.query_detail(db, run.experiment_id, item_id)
             mode = next((m for m in detail.modes if m.run_id == run.run_id), None) if detail else None
             sides.append((run, detail, mode))
     except UserError as err:
-        return render.message(_visitor_line(err, db))
+        return render.message(visitor_line(err, db))
     if all(detail is None for _, detail, _ in sides):
-        return render.message(f"neither run has item '{_shown(item_id)}'")
+        return render.message(f"neither run has item '{shown_reference(item_id)}'")
     return render.pair_page(item_id, [(f"{name}: run {run.run_id}", run.experiment_name, detail, mode)
                                       for name, (run, detail, mode) in zip("AB", sides)])
 

@@ -95,7 +95,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         api_json = gr.JSON(visible=False)
 
     for box in (side_a, side_b):  # free text: the API's type is a string
-        box.api_info = lambda: {"type": "string"}
+        box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
     inputs = [side_a, side_b, metrics, margin, pair_by_id]
     outputs = [summary, table, plot, items, pairs, export_box]
     api_button.click(compare_api, inputs, api_json, api_name="compare", api_visibility="public")

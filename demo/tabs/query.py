@@ -134,7 +134,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     # The free-text dropdowns' API type is a string: their choices arrive only when the page loads.
     for box in (query_experiment, query_item):
-        box.api_info = lambda: {"type": "string"}
+        box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
 
     view = [query_item, position, link, query_html, query_metrics]
     nav_inputs = [query_experiment, query_item, search, changed]

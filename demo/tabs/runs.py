@@ -18,6 +18,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.tabs.style import TABLE
     from demo.handlers import runs as runs_handlers
+    from demo.handlers import query as query_handlers
     from demo.toasts import error
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
@@ -33,7 +34,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), view.caption
 
     def choices():
-        return gr.Dropdown(choices=runs_handlers.experiment_choices(settings.db_path))
+        return gr.Dropdown(choices=query_handlers.experiment_choices(settings.db_path))
 
     def studies():
         try:

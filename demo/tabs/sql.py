@@ -77,7 +77,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         outputs = [result, status, csv_file]
         # One concurrency group with room for every query the gate admits: the gate, not Gradio's
         # single default slot, decides who waits (Gradio's queue had no bound per visitor).
-        room = dict(concurrency_id="sql", concurrency_limit=gate.slots + gate.max_waiting + 4)
+        room: dict[str, Any] = dict(concurrency_id="sql", concurrency_limit=gate.slots + gate.max_waiting + 4)
         api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public", **room)
         run_button.click(show, [sql_box], outputs, api_visibility="private", **room)
         for button, text in example_buttons:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.prompts import METADATA_TYPES
 from engine.run_request import ExperimentOutcome, RunRequest
 from engine.study import AXES, Grid
 from engine.usecases.run import (
@@ -38,8 +39,6 @@ from engine.usecases.run import (
     resolve_db,
     resolved,
 )
-
-_BUILT_IN = ("hai", "gender", "race")  # engine.prompts.METADATA_TYPES
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ def configuration_request(study: StudyRequest, configuration: dict) -> RunReques
     from engine.prompts import metadata_type
 
     labels = (study.label_a, study.label_b, study.consideration)
-    if configuration["metadata"] in _BUILT_IN and any(m not in _BUILT_IN for m in study.grid.metadata):
+    if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in study.grid.metadata):
         # The labels define the list's one custom type; its built-in types ignore them.
         labels = (None, None, None)
     prompt = replace(study.run.prompt, metadata=metadata_type(configuration["metadata"], *labels),
