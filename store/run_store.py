@@ -244,7 +244,7 @@ class RunStore:
                 raise ValueError(f"unknown run {run_id}")
             config = json.loads(row[0]) if row[0] else {}
             config[key] = update(config.get(key))
-            conn.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", [_to_json(config), run_id])
+            conn.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", [json_text(config), run_id])
 
     def record_study(self, name: str, axes: dict[str, Any], experiment_id: str, position: int) -> None:
         """Create the study when new and add the experiment to it (idempotent: a re-run adds nothing)."""
