@@ -85,7 +85,19 @@ def load_tokenizer(name: str, run: RunRequest | None) -> Any:
 
 
 def record_served(sink: Any, backend: Any) -> None:
-    """Each run's `served` entry: this invocation's usage added to what its config holds."""
+    """Each run's `served` entry: this invocation's usage added to what its config holds.
+
+    Called in a `finally` (a cancelled or failed run used tokens too), so a store that cannot
+    take it (a full disk) is warned about, never raised: the error that ended the run stays the one said."""
+    import logging
+
+    try:
+        _record_served(sink, backend)
+    except Exception as err:  # noqa: BLE001 - see above
+        logging.getLogger(__name__).warning("the served runs' token usage was not recorded: %s", err)
+
+
+def _record_served(sink: Any, backend: Any) -> None:
     from engine.backend_server import served_provenance_config
 
     for run_id in list(backend.info.usage_by_run):
