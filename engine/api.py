@@ -32,6 +32,7 @@ _HOMES: dict[str, str] = {
     "metadata_type": "engine.prompts",
     "ExperimentRequest": "engine.usecases.run",
     "RayOptions": "engine.usecases.run",
+    "ServerOptions": "engine.usecases.run",
     "Progress": "engine.usecases.run",
     "ExperimentOutcome": "engine.run_request",
     "run_experiment": "engine.usecases.run",

@@ -109,6 +109,8 @@ class ServedInfo:
     completion_tokens: int = 0
     logprobs_returned: bool | None = None
     neutral_penalties_sent: bool = True
+    # run id -> [prompt tokens, completion tokens] of its answers (the write loop's batches say whose)
+    usage_by_run: dict[str, list[int]] = field(default_factory=dict)
 
     def as_config(self) -> dict:
         """For the run's config JSON (the integrator's `served` entry)."""
@@ -266,8 +268,8 @@ class ServerBackend:
             body["messages"] = [{"role": "user", "content": prompt if isinstance(prompt, str) else TextTokenizer.decode(prompt)}]
             if s.logprobs:
                 body["logprobs"] = True
-                if top_n:
-                    body["top_logprobs"] = top_n
+                # Sent even when 0: llama-cpp-python's server returns no log-probs at all without it.
+                body["top_logprobs"] = top_n
         else:
             body["prompt"] = self.tokenizer.decode(list(prompt), skip_special_tokens=False)
             if self._stops:
@@ -284,7 +286,8 @@ class ServerBackend:
         ids = stop_token_ids_for(tokenizer, None)
         return tuple(dict.fromkeys(tokenizer.decode([i], skip_special_tokens=False) for i in ids))[:_OPENAI_MAX_STOPS]
 
-    def _ask(self, ids: tuple[int, ...]) -> GenerationOutput:
+    def _ask(self, ids: tuple[int, ...]) -> tuple[GenerationOutput, tuple[int, int]]:
+        """One row's answer and its (prompt, completion) token usage."""
         if self.interrupted is not None and self.interrupted():
             raise RunCancelled("cancelled (queued requests were not sent)")
         try:
@@ -293,16 +296,18 @@ class ServerBackend:
             raise UserError(f"the server at {self.info.base_url} stopped answering ({err})") from None
         except ServedHTTPError as err:
             raise self._request_error(err) from None
-        self._note(answer)
-        return self._output(answer, len(ids))
+        usage = self._note(answer)
+        return self._output(answer, len(ids)), usage
 
-    def _note(self, answer: dict) -> None:
+    def _note(self, answer: dict) -> tuple[int, int]:
         usage = answer.get("usage") or {}
+        counts = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
         with self._lock:
             if answer.get("system_fingerprint"):
                 self.info.system_fingerprints.add(str(answer["system_fingerprint"]))
-            self.info.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-            self.info.completion_tokens += int(usage.get("completion_tokens") or 0)
+            self.info.prompt_tokens += counts[0]
+            self.info.completion_tokens += counts[1]
+        return counts
 
     def _say_once(self, key: str, message: str) -> None:
         with self._lock:
@@ -361,8 +366,12 @@ class ServerBackend:
             refill()
             for batch in batches:
                 outputs = []
+                used = self.info.usage_by_run.setdefault(batch.run_id, [0, 0])
                 for _ in batch.input_ids:
-                    outputs.append(pending.popleft().result())
+                    output, (n_prompt, n_completion) = pending.popleft().result()
+                    outputs.append(output)
+                    used[0] += n_prompt
+                    used[1] += n_completion
                     refill()
                 yield BatchResult(batch.batch_id, tuple(outputs))
         finally:
@@ -375,10 +384,43 @@ class ServerBackend:
         self._client = None
 
 
-def served_provenance_config(backend: ServerBackend) -> dict:
-    """The `served` entry of a run's config: URL (redacted), models, fingerprints, token usage."""
-    return {**backend.info.as_config(), "prompt_tokens": backend.info.prompt_tokens,
-            "completion_tokens": backend.info.completion_tokens}
+class ServedModel:
+    """A served model where engine.generate.iter_batches takes a loaded one: the explain and
+    verify loops (engine.usecases.explain) generate on the server through it, unchanged.
+    `context_length` None: prompt lengths are the server's to refuse."""
+
+    context_length = None
+
+    def __init__(self, settings: ServerSettings, tokenizer: Any = None,
+                 interrupted: Callable[[], bool] | None = None) -> None:
+        from engine.generate import GenerationConfig
+
+        self.backend = ServerBackend(with_endpoint(settings, tokenizer), GenerationConfig(max_new_tokens=1), tokenizer,
+                                     interrupted=interrupted)
+        self.tokenizer = self.backend.tokenizer
+        self.label = settings.model
+
+    def start(self) -> "ServedModel":
+        self.backend.start()
+        return self
+
+    def iter_batches(self, prompts: Sequence[str], config: Any) -> Iterator[list[tuple[int, GenerationOutput]]]:
+        """As engine.generate.iter_batches: (index into `prompts`, output) per finished batch."""
+        from engine.backends import plan_batches
+
+        self.backend.config = config  # each loop's own decoding (explain: 256 tokens; verify: top 20)
+        batches = plan_batches(self.tokenizer, [("judge", [str(i) for i in range(len(prompts))], list(prompts))],
+                               config.batch_size)
+        for batch, result in zip(batches, self.backend.generate(batches)):
+            yield [(int(i), output) for i, output in zip(batch.item_ids, result.outputs)]
+
+
+def served_provenance_config(backend: ServerBackend, run_id: str | None = None) -> dict:
+    """The `served` entry of a run's config: URL (redacted), models, fingerprints, token usage
+    (of `run_id`'s answers in this invocation; None: of every answer)."""
+    info = backend.info
+    used = info.usage_by_run.get(run_id, [0, 0]) if run_id is not None else [info.prompt_tokens, info.completion_tokens]
+    return {**info.as_config(), "prompt_tokens": used[0], "completion_tokens": used[1]}
 
 
 def with_endpoint(settings: ServerSettings, tokenizer: Any) -> ServerSettings:

@@ -318,7 +318,12 @@ def check_config(config: GenerationConfig) -> None:
 def iter_batches(
     loaded: LoadedModel, prompts: Sequence[str], config: GenerationConfig
 ) -> Iterator[list[tuple[int, GenerationOutput]]]:
-    """Yield each finished batch as (index into `prompts`, output) pairs, longest prompts first."""
+    """Yield each finished batch as (index into `prompts`, output) pairs, longest prompts first.
+    A model that generates elsewhere (engine.backend_server.ServedModel) brings its own."""
+    own = getattr(loaded, "iter_batches", None)
+    if own is not None:
+        yield from own(prompts, config)
+        return
     check_config(config)
     # Idempotent; guards models whose generation_config was set after load_model.
     neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)

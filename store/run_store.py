@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from engine.errors import UserError
 from engine.types import (
@@ -234,6 +234,17 @@ class RunStore:
                 # 10,000 answers.
                 store_scores(conn, run_id)
 
+
+    def update_run_config(self, run_id: str, key: str, update: Callable[[Any], Any]) -> None:
+        """Set `key` of a run's config JSON to `update(its value or None)`, in one transaction
+        (a served run's token usage, added to what earlier invocations recorded). Never hashed."""
+        with self.database.connect() as conn:
+            row = conn.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchone()
+            if row is None:
+                raise ValueError(f"unknown run {run_id}")
+            config = json.loads(row[0]) if row[0] else {}
+            config[key] = update(config.get(key))
+            conn.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", [json_text(config), run_id])
 
     def record_study(self, name: str, axes: dict[str, Any], experiment_id: str, position: int) -> None:
         """Create the study when new and add the experiment to it (idempotent: a re-run adds nothing)."""

@@ -72,7 +72,7 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
             # Stored names are cut for the page (stores older than engine.bounds may hold megabytes).
             e.experiment_id, for_page(e.name or "-"), for_page(e.model), for_page(e.dataset_label),
             for_page(e.metadata_type or "-"), ",".join(e.modes),
-            e.status, f"{e.n_done}/{e.n_total}", e.created_utc.strftime("%Y-%m-%d %H:%M") if e.created_utc else "-",
+            e.status, f"{e.n_done}/{e.n_total}{_served_tokens(found.runs.get(e.experiment_id, ()))}", e.created_utc.strftime("%Y-%m-%d %H:%M") if e.created_utc else "-",
             *(_metrics_cell(newest.get(m)) for m in MODE_COLUMNS),
             for_page(", ".join(studies.get(e.experiment_id, ())) or "-"),
         ])
@@ -109,6 +109,15 @@ def study_choices(db_path: Path) -> list[tuple[str, str]]:
 
 def _clean(value: str | None) -> str | None:
     return value.strip() or None if value else None
+
+
+def _served_tokens(runs) -> str:
+    """A served experiment's usage (prompt + completion tokens over its runs), after its items."""
+    served = [r for r in runs if getattr(r, "prompt_tokens", None) is not None]
+    if not served:
+        return ""
+    return (f" ({sum(r.prompt_tokens for r in served):,} prompt + "
+            f"{sum(r.completion_tokens or 0 for r in served):,} completion tokens)")
 
 
 def _metrics_cell(run: Any) -> str:

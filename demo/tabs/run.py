@@ -119,7 +119,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return plan(*values)
 
     # The API shows /plan_run's inputs by the form's names, with its defaults (as /run_batch).
-    plan.__signature__ = plan_before_start.__signature__ = inspect.signature(form_of)
+    plan.__signature__ = plan_before_start.__signature__ = inspect.signature(form_of)  # type: ignore[attr-defined]
 
     # Each visitor (Gradio session) sees and cancels only their own jobs; the operator all.
     @with_request

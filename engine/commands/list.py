@@ -57,7 +57,7 @@ def experiments_text(experiments: tuple) -> str:
          ",".join(e.modes), e.status, f"{e.n_done}/{e.n_total}", _utc(e.created_utc)]
         for e in experiments
     ]
-    return table(header, rows)
+    return table(*_with_tokens(header, rows, experiments))
 
 
 def runs_text(runs: tuple) -> str:
@@ -68,7 +68,16 @@ def runs_text(runs: tuple) -> str:
          r.metadata_type or "-", r.status, f"{r.n_done}/{r.n_total}", _utc(r.created_utc)]
         for r in runs
     ]
-    return table(header, rows)
+    return table(*_with_tokens(header, rows, runs))
+
+
+def _with_tokens(header: list[str], rows: list[list[str]], records: tuple) -> tuple[list[str], list[list[str]]]:
+    """A last column of prompt + completion tokens when any record was served (run --backend
+    server); the table as it was otherwise."""
+    if all(getattr(r, "prompt_tokens", None) is None for r in records):
+        return header, rows
+    cells = ["-" if r.prompt_tokens is None else f"{r.prompt_tokens}+{r.completion_tokens or 0}" for r in records]
+    return [*header, "tokens (prompt+completion)"], [[*row, cell] for row, cell in zip(rows, cells)]
 
 
 def as_json(records: tuple) -> str:

@@ -142,6 +142,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model", default="auto", metavar="MODEL[,MODEL...]",
         help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = "
         "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline; "
+        "with --backend server, the name the server serves the model under; "
         "a comma list runs each (default: %(default)s)",
     )
     p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")
@@ -154,9 +155,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     r = p.add_argument_group("scaling out (optional: pip install -r requirements-ray.txt)")
     r.add_argument(
-        "--backend", default="local", choices=("local", "ray"),
-        help="local = generate in this process; ray = on a pool of Ray actors, this process still "
-        "writing the store (default: %(default)s)",
+        "--backend", default="local", choices=("local", "ray", "server"),
+        help="local = generate in this process; ray = on a pool of Ray actors; server = on an "
+        "OpenAI-compatible server (--base-url); this process always writes the store (default: %(default)s)",
     )
     r.add_argument(
         "--ray-address", default=None, metavar="ADDR",
@@ -168,7 +169,64 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--gpus-per-actor", type=float, default=None, metavar="G",
         help="with --backend ray: GPUs each replica takes (default: 1 when the cluster has GPUs, else 0)",
     )
+    add_server_args(p)
     p.set_defaults(main=main)
+
+
+SERVER_OPTIONS = ("base_url", "tokenizer", "concurrency", "api_key_env", "request_timeout")
+
+
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """--base-url and friends of --backend server (run, explain, verify). No option takes the
+    key itself: it is read from an environment variable, never from the command line."""
+    g = p.add_argument_group("served models (--backend server; docs/serving.md)")
+    g.add_argument(
+        "--base-url", default=None, metavar="URL",
+        help="with --backend server: the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; --model "
+        "is then the name it serves the model under (default: none)",
+    )
+    g.add_argument(
+        "--tokenizer", default=None, metavar="PATH|HUB_ID",
+        help="with --backend server: apply the model's chat template here with this tokenizer and "
+        "send the exact text a local run would, on the completions endpoint (default: the chat "
+        "endpoint, the server applies the template)",
+    )
+    g.add_argument("--concurrency", type=int, default=None, metavar="N",
+                   help="with --backend server: requests in flight (default: 8)")
+    g.add_argument(
+        "--api-key-env", default=None, metavar="VAR",
+        help="with --backend server: the environment variable holding the API key; the key is "
+        "never stored, printed or logged (default: OPENAI_API_KEY when set, else no key)",
+    )
+    g.add_argument("--request-timeout", type=float, default=None, metavar="S",
+                   help="with --backend server: seconds one request may take (default: 300)")
+
+
+def server_options(args: argparse.Namespace, model: str | None = None):
+    """The ServerOptions of --backend server, or None; refuses server options without it and a
+    key where a variable's name belongs."""
+    backend = getattr(args, "backend", "local")
+    if backend != "server":
+        given = [f"--{n.replace('_', '-')}" for n in SERVER_OPTIONS if getattr(args, n, None) is not None]
+        if given:
+            raise UserError(f"{given[0]} needs --backend server")
+        return None
+    import re
+
+    from engine.usecases.run import ServerOptions
+
+    env = args.api_key_env
+    if env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env):
+        # Refused, not used: a key typed here would sit in the shell history and in `ps`.
+        raise UserError("--api-key-env takes the NAME of an environment variable holding the key, not the key "
+                        "(export it first, e.g. export OPENAI_API_KEY=...; keys are never taken on the command line)")
+    if not args.base_url:
+        raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
+    return ServerOptions(
+        base_url=args.base_url, model=model if model is not None else args.model, tokenizer=args.tokenizer,
+        concurrency=8 if args.concurrency is None else args.concurrency, api_key_env=env,
+        timeout=300.0 if args.request_timeout is None else args.request_timeout,
+    )
 
 
 def check_backend_args(args: argparse.Namespace) -> None:
@@ -288,12 +346,14 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
 
     request = build_request(args, model_arg, None)
     check_backend_args(args)
+    server = server_options(args, model_arg)
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)
     db_path = _db(args)
     bar = _Bar(f"x {len(request.modes)} mode(s)")
     try:
-        outcome = run_experiment(ExperimentRequest(request, dataset_path, db_path, ray=ray_options(args)), progress=bar)
+        outcome = run_experiment(ExperimentRequest(request, dataset_path, db_path, ray=ray_options(args),
+                                                   server=server), progress=bar)
     finally:
         bar.close()
     if all(r.status == "already complete" for r in outcome.runs):
@@ -390,6 +450,7 @@ def run_study(args: argparse.Namespace, grid):
     study = StudyRequest(
         grid=grid, run=base, dataset=args.dataset, db=_db(args), name=args.study,
         label_a=args.label_a, label_b=args.label_b, consideration=args.consideration, ray=ray_options(args),
+        server=server_options(args, first["model"]),
     )
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)

@@ -43,6 +43,8 @@ class ExplainRequest:
     quantize: str = "auto"
     device: str = "auto"
     dtype: str = "auto"
+    # An OpenAI-compatible server (engine.usecases.served); its model "" = the one that answered.
+    server: Any = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,15 @@ def judge_model(request: Any, answered: list[Any]) -> tuple[str, str]:
 
     if request.label is not None and request.model is not None:
         return request.model, request.label
+    server = getattr(request, "server", None)
+    if server is not None:  # a served name is the server's: nothing to resolve or load here
+        models = {r.model for r in answered}
+        name = server.model or request.model
+        if not name and len(models) > 1:
+            raise UserError(f"the runs were answered by {len(models)} models ({', '.join(sorted(models))}); "
+                            "choose the served one with --model")
+        name = name or next(iter(models))
+        return name, name
     return choose_model(request.model, answered)
 
 
@@ -173,6 +184,14 @@ def plan_explain(request: ExplainRequest, *, stop: Stop | None = None) -> Explai
 def load_judge(request: Any) -> Load:
     """The default loader: the model as the request asks (4-bit on a GPU by default), with
     $HF_TOKEN when set."""
+
+    server = getattr(request, "server", None)
+    if server is not None:
+        from dataclasses import replace
+
+        from engine.usecases.served import served_model
+
+        return lambda model: served_model(replace(server, model=model))
 
     def load(model: str) -> Any:
         import os

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from engine.errors import RunCancelled, UserError
 from engine.threads import MAX_THREADS  # torch-free at import
+from engine.usecases.served import ServerOptions  # noqa: F401 - part of this module's requests; light at import
 
 if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
     from engine.data import Dataset
@@ -57,6 +58,7 @@ class ExperimentRequest:
     # The name the store records for the dataset in place of its path (an upload's file name).
     dataset_name: str | None = None
     ray: RayOptions | None = None  # None: generate in this process
+    server: ServerOptions | None = None  # an OpenAI-compatible server; excludes `ray`
 
 
 @dataclass(frozen=True)
@@ -167,15 +169,17 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     can fix; RunCancelled once `stop` says yes."""
     from engine.planner import check_prompt_lengths, plan_experiment
     from engine.runner import execute_plan
+    from engine.usecases.served import check_server, record_served, served_run, server_backend
     from store.run_store import RunStore
 
     run = request.run
     check_request(run)
+    check_server(request.server, request.ray)
     check_ray(request.ray, run.device)
     step = _Steps(progress, stop)
     dataset = _dataset(request.dataset, run, read_dataset, request.dataset_name)
     step.check()
-    run = resolved(run)
+    run = served_run(run, request.server) if request.server is not None else resolved(run)
     sink = RunStore(resolve_db(request.db))
     plan = plan_experiment(dataset, run, sink)
     step.emit("planned", total=plan.n_todo, experiment_id=plan.experiment_id)
@@ -186,13 +190,18 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     try:
         if plan.n_todo:
             step.emit("loading", message=f"loading {run.label}", experiment_id=plan.experiment_id)
-            prepare_load(run.model, check=load is None)
-            if request.ray is not None:
+            if request.server is not None:
+                # Checked before any run is claimed; the server's context is its own business
+                # (an over-long prompt fails its request), so no lengths are measured here.
+                backend = server_backend(run, request.server, stop)
+            elif request.ray is not None:
+                prepare_load(run.model, check=load is None)
                 # The driver plans and measures with the tokenizer; the model loads on the workers.
                 backend, driver = ray_backend(run, request.ray)
                 plan = check_prompt_lengths(plan, driver)
                 backend.start()
             else:
+                prepare_load(run.model, check=load is None)
                 loaded = (load or _default_load)(run)
                 step.check()
                 plan = check_prompt_lengths(plan, loaded)
@@ -201,6 +210,8 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
         return execute_plan(plan, loaded, sink, on_progress=step.stored, should_stop=stop, backend=backend)
     finally:
         if backend is not None:
+            if request.server is not None:
+                record_served(sink, backend)
             backend.close()
 
 

@@ -26,6 +26,7 @@ from engine.usecases.run import (
     ProgressFn,
     RayOptions,
     ReadFn,
+    ServerOptions,
     StopFn,
     StudySummary,
     _dataset,
@@ -57,6 +58,8 @@ class StudyRequest:
     consideration: str | None = None
     dataset_name: str | None = None  # the name the store records in place of the dataset's path
     ray: RayOptions | None = None  # None: generate in this process
+    # An OpenAI-compatible server; the grid's models are the names it serves (its own `model` unused).
+    server: ServerOptions | None = None
 
     @property
     def label(self) -> str:
@@ -125,6 +128,11 @@ def check_study(study: StudyRequest) -> list[RunRequest]:
         check_study_name(study.name)
     check_metadata_list(grid)
     check_request(run)
+    if study.server is not None:
+        from engine.usecases.served import check_server
+
+        for model in study.grid.model:
+            check_server(replace(study.server, model=model), study.ray)
     check_ray(study.ray, run.device)
     return [configuration_request(study, c) for c in grid.configurations()]
 
@@ -141,7 +149,10 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
     name = summary.name
     step.emit("planned", total=summary.n_todo + summary.n_copied, study=summary)
     step.check()
-    outcomes = _execute(planned, copy_from, sink, name, grid, study.ray, step, stop, load)
+    if study.server is not None:
+        outcomes = _execute_served(planned, copy_from, sink, name, grid, study.server, step, stop)
+    else:
+        outcomes = _execute(planned, copy_from, sink, name, grid, study.ray, step, stop, load)
     return StudyOutcome(name, summary, tuple(
         StudyExperiment(p.position, p.configuration, p.label, outcome, dict(copy_from.get(p.position, {})))
         for p, outcome in zip(planned, outcomes)
@@ -208,7 +219,12 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
             # Items must have a relevant document among the first k, so validity depends on k.
             datasets[c["top_k"]] = _dataset(study.dataset, study.run, read_dataset, study.dataset_name, c["top_k"])
             step.check()
-    resolved_models = {m: resolved(replace(study.run, model=m, model_label=None)) for m in grid.model}
+    if study.server is not None:
+        from engine.usecases.served import served_run
+
+        resolved_models = {m: served_run(study.run, replace(study.server, model=m)) for m in grid.model}
+    else:
+        resolved_models = {m: resolved(replace(study.run, model=m, model_label=None)) for m in grid.model}
     seen: dict[str, str] = {}
     for typed, run in resolved_models.items():
         if run.label in seen:
@@ -219,10 +235,11 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
     planned: list[_Planned] = []
     for position, (c, request) in enumerate(zip(configurations, requests)):
         model = resolved_models[c["model"]]
-        request = replace(request, model=model.model, model_label=model.label)
+        request = replace(request, model=model.model, model_label=model.label, quantize=model.quantize,
+                          dtype=model.dtype, device=model.device)
         planned.append(_Planned(position, c, model.label, plan_experiment(datasets[c["top_k"]], request, sink)))
     name = study.name or generated_study_name([p.plan.spec.key for p in planned])
-    if check_models:
+    if check_models and study.server is None:
         from engine.model_check import check_model_name
 
         for model in grid.model:  # every model with work, before the first one loads
@@ -318,3 +335,32 @@ def _execute_on_ray(mine, copy_from, sink, name: str, grid: Grid, ray: RayOption
         )
     finally:
         backend.close()
+
+
+def _execute_served(planned, copy_from, sink, name: str, grid: Grid, server: ServerOptions, step: _Steps,
+                    stop: StopFn | None) -> list:
+    """Model by model on the server: every model's server checked (one line) before its first
+    run is claimed, one backend per model, each run's `served` usage recorded after."""
+    from engine.runner import execute_plan
+    from engine.usecases.served import record_served, server_backend
+
+    outcomes = []
+    for model in grid.model:
+        mine = [p for p in planned if p.configuration["model"] == model]
+        backend = None
+        try:
+            if any(p.plan.n_todo for p in mine):
+                step.emit("loading", message=f"connecting to {mine[0].label}")
+                backend = server_backend(mine[0].plan.request, replace(server, model=model), stop)
+            for p in mine:
+                step.emit("generating", message=f"generating experiment {p.position + 1} of {len(planned)}",
+                          experiment_id=p.plan.experiment_id)
+                outcome = execute_plan(p.plan, None, sink, on_progress=step.stored, should_stop=stop,
+                                       copy_from=copy_from.get(p.position), backend=backend)
+                sink.record_study(name, grid.axes(), outcome.experiment_id, p.position)
+                outcomes.append(outcome)
+        finally:
+            if backend is not None:
+                record_served(sink, backend)
+                backend.close()
+    return outcomes

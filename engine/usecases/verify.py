@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.usecases.explain import (
     JudgePlan,
@@ -51,6 +52,8 @@ class VerifyRequest:
     quantize: str = "auto"
     device: str = "auto"
     dtype: str = "auto"
+    # An OpenAI-compatible server judges (engine.usecases.served); its model "" = the one that answered.
+    server: Any = None
 
 
 def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPlan:

@@ -32,6 +32,9 @@ class ExperimentSummary:
     n_done: int  # answers stored, summed over the runs
     n_total: int  # items planned, summed over the runs
     created_utc: Any  # when its first run started
+    # A served experiment's usage, summed over its runs (config_json's `served`); None when local.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,12 @@ class RunSummary:
     n_total: int
     created_utc: Any
     finished_utc: Any
+    prompt_tokens: int | None = None  # a served run's usage (config_json's `served`); None when local
+    completion_tokens: int | None = None
+
+
+_PROMPT_TOKENS = "TRY_CAST(json_extract_string(r.config_json, '$.served.prompt_tokens') AS BIGINT)"
+_COMPLETION_TOKENS = "TRY_CAST(json_extract_string(r.config_json, '$.served.completion_tokens') AS BIGINT)"
 
 
 def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
@@ -74,7 +83,8 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
                    count(*),
                    CAST(sum(coalesce(d.n_done, 0)) AS BIGINT),
                    CAST(sum(coalesce(r.n_items, 0)) AS BIGINT),
-                   min(r.created_utc)
+                   min(r.created_utc),
+                   CAST(sum({_PROMPT_TOKENS}) AS BIGINT), CAST(sum({_COMPLETION_TOKENS}) AS BIGINT)
             FROM runs r LEFT JOIN {DONE} d USING (run_id) LEFT JOIN experiments e USING (experiment_id)
             GROUP BY r.experiment_id
             ORDER BY min(r.created_utc) DESC, r.experiment_id DESC
@@ -83,8 +93,8 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
         ).fetchall()
     return tuple(
         ExperimentSummary(exp, name, model, dataset, sha, label, meta, tuple(dict.fromkeys(modes)), status, n_runs, done,
-                          total, created)
-        for exp, name, model, dataset, sha, label, meta, modes, status, n_runs, done, total, created in rows
+                          total, created, pt, ct)
+        for exp, name, model, dataset, sha, label, meta, modes, status, n_runs, done, total, created, pt, ct in rows
     )
 
 
@@ -97,7 +107,8 @@ def run_listing(db: DbLike) -> tuple[RunSummary, ...]:
             SELECT r.run_id, r.experiment_id, r.rag_mode, r.model, r.dataset, r.dataset_sha,
                    dataset_label(r.dataset, r.dataset_sha), r.metadata_type,
                    CASE WHEN list_contains($gone, r.run_id) THEN 'interrupted' ELSE r.status END,
-                   coalesce(d.n_done, 0), coalesce(r.n_items, 0), r.created_utc, r.finished_utc
+                   coalesce(d.n_done, 0), coalesce(r.n_items, 0), r.created_utc, r.finished_utc,
+                   {_PROMPT_TOKENS}, {_COMPLETION_TOKENS}
             FROM runs r LEFT JOIN {DONE} d USING (run_id)
             ORDER BY r.created_utc DESC, r.run_id DESC
             """,

@@ -35,6 +35,9 @@ class PageRun:
     recall: float | None
     f1: float | None
     exact_match: float | None  # None also when no item has usable gold
+    # A served run's usage (config_json's `served`, engine.usecases.served); None for a local run.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,9 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
         ids = [row[0] for row in rows]
         run_rows = [] if not ids else conn.execute(
             f"""
-            WITH page AS (SELECT run_id, experiment_id, rag_mode, status, n_items, created_utc
+            WITH page AS (SELECT run_id, experiment_id, rag_mode, status, n_items, created_utc,
+                                 TRY_CAST(json_extract_string(config_json, '$.served.prompt_tokens') AS BIGINT) AS pt,
+                                 TRY_CAST(json_extract_string(config_json, '$.served.completion_tokens') AS BIGINT) AS ct
                           FROM runs WHERE experiment_id IN (SELECT unnest($ids))),
             done AS (SELECT run_id, count(*) AS n_done FROM generations
                      WHERE run_id IN (SELECT run_id FROM page) GROUP BY run_id),
@@ -96,7 +101,7 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
                                                  ORDER BY created_utc DESC, run_id DESC) = 1)
             SELECT r.experiment_id, r.run_id, r.rag_mode, r.status, coalesce(d.n_done, 0), coalesce(r.n_items, 0),
                    r.created_utc, s.run_id IS NOT NULL, c.n_answers IS NOT DISTINCT FROM coalesce(d.n_done, 0),
-                   c.precision, c.recall, c.f1, c.exact_match
+                   c.precision, c.recall, c.f1, c.exact_match, r.pt, r.ct
             FROM page r LEFT JOIN done d USING (run_id) LEFT JOIN shown s USING (run_id)
             LEFT JOIN run_scores c USING (run_id)
             ORDER BY r.experiment_id, {MODE_ORDER}, r.created_utc, r.run_id
@@ -111,13 +116,14 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
         for row in run_rows:
             run_id, shown, fresh = row[1], row[7], row[8]
             if shown:
-                scores[run_id] = tuple(row[9:]) if fresh else tuple(live_scores(conn, run_id))[1:]
+                scores[run_id] = tuple(row[9:13]) if fresh else tuple(live_scores(conn, run_id))[1:]
     runs: dict[str, list[PageRun]] = {}
-    for experiment_id, run_id, mode_, status, done, n_total, created, *_ in run_rows:
+    for experiment_id, run_id, mode_, status, done, n_total, created, *_, pt, ct in run_rows:
         if status == "running" and run_id in gone:
             status = "interrupted"
         p, r, f, em = scores.get(run_id, (None, None, None, None))
-        runs.setdefault(experiment_id, []).append(PageRun(run_id, mode_, status, done, n_total, created, p, r, f, em))
+        runs.setdefault(experiment_id, []).append(
+            PageRun(run_id, mode_, status, done, n_total, created, p, r, f, em, pt, ct))
     experiments = []
     for exp, name, model_, dataset_, sha, label, meta, modes, created, _total in rows:
         mine = runs.get(exp, [])
