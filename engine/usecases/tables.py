@@ -94,15 +94,18 @@ def table2(bias: Any) -> list[dict[str, Any]]:
                                    "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
 
 
-def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
+                      pending: list | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
 
     Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
-    cost the same in a store of a million answers as alone (the app's Bias tab).
+    cost the same in a store of a million answers as alone (the app's Bias tab). `path` may be
+    an open read connection; Table 2's rows kept in the store are used while their experiment is
+    unchanged, and those computed now are appended to `pending` (store.queries.report_bias_rows).
     """
     from store.queries import report_bias_rows, table1_runs
 
-    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
+    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids, pending))
 
 
 VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
