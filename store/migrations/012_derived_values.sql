@@ -7,7 +7,8 @@
 -- now from the experiment's runs (their rows, and a content hash of the chosen runs'
 -- generations and citations) and the schema version, so an added, merged or resumed run, or a
 -- migration that changes a view, makes the row unused; a missing or stale row costs time only.
-CREATE TABLE derived_values(
+-- IF NOT EXISTS: tests that take a store back to an older version drop only the tables they know.
+CREATE TABLE IF NOT EXISTS derived_values(
   kind VARCHAR,            -- what the value is, with its format version (e.g. 'bias_report/1')
   experiment_id VARCHAR,
   key VARCHAR,             -- the request's parameters as JSON (resamples, seed ...)
