@@ -1,0 +1,119 @@
+"""Values the Bias tab keeps in the store (store.derived, table derived_values): a kept report or
+Table 2 is used only while the experiment's runs are as they were, so after a run is added,
+resumed, merged in or changed, the tab shows what a fresh computation gives."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from demo.handlers import bias as handler
+from engine.usecases import bias as usecase
+from store import RunStore, connect
+from store.merge import merge_stores
+from tests.test_app_bias import EXPERIMENTS, ITEMS, _generation, _spec, build_store
+
+SHOWN = "exp-hai, exp-gender, exp-race"
+
+
+def _page(db: Path) -> tuple:
+    """What the tab shows, computed from scratch or from what is kept (the caches in memory emptied)."""
+    handler.clear_cache()
+    page = handler.bias_page(db, SHOWN, resamples=100)
+    return page.results, page.confidence, page.table1, page.table2, page.summary
+
+
+def _fresh(db: Path) -> tuple:
+    """The same, with nothing kept in the store (what the tab showed before values were kept)."""
+    with connect(db) as conn:
+        conn.execute("DELETE FROM derived_values")
+    return _page(db)
+
+
+def _kept(db: Path) -> dict[str, int]:
+    with connect(db, read_only=True) as conn:
+        return dict(conn.execute("SELECT kind, count(*) FROM derived_values GROUP BY kind").fetchall())
+
+
+def _add_run(db: Path, run_id: str, experiment: str, mode: str, items=ITEMS, status="complete", seed=1) -> None:
+    store = RunStore(db, timeout_s=10)
+    model, meta, _ = EXPERIMENTS[experiment]
+    store.start_run(_spec(run_id, experiment, model, meta, mode))
+    store.write_batch(run_id, [_generation(item, 0.3, random.Random(seed)) for item in items])
+    if status:
+        store.finish_run(run_id, status)
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return build_store(tmp_path / "kept.duckdb")
+
+
+def test_the_first_request_keeps_what_later_requests_read(db, monkeypatch):
+    first = _page(db)
+    assert _kept(db) == {"bias_report/1": 3, "bias_rows/1": 3}
+    computed = []
+    real = usecase._bias_report
+    monkeypatch.setattr(usecase, "_bias_report", lambda *a, **k: computed.append(1) or real(*a, **k))
+    assert _page(db) == first and computed == []  # read back, not computed
+    assert _fresh(db) == first and len(computed) == 3
+
+
+def test_an_added_run_is_shown_as_a_fresh_computation_shows_it(db):
+    before = _page(db)
+    _add_run(db, "exp-hai-cf", "exp-hai", "cf")
+    after = _page(db)
+    assert after != before and "CAB" in {row[3] for row in after[0] if row[0] == "exp-hai"}
+    assert after == _fresh(db)
+
+
+def test_a_resumed_run_is_shown_as_a_fresh_computation_shows_it(db):
+    # cf of exp-hai stops half-way (failed: not chosen), then is resumed and completed.
+    _add_run(db, "exp-hai-cf", "exp-hai", "cf", items=ITEMS[:6], status="failed")
+    before = _page(db)
+    with connect(db) as conn:
+        conn.execute("UPDATE runs SET status = 'running' WHERE run_id = 'exp-hai-cf'")
+    store = RunStore(db, timeout_s=10)
+    store.write_batch("exp-hai-cf", [_generation(item, 0.3, random.Random(2)) for item in ITEMS[6:]])
+    store.finish_run("exp-hai-cf", "complete")
+    after = _page(db)
+    assert after != before and after == _fresh(db)
+
+
+def test_a_changed_run_is_shown_as_a_fresh_computation_shows_it(db):
+    before = _page(db)
+    with connect(db) as conn:  # same number of answers, other citations
+        conn.execute("DELETE FROM citations WHERE run_id = 'exp-gender-base' AND item_id IN ('q01', 'q02', 'q03')")
+    after = _page(db)
+    assert after != before and after == _fresh(db)
+
+
+def test_a_merged_run_is_shown_as_a_fresh_computation_shows_it(db, tmp_path):
+    source = tmp_path / "source.duckdb"
+    shutil.copy(db, source)
+    _add_run(source, "exp-hai-cf", "exp-hai", "cf")
+    before = _page(db)
+    merge_stores(db, source)
+    after = _page(db)
+    assert after != before and "CAB" in {row[3] for row in after[0] if row[0] == "exp-hai"}
+    assert after == _fresh(db)
+
+
+def test_a_store_that_cannot_take_the_values_still_shows_the_page(db, monkeypatch):
+    import store.db
+
+    real = store.db.connect
+
+    def refusing(path, *, read_only=False, **kwargs):
+        if not read_only:
+            raise OSError("read-only file system")
+        return real(path, read_only=read_only, **kwargs)
+
+    monkeypatch.setattr(store.db, "connect", refusing)
+    handler.clear_cache()
+    assert handler.bias_page(db, SHOWN, resamples=100).results
+    monkeypatch.setattr(store.db, "connect", real)
+    assert _kept(db) == {}
