@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engine.types import MODES
 from store.db import DbLike
 from store.derived import Derived, experiment_signature, lookup
+from store.kept_metrics import bias_rows_sql, run_metric_rows_sql
 from store.queries._read import RESOLVE_EXPERIMENT, fetch, fetch_frame, frame, marks, mode_order, reading
 from store.run_scores import live_scores
 
@@ -112,34 +113,66 @@ def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
     return fetch_frame(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
 
 
+# run_metrics' final SELECT (store/views.sql) over {w}, its per-run numbers, with dataset names.
+_RUN_METRICS = """
+WITH w AS ({w}),
+-- One judge per run: the one that judged the most citations (ties: the first judge by name).
+v AS (
+  SELECT run_id, judge_model AS verification_judge, n_citations AS n_verified,
+         attributable_share, extrapolatory_share, contradictory_share, unparsed_share
+  FROM verification_shares
+  QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY n_citations DESC, judge_model) = 1
+)
+SELECT r.run_id, r.experiment_id, r.created_utc, r.status, r.model, r.quantization, r.dataset,
+       r.dataset_sha, r.metadata_type, r.rag_mode,
+       CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END AS label_relevant,
+       CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
+       coalesce(w.n, 0) AS n, coalesce(w.n_gold, 0) AS n_gold,
+       w.* EXCLUDE (run_id, n, n_gold),
+       v.* EXCLUDE (run_id),
+       dataset_name(r.dataset) AS dataset_name, dataset_label(r.dataset, r.dataset_sha) AS dataset_label
+FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id)
+{where}
+ORDER BY r.created_utc, r.run_id
+"""
+
+
 def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
     """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
-    with `status` unless it is None."""
-    where = "WHERE status = ?" if status else ""
-    return fetch_frame(
-        db,
-        f"SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
-        f"FROM run_metrics {where} "
-        "ORDER BY created_utc, run_id",
-        [status] if status else None,
-    )
+    with `status` unless it is None.
+
+    The per-run numbers come from run_metric_rows where the writer kept them for the run's
+    current answers (store.kept_metrics), from the views otherwise: the same rows as
+    `SELECT * FROM run_metrics`, in milliseconds rather than seconds a run at 1M answers.
+    """
+    where = "WHERE r.status = ?" if status else ""
+    with reading(db) as conn:
+        ids = [row[0] for row in conn.execute(f"SELECT run_id FROM runs r {where}", [status] if status else []).fetchall()]
+        w, params = run_metric_rows_sql(conn, ids)
+        return frame(conn.execute(_RUN_METRICS.format(w=w, where=where), params + ([status] if status else [])))
 
 
 def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
     """bias view rows (CAS and CAB per experiment and metric) with the base run's start time,
-    dataset hash, name and label, and the short names of label A and B."""
-    where = "WHERE b.experiment_id = ?" if experiment_id else ""
-    return fetch_frame(
-        db,
-        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
-        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
-        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
-        "label_short_b(r.config_json, r.metadata_type) AS label_b "
-        "FROM bias b "
-        "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
-        f"{where} ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
-        [experiment_id] if experiment_id else None,
-    )
+    dataset hash, name and label, and the short names of label A and B.
+
+    Only the experiment asked for is read when one is given; rows come from bias_rows where the
+    writer kept them for the pairs and answers the view would use now (store.kept_metrics).
+    """
+    with reading(db) as conn:
+        rows, params = bias_rows_sql(conn, [experiment_id] if experiment_id else None)
+        return frame(conn.execute(
+            "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+            "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+            "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+            "label_short_b(r.config_json, r.metadata_type) AS label_b "
+            f"FROM ({rows}) b "
+            "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+            "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+            params,
+        ))
 
 
 def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
