@@ -117,3 +117,79 @@ def test_a_store_that_cannot_take_the_values_still_shows_the_page(db, monkeypatc
     assert handler.bias_page(db, SHOWN, resamples=100).results
     monkeypatch.setattr(store.db, "connect", real)
     assert _kept(db) == {}
+
+
+# ---------------------------------------------------------------- run_metric_rows and bias_rows
+
+
+def _live(db: Path, experiment: str | None = None) -> tuple:
+    """run_metric_table and bias_table as computed straight from the views (the code before issue 21)."""
+    from store.queries._read import fetch_frame
+
+    runs = fetch_frame(db, "SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) "
+                           "AS dataset_label FROM run_metrics ORDER BY created_utc, run_id")
+    bias = fetch_frame(
+        db,
+        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+        "label_short_b(r.config_json, r.metadata_type) AS label_b "
+        "FROM bias b JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+        f"{'WHERE b.experiment_id = ?' if experiment else ''} "
+        "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric", [experiment] if experiment else None)
+    return runs, bias
+
+
+def _same_as_views(db: Path) -> None:
+    import pandas as pd
+
+    from store import queries
+
+    runs, bias = _live(db)
+    pd.testing.assert_frame_equal(queries.run_metric_table(db, status=None), runs)
+    pd.testing.assert_frame_equal(queries.bias_table(db), bias)
+    for experiment in ("exp-hai", "exp-gender"):
+        pd.testing.assert_frame_equal(queries.bias_table(db, experiment), _live(db, experiment)[1])
+    nothing = queries.bias_table(db, "nope")
+    assert nothing.empty and list(nothing.columns) == list(bias.columns)
+
+
+def _kept_runs(db: Path) -> tuple[int, int]:
+    with connect(db, read_only=True) as conn:
+        return (conn.execute("SELECT count(*) FROM run_metric_rows").fetchone()[0],
+                conn.execute("SELECT count(*) FROM bias_rows").fetchone()[0])
+
+
+def test_the_writer_keeps_every_complete_run_and_pair(db):
+    # 11 complete runs; pairs: gender CAS+CAB, race CAS+CAB, hai CAS, same CAB = 6, 3 rows each.
+    assert _kept_runs(db) == (11, 18)
+    _same_as_views(db)
+
+
+def test_kept_rows_follow_added_resumed_running_and_merged_runs(db, tmp_path):
+    _add_run(db, "exp-hai-cf", "exp-hai", "cf", items=ITEMS[:6], status="failed")
+    _same_as_views(db)
+    with connect(db) as conn:  # resumed: running again, its answers grow before it completes
+        conn.execute("UPDATE runs SET status = 'running' WHERE run_id = 'exp-hai-cf'")
+    store = RunStore(db, timeout_s=10)
+    store.write_batch("exp-hai-cf", [_generation(item, 0.3, random.Random(2)) for item in ITEMS[6:]])
+    _same_as_views(db)
+    store.finish_run("exp-hai-cf", "complete")
+    _same_as_views(db)
+    # A vanilla run of exp-base still running: not paired yet, as in the view.
+    _add_run(db, "exp-base-vanilla", "exp-base", "vanilla", items=ITEMS[:4], status=None)
+    _same_as_views(db)
+    source = tmp_path / "source.duckdb"
+    shutil.copy(db, source)
+    _add_run(source, "exp-base-cf", "exp-base", "cf", seed=5)
+    merge_stores(db, source)
+    _same_as_views(db)
+
+
+def test_rows_kept_by_no_writer_or_for_other_answers_are_not_used(db):
+    with connect(db) as conn:
+        conn.execute("DELETE FROM run_metric_rows WHERE run_id = 'exp-gender-base'")
+        conn.execute("UPDATE run_metric_rows SET n_answers = n_answers + 1, precision = 0.5 WHERE run_id = 'exp-race-cf'")
+        conn.execute("UPDATE bias_rows SET n_a = n_a + 1, value = 99 WHERE experiment_id = 'exp-race'")
+        conn.execute("DELETE FROM bias_rows WHERE experiment_id = 'exp-gender' AND measure = 'CAB' AND metric = 'f1'")
+    _same_as_views(db)
