@@ -65,7 +65,9 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
     """Write a store of n_runs x n_items generations at `path` (which must not exist yet)."""
     from engine.prompts import METADATA_TYPES, PromptConfig
     from store.db import connect
-    from store.run_scores import store_scores
+    from store.db import utc_now
+    from store.kept_metrics import keep_all
+    from store.run_scores import live_scores
 
     if path.exists():
         raise SystemExit(f"{path} exists already: give a new path")
@@ -175,9 +177,13 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
             """
         )
         n = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
-        # The runs' cached averages, as RunStore.finish_run writes them when a run completes.
+        # The runs' cached averages, as RunStore.finish_run writes them when a run completes
+        # (run_scores one run at a time, the kept run_metrics and bias rows in one pass: the
+        # same rows, store.kept_metrics, without a pass per run).
         for run in runs:
-            store_scores(conn, run[0])
+            conn.execute("INSERT OR REPLACE INTO run_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [run[0], *live_scores(conn, run[0]), utc_now()])
+        keep_all(conn)
     with connect(path) as conn:
         conn.execute("CHECKPOINT")
     full = [x for x, _, e in experiments if 3 * e + 2 < n_runs]

@@ -70,6 +70,20 @@ def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) ->
                      [utc_now(), run_a, run_b])
 
 
+def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
+    """Recompute every kept row in one pass over the views (a store built in bulk, as
+    scripts/bench_app.py builds one: one whole-store pass is much cheaper than one per run)."""
+    conn.execute("DELETE FROM run_metric_rows")
+    conn.execute(
+        f"INSERT INTO run_metric_rows SELECT w.run_id, c.n, w.* EXCLUDE (run_id), ? "
+        f"FROM ({LIVE_WIDE.replace('WHERE run_id = ?', '')}) w "
+        "JOIN (SELECT run_id, count(*) AS n FROM generations GROUP BY run_id) c USING (run_id)",
+        [utc_now()],
+    )
+    conn.execute("DELETE FROM bias_rows")
+    conn.execute(f"INSERT INTO bias_rows SELECT {BIAS_COLUMNS}, ? FROM bias", [utc_now()])
+
+
 def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> tuple[str, list]:
     """A SELECT giving run_metrics' CTE `w` for these runs, and its parameters: kept rows where
     current, run_metric_summary for the others (one `run_id = ?` each, pushed into the tables)."""

@@ -193,3 +193,26 @@ def test_rows_kept_by_no_writer_or_for_other_answers_are_not_used(db):
         conn.execute("UPDATE bias_rows SET n_a = n_a + 1, value = 99 WHERE experiment_id = 'exp-race'")
         conn.execute("DELETE FROM bias_rows WHERE experiment_id = 'exp-gender' AND measure = 'CAB' AND metric = 'f1'")
     _same_as_views(db)
+
+
+def test_one_pass_keeps_the_rows_the_writer_keeps_run_by_run(db):
+    from store.kept_metrics import keep_all
+
+    def rows():
+        with connect(db, read_only=True) as conn:
+            return (conn.execute("SELECT * EXCLUDE (computed_utc) FROM run_metric_rows ORDER BY run_id").fetchall(),
+                    conn.execute("SELECT * EXCLUDE (computed_utc) FROM bias_rows ORDER BY ALL").fetchall())
+
+    by_run = rows()
+    with connect(db) as conn:
+        keep_all(conn)
+    assert _close(rows(), by_run)
+
+
+def _close(a, b) -> bool:
+    """Equal, floats to 1e-12 relative (parallel sums may differ in the last bits)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-12, abs=1e-12, nan_ok=True)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
