@@ -288,30 +288,36 @@ def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats
 
 
 _CHILD = """
-import resource, sys
+import sys
 sys.path.insert(0, {root!r})
 import importlib.util
 spec = importlib.util.spec_from_file_location("bench_app", {script!r})
 bench = importlib.util.module_from_spec(spec); sys.modules["bench_app"] = bench; spec.loader.exec_module(bench)
 import demo.handlers.bias, demo.handlers.query, demo.handlers.runs, engine.usecases.tables  # imports before the baseline
 store = bench._reuse(bench.Path({path!r}), {items}, {runs})
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 bench.prepare({handler!r}, store)
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1])
+open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) starts again from the current size
+before = status("VmRSS:")
 bench.call({handler!r}, store)
-print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(before, status("VmHWM:"))
 """
 
 
 def peak_memory(handler: str, store: BenchStore) -> tuple[float, float]:
-    """(peak resident MB of a fresh process that made one call, MB of it over the process after
-    its imports): each call in its own child process, so one handler's peak hides no other's."""
+    """(peak resident MB of a fresh process during one call, MB of that peak over its size
+    before the call, after its imports): one child process per call, its kernel peak counter
+    reset after the imports (Linux), so neither the imports nor another handler hide a peak."""
     import subprocess
 
     code = _CHILD.format(root=str(ROOT), script=str(Path(__file__).resolve()), path=str(store.path),
                          items=store.n_items, runs=store.n_runs, handler=handler)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    before, after = int(out[-2]) / 1024, int(out[-1]) / 1024  # ru_maxrss is in KiB on Linux
-    return after, after - before
+    before, peak = int(out[-2]) / 1024, int(out[-1]) / 1024  # kB in /proc/self/status
+    return peak, peak - before
 
 
 def label(n: int) -> str:
@@ -356,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
                       f"in {stores[name].build_s:.1f} s, {path.stat().st_size / 1e6:.0f} MB", flush=True)
         names = HANDLERS + PARTS + (REPORTS if args.report else ())
         medians = time_handlers(names, stores, args.repeats)
-        memory = {(h, k): peak_memory(h, stores[k]) for h in HANDLERS + (REPORTS if args.report else ())
+        memory = {(h, k): peak_memory(h, stores[k]) for h in HANDLERS + ("  computed",) + (REPORTS if args.report else ())
                   for k in ("10k", "1M")} if args.memory else {}
     small, large = stores["10k"], stores["1M"]
     a_name, b_name = label(small.n_generations), label(large.n_generations)
@@ -374,8 +380,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{handler:<22}{1000 * a:9.1f}{1000 * b:9.1f}{b / a:9.2f}{extra}{b / medians['query_detail', '1M']:8.2f}")
     if memory:
         print()
-        print(f"peak resident MB of a fresh process making one call (over its imports), {a_name} and {b_name}")
-        for handler in HANDLERS + (REPORTS if args.report else ()):
+        print(f"peak resident MB of a fresh process during one call (in brackets: over its size after imports), "
+              f"{a_name} and {b_name}")
+        for handler in HANDLERS + ("  computed",) + (REPORTS if args.report else ()):
             (pa, da), (pb, db) = memory[handler, "10k"], memory[handler, "1M"]
             print(f"{handler:<22}{pa:9.0f} ({da:+.0f}){pb:9.0f} ({db:+.0f})")
 
