@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="also time `report`'s tables, for one experiment and the whole store")
     parser.add_argument("--memory", action="store_true",
                         help="also measure each handler's peak resident memory, one child process per call")
+    parser.add_argument("--huge", type=int, default=0, metavar="GENERATIONS",
+                        help="also a third store of this many generations (--items per run), timed beside the "
+                             "others, e.g. 10000000 (1,000 runs; about 2.3 GB and 12 min to build)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="folder for the stores, kept for reuse (a store already there is reused)")
     args = parser.parse_args(argv)
@@ -347,6 +350,9 @@ def main(argv: list[str] | None = None) -> None:
         "1M": (args.items, n_runs),
         "exp": (args.items, 3),
     }
+    if args.huge:
+        shapes["huge"] = (args.items, max(3, args.huge // args.items))
+    sized = [k for k in ("10k", "1M", "huge") if k in shapes]
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -363,28 +369,36 @@ def main(argv: list[str] | None = None) -> None:
         names = HANDLERS + PARTS + (REPORTS if args.report else ())
         medians = time_handlers(names, stores, args.repeats)
         memory = {(h, k): peak_memory(h, stores[k]) for h in HANDLERS + ("  computed",) + (REPORTS if args.report else ())
-                  for k in ("10k", "1M")} if args.memory else {}
-    small, large = stores["10k"], stores["1M"]
-    a_name, b_name = label(small.n_generations), label(large.n_generations)
+                  for k in sized} if args.memory else {}
+    _print(args.repeats, names, stores, sized, medians, memory)
+
+
+def _print(repeats: int, names: tuple[str, ...], stores: dict[str, BenchStore], sized: list[str],
+           medians: dict[tuple[str, str], float], memory: dict[tuple[str, str], tuple[float, float]]) -> None:
+    """The table: per handler, ms on each store, each store's ratio to the previous one, the
+    largest against `exp`, and against query_detail on the same store; then peak memory."""
+    labels = {k: label(stores[k].n_generations) for k in sized}
+    last = sized[-1]
     print()
-    print(f"median of {args.repeats} calls after one warm-up, in ms; "
-          f"{a_name} = {small.n_runs} runs x {small.n_items:,} items, {b_name} = {large.n_runs} runs x {large.n_items:,} "
-          f"items, exp = 1 experiment alone (3 runs x {large.n_items:,} items)")
-    ratio = f"{b_name}/{a_name}"
-    print(f"{'handler':<22}{a_name:>9}{b_name:>9}{ratio:>9}{'exp':>9}{b_name + '/exp':>9}"
-          f"{'/query':>8}   target: {b_name} < 200 ms")
+    print(f"median of {repeats} calls after one warm-up, in ms; "
+          + ", ".join(f"{labels[k]} = {stores[k].n_runs} runs x {stores[k].n_items:,} items" for k in sized)
+          + f", exp = 1 experiment alone (3 runs x {stores['exp'].n_items:,} items)")
+    head = f"{'handler':<22}" + "".join(f"{labels[k]:>9}" for k in sized)
+    head += "".join(f"{labels[b] + '/' + labels[a]:>10}" for a, b in zip(sized, sized[1:]))
+    print(head + f"{'exp':>9}{labels[last] + '/exp':>10}{'/query':>8}   target: < 200 ms, within 2x a size up")
     for handler in names:
-        a, b = medians[handler, "10k"], medians[handler, "1M"]
+        values = [medians[handler, k] for k in sized]
+        line = f"{handler:<22}" + "".join(f"{1000 * v:9.1f}" for v in values)
+        line += "".join(f"{b / a:10.2f}" for a, b in zip(values, values[1:]))
         exp = medians.get((handler, "exp"))
-        extra = f"{1000 * exp:9.1f}{b / exp:9.2f}" if exp else f"{'':9}{'':9}"
-        print(f"{handler:<22}{1000 * a:9.1f}{1000 * b:9.1f}{b / a:9.2f}{extra}{b / medians['query_detail', '1M']:8.2f}")
+        line += f"{1000 * exp:9.1f}{values[-1] / exp:10.2f}" if exp else f"{'':9}{'':10}"
+        print(line + f"{values[-1] / medians['query_detail', last]:8.2f}")
     if memory:
         print()
-        print(f"peak resident MB of a fresh process during one call (in brackets: over its size after imports), "
-              f"{a_name} and {b_name}")
-        for handler in HANDLERS + ("  computed",) + (REPORTS if args.report else ()):
-            (pa, da), (pb, db) = memory[handler, "10k"], memory[handler, "1M"]
-            print(f"{handler:<22}{pa:9.0f} ({da:+.0f}){pb:9.0f} ({db:+.0f})")
+        print("peak resident MB of a fresh process during one call (in brackets: over its size after imports), "
+              + ", ".join(labels[k] for k in sized))
+        for handler in sorted({h for h, _ in memory}, key=lambda h: names.index(h) if h in names else 99):
+            print(f"{handler:<22}" + "".join(f"{memory[handler, k][0]:9.0f} ({memory[handler, k][1]:+5.0f})" for k in sized))
 
 
 def _reuse(path: Path, items: int, runs: int) -> BenchStore:
