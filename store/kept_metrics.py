@@ -46,6 +46,10 @@ def counts(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int
     """Generations per run, for these runs (those without any are left out)."""
     if not run_ids:
         return {}
+    if len(run_ids) > 64:  # a store's worth: one grouped scan beats a long IN list
+        wanted = set(run_ids)
+        rows = conn.execute("SELECT run_id, count(*) FROM generations GROUP BY run_id").fetchall()
+        return {run_id: n for run_id, n in rows if run_id in wanted}
     marks = ", ".join("?" * len(run_ids))
     return dict(conn.execute(
         f"SELECT run_id, count(*) FROM generations WHERE run_id IN ({marks}) GROUP BY run_id", run_ids).fetchall())
@@ -88,17 +92,16 @@ def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> 
     """A SELECT giving run_metrics' CTE `w` for these runs, and its parameters: kept rows where
     current, run_metric_summary for the others (one `run_id = ?` each, pushed into the tables)."""
     current = counts(conn, run_ids)
-    kept = dict(conn.execute(
-        f"SELECT run_id, n_answers FROM run_metric_rows WHERE run_id IN ({', '.join('?' * len(run_ids))})",
-        run_ids).fetchall()) if run_ids else {}
+    kept = dict(conn.execute("SELECT run_id, n_answers FROM run_metric_rows").fetchall())
     fresh = [r for r in run_ids if r in current and kept.get(r) == current[r]]
     stale = [r for r in run_ids if r in current and kept.get(r) != current[r]]
-    parts = [f"SELECT * EXCLUDE (n_answers, computed_utc) FROM run_metric_rows WHERE run_id IN ({', '.join('?' * len(fresh))})"] \
+    # The kept rows in one statement (a list parameter: one plan whatever the number of runs).
+    parts = ["SELECT * EXCLUDE (n_answers, computed_utc) FROM run_metric_rows WHERE list_contains(?, run_id)"] \
         if fresh else []
     parts += [LIVE_WIDE] * len(stale)
     if not parts:
         return f"SELECT * FROM ({LIVE_WIDE.replace('run_id = ?', 'false')})", []
-    return " UNION ALL ".join(f"({p})" for p in parts), fresh + stale
+    return " UNION ALL ".join(f"({p})" for p in parts), ([fresh] if fresh else []) + stale
 
 
 def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | None) -> tuple[str, list]:
@@ -112,13 +115,16 @@ def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | N
     current = counts(conn, sorted({run for _, a, b in pairs for run in (a, b)}))
     kept = {(a, b): (n_a, n_b, k) for a, b, n_a, n_b, k in conn.execute(
         "SELECT run_a, run_b, n_a, n_b, count(*) FROM bias_rows GROUP BY ALL").fetchall()}
-    parts, params = [], []
+    fresh, parts, params = [], [], []
     for _, a, b in pairs:
         hit = kept.get((a, b))
         # Three metrics per pair: a pair kept with fewer rows was computed over no common items.
         if hit and hit[0] == current.get(a) and hit[1] == current.get(b) and hit[2] == 3:
-            parts.append(f"SELECT {BIAS_COLUMNS} FROM bias_rows WHERE run_a = ? AND run_b = ?")
+            fresh.append(f"{a}\x00{b}")
         else:
             parts.append("SELECT * FROM bias WHERE run_a = ? AND run_b = ?")
-        params += [a, b]
+            params += [a, b]
+    if fresh:  # one statement for every kept pair
+        parts.insert(0, f"SELECT {BIAS_COLUMNS} FROM bias_rows WHERE list_contains(?, run_a || chr(0) || run_b)")
+        params.insert(0, fresh)
     return (" UNION ALL ".join(parts) or "SELECT * FROM bias WHERE false"), params
