@@ -6,7 +6,13 @@ them:
 - query:  demo.handlers.query.query_detail (one item of one experiment, all its modes);
 - runs:   demo.handlers.runs.runs_page, the first page;
 - bias:   demo.handlers.bias.bias_page for one experiment, what /bias_table does: CAS and CAB
-          (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data.
+          (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data; a visitor's first
+          request (the report and Table 2 read from what the store keeps, store.derived), the
+          same repeated, and "computed": with nothing kept (once after every change to the
+          experiment's runs);
+- report: with --report, `python -m engine report`'s tables for one experiment and for the
+          whole store (engine.usecases.tables.report_tables);
+- memory: with --memory, each handler's peak resident memory in a fresh child process.
 
 Store shapes (one dataset of ITEMS items x 10 documents; RUNS runs in experiments of vanilla,
 base and cf, the last experiment partial when RUNS is not a multiple of 3; metadata types
@@ -15,11 +21,14 @@ cycle gender, hai, race; every run answers every item with 0-3 citations and ~8 
 - "1M":   100 runs x 10,000 items = 1,000,000 generations;
 - "exp":  1 experiment alone, 3 runs x 10,000 items = 30,000 generations: the bias tab's work
           grows with the experiment it shows (10,000 items at 1M against 100 at 10k), so bias
-          at 1M is also compared with the same experiment in a store that holds nothing else.
+          at 1M is also compared with the same experiment in a store that holds nothing else;
+- "huge": with --huge 10000000, 1,000 runs x 10,000 items = 10,000,000 generations (2.3 GB,
+          about 20 min to build on a loaded 2-core machine, 7 GB peak memory while building).
 The timed experiment is the newest complete one (vanilla, base and cf), its item the middle one.
 
 Run: python scripts/bench_app.py [--generations 1000000] [--items 10000] [--repeats 7]
-                                 [--keep FOLDER]
+                                 [--report] [--memory] [--huge 10000000] [--keep FOLDER]
+(without --keep the stores go to a temporary folder that is removed at the end.)
 """
 
 from __future__ import annotations
