@@ -1,4 +1,4 @@
-"""Values derived from an experiment's runs, kept in the store (table derived_values, migration 012).
+"""Values derived from an experiment's runs, kept in the store (table derived_values, migration 013).
 
 The app's Bias tab computes, per experiment, a bootstrap over every item of three runs and the
 bias view's t-tests: about 2 s at 1M answers on a loaded 2-core machine, for a result that only

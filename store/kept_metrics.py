@@ -1,5 +1,5 @@
 """run_metrics' and the bias view's numbers, kept by the writer (tables run_metric_rows and
-bias_rows, migration 012) so that whole-store reads cost milliseconds at a million answers.
+bias_rows, migration 013) so that whole-store reads cost milliseconds at a million answers.
 
 `python -m engine report` reads run_metrics for every run and the bias view for every
 experiment: computed from query_metrics, 12-25 s at 1M answers (issue 21). The numbers change
