@@ -17,7 +17,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
     import gradio as gr
 
     from demo.jobs import JobQueue
-    from demo.tabs import bias, explain, query, run, runs, sql
+    from demo.tabs import bias, compare, explain, query, run, runs, sql
     from demo.tabs.style import APP_CSS
 
     if jobs is None:
@@ -31,9 +31,10 @@ def build_app(settings: AppSettings, jobs: Any = None):
         gr.Markdown(_gpu_banner())
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
-            for tab in (run, runs, query, bias, explain, sql):  # in the order shown
+            for tab in (run, runs, compare, query, bias, explain, sql):  # in the order shown
                 tab.build(app, settings, jobs)
         _open_clicked_rows(app)
+        _wire_compare(app)
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
 
@@ -59,6 +60,46 @@ def _open_clicked_rows(app) -> None:
     # the string cannot be resolved from this module, so it is set here.
     clicked.__annotations__ = {"event": gr.SelectData}
     then(table.select(clicked, None, outputs, api_visibility="private"))
+
+
+def _wire_compare(app) -> None:
+    """Issue 17: an item clicked in the Compare tab opens the Query tab with both runs side by
+    side; the Runs tab's two ticked experiments fill the Compare tab, which compares them."""
+    import gradio as gr
+
+    from demo.handlers.compare import clicked_item, two_ticked
+    from demo.toasts import error
+    from engine.errors import UserError
+
+    tabs = getattr(app, "tabs", None)
+    items = getattr(app, "compare_items", None)
+    opener = getattr(app, "open_pair_in_query", None)
+    if tabs is not None and items is not None and opener is not None:
+        table, pairs = items
+        open_pair, outputs, then = opener
+
+        def clicked(pairs_, event):
+            chosen = clicked_item(pairs_, getattr(event, "row_value", None))
+            if chosen is None:  # a click on an empty table
+                return tuple(gr.skip() for _ in outputs)
+            return open_pair(*chosen)
+
+        clicked.__annotations__ = {"event": gr.SelectData}  # see _open_clicked_rows
+        then(table.select(clicked, pairs, outputs, api_visibility="private"))
+    picker = getattr(app, "runs_compare", None)
+    filler = getattr(app, "open_in_compare", None)
+    if tabs is not None and picker is not None and filler is not None:
+        ticked, button = picker
+        fill, sides, then = filler
+
+        def compare_ticked(chosen):
+            try:
+                a, b = two_ticked(chosen)
+            except UserError as err:
+                raise error(str(err), "runs") from None
+            return fill(a, b)
+
+        then(button.click(compare_ticked, ticked, [tabs, *sides], api_visibility="private"))
 
 
 def _gpu_banner() -> str:

@@ -1,8 +1,8 @@
 """HTML for the Explain tab: an item's documents and, per mode, the answer and the stored Prompt 5
 explanations, with the documents and labels each explanation names highlighted.
 
-Built on demo.render (its CSS, `_text`, `_cell`, `answer_html`) and held to the same rule:
-every piece of model and dataset text, explanations included, goes through `_text` before it
+Built on demo.render (its CSS, `escape_text`, `cell_html`, `answer_html`) and held to the same rule:
+every piece of model and dataset text, explanations included, goes through `escape_text` before it
 reaches a tag or an attribute. No JavaScript: which explanation names what is in title= hovers.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from demo.render import CSS, _cell, _text, answer_html
+from demo.render import CSS, cell_html, escape_text, answer_html
 
 if TYPE_CHECKING:
     from engine.explain import ExplainRun
@@ -51,15 +51,15 @@ def documents_grid(detail: QueryDetail, by_mode: dict[str, list[StoredExplanatio
     rows = []
     for doc in shown:
         cells = [
-            _cell(str(doc.rank)),
-            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), ["doc"],
+            cell_html(str(doc.rank)),
+            cell_html(f"<b>{escape_text(doc.title)}</b> {escape_text(doc.text)}" if doc.title else escape_text(doc.text), ["doc"],
                   title=doc.doc_id),
-            _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
+            cell_html("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
         ]
         for m in modes:
             position = m.positions.get(doc.doc_id)
             if position is None:
-                cells.append(_cell("not shown"))
+                cells.append(cell_html("not shown"))
                 continue
             mine = by_mode.get(m.mode, [])
             named_by = _named_doc_ids(m, mine).get(doc.doc_id, [])
@@ -67,7 +67,7 @@ def documents_grid(detail: QueryDetail, by_mode: dict[str, list[StoredExplanatio
             parts = [f"[{position}]"]
             if label is not None:
                 mark = ' class="named-label"' if label in _named_labels(mine) else ""
-                parts.append(f"<span{mark}>{_text(label)}</span>")
+                parts.append(f"<span{mark}>{escape_text(label)}</span>")
             if m.answer is not None and doc.doc_id in m.cited_doc_ids:
                 parts.append("cited")
             if named_by:
@@ -75,25 +75,25 @@ def documents_grid(detail: QueryDetail, by_mode: dict[str, list[StoredExplanatio
             hover = f"{m.mode}: shown as [{position}]"
             if named_by:
                 hover += "; named in the explanation by " + ", ".join(named_by)
-            cells.append(_cell(" · ".join(parts), ["named"] if named_by else [], hover))
+            cells.append(cell_html(" · ".join(parts), ["named"] if named_by else [], hover))
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{_text(h)}</th>" for h in head) + "</tr>"
+    header = "<tr>" + "".join(f"<th>{escape_text(h)}</th>" for h in head) + "</tr>"
     return f'<table class="grid">{header}{"".join(rows)}</table>'
 
 
 def explanation_html(e: StoredExplanation) -> str:
     """One explanation: who explained, the text, and chips for what it names."""
     docs = ", ".join(f"[{n}]" for n in e.mentioned_docs)
-    chips = [f'<span class="chip">names documents {_text(docs)}</span>' if docs
+    chips = [f'<span class="chip">names documents {escape_text(docs)}</span>' if docs
              else '<span class="chip">names no document</span>']
     if e.mentioned_labels:
         chips.append('<span class="chip label">gives a label as a reason: '
-                     + ", ".join(f"<b>{_text(label)}</b>" for label in e.mentioned_labels) + "</span>")
+                     + ", ".join(f"<b>{escape_text(label)}</b>" for label in e.mentioned_labels) + "</span>")
     else:
         chips.append('<span class="chip">names no label</span>')
     cut = " (cut at the token limit)" if e.finish_reason == "length" else ""
-    return (f'<div class="explained"><h5>explanation by {_text(e.explainer_model)}{_text(cut)}</h5>'
-            f'<div class="explanation">{_text(e.text)}</div>{"".join(chips)}</div>')
+    return (f'<div class="explained"><h5>explanation by {escape_text(e.explainer_model)}{escape_text(cut)}</h5>'
+            f'<div class="explanation">{escape_text(e.text)}</div>{"".join(chips)}</div>')
 
 
 def explain_page(detail: QueryDetail, explanations: tuple[StoredExplanation, ...]) -> str:
@@ -106,14 +106,14 @@ def explain_page(detail: QueryDetail, explanations: tuple[StoredExplanation, ...
         mine = [e for e in by_mode.get(m.mode, []) if e.run_id == m.run_id]
         body = "".join(explanation_html(e) for e in mine) or (
             '<p class="none">no explanation stored yet (<code>python -m engine explain</code>)</p>')
-        columns.append(f'<div class="mode"><h4>{_text(m.mode)} <small>run {_text(m.run_id)}</small></h4>'
+        columns.append(f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)}</small></h4>'
                        f"{answer_html(m)}{body}</div>")
-    golds = ", ".join(_text(a) for a in detail.gold_answers) or "–"
+    golds = ", ".join(escape_text(a) for a in detail.gold_answers) or "–"
     count = len(explanations)
     return (
         f'{CSS}{EXPLAIN_CSS}<div class="pe-q">'
-        f"<h3>{_text(detail.question)}</h3>"
-        f"<p>item {_text(detail.item_id)} · experiment {_text(detail.experiment_id)} · gold: {golds}"
+        f"<h3>{escape_text(detail.question)}</h3>"
+        f"<p>item {escape_text(detail.item_id)} · experiment {escape_text(detail.experiment_id)} · gold: {golds}"
         f" · {count} explanation{'' if count == 1 else 's'} stored</p>"
         f"{documents_grid(detail, by_mode)}"
         f'<div class="modes">{"".join(columns)}</div></div>'
@@ -123,13 +123,13 @@ def explain_page(detail: QueryDetail, explanations: tuple[StoredExplanation, ...
 def run_summary(run: ExplainRun, rates: tuple[tuple, ...]) -> str:
     """A whole run's heading: its mode and id, and per explainer model the share of its
     explanations that give a label as a reason (rows of store.queries.explanation_rates)."""
-    head = f"run {_text(run.run_id)} · {_text(run.rag_mode)} · {run.n_answers} answer{'' if run.n_answers == 1 else 's'}"
+    head = f"run {escape_text(run.run_id)} · {escape_text(run.rag_mode)} · {run.n_answers} answer{'' if run.n_answers == 1 else 's'}"
     if not rates:
         body = '<p class="none">no explanation stored yet (<code>python -m engine explain --run</code>, or Generate)</p>'
     else:
         lines = []
         for _run, model, _mode, n, n_label, share in rates:
-            lines.append(f"<li>by {_text(model)}: {n} explanation{'' if n == 1 else 's'}, {n_label} give a label as a "
+            lines.append(f"<li>by {escape_text(model)}: {n} explanation{'' if n == 1 else 's'}, {n_label} give a label as a "
                          f"reason: <b>label share {share:.2f}</b></li>")
         body = f"<ul>{''.join(lines)}</ul>"
     return f'{CSS}{EXPLAIN_CSS}<div class="pe-q"><h4>{head}</h4>{body}</div>'

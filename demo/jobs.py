@@ -12,7 +12,7 @@ model settings; a job with another model frees it first, so two never sit in mem
 Cancel stops at the next check, within seconds: between the job's steps (dataset, plan, model
 load), every 500 items while items are stored or prompts are built, at every decoding step of
 the batch in flight (a batch cut short is not written), and after each committed batch
-(engine.runner.execute_plan's `should_stop`). What was committed stays, the run ends as failed,
+(engine.usecases.run.run_experiment's `stop`). What was committed stays, the run ends as failed,
 and submitting the same settings resumes it.
 
 Jobs belong to the visitor who queued them (`owner`: the Gradio session, see demo.visitors):
@@ -47,16 +47,23 @@ FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What to run: a dataset file, the run request (the CLI's), and the store to write."""
+    """What to run: a dataset file, the request, and the store to write.
+
+    `request` is an engine.run_request.RunRequest (one experiment) or an
+    engine.usecases.study.StudyRequest (a grid; its dataset and db are this spec's). Its hf_token
+    is dropped once the model is loaded."""
 
     dataset_path: str
-    request: Any  # engine.runner.RunRequest; its hf_token is dropped once the model is loaded
+    request: Any
     db_path: Path
     skip_invalid: bool = False
     # An upload: the name the store records in place of the path, and whether the file (a
     # private copy, see demo.handlers.run) is deleted once loaded.
     dataset_name: str | None = None
     delete_after_load: bool = False
+    # engine.usecases.run.RayOptions for one experiment generated on Ray (None: in the worker);
+    # a StudyRequest carries its own.
+    ray: Any = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class ExplainSpec:
     device and dtype; its modes are the runs' modes, for the jobs table)."""
 
     run_ids: tuple[str, ...]
-    request: Any  # engine.runner.RunRequest for the explainer; loaded through the same ModelCache
+    request: Any  # engine.run_request.RunRequest for the explainer; loaded through the same ModelCache
     db_path: Path
     item_id: str | None = None  # None: every answer of the runs still unexplained by this model
     max_new_tokens: int = 256
@@ -91,6 +98,8 @@ class JobStatus:
     # Which worker path serves it: a run (JobSpec) or Prompt 5 explanations (ExplainSpec). Last,
     # with a default, as JobStatus is built by keyword elsewhere too.
     kind: JobKind = "run"
+    # A study grid's name, once planned (None: a single run, or not planned yet).
+    study: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,7 @@ class _Job:
         self.n_done = 0
         self.n_total: int | None = None
         self.experiment_id: str | None = None
+        self.study: str | None = None
         self.message = "waiting for the worker"
         self.submitted_utc = utc_now()
         self.finished_utc: datetime | None = None
@@ -165,7 +175,7 @@ class JobQueue:
 
     def __init__(self, *, load: Callable[[Any], Any] | None = None, keep_finished: int = 100):
         if load is None:
-            from engine.runner import load_model_for
+            from engine.run_request import load_model_for
 
             load = load_model_for
         self.models = ModelCache(load)
@@ -260,7 +270,7 @@ class JobQueue:
 
     def _run(self, job: _Job) -> None:
         from engine.errors import UserError
-        from engine.runner import RunCancelled
+        from engine.errors import RunCancelled
 
         try:
             done_line = self._explain(job) if isinstance(job.spec, ExplainSpec) else self._execute(job)
@@ -276,43 +286,56 @@ class JobQueue:
             self._end(job, "complete", done_line)
 
     def _execute(self, job: _Job):
-        from engine.load_child import load_dataset_bounded
-        from engine.runner import check_prompt_lengths, execute_plan, plan_experiment
-        from store.run_store import RunStore
-
+        """A run or a study grid, through the same use case as `python -m engine run`."""
         spec = job.spec
-        stop = _stopper(job)
-        try:
+        # The model cache loads; the token has done its one job once the model is loaded, and
+        # must not outlive the load in memory.
+        def load(request):
+            try:
+                return self.models.get(request)
+            finally:
+                job.spec = replace(job.spec, request=_without_token(job.spec.request))
+
+        def read(path, **options):
+            from engine.load_child import load_dataset_bounded
+
             # In a capped child process: an upload may decode to far more than its size.
-            dataset = load_dataset_bounded(spec.dataset_path, skip_invalid=spec.skip_invalid,
-                                           top_k=spec.request.prompt.top_k)
+            options["skip_invalid"] = spec.skip_invalid
+            try:
+                return load_dataset_bounded(path, **options)
+            finally:
+                _discard_upload(spec)
+
+        def progress(event) -> None:  # engine.usecases.run.Progress
+            with self._lock:
+                if event.experiment_id is not None:
+                    job.experiment_id = event.experiment_id
+                if event.study is not None:
+                    job.study = event.study.name
+                if event.stage == "stored":
+                    job.n_done += event.step
+                    return
+                if event.total is not None:
+                    job.n_total = event.total
+                if event.message:
+                    job.message = event.message
+
+        try:
+            if _is_study(spec.request):
+                from engine.usecases.study import run_study
+
+                study = replace(spec.request, dataset=spec.dataset_path, db=spec.db_path,
+                                dataset_name=spec.dataset_name)
+                outcome = run_study(study, progress=progress, stop=job.cancel.is_set, load=load, read_dataset=read)
+                done = sum(r.n_generated for e in outcome.experiments for r in e.outcome.runs)
+                return f"generated {done} answers in study {outcome.name} ({len(outcome.experiments)} experiments)"
+            from engine.usecases.run import ExperimentRequest, run_experiment
+
+            request = ExperimentRequest(spec.request, spec.dataset_path, spec.db_path, dataset_name=spec.dataset_name,
+                                        ray=spec.ray)
+            outcome = run_experiment(request, progress=progress, stop=job.cancel.is_set, load=load, read_dataset=read)
         finally:
             _discard_upload(spec)
-        if spec.dataset_name:
-            # The store names an upload by its file name, never by its server path (SQL console).
-            dataset = replace(dataset, source=spec.dataset_name)
-        stop()
-        sink = RunStore(spec.db_path)
-        plan = plan_experiment(dataset, spec.request, sink)
-        self._update(job, experiment_id=plan.experiment_id)
-        stop()
-        loaded = None
-        if plan.n_todo:
-            self._update(job, message=f"loading {spec.request.label}")
-            try:
-                loaded = self.models.get(spec.request)
-            finally:
-                # The token has done its one job; it must not outlive the load in memory.
-                job.spec = replace(spec, request=replace(spec.request, hf_token=None))
-            stop()
-            plan = check_prompt_lengths(plan, loaded)
-        self._update(job, n_total=plan.n_todo, message="generating")
-
-        def progress(n: int) -> None:
-            with self._lock:
-                job.n_done += n
-
-        outcome = execute_plan(plan, loaded, sink, on_progress=progress, should_stop=job.cancel.is_set)
         done = sum(r.n_generated for r in outcome.runs)
         return f"generated {done} answers in experiment {outcome.experiment_id}"
 
@@ -379,6 +402,7 @@ class JobQueue:
             submitted_utc=job.submitted_utc,
             finished_utc=job.finished_utc,
             kind="explain" if isinstance(job.spec, ExplainSpec) else "run",
+            study=job.study,
         )
 
 
@@ -392,6 +416,19 @@ def _access(request: Any) -> str:
     return "environment" if getattr(request, "environment_token", True) else "none"
 
 
+def _is_study(request: Any) -> bool:
+    from engine.usecases.study import StudyRequest
+
+    return isinstance(request, StudyRequest)
+
+
+def _without_token(request: Any) -> Any:
+    """The request with its typed token dropped (a study's in its shared settings)."""
+    if _is_study(request):
+        return replace(request, run=replace(request.run, hf_token=None))
+    return replace(request, hf_token=None)
+
+
 def _visible_to(job: _Job, owner: str | None) -> bool:
     """The operator (None) sees every job; a visitor only their own."""
     return owner is None or job.owner == owner
@@ -399,7 +436,7 @@ def _visible_to(job: _Job, owner: str | None) -> bool:
 
 def _stopper(job: _Job) -> Callable[[], None]:
     """A check to call between a job's steps: RunCancelled once cancel was asked."""
-    from engine.runner import RunCancelled
+    from engine.errors import RunCancelled
 
     def stop() -> None:
         if job.cancel.is_set():

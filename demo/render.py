@@ -1,7 +1,7 @@
 """HTML for the query drill-down: the documents grid, answers with citations, token heat maps.
 
 Pure functions from store.queries.QueryDetail to HTML strings. gr.HTML does not sanitise, and
-model and dataset text is untrusted, so every piece of it goes through `_text` (html.escape,
+model and dataset text is untrusted, so every piece of it goes through `escape_text` (html.escape,
 quotes included) before it reaches a tag or an attribute; only numbers this module formats
 reach a style. No JavaScript: hover values live in title= attributes.
 """
@@ -53,7 +53,7 @@ CSS = """<style>
 </style>"""
 
 
-def _text(value: object) -> str:
+def escape_text(value: object) -> str:
     """Escaped text for an element or a quoted attribute; None shows as a dash."""
     return "–" if value is None else html.escape(str(value), quote=True)
 
@@ -69,10 +69,10 @@ def _number(p: float | None, digits: int = 3) -> str:
     return "–" if p is None else f"{p:.{digits}f}"
 
 
-def _cell(content: str, classes: Iterable[str] = (), title: str | None = None) -> str:
+def cell_html(content: str, classes: Iterable[str] = (), title: str | None = None) -> str:
     attrs = f' class="{" ".join(classes)}"' if classes else ""
     if title is not None:
-        attrs += f' title="{_text(title)}"'
+        attrs += f' title="{escape_text(title)}"'
     return f"<td{attrs}>{content}</td>"
 
 
@@ -96,16 +96,16 @@ def documents_grid(detail: QueryDetail) -> str:
         flipped = 0 < len(cited_in) < len(answered)
         title = f"{doc.title}: " if doc.title else ""
         cells = [
-            _cell(str(doc.rank)),
-            _cell(f"<b>{_text(doc.title)}</b> {_text(doc.text)}" if doc.title else _text(doc.text), ["doc"],
+            cell_html(str(doc.rank)),
+            cell_html(f"<b>{escape_text(doc.title)}</b> {escape_text(doc.text)}" if doc.title else escape_text(doc.text), ["doc"],
                   title=f"{title}{doc.doc_id}"),
-            _cell("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
+            cell_html("yes" if doc.relevant else "no", ["rel"] if doc.relevant else []),
         ]
-        cells += [_cell(_text(m.positions.get(doc.doc_id))) for m in position_modes]
-        cells += [_cell(_text(m.labels.get(doc.doc_id))) for m in modes if m.mode in ("base", "cf")]
+        cells += [cell_html(escape_text(m.positions.get(doc.doc_id))) for m in position_modes]
+        cells += [cell_html(escape_text(m.labels.get(doc.doc_id))) for m in modes if m.mode in ("base", "cf")]
         for m in modes:
             if m.answer is None:
-                cells.append(_cell("no answer"))
+                cells.append(cell_html("no answer"))
                 continue
             cited = m.mode in cited_in
             p = m.citation_probability(doc.doc_id)
@@ -114,9 +114,9 @@ def documents_grid(detail: QueryDetail) -> str:
             hover = f"{m.mode}: {'cited' if cited else 'not cited'}" + (f", p = {p:.4f}" if p is not None else "")
             if flipped:
                 hover += "; the citation differs between modes"
-            cells.append(_cell(label, classes, hover))
+            cells.append(cell_html(label, classes, hover))
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{_text(h)}</th>" for h in head) + "</tr>"
+    header = "<tr>" + "".join(f"<th>{escape_text(h)}</th>" for h in head) + "</tr>"
     return f'<table class="grid">{header}{"".join(rows)}</table>'
 
 
@@ -138,10 +138,10 @@ def answer_html(mode: ModeDetail) -> str:
         known = [p for _, p in marks if p is not None]
         colour = probability_colour(min(known) if known else None)
         hover = "; ".join(f"[{n}] p = {p:.4f}" if p is not None else f"[{n}] p unknown" for n, p in marks)
-        out.append(_text(text[cursor:start]))
-        out.append(f'<span class="cite" style="background:{colour}" title="{_text(hover)}">{_text(text[start:end])}</span>')
+        out.append(escape_text(text[cursor:start]))
+        out.append(f'<span class="cite" style="background:{colour}" title="{escape_text(hover)}">{escape_text(text[start:end])}</span>')
         cursor = end
-    out.append(_text(text[cursor:]))
+    out.append(escape_text(text[cursor:]))
     return f'<div class="answer">{"".join(out)}</div>'
 
 
@@ -160,7 +160,7 @@ def token_heatmap(mode: ModeDetail) -> str:
         return '<div class="heat">(no tokens recorded)</div>'
     spans = (
         f'<span class="tok" style="background:{probability_colour(math.exp(t.logprob) if t.logprob is not None else None)}"'
-        f' title="{_text(_token_title(t))}">{_text(t.token)}</span>'
+        f' title="{escape_text(_token_title(t))}">{escape_text(t.token)}</span>'
         for t in mode.tokens
     )
     return f'<div class="heat">{"".join(spans)}</div>'
@@ -173,18 +173,18 @@ def prompt_html(mode: ModeDetail) -> str:
         return '<p class="prompt">(no prompt stored for this answer: imported, or not answered yet)</p>'
     labels = {label: cls for label, cls in ((mode.label_a, "label-a"), (mode.label_b, "label-b")) if label}
     if mode.mode == "vanilla" or not labels:
-        return f'<pre class="prompt">{_text(mode.prompt)}</pre>'
+        return f'<pre class="prompt">{escape_text(mode.prompt)}</pre>'
     # engine.prompts writes a label as " (written by LABEL)" at the end of a document's line;
     # anchored there, so that a document quoting those words is not taken for a label.
     alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
     pattern = re.compile(rf"\(written by ({alternatives})\)$", re.MULTILINE)
     out, cursor = [], 0
     for match in pattern.finditer(mode.prompt):
-        out.append(_text(mode.prompt[cursor:match.start()]))
+        out.append(escape_text(mode.prompt[cursor:match.start()]))
         out.append(f'<mark class="{labels[match.group(1)]}" title="label {"A" if labels[match.group(1)] == "label-a" else "B"}">'
-                   f"{_text(match.group(0))}</mark>")
+                   f"{escape_text(match.group(0))}</mark>")
         cursor = match.end()
-    out.append(_text(mode.prompt[cursor:]))
+    out.append(escape_text(mode.prompt[cursor:]))
     return f'<pre class="prompt">{"".join(out)}</pre>'
 
 
@@ -194,26 +194,26 @@ def metrics_table(detail: QueryDetail) -> str:
     rows = []
     for m in detail.modes:
         values = [getattr(m.metrics, n) if m.metrics else None for n in names]
-        rows.append(f"<tr><td>{_text(m.mode)}</td>" + "".join(f"<td>{_number(v)}</td>" for v in values) + "</tr>")
+        rows.append(f"<tr><td>{escape_text(m.mode)}</td>" + "".join(f"<td>{_number(v)}</td>" for v in values) + "</tr>")
     header = "<tr><th>mode</th>" + "".join(f"<th>{n}</th>" for n in ("precision", "recall", "F1", "EM")) + "</tr>"
     return f'<table class="metrics">{header}{"".join(rows)}</table>'
 
 
 def query_page(detail: QueryDetail) -> str:
     """The whole drill-down: question, gold answers, grid, answers and heat maps, metrics."""
-    golds = ", ".join(_text(a) for a in detail.gold_answers) or "–"
+    golds = ", ".join(escape_text(a) for a in detail.gold_answers) or "–"
     columns = "".join(
-        f'<div class="mode"><h4>{_text(m.mode)} <small>run {_text(m.run_id)} ({_text(m.status)})</small></h4>'
+        f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)} ({escape_text(m.status)})</small></h4>'
         f"{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}"
-        f"<details><summary>the prompt {_text(m.mode)} saw</summary>{prompt_html(m)}</details></div>"
+        f"<details><summary>the prompt {escape_text(m.mode)} saw</summary>{prompt_html(m)}</details></div>"
         for m in detail.modes
     )
     smoke = any(is_smoke(m.model) for m in detail.modes if m.model)
-    note = f'<p class="note">{_text(SMOKE_NOTE)}</p>' if smoke else ""
+    note = f'<p class="note">{escape_text(SMOKE_NOTE)}</p>' if smoke else ""
     return (
         f'{CSS}<div class="pe-q">'
-        f"<h3>{_text(detail.question)}</h3>"
-        f"<p>item {_text(detail.item_id)} · experiment {_text(detail.experiment_id)} · gold: {golds}</p>"
+        f"<h3>{escape_text(detail.question)}</h3>"
+        f"<p>item {escape_text(detail.item_id)} · experiment {escape_text(detail.experiment_id)} · gold: {golds}</p>"
         f"{note}{documents_grid(detail)}"
         f'<div class="modes">{columns}</div>'
         f"{metrics_table(detail)}</div>"
@@ -222,4 +222,122 @@ def query_page(detail: QueryDetail) -> str:
 
 def message(text: str) -> str:
     """A one-line notice (unknown experiment or item) as escaped HTML."""
-    return f'{CSS}<div class="pe-q"><p>{_text(text)}</p></div>'
+    return f'{CSS}<div class="pe-q"><p>{escape_text(text)}</p></div>'
+
+
+# ---------------------------------------------------------------- compare (issue 17): two runs side by side
+
+
+def comparison_summary(result) -> str:
+    """What a comparison paired (engine.usecases.compare.Comparison): per pair of runs the runs,
+    the items paired and left out, notes (a run still running), the EM and citation flips."""
+    parts = [f"<p><b>A</b> {escape_text(result.request.a)} ({escape_text(result.side_a.kind)}) · "
+             f"<b>B</b> {escape_text(result.request.b)} ({escape_text(result.side_b.kind)}) · differences are B − A</p>"]
+    smoke = False
+    for r in result.runs:
+        smoke = smoke or is_smoke(r.run_a.model) or is_smoke(r.run_b.model)
+        p = r.pairing
+        by_id = " · paired by id although the datasets differ" if p.pair_by_id else ""
+        lines = [
+            f"<b>{escape_text(r.title)}</b>: run {escape_text(r.run_a.run_id)} ({escape_text(r.run_a.experiment_name)}, "
+            f"{escape_text(r.run_a.model)}) vs run {escape_text(r.run_b.run_id)} ({escape_text(r.run_b.experiment_name)}, "
+            f"{escape_text(r.run_b.model)})",
+            f"{p.n_paired} item{'' if p.n_paired == 1 else 's'} paired; {p.only_a} only in A, {p.only_b} only in B"
+            f"{by_id}",
+        ]
+        if r.em_flips is not None:
+            e = r.em_flips
+            lines.append(f"exact match flips: {e.right_to_wrong} right → wrong, {e.wrong_to_right} wrong → right "
+                         f"(of {e.n} items with gold answers)")
+        c = r.citation_flips
+        lines.append(f"citation flips over {c.shown_both} documents shown in both: cited in A only "
+                     f"{c.a_only_relevant} relevant / {c.a_only_nonrelevant} not; in B only {c.b_only_relevant} "
+                     f"relevant / {c.b_only_nonrelevant} not")
+        lines += [f'<span class="note">{escape_text(n)}</span>' for n in r.notes]
+        parts.append("<li>" + "<br>".join(lines) + "</li>")
+    for b in result.bias:
+        p = b.pairing
+        parts.append(f"<li><b>{escape_text(b.measure)}</b> of B against A's: {p.n_paired} items paired "
+                     f"({p.only_a} left out in A, {p.only_b} in B)</li>")
+    note = f'<p class="note">{escape_text(SMOKE_NOTE)}</p>' if smoke else ""
+    return f'{CSS}<div class="pe-q">{parts[0]}{note}<ul>{"".join(parts[1:])}</ul></div>'
+
+
+def pair_grid(sides) -> str:
+    """The shown documents x two runs: position, label, citation (p) in each; a document cited in
+    one answer and not the other gets `flip`. `sides`: (name, QueryDetail, ModeDetail) with both known."""
+    docs, seen = [], set()
+    for _, detail, _ in sides:
+        for d in detail.documents:
+            if d.doc_id not in seen and any(d.doc_id in m.positions for _, _, m in sides):
+                seen.add(d.doc_id)
+                docs.append(d)
+    labelled = [(n, m) for n, _, m in sides if m.mode in ("base", "cf")]
+    head = ["#", "document", "relevant", *(f"{n} position" for n, _, _ in sides), *(f"{n} label" for n, _ in labelled),
+            *(f"{n} cited (p)" for n, _, _ in sides)]
+    rows = []
+    for doc in docs:
+        answered = [(n, m) for n, _, m in sides if m.answer is not None]
+        cited_in = {n for n, m in answered if doc.doc_id in m.cited_doc_ids}
+        flipped = 0 < len(cited_in) < len(answered)
+        title = f"{doc.title}: " if doc.title else ""
+        cells = [cell_html(str(doc.rank)),
+                 cell_html(f"<b>{escape_text(doc.title)}</b> {escape_text(doc.text)}" if doc.title else escape_text(doc.text), ["doc"],
+                       title=f"{title}{doc.doc_id}"),
+                 cell_html("yes" if doc.relevant else "no", ["rel"] if doc.relevant else [])]
+        cells += [cell_html(escape_text(m.positions.get(doc.doc_id))) for _, _, m in sides]
+        cells += [cell_html(escape_text(m.labels.get(doc.doc_id))) for _, m in labelled]
+        for n, _, m in sides:
+            if m.answer is None:
+                cells.append(cell_html("no answer"))
+                continue
+            cited = n in cited_in
+            p = m.citation_probability(doc.doc_id)
+            hover = f"{n}: {'cited' if cited else 'not cited'}" + (f", p = {p:.4f}" if p is not None else "")
+            if flipped:
+                hover += "; cited in one run only"
+            cells.append(cell_html(f"cited ({_number(p, 2)})" if cited else "–",
+                               (["cited"] if cited else []) + (["flip"] if flipped else []), hover))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{escape_text(h)}</th>" for h in head) + "</tr>"
+    return f'<table class="grid pair">{header}{"".join(rows)}</table>'
+
+
+def pair_page(item_id: str, sides) -> str:
+    """One item, two runs side by side (the Compare tab's drill-down): the question, the documents
+    grid over both runs, each run's answer, tokens and prompt, their metrics. `sides`: per run
+    (title, experiment name, QueryDetail or None, ModeDetail or None)."""
+    known = [(t, e, d, m) for t, e, d, m in sides if d is not None and m is not None]
+    first = next((d for _, _, d, _ in sides if d is not None), None)
+    if first is None:
+        return message(f"neither run has item '{item_id}'")
+    questions = list(dict.fromkeys(d.question for _, _, d, _ in sides if d is not None))
+    golds = ", ".join(escape_text(a) for a in first.gold_answers) or "–"
+    head = f"<h3>{escape_text(questions[0])}</h3>" + "".join(f"<p>B's dataset asks: {escape_text(q)}</p>" for q in questions[1:])
+    missing = []
+    for title, _, detail, mode in sides:
+        if detail is None:
+            missing.append(f"{title}: its experiment holds no item '{item_id}'")
+        elif mode is None:
+            missing.append(f"{title}: not the run the Query tab shows for its experiment (failed, or an older run of "
+                           "its mode); open it there by experiment")
+    notes = "".join(f'<p class="note">{escape_text(n)}</p>' for n in missing)
+    if any(is_smoke(m.model) for _, _, _, m in known if m.model):
+        notes += f'<p class="note">{escape_text(SMOKE_NOTE)}</p>'
+    names = [t.split(":", 1)[0] for t, _, _, _ in known]
+    grid = pair_grid([(n, d, m) for n, (_, _, d, m) in zip(names, known)]) if known else ""
+    columns = "".join(
+        f'<div class="mode"><h4>{escape_text(title)} <small>{escape_text(experiment)}:{escape_text(m.mode)} · {escape_text(m.model)} '
+        f"({escape_text(m.status)})</small></h4>{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}"
+        f"<details><summary>the prompt run {escape_text(m.run_id)} saw</summary>{prompt_html(m)}</details></div>"
+        for title, experiment, _, m in known
+    )
+    names_m = ("precision", "recall", "f1", "exact_match")
+    metric_rows = "".join(
+        f"<tr><td>{escape_text(n)}</td>" + "".join(
+            f"<td>{_number(getattr(m.metrics, x) if m.metrics else None)}</td>" for x in names_m) + "</tr>"
+        for n, (_, _, _, m) in zip(names, known))
+    metrics = ('<table class="metrics"><tr><th>run</th><th>precision</th><th>recall</th><th>F1</th><th>EM</th></tr>'
+               f"{metric_rows}</table>") if known else ""
+    return (f'{CSS}<div class="pe-q">{head}<p>item {escape_text(item_id)} · gold: {golds}</p>{notes}{grid}'
+            f'<div class="modes">{columns}</div>{metrics}</div>')

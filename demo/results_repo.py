@@ -34,7 +34,8 @@ def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str
     from store.merge import merge_stores
 
     # cache_dir None: huggingface_hub's own (HF_HUB_CACHE / HF_HOME, set by the entry point).
-    downloaded = hf_hub_download(repo_id=repo, filename=filename, repo_type="dataset", cache_dir=cache_dir)
+    downloaded = hf_hub_download(repo_id=repo, filename=filename, repo_type="dataset",
+                                 cache_dir=None if cache_dir is None else os.fspath(cache_dir))
     with tempfile.TemporaryDirectory(prefix="pattrieval-results-") as folder:
         copy = Path(folder) / "results.duckdb"
         shutil.copyfile(downloaded, copy)

@@ -12,18 +12,22 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.model_choice import CPU_MODEL, PAPER_MODELS
+
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
 # Where strangers are served (a Space, --share), unless the operator sets otherwise: the models
 # visitors may run and the operator's HF_TOKEN may load (the paper's three, the CPU model; smoke
 # needs no token and is always offered), and the bounds on what one visitor may ask of the worker
 # and the store (~1.7 MB of store per answer at 20 top log-probs and 4,000 new tokens).
-SPACE_MODELS = ("mistralai/Mistral-7B-Instruct-v0.3", "openchat/openchat-3.6-8b-20240522",
-                "meta-llama/Meta-Llama-3-8B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")
+SPACE_MODELS = (*PAPER_MODELS, CPU_MODEL)
 SPACE_MAX_ITEMS = 1000
 SPACE_MAX_NEW_TOKENS = 512
 SPACE_MAX_TOP_LOGPROBS = 5
 SPACE_MAX_JOBS_PER_VISITOR = 3  # queued or running, per visitor (Gradio session)
 SPACE_MAX_QUEUED_JOBS = 20  # waiting, all visitors together
+# A study grid queued from the Run tab is one job that runs every configuration: where strangers
+# are served, its size is bounded like a run's items (a 2 x 3 x 2 grid fits).
+SPACE_MAX_CONFIGURATIONS = 12
 DEFAULT_RESULTS_FILE = "pattrieval.duckdb"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -53,6 +57,11 @@ class AppSettings:
     max_top_logprobs: int | None = None
     max_jobs_per_visitor: int | None = None  # queued or running jobs of one visitor
     max_queued_jobs: int | None = None  # jobs waiting, all visitors together
+    # Configurations in one study grid started from the Run tab (None: no bound).
+    max_configurations: int | None = None
+    # The Run tab's "backend" choice offers Ray (a cluster address, actors): the desktop only. A
+    # Ray address reaches other machines, which a visitor of a Space must never name.
+    allow_ray: bool = True
 
     @property
     def max_upload_bytes(self) -> int:
@@ -100,6 +109,8 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
                                 zero_ok=True),
         max_jobs_per_visitor=_bound("PATTRIEVAL_MAX_JOBS_PER_VISITOR", SPACE_MAX_JOBS_PER_VISITOR if strangers else None),
         max_queued_jobs=_bound("PATTRIEVAL_MAX_QUEUED_JOBS", SPACE_MAX_QUEUED_JOBS if strangers else None),
+        max_configurations=_bound("PATTRIEVAL_MAX_CONFIGURATIONS", SPACE_MAX_CONFIGURATIONS if strangers else None),
+        allow_ray=not strangers,
     )
 
 

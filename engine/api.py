@@ -26,8 +26,19 @@ _HOMES: dict[str, str] = {
     # errors
     "UserError": "engine.errors",
     "RunCancelled": "engine.errors",
-    # running experiments: the integrator adds run_experiment / run_study (engine.usecases.run)
-    # and their request and result types here.
+    # running experiments: one (dataset x prompt configuration x modes), or a study grid
+    "RunRequest": "engine.run_request",
+    "PromptConfig": "engine.prompts",
+    "metadata_type": "engine.prompts",
+    "ExperimentRequest": "engine.usecases.run",
+    "RayOptions": "engine.usecases.run",
+    "Progress": "engine.usecases.run",
+    "ExperimentOutcome": "engine.run_request",
+    "run_experiment": "engine.usecases.run",
+    "Grid": "engine.study",
+    "StudyRequest": "engine.usecases.study",
+    "StudyOutcome": "engine.usecases.study",
+    "run_study": "engine.usecases.study",
     # explanations (Prompt 5) and verification (AttrScore)
     "ExplainRequest": "engine.usecases.explain",
     "ExplainPlan": "engine.usecases.explain",

@@ -40,8 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from engine.backends import BatchResult, PlannedBatch, Provenance
+from engine.backends import BatchResult, PlannedBatch
 from engine.errors import UserError
+from engine.provenance import Provenance, library_versions
+from engine.run_request import generation_config
 
 INSTALL_HINT = "the Ray backend needs ray[data], which is not installed: pip install -r requirements-ray.txt"
 MAX_RETRIES = 2  # actor restarts and task retries: enough for a lost node, not a loop
@@ -164,8 +166,6 @@ class WorkerSettings:
 def fingerprint_of(loaded: Any, threads: int) -> tuple:
     """What must be equal on every worker for results to be comparable; `threads` is the torch
     thread count the batch was computed with, read where it was computed."""
-    from engine.runner import library_versions
-
     versions = library_versions()
     return (
         ("revision", loaded.revision),
@@ -214,11 +214,11 @@ class Generator:
         neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
 
     def generate(self, batch: PlannedBatch) -> BatchResult:
-        from engine.generate import _generate_batch
+        from engine.generate import generate_batch
 
-        # _generate_batch sets the thread count itself; it is read back here, in the thread that
+        # generate_batch sets the thread count itself; it is read back here, in the thread that
         # computed, so the write loop refuses a batch computed with another count.
-        outputs = _generate_batch(self.loaded, [list(ids) for ids in batch.input_ids], self.settings.generation)
+        outputs = generate_batch(self.loaded, [list(ids) for ids in batch.input_ids], self.settings.generation)
         fingerprint = fingerprint_of(self.loaded, _threads_in_effect(self.settings))
         return BatchResult(batch.batch_id, tuple(outputs), fingerprint)
 
@@ -233,8 +233,6 @@ class Generator:
 
 def _probe(settings: WorkerSettings) -> tuple[tuple, Provenance]:
     """Runs on a worker before anything is written: how the model loads there."""
-    from engine.runner import library_versions
-
     loaded = _load(settings)
     threads = _threads_in_effect(settings)
     provenance = Provenance(
@@ -263,8 +261,6 @@ class RayBackend:
     def __init__(self, request: Any, tokenizer: Any, *, address: str | None = None, actors: int = 1,
                  gpus_per_actor: float | None = None, worker: type = Generator,
                  max_retries: int = MAX_RETRIES) -> None:
-        from engine.runner import generation_config
-
         check_ray_device(request.device)
         self.address = address
         self.actors = actors
@@ -328,8 +324,6 @@ class RayBackend:
                 raise UserError(str(cause).strip().splitlines()[-1]) from None
             raise
         self._check_versions(dict(worker.library_versions))
-        from engine.runner import library_versions
-
         driver = library_versions()
         versions = dict(worker.library_versions)
         if "duckdb" in driver:
@@ -348,8 +342,6 @@ class RayBackend:
         return self
 
     def _check_versions(self, worker: dict[str, str]) -> None:
-        from engine.runner import library_versions
-
         driver = library_versions()
         for name in _MATCHED_LIBRARIES:
             if driver.get(name) != worker.get(name):
@@ -430,7 +422,7 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
     from transformers import AutoConfig, AutoTokenizer
 
     from engine.model_check import check_model_name
-    from engine.models import _hub_error_to_user_error, context_length
+    from engine.models import hub_error_to_user_error, context_length
 
     check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
     token = request.hf_token or os.environ.get("HF_TOKEN") or None
@@ -441,7 +433,7 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
         if Path(request.model).is_dir():
             first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise UserError(f"model folder '{request.model}' is not a loadable Hugging Face model: {first_line}") from None
-        mapped = _hub_error_to_user_error(request.model, err, has_token=token is not None)
+        mapped = hub_error_to_user_error(request.model, err, has_token=token is not None)
         if mapped is None:
             raise
         raise mapped from None

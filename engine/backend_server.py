@@ -43,7 +43,7 @@ from engine.backends import BatchResult, PlannedBatch, Provenance
 from engine.errors import RunCancelled, UserError
 from engine.served_client import Client, ServedConnectionError, ServedHTTPError, redact_url
 from engine.served_parse import UNKNOWN_TOKEN_ID, parse_choice  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
-from engine.types import GenerationOutput, TokenLogprob, TopLogprob
+from engine.types import GenerationOutput
 
 log = logging.getLogger(__name__)
 
@@ -343,9 +343,9 @@ class ServerBackend:
         """Each batch once, in the planned order, while up to `concurrency` requests run."""
         if self._client is None:
             raise RuntimeError("ServerBackend.generate before start")
-        from engine.generate import _check_config
+        from engine.generate import check_config
 
-        _check_config(self.config)  # the local run's checks: the same config fails the same way
+        check_config(self.config)  # the local run's checks: the same config fails the same way
         rows = [ids for batch in batches for ids in batch.input_ids]
         window = 2 * self.settings.concurrency
         pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="served")

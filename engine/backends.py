@@ -9,7 +9,7 @@ The runner works in three steps (engine.runner.execute_plan):
    backends existed), or `engine.backend_ray.RayBackend` on a pool of Ray actors;
 3. one write loop (engine.write_loop) stores each finished batch as it arrives.
 
-Because the batches are fixed before a backend sees them, and `_generate_batch` seeds each
+Because the batches are fixed before a backend sees them, and `generate_batch` seeds each
 batch itself and computes it with the driver's torch thread count (engine.threads), the
 backend that generated a batch does not change its rows: a run started on one backend resumes
 on the other under the same config hash.
@@ -20,35 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from engine.provenance import Provenance
 from engine.types import GenerationOutput
 
-
-@dataclass(frozen=True)
-class Provenance:
-    """How the generating model was loaded, as the runs record it (never hashed)."""
-
-    revision: str | None
-    quantization: str
-    dtype: str
-    device: str  # "cpu", "cuda:0", or for Ray e.g. "ray:cuda×4"
-    dropped_generation_defaults: tuple[tuple[str, str], ...] = ()
-    library_versions: tuple[tuple[str, str], ...] = ()
-    threads: int | None = None  # torch intra-op threads every batch computed with (engine.threads)
-
-    @classmethod
-    def of_loaded(cls, loaded: Any, request: Any, threads: int | None = None) -> "Provenance":
-        """A model loaded in this process; the request's settings stand in for what it lacks."""
-        from engine.runner import library_versions
-
-        return cls(
-            revision=getattr(loaded, "revision", None),
-            quantization=getattr(loaded, "quantization", request.quantize),
-            dtype=getattr(loaded, "dtype", request.dtype),
-            device=getattr(loaded, "device", request.device),
-            dropped_generation_defaults=tuple(getattr(loaded, "dropped_generation_defaults", ()) or ()),
-            library_versions=tuple(library_versions().items()),
-            threads=threads,
-        )
+__all__ = ["Backend", "BatchResult", "LocalBackend", "PlannedBatch", "Provenance", "plan_batches"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +62,7 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
                  first_id: int = 0, check: Callable[[], None] | None = None) -> tuple[PlannedBatch, ...]:
     """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them.
     `check` is called every 500 prompts encoded; it raises to stop (a cancel)."""
-    from engine.generate import _length_sorted_batches
+    from engine.generate import length_sorted_batches
     from engine.models import chat_input_ids_for
 
     batches: list[PlannedBatch] = []
@@ -98,7 +73,7 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
             if check is not None and n % 500 == 0:
                 check()
             encoded.append(tuple(chat_input_ids_for(tokenizer, p)))
-        for indices in _length_sorted_batches([len(e) for e in encoded], batch_size):
+        for indices in length_sorted_batches([len(e) for e in encoded], batch_size):
             batches.append(
                 PlannedBatch(
                     batch_id=first_id + len(batches),
@@ -121,15 +96,15 @@ class LocalBackend:
         self.provenance = Provenance.of_loaded(loaded, request, threads=config.threads)
 
     def generate(self, batches: Sequence[PlannedBatch]) -> Iterator[BatchResult]:
-        from engine.generate import _check_config, _generate_batch
+        from engine.generate import check_config, generate_batch
         from engine.models import neutralize_generation_config
 
         if not batches:
             return
-        _check_config(self.config)
+        check_config(self.config)
         loaded = self.loaded
         # Idempotent, as in iter_batches: guards models whose generation_config changed after load.
         neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
         for batch in batches:
-            outputs = _generate_batch(loaded, [list(ids) for ids in batch.input_ids], self.config, self.interrupted)
+            outputs = generate_batch(loaded, [list(ids) for ids in batch.input_ids], self.config, self.interrupted)
             yield BatchResult(batch.batch_id, tuple(outputs))

@@ -87,9 +87,9 @@ def metric_table(records: Any) -> MetricTable:
     if isinstance(records, MetricTable):
         return records
     if hasattr(records, "columns"):  # a pandas DataFrame, without importing pandas
-        ids = tuple(str(x) for x in records["item_id"].tolist())
+        frame_ids = tuple(str(x) for x in records["item_id"].tolist())
         values = records[list(METRICS)].to_numpy(dtype=float)
-        return MetricTable(ids, values.reshape(len(ids), len(METRICS)))
+        return MetricTable(frame_ids, values.reshape(len(frame_ids), len(METRICS)))
     ids: list[str] = []
     rows: list[list[float]] = []
     for rec in records:

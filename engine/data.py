@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from engine.data_files import Row, json_kind, read_jsonl, read_rows, require_regular_file  # read_jsonl: for `import`, too
+from engine.data_files import Row, json_kind, read_jsonl, read_rows, require_regular_file  # noqa: F401  (read_jsonl: for `import`, too)
 from engine.errors import UserError
 from engine.normalize import normalize_answer
 from engine.types import Document, Item, SkippedItem

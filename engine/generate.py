@@ -165,7 +165,7 @@ class _LogprobRecorder(LogitsProcessor):
             self.top_ids = self.top_ids[:, :n_steps]
 
 
-def _hf_generation_config(loaded: LoadedModel, config: GenerationConfig):
+def hf_generation_config(loaded: LoadedModel, config: GenerationConfig):
     """A transformers GenerationConfig with every field that could reshape logits set explicitly."""
     from transformers import GenerationConfig as HFGenerationConfig
 
@@ -198,13 +198,13 @@ def _hf_generation_config(loaded: LoadedModel, config: GenerationConfig):
     )
 
 
-def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """Indices sorted longest first (ties keep input order), cut into batches."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def _left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -232,7 +232,7 @@ class _Interrupt(StoppingCriteria):
         return torch.full((input_ids.shape[0],), bool(self.interrupted()), dtype=torch.bool, device=input_ids.device)
 
 
-def _generate_batch(
+def generate_batch(
     loaded: LoadedModel, batch: Sequence[Sequence[int]], config: GenerationConfig,
     interrupted: Callable[[], bool] | None = None,
 ) -> list[GenerationOutput]:
@@ -243,7 +243,7 @@ def _generate_batch(
     model, tokenizer = loaded.model, loaded.tokenizer
     if config.threads is not None:
         use_threads(config.threads)
-    input_ids, attention_mask = _left_pad(batch, loaded.pad_token_id, loaded.device)
+    input_ids, attention_mask = left_pad(batch, loaded.pad_token_id, loaded.device)
     recorder = _LogprobRecorder(config.top_n_logprobs, config.max_new_tokens)
     if config.do_sample:
         torch.manual_seed(config.seed)  # per batch, so a resumed run samples the same batch the same way
@@ -251,7 +251,7 @@ def _generate_batch(
         sequences = model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            generation_config=_hf_generation_config(loaded, config),
+            generation_config=hf_generation_config(loaded, config),
             logits_processor=LogitsProcessorList([recorder]),
             stopping_criteria=StoppingCriteriaList([_Interrupt(interrupted)]) if interrupted else None,
         )
@@ -300,7 +300,7 @@ def _generate_batch(
     return outputs
 
 
-def _check_config(config: GenerationConfig) -> None:
+def check_config(config: GenerationConfig) -> None:
     problems = [
         (config.batch_size < 1, "batch_size must be at least 1"),
         (config.max_new_tokens < 1, "max_new_tokens must be at least 1"),
@@ -319,12 +319,12 @@ def iter_batches(
     loaded: LoadedModel, prompts: Sequence[str], config: GenerationConfig
 ) -> Iterator[list[tuple[int, GenerationOutput]]]:
     """Yield each finished batch as (index into `prompts`, output) pairs, longest prompts first."""
-    _check_config(config)
+    check_config(config)
     # Idempotent; guards models whose generation_config was set after load_model.
     neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
     encoded = [chat_input_ids(loaded, p) for p in prompts]
-    for indices in _length_sorted_batches([len(e) for e in encoded], config.batch_size):
-        outputs = _generate_batch(loaded, [encoded[i] for i in indices], config)
+    for indices in length_sorted_batches([len(e) for e in encoded], config.batch_size):
+        outputs = generate_batch(loaded, [encoded[i] for i in indices], config)
         yield list(zip(indices, outputs))
 
 

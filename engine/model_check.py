@@ -125,8 +125,9 @@ def hub_unreachable(name: str, timeout: float = HUB_TIMEOUT_S, endpoint: str | N
 
 def _reason(err: BaseException) -> str:
     """The innermost message, without the errno prefix: 'Name or service not known'."""
-    while err.__cause__ is not None or err.__context__ is not None:
-        err = err.__cause__ or err.__context__
+    inner = err.__cause__ or err.__context__
+    while inner is not None:
+        err, inner = inner, inner.__cause__ or inner.__context__
     if isinstance(err, TimeoutError) or "timed out" in str(err).lower():
         return "timed out"
     text = (str(err).strip().splitlines() or [type(err).__name__])[0]

@@ -53,7 +53,8 @@ def hub_model_available(model_id: str, hub_cache: str | os.PathLike[str] | None 
     try:
         from huggingface_hub import model_info, try_to_load_from_cache
 
-        if isinstance(try_to_load_from_cache(model_id, "config.json", cache_dir=hub_cache), str):
+        if isinstance(try_to_load_from_cache(model_id, "config.json",
+                                             cache_dir=None if hub_cache is None else os.fspath(hub_cache)), str):
             return True
         model_info(model_id, timeout=5)
         return True

@@ -135,7 +135,7 @@ def _quantization_config(quantization: str, compute_dtype: torch.dtype):
     return None
 
 
-def _exception_chain(err: BaseException):
+def _exception_chain(err: BaseException | None):
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
@@ -143,7 +143,7 @@ def _exception_chain(err: BaseException):
         err = err.__cause__ or err.__context__
 
 
-def _hub_error_to_user_error(model_id: str, err: BaseException, has_token: bool) -> UserError | None:
+def hub_error_to_user_error(model_id: str, err: BaseException, has_token: bool) -> UserError | None:
     """Map transformers/huggingface_hub loading errors to one-line user errors; None if not a hub error."""
     from huggingface_hub import errors as hub_errors
 
@@ -319,7 +319,7 @@ def load_model(
         if Path(model_id).is_dir():
             first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise UserError(f"model folder '{model_id}' is not a loadable Hugging Face model: {first_line}") from None
-        mapped = _hub_error_to_user_error(model_id, err, has_token=bool(token))
+        mapped = hub_error_to_user_error(model_id, err, has_token=bool(token))
         if mapped is None:
             raise
         raise mapped from None
@@ -373,7 +373,7 @@ def chat_input_ids_for(tokenizer, user_text: str) -> list[int]:
         # The template tokenizes its text without special tokens; templates that write
         # bos_token themselves (Llama 3, Mistral, OpenChat) already hold it, others need it added
         # when the tokenizer would normally add one.
-        if bos is not None and (not ids or ids[0] != bos) and _tokenizer_adds_bos(tokenizer):
+        if bos is not None and (not ids or ids[0] != bos) and tokenizer_adds_bos(tokenizer):
             ids = [bos] + ids
     else:
         ids = list(tokenizer(user_text, add_special_tokens=True)["input_ids"])
@@ -382,7 +382,7 @@ def chat_input_ids_for(tokenizer, user_text: str) -> list[int]:
     return ids
 
 
-def _tokenizer_adds_bos(tokenizer) -> bool:
+def tokenizer_adds_bos(tokenizer) -> bool:
     """Whether encoding with special tokens prepends BOS (Llama 3, Mistral: yes)."""
     probe = tokenizer("a", add_special_tokens=True)["input_ids"]
     return bool(probe) and probe[0] == tokenizer.bos_token_id

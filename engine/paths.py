@@ -1,4 +1,4 @@
-"""Where things live by default: the database and the offline smoke model.
+"""Where things live by default: the database, the cache and the bundled sample dataset.
 
 On a Hugging Face Space, /data is the persistent volume; everything goes there when it exists
 so results survive restarts.
@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-SAMPLE_DATASET = Path(__file__).resolve().parent.parent / "data" / "sample_nq.jsonl"
+_ENGINE = Path(__file__).resolve().parent
+# An installed package carries the sample as engine/bundled/ (setup.py maps data/ there); a
+# checkout keeps it at data/, where the README's commands name it. One stat, at import.
+_BUNDLED = _ENGINE / "bundled" / "sample_nq.jsonl"
+SAMPLE_DATASET = _BUNDLED if _BUNDLED.is_file() else _ENGINE.parent / "data" / "sample_nq.jsonl"
 
 
 def _persistent_root() -> Path | None:

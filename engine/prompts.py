@@ -101,6 +101,11 @@ METADATA_TYPES: dict[str, MetadataType] = {
         "Black",
     ),
 }
+# The built-in types' other facts, kept here beside them (not as MetadataType fields: a type's
+# fields are part of every stored run's config and experiment key). How the paper's tables name
+# each, in its Table 2 order, and what explanations call the distinction (engine.explain).
+TYPE_TITLES: dict[str, str] = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM"}
+TYPE_CATEGORIES: dict[str, str] = {"gender": "gender", "race": "race", "hai": "human/LLM"}
 
 
 def metadata_type(

@@ -34,7 +34,7 @@ from typing import Literal
 import torch
 
 from engine.generate import GenerationConfig, generate
-from engine.models import STOP_TOKEN_STRINGS, LoadedModel, _tokenizer_adds_bos, chat_input_ids
+from engine.models import STOP_TOKEN_STRINGS, LoadedModel, tokenizer_adds_bos, chat_input_ids
 from engine.prompts import METADATA_TYPES, PromptConfig, build_prompt
 from engine.types import MODES, GenerationOutput, Item, Prompt
 
@@ -212,7 +212,7 @@ def check_bos(loaded: LoadedModel, prompts: Sequence[Prompt]) -> Check:
     writes = bool(getattr(tokenizer, "chat_template", None)) and tokenizer.bos_token in _render(
         tokenizer, [{"role": "user", "content": "hi"}], add_generation_prompt=True
     )
-    adds = _tokenizer_adds_bos(tokenizer)
+    adds = tokenizer_adds_bos(tokenizer)
     expected = 1 if writes or adds else 0
     for prompt in prompts:
         ids = chat_input_ids(loaded, prompt.text)

@@ -9,7 +9,8 @@ grid resumes by running the same command again. The study itself only groups the
 The vanilla prompt carries no label, so vanilla does not depend on the metadata type: within
 one model and configuration the first metadata type's experiment generates the vanilla run and
 the others receive a copy of its answers (engine.runner.execute_plan, `copy_from`). The paper's
-grid per model is then 1 vanilla + 3 x 2 labelled runs generated = 7, not 9.
+grid per model is then 1 vanilla + 3 x 2 labelled runs generated = 7, not 9. The study use case
+(engine.usecases.study) runs a grid.
 
 Everything here is pure: parsing and expanding lists, naming a study.
 """
@@ -24,6 +25,7 @@ from typing import Callable
 
 from engine.bounds import MAX_NAME_CHARS
 from engine.errors import UserError
+from engine.prompts import METADATA_TYPES
 from engine.types import FEW_SHOT_COUNTS, ORDERS, XAI_VARIANTS
 
 # The options that take comma lists, in the order the grid is expanded (outermost first).
@@ -139,18 +141,15 @@ def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid
     """A copy of `args` with one value per list option: what a single `run` would get."""
     values = dict(vars(args))
     values.update(configuration)
-    if configuration["metadata"] in _BUILT_IN and any(m not in _BUILT_IN for m in grid.metadata):
+    if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in grid.metadata):
         # The labels define the list's one custom type; its built-in types ignore them.
         values.update(label_a=None, label_b=None, consideration=None)
     return argparse.Namespace(**values)
 
 
-_BUILT_IN = ("hai", "gender", "race")  # engine.prompts.METADATA_TYPES, without importing it
-
-
-def check_metadata_list(grid: Grid, args: argparse.Namespace) -> None:
+def check_metadata_list(grid: Grid, args: argparse.Namespace | None = None) -> None:
     """At most one custom type in a list: --label-a/--label-b/--consideration define one type."""
-    custom = [m for m in grid.metadata if m not in _BUILT_IN]
+    custom = [m for m in grid.metadata if m not in METADATA_TYPES]
     if len(custom) > 1:
         raise UserError(
             f"--metadata lists {len(custom)} custom types ({', '.join(custom)}); "

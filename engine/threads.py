@@ -5,7 +5,7 @@ sums in another order than one split over M threads, so the log-probs of the sam
 in their last digits (tokens rarely do). A run is stored as one set of rows whichever backend
 made them (engine.backends), so every process that generates for it computes with one count:
 the driver resolves it (`resolve_threads`), LocalBackend and every Ray actor set it before each
-batch (`use_threads`, called by engine.generate._generate_batch), and the runs record it
+batch (`use_threads`, called by engine.generate.generate_batch), and the runs record it
 (config_json.torch_threads).
 
 Ray starts each worker with OMP_NUM_THREADS set to the CPUs the actor reserved (1), so without

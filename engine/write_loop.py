@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from engine.backends import BatchResult, PlannedBatch
+from engine.citations import citation_probabilities, parse_citation_marks
 from engine.errors import RunCancelled, UserError  # noqa: F401 - RunCancelled: re-exported
 from engine.sink import Sink
-from engine.types import Item, Prompt
+from engine.types import Citation, Generation, GenerationOutput, Item, Prompt
 
 
 @dataclass
@@ -45,8 +46,6 @@ def write_loop(
     fingerprint: tuple | None = None,
 ) -> None:
     """Write `results` of `batches` into `runs`; completes each run as it fills up."""
-    from engine.runner import make_generation
-
     by_id = {b.batch_id: b for b in batches}
     state = {r.run_id: r for r in runs}
     try:
@@ -124,3 +123,27 @@ def _difference(expected: tuple, got: tuple | None) -> str:
         if want != have:
             return f"{name} {want} recorded, {have} on a worker"
     return "fields differ"
+
+
+def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Generation:
+    """A stored generation: the output plus its citations resolved against the shown order."""
+    marks = parse_citation_marks(output.text)
+    probabilities = citation_probabilities(output) if output.tokens else [None] * len(marks)
+    relevant = {d.id: d.relevant for d in item.documents}
+    citations = []
+    for index, (mark, probability) in enumerate(zip(marks, probabilities)):
+        shown = 1 <= mark.number <= len(prompt.shown_doc_ids)
+        doc_id = prompt.shown_doc_ids[mark.number - 1] if shown else None
+        citations.append(
+            Citation(index, mark.number, doc_id, relevant[doc_id] if doc_id else None, probability)
+        )
+    return Generation(
+        item_id=item.id,
+        prompt=prompt.text,
+        answer=output.text,
+        shown_doc_ids=prompt.shown_doc_ids,
+        finish_reason=output.finish_reason,
+        n_prompt_tokens=output.n_prompt_tokens,
+        tokens=output.tokens,
+        citations=tuple(citations),
+    )

@@ -108,14 +108,14 @@ def measure_memory_variant(model_dir: str, variant: str, batch: int, new_tokens:
 
     import torch
 
-    from engine.generate import GenerationConfig, _hf_generation_config, _left_pad, generate
+    from engine.generate import GenerationConfig, hf_generation_config, left_pad, generate
     from engine.models import chat_input_ids, load_model
 
     torch.set_num_threads(2)
     loaded = dataclasses.replace(load_model(model_dir, quantize="none", device="cpu"), stop_token_ids=())
     prompts = varied_prompts(batch)
     config = GenerationConfig(max_new_tokens=new_tokens, batch_size=batch, top_n_logprobs=5 if variant == "ours top-5" else 0)
-    input_ids, mask = _left_pad([chat_input_ids(loaded, p) for p in prompts], loaded.pad_token_id, "cpu")
+    input_ids, mask = left_pad([chat_input_ids(loaded, p) for p in prompts], loaded.pad_token_id, "cpu")
 
     def run(cfg: GenerationConfig):
         if variant.startswith("ours"):
@@ -124,7 +124,7 @@ def measure_memory_variant(model_dir: str, variant: str, batch: int, new_tokens:
         extra = dict(output_scores=True, return_dict_in_generate=True) if variant == "scores" else {}
         with torch.inference_mode():
             out = loaded.model.generate(
-                input_ids=input_ids, attention_mask=mask, generation_config=_hf_generation_config(loaded, cfg), **extra
+                input_ids=input_ids, attention_mask=mask, generation_config=hf_generation_config(loaded, cfg), **extra
             )
         sequences = out.sequences if variant == "scores" else out
         return int(sequences.shape[1] - input_ids.shape[1]) * batch

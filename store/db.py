@@ -51,7 +51,7 @@ from store.db_errors import (  # DatabaseBusy, disk_full and read_error are part
     disk_full,
     read_error,
 )
-from store.db_markers import _make_marker, _remove_marker, _wait_for_writers, writers_waiting
+from store.db_markers import make_marker, remove_marker, wait_for_writers, writers_waiting
 from store.migrations import apply_migrations, pending_migrations, refuse_newer_schema
 
 __all__ = ["BASE_CONFIG", "DEFAULT_TIMEOUT_S", "Database", "DatabaseBusy", "DbLike", "HasDatabase", "as_database",
@@ -201,7 +201,7 @@ def open_with_retry(
 
     def announce() -> None:
         if not markers:  # one marker per wait, made at the first conflict
-            markers.append(_make_marker(path))
+            markers.append(make_marker(path))
 
     try:
         return _open_with_retry(
@@ -211,7 +211,7 @@ def open_with_retry(
     finally:
         for marker in markers:
             if marker is not None:
-                _remove_marker(marker)
+                remove_marker(marker)
 
 
 def _open_with_retry(
@@ -227,7 +227,7 @@ def _open_with_retry(
     backoff = _FIRST_BACKOFF_S
     while True:
         if yield_to_writers and read_only:
-            _wait_for_writers(path, deadline)
+            wait_for_writers(path, deadline)
         try:
             conn = duckdb.connect(str(path), read_only=read_only, config={**BASE_CONFIG, **(config or {})})
         except duckdb.IOException as err:

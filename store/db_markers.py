@@ -30,7 +30,7 @@ _STALE_MARKER_S = 600.0
 _MARKER_POLL_S = 0.02
 
 
-def _make_marker(path: Path) -> Path | None:
+def make_marker(path: Path) -> Path | None:
     """Announce a waiting writer beside the database; None if the folder is not writable."""
     marker = path.parent / f"{path.name}{_MARKER_INFIX}{os.getpid()}-{secrets.token_hex(4)}"
     try:
@@ -40,7 +40,7 @@ def _make_marker(path: Path) -> Path | None:
     return marker
 
 
-def _remove_marker(marker: Path) -> None:
+def remove_marker(marker: Path) -> None:
     """Withdraw a writer's marker (it may already be gone)."""
     try:
         marker.unlink()
@@ -83,7 +83,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _wait_for_writers(path: Path, deadline: float) -> None:
+def wait_for_writers(path: Path, deadline: float) -> None:
     """Wait while a writer announces it is waiting for the file; DatabaseBusy at the deadline."""
     while writers_waiting(path):
         if time.monotonic() >= deadline:

@@ -18,20 +18,20 @@ _ITEM_ROW = (
 )
 
 
-_GENERATION_ROW = (
+GENERATION_ROW = (
     "STRUCT(item_id VARCHAR, prompt VARCHAR, answer VARCHAR, shown_doc_ids VARCHAR[], "
     "n_prompt_tokens INTEGER, n_tokens INTEGER, finish_reason VARCHAR, token_ids INTEGER[], "
     "tokens VARCHAR[], logprobs DOUBLE[], top_logprobs VARCHAR)[]"
 )
 
 
-_CITATION_ROW = (
+CITATION_ROW = (
     "STRUCT(item_id VARCHAR, citation_index INTEGER, position INTEGER, doc_id VARCHAR, "
     "relevant BOOLEAN, probability DOUBLE)[]"
 )
 
 
-def _put_items(conn, dataset_sha: str, items: Sequence[Item]) -> None:
+def insert_items(conn, dataset_sha: str, items: Sequence[Item]) -> None:
     """Insert the items not stored yet under this dataset content."""
     if not items:
         return
@@ -68,7 +68,7 @@ def _item_row(item: Item) -> dict[str, Any]:
     }
 
 
-def _generation_row(g: Generation) -> dict[str, Any]:
+def generation_row(g: Generation) -> dict[str, Any]:
     """One generations row as a struct value (run_id and timestamp are added in SQL)."""
     return {
         "item_id": g.item_id,
@@ -85,7 +85,7 @@ def _generation_row(g: Generation) -> dict[str, Any]:
     }
 
 
-def _citation_row(item_id: str, c: Citation) -> dict[str, Any]:
+def citation_row(item_id: str, c: Citation) -> dict[str, Any]:
     """One citations row as a struct value."""
     return {
         "item_id": item_id,
@@ -116,6 +116,6 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _to_json(value: Any) -> str:
+def json_text(value: Any) -> str:
     """JSON text for provenance columns; paths and other odd values become strings."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

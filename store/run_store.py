@@ -34,7 +34,7 @@ from engine.types import (
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 # Owners are part of this module's surface (callers import ProcessIdentity, owner_alive from here).
 from store.owners import STALE_OWNER_AFTER, ProcessIdentity, owner_alive, process_start, this_process  # noqa: F401
-from store.rows import _CITATION_ROW, _GENERATION_ROW, _citation_row, _generation_row, _put_items, _to_json
+from store.rows import CITATION_ROW, GENERATION_ROW, citation_row, generation_row, insert_items, json_text
 from store.run_scores import store_scores
 
 __all__ = ["FINAL_STATUSES", "STALE_OWNER_AFTER", "ProcessIdentity", "ResumableRun", "RunConflict", "RunStore",
@@ -125,7 +125,7 @@ class RunStore:
                     "INSERT INTO experiments (experiment_id, name, experiment_key, created_utc, "
                     "model, dataset, dataset_sha, settings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [experiment_id, spec.name, spec.key, utc_now(), spec.model, spec.dataset,
-                     spec.dataset_sha, _to_json(spec.settings)],
+                     spec.dataset_sha, json_text(spec.settings)],
                 )
             elif current.key is None:
                 # An experiment from before keys (or an import) adopts the settings of its first
@@ -134,17 +134,17 @@ class RunStore:
                     "UPDATE experiments SET experiment_key = ?, settings_json = ?, "
                     "model = coalesce(model, ?), dataset = coalesce(dataset, ?), "
                     "dataset_sha = coalesce(dataset_sha, ?) WHERE experiment_id = ?",
-                    [spec.key, _to_json(spec.settings), spec.model, spec.dataset, spec.dataset_sha,
+                    [spec.key, json_text(spec.settings), spec.model, spec.dataset, spec.dataset_sha,
                      experiment_id],
                 )
             for run in runs:
                 _create_or_resume(conn, run, owner, check=False)
-            _put_items(conn, spec.dataset_sha, items)
+            insert_items(conn, spec.dataset_sha, items)
 
     def put_items(self, dataset_sha: str, items: Sequence[Item]) -> None:
         """Store dataset items once per (dataset_sha, item_id); items already stored are kept."""
         with self.database.connect() as conn:
-            _put_items(conn, dataset_sha, items)
+            insert_items(conn, dataset_sha, items)
 
     def start_run(self, spec: RunSpec) -> None:
         """Create the run with status 'running', or mark an existing one 'running' again.
@@ -194,14 +194,14 @@ class RunStore:
             conn.execute(
                 "INSERT INTO generations SELECT ?, r.item_id, r.prompt, r.answer, r.shown_doc_ids, "
                 "r.n_prompt_tokens, r.n_tokens, r.finish_reason, r.token_ids, r.tokens, r.logprobs, "
-                f"r.top_logprobs::JSON, ? FROM (SELECT unnest(?::{_GENERATION_ROW}) AS r)",
-                [run_id, now, [_generation_row(g) for g in fresh]],
+                f"r.top_logprobs::JSON, ? FROM (SELECT unnest(?::{GENERATION_ROW}) AS r)",
+                [run_id, now, [generation_row(g) for g in fresh]],
             )
-            citations = [_citation_row(g.item_id, c) for g in fresh for c in g.citations]
+            citations = [citation_row(g.item_id, c) for g in fresh for c in g.citations]
             if citations:
                 conn.execute(
                     "INSERT INTO citations SELECT ?, r.item_id, r.citation_index, r.position, "
-                    f"r.doc_id, r.relevant, r.probability FROM (SELECT unnest(?::{_CITATION_ROW}) AS r)",
+                    f"r.doc_id, r.relevant, r.probability FROM (SELECT unnest(?::{CITATION_ROW}) AS r)",
                     [run_id, citations],
                 )
 
@@ -240,7 +240,7 @@ class RunStore:
         with self.database.connect() as conn:
             conn.execute(
                 "INSERT INTO studies (name, created_utc, axes_json) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [name, utc_now(), _to_json(axes)],
+                [name, utc_now(), json_text(axes)],
             )
             conn.execute(
                 "INSERT INTO study_experiments (study, experiment_id, position) VALUES (?, ?, ?) "
@@ -418,7 +418,7 @@ def _create_or_resume(conn, spec: RunSpec, owner: ProcessIdentity, *, check: boo
         conn.execute(
             "UPDATE runs SET status = 'running', finished_utc = NULL, n_items = ?, config_json = ? "
             "WHERE run_id = ?",
-            [spec.n_items, _to_json(spec.config), spec.run_id],
+            [spec.n_items, json_text(spec.config), spec.run_id],
         )
     else:
         conn.execute(
@@ -444,8 +444,8 @@ def _create_or_resume(conn, spec: RunSpec, owner: ProcessIdentity, *, check: boo
                 spec.seed,
                 spec.prompt_version,
                 spec.git_sha,
-                _to_json(spec.library_versions),
-                _to_json(spec.config),
+                json_text(spec.library_versions),
+                json_text(spec.config),
                 spec.n_items,
             ],
         )

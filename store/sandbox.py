@@ -278,6 +278,10 @@ def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxR
         watcher.join()
 
 
+
+
+
+
 WRITER_FIRST = "query stopped: a run is writing to the store and goes first; run it again in a moment"
 _WRITER_POLL_S = 0.1
 

@@ -13,7 +13,34 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no network: never phone home
 
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+# A test that calls one of these starts `python -m engine` in a child process (and kills it with
+# SIGKILL, for the resume tests): seconds each, so it belongs to the slow set.
+ENGINE_SUBPROCESS_HELPERS = frozenset({"kill_once_stored", "run_engine"})
+# Fixtures that launch `python -m demo` as a child process and wait for it to serve.
+APP_PROCESS_FIXTURES = frozenset({"app_process"})
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    path = Path(str(item.path))
+    if HERE / "browser" in path.parents or path.name.startswith("test_ray_"):
+        return True  # headless chromium against a launched app; a local Ray instance
+    if not APP_PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+        return True
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    return code is not None and not ENGINE_SUBPROCESS_HELPERS.isdisjoint(code.co_names)
+
+
+def pytest_collection_modifyitems(config, items):
+    """`slow`: browser, Ray and engine-subprocess (kill -9) tests, so that `python -m pytest -m
+    "not slow"` is the quick loop; CI runs everything. A test may also carry the mark itself."""
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 def _tiny(tmp_path_factory, name: str, **kwargs):

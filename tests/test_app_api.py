@@ -82,14 +82,13 @@ def test_the_handlers_refuse_in_one_line(tmp_path):
 
 
 def test_bias_errors_never_show_the_server_path(tmp_path, tiny_llama_dir, tiny_llama):
-    from store import RunStore
     from tests.test_jobs import make_dataset, request
     from engine.data import load_dataset
-    from engine.runner import run_experiment
+    from engine.usecases.run import ExperimentRequest, run_experiment
 
     db = tmp_path / "secret-server-folder" / "app.duckdb"
     data = load_dataset(make_dataset(tmp_path / "d.jsonl", 2))
-    run_experiment(data, request(tiny_llama_dir, modes=("vanilla",)), RunStore(db), load=lambda r: tiny_llama)
+    run_experiment(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",)), data, db), load=lambda r: tiny_llama)
     with pytest.raises(UserError) as caught:
         bias_table(db, "no-such-experiment")
     assert "secret-server-folder" not in str(caught.value) and "no experiment 'no-such-experiment'" in str(caught.value)

@@ -37,16 +37,16 @@ def build_explained_store(folder: Path, model_dir: Path) -> tuple[Path, str, dic
     its vanilla answer not at all."""
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
     from store.explanation_store import ExplanationStore
-    from store.run_store import RunStore
 
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 3))
     request = RunRequest(model=str(model_dir), modes=("vanilla", "base", "cf"),
                          prompt=PromptConfig(metadata=METADATA_TYPES["gender"], order="reversed"),
                          quantize="none", device="cpu", max_new_tokens=8, batch_size=3)
     db = folder / "explained.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     runs = {r.mode: r.run_id for r in outcome.runs}
     ExplanationStore(db).write_batch([explanation(runs["base"], "q0", HOSTILE, 4),
                                       explanation(runs["cf"], "q0", PLAIN, 4)])

@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from demo.handlers.runs import (PAGE_SIZE, RUNS_COLUMNS, export_file, experiment_choices, runs_page, runs_view,
+from demo.handlers.runs import (PAGE_SIZE, RUNS_COLUMNS, export_file, runs_page, runs_view,
                                 study_choices)
+from demo.handlers import query as query_handlers
 from engine.errors import UserError
 from store import RunStore, connect
 from store.queries import EXPORT_COLUMNS, export_results_frame, run_metric_table
@@ -109,7 +110,7 @@ def test_pages_are_cut_on_the_server_and_counted(store):
 def test_an_empty_store_has_no_rows_and_is_not_created(tmp_path):
     db = tmp_path / "none.duckdb"
     view = runs_view(db, 1)
-    assert (view.rows, view.pages, view.total) == ([], 1, 0) and experiment_choices(db) == []
+    assert (view.rows, view.pages, view.total) == ([], 1, 0) and query_handlers.experiment_choices(db) == []
     # The tab says so above its empty table, and where to start (issue 15).
     assert view.caption == "**Nothing is stored yet: start a run in the Run tab (or merge a results store).**"
     with pytest.raises(UserError, match="^nothing is stored yet"):
@@ -134,7 +135,11 @@ def test_export_refusals_are_one_line_without_paths(store):
 
 
 def test_the_export_picker_names_experiments(store):
-    assert experiment_choices(store) == [("exp-c", "exp-c"), ("exp-b", "exp-b"), ("pilot (exp-a)", "exp-a")]
+    # The picker every tab uses (demo.handlers.query): name, id and model, newest first.
+    from demo.handlers.query import experiment_choices
+
+    assert [c[1] for c in experiment_choices(store)] == ["exp-c", "exp-b", "exp-a"]
+    assert experiment_choices(store)[-1][0].startswith("pilot · exp-a · ")
 
 
 def read_export(path: str | Path, fmt: str) -> pd.DataFrame:

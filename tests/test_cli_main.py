@@ -23,7 +23,7 @@ def test_help_describes_the_tool_and_lists_every_command(capsys):
     out = capsys.readouterr().out
     assert "cite the right sources" in out and "CAS and CAB" in out
     for command in ("quickstart", "run", "list", "bias", "report", "import", "tiny-model"):
-        line = next((l for l in out.splitlines() if l.strip().startswith(command + " ")), None)
+        line = next((ln for ln in out.splitlines() if ln.strip().startswith(command + " ")), None)
         assert line is not None and len(line.split()) > 2, f"{command} has no one-line help"
     assert "python -m engine quickstart" in out
 

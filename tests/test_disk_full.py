@@ -79,6 +79,7 @@ def _can_mount_tmpfs(folder: Path) -> bool:
     return done.returncode == 0
 
 
+@pytest.mark.slow  # `python -m engine run` in a child process until the tmpfs is full
 def test_a_real_full_disk_on_a_small_tmpfs(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()

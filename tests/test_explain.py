@@ -4,14 +4,14 @@ with the tiny model (resume after kill -9 included), and the views checked again
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from engine.explain import Explanation, explain_prompt, mentioned_documents, mentioned_labels
 from engine.types import TokenLogprob
 from tests.engine_process import kill_once_stored, run_engine
-
+from tests.helpers import cli, rows
+from tests.helpers import make_ranked_dataset as make_dataset
 
 
 # ------------------------------------------------------------------ which documents
@@ -83,32 +83,13 @@ def test_no_labels_no_type_finds_only_the_author_words():
 # ------------------------------------------------------------------ end to end
 
 
-def make_dataset(path: Path, n: int) -> Path:
-    rows = []
-    for i in range(n):
-        docs = [
-            {"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.", "relevant": j == i % 4}
-            for j in range(4)
-        ]
-        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)], "documents": docs})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def rows(db: Path, sql: str, params=None):
-    from store.db import connect
-
-    with connect(db, read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
-
-
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory, tiny_llama_dir):
     """A store with a complete gender experiment (vanilla, base, cf) of 5 items; copied per test."""
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
-    from store.run_store import RunStore
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
 
     folder = tmp_path_factory.mktemp("explain")
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 5))
@@ -118,7 +99,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
         quantize="none", device="cpu", max_new_tokens=8, batch_size=5,
     )
     db = folder / "r.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     return db, outcome.experiment_id, {r.mode: r.run_id for r in outcome.runs}
 
 
@@ -130,12 +111,6 @@ def store(answered, tmp_path):
     copy = tmp_path / "s.duckdb"
     shutil.copy(db, copy)
     return copy, experiment_id, runs
-
-
-def cli(*args: str) -> int:
-    from engine.__main__ import main
-
-    return main(list(args))
 
 
 def test_explain_stores_one_explanation_per_answer_and_resumes(store, capsys):
@@ -326,15 +301,15 @@ def test_bias_and_report_without_explanations_are_unchanged(store, capsys):
 def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_llama_dir):
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
-    from store.run_store import RunStore
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
 
     n = 40  # about 3 s of explaining on 2 cores: room to be killed in the middle
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", n))
     db = tmp_path / "k.duckdb"
     request = RunRequest(model=str(tiny_llama_dir), modes=("base",), prompt=PromptConfig(metadata=METADATA_TYPES["race"]),
                          quantize="none", device="cpu", max_new_tokens=4, batch_size=16)
-    run_id = run_experiment(dataset, request, RunStore(db)).runs[0].run_id
+    run_id = run_experiment(ExperimentRequest(request, dataset, db)).runs[0].run_id
     cmd = ["explain", "--run", run_id, "--db", str(db), "--batch-size", "1", "--max-new-tokens", "32",
            "--quantize", "none", "--device", "cpu"]
     kill_once_stored(cmd, db, "SELECT count(*) FROM explanations", 3)

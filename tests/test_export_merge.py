@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -21,6 +20,7 @@ from store import RunStore, connect
 from store.export import export_results
 from store.merge import MergeRefused, merge_stores
 from store.queries import EXPORT_COLUMNS, UnknownExperiment, export_results_frame
+from tests.helpers import digest, rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "sha-em"
@@ -84,15 +84,6 @@ def add_run(db: Path, run_id: str, experiment: str, mode: str, *, status: str = 
     if name is not None:
         with connect(db) as conn:
             conn.execute("UPDATE experiments SET name = ? WHERE experiment_id = ?", [name, experiment])
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def rows(db: Path, sql: str, params=None) -> list[tuple]:
-    with connect(db, read_only=True) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 @pytest.fixture(scope="module", autouse=True)

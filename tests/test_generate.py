@@ -10,7 +10,7 @@ import torch
 from engine.generate import (
     Cut,
     GenerationConfig,
-    _length_sorted_batches,
+    length_sorted_batches,
     cut_at_stop,
     decode_with_offsets,
     generate,
@@ -66,8 +66,8 @@ def test_outputs_come_back_in_prompt_order(tiny_llama):
 
 
 def test_length_sorted_batches_is_stable_and_complete():
-    assert _length_sorted_batches([3, 9, 3, 9, 1], 2) == [[1, 3], [0, 2], [4]]
-    assert _length_sorted_batches([], 4) == []
+    assert length_sorted_batches([3, 9, 3, 9, 1], 2) == [[1, 3], [0, 2], [4]]
+    assert length_sorted_batches([], 4) == []
 
 
 def test_progress_counts_every_prompt(tiny_llama):

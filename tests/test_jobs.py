@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from pathlib import Path
@@ -15,20 +14,7 @@ from demo.jobs import JobQueue, JobSpec, ModelCache
 from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.runner import RunRequest
 from engine.types import MODES
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"what is the number for topic {i}",
-            "answers": [str(i)],
-            "documents": [{"text": f"Topic {i}, passage {j}: {i + j}.", "relevant": j == 0} for j in range(3)],
-        }
-        for i in range(n)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import make_dataset
 
 
 def request(model_dir, **changes) -> RunRequest:
@@ -183,3 +169,24 @@ def test_the_model_cache_frees_one_model_before_loading_another():
     assert loads == ["a", "b"] and cache.loaded == "b"
     cache.get(dataclasses.replace(a, model="b", quantize="4bit"))  # other settings: another model
     assert loads == ["a", "b", "b"]
+
+
+def test_a_study_grid_runs_as_one_job_through_the_same_use_case(queue, tiny_llama_dir, tmp_path):
+    from engine.study import Grid
+    from engine.usecases.study import StudyRequest
+
+    data = make_dataset(tmp_path / "d.jsonl", 2)
+    db = tmp_path / "runs.duckdb"
+    grid = Grid(model=(str(tiny_llama_dir),), metadata=("gender", "race"), top_k=(None,),
+                order=("ranked", "reversed"), few_shot=(0,), xai=("none",))
+    study = StudyRequest(grid, request(tiny_llama_dir), str(data), db, name="grid")
+    job = queue.submit(JobSpec(str(data), study, db))
+    status = wait_for(queue, job, timeout=180)
+    assert status.state == "complete", status
+    assert "study grid (4 experiments)" in status.message
+    # 2 x 2 configurations x 3 modes; each order's vanilla run generated once and copied once.
+    assert stored(db, "SELECT count(*), count(*) FILTER (WHERE status = 'complete') FROM runs") == [(12, 12)]
+    assert stored(db, "SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations") == [(24, 24)]
+    assert stored(db, "SELECT count(*) FROM study_experiments") == [(4,)]
+    assert (status.n_done, status.n_total) == (24, 24)
+    assert queue.loader.calls == [str(tiny_llama_dir)]  # one model, loaded once for the grid

@@ -18,7 +18,7 @@ from huggingface_hub import constants
 from engine import model_check
 from engine.errors import UserError
 from engine.model_check import check_model_name, suggestion
-from engine.models import _hub_error_to_user_error, load_model
+from engine.models import hub_error_to_user_error, load_model
 from test_run_experiments import make_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def test_the_loading_paths_own_unknown_model_line_suggests_too():
 
     request = httpx.Request("GET", "https://huggingface.co/api/models/Qwen/Qwen2.5-0.5B-Instruc")
     missing = RepositoryNotFoundError("404 Client Error", response=httpx.Response(404, request=request))
-    assert str(_hub_error_to_user_error("Qwen/Qwen2.5-0.5B-Instruc", missing, has_token=False)) == (
+    assert str(hub_error_to_user_error("Qwen/Qwen2.5-0.5B-Instruc", missing, has_token=False)) == (
         "unknown model 'Qwen/Qwen2.5-0.5B-Instruc': not a local folder and not reachable on the Hugging Face Hub; "
         "did you mean Qwen/Qwen2.5-0.5B-Instruct?"
     )

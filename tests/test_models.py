@@ -8,7 +8,7 @@ import torch
 from engine.errors import UserError
 from engine.models import (
     LoadedModel,
-    _hub_error_to_user_error,
+    hub_error_to_user_error,
     chat_input_ids,
     chat_input_ids_for,
     load_model,
@@ -181,8 +181,8 @@ def test_gated_model_errors_say_how_to_get_access():
     try:
         raise OSError("You are trying to access a gated repo.") from gated  # how transformers wraps it
     except OSError as wrapped:
-        without = _hub_error_to_user_error("meta-llama/Meta-Llama-3-8B-Instruct", wrapped, has_token=False)
-        with_token = _hub_error_to_user_error("meta-llama/Meta-Llama-3-8B-Instruct", wrapped, has_token=True)
+        without = hub_error_to_user_error("meta-llama/Meta-Llama-3-8B-Instruct", wrapped, has_token=False)
+        with_token = hub_error_to_user_error("meta-llama/Meta-Llama-3-8B-Instruct", wrapped, has_token=True)
     assert "HF_TOKEN" in str(without) and "--hf-token" in str(without)
     assert "licence" in str(with_token)
     assert "\n" not in str(without) + str(with_token)

@@ -143,3 +143,93 @@ def test_the_license_file_and_the_space_front_matter_name_the_same_license():
     section = _section(readme, "## License and how to cite")
     for paper in ("PAttriEval", "self-interpretations", "Automatic Evaluation of Attribution"):
         assert paper in section, paper
+
+
+# ------------------------------------------------------------------ the installable package
+
+def _requirement_lines(name: str) -> list[str]:
+    """The requirement lines of a .in file: no comments, no pip options (-r, -c)."""
+    lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith(("#", "-"))]
+
+
+def test_the_package_metadata_reads_its_ranges_from_the_requirement_files():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["build-system"]["build-backend"] == "setuptools.build_meta"
+    assert "dependencies" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.in"]}
+    # The extras repeat the ranges of files that hold pip options, which package metadata cannot.
+    extras = project["project"]["optional-dependencies"]
+    assert extras["ray"] == _requirement_lines("requirements-ray.in")
+    assert extras["dev"] == _requirement_lines("requirements-dev.in")
+    assert project["project"]["scripts"] == {"pattrieval": "engine.__main__:main", "pattrieval-app": "demo.__main__:main"}
+
+
+def test_ci_lints_and_type_checks_before_the_test_command():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    test_line = ci.index(_readme_commands()[1])
+    assert ci.index("ruff check .") < test_line and ci.index("mypy") < test_line
+    dev = _pins("requirements-dev.txt")
+    assert "ruff" in dev and "mypy" in dev
+
+
+def _source_files(folder: str) -> set[str]:
+    return {p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts}
+
+
+def test_the_wheel_carries_every_module_the_migrations_the_sample_and_both_console_scripts(tmp_path):
+    import configparser
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    # Built from a copy, so that setuptools' build/ and egg-info stay out of the checkout.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "requirements.in"):
+        shutil.copy2(ROOT / name, src / name)
+    for folder in ("engine", "store", "demo", "data"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                           "--quiet", "-w", str(tmp_path / "dist"), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("pattrieval-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        entry_points = configparser.ConfigParser()
+        entry_points.read_string(zf.read(info).decode())
+        sample = zf.read("engine/bundled/sample_nq.jsonl")
+        metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert dict(entry_points["console_scripts"]) == {"pattrieval": "engine.__main__:main",
+                                                     "pattrieval-app": "demo.__main__:main"}
+    # Every module of the three packages (a new sub-package too), and nothing of the tests.
+    modules = _source_files("engine") | _source_files("store") | _source_files("demo")
+    assert modules <= names, sorted(modules - names)
+    assert not any(n.startswith(("tests/", "scripts/", "data/")) for n in names)
+    # What the code reads at run time: the store's SQL (migrations, views) and the bundled sample.
+    sql = {p.relative_to(ROOT).as_posix() for p in (ROOT / "store").rglob("*.sql")}
+    assert "store/views.sql" in sql and "store/migrations/001_initial.sql" in sql
+    assert sql <= names, sorted(sql - names)
+    assert sample == (ROOT / "data" / "sample_nq.jsonl").read_bytes()
+    from packaging.requirements import Requirement
+
+    def ranges(lines):
+        return {(r.name.lower(), frozenset(map(str, r.specifier))) for r in map(Requirement, lines) if not r.marker}
+
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert ranges(requires) == ranges(_requirement_lines("requirements.in"))
+
+
+def test_the_sample_dataset_is_found_in_a_checkout_and_in_an_installed_package():
+    from engine.paths import SAMPLE_DATASET
+
+    assert SAMPLE_DATASET.is_file() and SAMPLE_DATASET.name == "sample_nq.jsonl"
+    # In a checkout it is data/, where the README's commands name it; setup.py maps that folder
+    # to engine/bundled/ in the wheel, where paths.py looks first.
+    assert SAMPLE_DATASET == ROOT / "data" / "sample_nq.jsonl"
+    assert "engine.bundled" in (ROOT / "setup.py").read_text(encoding="utf-8")

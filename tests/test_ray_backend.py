@@ -23,7 +23,8 @@ ray = pytest.importorskip("ray", reason="pip install -r requirements-ray.txt")
 from engine.backend_ray import Generator, RayBackend, load_driver_tokenizer, runtime_env  # noqa: E402
 from engine.data import load_dataset  # noqa: E402
 from engine.errors import UserError  # noqa: E402
-from engine.runner import RunCancelled, check_prompt_lengths, execute_plan, plan_experiment, run_experiment  # noqa: E402
+from engine.runner import RunCancelled, check_prompt_lengths, execute_plan, plan_experiment  # noqa: E402
+from engine.usecases.run import ExperimentRequest, run_experiment  # noqa: E402
 from engine.threads import resolve_threads  # noqa: E402
 from store import RunStore, connect  # noqa: E402
 from test_run_experiments import make_dataset, req  # noqa: E402
@@ -98,7 +99,7 @@ def local_reference(tiny_llama, tiny_llama_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("local-reference")
     dataset = load_dataset(make_dataset(tmp / "d.jsonl", 8))
     db = tmp / "local.duckdb"
-    run_experiment(dataset, request(tiny_llama_dir), RunStore(db), load=lambda r: tiny_llama)
+    run_experiment(ExperimentRequest(request(tiny_llama_dir), dataset, db), load=lambda r: tiny_llama)
     return dataset, stored_rows(db)
 
 

@@ -148,11 +148,11 @@ def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line_too(tmp_path,
     assert not db.exists()
 
 
-def _ray_processes(root: psutil.Process) -> list[psutil.Process]:
+def _ray_processes(root: psutil.Process) -> list[psutil.Process]:  # type: ignore[name-defined]
     return [p for p in root.children(recursive=True)]
 
 
-def _is_worker(proc: psutil.Process) -> bool:
+def _is_worker(proc: psutil.Process) -> bool:  # type: ignore[name-defined]
     """A Ray worker process (an actor, the probe, an idle worker); not the raylet's agents, which
     the test ends by PID with the GCS and raylet."""
     try:

@@ -28,14 +28,13 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 def published(tmp_path_factory, tiny_llama_dir, tiny_llama) -> Path:
     """A store with one complete experiment (two modes), as an operator would publish it."""
     from engine.data import load_dataset
-    from engine.runner import run_experiment
-    from store import RunStore
+    from engine.usecases.run import ExperimentRequest, run_experiment
     from tests.test_jobs import make_dataset, request
 
     folder = tmp_path_factory.mktemp("published")
     data = load_dataset(make_dataset(folder / "d.jsonl", 3))
     db = folder / "pattrieval.duckdb"
-    run_experiment(data, request(tiny_llama_dir, modes=("base", "cf")), RunStore(db), load=lambda r: tiny_llama)
+    run_experiment(ExperimentRequest(request(tiny_llama_dir, modes=("base", "cf")), data, db), load=lambda r: tiny_llama)
     return db
 
 

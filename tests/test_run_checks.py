@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import re
 import shutil
@@ -19,8 +18,9 @@ from engine.__main__ import main as cli
 from engine.commands import run as run_command
 from engine.data import load_dataset
 from engine.models import context_length
-from engine.runner import config_hash, run_config, run_experiment
-from store import RunStore
+from engine.runner import config_hash, run_config
+from engine.usecases.run import ExperimentRequest, run_experiment
+from tests.helpers import digest
 
 LONG_TEXT = " ".join(f"alpha{i % 97} beta gamma" for i in range(4000))  # far past 8,192 tokens
 
@@ -40,10 +40,6 @@ def make_dataset(path: Path, n: int, *, long_ids: tuple[str, ...] = ()) -> Path:
 def args_for(model_dir, dataset: Path, db: Path, *extra: str) -> list[str]:
     return ["run", "--model", str(model_dir), "--dataset", str(dataset), "--db", str(db), "--modes", "vanilla,base",
             "--max-new-tokens", "2", "--batch-size", "4", "--quantize", "none", "--device", "cpu", *extra]
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def stored(db: Path, sql: str):
@@ -128,8 +124,7 @@ def test_a_prompt_too_long_is_refused_with_a_count_or_skipped_and_recorded(tmp_p
         r"2 items affected; use --top-k or --skip-invalid", err), err
     assert not db.exists()
 
-    outcome = run_experiment(load_dataset(data), dataclasses.replace(request_for(tiny_llama_dir, data, db), skip_invalid=True),
-                             RunStore(db))
+    outcome = run_experiment(ExperimentRequest(dataclasses.replace(request_for(tiny_llama_dir, data, db), skip_invalid=True), load_dataset(data), db))
     assert [(s.where, s.item_id) for s in outcome.skipped] == [("item 2", "q1"), ("item 3", "q2")]
     assert stored(db, "SELECT DISTINCT n_items FROM runs") == [(1,)]
     assert stored(db, "SELECT DISTINCT item_id FROM generations") == [("q0",)]
@@ -225,5 +220,5 @@ def test_a_huge_prompt_is_refused_without_tokenizing_it(tmp_path, tiny_llama_dir
     dataset = Dataset((item,), "sha-huge", "huge.jsonl", "native")
     request = request_for(tiny_llama_dir, tmp_path / "unused.jsonl", tmp_path / "runs.duckdb", "--modes", "vanilla")
     with pytest.raises(UserError, match=r"^item 'huge': prompt of more than [\d,]+ tokens \+ 2 new tokens exceeds"):
-        run_experiment(dataset, request, RunStore(tmp_path / "runs.duckdb"), load=lambda r: tiny_llama)
+        run_experiment(ExperimentRequest(request, dataset, tmp_path / "runs.duckdb"), load=lambda r: tiny_llama)
     assert not (tmp_path / "runs.duckdb").exists()

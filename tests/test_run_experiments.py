@@ -4,7 +4,6 @@ commands never produce two runs of one mode or generate the same run at once."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shlex
@@ -23,27 +22,15 @@ from engine.commands.run import bias_hint
 from engine.data import load_dataset
 from engine.errors import UserError
 from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.runner import RunRequest, execute_plan, plan_experiment, run_experiment
+from engine.runner import RunRequest, execute_plan, plan_experiment
+from engine.usecases.run import ExperimentRequest, run_experiment
 from engine.sink import RunSpec
 from engine.types import MODES
 from store import RunStore, connect
 from store.migrations import apply_migrations, available_migrations
 from store.run_store import ProcessIdentity, RunConflict, process_start, owner_alive
 from store.db import utc_now
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = [
-        {
-            "id": f"q{i}",
-            "question": f"what is the number for topic {i}",
-            "answers": [str(i)],
-            "documents": [{"text": f"Topic {i}, passage {j}: {i + j}.", "relevant": j == 0} for j in range(3)],
-        }
-        for i in range(n)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import digest, make_dataset, rows
 
 
 @pytest.fixture
@@ -75,15 +62,6 @@ def req(model_dir, modes=MODES, *, metadata="gender", **changes) -> RunRequest:
     return dataclasses.replace(base, **changes)
 
 
-def rows(db: Path, sql: str, params=None):
-    with connect(db, read_only=True) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def cli_args(model_dir, dataset: Path, db: Path, *extra: str) -> list[str]:
     return ["run", "--model", str(model_dir), "--dataset", str(dataset), "--db", str(db), "--metadata", "gender",
             "--max-new-tokens", "2", "--batch-size", "4", "--quantize", "none", "--device", "cpu", *extra]
@@ -91,15 +69,15 @@ def cli_args(model_dir, dataset: Path, db: Path, *extra: str) -> list[str]:
 
 def test_modes_added_later_join_one_experiment(tiny_llama_dir, data, db, shared, capsys):
     path, dataset = data
-    first = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), RunStore(db), load=shared)
-    second = run_experiment(dataset, req(tiny_llama_dir, ("base", "cf")), RunStore(db), load=shared)
+    first = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",)), dataset, db), load=shared)
+    second = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("base", "cf")), dataset, db), load=shared)
     assert second.experiment_id == first.experiment_id
     assert second.modes == MODES
     assert rows(db, "SELECT DISTINCT experiment_id FROM runs") == [(first.experiment_id,)]
     assert rows(db, "SELECT count(*) FROM experiments") == [(1,)]
 
     # All three modes: nothing to do, no model loaded, nothing written, the one experiment named.
-    again = run_experiment(dataset, req(tiny_llama_dir), RunStore(db), load=no_load)
+    again = run_experiment(ExperimentRequest(req(tiny_llama_dir), dataset, db), load=no_load)
     assert [r.status for r in again.runs] == ["already complete"] * 3
     before = digest(db)
     assert cli(cli_args(tiny_llama_dir, path, db)) == 0
@@ -124,39 +102,38 @@ def test_the_next_command_names_the_missing_modes():
 
 def test_repeat_starts_a_new_experiment_that_later_commands_join(tiny_llama_dir, data, db, shared):
     _, dataset = data
-    first = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), RunStore(db), load=shared)
-    repeated = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",), repeat=True), RunStore(db), load=shared)
+    first = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",)), dataset, db), load=shared)
+    repeated = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",), repeat=True), dataset, db), load=shared)
     assert repeated.experiment_id != first.experiment_id
     assert repeated.runs[0].run_id != first.runs[0].run_id and repeated.runs[0].n_generated == 2
-    joined = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), RunStore(db), load=no_load)
+    joined = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",)), dataset, db), load=no_load)
     assert joined.experiment_id == repeated.experiment_id  # the newest of that configuration
     assert rows(db, "SELECT count(*) FROM experiments") == [(2,)]
 
 
 def test_a_named_experiment_grows_by_modes_and_items(tiny_llama_dir, data, db, shared):
     _, dataset = data
-    store = RunStore(db)
-    first = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",), experiment="pilot", limit=1), store, load=shared)
+    first = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",), experiment="pilot", limit=1), dataset, db), load=shared)
     assert first.experiment_name == "pilot" and first.runs[0].n_items == 1
-    more = run_experiment(dataset, req(tiny_llama_dir, ("base", "cf"), experiment="pilot", limit=1), store, load=shared)
+    more = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("base", "cf"), experiment="pilot", limit=1), dataset, db), load=shared)
     assert more.experiment_id == first.experiment_id
     run_ids = {r.mode: r.run_id for r in first.runs + more.runs}
 
     # The whole dataset later: the same three runs, each extended by the items it lacks.
-    full = run_experiment(dataset, req(tiny_llama_dir, experiment="pilot"), store, load=shared)
+    full = run_experiment(ExperimentRequest(req(tiny_llama_dir, experiment="pilot"), dataset, db), load=shared)
     assert {r.mode: r.run_id for r in full.runs} == run_ids
     assert [(r.status, r.n_items, r.n_generated) for r in full.runs] == [("complete", 2, 1)] * 3
     assert rows(db, "SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations") == [(6, 6)]
     assert rows(db, "SELECT DISTINCT n_items, status FROM runs") == [(2, "complete")]
     assert rows(db, "SELECT name FROM experiments") == [("pilot",)]
     # Fewer items never shrink a run; the experiment id works as a name too.
-    fewer = run_experiment(dataset, req(tiny_llama_dir, experiment=first.experiment_id, limit=1), store, load=no_load)
+    fewer = run_experiment(ExperimentRequest(req(tiny_llama_dir, experiment=first.experiment_id, limit=1), dataset, db), load=no_load)
     assert [(r.status, r.n_items) for r in fewer.runs] == [("already complete", 2)] * 3
 
 
 def test_bias_report_and_list_know_an_experiment_by_its_name(tiny_llama_dir, data, db, shared, capsys):
     _, dataset = data
-    made = run_experiment(dataset, req(tiny_llama_dir, experiment="pilot"), RunStore(db), load=shared)
+    made = run_experiment(ExperimentRequest(req(tiny_llama_dir, experiment="pilot"), dataset, db), load=shared)
     capsys.readouterr()
     assert cli(["bias", "--experiment", "pilot", "--db", str(db), "--json", "--resamples", "100"]) == 0
     assert json.loads(capsys.readouterr().out)["experiment_id"] == made.experiment_id
@@ -182,7 +159,7 @@ def test_the_hint_after_run_names_the_experiment_as_the_user_did(tiny_llama_dir,
 
 def test_an_incompatible_experiment_is_refused_with_the_reason(tiny_llama_dir, data, db, shared, tmp_path):
     path, dataset = data
-    run_experiment(dataset, req(tiny_llama_dir, ("vanilla",), experiment="x"), RunStore(db), load=shared)
+    run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",), experiment="x"), dataset, db), load=shared)
     other = load_dataset(make_dataset(tmp_path / "other.jsonl", 3))
     before = digest(db)
     cases = [
@@ -196,11 +173,11 @@ def test_an_incompatible_experiment_is_refused_with_the_reason(tiny_llama_dir, d
     ]
     for ds, changes, message in cases:
         with pytest.raises(UserError) as caught:
-            run_experiment(ds, req(tiny_llama_dir, ("base",), experiment="x", **changes), RunStore(db), load=no_load)
+            run_experiment(ExperimentRequest(req(tiny_llama_dir, ("base",), experiment="x", **changes), ds, db), load=no_load)
         assert str(caught.value) == message
     assert digest(db) == before
     # Without a name, other settings simply make another experiment.
-    other_settings = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",), max_new_tokens=3), RunStore(db), load=shared)
+    other_settings = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",), max_new_tokens=3), dataset, db), load=shared)
     assert rows(db, "SELECT count(*) FROM experiments") == [(2,)]
     assert other_settings.experiment_name is None
 
@@ -215,7 +192,7 @@ def spec(run_id: str, experiment_id: str, mode: str = "cf") -> RunSpec:
 
 def test_an_experiment_never_holds_two_runs_of_one_mode(tiny_llama_dir, data, db, shared):
     _, dataset = data
-    outcome = run_experiment(dataset, req(tiny_llama_dir, ("cf",)), RunStore(db), load=shared)
+    outcome = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("cf",)), dataset, db), load=shared)
     with pytest.raises(RunConflict, match=rf"experiment {outcome.experiment_id} already has a cf run \({outcome.runs[0].run_id}\)"):
         RunStore(db).start_run(spec("second-cf", outcome.experiment_id))
     RunStore(db).start_run(spec("a-base", outcome.experiment_id, "base"))  # another mode is fine
@@ -227,7 +204,7 @@ def test_a_second_command_refuses_while_a_live_process_generates_the_run(tiny_ll
     store = RunStore(db)
     # Two commands plan at the same time; the first to claim wins, the other is refused.
     slow = plan_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), store)
-    fast = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), store, load=shared)
+    fast = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",)), dataset, db), load=shared)
     with pytest.raises(RunConflict, match=rf"experiment {fast.experiment_id} was created by another command while this one was starting"):
         execute_plan(slow, shared(None), store)
     assert rows(db, "SELECT count(*) FROM runs") == [(1,)]
@@ -239,14 +216,14 @@ def test_a_second_command_refuses_while_a_live_process_generates_the_run(tiny_ll
         dataclasses.replace(spec(plan.runs[0].run_id, plan.experiment_id, "base"), config_hash=plan.runs[0].config_hash,
                             model=str(tiny_llama_dir), config=plan.runs[0].config)], [])
     with pytest.raises(UserError) as caught:
-        run_experiment(dataset, req(tiny_llama_dir), store, load=no_load)
+        run_experiment(ExperimentRequest(req(tiny_llama_dir), dataset, db), load=no_load)
     assert str(caught.value) == (
         f"run {plan.runs[0].run_id} (base) of experiment {fast.experiment_id} is being generated by "
         f"process {os.getpid()} on {socket.gethostname()}; wait for it to finish, then run this command again"
     )
     # Once released (here: failed), the same run is resumed, not duplicated.
     store.finish_run(plan.runs[0].run_id, "failed")
-    done = run_experiment(dataset, req(tiny_llama_dir), store, load=shared)
+    done = run_experiment(ExperimentRequest(req(tiny_llama_dir), dataset, db), load=shared)
     assert {r.mode: r.run_id for r in done.runs}["base"] == plan.runs[0].run_id
     assert rows(db, "SELECT rag_mode, status, n_items FROM runs ORDER BY rag_mode") == [
         ("base", "complete", 2), ("cf", "complete", 2), ("vanilla", "complete", 2)]
@@ -264,7 +241,7 @@ def test_a_run_whose_owner_died_is_resumable(tiny_llama_dir, data, db, shared):
     dead.wait()
     with connect(db) as conn:  # what kill -9 leaves: status running, owner gone
         conn.execute("UPDATE run_owners SET pid = ?, process_start = NULL", [dead.pid])
-    resumed = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), store, load=shared)
+    resumed = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",)), dataset, db), load=shared)
     assert (resumed.runs[0].run_id, resumed.runs[0].status, resumed.runs[0].n_generated) == (run.run_id, "complete", 2)
     assert rows(db, "SELECT count(*) FROM run_owners") == [(0,)]
 
@@ -317,9 +294,9 @@ def test_migration_004_gives_duplicate_modes_their_own_experiments(tmp_path):
 
 def test_an_experiment_from_before_keys_is_found_by_its_runs(tiny_llama_dir, data, db, shared):
     _, dataset = data
-    first = run_experiment(dataset, req(tiny_llama_dir, ("vanilla",)), RunStore(db), load=shared)
+    first = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("vanilla",)), dataset, db), load=shared)
     with connect(db) as conn:  # as migration 004 leaves an older experiment
         conn.execute("UPDATE experiments SET experiment_key = NULL, settings_json = NULL")
-    joined = run_experiment(dataset, req(tiny_llama_dir, ("base", "cf")), RunStore(db), load=shared)
+    joined = run_experiment(ExperimentRequest(req(tiny_llama_dir, ("base", "cf")), dataset, db), load=shared)
     assert joined.experiment_id == first.experiment_id
     assert rows(db, "SELECT count(*) FROM experiments WHERE experiment_key IS NOT NULL") == [(1,)]  # adopted

@@ -12,21 +12,10 @@ from pathlib import Path
 
 from engine.data import load_dataset
 from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.runner import RunRequest, run_experiment
+from engine.runner import RunRequest
+from engine.usecases.run import ExperimentRequest, run_experiment
 from tests.engine_process import kill_once_stored, run_engine
-
-
-
-def make_dataset(path: Path, n: int) -> Path:
-    rows = []
-    for i in range(n):
-        docs = [
-            {"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.", "relevant": j == i % 4}
-            for j in range(4)
-        ]
-        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)], "documents": docs})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.helpers import make_ranked_dataset as make_dataset
 
 
 def count_rows(db: Path, sql: str):
@@ -37,7 +26,6 @@ def count_rows(db: Path, sql: str):
 
 
 def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, tiny_llama_dir):
-    from store.run_store import RunStore
 
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 5))
     request = RunRequest(
@@ -51,7 +39,7 @@ def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, ti
         top_n_logprobs=2,
     )
     db = tmp_path / "r.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     assert [r.status for r in outcome.runs] == ["complete"] * 3
     assert [r.n_generated for r in outcome.runs] == [5, 5, 5]
     runs = count_rows(db, "SELECT rag_mode, status, experiment_id, metadata_type, prompt_version FROM runs ORDER BY rag_mode")
@@ -76,7 +64,7 @@ def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, ti
     assert "(written by a woman)" in base_prompt.split("Document [1]")[1].splitlines()[0]
     assert "(written by a man)" in cf_prompt.split("Document [1]")[1].splitlines()[0]
 
-    again = run_experiment(dataset, request, RunStore(db))
+    again = run_experiment(ExperimentRequest(request, dataset, db))
     assert again.experiment_id == outcome.experiment_id
     assert [r.status for r in again.runs] == ["already complete"] * 3
     assert count_rows(db, "SELECT count(*) FROM generations")[0][0] == 15
@@ -139,3 +127,26 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     assert all(after[k] == v for k, v in before.items())
     generated = sum(int(line.split("generated ")[1].split(" of")[0]) for line in done.stdout.splitlines() if "generated " in line)
     assert generated == 120 - len(before)
+
+
+def test_the_use_case_reports_each_step_and_stops_when_asked(tmp_path, tiny_llama_dir, tiny_llama):
+    import pytest
+
+    from engine.errors import RunCancelled
+
+    dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 3))
+    request = RunRequest(model=str(tiny_llama_dir), modes=("vanilla", "base"), quantize="none", device="cpu",
+                         prompt=PromptConfig(metadata=METADATA_TYPES["gender"]), max_new_tokens=2, batch_size=2)
+    db = tmp_path / "r.duckdb"
+    with pytest.raises(RunCancelled, match="cancelled before generating"):
+        run_experiment(ExperimentRequest(request, dataset, db), stop=lambda: True, load=lambda r: tiny_llama)
+    assert not db.exists()  # asked before the first write
+
+    events = []
+    outcome = run_experiment(ExperimentRequest(request, dataset, db), progress=events.append, load=lambda r: tiny_llama)
+    stages = [e.stage for e in events]
+    assert stages[:3] == ["planned", "loading", "generating"] and set(stages[3:]) == {"stored"}, stages
+    assert {e.experiment_id for e in events} == {outcome.experiment_id}
+    assert events[2].total == 6 and events[2].label == str(tiny_llama_dir)
+    assert sum(e.step for e in events) == events[-1].done == 6
+    assert (outcome.dataset, outcome.n_dataset_items) == (dataset.source, 3)

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # when run as a script for the visitor role
     sys.path.insert(0, str(REPO))
@@ -16,7 +18,8 @@ if str(REPO) not in sys.path:  # when run as a script for the visitor role
 from engine.sink import RunSpec  # noqa: E402
 from engine.types import Document, Generation, Item  # noqa: E402
 from store import RunStore, queries  # noqa: E402
-from store.db import _make_marker, _remove_marker, connect, writers_waiting  # noqa: E402
+from store.db_markers import make_marker, remove_marker  # noqa: E402
+from store.db import connect, writers_waiting  # noqa: E402
 from store.sandbox import WRITER_FIRST  # noqa: E402
 
 LIMIT_S = 1.5  # the visitors' query time limit (the app uses 10 s)
@@ -35,7 +38,7 @@ def spec(n_items: int) -> RunSpec:
 def test_markers_announce_live_writers_only(tmp_path: Path):
     db = tmp_path / "runs.duckdb"
     assert writers_waiting(db) == 0
-    marker = _make_marker(db)
+    marker = make_marker(db)
     assert marker is not None and writers_waiting(db) == 1
     dead = tmp_path / "runs.duckdb.writer-999999999-dead"  # a writer killed while waiting
     dead.touch()
@@ -45,7 +48,7 @@ def test_markers_announce_live_writers_only(tmp_path: Path):
     other = tmp_path / f"other.duckdb.writer-{os.getpid()}-x"  # another database's writer
     other.touch()
     assert writers_waiting(db) == 1
-    _remove_marker(marker)
+    remove_marker(marker)
     assert writers_waiting(db) == 0
 
 
@@ -58,7 +61,7 @@ def test_a_waiting_writer_leaves_no_marker_behind(tmp_path: Path):
         "print('open', flush=True); time.sleep(1.0); c.close()"), str(db)], stdout=subprocess.PIPE)
     assert holder.stdout.readline().strip() == b"open"
     seen = []
-    watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.append(writers_waiting(db))))
+    watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.append(writers_waiting(db))))  # type: ignore[func-returns-value]
     watcher.start()
     with connect(db, timeout_s=10) as conn:  # waits for the holder, announcing itself
         conn.execute("SELECT 1")
@@ -88,6 +91,7 @@ def visitor(db: str, stop_file: str) -> None:
               flush=True)
 
 
+@pytest.mark.slow  # visitor processes looping queries for seconds
 def test_two_visitors_looping_long_queries_never_starve_a_writer(tmp_path: Path):
     db = tmp_path / "runs.duckdb"
     store = RunStore(db, timeout_s=15)  # without writer priority this gives up: DatabaseBusy

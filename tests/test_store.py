@@ -317,7 +317,7 @@ def test_put_items_is_idempotent(store: RunStore, db: Path):
     assert count(db, "SELECT count(*) FROM items WHERE dataset_sha = ?", [SHA]) == 3
     assert count(db, "SELECT count(*) FROM items") == 4
     with connect(db, read_only=True) as conn:
-        question, docs = conn.execute(
+        question, docs = conn.execute(  # type: ignore[misc]
             "SELECT question, documents FROM items WHERE dataset_sha = ? AND item_id = 'q0'", [SHA]
         ).fetchone()
     assert question == "Who wrote book 0?"

@@ -142,6 +142,7 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> str:
     return out
 
 
+@pytest.mark.slow  # writer and reader processes for seconds
 def test_writer_and_reader_processes_interleave(tmp_path: Path):
     db = tmp_path / "shared.duckdb"
     flag = tmp_path / "go"

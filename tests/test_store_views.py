@@ -12,13 +12,18 @@ from store.db import connect
 from store.migrations import Migration, apply_migrations, available_migrations, views_sql
 
 OLD = Path(__file__).resolve().parent / "old_migrations"
+# The code before views.sql shipped stopped at migration 11; later migrations were written with
+# views.sql (each applies it), and the views they add did not exist in the old code.
+OLD_CODE_LAST = 11
+ADDED_AFTER_OLD_CODE = {"compare_item_metrics"}  # migration 012
 
 
 def _old_migrations() -> list[Migration]:
     """The migrations as the code before views.sql shipped them: the files it changed from
     tests/old_migrations, the others as they are."""
     old = {int(p.name[:3]): p.read_text(encoding="utf-8") for p in OLD.glob("*.sql")}
-    return [Migration(m.version, m.name, old.get(m.version, m.sql)) for m in available_migrations()]
+    return [Migration(m.version, m.name, old.get(m.version, m.sql)) for m in available_migrations()
+            if m.version <= OLD_CODE_LAST]
 
 
 def _views(conn) -> dict[str, str]:
@@ -50,7 +55,7 @@ def test_views_sql_defines_each_view_once_and_a_new_store_has_exactly_those(fres
             assert "CREATE VIEW" not in migration.sql and "REPLACE VIEW" not in migration.sql, migration.name
 
 
-@pytest.mark.parametrize("version", range(0, max(m.version for m in available_migrations()) + 1))
+@pytest.mark.parametrize("version", range(0, OLD_CODE_LAST + 1))
 def test_a_store_of_the_old_code_at_any_version_upgrades_to_the_views_of_views_sql(tmp_path, version, fresh):
     path = tmp_path / f"v{version}.duckdb"
     conn = duckdb.connect(str(path))
@@ -67,11 +72,11 @@ def test_a_store_of_the_old_code_at_any_version_upgrades_to_the_views_of_views_s
 
 
 def test_the_old_code_at_its_newest_version_had_these_views_already(tmp_path, fresh):
-    """Stores already at the newest version apply nothing: their views must be views.sql's."""
+    """A store the old code left at its newest version had views.sql's views, but for those added since."""
     conn = duckdb.connect(str(tmp_path / "old.duckdb"))
     try:
         apply_migrations(conn, _old_migrations())
-        assert _views(conn) == fresh
+        assert _views(conn) == {k: v for k, v in fresh.items() if k not in ADDED_AFTER_OLD_CODE}
     finally:
         conn.close()
 

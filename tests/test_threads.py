@@ -11,9 +11,9 @@ import torch
 
 from engine.data import load_dataset
 from engine.generate import GenerationConfig, generate
-from engine.runner import generation_config, run_experiment
+from engine.runner import generation_config
+from engine.usecases.run import ExperimentRequest, run_experiment
 from engine.threads import default_threads, resolve_threads
-from store import RunStore
 from test_run_experiments import make_dataset, req, rows
 
 
@@ -75,11 +75,11 @@ def test_runs_record_the_count_and_a_resume_with_another_count_beside_the_first(
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 4))
     db = tmp_path / "runs.duckdb"
     load = lambda request: tiny_llama  # noqa: E731
-    run_experiment(dataset, req(tiny_llama.model_id, modes=("vanilla",), threads=1, limit=2), RunStore(db), load=load)
+    run_experiment(ExperimentRequest(req(tiny_llama.model_id, modes=("vanilla",), threads=1, limit=2), dataset, db), load=load)
     sql = "SELECT config_json->>'torch_threads', config_json->>'torch_threads_resumed' FROM runs"
     assert rows(db, sql) == [("1", None)]
 
     # The same run (threads are not part of its identity) resumed with 2 threads for 2 more items.
-    run_experiment(dataset, req(tiny_llama.model_id, modes=("vanilla",), threads=2, limit=4), RunStore(db), load=load)
+    run_experiment(ExperimentRequest(req(tiny_llama.model_id, modes=("vanilla",), threads=2, limit=4), dataset, db), load=load)
     assert rows(db, sql) == [("1", "[2]")]
     assert rows(db, "SELECT count(*), count(DISTINCT run_id) FROM generations") == [(4, 1)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +16,7 @@ from engine.verify import (
     split_sentences, token_class,
 )
 from tests.engine_process import kill_once_stored, run_engine
+from tests.helpers import cli, make_ranked_dataset, rows
 
 # ------------------------------------------------------------------ the judge's answer
 
@@ -121,24 +121,6 @@ def test_class_probabilities_read_the_step_where_the_verdict_starts():
 
 
 
-def make_dataset(path: Path, n: int) -> Path:
-    rows = []
-    for i in range(n):
-        docs = [{"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.",
-                 "relevant": j == i % 4, "title": f"Topic {i}" if j == 0 else ""} for j in range(4)]
-        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)],
-                     "documents": docs})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def rows(db: Path, sql: str, params=None):
-    from store.db import connect
-
-    with connect(db, read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
-
-
 # What the answers say once rewritten: 3 pairs each (sentence 0 cites 1, sentence 1 cites 2 and 3;
 # [9] cites no shown document; the last sentence cites nothing).
 ANSWER = "The number is {n} [1][9]. It is also given in [2, 3]. Nothing else is known."
@@ -149,17 +131,17 @@ def answered(tmp_path_factory, tiny_llama_dir):
     """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite; copied per test."""
     from engine.data import load_dataset
     from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest, run_experiment
+    from engine.runner import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
     from store.db import connect
-    from store.run_store import RunStore
 
     folder = tmp_path_factory.mktemp("verify")
-    dataset = load_dataset(make_dataset(folder / "d.jsonl", 4))
+    dataset = load_dataset(make_ranked_dataset(folder / "d.jsonl", 4, titles=True))
     request = RunRequest(model=str(tiny_llama_dir), modes=("vanilla", "base", "cf"),
                          prompt=PromptConfig(metadata=METADATA_TYPES["gender"]),
                          quantize="none", device="cpu", max_new_tokens=4, batch_size=4)
     db = folder / "r.duckdb"
-    outcome = run_experiment(dataset, request, RunStore(db))
+    outcome = run_experiment(ExperimentRequest(request, dataset, db))
     # A random tiny model rarely writes "[1]": give its answers citations to verify.
     with connect(db) as con:
         con.execute("UPDATE generations SET answer = replace(?, '{n}', item_id)", [ANSWER])
@@ -172,12 +154,6 @@ def store(answered, tmp_path):
     copy = tmp_path / "s.duckdb"
     shutil.copy(db, copy)
     return copy, experiment_id, runs
-
-
-def cli(*args: str) -> int:
-    from engine.__main__ import main
-
-    return main(list(args))
 
 
 COMMON = ["--max-new-tokens", "5", "--batch-size", "4", "--device", "cpu", "--quantize", "none"]

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from demo.handlers.run import RunForm, build_run_request, cancel_run, run_batch, run_status
+from demo.handlers.run import RunForm, build_run_request, cancel_run, run_status
 from demo.jobs import JobQueue, JobSpec, QueueFull
 from demo.settings import SPACE_MODELS, AppSettings, settings_from_env
 from engine.errors import RunCancelled, UserError
@@ -206,12 +206,12 @@ def test_cancel_is_heard_while_the_first_batch_is_planned(tmp_path, tiny_llama, 
 
 
 def test_cancel_cuts_a_batch_short_and_writes_none_of_it(tiny_llama):
-    from engine.generate import GenerationConfig, _generate_batch
+    from engine.generate import GenerationConfig, generate_batch
 
     asked = StopAfter(3)  # two decoding steps, then the cancel
     started = time.monotonic()
     with pytest.raises(RunCancelled, match="during a batch"):
-        _generate_batch(tiny_llama, [[1, 2, 3, 4]], GenerationConfig(max_new_tokens=4000), asked)
+        generate_batch(tiny_llama, [[1, 2, 3, 4]], GenerationConfig(max_new_tokens=4000), asked)
     assert asked.calls <= 5 and time.monotonic() - started < 5
 
 

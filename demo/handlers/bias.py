@@ -290,7 +290,7 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
     """All the experiments of a study (in grid order) for the multiselect; those without a run yet
     are left out, and past MAX_EXPERIMENTS the rest, each said in the note. UserError in one line
     for an unknown study."""
-    from demo.handlers.query import _shown
+    from demo.handlers.query import shown_reference
     from engine.errors import UserError
     from store.queries import experiment_choices, study_experiment_ids
 
@@ -301,7 +301,7 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
         raise UserError("nothing is stored yet: start a run first")
     ids = study_experiment_ids(db_path, name)
     if ids is None:
-        raise UserError(f"no study '{_shown(name)}' in the store (`python -m engine list --studies` names them)")
+        raise UserError(f"no study '{shown_reference(name)}' in the store (`python -m engine list --studies` names them)")
     with_runs = {c.experiment_id for c in experiment_choices(db_path)}
     chosen = [e for e in ids if e in with_runs]
     notes = []

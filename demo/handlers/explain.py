@@ -27,7 +27,7 @@ def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.Dat
     import pandas as pd
 
     from demo import explain_render, render
-    from demo.handlers.query import _shown, _visitor_line, clean_input
+    from demo.handlers.query import shown_reference, visitor_line, clean_input
     from store import queries
 
     empty = pd.DataFrame(columns=list(EXPLANATION_COLUMNS))
@@ -41,11 +41,11 @@ def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.Dat
         detail = queries.query_detail(db, experiment, item_id)
         if detail is None:
             if queries.resolve_experiment(db, experiment) is None:
-                return render.message(f"unknown experiment '{_shown(experiment)}'"), empty
-            return render.message(f"experiment '{_shown(experiment)}' has no item '{_shown(item_id)}'"), empty
+                return render.message(f"unknown experiment '{shown_reference(experiment)}'"), empty
+            return render.message(f"experiment '{shown_reference(experiment)}' has no item '{shown_reference(item_id)}'"), empty
         explanations = queries.item_explanations(db, [m.run_id for m in detail.modes], detail.item_id)
     except UserError as err:
-        return render.message(_visitor_line(err, db)), empty
+        return render.message(visitor_line(err, db)), empty
     frame = pd.DataFrame(
         [(e.rag_mode, e.run_id, e.explainer_model, list(e.mentioned_docs), list(e.mentioned_labels),
           e.mentions_label, e.finish_reason, e.text) for e in explanations],
@@ -83,7 +83,7 @@ def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.
     import pandas as pd
 
     from demo import explain_render, render
-    from demo.handlers.query import _shown, _visitor_line, clean_input
+    from demo.handlers.query import shown_reference, visitor_line, clean_input
     from store import queries
 
     empty = pd.DataFrame(columns=list(RUN_EXPLANATION_COLUMNS))
@@ -96,14 +96,14 @@ def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.
             return render.message("choose a run"), empty
         runs = queries.explain_runs(db, experiment=experiment)
         if runs is None:
-            return render.message(f"unknown experiment '{_shown(experiment)}'"), empty
+            return render.message(f"unknown experiment '{shown_reference(experiment)}'"), empty
         run = next((r for r in runs if r.run_id == run_id), None)
         if run is None:
-            return render.message(f"experiment '{_shown(experiment)}' has no run '{_shown(run_id)}'"), empty
+            return render.message(f"experiment '{shown_reference(experiment)}' has no run '{shown_reference(run_id)}'"), empty
         explanations = queries.run_explanations(db, run.run_id)
         rates = queries.explanation_rates(db, [run.run_id])
     except UserError as err:
-        return render.message(_visitor_line(err, db)), empty
+        return render.message(visitor_line(err, db)), empty
     frame = pd.DataFrame(
         [(e.item_id, e.explainer_model, list(e.mentioned_docs), list(e.mentioned_labels), shorten(e.text))
          for e in explanations],
@@ -128,7 +128,7 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     """The worker's ExplainSpec for the chosen item, the chosen run (`run_id`, one of the
     experiment's), or every answer of an experiment, explained by the model that answered;
     UserError in one line where the app may not or cannot do it."""
-    from demo.handlers.query import _shown, clean_input
+    from demo.handlers.query import shown_reference, clean_input
     from demo.handlers.run import _looks_like_path, operator_token_serves
     from demo.jobs import ExplainSpec
     from engine.model_choice import SMOKE, SMOKE_LABEL, resolve_model
@@ -139,7 +139,7 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     if settings.read_only:
         raise UserError("this app is read-only: explanations are made elsewhere")
     if scope not in [value for _, value in GENERATE_SCOPES]:
-        raise UserError(f"unknown scope '{_shown(str(scope))}' (choose item, run or all)")
+        raise UserError(f"unknown scope '{shown_reference(str(scope))}' (choose item, run or all)")
     experiment = clean_input(experiment, "experiment")
     item_id = clean_input(item_id, "item id")
     run_id = clean_input(run_id, "run id")
@@ -151,21 +151,21 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
         raise UserError("choose a run")
     runs = queries.explain_runs(settings.db_path, experiment=experiment)
     if runs is None:
-        raise UserError(f"unknown experiment '{_shown(experiment)}'")
+        raise UserError(f"unknown experiment '{shown_reference(experiment)}'")
     if scope == "run":
         runs = tuple(r for r in runs if r.run_id == run_id)
         if not runs:
-            raise UserError(f"experiment '{_shown(experiment)}' has no run '{_shown(run_id)}'")
+            raise UserError(f"experiment '{shown_reference(experiment)}' has no run '{shown_reference(run_id)}'")
     answered = [r for r in runs if r.n_answers]
     if not answered:
-        what = f"run '{_shown(run_id)}'" if scope == "run" else f"experiment '{_shown(experiment)}'"
+        what = f"run '{shown_reference(run_id)}'" if scope == "run" else f"experiment '{shown_reference(experiment)}'"
         raise UserError(f"{what} has no answers to explain yet")
     models = sorted({r.model for r in answered})
     if len(models) > 1:
         raise UserError(f"the runs were answered by {len(models)} models; use `python -m engine explain --model`")
     name = SMOKE if models[0] == SMOKE_LABEL else models[0]
     if settings.allowed_models is not None and name not in settings.allowed_models + (SMOKE,):
-        raise UserError(f"model '{_shown(name)}' is not offered here")
+        raise UserError(f"model '{shown_reference(name)}' is not offered here")
     if not settings.allow_local_paths and name != SMOKE and _looks_like_path(name):
         raise UserError("the runs were answered by a model folder on another machine; explain them there")
     model, label = resolve_model(name)

@@ -56,10 +56,10 @@ def _detail(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.DataFram
         detail = queries.query_detail(db, experiment, item_id)
         if detail is None:
             if queries.resolve_experiment(db, experiment) is None:
-                return render.message(f"unknown experiment '{_shown(experiment)}'"), empty, None
-            return render.message(f"experiment '{_shown(experiment)}' has no item '{_shown(item_id)}'"), empty, None
+                return render.message(f"unknown experiment '{shown_reference(experiment)}'"), empty, None
+            return render.message(f"experiment '{shown_reference(experiment)}' has no item '{shown_reference(item_id)}'"), empty, None
     except UserError as err:
-        return render.message(_visitor_line(err, db)), empty, None
+        return render.message(visitor_line(err, db)), empty, None
     frame = pd.DataFrame(
         [
             (m.mode, m.run_id, *(getattr(m.metrics, c) if m.metrics else None for c in METRIC_COLUMNS[2:]))
@@ -70,13 +70,13 @@ def _detail(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.DataFram
     return render.query_page(detail), frame, detail.experiment_id
 
 
-def _shown(reference: str) -> str:
+def shown_reference(reference: str) -> str:
     """A visitor's reference, cut to one short line for a message."""
     one_line = " ".join(reference.split())
     return one_line if len(one_line) <= _LONGEST_SHOWN else one_line[: _LONGEST_SHOWN - 1] + "…"
 
 
-def _visitor_line(err: UserError, db: DbLike) -> str:
+def visitor_line(err: UserError, db: DbLike) -> str:
     """A store's message for a visitor: one line, the database file named only as "file"."""
     from demo.settings import without_server_paths
     from store.db import as_database
@@ -100,20 +100,21 @@ def clean_input(value: Any, what: str) -> str:
 # ---------------------------------------------------------------- choosing an experiment
 
 
-def experiment_choices(db: DbLike) -> list[tuple[str, str]]:
+def experiment_choices(db: DbLike, *, with_modes: bool = False) -> list[tuple[str, str]]:
     """The stored experiments, newest first, as (label, experiment id) for a dropdown: the label
-    shows the name (when given), the id and the model. Empty when nothing is stored yet."""
+    shows the name (when given), the id and the model (and the stored modes, `with_modes`). Empty
+    when nothing is stored yet. Every tab that picks an experiment (Query, Explain, the Runs
+    tab's export, Compare) lists them with this."""
+    from engine.bounds import PAGE_MAX_CHOICES, for_page
     from store import queries
     from store.db import as_database
 
     if not as_database(db).path.is_file():
         return []
     choices = []
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-
     for e in queries.experiment_listing(db)[:PAGE_MAX_CHOICES]:  # the browser gets a bounded list
-        label = " · ".join(part for part in (e.name, e.experiment_id, for_page(e.model, 60)) if part)
-        choices.append((for_page(label), e.experiment_id))
+        parts = (e.name, e.experiment_id, for_page(e.model, 60), ",".join(e.modes) if with_modes else "")
+        choices.append((for_page(" · ".join(part for part in parts if part)), e.experiment_id))
     return choices
 
 
@@ -143,7 +144,7 @@ class ItemList:
         """One line: "item 3 of 67", why the list is empty, or that the item is not in it."""
         scope = ""
         if self.search:
-            scope += f" matching '{_shown(self.search)}'"
+            scope += f" matching '{shown_reference(self.search)}'"
         if self.changed:
             scope += f" {_CHANGED_WORDS[self.changed]}"
         n = len(self.item_ids)
@@ -156,7 +157,7 @@ class ItemList:
             return f"item {position} of {n}{scope}"
         noun = "item" if n == 1 else "items"
         if item_id:
-            return f"item '{_shown(item_id)}' is not among the {n} {noun}{scope}"
+            return f"item '{shown_reference(item_id)}' is not among the {n} {noun}{scope}"
         return f"{n} {noun}{scope}"
 
 
@@ -179,7 +180,7 @@ def changed_filter(value: Any) -> str | None:
     if text in ("", "all"):
         return None
     if text not in queries.CHANGED_FILTERS:
-        raise UserError(f"unknown filter '{_shown(text)}' (choose from all, {', '.join(queries.CHANGED_FILTERS)})")
+        raise UserError(f"unknown filter '{shown_reference(text)}' (choose from all, {', '.join(queries.CHANGED_FILTERS)})")
     return text
 
 
@@ -198,9 +199,9 @@ def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all
         experiment_id = queries.resolve_experiment(db, experiment)
         ids = queries.item_ids(db, experiment_id, search or None, changed) if experiment_id is not None else None
         if ids is None:
-            raise UserError(f"unknown experiment '{_shown(experiment)}'")
+            raise UserError(f"unknown experiment '{shown_reference(experiment)}'")
     except UserError as err:
-        raise UserError(_visitor_line(err, db)) from None
+        raise UserError(visitor_line(err, db)) from None
     return ItemList(experiment_id, tuple(ids), search, changed)
 
 
@@ -247,7 +248,7 @@ def open_view(db: DbLike, experiment: Any, item_id: Any = "", search: Any = "", 
         return QueryView("", render.message(line), pd.DataFrame(columns=list(METRIC_COLUMNS)), line, "", choices)
     page, frame, found = _detail(db, listing.experiment_id, item_id)
     if found is None:
-        line = f"experiment '{_shown(listing.experiment_id)}' has no item '{_shown(item_id)}'"
+        line = f"experiment '{shown_reference(listing.experiment_id)}' has no item '{shown_reference(item_id)}'"
         return QueryView(item_id, page, frame, line, "", choices)
     return QueryView(item_id, page, frame, listing.describe(item_id), permalink(found, item_id), choices)
 
@@ -267,9 +268,9 @@ def locate(db: DbLike, experiment: Any, item_id: Any, search: Any = "", changed:
         if not exists and (listing.search or listing.changed):  # filtered out, but it may be there
             exists = item_id in (queries.item_ids(db, listing.experiment_id) or ())
     except UserError as err:
-        return (), _visitor_line(err, db), ""
+        return (), visitor_line(err, db), ""
     if not exists:
-        return choices, f"experiment '{_shown(listing.experiment_id)}' has no item '{_shown(item_id)}'", ""
+        return choices, f"experiment '{shown_reference(listing.experiment_id)}' has no item '{shown_reference(item_id)}'", ""
     return choices, listing.describe(item_id), permalink(listing.experiment_id, item_id)
 
 

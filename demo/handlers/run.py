@@ -3,14 +3,14 @@
 Plain functions (values in, values out) so that tests call them without a browser; the app
 wires them to buttons and to the API names /run_batch, /run_status and /cancel_run.
 
-A form becomes a RunRequest through the CLI's own `engine.commands.run.build_request`, so
-every option means in the app exactly what it means to `python -m engine run`, and a bad
-value gets the CLI's one-line message.
+A form becomes the engine's RunRequest directly, checked by the use case's own
+`engine.usecases.run.check_settings`, so every option means in the app exactly what it means to
+`python -m engine run`, and a bad value gets the same one-line message; the job queue then runs
+it through the same use case (engine.usecases.run.run_experiment).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from dataclasses import dataclass, replace
@@ -20,9 +20,10 @@ from typing import Any, Callable
 from demo.jobs import JobQueue, JobSpec, JobStatus
 from demo.render import SMOKE_NOTE, is_smoke
 from demo.settings import AppSettings, without_server_paths
+from engine.prompts import TYPE_TITLES
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
-BUILT_IN_METADATA = ("gender", "race", "hai")
+BUILT_IN_METADATA = tuple(TYPE_TITLES)  # engine.prompts' built-in types, in the paper's order
 NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a path on the server"
 FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
 FIRST_RUN_LIMIT_GPU = 10
@@ -43,9 +44,11 @@ class RunForm:
     consideration: str = ""
     modes: tuple[str, ...] = ("vanilla", "base", "cf")
     quantize: str = "auto"
-    top_k: int | None = None  # cut-off: the first k ranked documents; None shows all
+    # model, metadata and these four may each hold a comma list ("5,10"): the form is then a study
+    # grid (demo.handlers.grid), one experiment per configuration, as `run` with lists.
+    top_k: int | str | None = None  # cut-off: the first k ranked documents; None shows all
     order: str = "ranked"
-    few_shot: int = 0
+    few_shot: int | str = 0
     xai: str = "none"
     sample: bool = False  # sample instead of greedy decoding
     temperature: float = 1.0
@@ -59,11 +62,21 @@ class RunForm:
     skip_invalid: bool = False
     experiment: str = ""
     hf_token: str = ""  # used for this load only; never stored, logged or returned
+    study: str = ""  # a grid's study name (optional, as `run --study`); a name makes even one configuration a study
+    # Where answers are generated (demo.handlers.grid.BACKENDS): "local", the app's worker, or
+    # "ray", a pool of Ray actors (the desktop only, AppSettings.allow_ray), with run's Ray options.
+    backend: str = "local"
+    ray_address: str = ""  # empty: a Ray instance started on this machine
+    actors: int = 1
+    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
 
 
-def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
+def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
+              request: Any = None, ray: Any = None) -> str:
     """Check the form and queue the run for `visitor` (None: the operator); returns the job id
-    (or raises UserError, one line: a bad form, or a full queue).
+    (or raises UserError, one line: a bad form, or a full queue). `request`: the request already
+    built from the form (a study grid's, demo.handlers.grid.run_form), else the form's RunRequest;
+    `ray`: a single run's engine.usecases.run.RayOptions.
 
     An upload is moved out of Gradio's upload folder into a private one at once, and deleted
     there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
@@ -71,7 +84,8 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     from demo.jobs import QueueFull
     from engine.errors import UserError
 
-    request = build_run_request(settings, form)
+    if request is None:
+        request = build_run_request(settings, form)
     dataset = dataset_path(settings, form)
     if not Path(dataset).exists():
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
@@ -81,7 +95,7 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     # SQL console shows the store to every visitor, and server paths are not theirs to see.
     named = uploaded or not settings.allow_local_paths
     spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
-                   dataset_name=Path(dataset).name if named else None)
+                   dataset_name=Path(dataset).name if named else None, ray=ray)
     if uploaded:
         # Moved before the submit: the worker may start the job at once.
         spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)
@@ -106,20 +120,17 @@ def _take_upload(path: str) -> str:
 
 def build_run_request(settings: AppSettings, form: RunForm):
     """The engine's RunRequest for a form, checked as the CLI checks its options (UserError, one line)."""
-    from engine.commands.run import build_request
     from engine.errors import UserError
     from engine.model_choice import SMOKE, resolve_model
-    from engine.types import QUANTIZATIONS
+    from engine.prompts import PromptConfig, metadata_type
+    from engine.run_request import RunRequest
+    from engine.types import MODES, QUANTIZATIONS
+    from engine.usecases.run import check_settings
 
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
     model_name = (form.model or "").strip() or SMOKE
-    if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
-        raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
-    if model_name == "auto":
-        raise UserError("choose a model: 'auto' is for the command line")
-    if not settings.allow_local_paths and model_name != SMOKE and _looks_like_path(model_name):
-        raise UserError("model folders on the server cannot be named here; give a Hugging Face id")
+    check_model_offered(settings, model_name)
     if form.quantize not in QUANTIZATIONS:
         raise UserError(f"unknown quantization '{form.quantize}' (choose from {', '.join(QUANTIZATIONS)})")
     if not form.modes:
@@ -137,22 +148,29 @@ def build_run_request(settings: AppSettings, form: RunForm):
     if form.top_k is not None and form.top_k < 1:
         raise UserError(f"the cut-off k must be at least 1, not {form.top_k} (leave it empty to show every document)")
     custom = form.metadata not in BUILT_IN_METADATA
-    args = argparse.Namespace(
-        metadata=form.metadata.strip(),
-        label_a=form.label_a if custom else None,
-        label_b=form.label_b if custom else None,
-        consideration=form.consideration if custom else None,
-        modes=",".join(form.modes),
-        top_k=form.top_k, order=form.order, few_shot=form.few_shot, xai=form.xai,
-        quantize=form.quantize, device="auto", dtype="auto",
-        hf_token=form.hf_token.strip() or None,
-        batch_size=form.batch_size, max_new_tokens=form.max_new_tokens,
-        sample=form.sample, temperature=form.temperature, top_p=form.top_p, sample_top_k=form.sample_top_k,
-        seed=form.seed, top_logprobs=form.top_logprobs,
-        experiment=form.experiment.strip() or None, limit=limit,
-        skip_invalid=form.skip_invalid, repeat=False,
+    experiment = form.experiment.strip() or None
+    check_settings(batch_size=form.batch_size, max_new_tokens=form.max_new_tokens, limit=limit,
+                   temperature=form.temperature, do_sample=form.sample, top_p=form.top_p,
+                   top_k_sampling=form.sample_top_k, top_n_logprobs=form.top_logprobs, threads=None,
+                   seed=form.seed, experiment=experiment)
+    modes = tuple(m.strip() for m in form.modes if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise UserError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {','.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise UserError("--modes lists a mode twice")
+    meta = metadata_type(form.metadata.strip(), form.label_a if custom else None, form.label_b if custom else None,
+                         form.consideration if custom else None)
+    prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=form.top_k, order=form.order, seed=form.seed,
+                          few_shot=form.few_shot, xai=form.xai)
+    request = RunRequest(
+        model=model_name, model_label=model_name, modes=tuple(m for m in MODES if m in modes), prompt=prompt,
+        quantize=form.quantize, device="auto", dtype="auto", max_new_tokens=form.max_new_tokens,
+        do_sample=form.sample, temperature=form.temperature, top_p=form.top_p, top_k_sampling=form.sample_top_k,
+        seed=form.seed, batch_size=form.batch_size, top_n_logprobs=form.top_logprobs, repeat=False,
+        experiment=experiment, limit=limit, skip_invalid=form.skip_invalid,
+        threads=None,  # torch's default in the worker
     )
-    request = build_request(args, model_name, model_name)
     model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
     # A visitor who typed no token borrows the operator's HF_TOKEN only for the operator's models.
     typed = form.hf_token.strip() or None
@@ -160,6 +178,19 @@ def build_run_request(settings: AppSettings, form: RunForm):
     hub_only = not settings.allow_local_paths and model_name != SMOKE
     return replace(request, model=model, model_label=label, hf_token=typed,
                    environment_token=operator_token_serves(settings, model_name), hub_only=hub_only)
+
+
+def check_model_offered(settings: AppSettings, model_name: str) -> None:
+    """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
+    from engine.errors import UserError
+    from engine.model_choice import SMOKE
+
+    if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
+        raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
+    if model_name == "auto":
+        raise UserError("choose a model: 'auto' is for the command line")
+    if not settings.allow_local_paths and model_name != SMOKE and _looks_like_path(model_name):
+        raise UserError("model folders on the server cannot be named here; give a Hugging Face id")
 
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
@@ -333,7 +364,10 @@ def job_banner(jobs: JobQueue, job_id: str | None, note: str = "", visitor: str 
         if status.state in ("queued", "running"):
             bar = f'<progress value="{status.n_done}" max="{status.n_total}"></progress>'
     lines = [head, esc(status.message)]
-    if status.state == "complete" and status.experiment_id:
+    if status.state == "complete" and status.study:
+        lines.append(f"Study {esc(status.study)}: choose it in the Runs tab's study filter and the Bias tab's "
+                     "study picker.")
+    elif status.state == "complete" and status.experiment_id:
         lines.append(f"Experiment {esc(status.experiment_id)}: read it in the Runs, Query and Bias tabs.")
         if is_smoke(status.model):
             lines.append(esc(SMOKE_NOTE))

@@ -47,7 +47,7 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
               page_size: int = PAGE_SIZE) -> RunsView:
     """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
-    from demo.handlers.query import _shown
+    from demo.handlers.query import shown_reference
     from engine.bounds import for_page
     from store.queries import experiment_page, experiment_studies, study_experiment_ids
 
@@ -60,7 +60,7 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
     study = _clean(study)
     # A typo in a study name would look like an empty study: said instead.
     if study is not None and study_experiment_ids(db_path, study) is None:
-        raise UserError(f"no study '{_shown(study)}' in the store (`python -m engine list --studies` names them)")
+        raise UserError(f"no study '{shown_reference(study)}' in the store (`python -m engine list --studies` names them)")
     filters = dict(model=_clean(model), dataset=_clean(dataset), metadata=_clean(metadata), mode=_clean(mode), study=study)
     found = experiment_page(db_path, (page - 1) * page_size, page_size, **filters)
     last = max(1, math.ceil(found.total / page_size))
@@ -117,17 +117,6 @@ def _metrics_cell(run: Any) -> str:
         return "-"
     em = "-" if run.exact_match is None else f"{run.exact_match:.2f}"
     return f"{100 * run.precision:.1f} / {100 * run.recall:.1f} / {100 * run.f1:.1f}, {em}"
-
-
-def experiment_choices(db_path: Path) -> list[tuple[str, str]]:
-    """(label, experiment id) for every stored experiment, newest first, for the export picker."""
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from store.queries import experiment_listing
-
-    if not Path(db_path).is_file():
-        return []
-    return [(for_page(f"{e.name} ({e.experiment_id})" if e.name else e.experiment_id), e.experiment_id)
-            for e in experiment_listing(db_path)[:PAGE_MAX_CHOICES]]
 
 
 def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str) -> Path:

@@ -67,7 +67,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             choices = explain_handlers.run_choices(settings.db_path, experiment_ref)
         except UserError as err:
-            raise error(query_handlers._visitor_line(err, settings.db_path), "explain") from None
+            raise error(query_handlers.visitor_line(err, settings.db_path), "explain") from None
         first = choices[0][1] if choices else None
         return (gr.Dropdown(choices=choices, value=first),
                 *explain_handlers.explain_run_view(settings.db_path, experiment_ref, first or ""))
@@ -84,7 +84,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             job_id = jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
                                  max_per_owner=settings.max_jobs_per_visitor)
         except UserError as err:
-            raise error(query_handlers._visitor_line(err, settings.db_path), "explain") from None
+            raise error(query_handlers.visitor_line(err, settings.db_path), "explain") from None
         except QueueFull as full:
             raise error(full, "explain") from None
         return job_id, explain_handlers.job_line(jobs.status(job_id, visitor)), gr.Timer(active=True)
@@ -131,7 +131,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                  label="the run's explanations (text cut short; the item view above shows it whole)")
 
     for box in (experiment, item, run):  # free text: the choices arrive only when the tab opens
-        box.api_info = lambda: {"type": "string"}
+        box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
 
     show_button.click(explain, [experiment, item], [page, table], api_name="explain", api_visibility="public")
     item.select(explain, [experiment, item], [page, table], api_visibility="private")

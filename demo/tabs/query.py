@@ -102,6 +102,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (experiment, *view_outputs(view), "all", tabs)
 
     with gr.Tab("Query", id=TAB_ID) as query_tab:
+        # The Compare tab's drill-down (issue 17): one item of two runs side by side, shown above
+        # this tab's own view of run A's experiment; hidden until an item is opened from Compare.
+        with gr.Column(visible=False) as pair_box:
+            with gr.Row():
+                gr.Markdown("### Two compared runs side by side")
+                pair_close = gr.Button("close the side-by-side view", size="sm", scale=0, min_width=220)
+            pair_html = gr.HTML()
         with gr.Row():
             # Custom values: an experiment's name (or an id not listed yet) can be typed in.
             query_experiment = gr.Dropdown(label="experiment (id or name)", choices=[], value=None,
@@ -127,7 +134,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     # The free-text dropdowns' API type is a string: their choices arrive only when the page loads.
     for box in (query_experiment, query_item):
-        box.api_info = lambda: {"type": "string"}
+        box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
 
     view = [query_item, position, link, query_html, query_metrics]
     nav_inputs = [query_experiment, query_item, search, changed]
@@ -158,6 +165,30 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # (function of an experiment id, its outputs, what runs after): app.build_app wires it.
         app.open_in_query = (open_experiment, [app.tabs, query_experiment, *view, search, changed],
                              lambda event: then_url(event))
+
+    def open_pair(run_a, run_b, item_id):
+        """The Compare tab's clicked item: both runs side by side, and below, run A's experiment on
+        that item in this tab's own view (so that previous / next and the permalink work as ever)."""
+        from demo.handlers import compare as compare_handlers
+
+        page, experiment_id = compare_handlers.pair_view(settings.db_path, run_a, run_b, item_id)
+        experiments = experiments_update()
+        if not experiment_id:
+            return (gr.Tabs(selected=TAB_ID), gr.Column(visible=True), page, experiments,
+                    *([gr.skip()] * len(view)), gr.skip(), gr.skip())
+        view_ = query_handlers.open_view(settings.db_path, experiment_id, item_id)
+        experiment_box = gr.Dropdown(choices=experiments.choices, value=experiment_id, allow_custom_value=True)
+        return (gr.Tabs(selected=TAB_ID), gr.Column(visible=True), page, experiment_box, *view_outputs(view_),
+                "", "all")
+
+    # The side-by-side view is of one item: closed by its button, and by any step to another view here.
+    for trigger in (pair_close.click, query_button.click, query_experiment.select, query_item.select, search.submit,
+                    changed.input, previous_button.click, next_button.click):
+        trigger(lambda: gr.Column(visible=False), None, pair_box, api_visibility="private")
+    if getattr(app, "tabs", None) is not None:
+        # (function of run A, run B and an item id, its outputs, what runs after): app.build_app wires it.
+        app.open_pair_in_query = (open_pair, [app.tabs, pair_box, pair_html, query_experiment, *view, search, changed],
+                                  lambda event: then_url(event))
 
     def select_tab(current):
         """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank page)."""

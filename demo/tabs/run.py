@@ -9,25 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.model_choice import CPU_MODEL, PAPER_MODELS, SMOKE
 
-PAPER_MODELS_CHOICES = (
-    "smoke",
-    "mistralai/Mistral-7B-Instruct-v0.3",
-    "openchat/openchat-3.6-8b-20240522",
-    "meta-llama/Meta-Llama-3-8B-Instruct",
-    "Qwen/Qwen2.5-0.5B-Instruct",
-)
+PAPER_MODELS_CHOICES = (SMOKE, *PAPER_MODELS, CPU_MODEL)
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
 # readers by position keep working.
 STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message", "kind"]
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+    import inspect
+
     import gradio as gr
     import pandas as pd
     import torch
 
     from demo.tabs.style import TABLE
+    from demo.handlers import grid as grid_handlers
     from demo.handlers import run as run_handlers
     from demo.toasts import error, with_request
     from demo.visitors import visitor_id
@@ -46,44 +44,82 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             chosen.append(run_handlers.first_run(settings, gpu=gpu))
         return chosen[0]
 
+    def form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
+                max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none",
+                sample=False, temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False,
+                local_path=None, study="", backend="local", ray_address="", actors=1, gpus_per_actor=None):
+        # A box holding a comma list (a study grid) stays text: demo.handlers.grid parses it as
+        # `run` parses its lists; a single value is read as it always was.
+        return run_handlers.RunForm(
+            model=(model or "smoke").strip(),
+            dataset=dataset_file or run_handlers.SAMPLE,
+            local_path=local_path or "",
+            metadata=(metadata or "gender").strip(),
+            label_a=label_a or "",
+            label_b=label_b or "",
+            consideration=consideration or "",
+            modes=tuple(m for m in MODES if m in (modes or [])),
+            quantize=quantize or "auto",
+            top_k=_listed(top_k) or _cut_off(top_k),
+            order=(str(order).strip() if order not in (None, "") else "ranked"),
+            few_shot=_listed(few_shot) or _or(_whole(few_shot, "few-shot"), 0),
+            xai=(str(xai).strip() if xai not in (None, "") else "none"),
+            sample=bool(sample),
+            temperature=_number(temperature, 1.0, "temperature"),
+            top_p=_number(top_p, 1.0, "top-p"),
+            sample_top_k=_or(_whole(sample_top_k, "sampling top-k"), 0),
+            seed=_or(_whole(seed, "seed"), 0),
+            top_logprobs=_or(_whole(top_logprobs, "top log-probs"), 0),
+            limit=_whole(limit, "the item limit"),
+            batch_size=_or(_whole(batch_size, "the batch size"), defaults.batch_size),
+            max_new_tokens=_or(_whole(max_new_tokens, "max new tokens"), defaults.max_new_tokens),
+            skip_invalid=bool(skip_invalid),
+            experiment=experiment or "",
+            hf_token=hf_token or "",
+            study=study or "",
+            backend=backend or "local",
+            ray_address=ray_address or "",
+            actors=_or(_whole(actors, "actors"), 1),
+            gpus_per_actor=(None if gpus_per_actor is None or str(gpus_per_actor).strip() == ""
+                            else _number(str(gpus_per_actor).strip(), 0.0, "GPUs per actor")),
+        )
+
+    # Gradio passes the request only to a named positional parameter: the form's inputs spelled out.
     @with_request
     def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
               max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
               temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
-              request=None):
+              study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, request=None):
         try:
-            form = run_handlers.RunForm(
-                model=(model or "smoke").strip(),
-                dataset=dataset_file or run_handlers.SAMPLE,
-                local_path=local_path or "",
-                metadata=(metadata or "gender").strip(),
-                label_a=label_a or "",
-                label_b=label_b or "",
-                consideration=consideration or "",
-                modes=tuple(m for m in MODES if m in (modes or [])),
-                quantize=quantize or "auto",
-                top_k=_cut_off(top_k),
-                order=order or "ranked",
-                few_shot=_or(_whole(few_shot, "few-shot"), 0),
-                xai=xai or "none",
-                sample=bool(sample),
-                temperature=_number(temperature, 1.0, "temperature"),
-                top_p=_number(top_p, 1.0, "top-p"),
-                sample_top_k=_or(_whole(sample_top_k, "sampling top-k"), 0),
-                seed=_or(_whole(seed, "seed"), 0),
-                top_logprobs=_or(_whole(top_logprobs, "top log-probs"), 0),
-                limit=_whole(limit, "the item limit"),
-                batch_size=_or(_whole(batch_size, "the batch size"), defaults.batch_size),
-                max_new_tokens=_or(_whole(max_new_tokens, "max new tokens"), defaults.max_new_tokens),
-                skip_invalid=bool(skip_invalid),
-                experiment=experiment or "",
-                hf_token=hf_token or "",
-            )
-            job_id = run_handlers.run_batch(jobs, settings, form, visitor_id(request, settings))
+            form = form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
+                           batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
+                           temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
+                           backend, ray_address, actors, gpus_per_actor)
+            job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings))
         except UserError as err:
             raise error(err, "run") from None
         # The token box is emptied: the token was for this load only and must not linger.
         return job_id, ""
+
+    def plan(*values):
+        try:
+            head, rows = grid_handlers.plan_run(settings, form_of(*values))
+        except UserError as err:
+            raise error(err, "plan") from None
+        return head, pd.DataFrame(rows, columns=grid_handlers.PLAN_COLUMNS)
+
+    def plan_before_start(*values):
+        """Start on a grid shows its plan first (a refusal stops the start); a single run hides it."""
+        try:
+            grid = grid_handlers.is_grid(form_of(*values))
+        except UserError as err:
+            raise error(err, "run") from None
+        if not grid:
+            return gr.update(value=""), gr.update(value=pd.DataFrame(columns=grid_handlers.PLAN_COLUMNS))
+        return plan(*values)
+
+    # The API shows /plan_run's inputs by the form's names, with its defaults (as /run_batch).
+    plan.__signature__ = plan_before_start.__signature__ = inspect.signature(form_of)
 
     # Each visitor (Gradio session) sees and cancels only their own jobs; the operator all.
     @with_request
@@ -115,7 +151,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return run_handlers.validate_upload(settings, dataset_file, k)
 
     def custom_boxes(metadata):
-        custom = (metadata or "") not in run_handlers.BUILT_IN_METADATA
+        # A grid's list ("gender,race") needs the label boxes only when it names a custom type.
+        custom = any(m.strip() not in run_handlers.BUILT_IN_METADATA for m in (metadata or "").split(","))
         return [gr.update(visible=custom)] * 3
 
     def first_screen():
@@ -188,9 +225,15 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             # A dropdown, not a Number: a browser's number box cannot be empty, and "all" is the default.
             top_k = gr.Dropdown(["all", "3", "5", "10"], value="all", allow_custom_value=True,
                                 label="cut-off k: the first k documents (type any k)")
-            order = gr.Dropdown(list(ORDERS), value=defaults.order, label="document order")
-            few_shot = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, label="few-shot examples")
-            xai = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, label="XAI variant")
+            # Custom values: a comma list ("ranked,random") in any of these boxes makes a study grid.
+            order = gr.Dropdown(list(ORDERS), value=defaults.order, allow_custom_value=True, label="document order")
+            few_shot = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, allow_custom_value=True,
+                                   label="few-shot examples")
+            xai = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, allow_custom_value=True, label="XAI variant")
+        gr.Markdown("Comma lists in model, metadata type, cut-off k, order, few-shot or XAI (`gender,race`, "
+                    "`5,10`) make a **study grid**: one experiment per combination, queued as one job, as "
+                    "`python -m engine run` with lists. *Show plan* lists every configuration before Start.",
+                    elem_id="pe-grid-note")
         gr.Markdown("### Generation")
         with gr.Row():
             sample = gr.Checkbox(value=defaults.sample, label="sample (off: greedy)")
@@ -205,7 +248,22 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             batch_size = gr.Number(value=defaults.batch_size, precision=0, label="batch size")
             max_new_tokens = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
             experiment = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
-        start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
+            study = gr.Textbox(value="", label="study name (a grid; optional, like run --study: the same name resumes)")
+        # Where answers are generated; more backends join BACKENDS. Ray reaches other machines: the
+        # desktop only (AppSettings.allow_ray). The boxes stay in the API's inputs either way.
+        with gr.Row(visible=settings.allow_ray):
+            backend = gr.Radio(list(grid_handlers.BACKENDS), value=defaults.backend,
+                               label="backend (local: this app's worker; ray: a pool of Ray actors)")
+            ray_address = gr.Textbox(value="", label="Ray address (HOST:PORT or auto; empty: start Ray on this machine)")
+            actors = gr.Number(value=defaults.actors, precision=0, label="Ray actors (model replicas)")
+            # A text box: a browser's number box cannot be empty, and empty (Ray's choice) is the default.
+            gpus_per_actor = gr.Textbox(value="", label="GPUs per actor (empty: 1 with GPUs, else 0)")
+        with gr.Row():
+            plan_button = gr.Button("Show plan", interactive=not settings.read_only)
+            start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
+        plan_text = gr.Markdown(elem_id="pe-plan")
+        plan_table = gr.Dataframe(**TABLE, headers=grid_handlers.PLAN_COLUMNS, interactive=False,
+                                  label="the grid's plan: one row per configuration, then the total", elem_id="pe-plan-table")
         # Kept for the API (/run_batch returns it, /run_status and /cancel_run take it); the banner
         # above shows the job to visitors, so these are not boxes that look like inputs.
         job_id = gr.Textbox(label="job", visible=False)
@@ -223,9 +281,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
         form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                        batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
-                       temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path]
-        started = start_button.click(start, form_inputs, [job_id, hf_token], api_name="run_batch",
-                                     api_visibility="public")
+                       temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
+                       backend, ray_address, actors, gpus_per_actor]
+        plan_button.click(plan, form_inputs, [plan_text, plan_table], api_name="plan_run", api_visibility="public")
+        started = start_button.click(plan_before_start, form_inputs, [plan_text, plan_table],
+                                     api_visibility="private").success(
+            start, form_inputs, [job_id, hf_token], api_name="run_batch", api_visibility="public")
         started.success(lambda: "", None, first_note_text, api_visibility="private").then(
             banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private").then(
             None, None, None, js=_SHOW_BANNER_JS, api_visibility="private")
@@ -274,6 +335,11 @@ def _whole(value: Any, what: str) -> int | None:
     if not number.is_integer():
         raise UserError(f"{what} must be a whole number, not {value}")
     return int(number)
+
+
+def _listed(value: Any) -> str | None:
+    """A box's comma list as typed (a grid's axis), else None."""
+    return str(value).strip() if value is not None and "," in str(value) else None
 
 
 def _cut_off(value: Any) -> int | None:

@@ -18,6 +18,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.tabs.style import TABLE
     from demo.handlers import runs as runs_handlers
+    from demo.handlers import query as query_handlers
     from demo.toasts import error
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
@@ -33,7 +34,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return pd.DataFrame(view.rows, columns=runs_handlers.RUNS_COLUMNS), view.caption
 
     def choices():
-        return gr.Dropdown(choices=runs_handlers.experiment_choices(settings.db_path))
+        return gr.Dropdown(choices=query_handlers.experiment_choices(settings.db_path))
 
     def studies():
         try:
@@ -46,6 +47,13 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             return str(runs_handlers.export_file(settings.db_path, chosen, typed, fmt))
         except UserError as err:
             raise error(str(err), "runs") from None
+
+    def ticks(frame, ticked):
+        from demo.handlers.compare import tick_choices
+
+        listed = tick_choices(frame)
+        kept = [t for t in ticked or () if t in {value for _, value in listed}]
+        return gr.CheckboxGroup(choices=listed, value=kept)
 
     with gr.Tab("Runs") as runs_tab:
         with gr.Row():
@@ -63,6 +71,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         runs_table = gr.Dataframe(**TABLE, headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
         gr.Markdown("Metrics per mode are those of the mode's newest run: citation precision, recall and F1 "
                     "(x100) and exact match, means over the answers stored so far.")
+        # Issue 17: tick two experiments of this page and compare them (mode by mode) in the Compare tab.
+        with gr.Row():
+            compare_pick = gr.CheckboxGroup(choices=[], label="tick two experiments to compare (B against A, in "
+                                            "the order ticked)", scale=4)
+            compare_button = gr.Button("Compare", scale=0, min_width=120)
         with gr.Accordion("Export per-item results", open=False):
             with gr.Row():
                 export_choice = gr.Dropdown(choices=[], multiselect=True, allow_custom_value=True,
@@ -72,9 +85,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
         app.runs_table = runs_table  # app.build_app opens a clicked row in the Query tab
+        app.runs_compare = (compare_pick, compare_button)  # and the two ticked in the Compare tab
         filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter, study_filter]
         refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
             lambda text: text, caption, page_info, api_visibility="private")
+        runs_table.change(ticks, [runs_table, compare_pick], compare_pick, api_visibility="private")
         export_button.click(export, [export_choice, export_typed, export_format], export_out, api_name="export",
                             api_visibility="public")
         # Opening the tab shows what was stored meanwhile (a run started here or from the CLI).

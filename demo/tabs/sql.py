@@ -65,6 +65,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             with gr.Column(scale=2):
                 gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
                 example_buttons = [(gr.Button(title, size="sm"), sql) for title, sql in sql_handlers.examples()]
+                # Issue 17: the compare_runs table macro on two of this store's runs (picked at the click).
+                compare_example = gr.Button("Compare two runs item by item (compare_runs)", size="sm")
                 # Fixed widths: left to itself the table sizes the columns list to its longest line
                 # and runs wider than this column, which hides most of each list.
                 # Tall enough for every table and view at once: a short one scrolls inside the
@@ -75,11 +77,18 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         outputs = [result, status, csv_file]
         # One concurrency group with room for every query the gate admits: the gate, not Gradio's
         # single default slot, decides who waits (Gradio's queue had no bound per visitor).
-        room = dict(concurrency_id="sql", concurrency_limit=gate.slots + gate.max_waiting + 4)
+        room: dict[str, Any] = dict(concurrency_id="sql", concurrency_limit=gate.slots + gate.max_waiting + 4)
         api_button.click(run, [sql_box], outputs, api_name="sql", api_visibility="public", **room)
         run_button.click(show, [sql_box], outputs, api_visibility="private", **room)
         for button, text in example_buttons:
             button.click(lambda text=text: text, None, sql_box, api_visibility="private").then(
                 show, [sql_box], outputs, api_visibility="private", **room)
+        def compare_sql():
+            from demo.handlers.compare import sql_example
+
+            return sql_example(settings.db_path)
+
+        compare_example.click(compare_sql, None, sql_box, api_visibility="private").then(
+            show, [sql_box], outputs, api_visibility="private", **room)
         for trigger in (app.load, sql_tab.select):
             trigger(schema, None, schema_table, api_visibility="private")

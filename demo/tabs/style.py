@@ -3,8 +3,10 @@ numbers, job messages and column names were cut off or sat right of a 1440 px wi
 
 from __future__ import annotations
 
+from typing import Any
+
 # Every gr.Dataframe: cells and headers wrap instead of being cut, in the page's own font.
-TABLE = {"wrap": True, "elem_classes": ["pe-table"]}
+TABLE: dict[str, Any] = {"wrap": True, "elem_classes": ["pe-table"]}
 
 # Put on the page by app.build_app in a gr.HTML (Blocks takes no css in Gradio 6, and launch's
 # would be lost where the app is served by other means, e.g. tests and Spaces' mounts).

@@ -63,7 +63,7 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _columns(rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+def text_columns(rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
     """Rows of cells as lines, each column as wide as its widest cell (two spaces between)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
@@ -92,7 +92,7 @@ def format_text(report: dict[str, Any]) -> str:
             f"[{_num(r['ci_low'], '.1f')}, {_num(r['ci_high'], '.1f')}]", t, format_p(r["p"]), str(r["n"]),
             r["direction"] or "-",
         ])
-    body = _columns(table, right={2, 4, 5, 6})
+    body = text_columns(table, right={2, 4, 5, 6})
     lines += [body[0], "-" * max(len(x) for x in body), *body[1:]]
     lines.append("")
     lines.append("CAS = mean |M_vanilla - M_base| x100; p: one-sample t-test of the absolute differences against 0.")
@@ -109,7 +109,7 @@ def format_text(report: dict[str, Any]) -> str:
             else:
                 prob = f"{c['mean_probability']:.3f}"
             rows.append([c["rag_mode"], c["cited_docs"], c["label"] or "-", prob, str(c["n_citations"])])
-        lines += ["  " + line for line in _columns(rows, right={4})]
+        lines += ["  " + line for line in text_columns(rows, right={4})]
     if report.get("explanations"):
         lines.append("")
         lines.append("explanations (Prompt 5) that give a label as a reason:")
@@ -117,5 +117,5 @@ def format_text(report: dict[str, Any]) -> str:
         for e in report["explanations"]:
             rows.append([e["rag_mode"], e["explainer_model"], str(e["n_mention_label"]), str(e["n_explanations"]),
                          f"{100 * e['label_share']:.1f}%"])
-        lines += ["  " + line for line in _columns(rows, right={2, 3, 4})]
+        lines += ["  " + line for line in text_columns(rows, right={2, 3, 4})]
     return "\n".join(lines)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from typing import Any
 
 DEFAULT_ITEMS = 10
@@ -100,7 +99,7 @@ def _run_line(name: str, run: Any) -> str:
 
 
 def _metric_rows(metrics: Any) -> list[str]:
-    from engine.commands.bias import _columns
+    from engine.commands.bias import text_columns
 
     table = [["metric", "n", "A", "B", "B - A", "95% CI (bootstrap)", "test", "p", "p Holm", "p perm.", "MDD 80%",
               "verdict"]]
@@ -108,7 +107,7 @@ def _metric_rows(metrics: Any) -> list[str]:
         table.append([m.metric, str(m.n), _num(m.mean_a), _num(m.mean_b), _num(m.diff, "+.1f"),
                       f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}]", m.test, _p(m.p), _p(m.p_holm),
                       _p(m.p_permutation), _num(m.min_detectable), m.verdict])
-    body = _columns(table, right={1, 2, 3, 4, 7, 8, 9, 10})
+    body = text_columns(table, right={1, 2, 3, 4, 7, 8, 9, 10})
     return [body[0], "-" * max(len(x) for x in body), *body[1:]]
 
 
@@ -157,9 +156,9 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
 
 
 def _item_rows(items: Any, metric: str) -> list[str]:
-    from engine.commands.bias import _columns
+    from engine.commands.bias import text_columns
 
     rows = [["item", "A", "B", "B - A"]]
     for item, a, b, d in zip(items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"]):
         rows.append([str(item), _num(float(a)), _num(float(b)), _num(float(d), "+.1f")])
-    return _columns(rows, right={1, 2, 3})
+    return text_columns(rows, right={1, 2, 3})

@@ -1,28 +1,24 @@
-"""`python -m engine run`: one experiment (one run per RAG mode), stored as it goes.
+"""`python -m engine run`: one experiment (one run per RAG mode), stored as it goes, or with
+comma lists a study grid, one experiment per configuration.
 
-Everything that can fail is checked before the first write: options, the dataset, the plan
-(read from the store without creating it), the model, and every prompt's length. Only then
-are the experiment, its runs and the items created, in one transaction.
+Thin: parse the options, build the typed request, call the use case (engine.usecases.run,
+engine.usecases.study) with a tqdm bar as its progress, print the outcome.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
 import sys
-from dataclasses import dataclass
 
 from engine.bounds import MAX_NAME_CHARS
 from engine.errors import UserError
-from engine.threads import MAX_THREADS  # torch-free at import
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
 
-MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
-MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
+from engine.usecases.run import MAX_SEED, MAX_TOP_LOGPROBS  # light at import
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
                     "set HF_TOKEN or run `hf auth login` once instead")
@@ -176,68 +172,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def check_backend_args(args: argparse.Namespace) -> None:
-    """Refuse Ray options without --backend ray, and Ray settings that cannot work, in one line."""
+    """Refuse Ray options without --backend ray (the use case checks the rest: engine.usecases.run.check_ray)."""
     if getattr(args, "backend", "local") != "ray":
         given = [f"--{n.replace('_', '-')}" for n in ("ray_address", "actors", "gpus_per_actor")
                  if getattr(args, n, None) is not None]
         if given:
             raise UserError(f"{given[0]} needs --backend ray")
-        return
-    if args.actors is not None and args.actors < 1:
-        raise UserError("--actors must be at least 1")
-    if args.gpus_per_actor is not None and not (math.isfinite(args.gpus_per_actor) and args.gpus_per_actor >= 0):
-        raise UserError(f"--gpus-per-actor must be 0 or more, not {args.gpus_per_actor}")
-    from engine.backend_ray import check_address, check_ray_device, import_ray
-
-    check_ray_device(args.device)
-    import_ray()  # the install hint, before anything is read
-    check_address(args.ray_address)  # seconds, not the minutes ray.init hangs on a dead address
 
 
-def ray_backend(args: argparse.Namespace, request):
-    """A started RayBackend for `request` (tokenizer loaded here, model on the workers), and the
-    tokenizer stand-in that measures prompts."""
-    from engine.backend_ray import RayBackend, load_driver_tokenizer
+def ray_options(args: argparse.Namespace):
+    """The RayOptions of --backend ray, or None for a local run."""
+    if getattr(args, "backend", "local") != "ray":
+        return None
+    from engine.usecases.run import RayOptions
 
-    driver = load_driver_tokenizer(request)
-    backend = RayBackend(request, driver.tokenizer, address=args.ray_address, actors=args.actors or 1,
-                         gpus_per_actor=args.gpus_per_actor)
-    return backend, driver
+    return RayOptions(args.ray_address, 1 if args.actors is None else args.actors, args.gpus_per_actor)
 
 
 def check_run_args(args: argparse.Namespace) -> None:
     """Refuse out-of-range options in one line, before anything is read or loaded."""
-    for name in ("batch_size", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.limit is not None and args.limit < 1:
-        raise UserError("--limit must be at least 1")
-    if not math.isfinite(args.temperature) or (args.sample and args.temperature <= 0):
-        raise UserError(f"--temperature must be a finite number above 0, not {args.temperature}")
-    if not 0 < args.top_p <= 1:  # also false for nan
-        raise UserError(f"--top-p must be in (0, 1], not {args.top_p}")
-    if args.sample_top_k < 0:
-        raise UserError("--sample-top-k must be 0 or more")
-    if not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
-        raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {args.top_logprobs}")
-    threads = getattr(args, "threads", None)
-    if threads is not None and not 1 <= threads <= MAX_THREADS:
-        raise UserError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {args.seed}")
-    if args.experiment is not None:
-        name = args.experiment
-        if not name.strip() or name != name.strip() or not name.isprintable() or len(name) > MAX_EXPERIMENT_NAME:
-            raise UserError(
-                f"--experiment must be 1 to {MAX_EXPERIMENT_NAME} printable characters without "
-                "leading or trailing spaces"
-            )
+    from engine.usecases.run import check_settings
+
+    check_settings(
+        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, limit=args.limit,
+        temperature=args.temperature, do_sample=args.sample, top_p=args.top_p, top_k_sampling=args.sample_top_k,
+        top_n_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), seed=args.seed,
+        experiment=args.experiment,
+    )
 
 
-def build_request(args: argparse.Namespace, model: str, label: str):
-    """A RunRequest from parsed arguments (validation raises UserError)."""
+def build_request(args: argparse.Namespace, model: str, label: str | None):
+    """A RunRequest from parsed arguments (validation raises UserError). `label` None: the use
+    case resolves `model` ('auto', 'smoke') and names it."""
     from engine.prompts import PromptConfig, metadata_type
-    from engine.runner import RunRequest
+    from engine.run_request import RunRequest
 
     check_run_args(args)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
@@ -272,10 +240,42 @@ def build_request(args: argparse.Namespace, model: str, label: str):
         experiment=args.experiment,
         limit=args.limit,
         skip_invalid=args.skip_invalid,
-        threads=getattr(args, "threads", None),  # the app's form leaves it to the default
+        threads=getattr(args, "threads", None),
         # None lets from_pretrained read $HF_TOKEN or the login cache itself.
         hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
     )
+
+
+def _db(args: argparse.Namespace):
+    from engine.usecases.run import resolve_db
+
+    return resolve_db(args.db)
+
+
+class _Bar:
+    """The use case's progress as one tqdm bar on stderr, made when its total is known."""
+
+    def __init__(self, desc, *, on_planned=None):
+        self.desc, self.on_planned, self.bar = desc, on_planned, None
+
+    def __call__(self, event) -> None:
+        if event.stage == "planned" and event.study is not None:
+            if self.on_planned is not None:
+                self.on_planned(event.study)
+            self._open(event.total, f"study {event.study.name}", disable=event.total == 0)
+        elif event.stage == "generating" and self.bar is None:
+            self._open(event.total, f"{event.label} {self.desc}")
+        elif event.stage == "stored" and self.bar is not None:
+            self.bar.update(event.step)
+
+    def _open(self, total, desc, disable=False) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="item", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=disable)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint: bool = True):
@@ -284,88 +284,41 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     `hint=False` leaves out the closing "see the bias with" line, for callers that print their
     own next steps (the quickstart).
     """
-    from dataclasses import replace
-    from pathlib import Path
+    from engine.usecases.run import ExperimentRequest, run_experiment
 
-    from engine.data import load_dataset
-    from engine.model_check import check_model_name
-    from engine.model_choice import resolve_model
-    from engine.paths import default_db_path
-    from engine.runner import check_prompt_lengths, execute_plan, load_model_for, plan_experiment
-
-    # Nothing is written before the model is loaded and every prompt measured: a run that
-    # cannot start leaves the database as it was (or absent).
-    request = build_request(args, model_arg, model_arg)
+    request = build_request(args, model_arg, None)
     check_backend_args(args)
-    on_ray = getattr(args, "backend", "local") == "ray"
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)
-    # The dataset is identified by all its valid items; --limit picks the runs' prefix of them.
-    # top_k: an item must have a relevant document among those the model will be shown.
-    dataset = load_dataset(dataset_path, skip_invalid=args.skip_invalid, top_k=args.top_k)
-    model, label = resolve_model(model_arg)
-    request = replace(request, model=model, model_label=label)
-    db_path = Path(args.db) if args.db else default_db_path()
-
-    from store.run_store import RunStore
-
-    sink = RunStore(db_path)
-    plan = plan_experiment(dataset, request, sink)
-    if plan.nothing_to_do:
-        print("already complete, nothing to do (use --repeat for a new run)")
-        outcome = execute_plan(plan, None, sink)
-        _report(outcome, dataset, label, db_path, args, hint=hint)
-        return outcome
-
-    loaded = backend = None
+    db_path = _db(args)
+    bar = _Bar(f"x {len(request.modes)} mode(s)")
     try:
-        if plan.n_todo:
-            # Before transformers and torch are imported: a typo fails in a second, not after
-            # a minute of Hub retries (load_model checks too, for every other caller).
-            check_model_name(model)
-            # Our own bar is the one that matters; transformers' per-shard bars only add noise.
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-            if on_ray:
-                # The driver plans and measures with the tokenizer; the model loads on the workers.
-                backend, driver = ray_backend(args, request)
-                plan = check_prompt_lengths(plan, driver)
-                backend.start()
-            else:
-                loaded = load_model_for(request)
-                plan = check_prompt_lengths(plan, loaded)
-
-        from tqdm import tqdm
-
-        bar = tqdm(
-            total=plan.n_todo, unit="item", desc=f"{label} x {len(request.modes)} mode(s)",
-            file=sys.stderr, dynamic_ncols=True,
-        )
-        try:
-            outcome = execute_plan(plan, loaded, sink, on_progress=bar.update, backend=backend)
-        finally:
-            bar.close()
+        outcome = run_experiment(ExperimentRequest(request, dataset_path, db_path, ray=ray_options(args)), progress=bar)
     finally:
-        if backend is not None:
-            backend.close()
-    _report(outcome, dataset, label, db_path, args, hint=hint)
+        bar.close()
+    if all(r.status == "already complete" for r in outcome.runs):
+        print("already complete, nothing to do (use --repeat for a new run)")
+    _report(outcome, outcome.model, db_path, args, hint=hint)
     return outcome
 
 
-def _report(outcome, dataset, label: str, db_path, args: argparse.Namespace, *, hint: bool = True) -> None:
+def _report(outcome, label: str, db_path, args: argparse.Namespace, *, hint: bool = True) -> None:
     """The experiment, its runs, what was skipped, the metrics and the next command."""
+    from engine.usecases.run import run_metrics
+
     name = f" '{outcome.experiment_name}'" if outcome.experiment_name else ""
-    n = len(dataset.items)
+    n = outcome.n_dataset_items
     items = f"first {args.limit} of {n} items" if args.limit and args.limit < n else f"{n} items"
-    print(f"experiment {outcome.experiment_id}{name}  model {label}  dataset {dataset.source} ({items})  db {db_path}")
+    print(f"experiment {outcome.experiment_id}{name}  model {label}  dataset {outcome.dataset} ({items})  db {db_path}")
     for run in outcome.runs:
         print(
             f"  run {run.run_id}  {run.mode:<7}  {run.status:<16}  "
             f"generated {run.n_generated} of {run.n_items}, {run.n_with_citation} of them cite a document"
         )
     _print_skipped(outcome.skipped)
-    _print_metrics(db_path, [r.run_id for r in outcome.runs])
+    table = run_metrics(db_path, [r.run_id for r in outcome.runs])
+    if len(table):
+        print(table.to_string(index=False))
     counts = {m: n for m, n in outcome.mode_items.items() if n is not None}
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{m} {counts[m]}" for m in MODES if m in counts)
@@ -405,15 +358,6 @@ def _print_skipped(skipped) -> None:
         print(f"  ... and {len(skipped) - 5} more")
 
 
-def _print_metrics(db_path, run_ids: list[str]) -> None:
-    """Citation precision/recall/F1 (x100) and exact match per run, from the run_metrics view."""
-    from store.queries import run_summaries
-
-    table = run_summaries(db_path, run_ids)
-    if len(table):
-        print(table.to_string(index=False))
-
-
 def main(args: argparse.Namespace) -> int:
     from engine.study import configuration_args, parse_grid
 
@@ -428,179 +372,49 @@ def main(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- study grids (comma lists)
-# `run` with comma lists: a study grid (engine/study.py), one experiment per configuration,
-# planned in full before the first model loads. Then model by model: load it (only when it has
-# work), measure its prompts, run its experiments in grid order, recording each in the study.
-# The vanilla run of a model and configuration is generated by its first metadata type's
-# experiment and copied into the others'.
 
 
-@dataclass(frozen=True)
-class _Planned:
-    position: int
-    configuration: dict
-    label: str  # the model as stored
-    plan: object  # engine.runner.ExperimentPlan
-
-
-def _group_key(configuration: dict) -> tuple:
-    """What a vanilla run depends on: everything but the metadata type."""
-    return tuple((k, v) for k, v in configuration.items() if k != "metadata")
-
-
-def run_study(args: argparse.Namespace, grid) -> list:
-    from pathlib import Path
-
-    from engine.data import load_dataset
-    from engine.model_check import check_model_name
-    from engine.model_choice import resolve_model
-    from engine.paths import default_db_path
-    from engine.runner import plan_experiment
-    from engine.study import check_metadata_list, check_study_name, configuration_args, generated_study_name, plan_line
-
-    if args.experiment is not None:
-        raise UserError(
-            f"--experiment names one experiment; this grid has {grid.size} configurations: name it with --study"
-        )
-    if args.repeat:
-        raise UserError("--repeat starts one new experiment; a grid resumes its experiments (give a new --study "
-                        "only to group them anew)")
-    if args.study is not None:
-        check_study_name(args.study)
-    check_metadata_list(grid, args)
-    check_run_args(args)
-    check_backend_args(args)
-
-    configurations = grid.configurations()
-    # Every configuration's options are checked before the dataset or any model is touched.
-    requests = [build_request(configuration_args(args, c, grid), c["model"], c["model"]) for c in configurations]
-    if args.hf_token:
-        print(HF_TOKEN_WARNING, file=sys.stderr)
-    datasets = {}
-    for c in configurations:
-        if c["top_k"] not in datasets:
-            # Items must have a relevant document among the first k, so validity depends on k.
-            datasets[c["top_k"]] = load_dataset(args.dataset, skip_invalid=args.skip_invalid, top_k=c["top_k"])
-    resolved = {m: resolve_model(m) for m in grid.model}
-    seen: dict[str, str] = {}
-    for typed, (_, label) in resolved.items():
-        if label in seen:
-            # Two names for one model would plan one experiment twice.
-            raise UserError(f"--model: '{seen[label]}' and '{typed}' are the same model ({label}); list it once")
-        seen[label] = typed
-    db_path = Path(args.db) if args.db else default_db_path()
-
+def run_study(args: argparse.Namespace, grid):
+    """`run` with comma lists: the study grid (engine.usecases.study), its plan printed before
+    the first model loads, then one line per experiment."""
     from dataclasses import replace
 
-    from store.run_store import RunStore
+    from engine.study import configuration_args
+    from engine.usecases.study import StudyRequest, run_study as run_grid
 
-    sink = RunStore(db_path)
-    planned: list[_Planned] = []
-    for position, (c, request) in enumerate(zip(configurations, requests)):
-        model, label = resolved[c["model"]]
-        request = replace(request, model=model, model_label=label)
-        planned.append(_Planned(position, c, label, plan_experiment(datasets[c["top_k"]], request, sink)))
-    name = args.study or generated_study_name([p.plan.spec.key for p in planned])
-    for model in grid.model:  # every model with work, before the first one loads
-        if any(p.plan.n_todo for p in planned if p.configuration["model"] == model):
-            check_model_name(resolved[model][0])
+    check_backend_args(args)
+    first = grid.configurations()[0]
+    # The options every configuration shares; --experiment and --repeat are the use case's to refuse.
+    single = argparse.Namespace(**{**vars(configuration_args(args, first, grid)), "experiment": None, "repeat": False})
+    base = replace(build_request(single, first["model"], None), experiment=args.experiment, repeat=args.repeat)
+    study = StudyRequest(
+        grid=grid, run=base, dataset=args.dataset, db=_db(args), name=args.study,
+        label_a=args.label_a, label_b=args.label_b, consideration=args.consideration, ray=ray_options(args),
+    )
+    if args.hf_token:
+        print(HF_TOKEN_WARNING, file=sys.stderr)
+    bar = _Bar("", on_planned=_print_plan)
+    try:
+        outcome = run_grid(study, progress=bar)
+    finally:
+        bar.close()
+    _study_report(outcome, args)
+    return outcome
 
-    copy_from = _shared_vanilla(planned)
-    runs = [r for p in planned for r in p.plan.runs]
-    n_copied = sum(len(r.todo) for p in planned for r in p.plan.runs if r.mode in copy_from.get(p.position, {}))
-    n_todo = sum(len(r.todo) for r in runs) - n_copied
-    n_items = max(len(r.items) for r in runs)
-    varied = [a for a in _AXES_SHOWN if len(getattr(grid, a)) > 1] or ["model"]
-    print(f"study {name}: {len(planned)} experiment(s) ({' x '.join(f'{len(getattr(grid, a))} {a}' for a in varied)}), "
-          f"{len(copy_from)} vanilla run(s) to share")
-    print(plan_line(len(runs), n_items, sum(len(r.items) for r in runs), n_todo, n_copied))
-    if n_todo == 0 and n_copied == 0:
+
+def _print_plan(summary) -> None:
+    from engine.study import plan_line
+
+    sizes = dict(summary.axis_sizes)
+    varied = [a for a in _AXES_SHOWN if sizes.get(a, 1) > 1] or ["model"]
+    print(f"study {summary.name}: {summary.n_experiments} experiment(s) "
+          f"({' x '.join(f'{sizes[a]} {a}' for a in varied)}), {summary.n_shared} vanilla run(s) to share")
+    print(plan_line(summary.n_runs, summary.n_items, summary.n_generations, summary.n_todo, summary.n_copied))
+    if summary.n_todo == 0 and summary.n_copied == 0:
         print("already complete, nothing to do")
-
-    outcomes = _execute_study(planned, copy_from, sink, name, grid, n_todo + n_copied, args)
-    _study_report(outcomes, planned, copy_from, name, args)
-    return outcomes
 
 
 _AXES_SHOWN = ("model", "metadata", "top_k", "order", "few_shot", "xai")
-
-
-def _shared_vanilla(planned: list[_Planned]) -> dict[int, dict[str, str]]:
-    """Per grid position, {'vanilla': source run id} for the vanilla runs to copy, not generate.
-
-    Within a model and configuration, the source is the first experiment whose vanilla run is
-    already complete, else the first one; every other one with vanilla work copies from it.
-    """
-    groups: dict[tuple, list[_Planned]] = {}
-    for p in planned:
-        groups.setdefault(_group_key(p.configuration), []).append(p)
-    out: dict[int, dict[str, str]] = {}
-    for members in groups.values():
-        vanillas = [(p, next((r for r in p.plan.runs if r.mode == "vanilla"), None)) for p in members]
-        vanillas = [(p, r) for p, r in vanillas if r is not None]
-        if len(vanillas) < 2:
-            continue
-        complete = [(p, r) for p, r in vanillas if not r.todo and r.resumes is not None]
-        source_p, source = (complete or vanillas)[0]
-        for p, r in vanillas:
-            if p is not source_p and r.todo:
-                out[p.position] = {"vanilla": source.run_id}
-    return out
-
-
-def _execute_study(planned, copy_from, sink, name: str, grid, total: int, args=None) -> list:
-    import gc
-
-    from tqdm import tqdm
-
-    from engine.runner import check_prompt_lengths, execute_plan, load_model_for
-
-    on_ray = getattr(args, "backend", "local") == "ray"
-    outcomes = []
-    bar = tqdm(total=total, unit="item", desc=f"study {name}", file=sys.stderr, dynamic_ncols=True, disable=total == 0)
-    try:
-        for model in grid.model:
-            mine = [p for p in planned if p.configuration["model"] == model]
-            loaded = None
-            if any(p.plan.n_todo for p in mine):
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()
-                if on_ray:
-                    outcomes += _execute_on_ray(mine, copy_from, sink, name, grid, args, bar)
-                    continue
-                loaded = load_model_for(mine[0].plan.request)
-            for p in mine:
-                plan = check_prompt_lengths(p.plan, loaded) if loaded is not None and p.plan.n_todo else p.plan
-                outcome = execute_plan(plan, loaded, sink, on_progress=bar.update,
-                                       copy_from=copy_from.get(p.position))
-                sink.record_study(name, grid.axes(), outcome.experiment_id, p.position)
-                outcomes.append(outcome)
-            del loaded
-            gc.collect()
-    finally:
-        bar.close()
-    return outcomes
-
-
-def _execute_on_ray(mine, copy_from, sink, name: str, grid, args, bar) -> list:
-    """One model's configurations on Ray: one probe and ONE pipeline for all of them, so each
-    actor loads the model once for the whole grid (engine.runner.execute_plans)."""
-    from engine.runner import check_prompt_lengths, execute_plans
-
-    backend, driver = ray_backend(args, mine[0].plan.request)
-    try:
-        plans = [check_prompt_lengths(p.plan, driver) if p.plan.n_todo else p.plan for p in mine]
-        backend.start()
-        return execute_plans(
-            plans, sink, backend,
-            copy_from=[copy_from.get(p.position) for p in mine],
-            # Recorded as soon as claimed: an interrupted grid keeps its study, and resumes.
-            on_claimed=lambda i, plan: sink.record_study(name, grid.axes(), plan.experiment_id, mine[i].position),
-            on_progress=bar.update,
-        )
-    finally:
-        backend.close()
 
 
 def _shown_configuration(configuration: dict) -> str:
@@ -609,16 +423,16 @@ def _shown_configuration(configuration: dict) -> str:
             f"few-shot {configuration['few_shot']}  xai {configuration['xai']}")
 
 
-def _study_report(outcomes, planned, copy_from, name: str, args: argparse.Namespace) -> None:
+def _study_report(outcome, args: argparse.Namespace) -> None:
     """One line per experiment, then the command that shows the study."""
-    for p, outcome in zip(planned, outcomes):
-        shared = copy_from.get(p.position, {})
+    for e in outcome.experiments:
+        shared = e.copied_from
         runs = ", ".join(
             f"{r.mode} {r.run_id} {r.status}" + (f" (copied from {shared[r.mode]})" if r.mode in shared else
                                                  f" ({r.n_generated} new)")
-            for r in outcome.runs
+            for r in e.outcome.runs
         )
-        print(f"  experiment {outcome.experiment_id}  {p.label}  {_shown_configuration(p.configuration)}  {runs}")
+        print(f"  experiment {e.outcome.experiment_id}  {e.label}  {_shown_configuration(e.configuration)}  {runs}")
     db_part = f" --db {shlex.quote(args.db)}" if args.db else ""
-    print(f"see the study with: python -m engine report --study {shlex.quote(name)}{db_part} "
+    print(f"see the study with: python -m engine report --study {shlex.quote(outcome.name)}{db_part} "
           "(--layout xai: the cut-off x order tables)")

@@ -8,7 +8,7 @@ also the CAS and CAB of one against the other's, item by item.
 
 A reference is a run id, an experiment (id or name) with a mode ("EXP:base"), or a whole
 experiment (then mode by mode). The statistics are engine.compare_stats'; the reads are
-store.compare_reads'.
+store.queries.compare'.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from engine.types import MODES
 if TYPE_CHECKING:
     import pandas as pd
 
-    from store.compare_reads import CompareRun, PairedItems, Side
+    from store.queries.compare import CompareRun, PairedItems, Side
     from store.db import DbLike
 
 MIN_RESAMPLES = 100
@@ -171,7 +171,7 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     store.db.Database; default: $PATTRIEVAL_DB or results/pattrieval.duckdb). User mistakes
     raise UserError."""
     from engine.paths import default_db_path
-    from store.compare_reads import resolve_side
+    from store.queries.compare import resolve_side
 
     _check(request)
     db = default_db_path() if db is None else db
@@ -242,7 +242,7 @@ def _notes(runs: tuple[CompareRun, ...], names: tuple[str, ...]) -> tuple[str, .
 
 
 def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...], with_citations: bool) -> PairedItems:
-    from store.compare_reads import read_paired
+    from store.queries.compare import read_paired
 
     paired = read_paired(db, runs, pair_by_id=request.pair_by_id, with_citations=with_citations)
     if not paired.item_ids:

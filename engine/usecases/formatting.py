@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.prompts import TYPE_TITLES
+
 # The paper's Table 2 names and order of the built-in types (engine.prompts.METADATA_TYPES);
 # custom types follow under their own names.
-TYPE_NAMES = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM"}
-TYPE_ORDER = tuple(TYPE_NAMES)
+TYPE_NAMES = TYPE_TITLES  # the paper's table names, in its order (engine.prompts)
+TYPE_ORDER = tuple(TYPE_TITLES)
 # Table 2 stars a CAB whose paired t-test gives p below this.
 SIGNIFICANCE = 0.05
 

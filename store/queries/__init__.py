@@ -109,7 +109,7 @@ __all__ = [
     "get_run", "item_explanations", "item_ids", "list_experiments", "list_runs", "metrics_for_run",
     "newest_experiments",
     "query_detail", "report_bias_rows", "report_run_metrics", "resolve_experiment", "run_explanations",
-    "run_listing", "run_metric_table", "run_prompt_settings", "run_readonly_sql", "run_summaries",
+    "run_listing", "run_metric_table", "run_prompt_settings", "run_readonly_sql", "run_summaries", "runs_for_experiment",
     "study_experiment_ids", "study_listing", "table1_runs", "table_columns",
     "verification_shares",
 ]

@@ -3,7 +3,7 @@ metrics paired by item id.
 
 The metrics are query_metrics' (the views are the one definition of every metric), with two
 derived per item: cites_nothing (1 when the answer cites nothing) and mean_probability (the mean
-probability of its citations, NULL where none was recorded). store/compare_view.sql defines
+probability of its citations, NULL where none was recorded). store/views.sql defines
 the same per-item columns as SQL (the compare_item_metrics view and the compare_runs(a, b)
 table macro); tests/test_compare.py checks the two agree.
 

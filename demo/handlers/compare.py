@@ -1,0 +1,418 @@
+"""The Compare tab (issue 17): two runs, two experiments' modes or two whole experiments on the
+same items, through engine.usecases.compare (the CLI's `compare`). Plain functions: values in,
+DataFrames, figures and HTML out, so that each is testable without a browser.
+
+`/compare` returns Comparison.as_dict (JSON-ready); the page shows the pairing, one row per
+metric, a plot of the differences with their intervals, the flips and the items that differ
+most; `/compare_item` is one of those items with both runs side by side; `/compare_export`
+writes the per-item comparison as CSV or Parquet.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from engine.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from engine.usecases.compare import Comparison, CompareRequest
+    from store.db import DbLike
+
+EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compare them here"
+# The metric table as the page shows it (the exact values: /compare).
+TABLE_COLUMNS = ["comparison", "metric", "n", "mean A", "mean B", "B − A", "95% CI", "test", "p", "Holm p",
+                 "permutation p", "min. detectable", "verdict"]
+TOP_ITEMS = 20  # per comparison, on the page and in /compare (the export holds every item)
+# The items table shows the sorting metric in A and B and its difference, then the other metrics'
+# differences: every column of every metric (27 of them) would not fit a 1440 px window.
+ITEM_KEY_COLUMNS = ["comparison", "item_id"]
+# The items table's headers: short, with spaces, so that they wrap and 13 columns fit 1440 px.
+SHORT_NAMES = {"precision": "precision", "recall": "recall", "f1": "F1", "exact_match": "EM", "squad_em": "SQuAD EM",
+               "answer_recall": "answer recall", "n_citations": "citations", "cites_nothing": "cites nothing",
+               "mean_probability": "mean citation p"}
+# Colours of the plot's points by verdict: a difference that holds, an equivalence, neither.
+VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7f7f7f"}
+
+
+# ---------------------------------------------------------------- choosing A and B
+
+
+def side_choices(db: DbLike) -> list[tuple[str, str]]:
+    """(label, reference) for the A and B pickers: every experiment (compared mode by mode),
+    then every run, newest first; "EXP:mode" can be typed. Empty when nothing is stored."""
+    from demo.handlers.query import experiment_choices
+    from engine.bounds import PAGE_MAX_CHOICES, for_page
+    from store import queries
+    from store.db import as_database
+
+    if not as_database(db).path.is_file():
+        return []
+    choices = [(for_page(f"experiment {label}"), e) for label, e in experiment_choices(db, with_modes=True)]
+    for r in queries.run_listing(db)[:PAGE_MAX_CHOICES]:
+        label = f"run {r.run_id} · {r.experiment_id}:{r.mode} · {for_page(r.model, 60)} · {r.status}"
+        choices.append((for_page(label), r.run_id))
+    return choices
+
+
+def metric_choices() -> list[tuple[str, str]]:
+    """(label, name) of every metric compare knows, in its table order."""
+    from engine.compare_stats import METRICS
+
+    return [(spec.label, name) for name, spec in METRICS.items()]
+
+
+def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+                 pair_by_id: Any = False) -> CompareRequest:
+    """The use case's request from the page's values (text, a list, a number or blank, a tick);
+    one-line UserError for a blank side, no metric, or a margin that is no number."""
+    from demo.handlers.query import clean_input
+    from engine.compare_stats import DEFAULT_METRICS
+    from engine.usecases.compare import CompareRequest
+
+    a, b = clean_input(a, "run A"), clean_input(b, "run B")
+    if not a or not b:
+        raise UserError("choose A and B: a run id, an experiment (id or name) or EXP:mode")
+    if isinstance(metrics, str):  # an API caller's "f1, exact_match"
+        metrics = [m for m in re.split(r"[,\s]+", metrics) if m]
+    chosen = tuple(dict.fromkeys(m for m in (metrics if metrics is not None else DEFAULT_METRICS) if m))
+    if not chosen:
+        raise UserError("tick at least one metric to compare")
+    return CompareRequest(a, b, chosen, _margin(margin), bool(pair_by_id))
+
+
+def _margin(value: Any) -> float | None:
+    """A blank margin is none; anything else must be a positive number (the use case says so)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"the equivalence margin must be a number, not {str(value)[:40]!r}") from None
+    if number == 0:
+        return None  # Gradio's empty number box sends 0: no equivalence test
+    return number
+
+
+def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+                pair_by_id: Any = False) -> Comparison:
+    """The comparison, or a one-line UserError (nothing stored, an unknown side, disjoint items…)."""
+    from engine.usecases.compare import compare
+    from store.db import as_database
+
+    request = request_from(a, b, metrics, margin, pair_by_id)
+    if not as_database(db).path.is_file():
+        raise UserError(EMPTY_STORE)
+    try:
+        return compare(request, db)
+    except UserError as err:
+        from demo.handlers.query import visitor_line
+
+        # The use case speaks to a CLI user; the page has a tick box where the CLI has a flag.
+        line = visitor_line(err, db).replace("give --pair-by-id", "tick \"pair by id\"")
+        line = line.replace("; see `python -m engine list --runs`", "; the A and B lists name them")
+        raise UserError(line.replace("--equivalence-margin", "the equivalence margin")) from None
+
+
+def compare_api(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+                pair_by_id: Any = False) -> dict[str, Any]:
+    """`/compare`: the JSON-ready comparison, with the TOP_ITEMS items that differ most per pair."""
+    return run_compare(db, a, b, metrics, margin, pair_by_id).as_dict(items=TOP_ITEMS)
+
+
+# ---------------------------------------------------------------- the page
+
+
+@dataclass(frozen=True)
+class CompareView:
+    """What the Compare tab shows for one comparison."""
+
+    summary: str  # demo.render HTML: what was compared, the pairing, notes and flips
+    table: pd.DataFrame  # TABLE_COLUMNS, one row per metric and comparison
+    figure: go.Figure  # the differences with their intervals
+    items: pd.DataFrame  # the items that differ most, per comparison
+    pairs: dict[str, tuple[str, str]]  # comparison -> (run A, run B): a clicked item opens these
+    result: dict[str, Any]  # /compare's answer
+
+
+def compare_view(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+                 pair_by_id: Any = False) -> CompareView:
+    """The whole page for one comparison (UserError in one line when it cannot be made)."""
+    from demo import render
+
+    result = run_compare(db, a, b, metrics, margin, pair_by_id)
+    return CompareView(render.comparison_summary(result), metric_rows(result), difference_figure(result),
+                       top_items(result), {r.title: (r.run_a.run_id, r.run_b.run_id) for r in result.runs},
+                       result.as_dict(items=TOP_ITEMS))
+
+
+def metric_rows(result: Comparison) -> pd.DataFrame:
+    """One row per metric and comparison: means, B − A with its interval, the test, p, Holm p, verdict."""
+    import pandas as pd
+
+
+    table = result.table()
+    rows = []
+    for r in table.itertuples(index=False):
+        rows.append([r.comparison, r.label, int(r.n), _num(r.mean_a), _num(r.mean_b), _num(r.diff, signed=True),
+                     f"[{_num(r.ci_low, signed=True)}, {_num(r.ci_high, signed=True)}]", r.test, format_p(r.p),
+                     format_p(r.p_holm), format_p(r.p_permutation), _num(r.min_detectable), _verdict(r)])
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def _verdict(row: Any) -> str:
+    """The verdict, with TOST's p where an equivalence margin was given."""
+    tost = row.tost_p
+    if tost is None or (isinstance(tost, float) and math.isnan(tost)):
+        return row.verdict
+    return f"{row.verdict} (TOST p {format_p(tost)})"
+
+
+def format_p(p: Any) -> str:
+    """A p value as the CLI prints it (<0.001, else three decimals); a dash where undefined."""
+    if p is None or (isinstance(p, float) and not math.isfinite(p)):
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _num(value: Any, *, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{value:+.1f}" if signed else f"{value:.1f}"
+
+
+def top_items(result: Comparison, n: int = TOP_ITEMS) -> pd.DataFrame:
+    """Per comparison, the n items whose sorting metric differs most: that metric in A, in B and
+    Δ (B − A), then the other metrics' Δ (rounded; the export has the exact values, named as in
+    Comparison.items())."""
+    import pandas as pd
+
+    frames = []
+    for r in result.runs:
+        key = r.sort_metric
+        others = [c for c in r.items.columns if c.endswith("_diff") and c != f"{key}_diff"]
+        frame = r.top_items(n)[["item_id", f"{key}_a", f"{key}_b", f"{key}_diff", *others]]
+        frame.columns = ["item_id", *(_header(c) for c in frame.columns[1:])]
+        frames.append(frame.assign(comparison=r.title))
+    if not frames:
+        return pd.DataFrame(columns=ITEM_KEY_COLUMNS)
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame[ITEM_KEY_COLUMNS + [c for c in frame.columns if c not in ITEM_KEY_COLUMNS]]
+    return frame.round(1)
+
+
+def _header(column: str) -> str:
+    """"f1_a" -> "F1 A", "f1_diff" -> "Δ F1" (Δ = B − A)."""
+    name, _, side = column.rpartition("_")
+    short = SHORT_NAMES.get(name, name)
+    return f"Δ {short}" if side == "diff" else f"{short} {side.upper()}"
+
+
+def difference_figure(result: Comparison) -> go.Figure:
+    """B − A per metric with its bootstrap 95% interval, one row each (CAS and CAB rows between
+    two experiments), coloured by verdict; stored text is escaped (plotly reads a few tags)."""
+    import html
+
+    import plotly.graph_objects as go
+
+
+    table = result.table()
+    names = [html.escape(f"{r.comparison}: {r.label}", quote=False) for r in table.itertuples(index=False)]
+    fig = go.Figure()
+    for kind, colour in VERDICT_COLOURS.items():
+        rows = [(i, r) for i, r in enumerate(table.itertuples(index=False)) if _verdict_kind(r.verdict) == kind]
+        if not rows:
+            continue
+        fig.add_trace(go.Scatter(
+            name={"different": "different", "equivalent": "equivalent", "other": "no significant difference"
+                  " / inconclusive"}[kind],
+            x=[_finite(r.diff) for _, r in rows], y=[names[i] for i, _ in rows], mode="markers",
+            marker=dict(color=colour, size=10),
+            # Asymmetric: a bootstrap interval need not be centred on the mean difference.
+            error_x=dict(type="data", symmetric=False, visible=True, color=colour, thickness=2,
+                         array=[_gap(r.ci_high, r.diff) for _, r in rows],
+                         arrayminus=[_gap(r.diff, r.ci_low) for _, r in rows]),
+            customdata=[[_num(r.ci_low, signed=True), _num(r.ci_high, signed=True), html.escape(r.test),
+                         format_p(r.p), format_p(r.p_holm), html.escape(r.verdict), int(r.n)] for _, r in rows],
+            hovertemplate=("<b>%{y}</b><br>B − A %{x:+.2f}, 95% CI [%{customdata[0]}, %{customdata[1]}]<br>"
+                           "%{customdata[2]}: p %{customdata[3]}, Holm p %{customdata[4]}, n %{customdata[6]}<br>"
+                           "%{customdata[5]}<extra></extra>"),
+        ))
+    fig.add_vline(x=0, line_width=1, line_color="#444")
+    margin = result.request.equivalence_margin
+    if margin:
+        for x in (-margin, margin):
+            fig.add_vline(x=x, line_width=1, line_dash="dot", line_color=VERDICT_COLOURS["equivalent"])
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)), automargin=True)
+    fig.update_xaxes(title_text="B − A (points x100; citations per answer in citations)", zeroline=False)
+    # The legend above the plot, right of the title: below, its distance grew with the rows.
+    fig.update_layout(height=max(260, 110 + 22 * len(names)), margin=dict(t=70, b=50, l=10, r=10),
+                      title_text="Difference B − A per metric, with bootstrap 95% intervals",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="right", x=1))
+    return fig
+
+
+def _verdict_kind(verdict: str) -> str:
+    if verdict == "different":
+        return "different"
+    return "equivalent" if verdict.startswith("equivalent") else "other"
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _gap(high: Any, low: Any) -> float | None:
+    if _finite(high) is None or _finite(low) is None:
+        return None
+    return max(0.0, float(high) - float(low))
+
+
+def clicked_item(pairs: dict[str, tuple[str, str]] | None, row: Sequence[Any] | None) -> tuple[str, str, str] | None:
+    """(run A, run B, item id) of a row clicked in the items table (ITEM_KEY_COLUMNS first); None
+    for a click on nothing, or before any comparison."""
+    if not pairs or not row or len(row) < 2:
+        return None
+    runs = pairs.get(str(row[0]))
+    item_id = str(row[1]).strip()
+    if runs is None or not item_id:
+        return None
+    return runs[0], runs[1], item_id
+
+
+# ---------------------------------------------------------------- one item, both runs side by side
+
+
+def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
+    """`/compare_item`: one item with run A's and run B's answers, citations and the documents
+    grid side by side (demo.render HTML); a one-line message when a run or the item is unknown."""
+    from demo import render
+    from demo.handlers.query import shown_reference, visitor_line, clean_input
+    from store import queries
+    from store.queries.compare import resolve_side
+    from store.db import as_database
+
+    try:
+        refs = [clean_input(run_a, "run A"), clean_input(run_b, "run B")]
+        item_id = clean_input(item_id, "item id")
+        if not all(refs) or not item_id:
+            return render.message("choose two runs and an item")
+        if not as_database(db).path.is_file():
+            return render.message(EMPTY_STORE)
+        sides = []
+        for ref in refs:
+            side = resolve_side(db, ref)
+            if side is None or side.kind != "run":
+                return render.message(f"unknown run '{shown_reference(ref)}'")
+            (run,) = side.runs.values()
+            detail = queries.query_detail(db, run.experiment_id, item_id)
+            mode = next((m for m in detail.modes if m.run_id == run.run_id), None) if detail else None
+            sides.append((run, detail, mode))
+    except UserError as err:
+        return render.message(visitor_line(err, db))
+    if all(detail is None for _, detail, _ in sides):
+        return render.message(f"neither run has item '{shown_reference(item_id)}'")
+    return render.pair_page(item_id, [(f"{name}: run {run.run_id}", run.experiment_name, detail, mode)
+                                      for name, (run, detail, mode) in zip("AB", sides)])
+
+
+# ---------------------------------------------------------------- export, the Runs tab, the SQL tab
+
+
+def export_items(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None, margin: Any, pair_by_id: Any,
+                 fmt: Any) -> Path:
+    """The per-item comparison (Comparison.items(): every item of every pair, exact values, units
+    as shown) written to a new temporary `pattrieval-compare.csv|parquet`."""
+    from demo.downloads import new_download
+    from store.export import check_format
+
+    fmt = str(fmt or "").strip()
+    check_format(fmt)
+    frame = run_compare(db, a, b, metrics, margin, pair_by_id).items()
+    out = new_download(f"pattrieval-compare.{fmt}")
+    if fmt == "csv":
+        frame.to_csv(out, index=False)
+    else:
+        frame.to_parquet(out, index=False)
+    return out
+
+
+def tick_choices(frame: Any) -> list[tuple[str, str]]:
+    """The Runs tab's tick boxes: (label, experiment id) for each experiment row on the page."""
+    if frame is None or not hasattr(frame, "itertuples") or frame.empty:
+        return []
+    columns = list(frame.columns)
+    if "experiment" not in columns:
+        return []
+    out = []
+    for row in frame.itertuples(index=False):
+        values = dict(zip(columns, row))
+        experiment_id = str(values["experiment"]).strip()
+        if not experiment_id:
+            continue
+        name = str(values.get("name") or "-")
+        label = experiment_id if name in ("", "-") else f"{name} ({experiment_id})"
+        out.append((f"{label} · {values.get('modes', '')}", experiment_id))
+    return out
+
+
+def two_ticked(ticked: Sequence[str] | None) -> tuple[str, str]:
+    """The two experiments ticked in the Runs tab, in the order ticked; UserError otherwise."""
+    chosen = [t for t in dict.fromkeys(ticked or ()) if t]
+    if len(chosen) != 2:
+        raise UserError(f"tick exactly two experiments to compare (ticked: {len(chosen)})")
+    return chosen[0], chosen[1]
+
+
+def sql_example(db: DbLike) -> str:
+    """The SQL tab's compare_runs example, on two stored runs of one dataset and mode where the
+    store has them (the newest such pair), else on placeholders to replace."""
+    from store import queries
+    from store.db import as_database
+
+    a, b = "RUN_A", "RUN_B"
+    if as_database(db).path.is_file():
+        try:
+            runs = [r for r in queries.run_listing(db) if r.n_done]
+        except UserError:
+            runs = []
+        # Of the newest runs, the pair of one dataset and mode most likely to share many items:
+        # complete ones first, then the most answers in the smaller run; the older run is A.
+        runs = runs[:200]
+        pairs = [(x, y) for i, y in enumerate(runs) for x in runs[i + 1:]
+                 if (x.dataset_sha, x.mode) == (y.dataset_sha, y.mode)]
+        if pairs:
+            x, y = max(pairs, key=lambda p: (p[0].status == p[1].status == "complete", min(p[0].n_done, p[1].n_done)))
+            a, b = x.run_id, y.run_id
+    quote = lambda s: s.replace("'", "''")  # noqa: E731 - a run id inside a SQL string
+    return (f"-- The items that drive the F1 difference between two runs (B - A); compare_runs and the\n"
+            f"-- compare_item_metrics view pair the runs' per-item metrics by item id (store/views.sql)\n"
+            f"SELECT item_id, round(100 * f1_a, 1) AS f1_a, round(100 * f1_b, 1) AS f1_b,\n"
+            f"       round(100 * f1_diff, 1) AS f1_diff, exact_match_a, exact_match_b\n"
+            f"FROM compare_runs('{quote(a)}', '{quote(b)}') ORDER BY abs(f1_diff) DESC NULLS LAST LIMIT 20")
+
+
+def pair_view(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]:
+    """(pair_page's HTML, run A's experiment id or "" when run A is unknown): the Query tab opens
+    that experiment on the item below the side-by-side view."""
+    from store.queries.compare import resolve_side
+    from store.db import as_database
+
+    from demo.handlers.query import clean_input
+
+    page = pair_page(db, run_a, run_b, item_id)
+    try:
+        run_a = clean_input(run_a, "run A")
+        side = resolve_side(db, run_a) if run_a and as_database(db).path.is_file() else None
+    except UserError:
+        side = None
+    if side is None or side.kind != "run":
+        return page, ""
+    (run,) = side.runs.values()
+    return page, run.experiment_id

@@ -1,0 +1,173 @@
+"""Study grids and backends from the Run tab: comma lists in the form, its plan, Ray.
+
+A form whose model, metadata type, cut-off k, order, few-shot or XAI box holds a comma list
+("5,10"), or that names a study, is a grid: the cross product of the lists, one experiment per
+configuration, exactly `python -m engine run` with the same lists (engine.study parses them,
+engine.usecases.study plans and runs them). Start queues ONE job for the whole grid; /plan_run
+shows the use case's own plan first (plan_study: the same planning run_study does, vanilla
+shared across metadata types), so the app never works out a plan of its own.
+
+The backend (BACKENDS) says where the answers are generated: "local", the app's worker, or
+"ray", a pool of Ray actors with `run --backend ray`'s options (the desktop only: an address
+reaches other machines). A later backend (a served model) is one more name here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from demo.handlers.run import (
+    BUILT_IN_METADATA,
+    RunForm,
+    build_run_request,
+    check_model_offered,
+    dataset_path,
+    operator_token_serves,
+    run_batch,
+)
+from demo.settings import AppSettings, without_server_paths
+
+BACKENDS = ("local", "ray")
+PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "modes", "items", "runs to generate",
+                "answers to generate", "vanilla"]
+
+
+def form_grid(form: RunForm):
+    """The form's engine.study.Grid: each list box parsed as `run` parses its option (UserError,
+    one line: an unknown value, a duplicate, an empty entry, k < 1)."""
+    from engine.model_choice import SMOKE
+    from engine.study import AXES, Grid, parse_list
+
+    values = {axis: getattr(form, axis) for axis in AXES}
+    values["model"] = (str(form.model or "").strip() or SMOKE)
+    values["metadata"] = str(form.metadata or "").strip() or "gender"
+    if isinstance(values["top_k"], str) and values["top_k"].strip().lower() in ("", "all"):
+        values["top_k"] = None
+    return Grid(**{axis: parse_list(axis, value) for axis, value in values.items()})
+
+
+def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
+    """Queue the Run tab's form, a single run or a grid, on its backend; the job id (UserError, one
+    line). What /run_batch calls: demo.handlers.run.run_batch with the request built here."""
+    if is_grid(form):
+        # One job for the whole grid; the StudyRequest carries its own RayOptions.
+        return run_batch(jobs, settings, form, visitor, request=build_study_request(settings, form))
+    ray = ray_options(settings, form)
+    return run_batch(jobs, settings, form, visitor, request=build_run_request(settings, form), ray=ray)
+
+
+def is_grid(form: RunForm) -> bool:
+    """A form is a grid when a box holds a list, or when it names a study (as `run --study`)."""
+    return form.study.strip() != "" or not form_grid(form).is_single
+
+
+def ray_options(settings: AppSettings, form: RunForm):
+    """The form's engine.usecases.run.RayOptions, None for a local run; the address probed now, so
+    that a dead one is refused at Start, not minutes later in the job (UserError, one line)."""
+    from engine.errors import UserError
+    from engine.usecases.run import RayOptions, check_ray
+
+    backend = (form.backend or "local").strip()
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if backend == "local":
+        return None
+    if not settings.allow_ray:
+        raise UserError("the ray backend is offered only by the desktop app; choose local")
+    options = RayOptions(form.ray_address.strip() or None, form.actors, form.gpus_per_actor)
+    check_ray(options, "auto")
+    return options
+
+
+def build_study_request(settings: AppSettings, form: RunForm):
+    """The engine's StudyRequest for a grid form (dataset and store are the job's), checked as
+    `run` with lists checks it, plus this app's bounds on every model and on the grid's size."""
+    from engine.errors import UserError
+    from engine.model_choice import SMOKE
+    from engine.usecases.study import StudyRequest, check_study
+
+    grid = form_grid(form)
+    if settings.max_configurations is not None and grid.size > settings.max_configurations:
+        raise UserError(f"this grid has {grid.size} configurations; at most {settings.max_configurations} here "
+                        "(shorten a list)")
+    if form.experiment.strip():
+        raise UserError(f"the experiment name names one experiment; this grid has {grid.size} configuration"
+                        f"{'s' if grid.size != 1 else ''}: name it with the study name instead")
+    for model in grid.model:
+        check_model_offered(settings, model)
+    first = grid.configurations()[0]
+    # The settings every configuration shares, checked by the single form's own rules.
+    base = build_run_request(settings, replace(form, experiment="", **first))
+    if not settings.allow_local_paths and SMOKE in grid.model:
+        # The shared request cannot say "Hub only" for one model and not for the smoke model's
+        # folder: each other model is refused here as load_model_for refuses it (hub_only).
+        from pathlib import Path
+
+        from engine.models import unknown_model
+
+        for model in grid.model:
+            if model != SMOKE and Path(model).exists():
+                raise unknown_model(model)
+    custom = any(m not in BUILT_IN_METADATA for m in grid.metadata)
+    study = StudyRequest(
+        grid=grid,
+        # A visitor who typed no token borrows the operator's only if it serves every model.
+        run=replace(base, model_label=None, hub_only=base.hub_only and SMOKE not in grid.model,
+                    environment_token=all(operator_token_serves(settings, m) for m in grid.model)),
+        dataset="", db=settings.db_path, name=form.study.strip() or None,
+        label_a=form.label_a if custom else None, label_b=form.label_b if custom else None,
+        consideration=form.consideration if custom else None,
+        ray=ray_options(settings, form),
+    )
+    check_study(study)
+    return study
+
+
+def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]]:
+    """The plan of the form's grid as the study use case makes it: one line (the study, its size,
+    what is generated and shared) and PLAN_COLUMNS rows, one per configuration, then the total.
+    Nothing is loaded or written; the dataset is read in the capped child process."""
+    from engine.errors import UserError
+    from engine.load_child import load_dataset_bounded
+    from engine.study import plan_line
+    from engine.usecases.study import plan_study
+
+    if not is_grid(form):
+        raise UserError("the plan is for a grid: put a comma list in a box (or name a study); a single run "
+                        "starts with Start")
+    study = build_study_request(settings, form)
+    path = dataset_path(settings, form)
+
+    def read(source, **options):
+        options["skip_invalid"] = form.skip_invalid
+        return load_dataset_bounded(source, **options)
+
+    try:
+        plan = plan_study(replace(study, dataset=path), read_dataset=read)
+    except UserError as err:
+        # The dataset's own line names its file; where strangers are served, not its folder.
+        if settings.allow_local_paths:
+            raise
+        raise UserError(without_server_paths(str(err), settings.db_path, dataset_path=path)) from None
+    s = plan.summary
+    varied = " x ".join(f"{n} {axis.replace('_', '-')}" for axis, n in s.axis_sizes if n > 1) or "1 configuration"
+    head = (f"study {s.name}: {s.n_experiments} configuration{'s' if s.n_experiments != 1 else ''} ({varied}), "
+            f"{s.n_shared} vanilla run{'s' if s.n_shared != 1 else ''} shared; "
+            + plan_line(s.n_runs, s.n_items, s.n_generations, s.n_todo, s.n_copied))
+    rows = []
+    for c in plan.configurations:
+        v = c.configuration
+        if "vanilla" not in c.modes:
+            vanilla = "-"
+        elif c.shared_from is not None:
+            vanilla = f"shared from #{c.shared_from + 1}"
+        else:
+            vanilla = "its own"
+        rows.append([c.position + 1, c.label, v["metadata"], "all" if v["top_k"] is None else v["top_k"],
+                     v["order"], v["few_shot"], v["xai"], ", ".join(c.modes), c.n_items, c.n_runs, c.n_todo,
+                     vanilla])
+    # The total's name in the wide model column: the narrow "#" column would break the word.
+    rows.append(["", "total", "", "", "", "", "", "", s.n_items, sum(c.n_runs for c in plan.configurations),
+                 s.n_todo, f"{s.n_copied} answers shared" if s.n_copied else "-"])
+    return head, rows

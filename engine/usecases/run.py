@@ -1,0 +1,293 @@
+"""Run an experiment: a dataset x one prompt configuration x RAG modes, stored as it goes.
+
+    from engine.usecases.run import ExperimentRequest, run_experiment
+    outcome = run_experiment(ExperimentRequest(run_request, "data.jsonl", Path("runs.duckdb")))
+
+Everything that can fail is checked before the first write: the settings, the dataset, the plan
+(read from the store without creating it), the model and every prompt's length. Only then are
+the experiment, its runs and the items created, in one transaction (engine.runner).
+
+A face passes `progress` (called with a Progress at every step and after every stored batch)
+and `stop` (asked between steps and after every batch; when it says yes, RunCancelled is raised
+and what was committed stays). `load` replaces how a model is loaded (the app's cache);
+`read_dataset` how a dataset file is read (the app's capped child process).
+A study grid (comma lists) is engine.usecases.study.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from engine.errors import RunCancelled, UserError
+from engine.threads import MAX_THREADS  # torch-free at import
+
+if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
+    from engine.data import Dataset
+    from engine.run_request import ExperimentOutcome, RunRequest
+
+MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
+MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
+
+Stage = Literal["planned", "loading", "generating", "stored"]
+ProgressFn = Callable[["Progress"], None]
+StopFn = Callable[[], bool]
+LoadFn = Callable[["RunRequest"], Any]
+ReadFn = Callable[..., "Dataset"]  # (path, *, skip_invalid, top_k) -> Dataset, as engine.data.load_dataset
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Generate on a pool of Ray actors; this process still writes the store."""
+
+    address: str | None = None  # HOST:PORT of a running cluster, or "auto"; None: a Ray started here
+    actors: int = 1  # model replicas
+    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
+
+
+@dataclass(frozen=True)
+class ExperimentRequest:
+    """One experiment: what to run, on which dataset, into which store, on which backend."""
+
+    run: RunRequest
+    dataset: str | Path | Dataset  # a file or folder, or a dataset already loaded
+    db: Path | None = None  # None: engine.paths.default_db_path()
+    # The name the store records for the dataset in place of its path (an upload's file name).
+    dataset_name: str | None = None
+    ray: RayOptions | None = None  # None: generate in this process
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """A study grid as planned, before the first model loads."""
+
+    name: str
+    n_experiments: int
+    axis_sizes: tuple[tuple[str, int], ...]  # (axis, number of values), the grid's order
+    n_shared: int  # vanilla runs copied from another metadata type's experiment
+    n_runs: int
+    n_items: int  # the most items a run covers
+    n_generations: int  # answers the runs hold once complete
+    n_todo: int  # to generate now
+    n_copied: int  # to copy now
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of a run or a study, for a face to show (a progress bar, a job's status)."""
+
+    stage: Stage  # planned, loading (a model), generating (starts), stored (a batch)
+    message: str = ""
+    total: int | None = None  # answers to generate (or copy), once known
+    done: int = 0  # of those, stored so far in this invocation
+    step: int = 0  # stored by this event
+    experiment_id: str | None = None
+    label: str | None = None  # the model as the store names it
+    study: StudySummary | None = None  # with "planned", for a study
+
+
+def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, temperature: float,
+                   do_sample: bool, top_p: float, top_k_sampling: int, top_n_logprobs: int,
+                   threads: int | None, seed: int, experiment: str | None) -> None:
+    """Refuse out-of-range settings in one line (named by their CLI option), before anything is
+    read or loaded. Faces call it before they build a RunRequest, whose own name checks would
+    otherwise speak first; the use cases call it again on the request (check_request)."""
+    for name, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
+        if value < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+    if limit is not None and limit < 1:
+        raise UserError("--limit must be at least 1")
+    if not math.isfinite(temperature) or (do_sample and temperature <= 0):
+        raise UserError(f"--temperature must be a finite number above 0, not {temperature}")
+    if not 0 < top_p <= 1:  # also false for nan
+        raise UserError(f"--top-p must be in (0, 1], not {top_p}")
+    if top_k_sampling < 0:
+        raise UserError("--sample-top-k must be 0 or more")
+    if not 0 <= top_n_logprobs <= MAX_TOP_LOGPROBS:
+        raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {top_n_logprobs}")
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UserError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {seed}")
+    if experiment is not None:
+        from engine.bounds import MAX_NAME_CHARS
+
+        if (not experiment.strip() or experiment != experiment.strip() or not experiment.isprintable()
+                or len(experiment) > MAX_NAME_CHARS):
+            raise UserError(
+                f"--experiment must be 1 to {MAX_NAME_CHARS} printable characters without "
+                "leading or trailing spaces"
+            )
+
+
+def check_request(request: RunRequest) -> None:
+    """check_settings on a built request: a notebook's request meets the CLI's and the app's bounds."""
+    if not request.modes:
+        raise UserError("no modes to run")
+    check_settings(
+        batch_size=request.batch_size, max_new_tokens=request.max_new_tokens, limit=request.limit,
+        temperature=request.temperature, do_sample=request.do_sample, top_p=request.top_p,
+        top_k_sampling=request.top_k_sampling, top_n_logprobs=request.top_n_logprobs,
+        threads=request.threads, seed=request.seed, experiment=request.experiment,
+    )
+
+
+def check_ray(ray: RayOptions | None, device: str) -> None:
+    """Refuse Ray settings that cannot work, in one line; the address is probed in seconds, not
+    the minutes ray.init hangs on a dead one. Nothing for a local run."""
+    if ray is None:
+        return
+    if ray.actors < 1:
+        raise UserError("--actors must be at least 1")
+    if ray.gpus_per_actor is not None and not (math.isfinite(ray.gpus_per_actor) and ray.gpus_per_actor >= 0):
+        raise UserError(f"--gpus-per-actor must be 0 or more, not {ray.gpus_per_actor}")
+    from engine.backend_ray import check_address, check_ray_device, import_ray
+
+    check_ray_device(device)
+    import_ray()  # the install hint, before anything is read
+    check_address(ray.address)
+
+
+def resolve_db(db: Path | str | None) -> Path:
+    """The store a request names, or the default one."""
+    from engine.paths import default_db_path
+
+    return Path(db) if db else default_db_path()
+
+
+def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = None, stop: StopFn | None = None,
+                   load: LoadFn | None = None, read_dataset: ReadFn | None = None) -> ExperimentOutcome:
+    """Check, plan, load the model (only when there is work), measure every prompt, then run or
+    resume each mode's run; returns how each ended.
+
+    `load` None: engine.run_request.load_model_for, after engine.model_check.check_model_name (a
+    typo fails in a second, before torch is imported). UserError (one line) on anything the user
+    can fix; RunCancelled once `stop` says yes."""
+    from engine.planner import check_prompt_lengths, plan_experiment
+    from engine.runner import execute_plan
+    from store.run_store import RunStore
+
+    run = request.run
+    check_request(run)
+    check_ray(request.ray, run.device)
+    step = _Steps(progress, stop)
+    dataset = _dataset(request.dataset, run, read_dataset, request.dataset_name)
+    step.check()
+    run = resolved(run)
+    sink = RunStore(resolve_db(request.db))
+    plan = plan_experiment(dataset, run, sink)
+    step.emit("planned", total=plan.n_todo, experiment_id=plan.experiment_id)
+    step.check()
+    if plan.nothing_to_do:
+        return execute_plan(plan, None, sink)
+    loaded = backend = None
+    try:
+        if plan.n_todo:
+            step.emit("loading", message=f"loading {run.label}", experiment_id=plan.experiment_id)
+            prepare_load(run.model, check=load is None)
+            if request.ray is not None:
+                # The driver plans and measures with the tokenizer; the model loads on the workers.
+                backend, driver = ray_backend(run, request.ray)
+                plan = check_prompt_lengths(plan, driver)
+                backend.start()
+            else:
+                loaded = (load or _default_load)(run)
+                step.check()
+                plan = check_prompt_lengths(plan, loaded)
+        step.emit("generating", message="generating", total=plan.n_todo, experiment_id=plan.experiment_id,
+                  label=run.label)
+        return execute_plan(plan, loaded, sink, on_progress=step.stored, should_stop=stop, backend=backend)
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def run_metrics(db: Path | str, run_ids: list[str]):
+    """Citation precision/recall/F1 (x100) and exact match per run (the run_metrics view), a DataFrame."""
+    from store.queries import run_summaries
+
+    return run_summaries(db, run_ids)
+
+
+# ---------------------------------------------------------------- shared with the study use case
+
+
+class _Steps:
+    """A run's progress and cancel: events with a running count, and the between-steps check."""
+
+    def __init__(self, progress: ProgressFn | None, stop: StopFn | None):
+        self.progress, self.stop = progress, stop
+        self.done, self.total, self.experiment_id = 0, None, None
+
+    def emit(self, stage: Stage, **fields: Any) -> None:
+        self.total = fields.get("total", self.total)
+        self.experiment_id = fields.get("experiment_id", self.experiment_id)
+        if self.progress is not None:
+            self.progress(Progress(stage, done=self.done, **fields))
+
+    def stored(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(Progress("stored", done=self.done, step=n, total=self.total, experiment_id=self.experiment_id))
+
+    def check(self) -> None:
+        if self.stop is not None and self.stop():
+            raise RunCancelled("cancelled before generating")
+
+
+def _dataset(source: str | Path | Dataset, run: RunRequest, read: ReadFn | None, name: str | None,
+             top_k: int | None = None) -> Dataset:
+    """The dataset a request names. Its identity is all its valid items; the runs' limit picks a
+    prefix. top_k: an item must have a relevant document among those the model will be shown."""
+    from engine.data import Dataset
+
+    if isinstance(source, Dataset):
+        dataset = source
+    else:
+        if read is None:
+            from engine.data import load_dataset as read
+        dataset = read(source, skip_invalid=run.skip_invalid, top_k=run.prompt.top_k if top_k is None else top_k)
+    # The store names an upload by its file name, never by its server path (SQL console).
+    return replace(dataset, source=name) if name else dataset
+
+
+def resolved(run: RunRequest) -> RunRequest:
+    """'auto' and 'smoke' resolved to what loads and how the store names it (engine.model_choice);
+    a request that already carries its label is kept as it is."""
+    if run.model_label is not None:
+        return run
+    from engine.model_choice import resolve_model
+
+    model, label = resolve_model(run.model)
+    return replace(run, model=model, model_label=label)
+
+
+def prepare_load(model: str, *, check: bool) -> None:
+    """Before a model loads: with `check`, refuse an unknown name in a second (the default loader;
+    load_model checks too, for every other caller); and no per-shard bars from transformers."""
+    if check:
+        from engine.model_check import check_model_name
+
+        check_model_name(model)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def _default_load(run: RunRequest):
+    from engine.run_request import load_model_for
+
+    return load_model_for(run)
+
+
+def ray_backend(run: RunRequest, ray: RayOptions):
+    """A RayBackend for `run` (tokenizer loaded here, model on the workers), not yet started, and
+    the tokenizer stand-in that measures prompts."""
+    from engine.backend_ray import RayBackend, load_driver_tokenizer
+
+    driver = load_driver_tokenizer(run)
+    backend = RayBackend(run, driver.tokenizer, address=ray.address, actors=ray.actors,
+                         gpus_per_actor=ray.gpus_per_actor)
+    return backend, driver

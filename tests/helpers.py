@@ -1,0 +1,67 @@
+"""Helpers shared by test modules: small native-layout datasets and file digests.
+
+Not a test module and not fixtures: plain functions, imported as `from tests.helpers import ...`.
+The datasets are written byte for byte as the modules that used to define them wrote them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def digest(path: Path) -> str:
+    """A file's SHA-256: proves that a command left it untouched."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_dataset(path: Path, n: int) -> Path:
+    """n items of three documents; the first is relevant and the answer is the item's number."""
+    return write_jsonl(path, (
+        {
+            "id": f"q{i}",
+            "question": f"what is the number for topic {i}",
+            "answers": [str(i)],
+            "documents": [{"text": f"Topic {i}, passage {j}: {i + j}.", "relevant": j == 0} for j in range(3)],
+        }
+        for i in range(n)
+    ))
+
+
+def make_ranked_dataset(path: Path, n: int, *, titles: bool = False) -> Path:
+    """n items of four documents with ids; the relevant one moves (document i % 4) and holds the
+    answer. With titles, the first document of each item has one (the others an empty one)."""
+    rows = []
+    for i in range(n):
+        docs: list[dict[str, Any]] = []
+        for j in range(4):
+            doc: dict[str, Any] = {"id": f"q{i}-d{j}", "text": f"Passage {j} about topic {i}; the answer is {i * 7 + j}.",
+                                   "relevant": j == i % 4}
+            if titles:
+                doc["title"] = f"Topic {i}" if j == 0 else ""
+            docs.append(doc)
+        rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)],
+                     "documents": docs})
+    return write_jsonl(path, rows)
+
+
+def rows(db: Path, sql: str, params: Any = None) -> list[tuple]:
+    """What a read-only query of the store returns, every row."""
+    from store.db import connect
+
+    with connect(db, read_only=True) as conn:
+        return conn.execute(sql, params or []).fetchall()
+
+
+def cli(*args: str) -> int:
+    """`python -m engine ARGS` in this process: its exit status."""
+    from engine.__main__ import main
+
+    return main(list(args))
