@@ -6,7 +6,13 @@ them:
 - query:  demo.handlers.query.query_detail (one item of one experiment, all its modes);
 - runs:   demo.handlers.runs.runs_page, the first page;
 - bias:   demo.handlers.bias.bias_page for one experiment, what /bias_table does: CAS and CAB
-          (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data.
+          (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data; a visitor's first
+          request (the report and Table 2 read from what the store keeps, store.derived), the
+          same repeated, and "computed": with nothing kept (once after every change to the
+          experiment's runs);
+- report: with --report, `python -m engine report`'s tables for one experiment and for the
+          whole store (engine.usecases.tables.report_tables);
+- memory: with --memory, each handler's peak resident memory in a fresh child process.
 
 Store shapes (one dataset of ITEMS items x 10 documents; RUNS runs in experiments of vanilla,
 base and cf, the last experiment partial when RUNS is not a multiple of 3; metadata types
@@ -15,11 +21,14 @@ cycle gender, hai, race; every run answers every item with 0-3 citations and ~8 
 - "1M":   100 runs x 10,000 items = 1,000,000 generations;
 - "exp":  1 experiment alone, 3 runs x 10,000 items = 30,000 generations: the bias tab's work
           grows with the experiment it shows (10,000 items at 1M against 100 at 10k), so bias
-          at 1M is also compared with the same experiment in a store that holds nothing else.
+          at 1M is also compared with the same experiment in a store that holds nothing else;
+- "huge": with --huge 10000000, 1,000 runs x 10,000 items = 10,000,000 generations (2.3 GB,
+          about 20 min to build on a loaded 2-core machine, 7 GB peak memory while building).
 The timed experiment is the newest complete one (vanilla, base and cf), its item the middle one.
 
 Run: python scripts/bench_app.py [--generations 1000000] [--items 10000] [--repeats 7]
-                                 [--keep FOLDER]
+                                 [--report] [--memory] [--huge 10000000] [--keep FOLDER]
+(without --keep the stores go to a temporary folder that is removed at the end.)
 """
 
 from __future__ import annotations
@@ -65,7 +74,9 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
     """Write a store of n_runs x n_items generations at `path` (which must not exist yet)."""
     from engine.prompts import METADATA_TYPES, PromptConfig
     from store.db import connect
-    from store.run_scores import store_scores
+    from store.db import utc_now
+    from store.kept_metrics import keep_all
+    from store.run_scores import live_scores
 
     if path.exists():
         raise SystemExit(f"{path} exists already: give a new path")
@@ -175,9 +186,13 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
             """
         )
         n = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
-        # The runs' cached averages, as RunStore.finish_run writes them when a run completes.
+        # The runs' cached averages, as RunStore.finish_run writes them when a run completes
+        # (run_scores one run at a time, the kept run_metrics and bias rows in one pass: the
+        # same rows, store.kept_metrics, without a pass per run).
         for run in runs:
-            store_scores(conn, run[0])
+            conn.execute("INSERT OR REPLACE INTO run_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [run[0], *live_scores(conn, run[0]), utc_now()])
+        keep_all(conn)
     with connect(path) as conn:
         conn.execute("CHECKPOINT")
     full = [x for x, _, e in experiments if 3 * e + 2 < n_runs]
@@ -185,11 +200,16 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
 
 
 HANDLERS = ("query_detail", "runs_page", "bias_page")
+# `python -m engine report`'s tables (engine.usecases.tables.report_tables), for one experiment
+# and for the whole store; timed with --report (the whole store takes seconds a call at 1M).
+REPORTS = ("report --experiment", "report (all)")
 # The Bias tab keeps what it computed per store state (store.state_cache): "bias_page" is timed
 # with those caches emptied before each call (a visitor's first look), "  cached" with them warm.
 # "  bias_inputs" is not a handler but the CAS/CAB report's store reads (store.queries.bias_inputs),
 # so the table tells reading the experiment from the bootstrap that follows.
-PARTS = ("  cached", "  bias_inputs")
+# "  computed" is bias_page with the values kept in the store (store.derived) removed too: what
+# the very first visitor of an experiment waits for, once after each change to its runs.
+PARTS = ("  cached", "  computed", "  bias_inputs")
 
 
 def call(handler: str, store: BenchStore):
@@ -202,15 +222,35 @@ def call(handler: str, store: BenchStore):
         from demo.handlers.runs import runs_page
 
         return runs_page(store.path, 1)
-    if handler in ("bias_page", "  cached"):
+    if handler in ("bias_page", "  cached", "  computed"):
         from demo.handlers.bias import bias_page, clear_cache
 
-        if handler == "bias_page":
-            clear_cache()
         return bias_page(store.path, store.experiment_id)
+    if handler in REPORTS:
+        from engine.usecases.tables import ReportRequest, report_tables
+
+        return report_tables(ReportRequest(db=store.path, experiment=store.experiment_id if "--" in handler else None))
     from store.queries import bias_inputs
 
     return bias_inputs(store.path, store.experiment_id)
+
+
+def prepare(handler: str, store: BenchStore) -> None:
+    """What precedes a timed call, untimed: bias_page's first look empties the caches."""
+    if handler in ("bias_page", "  computed"):
+        from demo.handlers.bias import clear_cache
+
+        clear_cache()
+    if handler == "  computed":
+        forget_kept(store.path)
+
+
+def forget_kept(path: Path) -> None:
+    """Remove the values kept in the store (store.derived), so the next bias_page computes them."""
+    from store.db import connect
+
+    with connect(path) as conn:
+        conn.execute("DELETE FROM derived_values")
 
 
 def check(handler: str, store: BenchStore, result) -> None:
@@ -222,7 +262,10 @@ def check(handler: str, store: BenchStore, result) -> None:
     elif handler == "runs_page":
         if len(result) != min(50, -(-store.n_runs // 3)) or result[0][0] is None:
             raise SystemExit(f"runs_page returned {len(result)} rows on {store.path.name}")
-    elif handler in ("bias_page", "  cached"):
+    elif handler in REPORTS:
+        if not result.table1 or not result.table2:
+            raise SystemExit(f"{handler} returned no tables on {store.path.name}")
+    elif handler in ("bias_page", "  cached", "  computed"):
         from demo.handlers.bias import RESULT_COLUMNS
 
         # Each row is the experiment's cells, then RESULT_COLUMNS.
@@ -240,15 +283,58 @@ def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats
     shared machine falls on all of them alike."""
     times: dict[tuple[str, str], list[float]] = {}
     for handler in names:
-        chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page")}
+        chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page", *REPORTS)}
         for name, store in chosen.items():
+            prepare(handler, store)
             check(handler, store, call(handler, store))
         for _ in range(repeats):
             for name, store in chosen.items():
+                prepare(handler, store)
                 started = time.perf_counter()
                 call(handler, store)
                 times.setdefault((handler, name), []).append(time.perf_counter() - started)
     return {key: statistics.median(values) for key, values in times.items()}
+
+
+_CHILD = """
+import sys
+sys.path.insert(0, {root!r})
+import importlib.util
+spec = importlib.util.spec_from_file_location("bench_app", {script!r})
+bench = importlib.util.module_from_spec(spec); sys.modules["bench_app"] = bench; spec.loader.exec_module(bench)
+import demo.handlers.bias, demo.handlers.query, demo.handlers.runs, engine.usecases.tables  # imports before the baseline
+store = bench._reuse(bench.Path({path!r}), {items}, {runs})
+bench.prepare({handler!r}, store)
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1])
+open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) starts again from the current size
+before = status("VmRSS:")
+bench.call({handler!r}, store)
+print(before, status("VmHWM:"))
+"""
+
+
+def peak_memory(handler: str, store: BenchStore) -> tuple[float, float]:
+    """(peak resident MB of a fresh process during one call, MB of that peak over its size
+    before the call, after its imports): one child process per call, its kernel peak counter
+    reset after the imports (Linux), so neither the imports nor another handler hide a peak."""
+    import subprocess
+
+    code = _CHILD.format(root=str(ROOT), script=str(Path(__file__).resolve()), path=str(store.path),
+                         items=store.n_items, runs=store.n_runs, handler=handler)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    before, peak = int(out[-2]) / 1024, int(out[-1]) / 1024  # kB in /proc/self/status
+    return peak, peak - before
+
+
+def label(n: int) -> str:
+    """10,000 -> 10k, 1,000,000 -> 1M, 10,000,000 -> 10M."""
+    for size, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:g}{suffix}"
+    return str(n)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -256,6 +342,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--generations", type=int, default=1_000_000, help="size of the large store (default 1,000,000)")
     parser.add_argument("--items", type=int, default=10_000, help="items per run in the large store (default 10,000)")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per handler and store (median)")
+    parser.add_argument("--report", action="store_true",
+                        help="also time `report`'s tables, for one experiment and the whole store")
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure each handler's peak resident memory, one child process per call")
+    parser.add_argument("--huge", type=int, default=0, metavar="GENERATIONS",
+                        help="also a third store of this many generations (--items per run), timed beside the "
+                             "others, e.g. 10000000 (1,000 runs; about 2.3 GB and 12 min to build)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="folder for the stores, kept for reuse (a store already there is reused)")
     args = parser.parse_args(argv)
@@ -266,6 +359,9 @@ def main(argv: list[str] | None = None) -> None:
         "1M": (args.items, n_runs),
         "exp": (args.items, 3),
     }
+    if args.huge:
+        shapes["huge"] = (args.items, max(3, args.huge // args.items))
+    sized = [k for k in ("10k", "1M", "huge") if k in shapes]
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -279,18 +375,39 @@ def main(argv: list[str] | None = None) -> None:
                 stores[name] = build_store(path, n_items=items, n_runs=runs)
                 print(f"{name}: built {stores[name].n_generations:,} generations ({runs} runs x {items:,} items) "
                       f"in {stores[name].build_s:.1f} s, {path.stat().st_size / 1e6:.0f} MB", flush=True)
-        medians = time_handlers(HANDLERS + PARTS, stores, args.repeats)
-    small, large = stores["10k"], stores["1M"]
+        names = HANDLERS + PARTS + (REPORTS if args.report else ())
+        medians = time_handlers(names, stores, args.repeats)
+        memory = {(h, k): peak_memory(h, stores[k]) for h in HANDLERS + ("  computed",) + (REPORTS if args.report else ())
+                  for k in sized} if args.memory else {}
+    _print(args.repeats, names, stores, sized, medians, memory)
+
+
+def _print(repeats: int, names: tuple[str, ...], stores: dict[str, BenchStore], sized: list[str],
+           medians: dict[tuple[str, str], float], memory: dict[tuple[str, str], tuple[float, float]]) -> None:
+    """The table: per handler, ms on each store, each store's ratio to the previous one, the
+    largest against `exp`, and against query_detail on the same store; then peak memory."""
+    labels = {k: label(stores[k].n_generations) for k in sized}
+    last = sized[-1]
     print()
-    print(f"median of {args.repeats} calls after one warm-up, in ms; "
-          f"10k = {small.n_runs} runs x {small.n_items:,} items, 1M = {large.n_runs} runs x {large.n_items:,} items, "
-          f"exp = 1 experiment alone (3 runs x {large.n_items:,} items)")
-    print(f"{'handler':<14}{'10k':>9}{'1M':>9}{'1M/10k':>8}{'exp':>9}{'1M/exp':>8}   target: 1M < 200 ms, 1M/10k < 2")
-    for handler in HANDLERS + PARTS:
-        a, b = medians[handler, "10k"], medians[handler, "1M"]
+    print(f"median of {repeats} calls after one warm-up, in ms; "
+          + ", ".join(f"{labels[k]} = {stores[k].n_runs} runs x {stores[k].n_items:,} items" for k in sized)
+          + f", exp = 1 experiment alone (3 runs x {stores['exp'].n_items:,} items)")
+    head = f"{'handler':<22}" + "".join(f"{labels[k]:>9}" for k in sized)
+    head += "".join(f"{labels[b] + '/' + labels[a]:>10}" for a, b in zip(sized, sized[1:]))
+    print(head + f"{'exp':>9}{labels[last] + '/exp':>10}{'/query':>8}   target: < 200 ms, within 2x a size up")
+    for handler in names:
+        values = [medians[handler, k] for k in sized]
+        line = f"{handler:<22}" + "".join(f"{1000 * v:9.1f}" for v in values)
+        line += "".join(f"{b / a:10.2f}" for a, b in zip(values, values[1:]))
         exp = medians.get((handler, "exp"))
-        extra = f"{1000 * exp:9.1f}{b / exp:8.2f}" if exp else f"{'':9}{'':8}"
-        print(f"{handler:<14}{1000 * a:9.1f}{1000 * b:9.1f}{b / a:8.2f}{extra}")
+        line += f"{1000 * exp:9.1f}{values[-1] / exp:10.2f}" if exp else f"{'':9}{'':10}"
+        print(line + f"{values[-1] / medians['query_detail', last]:8.2f}")
+    if memory:
+        print()
+        print("peak resident MB of a fresh process during one call (in brackets: over its size after imports), "
+              + ", ".join(labels[k] for k in sized))
+        for handler in sorted({h for h, _ in memory}, key=lambda h: names.index(h) if h in names else 99):
+            print(f"{handler:<22}" + "".join(f"{memory[handler, k][0]:9.0f} ({memory[handler, k][1]:+5.0f})" for k in sized))
 
 
 def _reuse(path: Path, items: int, runs: int) -> BenchStore:

@@ -44,8 +44,12 @@ def live_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
 
 
 def store_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
-    """Compute the run's averages and write (or replace) its run_scores row, in the caller's transaction."""
+    """Compute the run's averages and write (or replace) its run_scores row, in the caller's
+    transaction; with them, its run_metrics numbers and its experiment's bias rows (store.kept_metrics)."""
+    from store.kept_metrics import keep_run
+
     scores = live_scores(conn, run_id)
     conn.execute("INSERT OR REPLACE INTO run_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
                  [run_id, *scores, utc_now()])
+    keep_run(conn, run_id)
     return scores

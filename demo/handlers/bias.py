@@ -88,13 +88,22 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
     from engine.usecases.formatting import formatted_tables
+    from store.derived import keep
+    from store.queries import reading
 
     db_path = Path(db_path)
-    reports, skipped = _reports(db_path, text, chosen, resamples)
-    ids = tuple(r["experiment_id"] for r in reports)
-    rows1, rows2, summaries = _store_reads(db_path, ids, tuple(run for r in reports for run in r["runs"].values()))
+    _check_request(db_path, text, chosen)  # before opening: an open creates a missing store
+    # One read connection for the whole request (each open costs more than most reads); what was
+    # computed now rather than found kept in the store is kept after it closes (store.derived).
+    pending: list = []
+    with reading(db_path) as conn:
+        reports, skipped = _reports(db_path, text, chosen, resamples, conn=conn, pending=pending)
+        ids = tuple(r["experiment_id"] for r in reports)
+        rows1, rows2, summaries = _store_reads(db_path, ids, tuple(run for r in reports for run in r["runs"].values()),
+                                               conn=conn, pending=pending)
+        explained, verified = _beyond_rows(db_path, reports, conn=conn)
+    keep(db_path, pending)
     table1, table2 = formatted_tables(rows1, rows2)
-    explained, verified = _beyond_rows(db_path, reports)
     return BiasPage(
         experiment_ids=ids,
         summary=_summary(reports, skipped, rows1, rows2),
@@ -145,7 +154,7 @@ def beyond_note(explanation_shares: Sequence[Any], verification_shares: Sequence
     return ("Beyond the metrics, per run: " + "; ".join(parts) + ".") if parts else ""
 
 
-def _beyond_rows(db_path: Path, reports: list[dict[str, Any]]) -> tuple[list[list[Any]], list[list[Any]]]:
+def _beyond_rows(db_path: Path, reports: list[dict[str, Any]], *, conn: Any = None) -> tuple[list[list[Any]], list[list[Any]]]:
     """(explanation share rows, verification share rows) of the reports' runs, in the reports'
     order and their mode order; kept per store state, as the tables' reads."""
     from store.queries import explanation_rates, verification_shares
@@ -154,7 +163,7 @@ def _beyond_rows(db_path: Path, reports: list[dict[str, Any]]) -> tuple[list[lis
     cells = {run: [*_experiment_cells(r), mode, run] for r in reports for mode, run in r["runs"].items()}
     explained, verified = _reads_cache().get(
         db_path, ("beyond", tuple(run_ids)),
-        lambda: (explanation_rates(db_path, run_ids), verification_shares(db_path, run_ids)),
+        lambda: (explanation_rates(conn or db_path, run_ids), verification_shares(conn or db_path, run_ids)),
     )
     # The views' rag_mode repeats the run's, already in the experiment cells.
     return ([[*cells[row[0]], row[1], *row[3:]] for row in explained],
@@ -179,7 +188,8 @@ def clear_cache() -> None:
     clear_report_cache()
 
 
-def _store_reads(db_path: Path, experiment_ids: tuple[str, ...], run_ids: tuple[str, ...]) -> Any:
+def _store_reads(db_path: Path, experiment_ids: tuple[str, ...], run_ids: tuple[str, ...], *, conn: Any = None,
+                 pending: list | None = None) -> Any:
     """(Table 1 rows, Table 2 rows, probability summaries) of these experiments and runs; kept
     only while the store is unchanged, so a write that lands meanwhile is never hidden."""
     from engine.usecases.tables import experiment_tables
@@ -187,7 +197,8 @@ def _store_reads(db_path: Path, experiment_ids: tuple[str, ...], run_ids: tuple[
 
     return _reads_cache().get(
         db_path, (experiment_ids, run_ids),
-        lambda: (*experiment_tables(db_path, experiment_ids), citation_probability_summaries(db_path, run_ids)),
+        lambda: (*experiment_tables(conn or db_path, experiment_ids, pending=pending),
+                 citation_probability_summaries(conn or db_path, run_ids)),
     )
 
 
@@ -200,21 +211,30 @@ def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], li
             [[c[k] for k in CONFIDENCE_COLUMNS] for c in report["confidence"]])
 
 
-def _reports(db_path: Path, text: str, chosen: Sequence[str] | None,
-             resamples: int | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """`python -m engine bias`'s report of each chosen experiment, and a line for each one skipped."""
-    from demo.settings import without_server_paths
-    from engine.usecases.bias import bias_report, unknown_experiment
+def _check_request(db_path: Path, text: str, chosen: Sequence[str] | None) -> None:
+    """UserError for a request with no experiment, or a store that does not exist yet."""
     from engine.errors import UserError
-    from store.queries import experiment_dataset_paths, resolve_experiment
 
     if not (text or "").strip() and not chosen:
         raise UserError("choose an experiment (its id or name, from the Runs tab)")
     if not db_path.is_file():
         raise UserError("nothing is stored yet: start a run first")
+
+
+def _reports(db_path: Path, text: str, chosen: Sequence[str] | None, resamples: int | None, *,
+             conn: Any = None, pending: list | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """`python -m engine bias`'s report of each chosen experiment, and a line for each one skipped
+    (read through `conn` when given; reports computed now are appended to `pending`)."""
+    from demo.settings import without_server_paths
+    from engine.usecases.bias import bias_report, unknown_experiment
+    from engine.errors import UserError
+    from store.queries import experiment_dataset_paths, resolve_experiment
+
+    _check_request(db_path, text, chosen)
+    db = conn or db_path
     whole = (text or "").strip()
     references = experiment_references(text, chosen)
-    if "," in whole and resolve_experiment(db_path, whole):
+    if "," in whole and resolve_experiment(db, whole):
         references = experiment_references("", [whole, *(chosen or ())])
     if len(references) > MAX_EXPERIMENTS:
         raise UserError(f"choose at most {MAX_EXPERIMENTS} experiments at once, not {len(references)}")
@@ -223,13 +243,13 @@ def _reports(db_path: Path, text: str, chosen: Sequence[str] | None,
     skipped: list[str] = []
     first_error: UserError | None = None
     for reference in references:
-        experiment_id = resolve_experiment(db_path, reference)
+        experiment_id = resolve_experiment(db, reference)
         if experiment_id is None:  # a typo: said at once, whatever else was chosen
             raise UserError(without_server_paths(unknown_experiment(db_path, reference), db_path))
         if any(r["experiment_id"] == experiment_id for r in reports):
             continue
         try:
-            reports.append(bias_report(db_path, experiment_id, resamples=resamples).report)
+            reports.append(bias_report(db_path, experiment_id, resamples=resamples, conn=conn, pending=pending).report)
         except UserError as err:
             # An experiment without two complete modes has nothing to compare yet: a note, unless
             # nothing else was chosen.

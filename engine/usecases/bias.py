@@ -88,34 +88,79 @@ def clear_report_cache() -> None:
 
 
 def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
-                db_arg: str | None = None) -> BiasReport:
+                db_arg: str | None = None, conn: Any = None, pending: list | None = None) -> BiasReport:
     """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
 
     The same request on an unchanged store returns the report computed before (a copy; see
     store.state_cache: a write that lands meanwhile is never hidden). Errors are not kept.
+    A report kept in the store (store.derived) is used while the experiment's runs are as they
+    were; one computed now is appended to `pending` (store.derived.Derived) when given, for the
+    caller to keep after its read (the app does; `python -m engine bias` only reads). `conn` is
+    an open read connection to use instead of opening one per read.
     """
+    from engine.errors import UserError
+
+    if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
+    if seed < 0:
+        raise UserError(f"--seed must be 0 or more, not {seed}")
     return _report_cache().get(
         path, (experiment, resamples, seed, db_arg),
-        lambda: _bias_report(Path(path), experiment, resamples=resamples, seed=seed, db_arg=db_arg),
+        lambda: _kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending),
     )
 
 
-def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: int,
-                 db_arg: str | None) -> BiasReport:
-    """bias_report without the cache."""
+# derived_values' kind of a kept report (bump the number when the report's content changes).
+BIAS_REPORT = "bias_report/1"
+
+
+def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
+                      conn: Any, pending: list | None) -> BiasReport:
+    """The report kept in the store for this request, else computed now; explanations are
+    always read now (`engine explain` adds them without changing the runs)."""
+    import json
+
+    from store.derived import Derived
+    from store.queries import explanation_rates, kept_derived
+
+    db = conn if conn is not None else path
+    key = json.dumps([experiment, resamples, seed, db_arg])
+    found = kept_derived(db, BIAS_REPORT, experiment, key)
+    if found is not None and found[2] is not None:
+        report, hint = found[2]["report"], found[2]["hint"]
+    else:
+        report, hint = _bias_report(path, db, experiment, resamples=resamples, seed=seed, db_arg=db_arg)
+        if found is not None and pending is not None:
+            pending.append(Derived(BIAS_REPORT, found[0], key, found[1],
+                                   json.dumps({"report": report, "hint": hint}, default=_plain_json)))
+    # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
+    explained = explanation_rates(db, list(report["runs"].values()))
+    if explained:
+        report["explanations"] = [
+            {"rag_mode": mode, "run_id": run_id, "explainer_model": model, "n_explanations": n,
+             "n_mention_label": n_label, "label_share": share}
+            for run_id, model, mode, n, n_label, share in explained
+        ]
+    return BiasReport(report, hint)
+
+
+def _plain_json(value: Any) -> Any:
+    """numpy scalars as Python values (json knows float64, not int64)."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None, seed: int,
+                 db_arg: str | None) -> tuple[dict[str, Any], str]:
+    """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
     import numpy as np
 
     from engine.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
     from engine.errors import UserError
     from engine.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
-    from store.queries import bias_inputs, explanation_rates
+    from store.queries import bias_inputs
 
-    if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
-        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
-    if seed < 0:
-        raise UserError(f"--seed must be 0 or more, not {seed}")
-    data = bias_inputs(path, experiment)  # an id, or a `run --experiment` name
+    data = bias_inputs(db, experiment)  # an id, or a `run --experiment` name
     if data is None:
         raise UserError(unknown_experiment(path, experiment))
     experiment_id = data.experiment_id
@@ -169,14 +214,6 @@ def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: in
         ],
         "bootstrap": {"method": "percentile", "resamples": resamples or DEFAULT_RESAMPLES, "seed": seed},
     }
-    # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
-    explained = explanation_rates(path, [run.run_id for run in chosen.values()])
-    if explained:
-        report["explanations"] = [
-            {"rag_mode": mode, "run_id": run_id, "explainer_model": model, "n_explanations": n,
-             "n_mention_label": n_label, "label_share": share}
-            for run_id, model, mode, n, n_label, share in explained
-        ]
     lacking = [m for m, a, b in COMPARISONS if a not in chosen or b not in chosen]
     if lacking:
         hint = (f"hint: no {' or '.join(lacking)} without {' and '.join(missing)}; "
@@ -184,7 +221,7 @@ def _bias_report(path: Path, experiment: str, *, resamples: int | None, seed: in
     else:
         hint = (f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(experiment)}"
                 + (f" --db {shlex.quote(db_arg)}" if db_arg else ""))
-    return BiasReport(report, hint)
+    return report, hint
 
 
 def _finite_dict(d: dict[str, Any]) -> dict[str, Any]:

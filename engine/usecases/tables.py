@@ -94,15 +94,18 @@ def table2(bias: Any) -> list[dict[str, Any]]:
                                    "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
 
 
-def experiment_tables(path: Path, experiment_ids: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
+                      pending: list | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
 
     Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
-    cost the same in a store of a million answers as alone (the app's Bias tab).
+    cost the same in a store of a million answers as alone (the app's Bias tab). `path` may be
+    an open read connection; Table 2's rows kept in the store are used while their experiment is
+    unchanged, and those computed now are appended to `pending` (store.queries.report_bias_rows).
     """
     from store.queries import report_bias_rows, table1_runs
 
-    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids))
+    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids, pending))
 
 
 VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
@@ -114,9 +117,12 @@ def verification_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
 
     if runs.empty:
         return []
+    shares_rows = verification_shares(path, runs["run_id"].tolist())
+    if not shares_rows:  # most stores: no verification, and no need for the runs' records
+        return []
     meta = {r["run_id"]: r for r in runs.to_dict("records")}
     out = []
-    for run_id, judge, mode, n, *shares in verification_shares(path, list(meta)):
+    for run_id, judge, mode, n, *shares in shares_rows:
         rec = meta[run_id]
         out.append({"run_id": run_id, "model": rec.get("model"), "metadata_type": rec.get("metadata_type"),
                     "rag_mode": mode, "judge_model": judge, "n_citations": int(n),
@@ -130,12 +136,15 @@ def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
 
     if runs.empty:
         return []
+    rates = explanation_rates(path, runs["run_id"].tolist())
+    if not rates:  # most stores: no explanations, and no need for the runs' records
+        return []
     meta = {r["run_id"]: r for r in runs.to_dict("records")}
     return [
         {"run_id": run_id, "model": meta[run_id].get("model"), "metadata_type": meta[run_id].get("metadata_type"),
          "rag_mode": mode, "explainer_model": explainer, "n_explanations": int(n),
          "n_mention_label": int(n_label), "label_share": float(share)}
-        for run_id, explainer, mode, n, n_label, share in explanation_rates(path, list(meta))
+        for run_id, explainer, mode, n, n_label, share in rates
     ]
 
 
@@ -154,7 +163,11 @@ def narrow(frame: Any, experiment: str | None = None, model: str | None = None, 
     if frame.empty:
         return frame
     keep = [True] * len(frame)
-    for i, rec in enumerate(frame.to_dict("records")):
+    if experiment is None and model is None and dataset is None:
+        return frame[keep]
+    # Only the columns read: records of every column cost ~0.2 s per call for 1,000 runs.
+    columns = [c for c in ("experiment_id", "model", "dataset_name", "dataset_sha") if c in frame.columns]
+    for i, rec in enumerate(frame[columns].to_dict("records")):
         if experiment is not None and rec["experiment_id"] != experiment:
             keep[i] = False
         elif model is not None and rec["model"] != model:
@@ -171,6 +184,8 @@ def check_filters(path: Path, all_runs: Any, experiment: str | None, model: str 
 
     if experiment is not None and not (all_runs["experiment_id"] == experiment).any():
         raise UserError(unknown_experiment(path, experiment))
+    if model is None and dataset is None:
+        return
     records = [r for r in all_runs.to_dict("records") if r["status"] == "complete"]
     if model is not None and not any(r["model"] == model for r in records):
         known = ", ".join(sorted({str(r["model"]) for r in records})) or "none"
@@ -284,17 +299,19 @@ class ReportTables:
     experiment: str | None  # the request's experiment as an id
 
 
-def _covered_runs(request: ReportRequest) -> tuple[Any, str | None, list[str] | None]:
+def _covered_runs(request: ReportRequest, db: Any = None) -> tuple[Any, str | None, list[str] | None]:
     """(the complete runs the request covers, its experiment as an id, its study's experiments);
-    a filter that matches nothing is refused in one line naming what there is."""
+    a filter that matches nothing is refused in one line naming what there is. Read through
+    `db` (an open connection) when given."""
     from store.queries import resolve_experiment, run_metric_table
 
     path = Path(request.db)
+    db = path if db is None else db
     experiment = request.experiment
     if experiment is not None:
         # A `run --experiment` name works as well as the id; an unknown one is refused below.
-        experiment = resolve_experiment(path, experiment) or experiment
-    all_runs = run_metric_table(path, status=None)
+        experiment = resolve_experiment(db, experiment) or experiment
+    all_runs = run_metric_table(db, status=None)
     check_filters(path, all_runs, experiment, request.model, request.dataset)
     runs = narrow(all_runs[all_runs["status"] == "complete"], experiment, request.model, request.dataset)
     study = study_experiments(path, request.study)
@@ -305,19 +322,30 @@ def _covered_runs(request: ReportRequest) -> tuple[Any, str | None, list[str] | 
 
 def report_tables(request: ReportRequest) -> ReportTables:
     """The paper's tables for the runs the request covers."""
-    from store.queries import bias_table
+    from store.queries import reading
 
     path = Path(request.db)
-    runs, experiment, study = _covered_runs(request)
+    if not path.is_file():  # refused as before (an open would create the store)
+        return _report_tables(request, path)
+    # One read connection for the whole report: each open costs more than most of its reads.
+    with reading(path) as conn:
+        return _report_tables(request, conn)
+
+
+def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
+    """report_tables, reading through `db` (a path or an open connection)."""
+    from store.queries import bias_table
+
+    runs, experiment, study = _covered_runs(request, db)
     rows1 = table1(runs) if request.table in ("1", "all") else []
-    bias = narrow(bias_table(path, experiment), experiment, request.model, request.dataset)
+    bias = narrow(bias_table(db, experiment), experiment, request.model, request.dataset)
     if study is not None and not bias.empty:
         bias = bias[bias["experiment_id"].isin(study)]
     rows2 = table2(bias) if request.table in ("2", "all") else []
     # Only where `verify` / `explain` stored some, and only in the full report: the output is
     # otherwise what it was before verification existed.
-    verification = verification_rows(path, runs) if request.table == "all" else []
-    explanations = explanation_rows(path, runs) if request.table == "all" else []
+    verification = verification_rows(db, runs) if request.table == "all" else []
+    explanations = explanation_rows(db, runs) if request.table == "all" else []
     return ReportTables(rows1, rows2, verification, explanations, runs, experiment)
 
 

@@ -18,6 +18,7 @@ from store.queries.bias_tables import (
     bias_inputs,
     bias_table,
     citation_probability_summaries,
+    kept_derived,
     metrics_for_run,
     report_bias_rows,
     report_run_metrics,
@@ -25,6 +26,7 @@ from store.queries.bias_tables import (
     run_summaries,
     table1_runs,
 )
+from store.queries._read import reading
 from store.queries.console import SQL_MAX_CHARS, SQL_MAX_DEPTH, SqlResult, run_readonly_sql, table_columns
 from store.queries.drilldown import (
     CHANGED_FILTERS,
@@ -99,7 +101,7 @@ __all__ = [
     "ExperimentSummary", "ExportChunks", "GenerationDetail", "ModeDetail", "ModeMetrics", "PageRun",
     "ProbabilitySummary", "QueryCitation", "QueryDetail", "QueryDocument", "QueryToken", "RunInfo",
     "RunSummary", "SqlResult", "StoredExplanation", "StudySummary", "TokenAlternative",
-    "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table",
+    "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table", "kept_derived", "reading",
     "citation_probability_summaries", "citations_for_run", "count_runs", "done_counts",
     "experiment_choices", "experiment_dataset_paths", "experiment_listing", "experiment_page",
     "experiment_runs", "experiment_studies", "explain_runs", "explain_sources", "explanation_rates",

@@ -15,11 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from engine.types import MODES
 from store.db import DbLike
+from store.derived import Derived, experiment_signature, lookup
+from store.kept_metrics import bias_rows_sql, run_metric_rows_sql
 from store.queries._read import RESOLVE_EXPERIMENT, fetch, fetch_frame, frame, marks, mode_order, reading
 from store.run_scores import live_scores
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# derived_values' kind for report_bias_rows' rows of one experiment (bump the number when they change).
+BIAS_ROWS = "bias_rows/1"
 
 
 @dataclass(frozen=True)
@@ -92,39 +97,82 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
     return BiasInputs(experiment_id, runs, chosen, tuple(metrics), tuple(confidence))
 
 
+def kept_derived(db: DbLike, kind: str, reference: str, key: str) -> tuple[str, str, Any] | None:
+    """(experiment id, its signature now, the value kept for `kind` and `key` or None) of an
+    experiment given by id or name (store.derived); None if there is no such experiment."""
+    with reading(db) as conn:
+        found = conn.execute(RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
+        if not found:
+            return None
+        signature = experiment_signature(conn, found[0])
+        return found[0], signature, lookup(conn, kind, found[0], key, signature)
+
+
 def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
     """The query_metrics rows of one run (one per stored answer), ordered by item_id."""
     return fetch_frame(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
 
 
+# run_metrics' final SELECT (store/views.sql) over {w}, its per-run numbers, with dataset names.
+_RUN_METRICS = """
+WITH w AS ({w}),
+-- One judge per run: the one that judged the most citations (ties: the first judge by name).
+v AS (
+  SELECT run_id, judge_model AS verification_judge, n_citations AS n_verified,
+         attributable_share, extrapolatory_share, contradictory_share, unparsed_share
+  FROM verification_shares
+  QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY n_citations DESC, judge_model) = 1
+)
+SELECT r.run_id, r.experiment_id, r.created_utc, r.status, r.model, r.quantization, r.dataset,
+       r.dataset_sha, r.metadata_type, r.rag_mode,
+       CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END AS label_relevant,
+       CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
+                       WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
+       coalesce(w.n, 0) AS n, coalesce(w.n_gold, 0) AS n_gold,
+       w.* EXCLUDE (run_id, n, n_gold),
+       v.* EXCLUDE (run_id),
+       dataset_name(r.dataset) AS dataset_name, dataset_label(r.dataset, r.dataset_sha) AS dataset_label
+FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id)
+{where}
+ORDER BY r.created_utc, r.run_id
+"""
+
+
 def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
     """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
-    with `status` unless it is None."""
-    where = "WHERE status = ?" if status else ""
-    return fetch_frame(
-        db,
-        f"SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
-        f"FROM run_metrics {where} "
-        "ORDER BY created_utc, run_id",
-        [status] if status else None,
-    )
+    with `status` unless it is None.
+
+    The per-run numbers come from run_metric_rows where the writer kept them for the run's
+    current answers (store.kept_metrics), from the views otherwise: the same rows as
+    `SELECT * FROM run_metrics`, in milliseconds rather than seconds a run at 1M answers.
+    """
+    where = "WHERE r.status = ?" if status else ""
+    with reading(db) as conn:
+        ids = [row[0] for row in conn.execute(f"SELECT run_id FROM runs r {where}", [status] if status else []).fetchall()]
+        w, params = run_metric_rows_sql(conn, ids)
+        return frame(conn.execute(_RUN_METRICS.format(w=w, where=where), params + ([status] if status else [])))
 
 
 def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
     """bias view rows (CAS and CAB per experiment and metric) with the base run's start time,
-    dataset hash, name and label, and the short names of label A and B."""
-    where = "WHERE b.experiment_id = ?" if experiment_id else ""
-    return fetch_frame(
-        db,
-        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
-        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
-        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
-        "label_short_b(r.config_json, r.metadata_type) AS label_b "
-        "FROM bias b "
-        "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
-        f"{where} ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
-        [experiment_id] if experiment_id else None,
-    )
+    dataset hash, name and label, and the short names of label A and B.
+
+    Only the experiment asked for is read when one is given; rows come from bias_rows where the
+    writer kept them for the pairs and answers the view would use now (store.kept_metrics).
+    """
+    with reading(db) as conn:
+        rows, params = bias_rows_sql(conn, [experiment_id] if experiment_id else None)
+        return frame(conn.execute(
+            "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+            "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+            "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+            "label_short_b(r.config_json, r.metadata_type) AS label_b "
+            f"FROM ({rows}) b "
+            "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+            "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+            params,
+        ))
 
 
 def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
@@ -198,35 +246,85 @@ def table1_runs(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.D
         "metadata_type", "rag_mode", "label_relevant", "label_nonrelevant", "n", "precision", "recall", "exact_match"])
 
 
-def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
-    """bias_table's rows (same columns and order) for these experiments."""
+def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...],
+                     pending: list[Derived] | None = None) -> pd.DataFrame:
+    """bias_table's rows (same columns and order) for these experiments.
+
+    An experiment's rows are taken from derived_values while its signature is unchanged
+    (store.derived); those computed now are appended to `pending` for the caller to keep.
+    """
+    import pandas as pd
+
     with reading(db) as conn:
-        # The runs the bias view pairs: per experiment and mode, the newest complete one.
-        chosen = conn.execute(
-            "SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) FROM runs "
-            "WHERE status = 'complete' AND list_contains(?, experiment_id) GROUP BY ALL ORDER BY ALL",
-            [list(experiment_ids)],
-        ).fetchall()
-        runs: dict[str, dict[str, str]] = {}
-        for experiment_id, mode, run_id in chosen:
-            runs.setdefault(experiment_id, {})[mode] = run_id
-        pairs = [
-            (modes[a], modes[b])
-            for modes in runs.values()
-            for a, b in (("vanilla", "base"), ("base", "cf"))
-            if a in modes and b in modes
-        ]
-        union = " UNION ALL ".join("SELECT * FROM bias WHERE run_a = ? AND run_b = ?" for _ in pairs)
-        return frame(conn.execute(
-            "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
-            "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
-            "label_short_a(r.config_json, r.metadata_type) AS label_a, "
-            "label_short_b(r.config_json, r.metadata_type) AS label_b "
-            f"FROM ({union or 'SELECT * FROM bias WHERE false'}) b "
-            "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
-            "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
-            [run for pair in pairs for run in pair],
-        ))
+        records: list[dict[str, Any]] = []
+        columns: list[str] = []
+        signatures = {e: experiment_signature(conn, e) for e in dict.fromkeys(experiment_ids)}
+        missing = []
+        for experiment_id, signature in signatures.items():
+            kept = lookup(conn, BIAS_ROWS, experiment_id, "", signature)
+            if kept is None:
+                missing.append(experiment_id)
+            else:
+                columns, rows = kept["columns"], kept["rows"]
+                records += rows
+        if missing:
+            computed = _bias_rows(conn, missing)
+            computed["created_utc"] = computed["created_utc"].map(lambda t: None if pd.isna(t) else t.isoformat())
+            columns = list(computed.columns)
+            fresh = computed.astype(object).where(computed.notna(), None).to_dict("records")
+            records += fresh
+            if pending is not None:
+                for experiment_id in missing:
+                    rows = [r for r in fresh if r["experiment_id"] == experiment_id]
+                    pending.append(Derived(BIAS_ROWS, experiment_id, "", signatures[experiment_id],
+                                           json.dumps({"columns": columns, "rows": rows}, default=_plain_json)))
+        if not columns:  # no experiment asked for
+            columns = list(_bias_rows(conn, []).columns)
+    # The order of bias_table: the base run's start, experiment, CAS before CAB, metric.
+    records.sort(key=lambda r: (r["created_utc"], r["experiment_id"], _desc(r["measure"]), r["metric"]))
+    result = pd.DataFrame.from_records(records, columns=columns)
+    result["created_utc"] = pd.to_datetime(result["created_utc"])
+    return result
+
+
+def _plain_json(value: Any) -> Any:
+    """numpy scalars as Python values (json knows float64, not int64 or bool_)."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _desc(text: str) -> tuple[int, ...]:
+    """A sort key ordering strings in descending order."""
+    return tuple(-ord(ch) for ch in text) + (0,)
+
+
+def _bias_rows(conn: Any, experiment_ids: list[str]) -> pd.DataFrame:
+    """The bias view's rows for these experiments, computed now, pair by pair."""
+    # The runs the bias view pairs: per experiment and mode, the newest complete one.
+    chosen = conn.execute(
+        "SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) FROM runs "
+        "WHERE status = 'complete' AND list_contains(?, experiment_id) GROUP BY ALL ORDER BY ALL",
+        [list(experiment_ids)],
+    ).fetchall()
+    runs: dict[str, dict[str, str]] = {}
+    for experiment_id, mode, run_id in chosen:
+        runs.setdefault(experiment_id, {})[mode] = run_id
+    pairs = [
+        (modes[a], modes[b])
+        for modes in runs.values()
+        for a, b in (("vanilla", "base"), ("base", "cf"))
+        if a in modes and b in modes
+    ]
+    union = " UNION ALL ".join("SELECT * FROM bias WHERE run_a = ? AND run_b = ?" for _ in pairs)
+    return frame(conn.execute(
+        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+        "label_short_b(r.config_json, r.metadata_type) AS label_b "
+        f"FROM ({union or 'SELECT * FROM bias WHERE false'}) b "
+        "JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+        "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric",
+        [run for pair in pairs for run in pair],
+    ))
 
 
 @dataclass(frozen=True)

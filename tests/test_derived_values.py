@@ -1,0 +1,218 @@
+"""Values the Bias tab keeps in the store (store.derived, table derived_values): a kept report or
+Table 2 is used only while the experiment's runs are as they were, so after a run is added,
+resumed, merged in or changed, the tab shows what a fresh computation gives."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from demo.handlers import bias as handler
+from engine.usecases import bias as usecase
+from store import RunStore, connect
+from store.merge import merge_stores
+from tests.test_app_bias import EXPERIMENTS, ITEMS, _generation, _spec, build_store
+
+SHOWN = "exp-hai, exp-gender, exp-race"
+
+
+def _page(db: Path) -> tuple:
+    """What the tab shows, computed from scratch or from what is kept (the caches in memory emptied)."""
+    handler.clear_cache()
+    page = handler.bias_page(db, SHOWN, resamples=100)
+    return page.results, page.confidence, page.table1, page.table2, page.summary
+
+
+def _fresh(db: Path) -> tuple:
+    """The same, with nothing kept in the store (what the tab showed before values were kept)."""
+    with connect(db) as conn:
+        conn.execute("DELETE FROM derived_values")
+    return _page(db)
+
+
+def _kept(db: Path) -> dict[str, int]:
+    with connect(db, read_only=True) as conn:
+        return dict(conn.execute("SELECT kind, count(*) FROM derived_values GROUP BY kind").fetchall())
+
+
+def _add_run(db: Path, run_id: str, experiment: str, mode: str, items=ITEMS, status="complete", seed=1) -> None:
+    store = RunStore(db, timeout_s=10)
+    model, meta, _ = EXPERIMENTS[experiment]
+    store.start_run(_spec(run_id, experiment, model, meta, mode))
+    store.write_batch(run_id, [_generation(item, 0.3, random.Random(seed)) for item in items])
+    if status:
+        store.finish_run(run_id, status)
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return build_store(tmp_path / "kept.duckdb")
+
+
+def test_the_first_request_keeps_what_later_requests_read(db, monkeypatch):
+    first = _page(db)
+    assert _kept(db) == {"bias_report/1": 3, "bias_rows/1": 3}
+    computed = []
+    real = usecase._bias_report
+    monkeypatch.setattr(usecase, "_bias_report", lambda *a, **k: computed.append(1) or real(*a, **k))
+    assert _page(db) == first and computed == []  # read back, not computed
+    assert _fresh(db) == first and len(computed) == 3
+
+
+def test_an_added_run_is_shown_as_a_fresh_computation_shows_it(db):
+    before = _page(db)
+    _add_run(db, "exp-hai-cf", "exp-hai", "cf")
+    after = _page(db)
+    assert after != before and "CAB" in {row[3] for row in after[0] if row[0] == "exp-hai"}
+    assert after == _fresh(db)
+
+
+def test_a_resumed_run_is_shown_as_a_fresh_computation_shows_it(db):
+    # cf of exp-hai stops half-way (failed: not chosen), then is resumed and completed.
+    _add_run(db, "exp-hai-cf", "exp-hai", "cf", items=ITEMS[:6], status="failed")
+    before = _page(db)
+    with connect(db) as conn:
+        conn.execute("UPDATE runs SET status = 'running' WHERE run_id = 'exp-hai-cf'")
+    store = RunStore(db, timeout_s=10)
+    store.write_batch("exp-hai-cf", [_generation(item, 0.3, random.Random(2)) for item in ITEMS[6:]])
+    store.finish_run("exp-hai-cf", "complete")
+    after = _page(db)
+    assert after != before and after == _fresh(db)
+
+
+def test_a_changed_run_is_shown_as_a_fresh_computation_shows_it(db):
+    before = _page(db)
+    with connect(db) as conn:  # same number of answers, other citations
+        conn.execute("DELETE FROM citations WHERE run_id = 'exp-gender-base' AND item_id IN ('q01', 'q02', 'q03')")
+    after = _page(db)
+    assert after != before and after == _fresh(db)
+
+
+def test_a_merged_run_is_shown_as_a_fresh_computation_shows_it(db, tmp_path):
+    source = tmp_path / "source.duckdb"
+    shutil.copy(db, source)
+    _add_run(source, "exp-hai-cf", "exp-hai", "cf")
+    before = _page(db)
+    merge_stores(db, source)
+    after = _page(db)
+    assert after != before and "CAB" in {row[3] for row in after[0] if row[0] == "exp-hai"}
+    assert after == _fresh(db)
+
+
+def test_a_store_that_cannot_take_the_values_still_shows_the_page(db, monkeypatch):
+    import store.db
+
+    real = store.db.connect
+
+    def refusing(path, *, read_only=False, **kwargs):
+        if not read_only:
+            raise OSError("read-only file system")
+        return real(path, read_only=read_only, **kwargs)
+
+    monkeypatch.setattr(store.db, "connect", refusing)
+    handler.clear_cache()
+    assert handler.bias_page(db, SHOWN, resamples=100).results
+    monkeypatch.setattr(store.db, "connect", real)
+    assert _kept(db) == {}
+
+
+# ---------------------------------------------------------------- run_metric_rows and bias_rows
+
+
+def _live(db: Path, experiment: str | None = None) -> tuple:
+    """run_metric_table and bias_table as computed straight from the views (the code before issue 21)."""
+    from store.queries._read import fetch_frame
+
+    runs = fetch_frame(db, "SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) "
+                           "AS dataset_label FROM run_metrics ORDER BY created_utc, run_id")
+    bias = fetch_frame(
+        db,
+        "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "
+        "dataset_label(r.dataset, r.dataset_sha) AS dataset_label, "
+        "label_short_a(r.config_json, r.metadata_type) AS label_a, "
+        "label_short_b(r.config_json, r.metadata_type) AS label_b "
+        "FROM bias b JOIN runs r ON r.run_id = CASE b.measure WHEN 'CAS' THEN b.run_b ELSE b.run_a END "
+        f"{'WHERE b.experiment_id = ?' if experiment else ''} "
+        "ORDER BY r.created_utc, b.experiment_id, b.measure DESC, b.metric", [experiment] if experiment else None)
+    return runs, bias
+
+
+def _same_as_views(db: Path) -> None:
+    import pandas as pd
+
+    from store import queries
+
+    runs, bias = _live(db)
+    pd.testing.assert_frame_equal(queries.run_metric_table(db, status=None), runs)
+    pd.testing.assert_frame_equal(queries.bias_table(db), bias)
+    for experiment in ("exp-hai", "exp-gender"):
+        pd.testing.assert_frame_equal(queries.bias_table(db, experiment), _live(db, experiment)[1])
+    nothing = queries.bias_table(db, "nope")
+    assert nothing.empty and list(nothing.columns) == list(bias.columns)
+
+
+def _kept_runs(db: Path) -> tuple[int, int]:
+    with connect(db, read_only=True) as conn:
+        return (conn.execute("SELECT count(*) FROM run_metric_rows").fetchone()[0],
+                conn.execute("SELECT count(*) FROM bias_rows").fetchone()[0])
+
+
+def test_the_writer_keeps_every_complete_run_and_pair(db):
+    # 11 complete runs; pairs: gender CAS+CAB, race CAS+CAB, hai CAS, same CAB = 6, 3 rows each.
+    assert _kept_runs(db) == (11, 18)
+    _same_as_views(db)
+
+
+def test_kept_rows_follow_added_resumed_running_and_merged_runs(db, tmp_path):
+    _add_run(db, "exp-hai-cf", "exp-hai", "cf", items=ITEMS[:6], status="failed")
+    _same_as_views(db)
+    with connect(db) as conn:  # resumed: running again, its answers grow before it completes
+        conn.execute("UPDATE runs SET status = 'running' WHERE run_id = 'exp-hai-cf'")
+    store = RunStore(db, timeout_s=10)
+    store.write_batch("exp-hai-cf", [_generation(item, 0.3, random.Random(2)) for item in ITEMS[6:]])
+    _same_as_views(db)
+    store.finish_run("exp-hai-cf", "complete")
+    _same_as_views(db)
+    # A vanilla run of exp-base still running: not paired yet, as in the view.
+    _add_run(db, "exp-base-vanilla", "exp-base", "vanilla", items=ITEMS[:4], status=None)
+    _same_as_views(db)
+    source = tmp_path / "source.duckdb"
+    shutil.copy(db, source)
+    _add_run(source, "exp-base-cf", "exp-base", "cf", seed=5)
+    merge_stores(db, source)
+    _same_as_views(db)
+
+
+def test_rows_kept_by_no_writer_or_for_other_answers_are_not_used(db):
+    with connect(db) as conn:
+        conn.execute("DELETE FROM run_metric_rows WHERE run_id = 'exp-gender-base'")
+        conn.execute("UPDATE run_metric_rows SET n_answers = n_answers + 1, precision = 0.5 WHERE run_id = 'exp-race-cf'")
+        conn.execute("UPDATE bias_rows SET n_a = n_a + 1, value = 99 WHERE experiment_id = 'exp-race'")
+        conn.execute("DELETE FROM bias_rows WHERE experiment_id = 'exp-gender' AND measure = 'CAB' AND metric = 'f1'")
+    _same_as_views(db)
+
+
+def test_one_pass_keeps_the_rows_the_writer_keeps_run_by_run(db):
+    from store.kept_metrics import keep_all
+
+    def rows():
+        with connect(db, read_only=True) as conn:
+            return (conn.execute("SELECT * EXCLUDE (computed_utc) FROM run_metric_rows ORDER BY run_id").fetchall(),
+                    conn.execute("SELECT * EXCLUDE (computed_utc) FROM bias_rows ORDER BY ALL").fetchall())
+
+    by_run = rows()
+    with connect(db) as conn:
+        keep_all(conn)
+    assert _close(rows(), by_run)
+
+
+def _close(a, b) -> bool:
+    """Equal, floats to 1e-12 relative (parallel sums may differ in the last bits)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-12, abs=1e-12, nan_ok=True)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
