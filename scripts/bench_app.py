@@ -223,7 +223,7 @@ def call(handler: str, store: BenchStore):
 
         return runs_page(store.path, 1)
     if handler in ("bias_page", "  cached", "  computed"):
-        from demo.handlers.bias import bias_page, clear_cache
+        from demo.handlers.bias import bias_page
 
         return bias_page(store.path, store.experiment_id)
     if handler in REPORTS:

@@ -46,7 +46,7 @@ class Derived:
 
 def experiment_signature(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> str:
     """What every value derived from the experiment's runs depends on, as a hex digest."""
-    version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+    version = (conn.execute("SELECT max(version) FROM schema_migrations").fetchone() or (None,))[0]
     runs = conn.execute(
         "SELECT run_id, status, created_utc, finished_utc, rag_mode, model, quantization, dataset, dataset_sha, "
         "metadata_type, config_json, n_items FROM runs WHERE experiment_id = ? ORDER BY run_id",

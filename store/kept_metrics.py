@@ -62,8 +62,9 @@ def keep_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
     if n_answers:
         conn.execute(f"INSERT INTO run_metric_rows SELECT w.run_id, ?, w.* EXCLUDE (run_id), ? FROM ({LIVE_WIDE}) w",
                      [n_answers, utc_now(), run_id])
-    (experiment_id,) = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    keep_experiment_bias(conn, experiment_id)
+    row = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    if row is not None:  # the run is the caller's, in the caller's transaction: always there
+        keep_experiment_bias(conn, row[0])
 
 
 def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> None:
