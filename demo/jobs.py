@@ -64,6 +64,9 @@ class JobSpec:
     # engine.usecases.run.RayOptions for one experiment generated on Ray (None: in the worker);
     # a StudyRequest carries its own.
     ray: Any = None
+    # engine.usecases.served.ServerOptions for one experiment generated on an OpenAI-compatible
+    # server (None: not served); a StudyRequest carries its own.
+    server: Any = None
 
 
 @dataclass(frozen=True)
@@ -332,7 +335,7 @@ class JobQueue:
             from engine.usecases.run import ExperimentRequest, run_experiment
 
             request = ExperimentRequest(spec.request, spec.dataset_path, spec.db_path, dataset_name=spec.dataset_name,
-                                        ray=spec.ray)
+                                        ray=spec.ray, server=spec.server)
             outcome = run_experiment(request, progress=progress, stop=job.cancel.is_set, load=load, read_dataset=read)
         finally:
             _discard_upload(spec)

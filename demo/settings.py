@@ -62,6 +62,10 @@ class AppSettings:
     # The Run tab's "backend" choice offers Ray (a cluster address, actors): the desktop only. A
     # Ray address reaches other machines, which a visitor of a Space must never name.
     allow_ray: bool = True
+    # The "server" backend (an OpenAI-compatible server's URL, the NAME of the environment
+    # variable holding its key): the desktop only, for the same reason, and since the key is read
+    # from this process's environment, which a visitor must never spend.
+    allow_server: bool = True
 
     @property
     def max_upload_bytes(self) -> int:
@@ -111,6 +115,7 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         max_queued_jobs=_bound("PATTRIEVAL_MAX_QUEUED_JOBS", SPACE_MAX_QUEUED_JOBS if strangers else None),
         max_configurations=_bound("PATTRIEVAL_MAX_CONFIGURATIONS", SPACE_MAX_CONFIGURATIONS if strangers else None),
         allow_ray=not strangers,
+        allow_server=not strangers,
     )
 
 

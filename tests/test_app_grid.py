@@ -82,7 +82,7 @@ def test_the_plan_is_the_use_cases_one_row_per_configuration_and_the_total(tmp_p
     ({"top_k": "3,,5"}, "--top-k: empty entry"),
     ({"experiment": "one-name"}, "the experiment name names one experiment; this grid has 4 configurations"),
     ({"metadata": "gender,age,city"}, "--metadata lists 2 custom types"),
-    ({"backend": "server"}, "unknown backend 'server' (choose from local, ray)"),
+    ({"backend": "cluster"}, "unknown backend 'cluster' (choose from local, ray, server)"),
 ])
 def test_a_bad_grid_is_refused_in_one_line(tmp_path, changes, message):
     from dataclasses import replace

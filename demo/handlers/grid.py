@@ -9,7 +9,10 @@ shared across metadata types), so the app never works out a plan of its own.
 
 The backend (BACKENDS) says where the answers are generated: "local", the app's worker, or
 "ray", a pool of Ray actors with `run --backend ray`'s options (the desktop only: an address
-reaches other machines). A later backend (a served model) is one more name here.
+reaches other machines), or "server", an OpenAI-compatible server with `run --backend
+server`'s options (the desktop only too: a URL reaches other machines, and the key is read from
+the app's own environment). The model box then holds the served model name(s); the server is
+asked at Start (its URL, key and every model, one line each) before anything is queued.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from demo.handlers.run import (
 )
 from demo.settings import AppSettings, without_server_paths
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "server")
 PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "modes", "items", "runs to generate",
                 "answers to generate", "vanilla"]
 
@@ -51,10 +54,18 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
     """Queue the Run tab's form, a single run or a grid, on its backend; the job id (UserError, one
     line). What /run_batch calls: demo.handlers.run.run_batch with the request built here."""
     if is_grid(form):
-        # One job for the whole grid; the StudyRequest carries its own RayOptions.
-        return run_batch(jobs, settings, form, visitor, request=build_study_request(settings, form))
+        # One job for the whole grid; the StudyRequest carries its own RayOptions or ServerOptions.
+        study = build_study_request(settings, form)
+        if study.server is not None:
+            probe_server(study.run, study.server, study.grid.model)
+        return run_batch(jobs, settings, form, visitor, request=study)
+    backend_of(settings, form)
     ray = ray_options(settings, form)
-    return run_batch(jobs, settings, form, visitor, request=build_run_request(settings, form), ray=ray)
+    server = server_options(settings, form)
+    request = build_run_request(settings, form)
+    if server is not None:
+        probe_server(request, server, (server.model,))
+    return run_batch(jobs, settings, form, visitor, request=request, ray=ray, server=server)
 
 
 def is_grid(form: RunForm) -> bool:
@@ -65,19 +76,52 @@ def is_grid(form: RunForm) -> bool:
 def ray_options(settings: AppSettings, form: RunForm):
     """The form's engine.usecases.run.RayOptions, None for a local run; the address probed now, so
     that a dead one is refused at Start, not minutes later in the job (UserError, one line)."""
-    from engine.errors import UserError
     from engine.usecases.run import RayOptions, check_ray
+
+    if backend_of(settings, form) != "ray":
+        return None
+    options = RayOptions(form.ray_address.strip() or None, form.actors, form.gpus_per_actor)
+    check_ray(options, "auto")
+    return options
+
+
+def backend_of(settings: AppSettings, form: RunForm) -> str:
+    """The form's backend, one of BACKENDS and offered here (UserError, one line, for any other)."""
+    from engine.errors import UserError
 
     backend = (form.backend or "local").strip()
     if backend not in BACKENDS:
         raise UserError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
-    if backend == "local":
+    if not {"ray": settings.allow_ray, "server": settings.allow_server}.get(backend, True):
+        raise UserError(f"the {backend} backend is offered only by the desktop app; choose local")
+    return backend
+
+
+def server_options(settings: AppSettings, form: RunForm):
+    """The form's engine.usecases.served.ServerOptions, None unless its backend is "server";
+    checked by the use case's own rules, the key's variable NAME included (UserError, one line).
+    The model is the form's (a grid's models replace it, as `run --backend server` with a list)."""
+    from engine.usecases.served import ServerOptions, check_server
+
+    if backend_of(settings, form) != "server":
         return None
-    if not settings.allow_ray:
-        raise UserError("the ray backend is offered only by the desktop app; choose local")
-    options = RayOptions(form.ray_address.strip() or None, form.actors, form.gpus_per_actor)
-    check_ray(options, "auto")
+    options = ServerOptions(base_url=form.base_url.strip(), model=(form.model or "").strip(),
+                            tokenizer=form.tokenizer.strip() or None, concurrency=form.concurrency,
+                            api_key_env=form.api_key_env.strip() or None, timeout=form.request_timeout)
+    # A grid's list of models is checked model by model by check_study; its first one here.
+    check_server(replace(options, model=options.model.split(",")[0].strip()), None)
     return options
+
+
+def probe_server(run: Any, server: Any, models: tuple[str, ...]) -> None:
+    """Ask the server, at Start, what the job would ask first: its URL and key, each model, one
+    1-token request (engine.usecases.served.server_backend); UserError, one line, and nothing
+    queued or written when it cannot serve them."""
+    from engine.usecases.served import served_run, server_backend
+
+    for model in models:
+        options = replace(server, model=model)
+        server_backend(served_run(run, options), options).close()
 
 
 def build_study_request(settings: AppSettings, form: RunForm):
@@ -87,6 +131,7 @@ def build_study_request(settings: AppSettings, form: RunForm):
     from engine.model_choice import SMOKE
     from engine.usecases.study import StudyRequest, check_study
 
+    backend_of(settings, form)  # a backend not offered here is the first thing said
     grid = form_grid(form)
     if settings.max_configurations is not None and grid.size > settings.max_configurations:
         raise UserError(f"this grid has {grid.size} configurations; at most {settings.max_configurations} here "
@@ -119,6 +164,7 @@ def build_study_request(settings: AppSettings, form: RunForm):
         label_a=form.label_a if custom else None, label_b=form.label_b if custom else None,
         consideration=form.consideration if custom else None,
         ray=ray_options(settings, form),
+        server=server_options(settings, form),
     )
     check_study(study)
     return study

@@ -69,14 +69,22 @@ class RunForm:
     ray_address: str = ""  # empty: a Ray instance started on this machine
     actors: int = 1
     gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
+    # "server": an OpenAI-compatible server (the desktop only, AppSettings.allow_server), with
+    # `run --backend server`'s options; the model box then holds the served model name(s).
+    base_url: str = ""  # e.g. http://127.0.0.1:8000/v1
+    tokenizer: str = ""  # empty: the chat endpoint (the server applies the chat template)
+    concurrency: int = 8  # requests in flight
+    api_key_env: str = ""  # the NAME of the key's environment variable (empty: OPENAI_API_KEY when set)
+    request_timeout: float = 300.0  # seconds one request may take
 
 
 def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
-              request: Any = None, ray: Any = None) -> str:
+              request: Any = None, ray: Any = None, server: Any = None) -> str:
     """Check the form and queue the run for `visitor` (None: the operator); returns the job id
     (or raises UserError, one line: a bad form, or a full queue). `request`: the request already
     built from the form (a study grid's, demo.handlers.grid.run_form), else the form's RunRequest;
-    `ray`: a single run's engine.usecases.run.RayOptions.
+    `ray`: a single run's engine.usecases.run.RayOptions; `server`: its
+    engine.usecases.served.ServerOptions.
 
     An upload is moved out of Gradio's upload folder into a private one at once, and deleted
     there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
@@ -95,7 +103,7 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     # SQL console shows the store to every visitor, and server paths are not theirs to see.
     named = uploaded or not settings.allow_local_paths
     spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
-                   dataset_name=Path(dataset).name if named else None, ray=ray)
+                   dataset_name=Path(dataset).name if named else None, ray=ray, server=server)
     if uploaded:
         # Moved before the submit: the worker may start the job at once.
         spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)

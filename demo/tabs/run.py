@@ -47,7 +47,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
                 max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none",
                 sample=False, temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False,
-                local_path=None, study="", backend="local", ray_address="", actors=1, gpus_per_actor=None):
+                local_path=None, study="", backend="local", ray_address="", actors=1, gpus_per_actor=None,
+                base_url="", tokenizer="", concurrency=8, api_key_env="", request_timeout=300.0):
         # A box holding a comma list (a study grid) stays text: demo.handlers.grid parses it as
         # `run` parses its lists; a single value is read as it always was.
         return run_handlers.RunForm(
@@ -82,6 +83,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             actors=_or(_whole(actors, "actors"), 1),
             gpus_per_actor=(None if gpus_per_actor is None or str(gpus_per_actor).strip() == ""
                             else _number(str(gpus_per_actor).strip(), 0.0, "GPUs per actor")),
+            base_url=(base_url or "").strip(),
+            tokenizer=(tokenizer or "").strip(),
+            concurrency=_or(_whole(concurrency, "concurrency"), defaults.concurrency),
+            api_key_env=(api_key_env or "").strip(),
+            request_timeout=_number(request_timeout, defaults.request_timeout, "the request timeout"),
         )
 
     # Gradio passes the request only to a named positional parameter: the form's inputs spelled out.
@@ -89,12 +95,14 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
               max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
               temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
-              study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, request=None):
+              study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, base_url="", tokenizer="",
+              concurrency=8, api_key_env="", request_timeout=300.0, request=None):
         try:
             form = form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                            batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                            temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
-                           backend, ray_address, actors, gpus_per_actor)
+                           backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency,
+                           api_key_env, request_timeout)
             job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings))
         except UserError as err:
             raise error(err, "run") from None
@@ -249,15 +257,28 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             max_new_tokens = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
             experiment = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
             study = gr.Textbox(value="", label="study name (a grid; optional, like run --study: the same name resumes)")
-        # Where answers are generated; more backends join BACKENDS. Ray reaches other machines: the
-        # desktop only (AppSettings.allow_ray). The boxes stay in the API's inputs either way.
-        with gr.Row(visible=settings.allow_ray):
-            backend = gr.Radio(list(grid_handlers.BACKENDS), value=defaults.backend,
-                               label="backend (local: this app's worker; ray: a pool of Ray actors)")
+        # Where answers are generated (BACKENDS). Ray and a server reach other machines: the desktop
+        # only (AppSettings.allow_ray, allow_server). The boxes stay in the API's inputs either way;
+        # each backend's own boxes show only when it is chosen.
+        offered = [b for b in grid_handlers.BACKENDS
+                   if b == "local" or (b == "ray" and settings.allow_ray) or (b == "server" and settings.allow_server)]
+        with gr.Row(visible=len(offered) > 1):
+            backend = gr.Radio(offered, value=defaults.backend,
+                               label="backend (local: this app's worker; ray: a pool of Ray actors; server: an "
+                               "OpenAI-compatible server, the model box naming the served model)")
+        with gr.Row(visible=False) as ray_row:
             ray_address = gr.Textbox(value="", label="Ray address (HOST:PORT or auto; empty: start Ray on this machine)")
             actors = gr.Number(value=defaults.actors, precision=0, label="Ray actors (model replicas)")
             # A text box: a browser's number box cannot be empty, and empty (Ray's choice) is the default.
             gpus_per_actor = gr.Textbox(value="", label="GPUs per actor (empty: 1 with GPUs, else 0)")
+        with gr.Row(visible=False) as server_row:
+            base_url = gr.Textbox(value="", label="server base URL (e.g. http://127.0.0.1:8000/v1)")
+            tokenizer = gr.Textbox(value="", label="tokenizer (optional: a Hub id or folder; empty: the chat endpoint)")
+            concurrency = gr.Number(value=defaults.concurrency, precision=0, label="requests in flight")
+            # The NAME only: the key is read from this app's environment, never typed into a page.
+            api_key_env = gr.Textbox(value="", label="API key's environment variable NAME (empty: OPENAI_API_KEY "
+                                     "when set; never the key)")
+            request_timeout = gr.Number(value=defaults.request_timeout, label="request timeout (seconds)")
         with gr.Row():
             plan_button = gr.Button("Show plan", interactive=not settings.read_only)
             start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
@@ -282,7 +303,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                        batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                        temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
-                       backend, ray_address, actors, gpus_per_actor]
+                       backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency, api_key_env,
+                       request_timeout]
         plan_button.click(plan, form_inputs, [plan_text, plan_table], api_name="plan_run", api_visibility="public")
         started = start_button.click(plan_before_start, form_inputs, [plan_text, plan_table],
                                      api_visibility="private").success(
@@ -304,6 +326,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                             api_visibility="public")
         top_k.change(check_dataset, [dataset_file, top_k], dataset_info, api_visibility="private")
         metadata.change(custom_boxes, metadata, [label_a, label_b, consideration], api_visibility="private")
+        backend.change(lambda chosen: (gr.update(visible=chosen == "ray"), gr.update(visible=chosen == "server")),
+                       backend, [ray_row, server_row], api_visibility="private")
         timer.tick(status, [job_id], status_table, api_name="run_status", api_visibility="public",
                    show_progress="hidden")
         timer.tick(metrics, [job_id], metrics_table, api_name="run_metrics", api_visibility="public",

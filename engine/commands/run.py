@@ -211,15 +211,11 @@ def server_options(args: argparse.Namespace, model: str | None = None):
         if given:
             raise UserError(f"{given[0]} needs --backend server")
         return None
-    import re
-
     from engine.usecases.run import ServerOptions
+    from engine.usecases.served import check_api_key_env
 
     env = args.api_key_env
-    if env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env):
-        # Refused, not used: a key typed here would sit in the shell history and in `ps`.
-        raise UserError("--api-key-env takes the NAME of an environment variable holding the key, not the key "
-                        "(export it first, e.g. export OPENAI_API_KEY=...; keys are never taken on the command line)")
+    check_api_key_env(env)
     if not args.base_url:
         raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
     return ServerOptions(

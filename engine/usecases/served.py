@@ -36,12 +36,23 @@ class ServerOptions:
     timeout: float = 300.0  # seconds per request
 
 
+def check_api_key_env(name: str | None) -> None:
+    """Refuse, in one line, a key where the NAME of its environment variable belongs (every face)."""
+    import re
+
+    if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        # Refused, not used: a key typed here would sit in the shell history and in `ps`.
+        raise UserError("--api-key-env takes the NAME of an environment variable holding the key, not the key "
+                        "(export it first, e.g. export OPENAI_API_KEY=...; keys are never taken on the command line)")
+
+
 def check_server(server: ServerOptions | None, ray: Any) -> None:
     """Refuse server options that cannot work, in one line, before anything is read."""
     if server is None:
         return
     if ray is not None:
         raise UserError("--backend server and --backend ray exclude each other: choose one")
+    check_api_key_env(server.api_key_env)
     if not server.base_url:
         raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
     if not server.model or server.model in ("auto", "smoke"):
