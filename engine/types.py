@@ -55,6 +55,9 @@ class Prompt:
     text: str
     shown_doc_ids: tuple[str, ...]
     shown_relevant: tuple[bool, ...]
+    # The label each shown document carried, as rendered after "written by"; None: no label.
+    # Empty when unknown (answers imported without it); the store then derives it from the mode.
+    shown_labels: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class Generation:
     n_prompt_tokens: int
     tokens: tuple[TokenLogprob, ...]
     citations: tuple[Citation, ...] = field(default_factory=tuple)
+    shown_labels: tuple[str | None, ...] = ()  # as Prompt.shown_labels
 
     @property
     def n_tokens(self) -> int:
