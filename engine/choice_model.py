@@ -14,8 +14,8 @@ to pair answers). Pure functions: no DuckDB, no Gradio; statsmodels is imported 
 
 Identification, said in words rather than left to a singular matrix:
 - an answer that cites nothing, or cites every document it was shown, carries no information
-  about which document was chosen: it is counted (n_answers against n_informative) and left out
-  before fitting (statsmodels would drop it with a warning);
+  about which document was chosen: it is counted (n_answers against n_informative), left out of
+  the identification checks, and left out of the fit by statsmodels (whose warning is caught);
 - a column that takes one value within every informative answer (the label when every answer is
   vanilla) is dropped with that reason;
 - a column that is a combination of the columns before it within answers (the label against
@@ -256,13 +256,18 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
         raise UserError(f"no answer can inform the choice model: each of the {n_answers} answers cites nothing "
                         "or cites every document it was shown")
     keep = answers.isin(set(informative)).to_numpy()
-    rows = frame.loc[keep]
-    design, factors, reference = _design(rows, position, pairs, label_reference)
-    kept, dropped = _identify(design, answers[keep], factors)
+    design, factors, reference = _design(frame, position, pairs, label_reference)
+    kept, dropped = _identify(design.loc[keep], answers[keep], factors)
+    if reference is None:  # one label level: the design has no label column to drop, so say why here
+        only = label_levels(frame)[0]
+        dropped.insert(0, ("label", "no document carries a label" if only == NO_LABEL
+                           else f"every document carries the same label ('{only}')"))
     if not kept:
         raise UserError("nothing left to estimate: " + "; ".join(f"{t}: {r}" for t, r in dropped))
-    result, converged = _conditional_logit(cited[keep].to_numpy(dtype=float), design[kept].to_numpy(),
-                                           answers[keep].to_numpy())
+    # The whole frame goes in: statsmodels leaves the uninformative answers out itself (its warning
+    # is caught), and a direct call on the same frame then takes the very same Newton steps (they
+    # are scaled by the number of rows, so a pre-filtered frame ends 1e-8 away in the SEs).
+    result, converged = _conditional_logit(cited.to_numpy(dtype=float), design[kept].to_numpy(), answers.to_numpy())
     params, bse = np.asarray(result.params), np.asarray(result.bse)
     pvalues, ci = np.asarray(result.pvalues), np.asarray(result.conf_int(alpha=0.05))
     main = [f for f in FACTORS if any(factors[c] == (f,) for c in kept)]
