@@ -4,7 +4,8 @@ Data: engine.choice_simulation, base and cf answers per item (relevant documents
 base, B in cf, as the paper), 5 shown documents of which one or two are relevant, one cited
 document per citing answer, an outside option 'cite nothing' (about one answer in six is
 silent), and item heterogeneity: each document has a quality utility N(0, quality_sd) shared by
-its item's base and cf answers, and each item its own relevance strength N(log 4, relevance_sd).
+its item's base and cf answers, and each item its own relevance strength N(log 4, relevance_sd)
+and its own label effect N(log OR, label_sd), shared by its base and cf answers.
 All three measures read the same draws:
 
   (i)   binary CAB: the per-item citation precision difference base - cf (the cited document
@@ -40,6 +41,7 @@ from engine.errors import UserError  # noqa: E402
 
 QUALITY_SD = 1.0
 RELEVANCE_SD = 0.5
+LABEL_SD = 0.5
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ def _paired_p(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 def one_draw(items: int, odds_ratio: float, rng: np.random.Generator) -> tuple[float, float, float, float, float, float]:
     """(p binary CAB, p choice model, p propensity CAB, fitted OR, binary CAB, propensity CAB)."""
-    truth = ChoiceTruth(label=math.log(odds_ratio), quality_sd=QUALITY_SD, relevance_sd=RELEVANCE_SD)
+    truth = ChoiceTruth(label=math.log(odds_ratio), quality_sd=QUALITY_SD, relevance_sd=RELEVANCE_SD,
+                        label_sd=LABEL_SD)
     sim = simulate_choices(SimulationSettings(n_items=items), truth, rng)
     f = sim.frame
     # Precision per answer: hits / cited, 0 for an answer citing nothing (one citation at most here).
@@ -113,7 +116,7 @@ def markdown(rows: list[PowerRow], seed: int) -> str:
     draws = rows[0].draws if rows else 0
     lines.append("")
     lines.append(f"Power = share of {draws} draws per row with p < 0.05; seed {seed}; quality SD {QUALITY_SD}, "
-                 f"relevance SD {RELEVANCE_SD}.")
+                 f"relevance SD {RELEVANCE_SD}, label-effect SD {LABEL_SD}.")
     return "\n".join(lines)
 
 
