@@ -223,7 +223,7 @@ def test_suppression_across_three_conditions_and_the_tests_it_cannot_run():
 
 
 def test_no_warning_reaches_the_user_and_a_separated_fit_says_it_did_not_converge(simulated):
-    f = simulated[simulated["condition"] != "vanilla"]
+    f = simulated[(simulated["condition"] != "vanilla") & (simulated["item"].str[1:].astype(int) < 40)]
     # Every citing answer cites a relevant document: relevance separates cited from uncited ones.
     separated = f.assign(cited=f["cited"] & f["relevant"])
     silent = f.assign(cited=False).assign(answer=lambda d: "silent/" + d["answer"])

@@ -76,7 +76,7 @@ def test_the_95_percent_intervals_cover_the_truth_about_95_percent_of_the_time()
     # 200 draws: the binomial SD of a 95% coverage is 0.0154, so [0.90, 0.985] is about -3.2 SD to
     # +2.3 SD; a Wald interval that is too narrow (or too wide) by a third falls outside it.
     truth = ChoiceTruth()
-    settings = SimulationSettings(n_items=100)
+    settings = SimulationSettings(n_items=80)
     expected = {"relevant": truth.relevant, "position[middle]": truth.middle, "position[last]": truth.last,
                 "label[A]": truth.label}
     rng = np.random.default_rng(19)
