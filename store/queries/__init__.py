@@ -66,11 +66,13 @@ from store.queries.explanations_verifications import (
     run_explanations,
     verification_shares,
 )
+from store.queries.decisions import DECISION_COLUMNS, decision_frame
 from store.queries.export_rows import (
     EXPORT_CHUNK_ROWS,
     EXPORT_COLUMNS,
     ExportChunks,
     UnknownExperiment,
+    export_columns,
     export_results_chunks,
     export_results_frame,
 )
@@ -96,16 +98,16 @@ from store.queries.studies import (
 )
 
 __all__ = [
-    "CHANGED_FILTERS", "EXPORT_CHUNK_ROWS", "EXPORT_COLUMNS", "SQL_MAX_CHARS", "SQL_MAX_DEPTH",
+    "CHANGED_FILTERS", "DECISION_COLUMNS", "EXPORT_CHUNK_ROWS", "EXPORT_COLUMNS", "SQL_MAX_CHARS", "SQL_MAX_DEPTH",
     "ActiveRun", "BiasInputs", "BiasRun", "ExperimentChoice", "ExperimentPage", "ExperimentRun",
     "ExperimentSummary", "ExportChunks", "GenerationDetail", "ModeDetail", "ModeMetrics", "PageRun",
     "ProbabilitySummary", "QueryCitation", "QueryDetail", "QueryDocument", "QueryToken", "RunInfo",
     "RunSummary", "SqlResult", "StoredExplanation", "StudySummary", "TokenAlternative",
     "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table", "kept_derived", "reading",
-    "citation_probability_summaries", "citations_for_run", "count_runs", "done_counts",
+    "citation_probability_summaries", "citations_for_run", "count_runs", "decision_frame", "done_counts",
     "experiment_choices", "experiment_dataset_paths", "experiment_listing", "experiment_page",
     "experiment_runs", "experiment_studies", "explain_runs", "explain_sources", "explanation_rates",
-    "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",
+    "export_columns", "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",
     "get_run", "item_explanations", "item_ids", "list_experiments", "list_runs", "metrics_for_run",
     "newest_experiments",
     "query_detail", "report_bias_rows", "report_run_metrics", "resolve_experiment", "run_explanations",
