@@ -6,5 +6,6 @@
 -- before this migration; the view then derives the label from the run's mode and labels, which
 -- is exactly what every prompt before the battery (relevant_at, repetition, label_scope and
 -- many-valued types) showed.
-ALTER TABLE generations ADD COLUMN shown_labels VARCHAR[];
+-- IF NOT EXISTS: tests that take a store back to an older version drop only the tables they know.
+ALTER TABLE generations ADD COLUMN IF NOT EXISTS shown_labels VARCHAR[];
 -- View: citation_decisions, defined in store/views.sql, which every migration applies.

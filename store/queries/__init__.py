@@ -66,7 +66,7 @@ from store.queries.explanations_verifications import (
     run_explanations,
     verification_shares,
 )
-from store.queries.decisions import DECISION_COLUMNS, decision_frame
+from store.queries.decisions import DECISION_COLUMNS, decision_frame, label_pairs
 from store.queries.export_rows import (
     EXPORT_CHUNK_ROWS,
     EXPORT_COLUMNS,
@@ -108,7 +108,7 @@ __all__ = [
     "experiment_choices", "experiment_dataset_paths", "experiment_listing", "experiment_page",
     "experiment_runs", "experiment_studies", "explain_runs", "explain_sources", "explanation_rates",
     "export_columns", "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",
-    "get_run", "item_explanations", "item_ids", "list_experiments", "list_runs", "metrics_for_run",
+    "get_run", "item_explanations", "item_ids", "label_pairs", "list_experiments", "list_runs", "metrics_for_run",
     "newest_experiments",
     "query_detail", "report_bias_rows", "report_run_metrics", "resolve_experiment", "run_explanations",
     "run_listing", "run_metric_table", "run_prompt_settings", "run_readonly_sql", "run_summaries", "runs_for_experiment",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from store.db import DbLike
-from store.queries._read import frame, mode_order, reading
+from store.queries._read import fetch, frame, mode_order, reading
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,3 +58,17 @@ def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
     with reading(db) as conn:
         rows = frame(decisions_cursor(conn, experiment_ids, modes))
     return rows[list(DECISION_COLUMNS)]
+
+
+def label_pairs(db: DbLike, experiment_ids: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+    """(label A, label B) of each metadata type these experiments' labelled runs used, oldest run
+    first, once each."""
+    rows = fetch(
+        db,
+        "SELECT json_extract_string(config_json, '$.prompt.metadata.label_a'), "
+        "       json_extract_string(config_json, '$.prompt.metadata.label_b') "
+        "FROM runs WHERE list_contains($ids, experiment_id) AND rag_mode <> 'vanilla' "
+        "ORDER BY list_position($ids, experiment_id), created_utc, run_id",
+        {"ids": list(experiment_ids)},
+    )
+    return tuple(dict.fromkeys((a, b) for a, b in rows if a and b))
