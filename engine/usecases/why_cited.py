@@ -58,15 +58,14 @@ class WhyCitedResult:
         """One row per effect: term, odds ratio, its 95% interval, p, and the sentence."""
         import pandas as pd
 
-        return pd.DataFrame([{**asdict(e), "sentence": e.sentence} for e in self.fit.effects])
+        return pd.DataFrame([asdict(e) for e in self.fit.effects])
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (what `why-cited --json` prints)."""
         return {
             "experiments": list(self.experiment_ids),
             "n_runs": self.n_runs,
-            "fit": {**_plain(asdict(self.fit)),
-                    "effects": [{**_plain(asdict(e)), "sentence": e.sentence} for e in self.fit.effects]},
+            "fit": _plain(asdict(self.fit)),
             "suppression": _plain(asdict(self.suppression)),
         }
 
@@ -105,7 +104,7 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
+def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     """The chosen answers' decision rows (store.queries.DECISION_COLUMNS) plus the model's
     columns: `answer` (its stratum: run and item) and `condition` (experiment and mode)."""
     from store.queries import decision_frame
@@ -127,7 +126,7 @@ def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     from engine.choice_model import fit_choice_model, suppression_rates
     from store.queries import label_pairs
 
-    rows = decisions(request, db)
+    rows = citation_decisions(request, db)
     ids = tuple(dict.fromkeys(rows["experiment_id"]))
     reference = request.label_reference
     if reference is None:
