@@ -213,7 +213,13 @@ def forest_figure(rows: Sequence) -> go.Figure:
         hovertemplate="%{y}: odds ratio %{x:.2f} [%{customdata[0]}, %{customdata[1]}], p %{customdata[2]}<extra></extra>",
     ))
     fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
-    fig.update_xaxes(type="log", title_text="odds ratio of being cited (log scale; 1 = no effect)")
+    # Plain numbers as ticks (plotly's log axis labels minor ticks 6, 7, 8, 9 for 0.6 ... 0.9).
+    low = min([r.ci_low for r in shown if r.ci_low > 0] + [1.0])
+    high = max([r.ci_high for r in shown if r.ci_high < float("inf")] + [1.0])
+    ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.75, 1, 1.5, 2, 5, 10, 20, 50, 100)
+             if low / 1.5 <= t <= high * 1.5]
+    fig.update_xaxes(type="log", title_text="odds ratio of being cited (log scale; 1 = no effect)",
+                     tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=max(260, 70 + 48 * len(shown)), margin=dict(t=50, b=40, l=10, r=10), showlegend=False,
                       title_text=f"Why was a document cited? Odds ratios with 95% intervals (blue: p < {SIGNIFICANCE})")
