@@ -86,42 +86,63 @@ def _normalised(logprobs: Sequence[float]) -> tuple[float, ...]:
     return tuple(w / total for w in weights)
 
 
-def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_size: int) -> list[float]:
-    """For each (token ids, r): the summed log-prob of the row's last r tokens given the rest.
+def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_size: int,
+               prefix: Sequence[int] = ()) -> list[float]:
+    """For each (token ids, r): the summed log-prob of the row's last r tokens given `prefix`
+    followed by the rest of the row.
 
-    Rows go longest first into left-padded batches of `batch_size`, with position ids counted
-    from each row's first real token, so padding changes nothing; only the last positions'
-    logits are computed (logits_to_keep), and only their log_softmax is gathered."""
+    The prefix (the prompt every row shares) is read once and its key-value cache copied into
+    each batch. Rows go longest first into left-padded batches of `batch_size` (the padding
+    sits between the prefix and the row, masked), with position ids counted over real tokens
+    only, so padding changes nothing; only the last positions' logits are computed
+    (logits_to_keep), and only their log_softmax is gathered. Each row must hold at least one
+    token before its last r (the one whose logits predict the first of them)."""
+    import copy
+
     import torch
 
     from engine.generate import left_pad, length_sorted_batches
 
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if any(len(ids) <= r for ids, r in rows):
+        raise ValueError("every row needs a token before its scored tail")
     scores: list[float] = [0.0] * len(rows)
-    model = loaded.model
+    model, device = loaded.model, loaded.device
+    cache, n_prefix = None, len(prefix)
+    if n_prefix:
+        with torch.inference_mode():
+            cache = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True).past_key_values
     for batch in length_sorted_batches([len(ids) for ids, _ in rows], batch_size):
-        ids, mask = left_pad([rows[i][0] for i in batch], loaded.pad_token_id, loaded.device)
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        ids, mask = left_pad([rows[i][0] for i in batch], loaded.pad_token_id, device)
+        positions = n_prefix + (mask.cumsum(dim=1) - 1).clamp(min=0)
         tails = [rows[i][1] for i in batch]
         keep = max(tails) + 1
+        extra: dict[str, Any] = {"use_cache": False}
+        if cache is not None:
+            past = copy.deepcopy(cache)
+            past.batch_repeat_interleave(len(batch))
+            mask = torch.cat([torch.ones((len(batch), n_prefix), dtype=mask.dtype, device=mask.device), mask], dim=1)
+            extra = {"past_key_values": past, "use_cache": True}
         with torch.inference_mode():
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
-                           logits_to_keep=keep).logits
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep,
+                           **extra).logits
             # logits[:, j] predicts token (width - keep + j + 1): the last `keep - 1` tokens.
             logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
             targets = ids[:, ids.shape[1] - keep + 1:]
             picked = logprobs.gather(2, targets[:, :, None])[:, :, 0].cpu()
-            del logits, logprobs
+            del logits, logprobs, extra
         for row, (i, r) in enumerate(zip(batch, tails)):
             scores[i] = float(picked[row, picked.shape[1] - r:].double().sum())
     return scores
 
 
 def probe_citations(loaded: Any, prompt_text: str, answer: str, n_shown: int, *,
-                    batch_size: int = 16) -> tuple[SiteProbe, ...]:
+                    batch_size: int = 16, reuse_prompt: bool = True) -> tuple[SiteProbe, ...]:
     """Score every candidate "[n]" (n = 1..n_shown) at every citation site of `answer`, read
-    after the chat-templated `prompt_text`; all sites x candidates in padded batches."""
+    after the chat-templated `prompt_text`; all sites x candidates in padded batches. With
+    `reuse_prompt` the prompt is read once (its key-value cache shared by every row); without,
+    every row is read whole (the same numbers, slower)."""
     from engine.models import chat_input_ids
 
     sites = citation_sites(answer)
@@ -133,7 +154,9 @@ def probe_citations(loaded: Any, prompt_text: str, answer: str, n_shown: int, *,
         tokens = candidate_tokens(loaded.tokenizer, answer[:offset], n_shown)
         context = prompt_ids + list(tokens.shared)
         rows.extend((context + list(c), len(c)) for c in tokens.continuations)
-    scores = score_rows(loaded, rows, batch_size=batch_size)
+    # The prompt's last token stays in every row: its logits predict a candidate that starts the answer.
+    prefix = prompt_ids[:-1] if reuse_prompt else []
+    scores = score_rows(loaded, [(ids[len(prefix):], r) for ids, r in rows], batch_size=batch_size, prefix=prefix)
     probes = []
     for s, offset in enumerate(sites):
         logprobs = tuple(scores[s * n_shown:(s + 1) * n_shown])

@@ -73,16 +73,17 @@ def _plain_logprob(loaded, prompt: str, prefix: str, n: int, n_shown: int) -> fl
 
 
 @pytest.mark.parametrize("arch, merged", TOKENIZERS)
-def test_probe_equals_a_plain_forward_pass(loaded_models, arch, merged):
+@pytest.mark.parametrize("answer", [ANSWER, "[2] opens the answer, then [11]."])
+def test_probe_equals_a_plain_forward_pass(loaded_models, arch, merged, answer):
     loaded = loaded_models[arch, merged]
-    probes = probe_citations(loaded, PROMPT, ANSWER, 12, batch_size=5)
-    assert [p.offset for p in probes] == list(citation_sites(ANSWER))
+    probes = probe_citations(loaded, PROMPT, answer, 12, batch_size=5)
+    assert [p.offset for p in probes] == list(citation_sites(answer))
     assert [p.site_index for p in probes] == list(range(len(probes)))
     for probe in probes:
         assert len(probe.logprobs) == len(probe.probabilities) == 12
         assert sum(probe.probabilities) == pytest.approx(1.0, abs=1e-9)
         for n in (1, 2, 10, 12):
-            plain = _plain_logprob(loaded, PROMPT, ANSWER[: probe.offset], n, 12)
+            plain = _plain_logprob(loaded, PROMPT, answer[: probe.offset], n, 12)
             assert probe.logprobs[n - 1] == pytest.approx(plain, abs=1e-4)
         expected = [math.exp(v) for v in probe.logprobs]
         assert probe.probabilities == pytest.approx([e / sum(expected) for e in expected], rel=1e-6)
@@ -111,11 +112,11 @@ def test_one_and_ten_are_told_apart(loaded_models, arch, merged):
 
 
 @pytest.mark.parametrize("arch, merged", [("llama", False), ("qwen2", True)])
-def test_batch_size_does_not_change_the_numbers(loaded_models, arch, merged):
+def test_batch_size_and_the_shared_prompt_do_not_change_the_numbers(loaded_models, arch, merged):
     loaded = loaded_models[arch, merged]
-    reference = probe_citations(loaded, PROMPT, ANSWER, 12, batch_size=1)
-    for batch_size in (3, 16, 200):
-        probes = probe_citations(loaded, PROMPT, ANSWER, 12, batch_size=batch_size)
+    reference = probe_citations(loaded, PROMPT, ANSWER, 12, batch_size=1, reuse_prompt=False)
+    for batch_size, reuse in ((1, True), (3, True), (16, True), (200, True), (7, False)):
+        probes = probe_citations(loaded, PROMPT, ANSWER, 12, batch_size=batch_size, reuse_prompt=reuse)
         assert [p.offset for p in probes] == [p.offset for p in reference]
         for a, b in zip(probes, reference):
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
@@ -238,7 +239,7 @@ def test_propensity_end_to_end_matches_the_stored_rows_and_resumes(store, capsys
     assert again["propensity_cab"]["value"] == pytest.approx(cab["value"], abs=1e-3)
 
 
-def test_limit_probes_the_first_answers_and_the_api_agrees(store):
+def test_limit_probes_the_first_answers_and_the_api_agrees(store) -> None:
     from engine import api
 
     db, experiment_id = store
