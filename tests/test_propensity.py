@@ -73,7 +73,7 @@ def _plain_logprob(loaded, prompt: str, prefix: str, n: int, n_shown: int) -> fl
 
 
 @pytest.mark.parametrize("arch, merged", TOKENIZERS)
-@pytest.mark.parametrize("answer", [ANSWER, "[2] opens the answer, then [11]."])
+@pytest.mark.parametrize("answer", [ANSWER, "[2] opens the answer, then [11]."], ids=["marks", "opening"])
 def test_probe_equals_a_plain_forward_pass(loaded_models, arch, merged, answer):
     loaded = loaded_models[arch, merged]
     probes = probe_citations(loaded, PROMPT, answer, 12, batch_size=5)
@@ -259,15 +259,38 @@ def test_limit_probes_the_first_answers_and_the_api_agrees(store) -> None:
     assert full.n_probed_now == len(full.items) - len(result.items)
 
 
-def test_a_cancel_between_batches_keeps_what_was_stored(store):
+def test_an_item_that_does_not_fit_the_context_is_skipped(store):
+    from dataclasses import replace
+
+    from engine.models import load_model
+    from engine.usecases import propensity as usecase
+
+    db, experiment_id = store
+    request = usecase.PropensityRequest(db=db, experiment=experiment_id, device="cpu", quantize="none")
+    result = usecase.propensity(request, load=lambda model: replace(
+        load_model(model, quantize="none", device="cpu"), context_length=20))
+    assert result.cab is None and result.n_probed_now == 0
+    assert result.skipped_by_reason["the prompt and answer exceed the model's context"] >= 2
+    assert rows(db, "SELECT count(*) FROM citation_propensities") == [(0,)]
+
+
+def test_a_cancel_between_batches_keeps_what_was_stored(store, monkeypatch):
     from engine.errors import RunCancelled
     from engine.usecases import propensity as usecase
 
     db, experiment_id = store
     request = usecase.PropensityRequest(db=db, experiment=experiment_id, device="cpu", quantize="none")
     with pytest.raises(RunCancelled):
-        usecase.propensity(request, stop=lambda: True)
+        usecase.propensity(request, stop=lambda: True)  # before loading: nothing written
     assert rows(db, "SELECT count(*) FROM citation_propensities") == [(0,)]
+
+    monkeypatch.setattr(usecase, "ITEMS_PER_COMMIT", 1)
+    done: list[int] = []
+    with pytest.raises(RunCancelled, match="stopped after 1 item"):
+        usecase.propensity(request, progress=done.append, stop=lambda: bool(done))
+    assert rows(db, "SELECT count(DISTINCT item_id), count(DISTINCT rag_mode) FROM citation_propensities") == [(1, 2)]
+    result = usecase.propensity(request)
+    assert result.n_probed_now == len(result.items) - 1
 
 
 # ------------------------------------------------------------------ bad inputs

@@ -42,6 +42,7 @@ NOT_ANSWERED = "no base or cf answer"
 NO_PROMPT = "no stored prompt (imported answers)"
 SHOWN_DIFFER = "the modes showed different documents or orders"
 NOTHING_SHOWN = "no documents shown"
+TOO_LONG = "the prompt and answer exceed the model's context"
 
 
 @dataclass(frozen=True)
@@ -161,13 +162,28 @@ def _check_stop(stop: Stop | None, message: str) -> None:
         raise RunCancelled(message)
 
 
-def _probe_rows(loaded: Any, todo: _Todo, batch_size: int) -> list[tuple[str, str, int, int, float, float]]:
-    """The store rows of one item: both modes, every site, every candidate."""
+def _fits(loaded: Any, prompt: str, answer: str) -> bool:
+    """Whether the prompt, the answer and a candidate fit the model's context (a --model with a
+    shorter context than the one that answered)."""
+    from engine.models import chat_input_ids
+
+    context = getattr(loaded, "context_length", None)
+    if context is None:
+        return True
+    n_answer = len(loaded.tokenizer(answer, add_special_tokens=False)["input_ids"])
+    return len(chat_input_ids(loaded, prompt)) + n_answer + 8 <= context
+
+
+def _probe_rows(loaded: Any, todo: _Todo, batch_size: int) -> list[tuple[str, str, int, int, float, float]] | None:
+    """The store rows of one item: both modes, every site, every candidate; None when it does not fit."""
     from engine.propensity import probe_citations
 
     item, rows = todo.item, []
+    prompts = {"base": item.base_prompt, "cf": item.cf_prompt}
+    if not all(_fits(loaded, prompts[m], item.answer) for m in PROBED_MODES):
+        return None
     for mode in PROBED_MODES:
-        prompt = item.base_prompt if mode == "base" else item.cf_prompt
+        prompt = prompts[mode]
         for site in probe_citations(loaded, prompt, item.answer, todo.n_shown, batch_size=batch_size):
             rows.extend((mode, item.item_id, site.site_index, n, lp, p)
                         for n, (lp, p) in enumerate(zip(site.logprobs, site.probabilities), start=1))
@@ -234,9 +250,15 @@ def propensity(request: PropensityRequest, *, load: Load | None = None, progress
         store = PropensityStore(request.db)
         for start in range(0, len(todo), ITEMS_PER_COMMIT):
             chunk = todo[start: start + ITEMS_PER_COMMIT]
-            rows = [row for t in chunk for row in _probe_rows(loaded, t, request.batch_size)]
+            rows: list[tuple[str, str, int, int, float, float]] = []
+            for t in chunk:
+                item_rows = _probe_rows(loaded, t, request.batch_size)
+                if item_rows is None:
+                    skipped.append((t.item.item_id, TOO_LONG))
+                else:
+                    rows.extend(item_rows)
+                    n_now += 1
             store.write_items(experiment_id, label, rows)
-            n_now += len(chunk)
             if progress is not None:
                 progress(len(chunk))
             if start + ITEMS_PER_COMMIT < len(todo):
