@@ -112,7 +112,12 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
     cache, n_prefix = None, len(prefix)
     if n_prefix:
         with torch.inference_mode():
-            cache = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True).past_key_values
+            # logits_to_keep=1: the prefix's full-vocabulary logits are never needed.
+            cache = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True,
+                          logits_to_keep=1).past_key_values
+        if not hasattr(cache, "batch_repeat_interleave"):  # a cache type that cannot be copied per row
+            rows = [([*prefix, *ids], r) for ids, r in rows]
+            cache, n_prefix = None, 0
     for batch in length_sorted_batches([len(ids) for ids, _ in rows], batch_size):
         ids, mask = left_pad([rows[i][0] for i in batch], loaded.pad_token_id, device)
         positions = n_prefix + (mask.cumsum(dim=1) - 1).clamp(min=0)

@@ -123,6 +123,18 @@ def test_batch_size_and_the_shared_prompt_do_not_change_the_numbers(loaded_model
             assert a.probabilities == pytest.approx(b.probabilities, abs=1e-5)
 
 
+def test_a_cache_that_cannot_be_copied_per_row_reads_whole_rows(loaded_models, monkeypatch):
+    from transformers.cache_utils import DynamicCache
+
+    loaded = loaded_models["llama", False]
+    reference = probe_citations(loaded, PROMPT, ANSWER, 5, batch_size=4)
+    owner = next(c for c in DynamicCache.__mro__ if "batch_repeat_interleave" in vars(c))
+    monkeypatch.delattr(owner, "batch_repeat_interleave")
+    probes = probe_citations(loaded, PROMPT, ANSWER, 5, batch_size=4)
+    for a, b in zip(probes, reference, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
 def test_an_answer_without_citations_has_no_sites(loaded_models):
     assert probe_citations(loaded_models["llama", False], PROMPT, "no marks here", 5, batch_size=4) == ()
 
