@@ -53,6 +53,10 @@ _HOMES: dict[str, str] = {
     "plan_verify": "engine.usecases.verify",
     "run_verify": "engine.usecases.verify",
     "verify": "engine.usecases.verify",
+    # propensity CAB: the label bias on the probabilities of citing, the answer text held fixed
+    "PropensityRequest": "engine.usecases.propensity",
+    "PropensityResult": "engine.usecases.propensity",
+    "propensity": "engine.usecases.propensity",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias",
     "bias_report": "engine.usecases.bias",
