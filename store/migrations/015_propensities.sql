@@ -8,7 +8,8 @@
 -- `rag_mode` run (generations.prompt), chat-templated as generation fed it. An item's rows of
 -- both modes are written in one transaction, so a re-run skips the items already stored.
 
-CREATE TABLE citation_propensities(
+-- IF NOT EXISTS: tests that take a store back to an older version drop only the tables they know.
+CREATE TABLE IF NOT EXISTS citation_propensities(
   experiment_id VARCHAR,
   rag_mode VARCHAR,                -- the prompt read: base | cf
   item_id VARCHAR,
