@@ -12,11 +12,8 @@ from engine.types import LABEL_SCOPES, RELEVANT_ATS, REPETITIONS
 
 
 def add_battery_args(g, *, lists: bool) -> None:
-    """--relevant-at, --repetition, --label-scope (comma lists with `lists`) and --extra-label."""
+    """--relevant-at, --repetition and --label-scope (comma lists with `lists`)."""
     grid = " (a comma list runs each)" if lists else ""
-    g.add_argument("--extra-label", action="append", default=None, metavar="TEXT",
-                   help="custom type: one more label, repeatable; the type is then many-valued, its labels "
-                   "(label A, label B, extra ...) rotated over the documents (default: none)")
     g.add_argument(
         "--relevant-at", default="ranked", choices=None if lists else RELEVANT_ATS,
         metavar="WHERE[,WHERE...]" if lists else None,
@@ -35,6 +32,12 @@ def add_battery_args(g, *, lists: bool) -> None:
         help=f"which documents carry a label in base and cf: {', '.join(LABEL_SCOPES)}; relevant or others "
         f"leaves the rest unlabelled{grid} (default: %(default)s)",
     )
+
+
+def add_extra_label_arg(g) -> None:
+    g.add_argument("--extra-label", action="append", default=None, metavar="TEXT",
+                   help="custom type: one more label, repeatable; the type is then many-valued, its labels "
+                   "(label A, label B, extra ...) rotated over the documents (default: none)")
 
 
 def battery_fields(args: argparse.Namespace) -> dict:

@@ -13,6 +13,7 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
+from engine.commands.battery_options import add_battery_args, add_extra_label_arg, battery_fields, extra_labels
 from engine.errors import UserError
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
@@ -34,12 +35,14 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     grid = " (a comma list runs each)" if lists else ""
     g.add_argument(
         "--metadata", default="hai", metavar="TYPE[,TYPE...]" if lists else None,
-        help="label type on the documents in base and cf: hai, gender, race, or a NAME defined "
+        help="label type on the documents in base and cf: hai, gender, race, publisher (three labels), or a NAME defined "
         f"with --label-a/--label-b/--consideration{grid} (default: %(default)s)",
     )
     g.add_argument("--label-a", help="custom type: label on relevant documents in base mode (default: none)")
     g.add_argument("--label-b", help="custom type: label on the other documents in base mode (default: none)")
     g.add_argument("--consideration", help="custom type: the sentence added as consideration 3 (default: none)")
+    if lists:
+        add_extra_label_arg(g)
     g.add_argument(
         "--modes", default=",".join(MODES),
         help=f"comma-separated subset of {','.join(MODES)} (default: %(default)s)",
@@ -64,8 +67,6 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         help=f"self-interpretation question added to the prompt: {', '.join(XAI_VARIANTS)}{grid} (default: %(default)s)",
     )
     if lists:  # run only; quickstart keeps the paper's prompt
-        from engine.commands.battery_options import add_battery_args
-
         add_battery_args(g, lists=lists)
     m = p.add_argument_group("model and generation")
     add_loading_args(m)
@@ -274,7 +275,6 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
         )
     if len(set(modes)) != len(modes):
         raise UserError("--modes lists a mode twice")
-    from engine.commands.battery_options import battery_fields, extra_labels
     meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration, extra_labels(args))
     prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=args.top_k, order=args.order, seed=args.seed,
                           few_shot=args.few_shot, xai=args.xai, **battery_fields(args))
