@@ -397,3 +397,25 @@ def test_a_battery_run_killed_with_minus_9_resumes_without_duplicates(tmp_path, 
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 3
     assert sum(_check_prompts(db, items).values()) == 36
     _metrics_sane(db)
+
+
+# ---------------------------------------------------------------- the app's Run tab
+
+
+def test_the_run_form_carries_the_battery_and_offers_publisher(tmp_path):
+    from demo.handlers.grid import form_grid, is_grid
+    from demo.handlers.run import BUILT_IN_METADATA, RunForm, build_run_request
+    from demo.settings import AppSettings
+
+    assert "publisher" in BUILT_IN_METADATA
+    settings = AppSettings(tmp_path / "db.duckdb")
+    form = RunForm(metadata="publisher", relevant_at="middle", repetition="distractor", label_scope="others")
+    prompt = build_run_request(settings, form).prompt
+    assert (prompt.metadata, prompt.relevant_at, prompt.repetition, prompt.label_scope) == (
+        PUBLISHER, "middle", "distractor", "others")
+    assert not is_grid(form) and is_grid(RunForm(relevant_at="first,last"))
+    assert form_grid(RunForm(repetition="none,distractor", label_scope="all,relevant")).size == 4
+    with pytest.raises(UserError, match="--relevant-at: unknown value 'top'"):
+        build_run_request(settings, RunForm(relevant_at="top"))
+    with pytest.raises(UserError, match="--label-scope: unknown value 'x'"):
+        form_grid(RunForm(label_scope="all,x"))
