@@ -419,3 +419,24 @@ def test_the_run_form_carries_the_battery_and_offers_publisher(tmp_path):
         build_run_request(settings, RunForm(relevant_at="top"))
     with pytest.raises(UserError, match="--label-scope: unknown value 'x'"):
         form_grid(RunForm(label_scope="all,x"))
+
+
+def test_a_custom_many_valued_type_from_the_command_line_beside_a_built_in_one(tmp_path, tiny_llama_dir, capsys):
+    items = _dataset(tmp_path / "data.jsonl", 3)
+    db = tmp_path / "custom.duckdb"
+    assert main(["run", "--model", str(tiny_llama_dir), "--metadata", "gender,src", "--label-a", "a forum",
+                 "--label-b", "a journal", "--consideration", "Sources differ.", "--extra-label", "a wiki",
+                 "--extra-label", "a newspaper", "--modes", "base", "--dataset", str(tmp_path / "data.jsonl"),
+                 "--db", str(db), "--max-new-tokens", "2"]) == 0
+    capsys.readouterr()
+    with duckdb.connect(str(db), read_only=True) as conn:
+        metas = {r[0]: json.loads(r[1])["prompt"]["metadata"] for r in conn.execute(
+            "SELECT metadata_type, config_json FROM runs").fetchall()}
+        prompts = [p for (p,) in conn.execute(
+            "SELECT g.prompt FROM generations g JOIN runs r USING (run_id) WHERE r.metadata_type = 'src'").fetchall()]
+    assert metas["src"]["extra_labels"] == ["a wiki", "a newspaper"] and "extra_labels" not in metas["gender"]
+    assert metas["gender"] == GENDER.to_dict()
+    src = metadata_type("src", "a forum", "a journal", "Sources differ.", ["a wiki", "a newspaper"])
+    expected = {build_prompt(it, PromptConfig(mode="base", metadata=src), n).text for n, it in enumerate(items)}
+    assert set(prompts) == expected
+    assert {label for p in prompts for label in rendered_labels(p)} == set(src.labels)
