@@ -1,5 +1,6 @@
 """Run a study grid: the cross product of lists of models, metadata types, cut-offs, orders,
-few-shot counts and XAI variants (engine.study.Grid), one experiment per configuration.
+few-shot counts, XAI variants and the battery's axes (engine.study.Grid), one experiment per
+configuration.
 
     from engine.usecases.study import StudyRequest, run_study
     outcome = run_study(StudyRequest(grid, base_request, "data.jsonl", Path("runs.duckdb"), name="pilot"))
