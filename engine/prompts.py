@@ -180,6 +180,9 @@ def metadata_type(
     extra = tuple(e.strip() for e in (extra_labels or ()))
     if name in METADATA_TYPES and not (label_a or label_b or consideration or extra):
         return METADATA_TYPES[name]
+    if name in METADATA_TYPES and extra and not (label_a or label_b or consideration):
+        raise UserError(f"metadata type '{name}' is built in; --extra-label adds labels to a type of your own, "
+                        "defined with --label-a, --label-b and --consideration")
     if not (label_a and label_b and consideration):
         known = ", ".join(METADATA_TYPES)
         raise UserError(

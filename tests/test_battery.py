@@ -238,6 +238,8 @@ def test_a_custom_type_with_extra_labels():
         metadata_type("src", "a forum", "a journal", "Sources differ.", [" "])
     with pytest.raises(UserError, match="--extra-label"):
         metadata_type("src", extra_labels=["a wiki"])
+    with pytest.raises(UserError, match="'gender' is built in; --extra-label adds labels to a type of your own"):
+        metadata_type("gender", extra_labels=["a wiki"])
     with pytest.raises(UserError):
         MetadataType("x", "a", "b", "c", "a", "b", ("a\x1b",))
 
