@@ -28,7 +28,6 @@ intervals are statsmodels' own.
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
@@ -267,30 +266,39 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
     # The whole frame goes in: statsmodels leaves the uninformative answers out itself (its warning
     # is caught), and a direct call on the same frame then takes the very same Newton steps (they
     # are scaled by the number of rows, so a pre-filtered frame ends 1e-8 away in the SEs).
-    result, converged = _conditional_logit(cited.to_numpy(dtype=float), design[kept].to_numpy(), answers.to_numpy())
-    params, bse = np.asarray(result.params), np.asarray(result.bse)
-    pvalues, ci = np.asarray(result.pvalues), np.asarray(result.conf_int(alpha=0.05))
+    params, bse, pvalues, ci, llf, converged = _conditional_logit(
+        cited.to_numpy(dtype=float), design[kept].to_numpy(), answers.to_numpy())
     main = [f for f in FACTORS if any(factors[c] == (f,) for c in kept)]
     effects = []
-    for j, col in enumerate(kept):
-        e = Effect(col, math.exp(params[j]), math.exp(ci[j, 0]), math.exp(ci[j, 1]), float(pvalues[j]),
-                   float(params[j]), float(bse[j]))
-        effects.append(_with_sentence(e, factors[col], main, reference))
+    with np.errstate(over="ignore"):  # a diverging (separated) fit reads as an infinite odds ratio
+        for j, col in enumerate(kept):
+            e = Effect(col, float(np.exp(params[j])), float(np.exp(ci[j, 0])), float(np.exp(ci[j, 1])),
+                       float(pvalues[j]), float(params[j]), float(bse[j]))
+            effects.append(_with_sentence(e, factors[col], main, reference))
     return ChoiceModelFit(tuple(effects), n_answers, n_informative, int(keep.sum()), tuple(dropped), converged,
-                          float(result.llf), position, reference if "label" in main else None)
+                          llf, position, reference if "label" in main else None)
 
 
-def _conditional_logit(y: np.ndarray, x: np.ndarray, groups: np.ndarray):  # -> statsmodels results
-    """statsmodels' ConditionalLogit by Newton's method; no warning reaches the user."""
+def _conditional_logit(y: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, bool]:
+    """statsmodels' ConditionalLogit by Newton's method: params, SEs, p values, 95% intervals (log
+    scale), log-likelihood and whether it converged. No warning reaches the user."""
     from statsmodels.discrete.conditional_models import ConditionalLogit
     from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
         warnings.simplefilter("always")
-        result = ConditionalLogit(y, x, groups=groups).fit(method="newton", maxiter=100, disp=False)
-    finite = bool(np.all(np.isfinite(result.params)) and np.all(np.isfinite(result.bse)))
+        try:
+            result = ConditionalLogit(y, x, groups=groups).fit(method="newton", maxiter=100, disp=False)
+        except np.linalg.LinAlgError:
+            raise UserError("the choice model cannot be fitted: its information matrix is singular "
+                            "(a covariate separates cited from uncited documents perfectly)") from None
+        params, bse = np.asarray(result.params), np.asarray(result.bse)
+        pvalues, ci = np.asarray(result.pvalues), np.asarray(result.conf_int(alpha=0.05))
+        llf = float(result.llf)
+    finite = bool(np.all(np.isfinite(params)) and np.all(np.isfinite(bse)))
     converged = finite and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return result, converged
+    return params, bse, pvalues, ci, llf, converged
 
 
 # ---------------------------------------------------------------- in words

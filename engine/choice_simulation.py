@@ -4,7 +4,7 @@ No real model runs on the test machines, so the choice model (engine.choice_mode
 against data whose truth is known. Each answer sees k documents of an item; document j has
 the utility
 
-    u_j = beta_relevant_i * relevant_j + beta_label * [label_j == label A]
+    u_j = beta_relevant_i * relevant_j + beta_label_i * [label_j == label A]
           + beta_middle * [middle]_j + beta_last * [last]_j + beta_repeated * repeated_j + q_j
 
 and the answer either cites nothing (an outside option with utility `nothing`) or cites the one
@@ -17,10 +17,12 @@ Modes are the paper's: base puts label A on relevant documents and label B on th
 swaps them, vanilla shows no label. An item keeps its documents, their order and their
 qualities q_j in every mode, so the modes differ only in labels, as in the real prompts.
 
-Two sources of item heterogeneity are optional (both off by default, where the choice model is
-exactly right): a quality q_j ~ N(0, quality_sd) per document, shared by the item's modes, and a
-per-item relevance strength beta_relevant_i ~ N(beta_relevant, relevance_sd). With them on the
-conditional logit is misspecified the way real data are (documents differ beyond the covariates).
+Three sources of item heterogeneity are optional (all off by default, where the choice model is
+exactly right): a quality q_j ~ N(0, quality_sd) per document, shared by the item's modes, a
+per-item relevance strength beta_relevant_i ~ N(beta_relevant, relevance_sd) and a per-item label
+effect beta_label_i ~ N(beta_label, label_sd), both shared by the item's modes. With them on, the
+conditional logit is misspecified the way real data are (documents and items differ beyond the
+covariates), and the per-item propensity difference base - cf no longer has one sign.
 
 Besides the Contract-3 frame (one row per shown document per answer, as the store's
 citation_decisions view gives it), the simulation returns per item and mode the true choice
@@ -54,6 +56,7 @@ class ChoiceTruth:
     nothing: float = 0.5  # utility of citing nothing (about one answer in six is silent)
     quality_sd: float = 0.0  # SD of a document's quality utility, shared by its item's modes
     relevance_sd: float = 0.0  # SD of the item's relevance strength around `relevant`
+    label_sd: float = 0.0  # SD of the item's label effect around `label` (shared by its modes)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ def simulate_choices(
     middle = ~first & ~last
     spread = rng.normal(0.0, truth.relevance_sd, size=n) if truth.relevance_sd > 0 else np.zeros(n)
     beta_rel = truth.relevant + spread
+    beta_label = truth.label + (rng.normal(0.0, truth.label_sd, size=n) if truth.label_sd > 0 else np.zeros(n))
     base_u = (beta_rel[:, None] * relevant + truth.middle * middle + truth.last * last
               + truth.repeated * repeated + quality)
     frames, masses = [], []
@@ -128,7 +132,7 @@ def simulate_choices(
         else:
             gets_a = relevant if mode == "base" else ~relevant
             labels = np.where(gets_a, settings.label_a, settings.label_b).astype(object)
-        u = np.where(present, base_u + truth.label * gets_a, -np.inf)
+        u = np.where(present, base_u + beta_label[:, None] * gets_a, -np.inf)
         noisy = u + rng.gumbel(size=(n, slots))
         outside = truth.nothing + rng.gumbel(size=n)
         best = np.argmax(noisy, axis=1)

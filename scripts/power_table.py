@@ -4,7 +4,8 @@ Data: engine.choice_simulation, base and cf answers per item (relevant documents
 base, B in cf, as the paper), 5 shown documents of which one or two are relevant, one cited
 document per citing answer, an outside option 'cite nothing' (about one answer in six is
 silent), and item heterogeneity: each document has a quality utility N(0, quality_sd) shared by
-its item's base and cf answers, and each item its own relevance strength N(log 4, relevance_sd).
+its item's base and cf answers, and each item its own relevance strength N(log 4, relevance_sd)
+and its own label effect N(log OR, label_sd), shared by its base and cf answers.
 All three measures read the same draws:
 
   (i)   binary CAB: the per-item citation precision difference base - cf (the cited document
@@ -15,9 +16,9 @@ All three measures read the same draws:
         documents base - cf (what the propensity probe reads, without sampling noise), paired
         t-test.
 
-Power is the share of draws with p < 0.05. Run (about 25 minutes on one core at the defaults):
+Power is the share of draws with p < 0.05. Run (about 25 minutes on one busy core):
 
-    python scripts/power_table.py --items 100 500 2000 --odds-ratios 1.2 1.5 --draws 200 --seed 19
+    python scripts/power_table.py --items 100 500 2000 --odds-ratios 1.2 1.5 --draws 100 --seed 19
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from engine.errors import UserError  # noqa: E402
 
 QUALITY_SD = 1.0
 RELEVANCE_SD = 0.5
+LABEL_SD = 0.5
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ def _paired_p(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 def one_draw(items: int, odds_ratio: float, rng: np.random.Generator) -> tuple[float, float, float, float, float, float]:
     """(p binary CAB, p choice model, p propensity CAB, fitted OR, binary CAB, propensity CAB)."""
-    truth = ChoiceTruth(label=math.log(odds_ratio), quality_sd=QUALITY_SD, relevance_sd=RELEVANCE_SD)
+    truth = ChoiceTruth(label=math.log(odds_ratio), quality_sd=QUALITY_SD, relevance_sd=RELEVANCE_SD,
+                        label_sd=LABEL_SD)
     sim = simulate_choices(SimulationSettings(n_items=items), truth, rng)
     f = sim.frame
     # Precision per answer: hits / cited, 0 for an answer citing nothing (one citation at most here).
@@ -82,17 +85,21 @@ def one_draw(items: int, odds_ratio: float, rng: np.random.Generator) -> tuple[f
     return p_bin, p_cm, p_prop, fitted, 100 * bin_cab, 100 * prop_cab
 
 
-def power_table(items: list[int], odds_ratios: list[float], draws: int, seed: int) -> list[PowerRow]:
+def power_table(items: list[int], odds_ratios: list[float], draws: int, seed: int,
+                progress: bool = False) -> list[PowerRow]:
     """Every (items, odds ratio) cell from its own seeded stream (seed, cell index)."""
-    rows = []
+    rows: list[PowerRow] = []
     for i, n in enumerate(items):
         for j, ratio in enumerate(odds_ratios):
             rng = np.random.default_rng([seed, i, j])
             results = [one_draw(n, ratio, rng) for _ in range(draws)]
             share = [sum(r[k] < 0.05 for r in results) / draws for k in range(3)]
             fitted = [r[3] for r in results if not math.isnan(r[3])]
-            rows.append(PowerRow(n, ratio, draws, *share, statistics.median(fitted) if fitted else float("nan"),
+            rows.append(PowerRow(n, ratio, draws, share[0], share[1], share[2],
+                                 statistics.median(fitted) if fitted else float("nan"),
                                  statistics.fmean(r[4] for r in results), statistics.fmean(r[5] for r in results)))
+            if progress:  # a long run shows each row as it is done (stderr: stdout is the table)
+                print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
 
@@ -109,7 +116,7 @@ def markdown(rows: list[PowerRow], seed: int) -> str:
     draws = rows[0].draws if rows else 0
     lines.append("")
     lines.append(f"Power = share of {draws} draws per row with p < 0.05; seed {seed}; quality SD {QUALITY_SD}, "
-                 f"relevance SD {RELEVANCE_SD}.")
+                 f"relevance SD {RELEVANCE_SD}, label-effect SD {LABEL_SD}.")
     return "\n".join(lines)
 
 
@@ -117,11 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[100, 500, 2000])
     parser.add_argument("--odds-ratios", type=float, nargs="+", default=[1.2, 1.5])
-    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--draws", type=int, default=100)
     parser.add_argument("--seed", type=int, default=19)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    rows = power_table(args.items, args.odds_ratios, args.draws, args.seed)
+    rows = power_table(args.items, args.odds_ratios, args.draws, args.seed, progress=True)
     print(markdown(rows, args.seed))
     print(f"\n({time.perf_counter() - start:.0f} s)")
     return 0

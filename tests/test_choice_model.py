@@ -220,3 +220,14 @@ def test_suppression_across_three_conditions_and_the_tests_it_cannot_run():
     unpaired = suppression_rates(pd.concat([_answers("base", [True, False]), _answers("cf", [False, False])])
                                  .drop(columns=["item"]))
     assert unpaired.mcnemar_p is None and any("no item column" in n for n in unpaired.notes)
+
+
+def test_no_warning_reaches_the_user_and_a_separated_fit_says_it_did_not_converge(simulated):
+    f = simulated[simulated["condition"] != "vanilla"]
+    # Every citing answer cites a relevant document: relevance separates cited from uncited ones.
+    separated = f.assign(cited=f["cited"] & f["relevant"])
+    silent = f.assign(cited=False).assign(answer=lambda d: "silent/" + d["answer"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_choice_model(pd.concat([separated, silent], ignore_index=True), label_reference="B")
+    assert not fit.converged and fit.effect("relevant").odds_ratio > 1e3
