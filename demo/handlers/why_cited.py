@@ -68,7 +68,7 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     from demo.settings import without_server_paths
     from engine.errors import UserError
     from engine.usecases.formatting import format_p
-    from engine.usecases.why_cited import WhyCitedRequest, why_cited
+    from engine.usecases.why_cited import WhyCitedRequest, not_converged, why_cited
 
     db_path = Path(db_path)
     references = experiment_references(text, chosen)
@@ -87,7 +87,7 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
         f"**{fit.n_answers:,} answers** of {len(result.experiment_ids)} experiment"
         f"{'s' if len(result.experiment_ids) != 1 else ''}; {fit.n_informative:,} cite some but not all of their "
         "documents and inform the fit (each answer a stratum: which of the documents shown together was cited)."
-        + ("" if fit.converged else " **The fit did not converge**: read the intervals with care."),
+        + ("" if fit.converged else f" **Warning:** {markdown_text(not_converged(fit))}."),
         "",
         *[f"- {markdown_text(e.sentence)}" for e in fit.effects],
         *[f"- *not estimated:* {markdown_text(term)}: {markdown_text(why)}" for term, why in fit.dropped],

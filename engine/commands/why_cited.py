@@ -72,6 +72,7 @@ def format_text(result: Any) -> str:
     """The human-readable model and suppression rates."""
     from engine.commands.bias import text_columns
     from engine.usecases.formatting import format_p
+    from engine.usecases.why_cited import not_converged
 
     fit, s = result.fit, result.suppression
     lines = [
@@ -84,7 +85,7 @@ def format_text(result: Any) -> str:
         + (f"; labels against '{fit.label_reference}'" if fit.label_reference else ""),
     ]
     if not fit.converged:
-        lines.append("warning: the fit did not converge; read the intervals with care")
+        lines.append("warning: " + not_converged(fit))  # engine.usecases.why_cited
     table = [["effect", "odds ratio", "95% CI", "p"]]
     for e in fit.effects:
         table.append([e.term, _ratio(e.odds_ratio), f"[{_ratio(e.ci_low)}, {_ratio(e.ci_high)}]", format_p(e.p)])

@@ -140,3 +140,13 @@ def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     fit = fit_choice_model(rows, position=request.position, interactions=tuple(request.interactions),
                            label_reference=reference)
     return WhyCitedResult(ids, int(rows["run_id"].nunique()), fit, suppression_rates(rows))
+
+
+def not_converged(fit: Any) -> str:
+    """Why a fit that did not converge says little, naming the effects left unbounded."""
+    import math
+
+    loose = [e.term for e in fit.effects if not (math.isfinite(e.ci_high) and e.ci_low > 0)]
+    return ("the fit did not converge: a covariate (nearly) separates cited from uncited documents, e.g. a "
+            "position that is never cited" + (f"; unbounded: {', '.join(loose)}" if loose else "")
+            + "; read the intervals with care or give more answers")
