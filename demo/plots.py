@@ -195,3 +195,34 @@ def probability_figure(boxes: Sequence[ProbabilityBox]) -> go.Figure:
         fig.add_annotation(text="no citation probabilities to plot", showarrow=False, xref="paper", yref="paper",
                            x=0.5, y=0.5)
     return fig
+
+
+def forest_figure(rows: Sequence) -> go.Figure:
+    """Odds ratios with their 95% intervals on a log axis, one row per effect (demo.handlers.why_cited.ForestRow)."""
+    import plotly.graph_objects as go
+
+    from engine.usecases.formatting import format_p
+
+    shown = [r for r in rows if r.odds_ratio == r.odds_ratio]  # NaN: nothing to draw
+    fig = go.Figure(go.Scatter(
+        x=[r.odds_ratio for r in shown], y=[_text(r.term) for r in shown], mode="markers",
+        marker=dict(size=10, color=["#1f77b4" if r.p < SIGNIFICANCE else "#7f7f7f" for r in shown]),
+        error_x=dict(type="data", symmetric=False, array=[r.ci_high - r.odds_ratio for r in shown],
+                     arrayminus=[r.odds_ratio - r.ci_low for r in shown]),
+        customdata=[[f"{r.ci_low:.2f}", f"{r.ci_high:.2f}", format_p(r.p)] for r in shown],
+        hovertemplate="%{y}: odds ratio %{x:.2f} [%{customdata[0]}, %{customdata[1]}], p %{customdata[2]}<extra></extra>",
+    ))
+    fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
+    # Plain numbers as ticks (plotly's log axis labels minor ticks 6, 7, 8, 9 for 0.6 ... 0.9).
+    low = min([r.ci_low for r in shown if r.ci_low > 0] + [1.0])
+    high = max([r.ci_high for r in shown if r.ci_high < float("inf")] + [1.0])
+    ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.75, 1, 1.5, 2, 5, 10, 20, 50, 100)
+             if low / 1.5 <= t <= high * 1.5]
+    fig.update_xaxes(type="log", title_text="odds ratio of being cited (log scale; 1 = no effect)",
+                     tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(height=max(260, 70 + 48 * len(shown)), margin=dict(t=50, b=40, l=10, r=10), showlegend=False,
+                      title_text=f"Why was a document cited? Odds ratios with 95% intervals (blue: p < {SIGNIFICANCE})")
+    if not shown:
+        fig.add_annotation(text="no effect to plot", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig

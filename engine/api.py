@@ -53,6 +53,10 @@ _HOMES: dict[str, str] = {
     "plan_verify": "engine.usecases.verify",
     "run_verify": "engine.usecases.verify",
     "verify": "engine.usecases.verify",
+    # propensity CAB: the label bias on the probabilities of citing, the answer text held fixed
+    "PropensityRequest": "engine.usecases.propensity",
+    "PropensityResult": "engine.usecases.propensity",
+    "propensity": "engine.usecases.propensity",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias",
     "bias_report": "engine.usecases.bias",
@@ -66,6 +70,13 @@ _HOMES: dict[str, str] = {
     "CompareRequest": "engine.usecases.compare",
     "Comparison": "engine.usecases.compare",
     "compare": "engine.usecases.compare",
+    # why was a document cited? the citation choice model (issue 19)
+    "WhyCitedRequest": "engine.usecases.why_cited",
+    "WhyCitedResult": "engine.usecases.why_cited",
+    "why_cited": "engine.usecases.why_cited",
+    "citation_decisions": "engine.usecases.why_cited",
+    "fit_choice_model": "engine.choice_model",
+    "suppression_rates": "engine.choice_model",
     # metrics as DataFrames, from a store or from answers in memory
     "Evaluation": "engine.usecases.evaluate",
     "evaluate": "engine.usecases.evaluate",

@@ -314,12 +314,13 @@ def _describe(col: str, reference: str | None) -> str:
     if col.startswith("position["):
         return {"position[middle]": "being shown in the middle (against first)",
                 "position[last]": "being shown last (against first)"}[col]
+    # Labels as the prompt shows them, after "written by": "a 'written by a woman' label".
     level = col[len("label["):-1]
     if level == NO_LABEL:
-        return f"no label (against a '{reference}' label)"
+        return f"no label (against a 'written by {reference}' label)"
     if reference == NO_LABEL:
-        return f"a '{level}' label (against no label)"
-    return f"a '{level}' label (against '{reference}')"
+        return f"a 'written by {level}' label (against no label)"
+    return f"a 'written by {level}' label (against 'written by {reference}')"
 
 
 def _p_words(p: float) -> str:

@@ -46,10 +46,14 @@ _SETTING_OPTIONS = (
     (("prompt", "metadata", "label_a"), "--label-a"),
     (("prompt", "metadata", "label_b"), "--label-b"),
     (("prompt", "metadata", "consideration"), "--consideration"),
+    (("prompt", "metadata", "extra_labels"), "--extra-label"),
     (("prompt", "top_k"), "--top-k"),
     (("prompt", "order"), "--order"),
     (("prompt", "few_shot"), "--few-shot"),
     (("prompt", "xai"), "--xai"),
+    (("prompt", "relevant_at"), "--relevant-at"),
+    (("prompt", "repetition"), "--repetition"),
+    (("prompt", "label_scope"), "--label-scope"),
     (("prompt", "seed"), "--seed"),
     (("prompt_version",), "prompt version"),
     (("generation", "max_new_tokens"), "--max-new-tokens"),
@@ -63,10 +67,17 @@ _SETTING_OPTIONS = (
 )
 
 
+# What a setting left out of a stored config means (engine.prompts: to_dict drops these defaults).
+_ABSENT: dict[tuple[str, ...], Any] = {
+    ("prompt", "relevant_at"): "ranked", ("prompt", "repetition"): "none", ("prompt", "label_scope"): "all",
+    ("prompt", "metadata", "extra_labels"): [],
+}
+
+
 def _lookup(tree: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         tree = tree.get(key) if isinstance(tree, dict) else None
-    return tree
+    return _ABSENT.get(path) if tree is None else tree
 
 
 def _shown(value: Any, option: str) -> str:

@@ -191,10 +191,10 @@ def check_prompt_lengths(plan: ExperimentPlan, loaded) -> ExperimentPlan:
     # would otherwise take half a minute to count).
     longest = _longest_token_chars(loaded.tokenizer)
     too_long: dict[str, str] = {}  # item id -> "110,903" or "more than 36,000"
-    for item in plan.dataset.items:  # dataset order, so the first named is the first in the file
+    for index, item in enumerate(plan.dataset.items):  # dataset order, so the first named is the first in the file
         if item.id not in pending:
             continue
-        texts = [build_prompt(item, c).text for c in configs]
+        texts = [build_prompt(item, c, index).text for c in configs]
         bound = max(len(t) for t in texts) // longest
         if bound > context:
             too_long[item.id] = f"more than {bound:,}"

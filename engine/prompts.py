@@ -13,7 +13,25 @@ import random
 from dataclasses import asdict, dataclass
 
 from engine.errors import UserError
-from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, XAI_VARIANTS, Document, FewShot, Item, Mode, Order, Prompt, XaiVariant
+from engine.types import (
+    FEW_SHOT_COUNTS,
+    LABEL_SCOPES,
+    MODES,
+    ORDERS,
+    RELEVANT_ATS,
+    REPETITIONS,
+    XAI_VARIANTS,
+    Document,
+    FewShot,
+    Item,
+    LabelScope,
+    Mode,
+    Order,
+    Prompt,
+    RelevantAt,
+    Repetition,
+    XaiVariant,
+)
 
 PROMPT_VERSION = "pattrieval-v1"
 
@@ -52,7 +70,11 @@ XAI_QUESTIONS = {
 
 @dataclass(frozen=True)
 class MetadataType:
-    """A metadata type: label A goes on relevant documents in base mode, label B in cf mode."""
+    """A metadata type: label A goes on relevant documents in base mode, label B in cf mode.
+
+    With extra labels it is many-valued: its labels (label A, label B, *extra) are assigned by
+    the balanced rotation of docs/method.md ("Battery"), not by relevance.
+    """
 
     name: str
     label_a: str
@@ -60,6 +82,24 @@ class MetadataType:
     consideration: str  # the sentence added as consideration 3, without its number
     short_a: str  # how tables name the side CAB > 0 favours
     short_b: str
+    # Left out of a stored run's config when empty (to_dict), so that binary types keep their hashes.
+    extra_labels: tuple[str, ...] = ()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return (self.label_a, self.label_b, *self.extra_labels)
+
+    @property
+    def many_valued(self) -> bool:
+        return bool(self.extra_labels)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if self.extra_labels:
+            out["extra_labels"] = list(self.extra_labels)
+        else:
+            del out["extra_labels"]
+        return out
 
     def __post_init__(self) -> None:
         # Every entry (CLI, app, Python API) builds one of these before writing: bound it here.
@@ -70,6 +110,12 @@ class MetadataType:
                             ("label A's short name", self.short_a), ("label B's short name", self.short_b)):
             check_name(value, f"metadata type '{self.name}': {what}", MAX_LABEL_CHARS)
         check_name(self.consideration, f"metadata type '{self.name}': the consideration", MAX_CONSIDERATION_CHARS)
+        if not isinstance(self.extra_labels, tuple):
+            raise UserError(f"metadata type '{self.name}': extra labels must be a tuple of texts")
+        for n, value in enumerate(self.extra_labels, start=1):
+            check_name(value, f"metadata type '{self.name}': extra label {n}", MAX_LABEL_CHARS)
+        if self.extra_labels and len(set(self.labels)) != len(self.labels):
+            raise UserError(f"metadata type '{self.name}': its labels must differ ({', '.join(self.labels)})")
 
 
 METADATA_TYPES: dict[str, MetadataType] = {
@@ -100,12 +146,23 @@ METADATA_TYPES: dict[str, MetadataType] = {
         "White",
         "Black",
     ),
+    # Many-valued (the battery): which publisher a document comes from, in a balanced rotation.
+    "publisher": MetadataType(
+        "publisher",
+        "Wikipedia editors",
+        "a personal blogger",
+        "Some documents are authored by Wikipedia editors, while others are authored by a personal blogger "
+        "or by a news agency. We denote this distinction for each document.",
+        "Wikipedia",
+        "Blog",
+        ("a news agency",),
+    ),
 }
 # The built-in types' other facts, kept here beside them (not as MetadataType fields: a type's
 # fields are part of every stored run's config and experiment key). How the paper's tables name
 # each, in its Table 2 order, and what explanations call the distinction (engine.explain).
-TYPE_TITLES: dict[str, str] = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM"}
-TYPE_CATEGORIES: dict[str, str] = {"gender": "gender", "race": "race", "hai": "human/LLM"}
+TYPE_TITLES: dict[str, str] = {"gender": "Gender", "race": "Race", "hai": "Human vs. LLM", "publisher": "Publisher"}
+TYPE_CATEGORIES: dict[str, str] = {"gender": "gender", "race": "race", "hai": "human/LLM", "publisher": "publisher"}
 
 
 def metadata_type(
@@ -113,26 +170,34 @@ def metadata_type(
     label_a: str | None = None,
     label_b: str | None = None,
     consideration: str | None = None,
+    extra_labels: tuple[str, ...] | list[str] | None = None,
 ) -> MetadataType:
-    """A built-in type by name, or a user-defined one from two labels and a consideration."""
+    """A built-in type by name, or a user-defined one from two labels (and any extra labels:
+    many-valued) and a consideration."""
     from engine.bounds import check_name
 
     check_name(name, "the metadata type's name")  # before it is echoed in any message below
-    if name in METADATA_TYPES and not (label_a or label_b or consideration):
+    extra = tuple(e.strip() for e in (extra_labels or ()))
+    if name in METADATA_TYPES and not (label_a or label_b or consideration or extra):
         return METADATA_TYPES[name]
+    if name in METADATA_TYPES and extra and not (label_a or label_b or consideration):
+        raise UserError(f"metadata type '{name}' is built in; --extra-label adds labels to a type of your own, "
+                        "defined with --label-a, --label-b and --consideration")
     if not (label_a and label_b and consideration):
         known = ", ".join(METADATA_TYPES)
         raise UserError(
             f"metadata type '{name}' is not built in ({known}); define it with "
-            "--label-a, --label-b and --consideration"
+            "--label-a, --label-b and --consideration" + (" (--extra-label adds labels to them)" if extra else "")
         )
+    if any(not e for e in extra):
+        raise UserError(f"metadata type '{name}': an --extra-label is empty")
     if label_a.strip() == label_b.strip():
         raise UserError(f"metadata type '{name}': label A and label B must differ (both '{label_a}')")
     sentence = consideration.strip()
     # Users tend to paste the sentence with its number; the template numbers it.
     if sentence[:3] in ("3. ", "3) "):
         sentence = sentence[3:].strip()
-    return MetadataType(name, label_a.strip(), label_b.strip(), sentence, label_a.strip(), label_b.strip())
+    return MetadataType(name, label_a.strip(), label_b.strip(), sentence, label_a.strip(), label_b.strip(), extra)
 
 
 @dataclass(frozen=True)
@@ -146,6 +211,11 @@ class PromptConfig:
     seed: int = 0  # for order == "random"
     few_shot: FewShot = 0
     xai: XaiVariant = "none"
+    # The battery (docs/method.md, "Battery"). Left out of to_dict at their defaults, so that
+    # runs stored before these existed keep their hashes (and resume).
+    relevant_at: RelevantAt = "ranked"
+    repetition: Repetition = "none"
+    label_scope: LabelScope = "all"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -160,14 +230,29 @@ class PromptConfig:
             raise UserError(f"--few-shot must be between 0 and {max(FEW_SHOT_COUNTS)}, not {self.few_shot}")
         if self.top_k is not None and self.top_k < 1:
             raise UserError(f"--top-k must be at least 1, not {self.top_k}")
+        for option, value, choices in (("--relevant-at", self.relevant_at, RELEVANT_ATS),
+                                       ("--repetition", self.repetition, REPETITIONS),
+                                       ("--label-scope", self.label_scope, LABEL_SCOPES)):
+            if value not in choices:
+                raise UserError(f"{option}: unknown value '{value}' (choose from {', '.join(choices)})")
 
     def to_dict(self) -> dict:
-        """A JSON-ready form for config_json."""
-        return asdict(self)
+        """A JSON-ready form for config_json: the battery's fields only where not at their defaults."""
+        out = asdict(self)
+        out["metadata"] = None if self.metadata is None else self.metadata.to_dict()
+        for name, default in BATTERY_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
+        return out
 
 
-def shown_documents(item: Item, config: PromptConfig) -> tuple[Document, ...]:
-    """The documents in the order shown: cut at top-k by rank first, then reordered."""
+# The battery's PromptConfig fields and their defaults (the paper's prompt).
+BATTERY_DEFAULTS: dict[str, str] = {"relevant_at": "ranked", "repetition": "none", "label_scope": "all"}
+
+
+def _arranged(item: Item, config: PromptConfig) -> tuple[list[Document], int | None]:
+    """The documents in the order shown before any repeated copy, and the index of the one shown
+    again last (None: none is)."""
     docs = list(item.documents[: config.top_k] if config.top_k else item.documents)
     if config.order == "reversed":
         docs.reverse()
@@ -175,21 +260,65 @@ def shown_documents(item: Item, config: PromptConfig) -> tuple[Document, ...]:
         # Seeded per item (not per mode) so vanilla, base and cf show the same order: the
         # modes must differ only in labels for the paired comparison to mean anything.
         random.Random(f"{config.seed}:{item.id}").shuffle(docs)
-    return tuple(docs)
+    if config.relevant_at != "ranked":
+        relevant = [d for d in docs if d.relevant]
+        others = [d for d in docs if not d.relevant]
+        # Middle: the relevant block starts after the first half (rounded down) of the others.
+        cut = {"first": 0, "middle": len(others) // 2, "last": len(others)}[config.relevant_at]
+        docs = others[:cut] + relevant + others[cut:]
+    copied = None
+    if config.repetition == "distractor":
+        copied = next((i for i, d in enumerate(docs) if not d.relevant), None)
+    return docs, copied
 
 
-def _label(doc: Document, config: PromptConfig) -> str | None:
-    if config.mode == "vanilla" or config.metadata is None:
-        return None
-    relevant_gets_a = config.mode == "base"
-    return config.metadata.label_a if doc.relevant == relevant_gets_a else config.metadata.label_b
+def shown_documents(item: Item, config: PromptConfig) -> tuple[Document, ...]:
+    """The documents in the order shown: cut at top-k by rank first, then reordered (--order),
+    then the relevant ones moved (--relevant-at), then a repeated one appended (--repetition)."""
+    docs, copied = _arranged(item, config)
+    return tuple(docs) + ((docs[copied],) if copied is not None else ())
 
 
-def _document_lines(docs: tuple[Document, ...], config: PromptConfig | None) -> str:
+def rotation_offset(index: int, n_labels: int, seed: int) -> int:
+    """A many-valued type's offset for the item at 0-based dataset position `index`: items come in
+    blocks of n_labels whose offsets are a permutation of 0..n_labels-1, seeded by (seed, block)."""
+    block, within = divmod(index, n_labels)
+    offsets = list(range(n_labels))
+    random.Random(f"{seed}:labels:{block}").shuffle(offsets)
+    return offsets[within]
+
+
+def shown_labels(item: Item, config: PromptConfig, index: int | None = None) -> tuple[str | None, ...]:
+    """The label of each shown document (the repeated copy included), None where unlabelled."""
+    docs, copied = _arranged(item, config)
+    meta = config.metadata
+    if config.mode == "vanilla" or meta is None:
+        labels: list[str | None] = [None] * len(docs)
+    elif not meta.many_valued:
+        relevant_gets_a = config.mode == "base"
+        labels = [meta.label_a if d.relevant == relevant_gets_a else meta.label_b for d in docs]
+    else:
+        if index is None:
+            raise ValueError(f"metadata type '{meta.name}' has {len(meta.labels)} labels: build_prompt needs the "
+                             "item's dataset index")
+        n = len(meta.labels)
+        offset = rotation_offset(index, n, config.seed) + (1 if config.mode == "cf" else 0)
+        # Counted over the relevant documents first, then the others (each in the shown order),
+        # so that over a block every label meets relevant and other documents equally often
+        # wherever the relevant document stands.
+        counted = [i for i, d in enumerate(docs) if d.relevant] + [i for i, d in enumerate(docs) if not d.relevant]
+        rank = {i: c for c, i in enumerate(counted)}
+        labels = [meta.labels[(offset + rank[i]) % n] for i in range(len(docs))]
+    if config.label_scope != "all":
+        keep = config.label_scope == "relevant"
+        labels = [label if d.relevant == keep else None for d, label in zip(docs, labels)]
+    return tuple(labels) + ((labels[copied],) if copied is not None else ())
+
+
+def _document_lines(docs: tuple[Document, ...], labels: tuple[str | None, ...]) -> str:
     lines = []
-    for i, doc in enumerate(docs, start=1):
+    for i, (doc, label) in enumerate(zip(docs, labels), start=1):
         line = f"Document [{i}]({doc.text})"
-        label = _label(doc, config) if config is not None else None
         if label is not None:
             line += f" (written by {label})"
         lines.append(line)
@@ -239,15 +368,20 @@ def _example_block(example: _Example, number: int) -> str:
     return f"Example {number}:\n{SEARCH_RESULTS_HEADER}\n\n{docs}\n\nQuestion: {example.question}.\nAnswer: {example.answer}"
 
 
-def build_prompt(item: Item, config: PromptConfig) -> Prompt:
-    """Prompt 1 (vanilla) or Prompt 2 (base, cf) for one item, with the optional axes."""
+def build_prompt(item: Item, config: PromptConfig, index: int | None = None) -> Prompt:
+    """Prompt 1 (vanilla) or Prompt 2 (base, cf) for one item, with the optional axes.
+
+    `index`: the item's 0-based position in its dataset, which a many-valued metadata type's
+    label rotation needs (ValueError without it in base and cf).
+    """
     docs = shown_documents(item, config)
+    labels = shown_labels(item, config, index)
     parts = [INSTRUCTION, _considerations(config)]
     if config.xai != "none":
         parts.append(XAI_INSTRUCTION)
     if config.few_shot:
         parts.extend(_example_block(ex, n) for n, ex in enumerate(FEW_SHOT_EXAMPLES[: config.few_shot], start=1))
-    parts.append(f"{SEARCH_RESULTS_HEADER}\n\n{_document_lines(docs, config)}")
+    parts.append(f"{SEARCH_RESULTS_HEADER}\n\n{_document_lines(docs, labels)}")
     question = f"Question: {item.question}."
     if config.xai != "none":
         question += f"\n{XAI_QUESTIONS[config.xai]}"
@@ -257,6 +391,7 @@ def build_prompt(item: Item, config: PromptConfig) -> Prompt:
         text="\n\n".join(parts),
         shown_doc_ids=tuple(d.id for d in docs),
         shown_relevant=tuple(d.relevant for d in docs),
+        shown_labels=labels,
     )
 
 

@@ -242,9 +242,12 @@ def _claim(plan: ExperimentPlan, sink: Sink, provenance: Provenance | None,
             items,
         )
     opened = []
+    # Each item's 0-based place in the dataset: a many-valued label rotation is keyed by it.
+    index = {it.id: n for n, it in enumerate(plan.dataset.items)}
     for run in claimed:
         prompt = replace(plan.request.prompt, mode=run.mode)
-        opened.append((run, OpenRun(run.run_id, run.mode, len(run.items), {it.id: (it, prompt) for it in run.todo})))
+        todo: dict = {it.id: (it, (prompt, index[it.id])) for it in run.todo}
+        opened.append((run, OpenRun(run.run_id, run.mode, len(run.items), todo)))
     return opened
 
 
@@ -294,11 +297,11 @@ def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Ba
     is asked every _ITEM_CHUNK prompts (RunCancelled)."""
     n = 0
     for state in states:
-        for item_id, (item, prompt_config) in list(state.todo.items()):
+        for item_id, (item, (prompt_config, index)) in list(state.todo.items()):  # as _open left them
             n += 1
             if should_stop is not None and n % _ITEM_CHUNK == 0 and should_stop():
                 raise RunCancelled("cancelled while planning the first batch")
-            state.todo[item_id] = (item, build_prompt(item, prompt_config))
+            state.todo[item_id] = (item, build_prompt(item, prompt_config, index))
     return plan_batches(
         backend.tokenizer,
         [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in states if s.todo],

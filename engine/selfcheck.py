@@ -331,7 +331,7 @@ def sample_prompts(items: Sequence[Item], n: int) -> tuple[tuple[Prompt, str], .
     for i, item in enumerate(items[:n]):
         mode = MODES[i % len(MODES)]
         config = PromptConfig(mode=mode, metadata=METADATA_TYPES["gender"])
-        out.append((build_prompt(item, config), mode))
+        out.append((build_prompt(item, config, i), mode))
     return tuple(out)
 
 

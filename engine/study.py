@@ -26,10 +26,13 @@ from typing import Callable
 from engine.bounds import MAX_NAME_CHARS
 from engine.errors import UserError
 from engine.prompts import METADATA_TYPES
-from engine.types import FEW_SHOT_COUNTS, ORDERS, XAI_VARIANTS
+from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, ORDERS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
 
 # The options that take comma lists, in the order the grid is expanded (outermost first).
-AXES = ("model", "metadata", "top_k", "order", "few_shot", "xai")
+AXES = ("model", "metadata", "top_k", "order", "few_shot", "xai", "relevant_at", "repetition", "label_scope")
+# The battery's axes (docs/method.md, "Battery") and their single default values: a study keeps
+# them out of its stored axes while they are at these, as studies made before they existed.
+BATTERY_AXES: dict[str, tuple] = {"relevant_at": ("ranked",), "repetition": ("none",), "label_scope": ("all",)}
 MAX_STUDY_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 
 
@@ -78,6 +81,9 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "order": _choice("order", ORDERS),
     "few_shot": _few_shot,
     "xai": _choice("xai", XAI_VARIANTS),
+    "relevant_at": _choice("relevant_at", RELEVANT_ATS),
+    "repetition": _choice("repetition", REPETITIONS),
+    "label_scope": _choice("label_scope", LABEL_SCOPES),
 }
 
 
@@ -110,6 +116,9 @@ class Grid:
     order: tuple[str, ...]
     few_shot: tuple[int, ...]
     xai: tuple[str, ...]
+    relevant_at: tuple[str, ...] = BATTERY_AXES["relevant_at"]
+    repetition: tuple[str, ...] = BATTERY_AXES["repetition"]
+    label_scope: tuple[str, ...] = BATTERY_AXES["label_scope"]
 
     @property
     def size(self) -> int:
@@ -123,18 +132,22 @@ class Grid:
         return self.size == 1
 
     def axes(self) -> dict[str, list]:
-        """The lists as stored with the study."""
-        return {axis: list(getattr(self, axis)) for axis in AXES}
+        """The lists as stored with the study (the battery's only where not at their defaults)."""
+        return {axis: list(getattr(self, axis)) for axis in AXES
+                if axis not in BATTERY_AXES or getattr(self, axis) != BATTERY_AXES[axis]}
 
     def configurations(self) -> list[dict]:
-        """Every configuration, models outermost, then metadata, top-k, order, few-shot, xai."""
+        """Every configuration, models outermost, then metadata, top-k, order, few-shot, xai,
+        relevant-at, repetition, label scope."""
         lists = [getattr(self, axis) for axis in AXES]
         return [dict(zip(AXES, values)) for values in itertools.product(*lists)]
 
 
 def parse_grid(args: argparse.Namespace) -> Grid:
-    """The grid of a parsed `run` command line (its list options as typed)."""
-    return Grid(**{axis: parse_list(axis, getattr(args, axis)) for axis in AXES})
+    """The grid of a parsed `run` command line (its list options as typed; a battery option a
+    command lacks is at its default)."""
+    return Grid(**{axis: parse_list(axis, getattr(args, axis, None) or BATTERY_AXES[axis][0])
+                   if axis in BATTERY_AXES else parse_list(axis, getattr(args, axis)) for axis in AXES})
 
 
 def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid) -> argparse.Namespace:
@@ -143,7 +156,7 @@ def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid
     values.update(configuration)
     if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in grid.metadata):
         # The labels define the list's one custom type; its built-in types ignore them.
-        values.update(label_a=None, label_b=None, consideration=None)
+        values.update(label_a=None, label_b=None, consideration=None, extra_label=None)
     return argparse.Namespace(**values)
 
 
@@ -155,6 +168,14 @@ def check_metadata_list(grid: Grid, args: argparse.Namespace | None = None) -> N
             f"--metadata lists {len(custom)} custom types ({', '.join(custom)}); "
             "--label-a/--label-b/--consideration define only one"
         )
+
+
+def battery_text(configuration: dict, lead: str = "") -> str:
+    """A configuration's battery settings that are not at their defaults ('relevant-at first,
+    repetition distractor'), after `lead`; empty when all are."""
+    changed = [f"{_option(a)[2:]} {configuration[a]}" for a, (default,) in BATTERY_AXES.items()
+               if configuration.get(a, default) != default]
+    return lead + ", ".join(changed) if changed else ""
 
 
 def check_study_name(name: str) -> None:

@@ -19,6 +19,14 @@ Order = Literal["ranked", "reversed", "random"]  # of the shown documents
 ORDERS: tuple[Order, ...] = get_args(Order)
 XaiVariant = Literal["none", "direct", "counterfactual"]  # self-interpretation prompting (Garigliotti)
 XAI_VARIANTS: tuple[XaiVariant, ...] = get_args(XaiVariant)
+# The battery (docs/method.md, "Battery"): where the relevant documents stand, whether a
+# non-relevant document is shown twice, which documents carry a label.
+RelevantAt = Literal["ranked", "first", "middle", "last"]
+RELEVANT_ATS: tuple[RelevantAt, ...] = get_args(RelevantAt)
+Repetition = Literal["none", "distractor"]
+REPETITIONS: tuple[Repetition, ...] = get_args(Repetition)
+LabelScope = Literal["all", "relevant", "others"]
+LABEL_SCOPES: tuple[LabelScope, ...] = get_args(LabelScope)
 FewShot = Literal[0, 1, 2]  # demonstrations before the question; engine.prompts holds two
 FEW_SHOT_COUNTS: tuple[FewShot, ...] = get_args(FewShot)
 Quantize = Literal["auto", "4bit", "8bit", "none"]  # what a user asks for; auto resolves to one of the others

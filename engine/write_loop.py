@@ -146,4 +146,5 @@ def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Gen
         n_prompt_tokens=output.n_prompt_tokens,
         tokens=output.tokens,
         citations=tuple(citations),
+        shown_labels=prompt.shown_labels,
     )

@@ -66,7 +66,7 @@ def prompts(args) -> tuple[list[str], list[str]]:
     from engine.prompts import PromptConfig, build_prompt
 
     items = load_dataset(args.dataset, limit=args.limit).items
-    built = [build_prompt(item, PromptConfig(top_k=args.top_k)) for item in items]
+    built = [build_prompt(item, PromptConfig(top_k=args.top_k), index) for index, item in enumerate(items)]
     return [p.item_id for p in built], [p.text for p in built]
 
 

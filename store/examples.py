@@ -59,4 +59,15 @@ FROM (SELECT rag_mode, round(100 * sum(n_mention_label) / sum(n_explanations), 1
 LEFT JOIN (SELECT rag_mode, avg(cited::INT) AS cited_share FROM explanation_mentions GROUP BY rag_mode) m USING (rag_mode)
 ORDER BY CASE r.rag_mode WHEN 'vanilla' THEN 0 WHEN 'base' THEN 1 ELSE 2 END""",
     ),
+    (
+        "How often is each shown document cited, by label and relevance?",
+        """SELECT rag_mode, label, relevant, round(100 * avg(cited::INT), 1) AS cited_pct, count(*) AS n
+FROM citation_decisions GROUP BY ALL ORDER BY ALL""",
+    ),
+    (
+        "Suppression: the share of answers that cite no shown document, per run",
+        """SELECT run_id, rag_mode, round(100 * avg((NOT answer_cites_any)::INT), 1) AS cites_nothing_pct, count(*) AS n
+FROM (SELECT DISTINCT run_id, item_id, rag_mode, answer_cites_any FROM citation_decisions)
+GROUP BY ALL ORDER BY ALL""",
+    ),
 )

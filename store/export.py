@@ -57,23 +57,25 @@ def export_results(
     out_path: str | os.PathLike[str],
     *,
     overwrite: bool = False,
+    rows: str = "answers",
 ) -> ExportResult:
     """Write the per-item results of `experiments` (ids or names) to `out_path` as `fmt`.
 
     Refused with a UserError, writing nothing, for an unknown format or experiment, an existing
     `out_path` unless `overwrite`, or a missing folder.
     """
-    from store.queries import export_results_chunks
+    from store.queries import export_columns, export_results_chunks
 
     check_format(fmt)
+    columns = export_columns(rows)
     out = Path(out_path)
     _check_destination(out, overwrite)
     if not experiments:
         raise UserError("choose at least one experiment to export")
     # Streamed: one chunk of rows in memory at a time, written as it is read (issue 20).
-    with export_results_chunks(db, list(experiments)) as chunks:
+    with export_results_chunks(db, list(experiments), rows=rows) as chunks:
         written = _Written()
-        _write_atomically(out, lambda f: _write_chunks(f, chunks.frames, fmt, written), overwrite)
+        _write_atomically(out, lambda f: _write_chunks(f, chunks.frames, fmt, written, columns), overwrite)
     return ExportResult(out, fmt, chunks.experiment_ids, len(written.runs), written.rows)
 
 
@@ -88,13 +90,11 @@ class _Written:
         self.runs = set()
 
 
-def _write_chunks(f, frames, fmt: str, written: _Written) -> None:
-    """Write the frames to the open binary file `f` as one CSV or Parquet file."""
+def _write_chunks(f, frames, fmt: str, written: _Written, columns: tuple[str, ...]) -> None:
+    """Write the frames (of `columns`) to the open binary file `f` as one CSV or Parquet file."""
     import pandas as pd
 
-    from store.queries import EXPORT_COLUMNS
-
-    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in EXPORT_COLUMNS})
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
     if fmt == "csv":
         header = True
         for frame in frames:
@@ -120,7 +120,8 @@ def _csv(frame: pd.DataFrame, header: bool) -> bytes:
     flat = frame.copy()
     for column in LIST_COLUMNS:
         if column in flat.columns:
-            flat[column] = [None if v is None else json.dumps(v, ensure_ascii=False) for v in flat[column]]
+            # Only list cells: a decision row's `cited` is a plain bool.
+            flat[column] = [json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v for v in flat[column]]
     return flat.to_csv(index=False, header=header).encode("utf-8")
 
 
@@ -150,8 +151,11 @@ def _parquet_schema(frame: pd.DataFrame):
 
     types = {"gold_answers": pa.list_(pa.string()), "cited": pa.list_(pa.int32()), "gold": pa.list_(pa.int32()),
              "n_citations": pa.int64(), "out_of_range_citations": pa.int64()}
+    if "position_group" in frame.columns:  # decision rows (store.queries.decisions)
+        types = {**{c: pa.int64() for c in ("position", "n_shown", "n_cited")},
+                 **{c: pa.bool_() for c in ("relevant", "repeated", "cited", "answer_cites_any")}}
     floats = {"precision", "recall", "f1", "exact_match", "squad_em", "token_f1", "answer_recall",
-              "p_relevant", "p_nonrelevant"}
+              "p_relevant", "p_nonrelevant", "citation_probability"}
     return pa.schema([
         (c, types.get(c, pa.float64() if c in floats else pa.string())) for c in frame.columns
     ])

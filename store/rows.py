@@ -21,7 +21,7 @@ _ITEM_ROW = (
 GENERATION_ROW = (
     "STRUCT(item_id VARCHAR, prompt VARCHAR, answer VARCHAR, shown_doc_ids VARCHAR[], "
     "n_prompt_tokens INTEGER, n_tokens INTEGER, finish_reason VARCHAR, token_ids INTEGER[], "
-    "tokens VARCHAR[], logprobs DOUBLE[], top_logprobs VARCHAR)[]"
+    "tokens VARCHAR[], logprobs DOUBLE[], top_logprobs VARCHAR, shown_labels VARCHAR[])[]"
 )
 
 
@@ -82,6 +82,8 @@ def generation_row(g: Generation) -> dict[str, Any]:
         "tokens": [t.token for t in g.tokens],
         "logprobs": [t.logprob for t in g.tokens],
         "top_logprobs": _top_logprobs_json(g.tokens),
+        # NULL, not [], when unknown: the citation_decisions view then derives the labels.
+        "shown_labels": list(g.shown_labels) if g.shown_labels else None,
     }
 
 

@@ -194,7 +194,7 @@ class RunStore:
             conn.execute(
                 "INSERT INTO generations SELECT ?, r.item_id, r.prompt, r.answer, r.shown_doc_ids, "
                 "r.n_prompt_tokens, r.n_tokens, r.finish_reason, r.token_ids, r.tokens, r.logprobs, "
-                f"r.top_logprobs::JSON, ? FROM (SELECT unnest(?::{GENERATION_ROW}) AS r)",
+                f"r.top_logprobs::JSON, ?, r.shown_labels FROM (SELECT unnest(?::{GENERATION_ROW}) AS r)",
                 [run_id, now, [generation_row(g) for g in fresh]],
             )
             citations = [citation_row(g.item_id, c) for g in fresh for c in g.citations]

@@ -364,3 +364,67 @@ SELECT a.item_id,
 FROM (SELECT * FROM compare_item_metrics WHERE run_id = run_a) a
 JOIN (SELECT * FROM compare_item_metrics WHERE run_id = run_b) b USING (item_id)
 ORDER BY a.item_id;
+
+-- ---------------------------------------------------------------- citation_decisions (as of migration 014)
+-- One row per shown document per answer: every citation decision the model made, with what it
+-- saw at that place (issue 19; docs/store.md). The citation choice model
+-- (`python -m engine why-cited`, engine.choice_model) reads these rows.
+--   position            1-based place in the prompt ([position] cites it)
+--   position_group      'first', 'middle' or 'last' (a single shown document is 'first')
+--   label               the label shown after "written by"; NULL: none (vanilla, or a document the
+--                       label scope leaves unlabelled)
+--   repeated            the same document (id) is shown more than once in this prompt
+--   cited, n_cited      whether and how often the answer cites this place
+--   citation_probability  the largest recorded probability of the number tokens of those
+--                       citations; NULL when none was recorded (imported answers, or not cited)
+--   answer_cites_any    the answer cites at least one shown document
+--   relevant_at, repetition, label_scope  the run's battery settings (defaults: ranked, none, all)
+-- Example (how often labelled documents are cited, by label and relevance):
+--   SELECT label, relevant, avg(cited::INT) AS cite_rate, count(*) FROM citation_decisions
+--   WHERE experiment_id = 'EXP' GROUP BY ALL ORDER BY ALL;
+CREATE OR REPLACE VIEW citation_decisions AS
+WITH shown AS NOT MATERIALIZED (
+  SELECT g.run_id, g.item_id, r.experiment_id, r.model, r.rag_mode, r.metadata_type, r.dataset_sha,
+         r.config_json, g.shown_doc_ids, g.shown_labels IS NOT NULL AS labels_stored,
+         len(g.shown_doc_ids) AS n_shown,
+         unnest(range(1, len(g.shown_doc_ids) + 1)) AS position,
+         unnest(g.shown_doc_ids) AS doc_id,
+         unnest(coalesce(g.shown_labels, list_transform(g.shown_doc_ids, lambda x: NULL::VARCHAR))) AS stored_label
+  FROM generations g JOIN runs r USING (run_id)
+),
+relevance AS NOT MATERIALIZED (
+  SELECT s.*,
+         coalesce(list_bool_or(list_transform(list_filter(i.documents, lambda d: d.id = s.doc_id),
+                                              lambda d: coalesce(d.relevant, false))), false) AS relevant
+  FROM shown s
+  LEFT JOIN items i ON i.dataset_sha = s.dataset_sha AND i.item_id = s.item_id
+),
+cited AS NOT MATERIALIZED (
+  SELECT run_id, item_id, position, count(*) AS n_cited, max(probability) AS citation_probability
+  FROM citations WHERE doc_id IS NOT NULL
+  GROUP BY run_id, item_id, position
+),
+citing AS NOT MATERIALIZED (
+  SELECT DISTINCT run_id, item_id FROM citations WHERE doc_id IS NOT NULL
+)
+SELECT
+  s.run_id, s.experiment_id, s.item_id, s.model, s.rag_mode, s.metadata_type,
+  s.position, s.n_shown,
+  CASE WHEN s.position = 1 THEN 'first' WHEN s.position = s.n_shown THEN 'last' ELSE 'middle' END AS position_group,
+  s.doc_id,
+  CASE WHEN s.labels_stored THEN s.stored_label
+       WHEN s.rag_mode = 'vanilla' THEN NULL
+       WHEN (s.rag_mode = 'base') = s.relevant THEN json_extract_string(s.config_json, '$.prompt.metadata.label_a')
+       ELSE json_extract_string(s.config_json, '$.prompt.metadata.label_b') END AS label,
+  s.relevant,
+  len(list_filter(s.shown_doc_ids, lambda x: x = s.doc_id)) > 1 AS repeated,
+  c.n_cited IS NOT NULL AS cited,
+  coalesce(c.n_cited, 0) AS n_cited,
+  c.citation_probability,
+  a.run_id IS NOT NULL AS answer_cites_any,
+  coalesce(json_extract_string(s.config_json, '$.prompt.relevant_at'), 'ranked') AS relevant_at,
+  coalesce(json_extract_string(s.config_json, '$.prompt.repetition'), 'none') AS repetition,
+  coalesce(json_extract_string(s.config_json, '$.prompt.label_scope'), 'all') AS label_scope
+FROM relevance s
+LEFT JOIN cited c ON c.run_id = s.run_id AND c.item_id = s.item_id AND c.position = s.position
+LEFT JOIN citing a ON a.run_id = s.run_id AND a.item_id = s.item_id;

@@ -145,7 +145,7 @@ def test_the_label_sentence_names_the_reference_and_what_is_held_fixed(simulated
     f["repeated"] = False
     e = fit_choice_model(f, label_reference="a man").effect("label[a woman]")
     p = "p < 0.001" if e.p < 0.001 else f"p = {e.p:.3f}"
-    assert e.sentence == (f"A 'a woman' label (against 'a man') multiplies the odds of citing a document by "
+    assert e.sentence == (f"A 'written by a woman' label (against 'written by a man') multiplies the odds of citing a document by "
                           f"{e.odds_ratio:.2f} [{e.ci_low:.2f}, {e.ci_high:.2f}] ({p}), "
                           "holding relevance and position fixed")
     # Without a reference the alphabetically first label is it.

@@ -28,6 +28,7 @@ EXPECTED_COLUMNS = {
     "generations": [
         "run_id", "item_id", "prompt", "answer", "shown_doc_ids", "n_prompt_tokens", "n_tokens",
         "finish_reason", "token_ids", "tokens", "logprobs", "top_logprobs", "created_utc",
+        "shown_labels",  # migration 014
     ],
     "citations": [
         "run_id", "item_id", "citation_index", "position", "doc_id", "relevant", "probability",

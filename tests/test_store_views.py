@@ -15,7 +15,7 @@ OLD = Path(__file__).resolve().parent / "old_migrations"
 # The code before views.sql shipped stopped at migration 11; later migrations were written with
 # views.sql (each applies it), and the views they add did not exist in the old code.
 OLD_CODE_LAST = 11
-ADDED_AFTER_OLD_CODE = {"compare_item_metrics"}  # migration 012
+ADDED_AFTER_OLD_CODE = {"compare_item_metrics", "citation_decisions"}  # migrations 012 and 014
 
 
 def _old_migrations() -> list[Migration]:

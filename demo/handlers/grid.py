@@ -1,6 +1,6 @@
 """Study grids and backends from the Run tab: comma lists in the form, its plan, Ray.
 
-A form whose model, metadata type, cut-off k, order, few-shot or XAI box holds a comma list
+A form whose model, metadata type, cut-off k, order, few-shot, XAI or battery box holds a comma list
 ("5,10"), or that names a study, is a grid: the cross product of the lists, one experiment per
 configuration, exactly `python -m engine run` with the same lists (engine.study parses them,
 engine.usecases.study plans and runs them). Start queues ONE job for the whole grid; /plan_run
@@ -32,8 +32,8 @@ from demo.handlers.run import (
 from demo.settings import AppSettings, without_server_paths
 
 BACKENDS = ("local", "ray", "server")
-PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "modes", "items", "runs to generate",
-                "answers to generate", "vanilla"]
+PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "battery", "modes", "items",
+                "runs to generate", "answers to generate", "vanilla"]
 
 
 def form_grid(form: RunForm):
@@ -176,7 +176,7 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     Nothing is loaded or written; the dataset is read in the capped child process."""
     from engine.errors import UserError
     from engine.load_child import load_dataset_bounded
-    from engine.study import plan_line
+    from engine.study import battery_text, plan_line
     from engine.usecases.study import plan_study
 
     if not is_grid(form):
@@ -211,9 +211,9 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
         else:
             vanilla = "its own"
         rows.append([c.position + 1, c.label, v["metadata"], "all" if v["top_k"] is None else v["top_k"],
-                     v["order"], v["few_shot"], v["xai"], ", ".join(c.modes), c.n_items, c.n_runs, c.n_todo,
+                     v["order"], v["few_shot"], v["xai"], battery_text(v) or "-", ", ".join(c.modes), c.n_items, c.n_runs, c.n_todo,
                      vanilla])
     # The total's name in the wide model column: the narrow "#" column would break the word.
-    rows.append(["", "total", "", "", "", "", "", "", s.n_items, sum(c.n_runs for c in plan.configurations),
+    rows.append(["", "total", "", "", "", "", "", "", "", s.n_items, sum(c.n_runs for c in plan.configurations),
                  s.n_todo, f"{s.n_copied} answers shared" if s.n_copied else "-"])
     return head, rows

@@ -44,12 +44,16 @@ class RunForm:
     consideration: str = ""
     modes: tuple[str, ...] = ("vanilla", "base", "cf")
     quantize: str = "auto"
-    # model, metadata and these four may each hold a comma list ("5,10"): the form is then a study
+    # model, metadata, these four and the battery's three may each hold a comma list ("5,10"): the form is then a study
     # grid (demo.handlers.grid), one experiment per configuration, as `run` with lists.
     top_k: int | str | None = None  # cut-off: the first k ranked documents; None shows all
     order: str = "ranked"
     few_shot: int | str = 0
     xai: str = "none"
+    # The battery (docs/method.md, "Battery"); each may hold a comma list too.
+    relevant_at: str = "ranked"
+    repetition: str = "none"
+    label_scope: str = "all"
     sample: bool = False  # sample instead of greedy decoding
     temperature: float = 1.0
     top_p: float = 1.0
@@ -170,7 +174,8 @@ def build_run_request(settings: AppSettings, form: RunForm):
     meta = metadata_type(form.metadata.strip(), form.label_a if custom else None, form.label_b if custom else None,
                          form.consideration if custom else None)
     prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=form.top_k, order=form.order, seed=form.seed,
-                          few_shot=form.few_shot, xai=form.xai)
+                          few_shot=form.few_shot, xai=form.xai, relevant_at=form.relevant_at,
+                          repetition=form.repetition, label_scope=form.label_scope)
     request = RunRequest(
         model=model_name, model_label=model_name, modes=tuple(m for m in MODES if m in modes), prompt=prompt,
         quantize=form.quantize, device="auto", dtype="auto", max_new_tokens=form.max_new_tokens,

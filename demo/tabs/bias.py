@@ -24,6 +24,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
+    from demo.tabs import why_cited
     from demo.tabs.style import TABLE
     from demo import plots
     from demo.handlers import bias as bias_handlers
@@ -176,6 +177,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                            label="AttrScore verification of citations, per run", visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(shares_api, api_name="bias_shares", api_visibility="public")
+        why_cited.build(settings, bias_experiment, bias_chosen)
         bias_outputs = [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot,
                         probability_note, probability_plot, beyond]
 

@@ -31,7 +31,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.visitors import visitor_id
     from demo.handlers.bias import markdown_text
     from engine.errors import UserError
-    from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
+    from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, MODES, ORDERS, QUANTIZATIONS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
 
     defaults = run_handlers.RunForm()
     gpu = torch.cuda.is_available()
@@ -48,7 +48,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none",
                 sample=False, temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False,
                 local_path=None, study="", backend="local", ray_address="", actors=1, gpus_per_actor=None,
-                base_url="", tokenizer="", concurrency=8, api_key_env="", request_timeout=300.0):
+                base_url="", tokenizer="", concurrency=8, api_key_env="", request_timeout=300.0,
+                relevant_at="ranked", repetition="none", label_scope="all"):
         # A box holding a comma list (a study grid) stays text: demo.handlers.grid parses it as
         # `run` parses its lists; a single value is read as it always was.
         return run_handlers.RunForm(
@@ -65,6 +66,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             order=(str(order).strip() if order not in (None, "") else "ranked"),
             few_shot=_listed(few_shot) or _or(_whole(few_shot, "few-shot"), 0),
             xai=(str(xai).strip() if xai not in (None, "") else "none"),
+            relevant_at=(str(relevant_at).strip() if relevant_at not in (None, "") else "ranked"),
+            repetition=(str(repetition).strip() if repetition not in (None, "") else "none"),
+            label_scope=(str(label_scope).strip() if label_scope not in (None, "") else "all"),
             sample=bool(sample),
             temperature=_number(temperature, 1.0, "temperature"),
             top_p=_number(top_p, 1.0, "top-p"),
@@ -96,13 +100,14 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
               max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
               temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
               study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, base_url="", tokenizer="",
-              concurrency=8, api_key_env="", request_timeout=300.0, request=None):
+              concurrency=8, api_key_env="", request_timeout=300.0, relevant_at="ranked", repetition="none",
+              label_scope="all", request=None):
         try:
             form = form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                            batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                            temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
                            backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency,
-                           api_key_env, request_timeout)
+                           api_key_env, request_timeout, relevant_at, repetition, label_scope)
             job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings))
         except UserError as err:
             raise error(err, "run") from None
@@ -238,7 +243,14 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             few_shot = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, allow_custom_value=True,
                                    label="few-shot examples")
             xai = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, allow_custom_value=True, label="XAI variant")
-        gr.Markdown("Comma lists in model, metadata type, cut-off k, order, few-shot or XAI (`gender,race`, "
+        with gr.Row():  # the battery (docs/method.md): each a list box too
+            relevant_at = gr.Dropdown(list(RELEVANT_ATS), value=defaults.relevant_at, allow_custom_value=True,
+                                      label="relevant documents at (ranked: where they are)")
+            repetition = gr.Dropdown(list(REPETITIONS), value=defaults.repetition, allow_custom_value=True,
+                                     label="repetition (distractor: a non-relevant document shown again last)")
+            label_scope = gr.Dropdown(list(LABEL_SCOPES), value=defaults.label_scope, allow_custom_value=True,
+                                      label="labels on (all, only the relevant, only the others)")
+        gr.Markdown("Comma lists in model, metadata type, cut-off k, order, few-shot, XAI or the three above (`gender,race`, "
                     "`5,10`) make a **study grid**: one experiment per combination, queued as one job, as "
                     "`python -m engine run` with lists. *Show plan* lists every configuration before Start.",
                     elem_id="pe-grid-note")
@@ -304,7 +316,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                        batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                        temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
                        backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency, api_key_env,
-                       request_timeout]
+                       request_timeout, relevant_at, repetition, label_scope]
         plan_button.click(plan, form_inputs, [plan_text, plan_table], api_name="plan_run", api_visibility="public")
         started = start_button.click(plan_before_start, form_inputs, [plan_text, plan_table],
                                      api_visibility="private").success(

@@ -19,7 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write one row per stored answer of the chosen experiments: run, experiment, model, "
         "dataset, metadata type, mode, labels, item, question, answer, cited and gold positions, "
         "citation precision/recall/F1, EM, SQuAD EM, token F1, citation counts and probabilities. "
-        "In CSV, list cells (gold_answers, cited, gold) are JSON arrays.",
+        "In CSV, list cells (gold_answers, cited, gold) are JSON arrays. With --rows decisions, one row "
+        "per shown document per answer instead (the citation_decisions view: position, label, relevant, "
+        "repeated, cited, citation probability, whether the answer cites anything).",
     )
     p.add_argument("--experiment", action="append", required=True, metavar="ID",
                    help="experiment id or name (see `python -m engine list`); repeat for several")
@@ -27,6 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="csv or parquet (default: from the --out suffix)")
     p.add_argument("--out", required=True, metavar="PATH", help="file to write")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--rows", choices=("answers", "decisions"), default="answers",
+                   help="answers: one row per stored answer (default); decisions: one row per shown "
+                        "document per answer")
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
     p.set_defaults(main=main)
 
@@ -42,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
     fmt = args.format or format_from_suffix(args.out)
     if fmt is None:  # before the store is looked for, as always
         raise UserError(f"give --format csv or parquet (the name {args.out} does not say which)")
-    result = export(ExportRequest(db_path(args.db), tuple(args.experiment), Path(args.out), fmt, args.force))
-    print(f"wrote {result.n_rows} rows ({result.n_runs} runs of {len(result.experiment_ids)} "
+    result = export(ExportRequest(db_path(args.db), tuple(args.experiment), Path(args.out), fmt, args.force,
+                                  args.rows))
+    print(f"wrote {result.n_rows} {'decision ' if args.rows == 'decisions' else ''}rows ({result.n_runs} runs of {len(result.experiment_ids)} "
           f"experiment{'s' if len(result.experiment_ids) != 1 else ''}) to {result.path} as {fmt}")
     return 0

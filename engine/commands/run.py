@@ -13,6 +13,7 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
+from engine.commands.battery_options import add_battery_args, add_extra_label_arg, battery_fields, extra_labels
 from engine.errors import UserError
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
@@ -34,12 +35,14 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     grid = " (a comma list runs each)" if lists else ""
     g.add_argument(
         "--metadata", default="hai", metavar="TYPE[,TYPE...]" if lists else None,
-        help="label type on the documents in base and cf: hai, gender, race, or a NAME defined "
+        help="label type on the documents in base and cf: hai, gender, race, publisher (three labels), or a NAME defined "
         f"with --label-a/--label-b/--consideration{grid} (default: %(default)s)",
     )
     g.add_argument("--label-a", help="custom type: label on relevant documents in base mode (default: none)")
     g.add_argument("--label-b", help="custom type: label on the other documents in base mode (default: none)")
     g.add_argument("--consideration", help="custom type: the sentence added as consideration 3 (default: none)")
+    if lists:
+        add_extra_label_arg(g)
     g.add_argument(
         "--modes", default=",".join(MODES),
         help=f"comma-separated subset of {','.join(MODES)} (default: %(default)s)",
@@ -63,6 +66,8 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         "--xai", default="none", choices=None if lists else XAI_VARIANTS, metavar="XAI[,XAI...]" if lists else None,
         help=f"self-interpretation question added to the prompt: {', '.join(XAI_VARIANTS)}{grid} (default: %(default)s)",
     )
+    if lists:  # run only; quickstart keeps the paper's prompt
+        add_battery_args(g, lists=lists)
     m = p.add_argument_group("model and generation")
     add_loading_args(m)
     m.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
@@ -270,10 +275,9 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
         )
     if len(set(modes)) != len(modes):
         raise UserError("--modes lists a mode twice")
-    meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration)
-    prompt = PromptConfig(
-        mode="vanilla", metadata=meta, top_k=args.top_k, order=args.order, seed=args.seed, few_shot=args.few_shot, xai=args.xai
-    )
+    meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration, extra_labels(args))
+    prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=args.top_k, order=args.order, seed=args.seed,
+                          few_shot=args.few_shot, xai=args.xai, **battery_fields(args))
     return RunRequest(
         model=model,
         model_label=label,
@@ -446,6 +450,7 @@ def run_study(args: argparse.Namespace, grid):
     study = StudyRequest(
         grid=grid, run=base, dataset=args.dataset, db=_db(args), name=args.study,
         label_a=args.label_a, label_b=args.label_b, consideration=args.consideration, ray=ray_options(args),
+        extra_labels=tuple(args.extra_label or ()),
         server=server_options(args, first["model"]),
     )
     if args.hf_token:
@@ -460,10 +465,10 @@ def run_study(args: argparse.Namespace, grid):
 
 
 def _print_plan(summary) -> None:
-    from engine.study import plan_line
+    from engine.study import AXES, plan_line
 
     sizes = dict(summary.axis_sizes)
-    varied = [a for a in _AXES_SHOWN if sizes.get(a, 1) > 1] or ["model"]
+    varied = [a for a in AXES if sizes.get(a, 1) > 1] or ["model"]
     print(f"study {summary.name}: {summary.n_experiments} experiment(s) "
           f"({' x '.join(f'{sizes[a]} {a}' for a in varied)}), {summary.n_shared} vanilla run(s) to share")
     print(plan_line(summary.n_runs, summary.n_items, summary.n_generations, summary.n_todo, summary.n_copied))
@@ -471,13 +476,12 @@ def _print_plan(summary) -> None:
         print("already complete, nothing to do")
 
 
-_AXES_SHOWN = ("model", "metadata", "top_k", "order", "few_shot", "xai")
-
-
 def _shown_configuration(configuration: dict) -> str:
+    from engine.study import battery_text
+
     k = "all" if configuration["top_k"] is None else configuration["top_k"]
     return (f"{configuration['metadata']:<8} k={k:<4} {configuration['order']:<8} "
-            f"few-shot {configuration['few_shot']}  xai {configuration['xai']}")
+            f"few-shot {configuration['few_shot']}  xai {configuration['xai']}{battery_text(configuration, '  ')}")
 
 
 def _study_report(outcome, args: argparse.Namespace) -> None:

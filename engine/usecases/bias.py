@@ -61,6 +61,12 @@ def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_
         args += ["--label-a", meta["label_a"], "--label-b", meta.get("label_b", "")]
         if meta.get("consideration"):
             args += ["--consideration", meta["consideration"]]
+        for extra in meta.get("extra_labels") or ():
+            args += ["--extra-label", extra]
+    prompt = run.config.get("prompt") or {}
+    for setting in ("relevant_at", "repetition", "label_scope"):  # stored only when not at the default
+        if prompt.get(setting):
+            args += ["--" + setting.replace("_", "-"), prompt[setting]]
     then = f" (then --mode {', '.join(modes[1:])})" if run.quantization == "imported" and len(modes) > 1 else ""
     return "python -m engine " + shlex.join(args + db) + then
 

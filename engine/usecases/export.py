@@ -17,6 +17,7 @@ class ExportRequest:
     out: Path
     format: str | None = None
     force: bool = False  # replace `out` if it exists
+    rows: str = "answers"  # or "decisions": one row per shown document per answer (citation_decisions)
 
 
 def export(request: ExportRequest):
@@ -31,6 +32,7 @@ def export(request: ExportRequest):
     if fmt is None:
         raise UserError(f"give --format csv or parquet (the name {request.out} does not say which)")
     try:
-        return export_results(request.db, list(request.experiments), fmt, request.out, overwrite=request.force)
+        return export_results(request.db, list(request.experiments), fmt, request.out, overwrite=request.force,
+                              rows=request.rows)
     except UnknownExperiment as err:
         raise UserError(unknown_experiment(Path(request.db), err.reference)) from err

@@ -1,5 +1,6 @@
 """Run a study grid: the cross product of lists of models, metadata types, cut-offs, orders,
-few-shot counts and XAI variants (engine.study.Grid), one experiment per configuration.
+few-shot counts, XAI variants and the battery's axes (engine.study.Grid), one experiment per
+configuration.
 
     from engine.usecases.study import StudyRequest, run_study
     outcome = run_study(StudyRequest(grid, base_request, "data.jsonl", Path("runs.duckdb"), name="pilot"))
@@ -20,7 +21,7 @@ from pathlib import Path
 from engine.errors import UserError
 from engine.prompts import METADATA_TYPES
 from engine.run_request import ExperimentOutcome, RunRequest
-from engine.study import AXES, Grid
+from engine.study import AXES, BATTERY_AXES, Grid
 from engine.usecases.run import (
     LoadFn,
     ProgressFn,
@@ -56,6 +57,7 @@ class StudyRequest:
     label_a: str | None = None
     label_b: str | None = None
     consideration: str | None = None
+    extra_labels: tuple[str, ...] = ()  # `run --extra-label`: the custom type is many-valued
     dataset_name: str | None = None  # the name the store records in place of the dataset's path
     ray: RayOptions | None = None  # None: generate in this process
     # An OpenAI-compatible server; the grid's models are the names it serves (its own `model` unused).
@@ -105,9 +107,11 @@ def configuration_request(study: StudyRequest, configuration: dict) -> RunReques
     if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in study.grid.metadata):
         # The labels define the list's one custom type; its built-in types ignore them.
         labels = (None, None, None)
-    prompt = replace(study.run.prompt, metadata=metadata_type(configuration["metadata"], *labels),
+    extra = study.extra_labels if labels[0] is not None else ()
+    battery = {axis: configuration[axis] for axis in BATTERY_AXES if axis in configuration}
+    prompt = replace(study.run.prompt, metadata=metadata_type(configuration["metadata"], *labels, extra),
                      top_k=configuration["top_k"], order=configuration["order"],
-                     few_shot=configuration["few_shot"], xai=configuration["xai"])
+                     few_shot=configuration["few_shot"], xai=configuration["xai"], **battery)
     return replace(study.run, model=configuration["model"], model_label=None, prompt=prompt)
 
 
@@ -259,8 +263,9 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
 
 
 def _group_key(configuration: dict) -> tuple:
-    """What a vanilla run depends on: everything but the metadata type."""
-    return tuple((k, v) for k, v in configuration.items() if k != "metadata")
+    """What a vanilla run depends on: everything but the metadata type and which documents carry
+    its labels (a vanilla prompt has none)."""
+    return tuple((k, v) for k, v in configuration.items() if k not in ("metadata", "label_scope"))
 
 
 def shared_vanilla(planned: list[_Planned]) -> dict[int, dict[str, str]]:

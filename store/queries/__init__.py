@@ -66,14 +66,17 @@ from store.queries.explanations_verifications import (
     run_explanations,
     verification_shares,
 )
+from store.queries.decisions import DECISION_COLUMNS, decision_frame, label_pairs
 from store.queries.export_rows import (
     EXPORT_CHUNK_ROWS,
     EXPORT_COLUMNS,
     ExportChunks,
     UnknownExperiment,
+    export_columns,
     export_results_chunks,
     export_results_frame,
 )
+from store.queries.propensities import ProbeItem, ProbeRun, probe_items, probe_runs, stored_propensities
 from store.queries.runs import (
     GenerationDetail,
     RunInfo,
@@ -96,18 +99,18 @@ from store.queries.studies import (
 )
 
 __all__ = [
-    "CHANGED_FILTERS", "EXPORT_CHUNK_ROWS", "EXPORT_COLUMNS", "SQL_MAX_CHARS", "SQL_MAX_DEPTH",
+    "CHANGED_FILTERS", "DECISION_COLUMNS", "EXPORT_CHUNK_ROWS", "EXPORT_COLUMNS", "SQL_MAX_CHARS", "SQL_MAX_DEPTH",
     "ActiveRun", "BiasInputs", "BiasRun", "ExperimentChoice", "ExperimentPage", "ExperimentRun",
     "ExperimentSummary", "ExportChunks", "GenerationDetail", "ModeDetail", "ModeMetrics", "PageRun",
-    "ProbabilitySummary", "QueryCitation", "QueryDetail", "QueryDocument", "QueryToken", "RunInfo",
+    "ProbabilitySummary", "ProbeItem", "ProbeRun", "QueryCitation", "QueryDetail", "QueryDocument", "QueryToken", "RunInfo",
     "RunSummary", "SqlResult", "StoredExplanation", "StudySummary", "TokenAlternative",
     "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table", "kept_derived", "reading",
-    "citation_probability_summaries", "citations_for_run", "count_runs", "done_counts",
+    "citation_probability_summaries", "citations_for_run", "count_runs", "decision_frame", "done_counts",
     "experiment_choices", "experiment_dataset_paths", "experiment_listing", "experiment_page",
     "experiment_runs", "experiment_studies", "explain_runs", "explain_sources", "explanation_rates",
-    "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",
-    "get_run", "item_explanations", "item_ids", "list_experiments", "list_runs", "metrics_for_run",
-    "newest_experiments",
+    "export_columns", "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",
+    "get_run", "item_explanations", "item_ids", "label_pairs", "list_experiments", "list_runs", "metrics_for_run",
+    "newest_experiments", "probe_items", "probe_runs", "stored_propensities",
     "query_detail", "report_bias_rows", "report_run_metrics", "resolve_experiment", "run_explanations",
     "run_listing", "run_metric_table", "run_prompt_settings", "run_readonly_sql", "run_summaries", "runs_for_experiment",
     "study_experiment_ids", "study_listing", "table1_runs", "table_columns",

@@ -165,8 +165,8 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
         generations = {
             row[0]: row[1:]
             for row in conn.execute(
-                "SELECT run_id, answer, shown_doc_ids, finish_reason, tokens, logprobs, top_logprobs, prompt "
-                f"FROM generations WHERE run_id IN ({marks(ids)}) AND item_id = ?",
+                "SELECT run_id, answer, shown_doc_ids, finish_reason, tokens, logprobs, top_logprobs, prompt, "
+                f"shown_labels FROM generations WHERE run_id IN ({marks(ids)}) AND item_id = ?",
                 [*ids, item_id],
             ).fetchall()
         }
@@ -206,16 +206,20 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
     modes = []
     for run_id, mode, status, _sha, config_json, model in runs:
         label_a, label_b = metadata_labels(config_json)
-        answer, shown_ids, finish, tokens, logprobs, top_json, prompt = generations.get(
-            run_id, (None, [], None, [], [], None, None))
+        answer, shown_ids, finish, tokens, logprobs, top_json, prompt, stored_labels = generations.get(
+            run_id, (None, [], None, [], [], None, None, None))
         shown_ids = list(shown_ids or [])
+        if stored_labels is not None:  # as the prompt showed them (migration 014): the battery's too
+            labels = {d: label for d, label in zip(shown_ids, stored_labels) if label is not None}
+        else:
+            labels = shown_labels(mode, label_a, label_b, shown_ids, relevant)
         modes.append(ModeDetail(
             mode=mode,
             run_id=run_id,
             status=status,
             label_a=label_a,
             label_b=label_b,
-            labels=shown_labels(mode, label_a, label_b, shown_ids, relevant),
+            labels=labels,
             # The first occurrence wins, as a repeated id's [n] resolves to its first position.
             positions={d: n for n, d in reversed(list(enumerate(shown_ids, start=1)))},
             answer=answer,

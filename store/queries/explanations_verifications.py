@@ -46,9 +46,9 @@ def explain_sources(db: DbLike, run, explainer_model: str, limit: int | None = N
     """
     rows = fetch(
         db,
-        "WITH g AS (SELECT item_id, answer, shown_doc_ids, created_utc FROM generations "
+        "WITH g AS (SELECT item_id, answer, shown_doc_ids, shown_labels, created_utc FROM generations "
         "           WHERE run_id = $run ORDER BY created_utc, item_id LIMIT $limit) "
-        "SELECT g.item_id, g.answer, g.shown_doc_ids, i.question, i.answers, i.documents "
+        "SELECT g.item_id, g.answer, g.shown_doc_ids, i.question, i.answers, i.documents, g.shown_labels "
         "FROM g JOIN runs r ON r.run_id = $run "
         "JOIN items i ON i.dataset_sha = r.dataset_sha AND i.item_id = g.item_id "
         "WHERE NOT EXISTS (SELECT 1 FROM explanations e WHERE e.run_id = $run "
@@ -57,19 +57,24 @@ def explain_sources(db: DbLike, run, explainer_model: str, limit: int | None = N
         {"run": run.run_id, "model": explainer_model, "limit": limit if limit is not None else 2**62},
     )
     sources = []
-    for item_id, answer, shown, question, answers, documents in rows:
+    for item_id, answer, shown, question, answers, documents, stored_labels in rows:
         item = _item(item_id, question, answers, documents)
-        relevant: dict[str, bool] = {}
-        for d in item.documents:  # a repeated id is relevant if any copy is, as in query_metrics
-            relevant[d.id] = relevant.get(d.id, False) or d.relevant
         shown_ids = list(shown or [])
-        labels = shown_labels(run.rag_mode, run.label_a, run.label_b, shown_ids, relevant)
+        if stored_labels is not None:
+            # As the prompt showed them (since migration 014): one-sided and many-valued labels too.
+            labels = tuple(stored_labels)
+        else:
+            relevant: dict[str, bool] = {}
+            for d in item.documents:  # a repeated id is relevant if any copy is, as in query_metrics
+                relevant[d.id] = relevant.get(d.id, False) or d.relevant
+            derived = shown_labels(run.rag_mode, run.label_a, run.label_b, shown_ids, relevant)
+            labels = tuple(derived.get(d) for d in shown_ids)
         sources.append(ExplainSource(
             run_id=run.run_id,
             item=item,
             answer=answer,
             shown_doc_ids=tuple(shown_ids),
-            labels=tuple(labels.get(d) for d in shown_ids),
+            labels=labels,
         ))
     return tuple(sources)
 

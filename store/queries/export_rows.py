@@ -84,15 +84,19 @@ class ExportChunks:
 
 @contextmanager
 def export_results_chunks(db: DbLike, references: list[str] | tuple[str, ...],
-                          rows_per_chunk: int = EXPORT_CHUNK_ROWS) -> Iterator[ExportChunks]:
+                          rows_per_chunk: int = EXPORT_CHUNK_ROWS, *, rows: str = "answers") -> Iterator[ExportChunks]:
     """export_results_frame's rows, fetched `rows_per_chunk` at a time inside one read
     transaction: the export's memory is one chunk's, not the whole result's (+741 MB for
-    180,000 answers when built whole in the app)."""
+    180,000 answers when built whole in the app). rows="decisions": the citation_decisions rows
+    (store.queries.decisions.DECISION_COLUMNS), one per shown document per answer, instead."""
+    from store.queries.decisions import DECISION_COLUMNS, decisions_cursor
+
     if not references:
         raise UserError("choose at least one experiment to export")
+    columns = export_columns(rows)
     with reading(db) as conn:
         ids = _resolve_all(conn, references)
-        cursor = _export_cursor(conn, ids)
+        cursor = decisions_cursor(conn, ids) if columns == DECISION_COLUMNS else _export_cursor(conn, ids)
 
         def frames() -> Iterator[pd.DataFrame]:
             while True:
@@ -100,9 +104,20 @@ def export_results_chunks(db: DbLike, references: list[str] | tuple[str, ...],
                 if chunk.empty:
                     return
                 plain_columns(chunk)
-                yield chunk[list(EXPORT_COLUMNS)]
+                yield chunk[list(columns)]
 
         yield ExportChunks(ids, frames())
+
+
+def export_columns(rows: str) -> tuple[str, ...]:
+    """The columns of an export of `rows` ("answers" or "decisions"); a one-line error otherwise."""
+    from store.queries.decisions import DECISION_COLUMNS
+
+    if rows == "answers":
+        return EXPORT_COLUMNS
+    if rows == "decisions":
+        return DECISION_COLUMNS
+    raise UserError(f"unknown rows '{rows}' to export: choose answers or decisions")
 
 
 def _export_cursor(conn: duckdb.DuckDBPyConnection, ids: tuple[str, ...]) -> duckdb.DuckDBPyConnection:

@@ -1,0 +1,110 @@
+"""The Bias tab's "Why was it cited?" panel (`/why_cited`): the citation choice model of the
+chosen experiments (engine.usecases.why_cited), as plain rows for its tables and forest plot.
+
+Every piece of stored text (experiment names, labels) that reaches Markdown is escaped by
+markdown_text; the tables and the figure escape their own cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from demo.handlers.bias import experiment_references, markdown_text
+
+EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p"]
+SUPPRESSION_COLUMNS = ["condition", "answers", "cite_nothing", "rate", "ci_low", "ci_high"]
+POSITIONS = ("group", "number")
+MAX_INTERACTIONS = 4  # a visitor's request stays a small model
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    """One effect as the forest plot draws it."""
+
+    term: str
+    odds_ratio: float
+    ci_low: float
+    ci_high: float
+    p: float
+
+
+@dataclass(frozen=True)
+class WhyCitedPage:
+    """What the panel shows (and what `/why_cited` returns, as a dict)."""
+
+    experiment_ids: tuple[str, ...]
+    summary: str  # Markdown: what was fitted, each effect in words, what could not be estimated
+    effects: list[list[Any]]  # EFFECT_COLUMNS
+    forest: tuple[ForestRow, ...]
+    suppression: list[list[Any]]  # SUPPRESSION_COLUMNS
+    suppression_note: str  # Markdown: the tests across conditions
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "experiments": list(self.experiment_ids),
+            "summary": self.summary,
+            "effects": [dict(zip(EFFECT_COLUMNS, row)) for row in self.effects],
+            "suppression": [dict(zip(SUPPRESSION_COLUMNS, row)) for row in self.suppression],
+            "suppression_note": self.suppression_note,
+        }
+
+
+def interactions_of(text: str) -> tuple[str, ...]:
+    """The interactions typed as "label:relevant, position:label" (commas or spaces between)."""
+    from engine.errors import UserError
+
+    found = tuple(dict.fromkeys(t for t in (text or "").replace(",", " ").split() if t))
+    if len(found) > MAX_INTERACTIONS:
+        raise UserError(f"at most {MAX_INTERACTIONS} interactions, not {len(found)}")
+    return found
+
+
+def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), position: str = "group",
+                   interactions: str = "", modes: Sequence[str] | None = ()) -> WhyCitedPage:
+    """The choice model of the experiments in `text` (ids or names, comma-separated) and
+    `chosen`; UserError in one line naming no server path."""
+    from demo.settings import without_server_paths
+    from engine.errors import UserError
+    from engine.usecases.formatting import format_p
+    from engine.usecases.why_cited import WhyCitedRequest, not_converged, why_cited
+
+    db_path = Path(db_path)
+    references = experiment_references(text, chosen)
+    if not references:
+        raise UserError("choose an experiment (its id or name, from the Runs tab)")
+    if not db_path.is_file():
+        raise UserError("nothing is stored yet: start a run first")
+    request = WhyCitedRequest(tuple(references), None, tuple(modes) if modes else None, position or "group",
+                              interactions_of(interactions))
+    try:
+        result = why_cited(request, db_path)
+    except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor
+        raise UserError(without_server_paths(str(err), db_path)) from None
+    fit, s = result.fit, result.suppression
+    lines = [
+        f"**{fit.n_answers:,} answers** of {len(result.experiment_ids)} experiment"
+        f"{'s' if len(result.experiment_ids) != 1 else ''}; {fit.n_informative:,} cite some but not all of their "
+        "documents and inform the fit (each answer a stratum: which of the documents shown together was cited)."
+        + ("" if fit.converged else f" **Warning:** {markdown_text(not_converged(fit))}."),
+        "",
+        *[f"- {markdown_text(e.sentence)}" for e in fit.effects],
+        *[f"- *not estimated:* {markdown_text(term)}: {markdown_text(why)}" for term, why in fit.dropped],
+    ]
+    tests = []
+    if s.chi2_p is not None:
+        tests.append(f"chi-square across conditions: chi2 = {s.chi2:.2f}, df = {s.chi2_df}, p {format_p(s.chi2_p)}")
+    if s.mcnemar_p is not None:
+        tests.append(f"exact McNemar on the {s.mcnemar_pairs:,} items both answered: p {format_p(s.mcnemar_p)} "
+                     f"({s.mcnemar_b} silent in the first only, {s.mcnemar_c} in the second only)")
+    tests += list(s.notes)
+    return WhyCitedPage(
+        experiment_ids=result.experiment_ids,
+        summary="\n".join(lines),
+        effects=[[e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p] for e in fit.effects],
+        forest=tuple(ForestRow(e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p) for e in fit.effects),
+        suppression=[[r.condition, r.answers, r.silent, r.rate, r.ci_low, r.ci_high] for r in s.rates],
+        suppression_note="Suppression (answers citing no shown document): "
+        + markdown_text("; ".join(tests) if tests else "no test"),
+    )

@@ -1,0 +1,79 @@
+"""The Bias tab's "Why was it cited?" panel (`/why_cited`): the citation choice model of the
+experiments chosen at the top of the tab, with a forest plot of its odds ratios and the
+suppression rates (demo/handlers/why_cited.py; engine.usecases.why_cited).
+
+`/why_cited` takes (text, experiments, position, interactions, modes) and returns the page as a
+dict; the panel shows it as Markdown, two tables and a figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from demo.settings import AppSettings
+
+
+def build(settings: AppSettings, experiment_text: Any, chosen: Any) -> None:
+    """The panel, inside the Bias tab's block, reading the tab's experiment inputs."""
+    import gradio as gr
+    import pandas as pd
+
+    from demo import plots
+    from demo.handlers import why_cited as handlers
+    from demo.tabs.style import TABLE
+    from demo.toasts import error
+    from engine.errors import UserError
+    from engine.types import MODES
+
+    def page(text, experiments, position, interactions, modes):
+        try:
+            return handlers.why_cited_page(settings.db_path, text or "", experiments or [], position or "group",
+                                           interactions or "", modes or [])
+        except UserError as err:
+            raise error(str(err), "why_cited") from None
+
+    def api(text: str, experiments: list[str] | None = None, position: str = "group", interactions: str = "",
+            modes: list[str] | None = None) -> dict:
+        """The citation choice model of the chosen experiments: odds ratios with 95% intervals, in
+        words, and the suppression rates with their tests."""
+        return page(text, experiments, position, interactions, modes).as_dict()
+
+    def show(text, experiments, position, interactions, modes):
+        p = page(text, experiments, position, interactions, modes)
+        return (
+            p.summary,
+            pd.DataFrame(p.effects, columns=handlers.EFFECT_COLUMNS).style.format(
+                {"odds_ratio": "{:.3g}", "ci_low": "{:.3g}", "ci_high": "{:.3g}", "p": "{:.3g}"}, na_rep="-"),
+            gr.Plot(value=plots.forest_figure(p.forest), visible=bool(p.forest)),
+            pd.DataFrame(p.suppression, columns=handlers.SUPPRESSION_COLUMNS).style.format(
+                {"rate": "{:.1%}", "ci_low": "{:.1%}", "ci_high": "{:.1%}"}, na_rep="-"),
+            p.suppression_note,
+        )
+
+    def cleared():
+        return ("", pd.DataFrame(columns=handlers.EFFECT_COLUMNS), gr.Plot(value=None, visible=False),
+                pd.DataFrame(columns=handlers.SUPPRESSION_COLUMNS), "")
+
+    gr.Markdown("### Why was it cited? The citation choice model\n"
+                "Which of the documents shown together an answer cites, as a conditional logit of relevance, "
+                "position, label and repetition: each effect an odds ratio with its 95% interval "
+                "(`python -m engine why-cited`).")
+    with gr.Row():
+        position = gr.Radio(label="position", choices=list(handlers.POSITIONS), value="group",
+                            info="first/middle/last, or a number (per step down the list)")
+        interactions = gr.Textbox(label="interactions", placeholder="e.g. label:relevant",
+                                  info="pairs of relevant, position, label, repeated")
+        modes = gr.CheckboxGroup(label="modes", choices=list(MODES), value=[], info="none ticked: all")
+        fit = gr.Button("Fit the choice model", scale=0)
+    summary = gr.Markdown()
+    effects = gr.Dataframe(**TABLE, headers=handlers.EFFECT_COLUMNS, label="effects (odds ratios of being cited)",
+                           interactive=False)
+    forest = gr.Plot(label="odds ratios with 95% intervals", visible=False)
+    suppression = gr.Dataframe(**TABLE, headers=handlers.SUPPRESSION_COLUMNS, interactive=False,
+                               label="suppression: answers citing no shown document, per experiment and mode")
+    suppression_note = gr.Markdown()
+    inputs = [experiment_text, chosen, position, interactions, modes]
+    outputs = [summary, effects, forest, suppression, suppression_note]
+    fit.click(show, inputs, outputs, api_visibility="private").failure(cleared, None, outputs,
+                                                                      api_visibility="private")
+    gr.api(api, api_name="why_cited", api_visibility="public")

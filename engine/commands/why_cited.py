@@ -1,0 +1,109 @@
+"""`python -m engine why-cited`: why was this document cited? The citation choice model.
+
+Thin: parse, call engine.usecases.why_cited, print. Reads only the store and never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from engine.types import MODES
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "why-cited",
+        help="why was a document cited? a choice model of relevance, position, label and repetition",
+        description="Fit a conditional logit of which shown document an answer cites (each answer a "
+        "stratum, statsmodels' ConditionalLogit) with relevance, position, label and repetition as "
+        "covariates, over the stored answers of the chosen experiments or study. Each effect is an odds "
+        "ratio with its 95%% interval and p, in words. Also the suppression rate (answers citing no shown "
+        "document) per experiment and mode, with a chi-square test across them and, for two, the exact "
+        "McNemar test on the items both answered. Answers that cite nothing or every document carry no "
+        "information on which document is chosen and are left out of the fit (counted).",
+    )
+    p.add_argument("--experiment", action="append", default=[], metavar="ID",
+                   help="experiment id or name (see `python -m engine list`); repeat for several")
+    p.add_argument("--study", default=None, metavar="NAME", help="every experiment of this study (a grid)")
+    p.add_argument("--mode", action="append", default=None, metavar="MODE",
+                   help=f"only these modes' answers ({', '.join(MODES)}); repeatable or comma-separated "
+                        "(default: all)")
+    p.add_argument("--position", choices=("group", "number"), default="group",
+                   help="position as first/middle/last (group, default) or as a number (per step down the list)")
+    p.add_argument("--interaction", action="append", default=[], metavar="A:B",
+                   help="add an interaction of two of relevant, position, label, repeated (e.g. "
+                        "label:relevant); repeatable")
+    p.add_argument("--reference", default=None, metavar="LABEL",
+                   help="the label the others are compared with (default: label B of the experiments' "
+                        "metadata type, so an odds ratio above 1 favours label A, as CAB > 0 does)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.set_defaults(main=main)
+
+
+def _modes(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(dict.fromkeys(m.strip() for v in values for m in v.split(",") if m.strip()))
+
+
+def main(args: argparse.Namespace) -> int:
+    from engine.bounds import for_terminal, json_for_terminal
+    from engine.commands.bias import db_path
+    from engine.usecases.why_cited import WhyCitedRequest, why_cited
+
+    request = WhyCitedRequest(tuple(args.experiment), args.study, _modes(args.mode), args.position,
+                              tuple(args.interaction), args.reference)
+    result = why_cited(request, db_path(args.db))
+    if args.json:
+        print(json_for_terminal(json.dumps(result.as_dict(), indent=2, ensure_ascii=False)))
+    else:
+        print(for_terminal(format_text(result), keep_newlines=True))
+    return 0
+
+
+def _ratio(x: float) -> str:
+    return "-" if x != x else f"{x:.3g}" if x < 1000 else f"{x:.3e}"
+
+
+def format_text(result: Any) -> str:
+    """The human-readable model and suppression rates."""
+    from engine.commands.bias import text_columns
+    from engine.usecases.formatting import format_p
+    from engine.usecases.why_cited import not_converged
+
+    fit, s = result.fit, result.suppression
+    lines = [
+        f"citation choice model over {len(result.experiment_ids)} experiment"
+        f"{'s' if len(result.experiment_ids) != 1 else ''} ({result.n_runs} runs): {fit.n_answers:,} answers, "
+        f"{fit.n_informative:,} of them cite some but not all of their documents and inform the fit "
+        f"({fit.n_documents:,} shown documents)",
+        "conditional logit of which shown document is cited (each answer a stratum); position "
+        + ("as first/middle/last" if fit.position == "group" else "as a number")
+        + (f"; labels against '{fit.label_reference}'" if fit.label_reference else ""),
+    ]
+    if not fit.converged:
+        lines.append("warning: " + not_converged(fit))  # engine.usecases.why_cited
+    table = [["effect", "odds ratio", "95% CI", "p"]]
+    for e in fit.effects:
+        table.append([e.term, _ratio(e.odds_ratio), f"[{_ratio(e.ci_low)}, {_ratio(e.ci_high)}]", format_p(e.p)])
+    body = text_columns(table, right={1, 3})
+    lines += ["", body[0], "-" * max(len(x) for x in body), *body[1:], ""]
+    lines += [f"- {e.sentence}" for e in fit.effects]
+    lines += [f"not estimated: {term}: {why}" for term, why in fit.dropped]
+    lines += ["", "suppression: answers citing no shown document"]
+    rows = [["condition", "answers", "cite nothing", "rate", "95% CI (Wilson)"]]
+    for r in s.rates:
+        rows.append([r.condition, f"{r.answers:,}", f"{r.silent:,}", f"{100 * r.rate:.1f}%",
+                     f"[{100 * r.ci_low:.1f}%, {100 * r.ci_high:.1f}%]"])
+    body = text_columns(rows, right={1, 2, 3})
+    lines += [body[0], "-" * max(len(x) for x in body), *body[1:]]
+    if s.chi2_p is not None:
+        lines.append(f"chi-square test across conditions: chi2 = {s.chi2:.2f}, df = {s.chi2_df}, p {format_p(s.chi2_p)}")
+    if s.mcnemar_p is not None:
+        lines.append(f"exact McNemar test on {s.mcnemar_pairs:,} items answered in both: silent in the first only "
+                     f"{s.mcnemar_b}, in the second only {s.mcnemar_c}, p {format_p(s.mcnemar_p)}")
+    lines += [f"note: {n}" for n in s.notes]
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Why was this document cited? The citation choice model over stored answers (issue 19).
+
+`why_cited(WhyCitedRequest(experiments=("exp1",)), db)` reads the chosen experiments' citation
+decisions (the citation_decisions view: one row per shown document per answer), fits the
+conditional logit of engine.choice_model (each answer a stratum: which of the documents shown
+together got cited) and measures the suppression rate (answers citing nothing) per condition.
+The CLI (`python -m engine why-cited`), the app's Bias tab and notebooks call this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import UserError
+from engine.types import MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.choice_model import ChoiceModelFit, Suppression
+
+POSITION_CODINGS = ("group", "number")
+
+
+@dataclass(frozen=True)
+class WhyCitedRequest:
+    """Which answers to model and how: experiments (ids or names) and/or a study's, the modes
+    (None: all), position as first/middle/last ("group") or as a number, the interactions
+    ("label:relevant", ...) and the reference label (None: label B of the experiments' type)."""
+
+    experiments: tuple[str, ...] = ()
+    study: str | None = None
+    modes: tuple[str, ...] | None = None
+    position: str = "group"
+    interactions: tuple[str, ...] = ()
+    label_reference: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.position not in POSITION_CODINGS:
+            raise UserError(f"position must be {' or '.join(POSITION_CODINGS)}, not '{self.position}'")
+        for mode in self.modes or ():
+            if mode not in MODES:
+                raise UserError(f"unknown mode '{mode}' (choose from {', '.join(MODES)})")
+
+
+@dataclass(frozen=True)
+class WhyCitedResult:
+    """The fitted model, the suppression rates, and what they were fitted on."""
+
+    experiment_ids: tuple[str, ...]
+    n_runs: int
+    fit: ChoiceModelFit
+    suppression: Suppression
+
+    def effects(self) -> pd.DataFrame:
+        """One row per effect: term, odds ratio, its 95% interval, p, and the sentence."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(e) for e in self.fit.effects])
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (what `why-cited --json` prints)."""
+        return {
+            "experiments": list(self.experiment_ids),
+            "n_runs": self.n_runs,
+            "fit": _plain(asdict(self.fit)),
+            "suppression": _plain(asdict(self.suppression)),
+        }
+
+
+def _plain(value: Any) -> Any:
+    """NaN and infinities as None, tuples as lists: strict JSON."""
+    import math
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
+    """The experiments named (ids or names) and the study's, in order, once each."""
+    from engine.usecases.bias import unknown_experiment
+    from store.queries import resolve_experiment, study_experiment_ids
+
+    if not request.experiments and request.study is None:
+        raise UserError("choose the answers to model: give --experiment (repeatable) or --study")
+    ids: list[str] = []
+    for reference in request.experiments:
+        found = resolve_experiment(db, reference)
+        if found is None:
+            raise UserError(unknown_experiment(db, reference))
+        ids.append(found)
+    if request.study is not None:
+        in_study = study_experiment_ids(db, request.study)
+        if in_study is None:
+            raise UserError(f"no study '{request.study}' (see `python -m engine list`)")
+        ids.extend(in_study)
+    return tuple(dict.fromkeys(ids))
+
+
+def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
+    """The chosen answers' decision rows (store.queries.DECISION_COLUMNS) plus the model's
+    columns: `answer` (its stratum: run and item) and `condition` (experiment and mode)."""
+    from store.queries import decision_frame
+
+    ids = _experiment_ids(request, db)
+    rows = decision_frame(db, ids, request.modes)
+    if rows.empty:
+        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
+        raise UserError(f"no stored answers{modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
+    rows["answer"] = rows["run_id"] + "/" + rows["item_id"]
+    rows["item"] = rows["item_id"]
+    names = rows["experiment_name"].where(rows["experiment_name"].notna(), rows["experiment_id"])
+    rows["condition"] = names + ":" + rows["mode"]
+    return rows
+
+
+def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
+    """Fit the citation choice model and the suppression rates over the chosen answers."""
+    from engine.choice_model import fit_choice_model, suppression_rates
+    from store.queries import label_pairs
+
+    rows = citation_decisions(request, db)
+    ids = tuple(dict.fromkeys(rows["experiment_id"]))
+    reference = request.label_reference
+    if reference is None:
+        pairs = label_pairs(db, ids)
+        # Label B is the reference, so an odds ratio above 1 favours label A: the side CAB > 0
+        # favours (engine/bias.py's sign convention).
+        shown = set(rows["label"].dropna())
+        reference = next((b for _, b in pairs if b in shown), None)
+    elif reference not in set(rows["label"].dropna()):
+        raise UserError(f"no shown document carries the label '{reference}'")
+    fit = fit_choice_model(rows, position=request.position, interactions=tuple(request.interactions),
+                           label_reference=reference)
+    return WhyCitedResult(ids, int(rows["run_id"].nunique()), fit, suppression_rates(rows))
+
+
+def not_converged(fit: Any) -> str:
+    """Why a fit that did not converge says little, naming the effects left unbounded."""
+    import math
+
+    loose = [e.term for e in fit.effects if not (math.isfinite(e.ci_high) and e.ci_low > 0)]
+    return ("the fit did not converge: a covariate (nearly) separates cited from uncited documents, e.g. a "
+            "position that is never cited" + (f"; unbounded: {', '.join(loose)}" if loose else "")
+            + "; read the intervals with care or give more answers")

@@ -1,0 +1,74 @@
+"""Citation decisions (the citation_decisions view, migration 014): one row per shown document
+per answer of the chosen experiments, for the citation choice model (engine.usecases.why_cited)
+and `export --rows decisions`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from store.db import DbLike
+from store.queries._read import fetch, frame, mode_order, reading
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# The column order of the decision rows (and of `export --rows decisions`).
+DECISION_COLUMNS = (
+    "experiment_id", "experiment_name", "run_id", "model", "metadata_type", "mode", "item_id",
+    "position", "n_shown", "position_group", "doc_id", "label", "relevant", "repeated", "cited",
+    "n_cited", "citation_probability", "answer_cites_any", "relevant_at", "repetition", "label_scope",
+)
+
+_DECISIONS_SQL = f"""
+SELECT d.experiment_id, e.name AS experiment_name, d.run_id, d.model, d.metadata_type,
+       d.rag_mode AS mode, d.item_id, d.position, d.n_shown, d.position_group, d.doc_id, d.label,
+       d.relevant, d.repeated, d.cited, d.n_cited, d.citation_probability, d.answer_cites_any,
+       d.relevant_at, d.repetition, d.label_scope
+FROM citation_decisions d
+JOIN runs r USING (run_id)
+LEFT JOIN experiments e ON e.experiment_id = d.experiment_id
+-- The runs as constants, which DuckDB pushes into the view (as in export_rows).
+WHERE d.run_id IN ({{runs}})
+ORDER BY list_position($ids, d.experiment_id), {mode_order("d.rag_mode")}, r.created_utc, d.run_id,
+         d.item_id, d.position
+"""
+
+
+def decisions_cursor(conn: duckdb.DuckDBPyConnection, experiment_ids: tuple[str, ...] | list[str],
+                     modes: tuple[str, ...] | None = None) -> duckdb.DuckDBPyConnection:
+    """The decision rows of these experiments (ids, in this order), executed; `modes` keeps only
+    those modes' runs (None: every mode). No runs: no rows."""
+    sql = "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)"
+    params: dict = {"ids": list(experiment_ids)}
+    if modes is not None:
+        sql += " AND list_contains($modes, rag_mode)"
+        params["modes"] = list(modes)
+    runs = [row[0] for row in conn.execute(sql, params).fetchall()]
+    query = {"ids": list(experiment_ids), **{f"run{i}": run for i, run in enumerate(runs)}}
+    marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"
+    return conn.execute(_DECISIONS_SQL.replace("{runs}", marks), query)
+
+
+def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
+                   modes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The decision rows (DECISION_COLUMNS) of these experiment ids, in one read transaction."""
+    with reading(db) as conn:
+        rows = frame(decisions_cursor(conn, experiment_ids, modes))
+    return rows[list(DECISION_COLUMNS)]
+
+
+def label_pairs(db: DbLike, experiment_ids: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+    """(label A, label B) of each metadata type these experiments' labelled runs used, oldest run
+    first, once each."""
+    rows = fetch(
+        db,
+        "SELECT json_extract_string(config_json, '$.prompt.metadata.label_a'), "
+        "       json_extract_string(config_json, '$.prompt.metadata.label_b') "
+        "FROM runs WHERE list_contains($ids, experiment_id) AND rag_mode <> 'vanilla' "
+        "ORDER BY list_position($ids, experiment_id), created_utc, run_id",
+        {"ids": list(experiment_ids)},
+    )
+    return tuple(dict.fromkeys((a, b) for a, b in rows if a and b))

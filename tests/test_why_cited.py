@@ -1,0 +1,110 @@
+"""`python -m engine why-cited` and engine.usecases.why_cited end to end: simulated citation
+choices are imported as answers, read back through the citation_decisions view, and fitted; the
+fit equals engine.choice_model's on the simulated frame itself."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.choice_model import fit_choice_model, suppression_rates
+from engine.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+from tests.helpers import cli, rows, write_jsonl
+
+N_ITEMS = 150
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """A store holding the simulated base and cf answers as one experiment, and the simulation."""
+    tmp = tmp_path_factory.mktemp("why")
+    settings = SimulationSettings(n_items=N_ITEMS, label_a="a woman", label_b="a man")
+    sim = simulate_choices(settings, ChoiceTruth(), np.random.default_rng(3))
+    frame = sim.frame.sort_values(["condition", "item", "position"])
+    base = frame[frame["condition"] == "base"]
+    items = []
+    for item, docs in base.groupby("item", sort=False):
+        items.append({"id": item, "question": f"question {item}", "answers": ["gold"],
+                      "documents": [{"id": f"{item}-d{p}", "text": f"document {p} of {item}", "relevant": bool(r)}
+                                    for p, r in zip(docs["position"], docs["relevant"])]})
+    dataset = write_jsonl(tmp / "sim.jsonl", items)
+    db = tmp / "why.duckdb"
+    for mode in ("base", "cf"):
+        answers = []
+        for item, docs in frame[frame["condition"] == mode].groupby("item", sort=False):
+            cited = docs.loc[docs["cited"], "position"].tolist()
+            answers.append({"item_id": item, "answer": "It is gold" + "".join(f" [{p}]" for p in cited) + "."})
+        path = write_jsonl(tmp / f"{mode}.jsonl", answers)
+        extra = ["--experiment", rows(db, "SELECT experiment_id FROM runs")[0][0]] if mode == "cf" else []
+        assert cli("import", "--dataset", str(dataset), "--answers", str(path), "--mode", mode, "--metadata", "gender",
+                   "--name", "simulated", "--db", str(db), *extra) == 0
+    experiment = rows(db, "SELECT DISTINCT experiment_id FROM runs")
+    assert len(experiment) == 1
+    return db, experiment[0][0], sim
+
+
+def test_the_stored_answers_fit_exactly_as_the_simulated_frame(imported):
+    from engine.api import WhyCitedRequest, why_cited
+
+    db, experiment, sim = imported
+    result = why_cited(WhyCitedRequest(experiments=(experiment,)), db)
+    direct = fit_choice_model(sim.frame, label_reference="a man")
+    assert [e.term for e in result.fit.effects] == [e.term for e in direct.effects]
+    # Rows reach statsmodels in another order (the store's), so Newton stops ~1e-8 apart.
+    for got, want in zip(result.fit.effects, direct.effects):
+        assert got.coef == pytest.approx(want.coef, rel=1e-6)
+        assert got.se == pytest.approx(want.se, rel=1e-6)
+        assert (got.ci_low, got.ci_high, got.p) == pytest.approx((want.ci_low, want.ci_high, want.p), rel=1e-6)
+    assert result.fit.n_answers == 2 * N_ITEMS and result.fit.label_reference == "a man"
+    label = next(e for e in result.fit.effects if "a woman" in e.term)
+    assert "multiplies the odds" in label.sentence and "a woman" in label.sentence
+    # Suppression per condition (experiment:mode) and the paired McNemar test, as on the frame.
+    want = suppression_rates(sim.frame)
+    assert [r.silent for r in result.suppression.rates] == [r.silent for r in want.rates]
+    assert [r.condition for r in result.suppression.rates] == [f"{experiment}:base", f"{experiment}:cf"]
+    assert result.suppression.mcnemar_p == pytest.approx(want.mcnemar_p)
+    assert result.suppression.chi2_p == pytest.approx(want.chi2_p)
+    assert result.effects()["odds_ratio"].tolist() == pytest.approx([e.odds_ratio for e in direct.effects])
+
+
+def test_one_mode_alone_cannot_separate_label_from_relevance_and_says_so(imported):
+    from engine.api import WhyCitedRequest, why_cited
+
+    db, experiment, _ = imported
+    result = why_cited(WhyCitedRequest(experiments=(experiment,), modes=("base",)), db)
+    terms = [e.term for e in result.fit.effects]
+    assert "relevant" in terms and not any("a woman" in t for t in terms)
+    assert any("label" in term for term, _ in result.fit.dropped)
+
+
+def test_the_cli_prints_the_effects_in_words_and_the_suppression_rates(imported, capsys):
+    db, experiment, _ = imported
+    assert cli("why-cited", "--experiment", experiment, "--db", str(db), "--interaction", "label:relevant") == 0
+    out = capsys.readouterr().out
+    assert "odds ratio" in out and "multiplies the odds of citing a document" in out
+    assert "suppression" in out and "exact McNemar test" in out and "chi-square" in out
+    assert cli("why-cited", "--experiment", experiment, "--db", str(db), "--json", "--position", "number") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["experiments"] == [experiment] and data["fit"]["position"] == "number"
+    assert {e["term"] for e in data["fit"]["effects"]} >= {"relevant"}
+    assert len(data["suppression"]["rates"]) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "give --experiment (repeatable) or --study"),
+    (("--experiment", "nope"), "no experiment 'nope'"),
+    (("--study", "nope"), "no study 'nope'"),
+    (("--experiment", "EXP", "--interaction", "label:colour"), "colour"),
+    (("--experiment", "EXP", "--mode", "sideways"), "unknown mode 'sideways'"),
+    (("--experiment", "EXP", "--reference", "a cat"), "no shown document carries the label 'a cat'"),
+    (("--experiment", "EXP", "--mode", "vanilla"), "no stored answers in mode vanilla"),
+])
+def test_bad_requests_are_refused_in_one_line(imported, capsys, args, message):
+    db, experiment, _ = imported
+    args = tuple(experiment if a == "EXP" else a for a in args)
+    assert cli("why-cited", "--db", str(db), *args) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err and not captured.out
