@@ -51,8 +51,8 @@ def test_export_streams_in_chunks_and_writes_what_the_whole_frame_would(store, t
     seen = []
     real = queries.export_results_chunks
 
-    def small_chunks(db, references, rows_per_chunk=queries.EXPORT_CHUNK_ROWS):
-        cm = real(db, references, rows_per_chunk=1)  # 1 vector: at most 2,048 rows a chunk
+    def small_chunks(db, references, rows_per_chunk=queries.EXPORT_CHUNK_ROWS, *, rows="answers"):
+        cm = real(db, references, rows_per_chunk=1, rows=rows)  # 1 vector: at most 2,048 rows a chunk
 
         class Spy:
             def __enter__(self):
