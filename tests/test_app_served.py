@@ -119,9 +119,11 @@ def test_the_run_batch_api_keeps_its_positional_inputs_and_takes_the_server_ones
         client = Client(url, verbose=False)
         names = [p["parameter_name"] for p in client.view_api(print_info=False, return_format="dict")
                  ["named_endpoints"]["/run_batch"]["parameters"]]
-        # The 30 inputs before the server's, in their order, then the server's five.
+        # The 30 inputs before the server's, in their order, then the server's five, then the
+        # battery's three (issue 19), each added at the end so older positional calls still work.
         assert names[25:] == ["study", "backend", "ray_address", "actors", "gpus_per_actor", "base_url", "tokenizer",
-                              "concurrency", "api_key_env", "request_timeout"]
+                              "concurrency", "api_key_env", "request_timeout", "relevant_at", "repetition",
+                              "label_scope"]
         old = ["smollm2", None, "gender", "", "", "", ["vanilla"], "none", 1, 4, 2, "", "", "all", "ranked", 0,
                "none", False, 1.0, 1.0, 0, 0, 0, True, None, "", "server", "", 1, ""]
         # Every older call still works: without the server's inputs, the URL is missing.
