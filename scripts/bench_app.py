@@ -162,7 +162,8 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
                    list_transform(range(len(tokens)), lambda k: CAST(100 + k AS INTEGER)),
                    tokens,
                    list_transform(range(len(tokens)), lambda k: -0.05 * ((k * 7 + i) % 13)),
-                   NULL, TIMESTAMP '2026-01-01' + to_microseconds(i)
+                   NULL, TIMESTAMP '2026-01-01' + to_microseconds(i),
+                   NULL  -- shown_labels: derived from the mode, as for answers stored before migration 014
             FROM (
               SELECT *, string_split(answer, ' ') AS tokens FROM (
                 SELECT run_id, item_id, i,
