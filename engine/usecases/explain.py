@@ -136,7 +136,7 @@ def answered_runs(request: Any, verb: str, stop: Stop | None = None) -> list[Any
     else:
         runs = []
         for run_id in request.runs:
-            _check_stop(stop, "cancelled before generating")
+            check_stop(stop, "cancelled before generating")
             found = explain_runs(path, run=run_id)
             if found is None:
                 raise UnknownRun(run_id, path)
@@ -204,7 +204,8 @@ def load_judge(request: Any) -> Load:
     return load
 
 
-def _check_stop(stop: Stop | None, message: str) -> None:
+def check_stop(stop: Stop | None, message: str) -> None:
+    """RunCancelled(message) when `stop` says so (heard between batches)."""
     from engine.errors import RunCancelled
 
     if stop is not None and stop():
@@ -222,11 +223,11 @@ def generate_plan(plan: JudgePlan, *, what: str, unit: str, doing: str, max_new_
     generate run by run, batch by batch (`batches(loaded, todo)` yields each committed batch's size)."""
     from engine.judging import check_lengths
 
-    _check_stop(stop, "cancelled before generating")
+    check_stop(stop, "cancelled before generating")
     if stage is not None:
         stage(f"loading {plan.label}")
     loaded = load(plan.model)
-    _check_stop(stop, "cancelled before generating")
+    check_stop(stop, "cancelled before generating")
     check_lengths(loaded, ((f"run {t.run.run_id}, item '{s.item.id}'", p) for t in plan.runs
                            for s, p in prompts(t)), max_new_tokens, what)
     if stage is not None:
@@ -241,7 +242,7 @@ def generate_plan(plan: JudgePlan, *, what: str, unit: str, doing: str, max_new_
                 total += n
                 if progress is not None:
                     progress(n)
-                _check_stop(stop, f"stopped after {_plural(total, unit)}")
+                check_stop(stop, f"stopped after {_plural(total, unit)}")
         done.append(RunDone(todo.run, n_run))
     return JudgeResult(plan.label, plan.experiment_id, tuple(done), plan.n_todo)
 

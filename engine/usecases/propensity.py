@@ -143,25 +143,6 @@ def _classify(item: Any) -> str | None:
     return None
 
 
-def _default_load(request: PropensityRequest) -> Load:
-    def load(model: str) -> Any:
-        import os
-
-        from engine.judging import load_model_quietly
-
-        return load_model_quietly(model, quantize=request.quantize, device=request.device, dtype=request.dtype,
-                                  hf_token=os.environ.get("HF_TOKEN") or None)
-
-    return load
-
-
-def _check_stop(stop: Stop | None, message: str) -> None:
-    from engine.errors import RunCancelled
-
-    if stop is not None and stop():
-        raise RunCancelled(message)
-
-
 def _fits(loaded: Any, prompt: str, answer: str) -> bool:
     """Whether the prompt, the answer and a candidate fit the model's context (a --model with a
     shorter context than the one that answered)."""
@@ -216,6 +197,7 @@ def propensity(request: PropensityRequest, *, load: Load | None = None, progress
 
     from engine.judging import choose_model
     from engine.stats import paired_test
+    from engine.usecases.explain import check_stop, load_judge  # the judges' loader and cancel
     from store.propensity_store import PropensityStore
     from store.queries import probe_items, stored_propensities
 
@@ -240,11 +222,11 @@ def propensity(request: PropensityRequest, *, load: Load | None = None, progress
     todo = [t for t in eligible if t.item.item_id not in done]
     n_now = 0
     if todo:
-        _check_stop(stop, "cancelled before probing")
+        check_stop(stop, "cancelled before probing")
         if stage is not None:
             stage(f"loading {label}")
-        loaded = (load or _default_load(request))(model)
-        _check_stop(stop, "cancelled before probing")
+        loaded = (load or load_judge(request))(model)
+        check_stop(stop, "cancelled before probing")
         if stage is not None:
             stage("probing")
         store = PropensityStore(request.db)
@@ -262,7 +244,7 @@ def propensity(request: PropensityRequest, *, load: Load | None = None, progress
             if progress is not None:
                 progress(len(chunk))
             if start + ITEMS_PER_COMMIT < len(todo):
-                _check_stop(stop, f"stopped after {n_now} item{'s' if n_now != 1 else ''}")
+                check_stop(stop, f"stopped after {n_now} item{'s' if n_now != 1 else ''}")
         stored = stored_propensities(request.db, experiment_id, label)
 
     probed = item_masses(stored, {t.item.item_id: t.item.relevant for t in eligible})
