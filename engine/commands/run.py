@@ -13,7 +13,7 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.commands.battery_options import add_battery_args, add_extra_label_arg, battery_fields, extra_labels
+from engine.commands import add_battery_args, add_extra_label_arg, battery_fields, extra_labels
 from engine.errors import UserError
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
