@@ -442,3 +442,18 @@ def test_a_custom_many_valued_type_from_the_command_line_beside_a_built_in_one(t
     expected = {build_prompt(it, PromptConfig(mode="base", metadata=src), n).text for n, it in enumerate(items)}
     assert set(prompts) == expected
     assert {label for p in prompts for label in rendered_labels(p)} == set(src.labels)
+
+
+def test_the_bias_report_says_how_a_battery_experiments_labels_differ_from_the_papers():
+    from engine.prompts import METADATA_TYPES, PromptConfig
+    from engine.usecases.bias import label_note
+
+    def config(**fields):
+        return {"prompt": PromptConfig(mode="base", **fields).to_dict()}
+
+    assert label_note(config(metadata=METADATA_TYPES["gender"])) is None
+    assert label_note(None) is None
+    assert "only the relevant documents carry a label" in label_note(
+        config(metadata=METADATA_TYPES["gender"], label_scope="relevant"))
+    note = label_note(config(metadata=METADATA_TYPES["publisher"]))
+    assert "3 labels rotated" in note and "why-cited" in note

@@ -344,6 +344,8 @@ def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict
             if r["label_a"] == r["label_b"]:
                 # The seed library's race type did this: base and cf then show the same prompt, CAB is 0 by construction.
                 line += ". **WARNING: cf labels equal base labels, so CAB is 0 by construction**"
+        if r.get("label_note"):
+            line += f"; {markdown_text(r['label_note'])}"
         lines.append(line + ".")
     lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
     if any(is_smoke(r["model"]) for r in reports):  # every number below is 0: said before them

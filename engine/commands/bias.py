@@ -78,6 +78,8 @@ def format_text(report: dict[str, Any]) -> str:
     meta = report["metadata_type"] or "no metadata type"
     if report["label_a"]:
         meta += f" (label A = {report['label_a']} on relevant documents in base, {report['label_b']} in cf)"
+    if report.get("label_note"):
+        meta += f"; {report['label_note']}"
     lines.append(f"experiment {report['experiment_id']}  model {report['model']}  dataset {report['dataset']}")
     lines.append(f"metadata: {meta}")
     lines.append("runs: " + ", ".join(f"{m} {r}" for m, r in report["runs"].items()))

@@ -117,7 +117,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
 
 
 # derived_values' kind of a kept report (bump the number when the report's content changes).
-BIAS_REPORT = "bias_report/1"
+BIAS_REPORT = "bias_report/2"  # /2: label_note (issue 19)
 
 
 def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
@@ -211,6 +211,7 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
         "metadata_type": reference.metadata_type,
         "label_a": labels.a if labels else None,
         "label_b": labels.b if labels else None,
+        "label_note": label_note(reference.config),
         "runs": {mode: run.run_id for mode, run in chosen.items()},
         "ignored_runs": {r.run_id: f"{r.rag_mode}, {r.status}" for r in ignored},
         "results": [_finite_dict(r.__dict__) for r in results],
@@ -228,6 +229,21 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
         hint = (f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(experiment)}"
                 + (f" --db {shlex.quote(db_arg)}" if db_arg else ""))
     return report, hint
+
+
+def label_note(config: dict[str, Any] | None) -> str | None:
+    """How a battery experiment's labels differ from the paper's "label A on relevant documents
+    in base, label B in cf" (None where they do not), so that CAB is read for what it is."""
+    prompt = (config or {}).get("prompt") or {}
+    extra = (prompt.get("metadata") or {}).get("extra_labels") or ()
+    if extra:
+        return (f"a many-valued type: {len(extra) + 2} labels rotated over the documents, base and cf one step "
+                "of the rotation apart, so CAB is not label A against label B; `why-cited` gives each label's effect")
+    scope = prompt.get("label_scope", "all")
+    if scope != "all":
+        side = "relevant documents" if scope == "relevant" else "non-relevant documents"
+        return f"only the {side} carry a label (--label-scope {scope})"
+    return None
 
 
 def _finite_dict(d: dict[str, Any]) -> dict[str, Any]:
