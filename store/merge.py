@@ -88,6 +88,7 @@ class MergeResult:
     n_studies_new: int = 0
     n_study_experiments: int = 0  # memberships (study, experiment) new in the target
     n_left_out: int = 0  # explanations and verifications of answers that differ between the stores
+    n_propensities: int = 0  # citation_propensities rows (issue 19)
 
 
 def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
@@ -225,9 +226,10 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         store_scores(conn, run_id)
     n_explanations, n_verifications, n_left_out = _copy_annotations(conn, carried)
     n_studies, n_memberships = _copy_studies(conn, carried)
+    n_propensities = _copy_propensities(conn, carried)
     return MergeResult(tuple(ids), n_generations, n_citations, n_items, experiments_new, tuple(already),
                        tuple(skipped), tuple(moved), tuple(unnamed), n_explanations, n_verifications, n_studies,
-                       n_memberships, n_left_out)
+                       n_memberships, n_left_out, n_propensities)
 
 
 # Explanations and verifications, keyed as in migrations 008 and 010. Each explains or judges one
@@ -303,6 +305,21 @@ def _copy_studies(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[
         params,
     ))
     return n_studies, n_memberships
+
+
+def _copy_propensities(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> int:
+    """Rows new in the target: the citation propensities of every source experiment whose
+    vanilla, base and cf runs the target now holds in that same experiment, so that the answers
+    and prompts the probe read are the target's too."""
+    return _count(conn.execute(
+        f"INSERT OR IGNORE INTO citation_propensities BY NAME SELECT p.* FROM {_SOURCE}.citation_propensities p "
+        "WHERE p.experiment_id IN ("
+        f"  SELECT s.experiment_id FROM {_SOURCE}.runs s JOIN runs t USING (run_id) "
+        "   WHERE s.run_id IN (SELECT unnest($ids)) AND t.experiment_id = s.experiment_id "
+        "     AND s.rag_mode IN ('vanilla', 'base', 'cf') "
+        "   GROUP BY s.experiment_id HAVING count(DISTINCT s.rag_mode) = 3)",
+        {"ids": carried},
+    ))
 
 
 def _place(conn, candidates: list[tuple[str, str, str]]) -> tuple[dict[str, str], list[MovedRun]]:

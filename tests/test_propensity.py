@@ -352,3 +352,18 @@ def test_items_whose_modes_showed_other_documents_are_skipped(store):
     assert set(result.skipped_by_reason) <= {"the modes showed different documents or orders",
                                              "the vanilla answer cites nothing"}
     assert result.skipped_by_reason["the modes showed different documents or orders"] >= 2
+
+
+def test_a_merge_carries_the_propensities_of_an_experiment_it_copies_whole(store, tmp_path, capsys):
+    db, experiment_id = store
+    assert cli("propensity", "--experiment", experiment_id, "--db", str(db), *COMMON) == 0
+    probed = rows(db, "SELECT * EXCLUDE (created_utc) FROM citation_propensities ORDER BY ALL")
+    assert probed
+    target = tmp_path / "target.duckdb"
+    capsys.readouterr()
+    assert cli("merge", "--from", str(db), "--db", str(target)) == 0
+    assert f"{len(probed)} citation propensity rows" in capsys.readouterr().out
+    assert rows(target, "SELECT * EXCLUDE (created_utc) FROM citation_propensities ORDER BY ALL") == probed
+    # Merging again copies nothing twice.
+    assert cli("merge", "--from", str(db), "--db", str(target)) == 0
+    assert rows(target, "SELECT count(*) FROM citation_propensities") == [(len(probed),)]

@@ -61,6 +61,9 @@ def summary(result, source: str, target: str) -> list[str]:
             f"{result.n_studies_new} {'study' if result.n_studies_new == 1 else 'studies'} new, "
             f"{_plural(result.n_study_experiments, 'study membership')} new"
         )
+    if result.n_propensities:
+        lines.append(f"also copied: {_plural(result.n_propensities, 'citation propensity row')} "
+                     "(`python -m engine propensity`)")
     if result.n_left_out:
         lines.append(f"left out {result.n_left_out} of the explanations and verifications: they are of answers "
                      "that differ between the stores")
