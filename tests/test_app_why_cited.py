@@ -104,3 +104,12 @@ def test_why_cited_through_the_api(client, imported):  # noqa: F811
     with pytest.raises(AppError) as caught:
         client.predict("nope", [], "group", "", [], api_name="/why_cited")
     assert "no experiment 'nope'" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_app_bounds_the_answers_it_fits(imported, monkeypatch):  # noqa: F811
+    db, experiment, _ = imported
+    monkeypatch.setattr(h, "MAX_ANSWERS", 299)  # the store holds 300
+    with pytest.raises(UserError, match="300 answers are more than the 299 fitted here") as caught:
+        h.why_cited_page(db, experiment)
+    assert "\n" not in str(caught.value)
+    assert len(h.why_cited_page(db, experiment, [], "group", "", ["base"]).suppression) == 1  # 150 answers

@@ -17,6 +17,7 @@ EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p"]
 SUPPRESSION_COLUMNS = ["condition", "answers", "cite_nothing", "rate", "ci_low", "ci_high"]
 POSITIONS = ("group", "number")
 MAX_INTERACTIONS = 4  # a visitor's request stays a small model
+MAX_ANSWERS = 20_000  # about 15 s of fitting on one core; the CLI has no bound
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     if not db_path.is_file():
         raise UserError("nothing is stored yet: start a run first")
     request = WhyCitedRequest(tuple(references), None, tuple(modes) if modes else None, position or "group",
-                              interactions_of(interactions))
+                              interactions_of(interactions), max_answers=MAX_ANSWERS)
     try:
         result = why_cited(request, db_path)
     except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor

@@ -36,6 +36,9 @@ class WhyCitedRequest:
     position: str = "group"
     interactions: tuple[str, ...] = ()
     label_reference: str | None = None
+    # At most this many answers (None: no bound). The fit takes about a millisecond per answer
+    # on one core; the app bounds what a visitor may ask for.
+    max_answers: int | None = None
 
     def __post_init__(self) -> None:
         if self.position not in POSITION_CODINGS:
@@ -107,9 +110,14 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
 def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     """The chosen answers' decision rows (store.queries.DECISION_COLUMNS) plus the model's
     columns: `answer` (its stratum: run and item) and `condition` (experiment and mode)."""
-    from store.queries import decision_frame
+    from store.queries import count_answers, decision_frame
 
     ids = _experiment_ids(request, db)
+    if request.max_answers is not None:
+        n = count_answers(db, ids, request.modes)
+        if n > request.max_answers:
+            raise UserError(f"{n:,} answers are more than the {request.max_answers:,} fitted here; choose fewer "
+                            "experiments or modes, or run `python -m engine why-cited` on the store")
     rows = decision_frame(db, ids, request.modes)
     if rows.empty:
         modes = f" in mode {', '.join(request.modes)}" if request.modes else ""

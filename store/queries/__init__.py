@@ -66,7 +66,7 @@ from store.queries.explanations_verifications import (
     run_explanations,
     verification_shares,
 )
-from store.queries.decisions import DECISION_COLUMNS, decision_frame, label_pairs
+from store.queries.decisions import DECISION_COLUMNS, count_answers, decision_frame, label_pairs
 from store.queries.export_rows import (
     EXPORT_CHUNK_ROWS,
     EXPORT_COLUMNS,
@@ -105,7 +105,7 @@ __all__ = [
     "ProbabilitySummary", "ProbeItem", "ProbeRun", "QueryCitation", "QueryDetail", "QueryDocument", "QueryToken", "RunInfo",
     "RunSummary", "SqlResult", "StoredExplanation", "StudySummary", "TokenAlternative",
     "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table", "kept_derived", "reading",
-    "citation_probability_summaries", "citations_for_run", "count_runs", "decision_frame", "done_counts",
+    "citation_probability_summaries", "citations_for_run", "count_answers", "count_runs", "decision_frame", "done_counts",
     "experiment_choices", "experiment_dataset_paths", "experiment_listing", "experiment_page",
     "experiment_runs", "experiment_studies", "explain_runs", "explain_sources", "explanation_rates",
     "export_columns", "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",

@@ -72,3 +72,14 @@ def label_pairs(db: DbLike, experiment_ids: tuple[str, ...] | list[str]) -> tupl
         {"ids": list(experiment_ids)},
     )
     return tuple(dict.fromkeys((a, b) for a, b in rows if a and b))
+
+
+def count_answers(db: DbLike, experiment_ids: tuple[str, ...] | list[str], modes: tuple[str, ...] | None = None) -> int:
+    """How many stored answers these experiments hold (in `modes`; None: every mode)."""
+    sql = ("SELECT count(*) FROM generations g JOIN runs r USING (run_id) "
+           "WHERE list_contains($ids, r.experiment_id)")
+    params: dict = {"ids": list(experiment_ids)}
+    if modes is not None:
+        sql += " AND list_contains($modes, r.rag_mode)"
+        params["modes"] = list(modes)
+    return int(fetch(db, sql, params)[0][0])
