@@ -78,7 +78,7 @@ def build_request(kind: type, args: argparse.Namespace) -> Any:
 class Bar:
     """A tqdm bar on stderr, opened when generating starts (after the model loads)."""
 
-    def __init__(self, total: int, unit: str, desc: str):
+    def __init__(self, total: int | None, unit: str, desc: str):
         self.total, self.unit, self.desc, self.bar = total, unit, desc, None
 
     def stage(self, line: str) -> None:

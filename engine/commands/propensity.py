@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from typing import Any
 
 
@@ -81,33 +80,13 @@ def format_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-class _Bar:
-    """A tqdm bar on stderr (items probed), opened when probing starts, after the model loads."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-
-    def stage(self, line: str) -> None:
-        if line == "probing" and self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(unit="item", desc="propensity", file=sys.stderr, dynamic_ncols=True)
-
-    def update(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from pathlib import Path
 
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
+    from engine.commands.explain import Bar
     from engine.usecases.propensity import PropensityRequest, check_request, propensity
 
     request = PropensityRequest(db=Path(args.db or "."), experiment=args.experiment, model=args.model,
@@ -115,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
                                 batch_size=args.batch_size, limit=args.limit)
     check_request(request)  # the options first, then the store
     request = replace(request, db=db_path(args.db))
-    bar = _Bar()
+    bar = Bar(None, "item", "propensity")  # opens after "loading ...": when probing starts
     try:
         result = propensity(request, progress=bar.update, stage=bar.stage)
     finally:
