@@ -65,3 +65,15 @@ def cli(*args: str) -> int:
     from engine.__main__ import main
 
     return main(list(args))
+
+
+def wait_for_job(jobs: Any, job_id: str, timeout_s: float = 120) -> Any:
+    """The app job queue's status of `job_id` once it has ended (complete, cancelled or failed);
+    an AssertionError naming the status if it has not within `timeout_s`."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (status := jobs.status(job_id)).state not in ("complete", "cancelled", "failed"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    return status

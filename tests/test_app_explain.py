@@ -15,6 +15,7 @@ from demo.handlers.explain import (EXPLANATION_COLUMNS, RUN_EXPLANATION_COLUMNS,
                                    explain_view, run_choices, shorten)
 from store import queries
 from tests.test_explain import make_dataset
+from tests.helpers import wait_for_job
 
 # Markup in an explanation must arrive as text: the page shows it, the browser never parses it.
 HOSTILE = 'I cited [1] because it was written by a woman. <img src=x onerror="window.__pwned=1"><b>bold</b>'
@@ -197,15 +198,6 @@ def test_explain_through_the_api(built):
 # ---------------------------------------------------------------- generating in the background worker
 
 
-def wait_finished(jobs, job_id: str, timeout_s: float = 120):
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while (status := jobs.status(job_id)).state not in ("complete", "cancelled", "failed"):
-        assert time.monotonic() < deadline, status
-        time.sleep(0.1)
-    return status
-
 
 def test_generate_queues_explanations_of_the_item_then_of_every_answer(built, tmp_path, tiny_llama):
     from demo.handlers.explain import explain_spec, job_line
@@ -219,7 +211,7 @@ def test_generate_queues_explanations_of_the_item_then_of_every_answer(built, tm
     try:
         spec = explain_spec(settings, experiment_id, "q1", "item")
         assert set(spec.run_ids) == set(runs.values()) and spec.item_id == "q1"
-        status = wait_finished(jobs, jobs.submit(spec))
+        status = wait_for_job(jobs, jobs.submit(spec))
         assert status.state == "complete" and (status.n_done, status.n_total) == (3, 3), job_line(status)
         stored = duckdb_rows(db, "SELECT run_id, item_id, explainer_model FROM explanations WHERE item_id = ? "
                                  "ORDER BY run_id", ["q1"])
@@ -229,12 +221,12 @@ def test_generate_queues_explanations_of_the_item_then_of_every_answer(built, tm
         assert sorted(frame["mode"]) == ["base", "cf", "vanilla"] and "no explanation stored yet" not in page
 
         # Every answer: the 9 answers less the 3 just explained (q0's two are by another explainer).
-        status = wait_finished(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
+        status = wait_for_job(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
         assert status.state == "complete" and status.n_total == 6, job_line(status)
         assert duckdb_rows(db, "SELECT count(*) FROM explanations WHERE explainer_model = ?",
                            [spec.request.label]) == [(9,)]
         # Again: nothing left, nothing doubled.
-        status = wait_finished(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
+        status = wait_for_job(jobs, jobs.submit(explain_spec(settings, experiment_id, "", "all")))
         assert status.state == "complete" and status.n_total == 0 and "nothing to explain" in status.message
     finally:
         jobs.shutdown(timeout=30)
@@ -251,7 +243,7 @@ def test_generate_can_target_one_run_alone(built, tmp_path, tiny_llama):
     try:
         spec = explain_spec(AppSettings(db), experiment_id, "q0", "run", runs["cf"])  # the item box is ignored
         assert (spec.run_ids, spec.item_id, spec.request.modes) == ((runs["cf"],), None, ("cf",))
-        status = wait_finished(jobs, jobs.submit(spec))
+        status = wait_for_job(jobs, jobs.submit(spec))
         assert status.state == "complete" and status.n_total == 3, job_line(status)  # q0's is by another explainer
         assert duckdb_rows(db, "SELECT run_id, count(*) FROM explanations WHERE explainer_model = ? GROUP BY ALL",
                            [spec.request.label]) == [(runs["cf"], 3)]

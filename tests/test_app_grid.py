@@ -4,7 +4,6 @@ are one line, and the /run_batch API keeps its positional inputs."""
 
 from __future__ import annotations
 
-import time
 
 import duckdb
 import pytest
@@ -15,19 +14,12 @@ from demo.handlers.run import RunForm
 from demo.jobs import JobQueue
 from demo.settings import AppSettings, settings_from_env
 from engine.errors import UserError
+from tests.helpers import wait_for_job
 
 # The sample's items without a relevant document among the first 3 are skipped, as `run --skip-invalid`.
 GRID = RunForm(model="smoke", metadata="gender,race", top_k="3,5", limit=2, batch_size=4, max_new_tokens=3,
                study="app-grid", skip_invalid=True)
 
-
-def _wait(jobs, job_id, seconds=240):
-    deadline = time.monotonic() + seconds
-    while True:
-        status = jobs.status(job_id)
-        if status.state in ("complete", "failed", "cancelled") or time.monotonic() > deadline:
-            return status
-        time.sleep(0.2)
 
 
 def test_a_2x2_grid_form_becomes_the_study_request(tmp_path):
@@ -121,7 +113,7 @@ def test_a_grid_form_runs_as_one_job_of_four_experiments(tmp_path):
     jobs = JobQueue()
     try:
         job_id = run_form(jobs, settings, GRID)
-        status = _wait(jobs, job_id)
+        status = wait_for_job(jobs, job_id, 240)
     finally:
         jobs.shutdown(timeout=30)
     assert status.state == "complete", status.message
@@ -149,10 +141,8 @@ def test_the_run_batch_api_keeps_its_old_positional_inputs_and_plan_run_takes_th
         assert job_id.startswith("job-") and token_box == ""
         # The plan below shares the job's vanilla run (same model and settings): planning while the
         # worker still generates it is refused in one line, so the job finishes first.
-        deadline = time.monotonic() + 120
-        while jobs.status(job_id).state not in ("complete", "failed") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert jobs.status(job_id).state == "complete", jobs.status(job_id).message
+        status = wait_for_job(jobs, job_id, 120)
+        assert status.state == "complete", status.message
         head, table = client.predict("smoke", None, "gender,race", "", "", "", ["vanilla", "base"], "none", 2, 4, 2,
                                      "", "", "all", "ranked", 0, "none,counterfactual", api_name="/plan_run")
         assert "4 configurations" in head and len(table["data"]) == 5
@@ -189,7 +179,7 @@ def test_a_grid_from_the_form_runs_on_a_local_ray_instance(tmp_path):
     jobs = JobQueue(load=lambda request: pytest.fail("a Ray job loads its model on the actors"))
     try:
         form = replace(GRID, top_k="3", modes=("vanilla", "base"), backend="ray", study="ray-grid")
-        status = _wait(jobs, run_form(jobs, settings, form))
+        status = wait_for_job(jobs, run_form(jobs, settings, form), 240)
     finally:
         jobs.shutdown(timeout=30)
         ray.shutdown()

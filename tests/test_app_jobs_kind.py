@@ -3,7 +3,6 @@ jobs in the same worker): JobStatus.kind, the `kind` column of `/run_status`, la
 
 from __future__ import annotations
 
-import time
 
 import pandas as pd
 import pytest
@@ -14,14 +13,8 @@ from demo.tabs.run import STATUS_COLUMNS
 from engine.prompts import PromptConfig
 from engine.runner import RunRequest
 from store import connect
+from tests.helpers import wait_for_job
 
-
-def _finished(jobs: JobQueue, job_id: str, timeout_s: float = 30):
-    deadline = time.monotonic() + timeout_s
-    while (status := jobs.status(job_id)).state not in ("complete", "cancelled", "failed"):
-        assert time.monotonic() < deadline, status
-        time.sleep(0.05)
-    return status
 
 
 def test_the_jobs_table_names_each_jobs_kind(tmp_path):
@@ -33,7 +26,7 @@ def test_the_jobs_table_names_each_jobs_kind(tmp_path):
         request = RunRequest(model="org/model", modes=("base", "cf"), prompt=PromptConfig())
         run_job = jobs.submit(JobSpec(str(tmp_path / "missing.jsonl"), request, db))
         explain_job = jobs.submit(ExplainSpec(("r-gone",), request, db))
-        run, explain = _finished(jobs, run_job), _finished(jobs, explain_job)
+        run, explain = wait_for_job(jobs, run_job, 30), wait_for_job(jobs, explain_job, 30)
         # Both fail before any model is loaded: a missing dataset, a run that is not stored.
         assert (run.kind, run.state, explain.kind, explain.state) == ("run", "failed", "explain", "failed")
         assert "no run 'r-gone'" in explain.message

@@ -8,7 +8,6 @@ inputs. The slow tests run through the job queue against llama.cpp's server (tes
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 
 import duckdb
@@ -21,20 +20,13 @@ from demo.settings import AppSettings, settings_from_env
 from engine.errors import UserError
 from engine.usecases.served import ServerOptions
 from tests.served_server import API_KEY, free_port, key_env, llama_server
+from tests.helpers import wait_for_job
 
 # Two short answers on two documents, as tests/test_served_cli.py runs them (one shared CPU core).
 SERVED = RunForm(model="smollm2", backend="server", base_url="http://127.0.0.1:9/v1", modes=("vanilla",),
                  top_k=2, skip_invalid=True, limit=2, max_new_tokens=8, top_logprobs=2, batch_size=2,
                  api_key_env="PATTRIEVAL_APP_TEST_KEY", concurrency=2, request_timeout=60.0)
 
-
-def _wait(jobs, job_id, seconds=300):
-    deadline = time.monotonic() + seconds
-    while True:
-        status = jobs.status(job_id)
-        if status.state in ("complete", "failed", "cancelled") or time.monotonic() > deadline:
-            return status
-        time.sleep(0.2)
 
 
 def test_a_server_form_becomes_the_use_cases_server_options(tmp_path):
@@ -166,7 +158,7 @@ def test_a_served_run_from_the_form_completes_through_the_job_queue(server, tmp_
         with pytest.raises(UserError, match="unknown model 'nobody'"):
             run_form(jobs, settings, replace(form, model="nobody"))
         assert not jobs.statuses(None) and not settings.db_path.exists()
-        status = _wait(jobs, run_form(jobs, settings, form))
+        status = wait_for_job(jobs, run_form(jobs, settings, form), 300)
     finally:
         jobs.shutdown(timeout=30)
     assert status.state == "complete", status.message
