@@ -198,7 +198,7 @@ def probability_figure(boxes: Sequence[ProbabilityBox]) -> go.Figure:
 
 
 def forest_figure(rows: Sequence) -> go.Figure:
-    """Odds ratios with their 95% intervals on a log axis, one row per effect (demo.handlers.why_cited.ForestRow)."""
+    """Odds ratios with their 95% intervals on a log axis, one row per effect (engine.choice_model.Effect)."""
     import plotly.graph_objects as go
 
     from engine.usecases.formatting import format_p

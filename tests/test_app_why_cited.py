@@ -71,7 +71,9 @@ def test_stored_text_is_escaped_in_the_summary(tmp_path):
 
 
 def test_the_forest_plot_draws_each_effect_on_a_log_axis_and_escapes_its_names():
-    rows_ = [h.ForestRow("relevant", 3.8, 3.0, 4.9, 1e-9), h.ForestRow("label[<i>x</i>]", 0.9, 0.7, 1.2, 0.4)]
+    from engine.choice_model import Effect
+
+    rows_ = [Effect("relevant", 3.8, 3.0, 4.9, 1e-9, 1.335, 0.13), Effect("label[<i>x</i>]", 0.9, 0.7, 1.2, 0.4, -0.105, 0.14)]
     fig = plots.forest_figure(rows_)
     (trace,) = fig.data
     assert list(trace.x) == [3.8, 0.9] and fig.layout.xaxis.type == "log"

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from demo.handlers.bias import experiment_references, markdown_text
+
+if TYPE_CHECKING:
+    from engine.choice_model import Effect
 
 EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p"]
 SUPPRESSION_COLUMNS = ["condition", "answers", "cite_nothing", "rate", "ci_low", "ci_high"]
@@ -21,26 +24,19 @@ MAX_ANSWERS = 20_000  # about 15 s of fitting on one core; the CLI has no bound
 
 
 @dataclass(frozen=True)
-class ForestRow:
-    """One effect as the forest plot draws it."""
-
-    term: str
-    odds_ratio: float
-    ci_low: float
-    ci_high: float
-    p: float
-
-
-@dataclass(frozen=True)
 class WhyCitedPage:
     """What the panel shows (and what `/why_cited` returns, as a dict)."""
 
     experiment_ids: tuple[str, ...]
     summary: str  # Markdown: what was fitted, each effect in words, what could not be estimated
-    effects: list[list[Any]]  # EFFECT_COLUMNS
-    forest: tuple[ForestRow, ...]
+    forest: tuple[Effect, ...]  # the fit's effects, as the forest plot draws them
     suppression: list[list[Any]]  # SUPPRESSION_COLUMNS
     suppression_note: str  # Markdown: the tests across conditions
+
+    @property
+    def effects(self) -> list[list[Any]]:
+        """The effects table's rows (EFFECT_COLUMNS)."""
+        return [[e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p] for e in self.forest]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -103,8 +99,7 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     return WhyCitedPage(
         experiment_ids=result.experiment_ids,
         summary="\n".join(lines),
-        effects=[[e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p] for e in fit.effects],
-        forest=tuple(ForestRow(e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p) for e in fit.effects),
+        forest=fit.effects,
         suppression=[[r.condition, r.answers, r.silent, r.rate, r.ci_low, r.ci_high] for r in s.rates],
         suppression_note="Suppression (answers citing no shown document): "
         + markdown_text("; ".join(tests) if tests else "no test"),
