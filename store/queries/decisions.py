@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from store.db import DbLike
-from store.queries._read import fetch, frame, mode_order, reading
+from store.queries._read import execute_over_runs, fetch, frame, mode_order, reading
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +30,7 @@ SELECT d.experiment_id, e.name AS experiment_name, d.run_id, d.model, d.metadata
 FROM citation_decisions d
 JOIN runs r USING (run_id)
 LEFT JOIN experiments e ON e.experiment_id = d.experiment_id
--- The runs as constants, which DuckDB pushes into the view (as in export_rows).
+-- The runs as constants (store.queries._read.execute_over_runs).
 WHERE d.run_id IN ({{runs}})
 ORDER BY list_position($ids, d.experiment_id), {mode_order("d.rag_mode")}, r.created_utc, d.run_id,
          d.item_id, d.position
@@ -41,15 +41,7 @@ def decisions_cursor(conn: duckdb.DuckDBPyConnection, experiment_ids: tuple[str,
                      modes: tuple[str, ...] | None = None) -> duckdb.DuckDBPyConnection:
     """The decision rows of these experiments (ids, in this order), executed; `modes` keeps only
     those modes' runs (None: every mode). No runs: no rows."""
-    sql = "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)"
-    params: dict = {"ids": list(experiment_ids)}
-    if modes is not None:
-        sql += " AND list_contains($modes, rag_mode)"
-        params["modes"] = list(modes)
-    runs = [row[0] for row in conn.execute(sql, params).fetchall()]
-    query = {"ids": list(experiment_ids), **{f"run{i}": run for i, run in enumerate(runs)}}
-    marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"
-    return conn.execute(_DECISIONS_SQL.replace("{runs}", marks), query)
+    return execute_over_runs(conn, _DECISIONS_SQL, experiment_ids, modes)
 
 
 def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],

@@ -12,7 +12,7 @@ import duckdb
 
 from engine.errors import UserError
 from store.db import DbLike
-from store.queries._read import RESOLVE_EXPERIMENT, frame, mode_order, plain_columns, reading
+from store.queries._read import RESOLVE_EXPERIMENT, execute_over_runs, frame, mode_order, plain_columns, reading
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,11 +123,7 @@ def export_columns(rows: str) -> tuple[str, ...]:
 def _export_cursor(conn: duckdb.DuckDBPyConnection, ids: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     """The export query over the experiments `ids`, executed, with their runs as constants (see
     _EXPORT_SQL; no runs: no rows)."""
-    runs = [row[0] for row in conn.execute(
-        "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)", {"ids": list(ids)}).fetchall()]
-    params = {"ids": list(ids), **{f"run{i}": run for i, run in enumerate(runs)}}
-    marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"
-    return conn.execute(_EXPORT_SQL.replace("{runs}", marks), params)
+    return execute_over_runs(conn, _EXPORT_SQL, ids)
 
 
 def _resolve_all(conn: duckdb.DuckDBPyConnection, references) -> tuple[str, ...]:
