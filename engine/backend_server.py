@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 Endpoint = Literal["chat", "completions"]
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PREFLIGHT_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = max(PREFLIGHT_TIMEOUT_S, 60.0)  # the first completion may load the model
 _OPENAI_MAX_STOPS = 4  # the OpenAI API takes at most four stop strings
 # Penalties outside the OpenAI API that servers apply by default (llama.cpp: repeat_penalty 1.1)
 # and that would move greedy decoding off the argmax: set neutral, as local runs set theirs.
@@ -189,6 +190,9 @@ class ServerBackend:
         try:
             listed = self._client.get("models", max_retries=0, timeout_s=PREFLIGHT_TIMEOUT_S).body
         except ServedConnectionError as err:
+            if err.kind == "reset":  # something listens there, and dropped the request
+                raise UserError(f"the server at {where} dropped GET models without an answer ({err}): is it an "
+                                "OpenAI-compatible server, and does its log show a crash?") from None
             raise UserError(f"no server answers at {where} ({err}); check --base-url and that the server runs") from None
         except ServedHTTPError as err:
             if err.status in (401, 403):
@@ -219,9 +223,9 @@ class ServerBackend:
         for attempt in range(2):
             try:
                 body = self._body(self._probe_prompt(), max_tokens=1)
-                return self._client.post(self._path(), body, max_retries=1, timeout_s=max(PREFLIGHT_TIMEOUT_S, 60.0)).body
+                return self._client.post(self._path(), body, max_retries=1, timeout_s=PROBE_TIMEOUT_S).body
             except ServedConnectionError as err:
-                raise UserError(f"the server at {self.info.base_url} did not answer a 1-token request ({err})") from None
+                raise self._gone(err, "a 1-token request", PROBE_TIMEOUT_S) from None
             except ServedHTTPError as err:
                 text = err.message.lower()
                 refused_extension = err.status in (400, 422) and self._extensions and (
@@ -232,6 +236,18 @@ class ServerBackend:
                 self._extensions = {}
                 self.info.neutral_penalties_sent = False
         raise AssertionError("unreachable")
+
+    def _gone(self, err: ServedConnectionError, what: str, timeout_s: float) -> UserError:
+        """A connection error after GET models had answered: the server was there, so the address
+        is right and it went away (crashed, stopped, restarted) or is too slow."""
+        where = self.info.base_url
+        if err.kind == "timed out":
+            return UserError(f"the server at {where} did not answer {what} within {timeout_s:g} s "
+                             f"({err}): it is busy or stuck" + ("; raise --request-timeout or lower --concurrency"
+                                                               if timeout_s == self.settings.timeout_s else ""))
+        answered = f"after {err.answered} answer{'s' if err.answered != 1 else ''}" if err.answered else "after answering"
+        return UserError(f"the server at {where} went away {answered}: {what} got no answer ({err}); it crashed or "
+                         "was stopped: its log says why")
 
     def _request_error(self, err: ServedHTTPError) -> UserError:
         s, where = self.settings, self.info.base_url
@@ -293,7 +309,7 @@ class ServerBackend:
         try:
             answer = self._client.post(self._path(), self._body(ids)).body
         except ServedConnectionError as err:
-            raise UserError(f"the server at {self.info.base_url} stopped answering ({err})") from None
+            raise self._gone(err, "a request", self.settings.timeout_s) from None
         except ServedHTTPError as err:
             raise self._request_error(err) from None
         usage = self._note(answer)

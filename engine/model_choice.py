@@ -28,6 +28,11 @@ PAPER_MODELS = (
 SMOKE = "smoke"
 SMOKE_LABEL = "smoke (tiny random Llama)"
 SMOKE_DIR_NAME = "smoke-model-llama"  # under cache_dir(); written by smoke_model_dir()
+# The smoke model's random weights never emit a stop token, so every answer runs to the limit:
+# 48 tokens prove the pipeline (prompt, generation, log-probs, store) in seconds, where the
+# real models' 256 took minutes for the README's five items.
+SMOKE_MAX_NEW_TOKENS = 48
+REAL_MAX_NEW_TOKENS = 256
 
 
 @dataclass(frozen=True)

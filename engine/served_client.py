@@ -40,7 +40,17 @@ class ServedHTTPError(Exception):
 
 
 class ServedConnectionError(Exception):
-    """Nothing usable answered: refused, unknown host, timed out, reset (after retries)."""
+    """Nothing usable answered: refused, unknown host, timed out, reset (after retries).
+
+    `kind` tells a server that is not there ("refused", "unknown host") from one that took the
+    request and dropped it ("reset") or sat on it ("timed out"); `answered` is how many answers
+    this client had had before, so that a caller can say the server went away rather than that
+    the address is wrong."""
+
+    def __init__(self, reason: str, *, kind: str = "other", answered: int = 0) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.answered = answered
 
 
 def redact_url(url: str) -> str:
@@ -88,6 +98,13 @@ class Client:
         self.backoff_s = backoff_s
         self.on_retry = on_retry
         self._local = threading.local()
+        self._answers = 0  # HTTP answers of any status: the server was there
+        self._count_lock = threading.Lock()
+
+    @property
+    def answered(self) -> int:
+        """How many HTTP answers (any status) this client has had."""
+        return self._answers
 
     def __repr__(self) -> str:
         return f"Client({self.url!r}, key={'set' if self.__key else 'none'})"
@@ -143,6 +160,8 @@ class Client:
                 conn.request(method, target, body=payload, headers=headers)
                 response = conn.getresponse()
                 raw = response.read()
+                with self._count_lock:
+                    self._answers += 1
                 if response.getheader("Connection", "").lower() == "close":
                     self._drop_connection()
                 if 200 <= response.status < 300:
@@ -158,7 +177,8 @@ class Client:
                 self._drop_connection()
                 reason = _reason(err)
                 if not isinstance(err, RETRYABLE_ERRORS) or attempt >= retries:
-                    raise ServedConnectionError(reason) from None
+                    tried = f"; {attempt + 1} tries" if attempt else ""
+                    raise ServedConnectionError(reason + tried, kind=_kind(err), answered=self._answers) from None
                 why = reason
             attempt += 1
             wait = delay if delay is not None else min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempt - 1))
@@ -195,13 +215,30 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _reason(err: BaseException) -> str:
+def _kind(err: BaseException) -> str:
+    """"refused" and "unknown host": nothing listens there; "timed out"; "reset": the server
+    took the connection and dropped it (closed it, reset it, cut its answer short)."""
     if isinstance(err, (TimeoutError, socket.timeout)):
         return "timed out"
     if isinstance(err, socket.gaierror):
         return "unknown host"
     if isinstance(err, ConnectionRefusedError):
+        return "refused"
+    if isinstance(err, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.HTTPException)):
+        return "reset"
+    return "other"
+
+
+def _reason(err: BaseException) -> str:
+    kind = _kind(err)
+    if kind == "refused":
         return "connection refused"
-    if isinstance(err, (ConnectionResetError, http.client.RemoteDisconnected)):
+    if isinstance(err, http.client.RemoteDisconnected):
+        return "connection closed without an answer"
+    if isinstance(err, http.client.IncompleteRead):
+        return "answer cut short"
+    if isinstance(err, ConnectionResetError):
         return "connection reset"
+    if kind in ("timed out", "unknown host"):
+        return kind
     return getattr(err, "strerror", None) or type(err).__name__

@@ -6,6 +6,7 @@ Tests never reach the network: the Hub is switched to offline mode before transf
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -79,3 +80,38 @@ def tiny_llama(tiny_llama_dir):
     from engine.models import load_model
 
     return load_model(str(tiny_llama_dir), quantize="none", device="cpu")
+
+
+# ---------------------------------------------------------------- the served tests' llama.cpp server
+
+
+@pytest.fixture(scope="session")
+def llama_process(tmp_path_factory):
+    """llama.cpp's server with SmolLM2 (tests/served_server.py), started once for every served
+    test of the session: each start costs seconds of a core and a first completion."""
+    from tests.served_server import llama_server
+
+    with llama_server(tmp_path_factory.mktemp("llama")) as running:
+        yield running
+
+
+@pytest.fixture()
+def server(llama_process):
+    """The session's llama.cpp server, checked alive before and after each test: a server that
+    died fails the test naming its exit signal and log, not as a refused connection."""
+    llama_process.check_alive()
+    yield llama_process
+    llama_process.check_alive()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report names a dead llama.cpp server (exit signal, last log lines)."""
+    report = yield
+    served = sys.modules.get("tests.served_server")
+    if report.failed and served is not None:
+        for started in served.STARTED:
+            dead = started.death()
+            if dead is not None:
+                report.sections.append(("llama.cpp server", dead))
+    return report

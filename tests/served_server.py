@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import http.server
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ALIAS = "smollm2"
@@ -40,40 +41,106 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Every server this process started: tests/conftest.py names a dead one in each failing test's report.
+STARTED: list["Server"] = []
+
+
 @dataclass(frozen=True)
 class Server:
     base_url: str  # http://127.0.0.1:PORT/v1
     model: str
     api_key: str
-    start_s: float  # how long the start took, until /v1/models answered
+    start_s: float  # how long the start took, until its first completion answered
+    process: subprocess.Popen = field(repr=False, compare=False)
+    log_path: Path = field(compare=False)
+
+    def death(self) -> str | None:
+        """None while the server runs; else one paragraph: how it ended and its log's last lines."""
+        if self.process.poll() is None:
+            return None
+        return f"the llama.cpp test server died ({exit_status(self.process.returncode)}); {log_tail(self.log_path)}"
+
+    def check_alive(self) -> None:
+        """Fail here, naming the death, rather than later as a refused connection."""
+        dead = self.death()
+        if dead is not None:
+            raise ServerDied(dead)
+
+
+class ServerDied(RuntimeError):
+    """The test server is gone: its exit status and the last lines of its log."""
+
+
+def exit_status(returncode: int) -> str:
+    """'exit code 1' or 'killed by signal 11 (SIGSEGV)'."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exit code {returncode}"
+
+
+def log_tail(log_path: Path, lines: int = 15) -> str:
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    tail = text.splitlines()[-lines:]
+    return f"last {len(tail)} lines of {log_path}:\n" + "\n".join(tail) if tail else f"{log_path} is empty"
+
+
+# The server's own settings: a 2,048-token context (the served tests' prompts are short), one
+# thread (the suite's other work has the other core). No environment of its own is needed: the
+# portable build (.ci/run, docs/install.md) has no AMX code, whose Q4_1 repack crashed natively
+# built servers on their first completion.
+SERVER_ARGS = ("--n_ctx", "2048", "--n_threads", "1", "--seed", "0", "--verbose", "False")
+
+
+def _first_completion(url: str, api_key: str) -> None:
+    """One 1-token completion: a server that loads but crashes when it first computes (the AMX
+    build did) fails here, at the start, not in whichever test asks first."""
+    body = json.dumps({"model": ALIAS, "prompt": "OK", "max_tokens": 1}).encode()
+    request = urllib.request.Request(f"{url}/completions", data=body, headers={
+        "Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=START_TIMEOUT_S):
+        pass
 
 
 @contextlib.contextmanager
 def llama_server(log_dir: Path, api_key: str = API_KEY):
-    """Start llama.cpp's server, wait until GET /v1/models answers, stop it after."""
+    """Start llama.cpp's server, wait until GET /v1/models answers and one completion has run,
+    stop it after. A server that dies raises ServerDied with its exit status and log."""
     port = free_port()
     log_path = log_dir / "llama_server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", ALIAS,
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
-               "--seed", "0", "--api_key", api_key, "--verbose", "False"]
+               "--host", "127.0.0.1", "--port", str(port), "--api_key", api_key, *SERVER_ARGS]
     started = time.monotonic()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    server = Server(url, ALIAS, api_key, 0.0, process, log_path)
+    STARTED.append(server)
     try:
-        url = f"http://127.0.0.1:{port}/v1"
         while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama.cpp server exited ({process.returncode}): {log_path.read_text()[-2000:]}")
+            server.check_alive()
             if time.monotonic() - started > START_TIMEOUT_S:
-                raise RuntimeError(f"llama.cpp server did not answer in {START_TIMEOUT_S} s: {log_path.read_text()[-2000:]}")
+                raise RuntimeError(f"llama.cpp server did not answer in {START_TIMEOUT_S} s; {log_tail(log_path)}")
             try:
                 request = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {api_key}"})
                 with urllib.request.urlopen(request, timeout=2):
                     break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.1)
-        yield Server(url, ALIAS, api_key, time.monotonic() - started)
+        try:
+            _first_completion(url, api_key)
+        except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException) as err:
+            try:
+                process.wait(timeout=5)  # a crash takes a moment to be reaped
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"llama.cpp server failed its first completion ({err}); {log_tail(log_path)}") from None
+            server.check_alive()
+        yield replace(server, start_s=time.monotonic() - started)
     finally:
+        STARTED.remove(server)
         process.terminate()
         try:
             process.wait(timeout=10)
@@ -85,10 +152,12 @@ def llama_server(log_dir: Path, api_key: str = API_KEY):
 class FlakyProxy:
     """Forwards to `target` (host, port); the first `reset_first` POSTs see their connection
     closed without an answer, the next `fail_first` get `status` with `body`; with
-    `strip_logprobs` the answers lose their log-probs (a server that gives none)."""
+    `strip_logprobs` the answers lose their log-probs (a server that gives none). With
+    `die_after` N, the POST after the first N forwarded ones has its connection closed and the
+    proxy stops listening: a server that crashes mid-run, as the refused connections after show."""
 
     def __init__(self, target_url: str, *, fail_first: int = 0, status: int = 503, body: dict | None = None,
-                 strip_logprobs: bool = False, reset_first: int = 0) -> None:
+                 strip_logprobs: bool = False, reset_first: int = 0, die_after: int | None = None) -> None:
         from urllib.parse import urlsplit
 
         parts = urlsplit(target_url)
@@ -98,6 +167,8 @@ class FlakyProxy:
         self.status = status
         self.body = body or {"error": {"message": "server busy, try again"}}
         self.strip_logprobs = strip_logprobs
+        self.die_after = die_after
+        self.forwarded = 0
         self.posts = 0
         self.lock = threading.Lock()
         proxy = self
@@ -117,6 +188,12 @@ class FlakyProxy:
                     proxy.posts += 1
                     reset = proxy.posts <= proxy.reset_first
                     fail = not reset and proxy.posts <= proxy.reset_first + proxy.fail_first
+                    die = not reset and not fail and proxy.die_after is not None and proxy.forwarded >= proxy.die_after
+                    proxy.forwarded += not (reset or fail or die)
+                if die:
+                    self.close_connection = True
+                    threading.Thread(target=proxy._stop, daemon=True).start()
+                    return
                 if reset:
                     self.close_connection = True  # no answer at all: the client sees the connection drop
                     return
@@ -154,9 +231,12 @@ class FlakyProxy:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def _stop(self) -> None:
         self.server.shutdown()
-        self.server.server_close()
+        self.server.server_close()  # the port closes: the client's retries are refused
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
 
 
 def smollm2_tokenizer_dir(out: Path) -> Path:
@@ -175,5 +255,5 @@ def key_env(monkeypatch, value: str = API_KEY, name: str = "PATTRIEVAL_TEST_KEY"
     return name
 
 
-__all__ = ["API_KEY", "ALIAS", "FlakyProxy", "Server", "free_port", "gguf_path", "key_env", "llama_server",
+__all__ = ["API_KEY", "ALIAS", "FlakyProxy", "Server", "ServerDied", "exit_status", "free_port", "gguf_path", "key_env", "llama_server",
            "smollm2_tokenizer_dir"]

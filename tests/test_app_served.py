@@ -19,7 +19,7 @@ from demo.jobs import JobQueue
 from demo.settings import AppSettings, settings_from_env
 from engine.errors import UserError
 from engine.usecases.served import ServerOptions
-from tests.served_server import API_KEY, free_port, key_env, llama_server
+from tests.served_server import API_KEY, free_port, key_env
 from tests.helpers import wait_for_job
 
 # Two short answers on two documents, as tests/test_served_cli.py runs them (one shared CPU core).
@@ -134,12 +134,6 @@ def test_the_run_batch_api_keeps_its_positional_inputs_and_takes_the_server_ones
 
 
 # ---------------------------------------------------------------- against a real server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with llama_server(tmp_path_factory.mktemp("llama")) as running:
-        yield running
 
 
 @pytest.mark.slow

@@ -17,19 +17,12 @@ from engine.backend_server import ServerBackend, ServerSettings, served_provenan
 from engine.backends import plan_batches
 from engine.errors import UserError
 from engine.generate import GenerationConfig
-from tests.served_server import API_KEY, FlakyProxy, free_port, key_env, llama_server, smollm2_tokenizer_dir
+from tests.served_server import API_KEY, FlakyProxy, free_port, key_env, smollm2_tokenizer_dir
 
 pytestmark = pytest.mark.slow
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_nq.jsonl"
 TOP_N = 3
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with llama_server(tmp_path_factory.mktemp("llama")) as running:
-        print(f"\nllama.cpp server answered after {running.start_s:.1f} s")
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +158,7 @@ def test_retries_a_dropped_connection_and_503s_then_answers(server, monkeypatch,
         answered = run(flaky, (short[0][:1], short[1][:1]))[1]
         assert proxy.posts == 4
     assert answered == direct
-    assert "connection reset; retry 1 of 3" in caplog.text
+    assert "connection closed without an answer; retry 1 of 3" in caplog.text
     assert "HTTP 503; retry 2 of 3" in caplog.text and "HTTP 503; retry 3 of 3" in caplog.text
 
 
@@ -177,6 +170,24 @@ def test_a_server_without_logprobs_is_said_once_and_stores_none(server, monkeypa
     assert all(o.text and o.tokens == () and o.char_offsets == () for o in outputs)
     assert caplog.text.count("returns no log-probs") == 1
     assert b.info.logprobs_returned is False
+
+
+def test_a_server_that_goes_away_is_said_so_not_a_wrong_address(server, monkeypatch, short):
+    """A server that answered, then dropped a request and stopped listening (a crash): the one
+    line says it went away after its answers, never to check --base-url."""
+    with FlakyProxy(server.base_url, die_after=2) as proxy:  # the 1-token probe and one answer
+        b = backend(server, monkeypatch, url=proxy.base_url, cfg=config(max_new_tokens=4), concurrency=1,
+                    max_retries=2).start()
+        with pytest.raises(UserError) as caught:
+            run(b, (short[0][:3], short[1][:3]))
+    message = str(caught.value)
+    assert message.startswith(f"the server at {proxy.base_url} went away after 3 answers: a request got no answer ("), message
+    assert "crashed or was stopped" in message and "--base-url" not in message and "\n" not in message
+    with FlakyProxy(server.base_url, die_after=0) as proxy:  # GET models answers, the first completion kills it
+        message = one_line_error(lambda: backend(server, monkeypatch, url=proxy.base_url))
+    # The retry meets a closed port or a reset, as the proxy's stop races it: either is gone.
+    assert message.startswith(f"the server at {proxy.base_url} went away after 1 answer: a 1-token request got "
+                              "no answer ("), message
 
 
 def one_line_error(make, within_s: float = 10.0) -> str:
@@ -219,3 +230,32 @@ def test_the_key_appears_nowhere(server, monkeypatch, short, caplog):
     seen = " ".join(map(repr, [b, b.settings, b.info, b.provenance, b._client, served_provenance_config(b), outputs,
                                caplog.text, message, vars(b)]))
     assert API_KEY not in seen
+
+
+def test_a_dead_test_server_is_named_with_its_signal_and_log(tmp_path):
+    """The harness itself: a server killed the way the AMX build crashed (SIGSEGV) is reported
+    with that signal and its log's last lines, before any test meets a refused connection."""
+    import os
+    import signal
+
+    from tests.served_server import ServerDied, exit_status, llama_server
+
+    with llama_server(tmp_path) as own:
+        own.check_alive()
+        os.kill(own.process.pid, signal.SIGSEGV)
+        own.process.wait(timeout=30)
+        with pytest.raises(ServerDied) as died:
+            own.check_alive()
+    message = str(died.value)
+    assert message.startswith("the llama.cpp test server died (killed by signal 11 (SIGSEGV)); last "), message
+    assert str(own.log_path) in message and "Uvicorn running" in message  # the log's own lines
+    assert exit_status(1) == "exit code 1" and exit_status(-9) == "killed by signal 9 (SIGKILL)"
+
+
+def test_the_installed_llama_cpp_has_no_amx_code():
+    """The portable build (.ci/run, docs/install.md): a native build on a CPU with AMX repacks
+    Q4_1 weights for AMX and dies on its first completion; this build has no AMX code at all."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    assert "AMX_INT8 = 1" not in info, info

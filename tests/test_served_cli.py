@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from tests.engine_process import kill_once_stored, run_engine
-from tests.served_server import API_KEY, free_port, llama_server, smollm2_tokenizer_dir
+from tests.served_server import API_KEY, free_port, smollm2_tokenizer_dir
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +26,6 @@ KEY_ENV = "PATTRIEVAL_SERVED_TEST_KEY"
 # Short answers on two documents (the items with a relevant one among them): the server
 # computes on one shared CPU core.
 SMALL = ["--modes", "vanilla", "--top-k", "2", "--skip-invalid", "--max-new-tokens", "8", "--top-logprobs", "2"]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with llama_server(tmp_path_factory.mktemp("llama")) as running:
-        yield running
 
 
 @pytest.fixture()

@@ -35,7 +35,7 @@ def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: 
     p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
     p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
-    from engine.commands.run import add_server_args
+    from engine.commands import add_server_args
 
     p.add_argument("--backend", default="local", choices=("local", "server"),
                    help=f"local = load the {role} here; server = ask an OpenAI-compatible server (--base-url), "
@@ -64,7 +64,7 @@ def build_request(kind: type, args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from engine.commands.bias import db_path
-    from engine.commands.run import server_options
+    from engine.commands import server_options
     from engine.usecases.explain import check_request
 
     request = kind(db=Path(args.db or "."), experiment=args.experiment, runs=(args.run,) if args.run is not None else (),

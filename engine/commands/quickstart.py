@@ -28,11 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         f"(first {CPU_ITEMS} items unless --limit), the offline smoke model without the Hub",
     )
     add_common_run_args(p)
-    p.set_defaults(main=main, metadata="gender", max_new_tokens=None)
+    p.set_defaults(main=main, metadata="gender")
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.model_choice import SMOKE, choose_auto_model
+    from engine.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS, choose_auto_model
     from engine.paths import SAMPLE_DATASET
 
     gpu = _gpu(args.device)
@@ -51,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_new_tokens is None:
         # The smoke model's answers are noise: 48 tokens show the pipeline. A real model on a
         # CPU writes a concise answer well within 128.
-        args.max_new_tokens = 48 if model == SMOKE else 256 if gpu else 128
+        args.max_new_tokens = SMOKE_MAX_NEW_TOKENS if model == SMOKE else REAL_MAX_NEW_TOKENS if gpu else 128
     outcome = execute(args, str(SAMPLE_DATASET), model, hint=False)
     print(next_steps(args.db, outcome, smoke=model == SMOKE, reference=args.experiment))
     return 0

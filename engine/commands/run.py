@@ -13,7 +13,8 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.commands import add_battery_args, add_extra_label_arg, battery_fields, extra_labels
+from engine.commands import (add_battery_args, add_extra_label_arg, add_server_args, battery_fields, extra_labels,
+                             server_options)
 from engine.errors import UserError
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
@@ -72,8 +73,9 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     add_loading_args(m)
     m.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
     m.add_argument(
-        "--max-new-tokens", type=int, default=256,
-        help="most tokens generated per answer (default: %(default)s)",
+        "--max-new-tokens", type=int, default=None, metavar="N",
+        help="most tokens generated per answer (default: 48 with --model smoke, whose random weights never stop; "
+        + ("else 256)" if lists else "else 256 on a GPU, 128 on a CPU)"),
     )
     m.add_argument("--sample", action="store_true", help="sample instead of greedy decoding (default: greedy)")
     m.add_argument("--temperature", type=float, default=1.0, help="with --sample (default: %(default)s)")
@@ -178,58 +180,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(main=main)
 
 
-SERVER_OPTIONS = ("base_url", "tokenizer", "concurrency", "api_key_env", "request_timeout")
-
-
-def add_server_args(p: argparse.ArgumentParser) -> None:
-    """--base-url and friends of --backend server (run, explain, verify). No option takes the
-    key itself: it is read from an environment variable, never from the command line."""
-    g = p.add_argument_group("served models (--backend server; docs/serving.md)")
-    g.add_argument(
-        "--base-url", default=None, metavar="URL",
-        help="with --backend server: the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; --model "
-        "is then the name it serves the model under (default: none)",
-    )
-    g.add_argument(
-        "--tokenizer", default=None, metavar="PATH|HUB_ID",
-        help="with --backend server: apply the model's chat template here with this tokenizer and "
-        "send the exact text a local run would, on the completions endpoint (default: the chat "
-        "endpoint, the server applies the template)",
-    )
-    g.add_argument("--concurrency", type=int, default=None, metavar="N",
-                   help="with --backend server: requests in flight (default: 8)")
-    g.add_argument(
-        "--api-key-env", default=None, metavar="VAR",
-        help="with --backend server: the environment variable holding the API key; the key is "
-        "never stored, printed or logged (default: OPENAI_API_KEY when set, else no key)",
-    )
-    g.add_argument("--request-timeout", type=float, default=None, metavar="S",
-                   help="with --backend server: seconds one request may take (default: 300)")
-
-
-def server_options(args: argparse.Namespace, model: str | None = None):
-    """The ServerOptions of --backend server, or None; refuses server options without it and a
-    key where a variable's name belongs."""
-    backend = getattr(args, "backend", "local")
-    if backend != "server":
-        given = [f"--{n.replace('_', '-')}" for n in SERVER_OPTIONS if getattr(args, n, None) is not None]
-        if given:
-            raise UserError(f"{given[0]} needs --backend server")
-        return None
-    from engine.usecases.run import ServerOptions
-    from engine.usecases.served import check_api_key_env
-
-    env = args.api_key_env
-    check_api_key_env(env)
-    if not args.base_url:
-        raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
-    return ServerOptions(
-        base_url=args.base_url, model=model if model is not None else args.model, tokenizer=args.tokenizer,
-        concurrency=8 if args.concurrency is None else args.concurrency, api_key_env=env,
-        timeout=300.0 if args.request_timeout is None else args.request_timeout,
-    )
-
-
 def check_backend_args(args: argparse.Namespace) -> None:
     """Refuse Ray options without --backend ray (the use case checks the rest: engine.usecases.run.check_ray)."""
     if getattr(args, "backend", "local") != "ray":
@@ -248,12 +198,23 @@ def ray_options(args: argparse.Namespace):
     return RayOptions(args.ray_address, 1 if args.actors is None else args.actors, args.gpus_per_actor)
 
 
+def max_new_tokens(args: argparse.Namespace) -> int:
+    """--max-new-tokens, or run's default: short for the smoke model (every model of a grid
+    smoke), the real models' 256 otherwise. The quickstart sets its own before this is asked."""
+    from engine.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS
+
+    if args.max_new_tokens is not None:
+        return args.max_new_tokens
+    models = {m.strip() for m in str(args.model).split(",") if m.strip()}
+    return SMOKE_MAX_NEW_TOKENS if models == {SMOKE} else REAL_MAX_NEW_TOKENS
+
+
 def check_run_args(args: argparse.Namespace) -> None:
     """Refuse out-of-range options in one line, before anything is read or loaded."""
     from engine.usecases.run import check_settings
 
     check_settings(
-        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, limit=args.limit,
+        batch_size=args.batch_size, max_new_tokens=max_new_tokens(args), limit=args.limit,
         temperature=args.temperature, do_sample=args.sample, top_p=args.top_p, top_k_sampling=args.sample_top_k,
         top_n_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), seed=args.seed,
         experiment=args.experiment,
@@ -286,7 +247,7 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
         quantize=args.quantize,
         device=args.device,
         dtype=args.dtype,
-        max_new_tokens=args.max_new_tokens,
+        max_new_tokens=max_new_tokens(args),
         do_sample=args.sample,
         temperature=args.temperature,
         top_p=args.top_p,
@@ -422,6 +383,8 @@ def main(args: argparse.Namespace) -> int:
     from engine.study import configuration_args, parse_grid
 
     grid = parse_grid(args)  # before anything is read: a bad list is one line
+    # Settled once from the whole --model list, before a grid splits it into configurations.
+    args.max_new_tokens = max_new_tokens(args)
     if grid.is_single and args.study is None:
         # One configuration: exactly the single-experiment command it always was.
         single = configuration_args(args, grid.configurations()[0], grid)
