@@ -162,7 +162,24 @@ def test_every_run_option_has_help_that_shows_its_default():
         assert action.help, action.option_strings
         assert "(default: " in action.help or "(required)" in action.help, action.option_strings
     text = " ".join(run_parser.format_help().split())
-    assert "(default: 256)" in text and "(default: vanilla,base,cf)" in text and "%(" not in text
+    assert "(default: 48 with --model smoke, whose random weights never stop; else 256)" in text
+    assert "(default: vanilla,base,cf)" in text and "%(" not in text
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (["--model", "smoke"], 48),  # random weights never stop: a short default keeps smoke runs to seconds
+    (["--model", "smoke,smoke"], 48),
+    (["--model", "smoke,mistralai/Mistral-7B-Instruct-v0.3"], 256),  # a grid with a real model: its default
+    (["--model", "mistralai/Mistral-7B-Instruct-v0.3"], 256),
+    (["--model", "smoke", "--max-new-tokens", "300"], 300),
+])
+def test_run_defaults_to_48_new_tokens_for_the_smoke_model_only(given, expected):
+    from engine.__main__ import build_parser
+
+    args = build_parser().parse_args(["run", "--dataset", "d.jsonl", *given])
+    assert run_command.max_new_tokens(args) == expected
+    if "," not in args.model:
+        assert run_command.build_request(args, args.model, None).max_new_tokens == expected
 
 
 def test_the_hf_token_flag_warns_that_ps_shows_it(tmp_path, capsys):
