@@ -12,7 +12,9 @@ model tells the user nothing:
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +51,21 @@ def smoke_model_dir() -> Path:
 
     path = cache_dir() / SMOKE_DIR_NAME
     if not (path / "config.json").exists():
-        write_tiny_model(path, arch="llama", seed=0)
+        # Written beside it and renamed into place: a second process (the app and a CLI run, two
+        # test workers) never loads a folder whose config exists but whose weights do not yet.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{SMOKE_DIR_NAME}-", dir=path.parent))
+        try:
+            write_tiny_model(staging, arch="llama", seed=0)
+            if path.exists() and not (path / "config.json").exists():
+                shutil.rmtree(path, ignore_errors=True)  # a partial folder left by an older version
+            try:
+                os.rename(staging, path)
+            except OSError:  # another process renamed its copy first (or an old partial folder)
+                if not (path / "config.json").exists():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return path
 
 

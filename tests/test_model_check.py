@@ -198,3 +198,23 @@ def test_the_hub_is_asked_about_a_name_with_no_ones_token(monkeypatch):
     monkeypatch.setattr(HfApi, "model_info", model_info)
     assert hub_unreachable("someone/private-model") is None
     assert sent == [False]
+
+
+def test_the_smoke_model_is_written_once_whole_when_several_ask_at_once(tmp_path, monkeypatch):
+    """Renamed into place: whoever asks while another writes gets a complete folder, never a
+    config without its weights (the app and a CLI run, or two test workers, at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from transformers import AutoConfig
+
+    from engine.model_choice import SMOKE_DIR_NAME, smoke_model_dir
+
+    monkeypatch.setenv("PATTRIEVAL_CACHE", str(tmp_path))
+    (tmp_path / SMOKE_DIR_NAME).mkdir()  # a partial folder an older version left: no config
+    (tmp_path / SMOKE_DIR_NAME / "model.safetensors").write_bytes(b"partial")
+    with ThreadPoolExecutor(2) as pool:
+        paths = list(pool.map(lambda _: smoke_model_dir(), range(2)))
+    assert paths == [tmp_path / SMOKE_DIR_NAME] * 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SMOKE_DIR_NAME]  # no staging folder left
+    assert AutoConfig.from_pretrained(str(paths[0])).model_type == "llama"
+    assert (paths[0] / "model.safetensors").stat().st_size > 1000
