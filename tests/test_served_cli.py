@@ -54,8 +54,10 @@ def every_value(db: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def chat_run(server, tmp_path_factory):
+def chat_run(llama_process, tmp_path_factory):
     """One served run on the chat endpoint: the sample's first two items, vanilla."""
+    server = llama_process
+    server.check_alive()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(KEY_ENV, API_KEY)
         mp.delenv("OPENAI_API_KEY", raising=False)
