@@ -36,7 +36,8 @@ def run_set(name: str, marks: list[str], extra: list[str]) -> tuple[int, str]:
     line = (f"{name:12s} {counts.get('passed', 0):5d} passed {counts.get('failed', 0):3d} failed "
             f"{counts.get('error', 0):3d} errors  {wall:7.1f} s ({wall / 60:.1f} min)  "
             f"load {load_before:.1f} -> {os.getloadavg()[0]:.1f}  {os.cpu_count()} CPUs")
-    return done.returncode, line + ("" if done.returncode == 0 else f"\n  {tail}")
+    failed = [f"  {ln}" for ln in done.stdout.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+    return done.returncode, "\n".join([line, *failed] if done.returncode == 0 or failed else [line, f"  {tail}"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,32 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+# pytest-xdist (`-n auto --dist loadfile`, pyproject.toml) sends each test file to one worker,
+# so a module's fixtures are built once. Files that share one costly thing of the session go to
+# one worker together: the browser tests one chromium, the served tests one llama.cpp server,
+# the Ray tests one machine's Ray (two Ray instances on two cores starve each other's actors).
+# pytest-xdist's own `--dist loadgroup` no longer groups on pytest 9.2 (its nodeid suffix is
+# ignored: pytest-dev/pytest-xdist#1386), so the grouping is done by this scheduler.
+SHARED_BY_FILES = (("tests/browser/", "browser"), ("tests/test_served_", "llama"), ("tests/test_app_served.py", "llama"),
+                   ("tests/test_ray_", "ray"), ("tests/test_app_grid.py", "ray"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None  # another --dist given: pytest-xdist's own scheduler
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedThingsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in SHARED_BY_FILES:
+                if nodeid.startswith(prefix):
+                    return group
+            return super()._split_scope(nodeid)
+
+    return SharedThingsScheduling(config, log)
+
+
 def _tiny(tmp_path_factory, name: str, **kwargs):
     from engine.tiny_model import write_tiny_model
 

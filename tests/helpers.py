@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -50,6 +51,17 @@ def make_ranked_dataset(path: Path, n: int, *, titles: bool = False) -> Path:
         rows.append({"id": f"q{i}", "question": f"what is the number for topic {i}", "answers": [str(i * 7 + i % 4)],
                      "documents": docs})
     return write_jsonl(path, rows)
+
+
+def copy_store(built: Path, dest: Path) -> Path:
+    """A fresh copy of a store file written once per module (its WAL too, if one is left): a test
+    that changes its store gets its own in milliseconds, not the seconds of writing it again
+    through RunStore (each write opens, migrates-checks and closes the file)."""
+    shutil.copyfile(built, dest)
+    wal = built.with_name(built.name + ".wal")
+    if wal.exists():
+        shutil.copyfile(wal, dest.with_name(dest.name + ".wal"))
+    return dest
 
 
 def rows(db: Path, sql: str, params: Any = None) -> list[tuple]:

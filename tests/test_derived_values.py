@@ -14,6 +14,7 @@ from demo.handlers import bias as handler
 from engine.usecases import bias as usecase
 from store import RunStore, connect
 from store.merge import merge_stores
+from tests.helpers import copy_store
 from tests.test_app_bias import EXPERIMENTS, ITEMS, _generation, _spec, build_store
 
 SHOWN = "exp-hai, exp-gender, exp-race"
@@ -47,9 +48,15 @@ def _add_run(db: Path, run_id: str, experiment: str, mode: str, items=ITEMS, sta
         store.finish_run(run_id, status)
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    return build_store(tmp_path_factory.mktemp("kept-built") / "kept.duckdb")
+
+
 @pytest.fixture
-def db(tmp_path) -> Path:
-    return build_store(tmp_path / "kept.duckdb")
+def db(built, tmp_path) -> Path:
+    """The module's store, copied: each test changes its own."""
+    return copy_store(built, tmp_path / "kept.duckdb")
 
 
 def test_the_first_request_keeps_what_later_requests_read(db, monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 from engine.__main__ import main
 from store import RunStore, connect
 from store.merge import MergeRefused, merge_stores
+from tests.helpers import copy_store
 from tests.test_export_merge import add_run, digest, rows
 
 ALL = {  # table -> its rows in a canonical order, for comparing stores
@@ -53,9 +54,16 @@ def table(db: Path, name: str, where: str = "") -> list[tuple]:
 
 
 @pytest.fixture
-def two(tmp_path):
+def two(two_built, tmp_path):
+    """The module's two stores, copied: each test merges its own."""
+    return tuple(copy_store(built, tmp_path / built.name) for built in two_built)
+
+
+@pytest.fixture(scope="module")
+def two_built(tmp_path_factory):
     """A target holding run t-base (one explanation of it), and a source with t-base too, a new
     complete experiment, a failed run, their explanations and verifications, and two studies."""
+    tmp_path = tmp_path_factory.mktemp("two")
     target, source = tmp_path / "target.duckdb", tmp_path / "source.duckdb"
     add_run(target, "t-base", "exp-t", "base")
     explain(target, "t-base", "q1")

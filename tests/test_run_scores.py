@@ -13,6 +13,7 @@ from store import RunStore, connect
 from store.merge import merge_stores
 from store.queries import experiment_page
 from store.run_scores import live_scores
+from tests.helpers import copy_store
 from tests.test_export_merge import SHA, add_run, items
 
 # The Runs tab's averages as experiment_page computed them before run_scores (an IN-list over
@@ -60,9 +61,15 @@ def execute(db: Path, sql: str, params=None) -> None:
 
 
 @pytest.fixture
-def mixed(tmp_path) -> Path:
+def mixed(mixed_built, tmp_path) -> Path:
+    """The module's store, copied: each test changes its own."""
+    return copy_store(mixed_built, tmp_path / "mixed.duckdb")
+
+
+@pytest.fixture(scope="module")
+def mixed_built(tmp_path_factory) -> Path:
     """Complete, running and failed runs; one complete run with more answers than the others."""
-    db = tmp_path / "mixed.duckdb"
+    db = tmp_path_factory.mktemp("mixed") / "mixed.duckdb"
     add_run(db, "r-van", "exp-a", "vanilla")
     add_run(db, "r-base", "exp-a", "base")
     add_run(db, "r-cf", "exp-a", "cf", status="running")
