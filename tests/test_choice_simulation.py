@@ -72,6 +72,7 @@ def test_the_choice_model_recovers_the_true_effects_at_a_large_n():
         assert abs(e.coef - expected[e.term]) < 3.5 * e.se, e
 
 
+@pytest.mark.slow  # 200 fits: about 25 s of CPU
 def test_the_95_percent_intervals_cover_the_truth_about_95_percent_of_the_time():
     # 200 draws: the binomial SD of a 95% coverage is 0.0154, so [0.90, 0.985] is about -3.2 SD to
     # +2.3 SD; a Wald interval that is too narrow (or too wide) by a third falls outside it.

@@ -43,6 +43,7 @@ def test_the_gate_admits_one_query_per_visitor_and_a_bounded_number_in_all():
     assert gate.run("a", lambda: "again") == "again"  # finished: the visitor may query again
 
 
+@pytest.mark.slow  # seconds of deliberately slow queries in a loop
 def test_a_visitor_looping_slow_queries_does_not_make_another_wait(tmp_path):
     """The red team's case: four queued 10-s queries made another visitor's SELECT 1 wait 40.7 s."""
     from gradio_client import Client

@@ -53,6 +53,7 @@ def grid(tmp_path_factory, tiny_llama_dir, tiny_mistral_dir):
     return tmp, db, single, command
 
 
+@pytest.mark.slow  # a whole grid generated twice over
 def test_a_grid_runs_as_one_study_sharing_vanilla_and_resumes_without_duplicates(grid, capsys):
     tmp, db, single, command = grid
     # One configuration of the grid exists already, from a single-experiment run: the grid joins it.

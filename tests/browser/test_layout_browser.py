@@ -77,10 +77,26 @@ def app(tmp_path_factory, launch_app):
     return launch_app(db)
 
 
-def _settle(page, seconds: float = 1.5) -> None:
-    """Let the layout settle before measuring (the Run tab's timers keep the network busy, so
-    there is no idle moment to wait for)."""
-    time.sleep(seconds)
+def _settle(page, timeout_s: float = 10.0) -> None:
+    """Wait until the layout holds still before measuring: the page's size unchanged over half a
+    second of animation frames (the Run tab's timers keep the network busy, so there is no idle
+    moment to wait for; a fixed pause cost 1.5 s per tab and still guessed)."""
+    still = page.evaluate(
+        """async (timeoutMs) => {
+            const size = () => [document.documentElement.scrollWidth, document.documentElement.scrollHeight].join();
+            const start = performance.now();
+            let last = size(), since = performance.now();
+            while (performance.now() - start < timeoutMs) {
+                await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+                const now = size();
+                if (now !== last) { last = now; since = performance.now(); }
+                else if (performance.now() - since >= 500) return true;
+            }
+            return false;
+        }""",
+        timeout_s * 1000,
+    )
+    assert still, f"the layout kept changing for {timeout_s} s"
 
 
 def _page_width(page) -> int:
