@@ -46,12 +46,13 @@ def pytest_collection_modifyitems(config, items):
 
 # pytest-xdist (`-n auto --dist loadfile`, pyproject.toml) sends each test file to one worker,
 # so a module's fixtures are built once. Files that share one costly thing of the session go to
-# one worker together: the served tests one llama.cpp server, the Ray tests one machine's Ray
-# (two Ray instances on two cores starve each other's actors). The browser tests are not
-# grouped: a second chromium starts in a second, and their 4 to 5 minutes would be one unit.
-# pytest-xdist's own `--dist loadgroup` no longer groups on pytest 9.2 (its nodeid suffix is
-# ignored: pytest-dev/pytest-xdist#1386), so the grouping is done by this scheduler.
-SHARED_BY_FILES = (("tests/test_served_", "llama"), ("tests/test_app_served.py", "llama"),
+# one worker together: the browser tests one chromium, the served tests one llama.cpp server,
+# the Ray tests one machine's Ray (two Ray instances on two cores starve each other's actors).
+# Grouped, the browser tests also start early (xdist hands out the units with the most tests
+# first); spread over both workers they ran last, two browsers and two apps at once: the whole
+# suite took 726 s instead of 682 s. pytest-xdist's own `--dist loadgroup` no longer groups on
+# pytest 9.2 (its nodeid suffix is ignored: pytest-dev/pytest-xdist#1386), hence this scheduler.
+SHARED_BY_FILES = (("tests/browser/", "browser"), ("tests/test_served_", "llama"), ("tests/test_app_served.py", "llama"),
                    ("tests/test_ray_", "ray"), ("tests/test_app_grid.py", "ray"))
 
 
