@@ -237,14 +237,13 @@ class ServerBackend:
                 self.info.neutral_penalties_sent = False
         raise AssertionError("unreachable")
 
-    def _gone(self, err: ServedConnectionError, what: str, timeout_s: float) -> UserError:
+    def _gone(self, err: ServedConnectionError, what: str, timeout_s: float, slow_hint: str = "") -> UserError:
         """A connection error after GET models had answered: the server was there, so the address
-        is right and it went away (crashed, stopped, restarted) or is too slow."""
+        is right and it went away (crashed, stopped, restarted) or is too slow (`slow_hint` then)."""
         where = self.info.base_url
         if err.kind == "timed out":
             return UserError(f"the server at {where} did not answer {what} within {timeout_s:g} s "
-                             f"({err}): it is busy or stuck" + ("; raise --request-timeout or lower --concurrency"
-                                                               if timeout_s == self.settings.timeout_s else ""))
+                             f"({err}): it is busy or stuck{slow_hint}")
         answered = f"after {err.answered} answer{'s' if err.answered != 1 else ''}" if err.answered else "after answering"
         return UserError(f"the server at {where} went away {answered}: {what} got no answer ({err}); it crashed or "
                          "was stopped: its log says why")
@@ -309,7 +308,8 @@ class ServerBackend:
         try:
             answer = self._client.post(self._path(), self._body(ids)).body
         except ServedConnectionError as err:
-            raise self._gone(err, "a request", self.settings.timeout_s) from None
+            raise self._gone(err, "a request", self.settings.timeout_s,
+                             "; raise --request-timeout or lower --concurrency") from None
         except ServedHTTPError as err:
             raise self._request_error(err) from None
         usage = self._note(answer)

@@ -98,13 +98,8 @@ class Client:
         self.backoff_s = backoff_s
         self.on_retry = on_retry
         self._local = threading.local()
-        self._answers = 0  # HTTP answers of any status: the server was there
+        self._answers = 0  # HTTP answers of any status: the server was there (ServedConnectionError says how many)
         self._count_lock = threading.Lock()
-
-    @property
-    def answered(self) -> int:
-        """How many HTTP answers (any status) this client has had."""
-        return self._answers
 
     def __repr__(self) -> str:
         return f"Client({self.url!r}, key={'set' if self.__key else 'none'})"
