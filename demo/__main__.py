@@ -6,16 +6,80 @@ import argparse
 import sys
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The console script pyproject.toml installs; any other start is named as the module.
+CONSOLE_SCRIPT = "pattrieval-app"
+MODULE_PROG = "python -m demo"
+
+
+def program_name(argv0: str | None = None) -> str:
+    """`pattrieval-app` after `pip install`, else `python -m demo` (as engine.__main__.program_name)."""
+    import os
+
+    name = os.path.basename(sys.argv[0] if argv0 is None and sys.argv else argv0 or "")
+    name = name[:-4] if name.lower().endswith(".exe") else name
+    return CONSOLE_SCRIPT if name == CONSOLE_SCRIPT else MODULE_PROG
+
+
+def operator_settings() -> str:
+    """The environment an operator sets, with each default, for --help: an installed package
+    carries no README or docs/ (docs/operations.md says the same at more length)."""
+    from demo import settings as s
+
+    space = ("Space", "desktop")  # where strangers are served (SPACE_ID set, or --share) / otherwise
+    rows = [
+        ("PATTRIEVAL_DB", "the store (default: as --db says); --db"),
+        ("PATTRIEVAL_READ_ONLY=1", "browse only, no runs; --read-only"),
+        ("PATTRIEVAL_LOCAL_PATHS=0|1", "whether a dataset path or model folder on this machine may be named "
+         f"({space[0]}: 0, {space[1]}: 1); --no-local-paths"),
+        ("PATTRIEVAL_OPERATOR=0|1", f"every visitor sees and cancels every job ({space[0]}: 0, {space[1]}: 1); "
+         "--operator"),
+        ("PATTRIEVAL_ALLOWED_MODELS", "comma-separated model ids offered, and the only ones HF_TOKEN may load; "
+         f"'*' = any Hub id; smoke always ({space[0]}: {', '.join(s.SPACE_MODELS)}; {space[1]}: any)"),
+        ("PATTRIEVAL_MAX_ITEMS", f"items per run started from the app ({space[0]}: {s.SPACE_MAX_ITEMS}; "
+         f"{space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_NEW_TOKENS", f"new tokens per answer ({space[0]}: {s.SPACE_MAX_NEW_TOKENS}; "
+         f"{space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_TOP_LOGPROBS", f"top log-probs per token ({space[0]}: {s.SPACE_MAX_TOP_LOGPROBS}; "
+         f"{space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_JOBS_PER_VISITOR", f"jobs one visitor may have queued or running "
+         f"({space[0]}: {s.SPACE_MAX_JOBS_PER_VISITOR}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_QUEUED_JOBS", f"jobs waiting, all visitors together ({space[0]}: {s.SPACE_MAX_QUEUED_JOBS}; "
+         f"{space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_CONFIGURATIONS", f"configurations in one study grid from the Run tab "
+         f"({space[0]}: {s.SPACE_MAX_CONFIGURATIONS}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_UPLOAD_MB", f"the largest dataset upload in MB ({s.DEFAULT_MAX_UPLOAD_MB})"),
+        ("PATTRIEVAL_RESULTS_REPO", "OWNER/NAME of a Hugging Face dataset repo whose results store is merged "
+         "in at start (none)"),
+        ("PATTRIEVAL_RESULTS_FILE", f"that store's file in the repo ({s.DEFAULT_RESULTS_FILE})"),
+        ("PATTRIEVAL_CACHE", "where the offline smoke model is written (/data/pattrieval-cache where /data "
+         "is writable, else ~/.cache/pattrieval, else a temporary folder)"),
+        ("HF_TOKEN", "the operator's Hub token: loads only the PATTRIEVAL_ALLOWED_MODELS where strangers are "
+         "served, and merges a private PATTRIEVAL_RESULTS_REPO"),
+        ("GRADIO_SERVER_NAME, GRADIO_SERVER_PORT", "--host, --port"),
+    ]
+    import textwrap
+
+    width = max(len(name) for name, _ in rows if len(name) < 34)
+    indent = " " * (width + 4)
+    lines = textwrap.wrap("operator settings (environment variables; the defaults where strangers are served, "
+                          "that is on a Hugging Face Space (SPACE_ID set) or with --share, and on the desktop):", 100)
+    for name, meaning in rows:
+        head = f"  {name}" if len(name) > width else f"  {name:{width}}  "
+        text = f"{head}\n{indent}{meaning}" if len(name) > width else head + meaning
+        lines.append(textwrap.fill(text, 100, subsequent_indent=indent, replace_whitespace=False,
+                                   break_on_hyphens=False))
+    return "\n".join(lines)
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The app's flags; `prog` defaults to the name it was started by (program_name)."""
+    from engine.paths import DEFAULT_DB_HELP
+
     p = argparse.ArgumentParser(
-        prog="python -m demo", description="Launch the PAttriEval app.",
-        epilog="Operator settings (environment): PATTRIEVAL_DB, PATTRIEVAL_READ_ONLY, PATTRIEVAL_MAX_ITEMS, "
-        "PATTRIEVAL_ALLOWED_MODELS, PATTRIEVAL_MAX_UPLOAD_MB, PATTRIEVAL_LOCAL_PATHS, PATTRIEVAL_RESULTS_REPO, "
-        "PATTRIEVAL_RESULTS_FILE, PATTRIEVAL_MAX_NEW_TOKENS, PATTRIEVAL_MAX_TOP_LOGPROBS, "
-        "PATTRIEVAL_MAX_JOBS_PER_VISITOR, PATTRIEVAL_MAX_QUEUED_JOBS, PATTRIEVAL_OPERATOR; see the README.",
+        prog=prog or program_name(), description="Launch the PAttriEval app.",
+        epilog=operator_settings(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB, /data/pattrieval.duckdb or "
-                   "results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.add_argument("--host", default=None, help="address to listen on (default: $GRADIO_SERVER_NAME or 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default: $GRADIO_SERVER_PORT or 7860)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link (turns local paths off)")

@@ -16,6 +16,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
     """The app as gr.Blocks; `jobs` defaults to a new background JobQueue."""
     import gradio as gr
 
+    from demo.handlers.run import store_note
     from demo.jobs import JobQueue
     from demo.tabs import bias, compare, explain, query, run, runs, sql
     from demo.tabs.style import APP_CSS
@@ -28,7 +29,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
     with gr.Blocks(title="PAttriEval", delete_cache=(600, UPLOAD_MAX_AGE_S)) as app:
         gr.HTML(APP_CSS, elem_id="pe-css", padding=False)
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
-        gr.Markdown(_gpu_banner())
+        gr.Markdown(" ".join(filter(None, (_gpu_banner(), store_note(settings)))))
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
             for tab in (run, runs, compare, query, bias, explain, sql):  # in the order shown

@@ -137,7 +137,7 @@ def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> 
                 error_y=dict(type="data", symmetric=False, visible=True,
                              array=[None if b.ci_high is None else b.ci_high - b.value for b in mine],
                              arrayminus=[None if b.ci_low is None else b.value - b.ci_low for b in mine]),
-                # The value as Table 2 writes it, * where the paired t-test gives p < 0.05; at the
+                # The value as Table 2 writes it, * where CAB's paired test gives p < 0.05; at the
                 # bar's foot, where the error bar rarely runs (above the bar it hides the star).
                 text=[bar_text(b) for b in mine],
                 textposition="inside", insidetextanchor="start", textangle=0,
@@ -153,7 +153,7 @@ def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> 
     fig.update_yaxes(title_text="CAB x100 (> 0 favours label A)", zeroline=True, zerolinewidth=2, row=1, col=1)
     fig.update_layout(barmode="group", height=420, margin=dict(t=60, b=40),
                       legend_title_text="model", title_text="Citation attribution bias with bootstrap 95% intervals "
-                      f"(* paired t-test p < {SIGNIFICANCE})")
+                      f"(* CAB's paired test of base vs cf, p < {SIGNIFICANCE})")
     if not shown:
         fig.add_annotation(text="no CAB to plot", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     return fig

@@ -28,9 +28,14 @@ change when each document is labelled with who wrote it (a woman or a man, a hum
 a white or a Black person, or your own pair). Every run is stored in DuckDB as it goes."""
 
 EPILOG = """\
-start with:  python -m engine quickstart
-then:        python -m engine list; python -m engine bias --experiment ID; python -m engine report
-help on one command:  python -m engine COMMAND --help"""
+start with:  {prog} quickstart
+then:        {prog} list; {prog} bias --experiment ID; {prog} report
+help on one command:  {prog} COMMAND --help"""
+
+# The console script pyproject.toml installs; any other start (python -m engine, python -c, a
+# test runner) is named as the module, which works wherever the package is importable.
+CONSOLE_SCRIPT = "pattrieval"
+MODULE_PROG = "python -m engine"
 
 # Exit status of a process killed by SIGPIPE (128 + 13), what `yes | head -1` reports.
 BROKEN_PIPE_EXIT = 141
@@ -46,11 +51,23 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         self._action_max_length = 18
 
 
-def build_parser() -> argparse.ArgumentParser:
+def program_name(argv0: str | None = None) -> str:
+    """The program as the user started it, for usage lines: `pattrieval` after `pip install`,
+    else `python -m engine`. `argv0` defaults to sys.argv[0]."""
+    if argv0 is None:
+        argv0 = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(argv0)
+    name = name[:-4] if name.lower().endswith(".exe") else name  # the launcher pip writes on Windows
+    return CONSOLE_SCRIPT if name == CONSOLE_SCRIPT else MODULE_PROG
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; `prog` defaults to the name it was started by (program_name)."""
+    prog = prog or program_name()
     parser = argparse.ArgumentParser(
-        prog="python -m engine",
+        prog=prog,
         description=DESCRIPTION,
-        epilog=EPILOG,
+        epilog=EPILOG.format(prog=prog),
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"pattrieval {__version__}")

@@ -17,7 +17,11 @@ engine.errors.RunCancelled, after which the same request resumes.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.usecases.bias import BiasReport
 
 # name -> the module that defines it. One entry per public name; `__all__` is their keys.
 _HOMES: dict[str, str] = {
@@ -59,12 +63,10 @@ _HOMES: dict[str, str] = {
     "propensity": "engine.usecases.propensity",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias",
-    "bias_report": "engine.usecases.bias",
     "ReportRequest": "engine.usecases.tables",
     "ReportTables": "engine.usecases.tables",
     "report_tables": "engine.usecases.tables",
     "report_xai_blocks": "engine.usecases.tables",
-    "experiment_tables": "engine.usecases.tables",
     "formatted_tables": "engine.usecases.formatting",
     # two runs or experiments compared on the same items, with paired statistics
     "CompareRequest": "engine.usecases.compare",
@@ -93,7 +95,38 @@ _HOMES: dict[str, str] = {
     "studies": "engine.usecases.listing",
 }
 
-__all__ = sorted(_HOMES)
+
+
+# Defined here, not re-exported: the use cases take what the app and the CLI pass besides (an
+# open connection, the --db text for hints, a list to collect derived values in), which has
+# no place in a notebook's help().
+def bias_report(db: str | os.PathLike[str], experiment: str, *, resamples: int | None = None,
+                seed: int = 0) -> BiasReport:
+    """CAS and CAB of one experiment (id or name) in the store `db`, with their intervals, tests and
+    citation confidence, as `python -m engine bias` reports them.
+
+    `.report` is the JSON-ready dict (`bias --json`), `.results` its CAS and CAB rows as a DataFrame;
+    `resamples` (bootstrap) and `seed` as `bias --resamples/--seed`. UserError for an unknown
+    experiment, one line naming the known ones."""
+    from pathlib import Path
+
+    from engine.usecases.bias import bias_report as report
+
+    return report(Path(db), experiment, resamples=resamples, seed=seed)
+
+
+def experiment_tables(db: str | os.PathLike[str], experiment_ids: list[str] | tuple[str, ...]
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the paper's Table 1 (quality, exact match) and Table 2 (CAB) for these
+    experiments (ids), as `python -m engine report --experiment` gives them for one."""
+    from pathlib import Path
+
+    from engine.usecases.tables import experiment_tables as tables
+
+    return tables(Path(db), experiment_ids)
+
+
+__all__ = sorted([*_HOMES, "bias_report", "experiment_tables"])
 
 
 def __getattr__(name: str) -> Any:

@@ -21,15 +21,19 @@ Identification, said in words rather than left to a singular matrix:
 - a column that is a combination of the columns before it within answers (the label against
   relevance when only base answers are given: relevant documents always carry label A) is
   dropped with that reason and what would separate them.
-The fit is Newton's method from zero (statsmodels' default BFGS stops at a gradient tolerance that
-leaves the estimates about 1e-4 from the optimum); estimates, standard errors, p values and Wald
-intervals are statsmodels' own.
+The fit is engine.choice_fit's: statsmodels' ConditionalLogit likelihood (an answer that cites k of
+its n documents is a choice of one k-subset among all C(n, k): the "k-of-n" stratum), maximised by
+Newton's method with step halving on a log-sum-exp likelihood, after a linear programme has looked
+for separation. A covariate (or a combination) that separates cited from uncited documents is
+named, with the answers it determines, and the other effects are the limit of the maximum
+likelihood estimate along it (the subsets it rules out dropped). Intervals are Wald intervals from
+the observed information (model-based) and, beside them, from the cluster-robust sandwich by item
+(the base and cf answers of one item share their documents).
 """
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
@@ -45,6 +49,11 @@ POSITION_CODINGS = ("group", "number")
 NO_LABEL = "no label"  # the level of a document shown without a label
 COLUMNS = ("answer", "cited", "relevant", "position", "n_shown", "position_group", "label", "repeated")
 _TOL = 1e-9  # relative size under which a within-answer column counts as zero (exact 0/1 data)
+# How an answer citing several documents enters the fit, in words every face prints beside the count.
+MULTI_CITATION = ("an answer citing k of its n documents counts as one choice of those k among all "
+                  "k-document subsets (the k-of-n conditional logit): exact if each document is cited "
+                  "independently given the answer; if the model instead picks its top k, odds ratios "
+                  "are biased away from 1 (docs/method.md)")
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,15 @@ class Effect:
     ci_high: float
     p: float
     coef: float  # log odds ratio
-    se: float  # its standard error
+    se: float  # its standard error (model-based: the inverse of the observed information)
     sentence: str = ""  # the effect in words, with what it holds fixed
+    # The same Wald interval and p from the cluster-robust (sandwich) standard error, clusters
+    # being the fit's `cluster` (the item where the frame has one): valid when the answers of
+    # one item are correlated, e.g. by documents that differ in quality (docs/method.md).
+    robust_se: float = float("nan")
+    robust_ci_low: float = float("nan")
+    robust_ci_high: float = float("nan")
+    robust_p: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,20 @@ class ChoiceModelFit:
     log_likelihood: float
     position: str
     label_reference: str | None  # None when the design has no label column
+    # (term, what separates): terms whose odds ratio is infinite or zero because the term (or a
+    # combination naming it) separates cited from uncited documents; the effects are then the
+    # limit fit of the others (the module doc).
+    separated: tuple[tuple[str, str], ...] = ()
+    # How many informative answers cite 1, 2, ... documents: (k, answers); MULTI_CITATION says
+    # how those citing several are modelled.
+    cited_counts: tuple[tuple[int, int], ...] = ()
+    cluster: str = "answer"  # the unit of the robust intervals' clusters: "item" or "answer"
+    n_clusters: int = 0
+
+    @property
+    def n_multi(self) -> int:
+        """Informative answers that cite two or more documents."""
+        return sum(n for k, n in self.cited_counts if k >= 2)
 
     def effect(self, term: str) -> Effect:
         """The effect of one term, by name (KeyError naming the terms there are)."""
@@ -263,42 +293,73 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
                            else f"every document carries the same label ('{only}')"))
     if not kept:
         raise UserError("nothing left to estimate: " + "; ".join(f"{t}: {r}" for t, r in dropped))
-    # The whole frame goes in: statsmodels leaves the uninformative answers out itself (its warning
-    # is caught), and a direct call on the same frame then takes the very same Newton steps (they
-    # are scaled by the number of rows, so a pre-filtered frame ends 1e-8 away in the SEs).
-    params, bse, pvalues, ci, llf, converged = _conditional_logit(
-        cited.to_numpy(dtype=float), design[kept].to_numpy(), answers.to_numpy())
+    cluster = "item" if "item" in frame.columns else "answer"
+    fit = _fit(cited.to_numpy()[keep], design.loc[keep, kept].to_numpy(), answers.to_numpy()[keep],
+               frame[cluster].astype(str).to_numpy()[keep])
+    separated = list(dict.fromkeys((kept[j], _separation_reason(kept, sep)) for sep in fit.separations
+                                   for j in sep.columns))
+    named = {t for t, _ in separated}
+    for j, col in enumerate(kept):  # moved by a null direction after separation, not separating itself
+        if not np.isfinite(fit.params[j]) and col not in named:
+            separated.append((col, "not estimable once the separated choices are ruled out: it no longer varies "
+                                   "among the documents an answer could still have cited"))
     main = [f for f in FACTORS if any(factors[c] == (f,) for c in kept)]
     effects = []
-    with np.errstate(over="ignore"):  # a diverging (separated) fit reads as an infinite odds ratio
-        for j, col in enumerate(kept):
-            e = Effect(col, float(np.exp(params[j])), float(np.exp(ci[j, 0])), float(np.exp(ci[j, 1])),
-                       float(pvalues[j]), float(params[j]), float(bse[j]))
+    for j, col in enumerate(kept):
+        if np.isfinite(fit.params[j]):
+            e = _effect(col, float(fit.params[j]), float(fit.bse[j]), float(fit.bse_cluster[j]))
             effects.append(_with_sentence(e, factors[col], main, reference))
-    return ChoiceModelFit(tuple(effects), n_answers, n_informative, int(keep.sum()), tuple(dropped), converged,
-                          llf, position, reference if "label" in main else None)
+    counts = cited[keep].groupby(answers[keep].to_numpy()).sum().value_counts().sort_index()
+    return ChoiceModelFit(tuple(effects), n_answers, n_informative, int(keep.sum()), tuple(dropped), fit.converged,
+                          fit.llf, position, reference if "label" in main else None, tuple(separated),
+                          tuple((int(k), int(n)) for k, n in counts.items()), cluster, fit.n_clusters)
 
 
-def _conditional_logit(y: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, bool]:
-    """statsmodels' ConditionalLogit by Newton's method: params, SEs, p values, 95% intervals (log
-    scale), log-likelihood and whether it converged. No warning reaches the user."""
-    from statsmodels.discrete.conditional_models import ConditionalLogit
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning
+def _fit(y: np.ndarray, x: np.ndarray, groups: np.ndarray, clusters: np.ndarray):
+    from engine.choice_fit import fit_conditional_logit
 
-    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
-        warnings.simplefilter("always")
-        try:
-            result = ConditionalLogit(y, x, groups=groups).fit(method="newton", maxiter=100, disp=False)
-        except np.linalg.LinAlgError:
-            raise UserError("the choice model cannot be fitted: its information matrix is singular "
-                            "(a covariate separates cited from uncited documents perfectly)") from None
-        params, bse = np.asarray(result.params), np.asarray(result.bse)
-        pvalues, ci = np.asarray(result.pvalues), np.asarray(result.conf_int(alpha=0.05))
-        llf = float(result.llf)
-    finite = bool(np.all(np.isfinite(params)) and np.all(np.isfinite(bse)))
-    converged = finite and not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return params, bse, pvalues, ci, llf, converged
+    try:
+        return fit_conditional_logit(y, x, groups, clusters)
+    except ValueError as err:  # a stratum too large to enumerate
+        raise UserError(f"the choice model cannot be fitted: {err}") from None
+
+
+_Z = 1.959963984540054  # the 97.5% normal quantile: Wald intervals at 95%
+
+
+def _effect(term: str, coef: float, se: float, robust_se: float) -> Effect:
+    """The odds ratio with its model-based and cluster-robust Wald intervals and two-sided p."""
+    import math
+
+    def p_of(s: float) -> float:
+        return math.erfc(abs(coef / s) / math.sqrt(2)) if s > 0 and math.isfinite(s) else float("nan")
+
+    def ci(s: float) -> tuple[float, float]:
+        return (math.exp(coef - _Z * s), math.exp(coef + _Z * s)) if math.isfinite(s) else (math.nan, math.nan)
+
+    low, high = ci(se)
+    r_low, r_high = ci(robust_se)
+    return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, r_low, r_high, p_of(robust_se))
+
+
+def _separation_reason(kept: list[str], sep) -> str:
+    """What separates, in words: the covariate (or combination) and where its odds ratio goes."""
+    if len(sep.columns) == 1:
+        col, sign = kept[sep.columns[0]], sep.signs[0]
+        if col == "position":
+            text = ("every informative answer cites documents " + ("further down" if sign > 0 else "higher up")
+                    + " the list than each one it leaves uncited")
+        else:
+            side, other = ("with", "without") if sign > 0 else ("without", "with")
+            text = (f"no informative answer cites a document {other} '{col}' while leaving one {side} it uncited")
+        bound = "infinite" if sign > 0 else "0"
+        return f"{text}: its odds ratio is {bound} (separation; it decides {sep.strata_determined:,} answers)"
+    combo = " ".join(f"{'+' if w > 0 else '-'} {abs(w):.3g} x '{kept[j]}'"
+                     for j, w in ((j, sep.direction[j]) for j in sep.columns))
+    combo = combo[2:] if combo.startswith("+ ") else combo
+    return (f"the combination {combo} separates cited from uncited documents (no informative answer cites a "
+            f"document lower on it while leaving one higher uncited; it decides {sep.strata_determined:,} answers): "
+            "each of its terms is unbounded")
 
 
 # ---------------------------------------------------------------- in words
@@ -341,7 +402,7 @@ def _with_sentence(e: Effect, factors: tuple[str, ...], main: list[str], referen
         a, b = e.term.split(":", 1)
         text = (f"{_describe(a, reference)} together with {_describe(b, reference)} multiplies the odds of "
                 f"citing a document by a further {numbers}, beyond their separate effects")
-    return Effect(e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p, e.coef, e.se, text[0].upper() + text[1:])
+    return replace(e, sentence=text[0].upper() + text[1:])
 
 
 # ---------------------------------------------------------------- suppression

@@ -17,6 +17,14 @@ Modes are the paper's: base puts label A on relevant documents and label B on th
 swaps them, vanilla shows no label. An item keeps its documents, their order and their
 qualities q_j in every mode, so the modes differ only in labels, as in the real prompts.
 
+Answers citing several documents (`cites`, off by default: every citing answer cites one):
+- "top": a citing answer cites its top m documents by u_j + Gumbel noise (an exploded, rank-ordered
+  logit whose order is not recorded), with m drawn from `n_cited` (capped at the documents shown);
+  this is "the model picks its top m", for which the k-of-n conditional logit is misspecified;
+- "independent": each document is cited on its own with probability 1 / (1 + exp(nothing - u_j)),
+  so the number cited varies; given that number, the cited set follows the k-of-n conditional
+  logit exactly (an answer citing none is silent).
+
 Three sources of item heterogeneity are optional (all off by default, where the choice model is
 exactly right): a quality q_j ~ N(0, quality_sd) per document, shared by the item's modes, a
 per-item relevance strength beta_relevant_i ~ N(beta_relevant, relevance_sd) and a per-item label
@@ -70,8 +78,14 @@ class SimulationSettings:
     repeat_share: float = 0.0  # share of items that show one non-relevant document twice
     label_a: str = "A"
     label_b: str = "B"
+    cites: str = "one"  # "one", "top" or "independent" (the module doc)
+    n_cited: tuple[float, ...] = (1.0,)  # "top": P(m = 1), P(m = 2), ... of a citing answer
 
     def __post_init__(self) -> None:
+        if self.cites not in ("one", "top", "independent"):
+            raise ValueError("cites must be one, top or independent")
+        if not self.n_cited or min(self.n_cited) < 0 or abs(sum(self.n_cited) - 1) > 1e-9:
+            raise ValueError("n_cited must be probabilities of citing 1, 2, ... documents, summing to 1")
         if self.n_items < 1 or self.n_shown < 2:
             raise ValueError("need at least one item and two shown documents")
         if not self.relevant_counts or min(self.relevant_counts) < 0 or max(self.relevant_counts) >= self.n_shown:
@@ -133,12 +147,7 @@ def simulate_choices(
             gets_a = relevant if mode == "base" else ~relevant
             labels = np.where(gets_a, settings.label_a, settings.label_b).astype(object)
         u = np.where(present, base_u + beta_label[:, None] * gets_a, -np.inf)
-        noisy = u + rng.gumbel(size=(n, slots))
-        outside = truth.nothing + rng.gumbel(size=n)
-        best = np.argmax(noisy, axis=1)
-        cites = noisy[np.arange(n), best] > outside
-        cited = np.zeros((n, slots), dtype=bool)
-        cited[np.flatnonzero(cites), best[cites]] = True
+        cited = _cite(settings, truth, u, present, rng)
         weights = np.exp(u - u.max(axis=1, keepdims=True))  # exp(-inf) = 0 for absent slots
         mass = (weights * relevant).sum(axis=1) / weights.sum(axis=1)
         items = np.array([f"q{i}" for i in range(n)], dtype=object)
@@ -159,3 +168,68 @@ def simulate_choices(
         masses.append(pd.DataFrame({"item": items, "mode": mode, "mass": mass}))
     frame = pd.concat(frames, ignore_index=True)
     return SimulatedChoices(frame, pd.concat(masses, ignore_index=True))
+
+
+def _cite(settings: SimulationSettings, truth: ChoiceTruth, u: np.ndarray, present: np.ndarray,
+          rng: np.random.Generator) -> np.ndarray:
+    """(n, slots) bool: which documents each answer cites (the module doc)."""
+    n, slots = u.shape
+    if settings.cites == "independent":
+        return present & (rng.random((n, slots)) < 1.0 / (1.0 + np.exp(truth.nothing - u)))
+    noisy = u + rng.gumbel(size=(n, slots))
+    outside = truth.nothing + rng.gumbel(size=n)
+    rank = np.argsort(-noisy, axis=1)  # absent slots (u = -inf) come last
+    cites = noisy[np.arange(n), rank[:, 0]] > outside
+    m = np.ones(n, dtype=int)
+    if settings.cites == "top":
+        m = rng.choice(np.arange(1, len(settings.n_cited) + 1), size=n, p=np.asarray(settings.n_cited))
+        m = np.minimum(m, present.sum(axis=1))
+    cited = np.zeros((n, slots), dtype=bool)
+    for j in range(int(m.max())):
+        take = cites & (m > j)
+        cited[np.flatnonzero(take), rank[take, j]] = True
+    return cited
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How one term's estimates behave over seeded draws: its true odds ratio, the median fitted
+    one, and the share of draws whose 95% interval covers the truth, model-based and
+    cluster-robust (by item). Draws whose fit leaves the term unestimated count in `missing`."""
+
+    term: str
+    true_odds_ratio: float
+    median_odds_ratio: float
+    coverage: float  # model-based Wald interval
+    robust_coverage: float  # cluster-robust (sandwich by item) Wald interval
+    rejection: float  # share of draws with model-based p < 0.05 (the size where the truth is OR 1)
+    robust_rejection: float
+    draws: int
+    missing: int
+
+
+def choice_coverage(settings: SimulationSettings, truth: ChoiceTruth, draws: int, seed: int) -> tuple[Coverage, ...]:
+    """Fit fit_choice_model to `draws` simulated data sets (label B the reference, position as
+    first/middle/last) and measure each term's bias and interval coverage against `truth`."""
+    from engine.choice_model import fit_choice_model
+
+    expected = {"relevant": truth.relevant, "position[middle]": truth.middle, "position[last]": truth.last,
+                f"label[{settings.label_a}]": truth.label, "repeated": truth.repeated}
+    rng = np.random.default_rng(seed)
+    found: dict[str, list[tuple[float, bool, bool, bool, bool]]] = {t: [] for t in expected}
+    for _ in range(draws):
+        fit = fit_choice_model(simulate_choices(settings, truth, rng).frame, label_reference=settings.label_b)
+        for e in fit.effects:
+            if e.term in found:
+                true = math.exp(expected[e.term])
+                found[e.term].append((e.odds_ratio, e.ci_low <= true <= e.ci_high,
+                                      e.robust_ci_low <= true <= e.robust_ci_high, e.p < 0.05, e.robust_p < 0.05))
+    out = []
+    for term, rows in found.items():
+        if not rows:
+            continue
+        cols = list(zip(*rows))
+        out.append(Coverage(term, math.exp(expected[term]), float(np.median(cols[0])), float(np.mean(cols[1])),
+                            float(np.mean(cols[2])), float(np.mean(cols[3])), float(np.mean(cols[4])), draws,
+                            draws - len(rows)))
+    return tuple(out)

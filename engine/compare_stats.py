@@ -1,27 +1,35 @@
-"""Paired statistics for comparing two runs on the same items (issue 17). Pure: arrays in, values out.
+"""Paired statistics for comparing two runs on the same items (issues 17, 26). Pure: arrays in, values out.
 
 Every comparison is paired by item: the difference is B - A per item, so its spread is the
-spread of the per-item differences, not of two independent samples (the mistake of an unpaired
-z-test on paired data). Per metric:
-  * the mean difference with a percentile-bootstrap 95% interval (engine.stats: one seeded
-    matrix of resampled items, vectorised);
-  * a p value from the test that fits the metric: the exact McNemar test (a binomial test on
-    the discordant pairs) for a 0/1 metric, the paired t-test for a continuous one, with a
-    paired permutation test (sign flips of the differences) beside it;
-  * Holm's correction over the metrics compared together;
-  * with a margin M, TOST (two one-sided paired t-tests) and a verdict: "equivalent within M",
-    "different" or "inconclusive";
-  * the smallest difference these items could detect at 80% power, from the observed SD of the
-    differences (the noncentral t, as statsmodels' TTestPower computes it).
+spread of the per-item differences, not of two independent samples. Per metric (docs/method.md,
+"Comparing two runs", states each rule and what it assumes):
+  * the verdict's p: the exact McNemar test (a binomial test on the discordant pairs) for a 0/1
+    metric; for a continuous one the paired permutation test (sign flips of the differences,
+    exact under the null that A and B are exchangeable within items, at every n), with the
+    paired t-test's p beside it. The t-test's size depends on how many items differ, not on n
+    (12.5% with 4 of 30 items moved by the same amount), so it never gives the verdict;
+  * Holm's correction over the metrics compared together, for "different" and, separately,
+    for "equivalent";
+  * the 95% interval of B - A: exact for a 0/1 metric (Clopper-Pearson bounds on the two
+    discordant shares, engine.paired_exact), a percentile bootstrap otherwise (engine.stats;
+    approximate: it covers less than 95% below APPROXIMATE_BELOW items);
+  * with a margin M for the metric, TOST: exact from the discordant pairs for a 0/1 metric,
+    two one-sided paired t-tests otherwise; a verdict "equivalent within M", "different" or
+    "inconclusive";
+  * the smallest difference detectable at 80% power: by the exact McNemar test at the observed
+    discordant share for a 0/1 metric, by the paired t-test at the observed SD otherwise.
+Where every paired difference is equal there is no spread to test against: the t-test, the
+interval, TOST and the detectable difference of a continuous metric are undefined, and say so.
 scipy is imported inside the functions that need it: importing it costs more than a small
-comparison does. tests/test_compare.py checks each statistic against scipy and statsmodels.
+comparison does. tests/test_compare.py and tests/test_compare_exact.py check each statistic
+against scipy and statsmodels, and the verdicts' error rates by simulation.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -41,8 +49,19 @@ INCONCLUSIVE = "inconclusive"
 NO_DIFFERENCE = "no significant difference"
 TOO_FEW = "too few items"
 
+NO_SPREAD = "every paired difference is equal"
+FEW = "fewer than two items"
+
 MCNEMAR = "exact McNemar"
+PERMUTATION = "paired permutation"
 PAIRED_T = "paired t-test"
+TOST_T = "TOST (paired t)"
+TOST_EXACT = "exact TOST (discordant pairs)"
+CI_BOOTSTRAP = "percentile bootstrap"
+CI_EXACT = "exact (Clopper-Pearson, discordant pairs)"
+# Below this many items the percentile bootstrap covers less than 95% (about 93% at 30 items in
+# tests/test_compare_exact.py's simulation; 91.5% in issue 26's): the interval is flagged approximate.
+APPROXIMATE_BELOW = 100
 
 
 @dataclass(frozen=True)
@@ -51,7 +70,7 @@ class MetricSpec:
 
     name: str
     label: str
-    binary: bool  # 0/1 per item: exact McNemar; otherwise the paired t-test
+    binary: bool  # 0/1 per item: exact McNemar and exact bounds; otherwise permutation and bootstrap
     scale: float  # shown (and the margin read) in these units: 100 for shares (points)
 
 
@@ -72,7 +91,8 @@ DEFAULT_METRICS = tuple(METRICS)
 
 @dataclass(frozen=True)
 class TestResult:
-    """A test's statistic and two-sided p value (NaN where undefined: fewer than two items)."""
+    """A test's statistic and two-sided p value (NaN where undefined: fewer than two items, or a
+    t-test of differences that do not vary)."""
 
     statistic: float
     p: float
@@ -80,12 +100,15 @@ class TestResult:
 
 @dataclass(frozen=True)
 class Equivalence:
-    """TOST of the paired difference against (-margin, +margin)."""
+    """TOST of the paired difference against (-margin, +margin), margin in the units shown."""
 
     margin: float
-    p: float  # the larger of the two one-sided p values
+    method: str  # TOST_T (continuous metrics) or TOST_EXACT (0/1 metrics)
+    p: float  # the larger of the two one-sided p values; NaN where undefined
     p_lower: float  # H0: difference <= -margin
     p_upper: float  # H0: difference >= +margin
+    p_holm: float  # p after Holm's correction over the equivalence tests compared together
+    undefined: str = ""  # why there is no test ("" when there is one)
 
 
 @dataclass(frozen=True)
@@ -98,16 +121,22 @@ class MetricComparison:
     mean_a: float
     mean_b: float
     diff: float
-    ci_low: float  # bootstrap 95% interval of diff
+    ci_low: float  # 95% interval of diff (NaN where undefined: see ci_undefined)
     ci_high: float
-    test: str  # which test gave p: MCNEMAR or PAIRED_T
-    statistic: float  # McNemar: discordant pairs right in B only; t-test: t
+    ci_method: str  # CI_BOOTSTRAP (continuous) or CI_EXACT (0/1)
+    ci_approximate: bool  # a bootstrap interval on fewer than APPROXIMATE_BELOW items
+    ci_undefined: str  # why there is no interval ("" when there is one)
+    test: str  # the test whose p gives the verdict: MCNEMAR (0/1) or PERMUTATION (continuous)
+    statistic: float  # McNemar: discordant pairs 1 in B only; permutation: the mean difference
     p: float
     p_holm: float  # p after Holm's correction over the metrics compared together
-    p_permutation: float | None  # paired permutation test (continuous metrics)
+    t: float | None  # the paired t-test beside the permutation test (continuous metrics; NaN: no spread)
+    p_t: float | None
     sd_diff: float
-    min_detectable: float | None  # |diff| detectable at 80% power with n items (None: n < 2)
-    equivalence: Equivalence | None
+    discordant: int | None  # 0/1 metrics: pairs that differ
+    min_detectable: float | None  # |diff| detectable at 80% power (None: see min_detectable_undefined)
+    min_detectable_undefined: str
+    equivalence: Equivalence | None  # None where no margin applies to this metric
     verdict: str
 
 
@@ -147,26 +176,21 @@ def mcnemar_exact(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarr
     from scipy.stats import binomtest
 
     x, y = _clean(a, b)
-    b_only = int(np.sum((y == 1) & (x == 0)))
-    a_only = int(np.sum((x == 1) & (y == 0)))
+    b_only, a_only = _discordant(x, y)
     if a_only + b_only == 0:
         return TestResult(float(b_only), 1.0)  # no discordant pair: no evidence either way
     return TestResult(float(b_only), float(binomtest(b_only, a_only + b_only, 0.5).pvalue))
 
 
 def paired_t(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> TestResult:
-    """Paired two-sided t-test of B against A (scipy's ttest_rel), defined where scipy warns:
-    all differences equal give t = 0, p = 1 when they are 0 and t = +-inf, p = 0 otherwise."""
+    """Paired two-sided t-test of B against A (scipy's ttest_rel); NaN below two pairs and where
+    every difference is equal (no spread: t is 0/0 or +-inf, where scipy warns)."""
     from scipy.stats import ttest_rel
 
     x, y = _clean(a, b)
-    if x.size < 2:
-        return TestResult(math.nan, math.nan)
     d = y - x
-    if np.all(d == d[0]):
-        if d[0] == 0:
-            return TestResult(0.0, 1.0)
-        return TestResult(math.copysign(math.inf, d[0]), 0.0)
+    if x.size < 2 or np.all(d == d[0]):
+        return TestResult(math.nan, math.nan)
     res = ttest_rel(y, x)
     return TestResult(float(res.statistic), float(res.pvalue))
 
@@ -223,23 +247,45 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 def tost_paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, margin: float) -> Equivalence:
     """TOST of mean(B - A) within (-margin, +margin): two one-sided one-sample t-tests of the
-    differences (statsmodels' ttost_paired(b, a, -margin, margin)); p is the larger one."""
+    differences (statsmodels' ttost_paired(b, a, -margin, margin)); p is the larger one.
+    Undefined below two pairs and where every difference is equal: with no spread the t-test
+    has nothing to measure the difference against, and no equivalence follows."""
     from scipy.stats import ttest_1samp
 
-    if not margin > 0:
-        raise ValueError(f"the equivalence margin must be positive, not {margin}")
+    _check_margin(margin)
     x, y = _clean(a, b)
-    if x.size < 2:
-        return Equivalence(margin, math.nan, math.nan, math.nan)
     d = y - x
-    if np.all(d == d[0]):
-        # No spread: the difference is known exactly (scipy would divide by zero).
-        p_lower = 0.0 if d[0] > -margin else 1.0
-        p_upper = 0.0 if d[0] < margin else 1.0
-    else:
-        p_lower = float(ttest_1samp(d, -margin, alternative="greater").pvalue)
-        p_upper = float(ttest_1samp(d, margin, alternative="less").pvalue)
-    return Equivalence(margin, max(p_lower, p_upper), p_lower, p_upper)
+    why = FEW if x.size < 2 else NO_SPREAD if np.all(d == d[0]) else ""
+    if why:
+        return Equivalence(margin, TOST_T, math.nan, math.nan, math.nan, math.nan, why)
+    p_lower = float(ttest_1samp(d, -margin, alternative="greater").pvalue)
+    p_upper = float(ttest_1samp(d, margin, alternative="less").pvalue)
+    p = max(p_lower, p_upper)
+    return Equivalence(margin, TOST_T, p, p_lower, p_upper, p)
+
+
+def tost_binary(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, margin: float) -> Equivalence:
+    """Exact TOST of B - A for paired 0/1 values within (-margin, +margin), margin as a share
+    (engine.paired_exact.exact_tost: Clopper-Pearson bounds on the two discordant shares)."""
+    from engine.paired_exact import exact_tost
+
+    _check_margin(margin)
+    x, y = _clean(a, b)
+    b_only, a_only = _discordant(x, y)
+    if x.size == 0:
+        return Equivalence(margin, TOST_EXACT, math.nan, math.nan, math.nan, math.nan, FEW)
+    res = exact_tost(b_only, a_only, int(x.size), margin)
+    return Equivalence(margin, TOST_EXACT, res.p, res.p_lower, res.p_upper, res.p)
+
+
+def _check_margin(margin: float) -> None:
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"the equivalence margin must be a positive number, not {margin}")
+
+
+def _discordant(x: np.ndarray, y: np.ndarray) -> tuple[int, int]:
+    """(pairs 1 in B only, pairs 1 in A only) of paired 0/1 values."""
+    return int(np.sum((y == 1) & (x == 0))), int(np.sum((x == 1) & (y == 0)))
 
 
 def paired_power(effect: float, n: int, alpha: float = ALPHA) -> float:
@@ -259,13 +305,11 @@ def paired_power(effect: float, n: int, alpha: float = ALPHA) -> float:
 def min_detectable_difference(sd_diff: float, n: int, *, power: float = POWER, alpha: float = ALPHA) -> float | None:
     """The smallest |mean difference| that n pairs detect with this power at this alpha, given
     the SD of the differences: the standardised effect solved from paired_power, times the SD.
-    None below two pairs; 0 when the differences do not vary (any difference is then exact)."""
+    None below two pairs and where the differences do not vary (no spread: nothing to scale by)."""
     from scipy.optimize import brentq
 
-    if n < 2 or not math.isfinite(sd_diff):
+    if n < 2 or not math.isfinite(sd_diff) or sd_diff == 0:
         return None
-    if sd_diff == 0:
-        return 0.0
     high = 1.0
     while paired_power(high, n, alpha) < power:
         high *= 2
@@ -274,63 +318,101 @@ def min_detectable_difference(sd_diff: float, n: int, *, power: float = POWER, a
 
 
 def verdict(p_holm: float, n: int, equivalence: Equivalence | None, alpha: float = ALPHA) -> str:
-    """One word or phrase per metric: with a margin, TOST first (equivalent / different /
-    inconclusive); without, whether the Holm-corrected p shows a difference."""
+    """One phrase per metric: with a margin, TOST first (equivalent / different / inconclusive,
+    from the Holm-corrected p values); without one, whether the Holm-corrected p shows a
+    difference. An undefined TOST is said, never read as equivalence or its absence."""
     if n < 2:
         return TOO_FEW
-    if equivalence is not None:
-        if equivalence.p < alpha:
-            return EQUIVALENT.format(margin=equivalence.margin)
-        return DIFFERENT if p_holm < alpha else INCONCLUSIVE
-    return DIFFERENT if p_holm < alpha else NO_DIFFERENCE
+    differs = p_holm < alpha
+    if equivalence is None:
+        return DIFFERENT if differs else NO_DIFFERENCE
+    if equivalence.undefined:
+        return f"{DIFFERENT if differs else NO_DIFFERENCE}; equivalence undefined: {equivalence.undefined}"
+    if equivalence.p_holm < alpha:
+        return EQUIVALENT.format(margin=equivalence.margin)
+    return DIFFERENT if differs else INCONCLUSIVE
 
 
 def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
                    margin: float | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    permutations: int = PERMUTATIONS) -> MetricComparison:
-    """One metric of B against A; p_holm is p until with_holm corrects a set of them."""
+    """One metric of B against A (margin in the units shown; None: no TOST); p_holm is p, and
+    the equivalence's p_holm its p, until with_holm corrects a set of them."""
     x, y = _clean(a, b)
-    x, y = x * spec.scale, y * spec.scale
     n = int(x.size)
-    d = y - x
-    mean_a = float(x.mean()) if n else math.nan
-    mean_b = float(y.mean()) if n else math.nan
-    low, high = bootstrap_diff_ci(x, y, n_resamples=n_resamples, seed=seed)
-    if spec.binary:
-        test, perm = mcnemar_exact(x / spec.scale, y / spec.scale), None
-    else:
-        test = paired_t(x, y)
-        perm = paired_permutation(x, y, n_resamples=permutations, seed=seed).p
+    d = (y - x) * spec.scale
+    no_spread = n >= 1 and bool(np.all(d == d[0]))
     sd = float(d.std(ddof=1)) if n >= 2 else math.nan
-    equivalence = tost_paired(x, y, margin) if margin is not None else None
+    t = t_p = discordant = None
+    if spec.binary:
+        from engine.paired_exact import difference_bounds, mcnemar_min_detectable
+
+        b_only, a_only = _discordant(x, y)
+        discordant = b_only + a_only
+        test, name = mcnemar_exact(x, y), MCNEMAR
+        bounds = difference_bounds(b_only, a_only, n, ALPHA / 2) if n else None
+        low, high = (bounds.low * spec.scale, bounds.high * spec.scale) if bounds else (math.nan, math.nan)
+        ci_why, approximate = ("" if n else FEW), False
+        mdd = mcnemar_min_detectable(n, discordant)
+        detectable = None if mdd.value is None else mdd.value * spec.scale
+        mdd_why = mdd.undefined
+        equivalence = tost_binary(x, y, margin / spec.scale) if margin is not None else None
+        if equivalence is not None:
+            equivalence = _in_units(equivalence, margin)
+    else:
+        tt = paired_t(x * spec.scale, y * spec.scale)
+        t, t_p = tt.statistic, tt.p
+        test, name = paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed), PERMUTATION
+        ci_why = FEW if n < 2 else NO_SPREAD if no_spread else ""
+        low, high = (math.nan, math.nan) if ci_why else bootstrap_diff_ci(x * spec.scale, y * spec.scale,
+                                                                          n_resamples=n_resamples, seed=seed)
+        approximate = not ci_why and n < APPROXIMATE_BELOW
+        detectable = min_detectable_difference(sd, n)
+        mdd_why = "" if detectable is not None else (FEW if n < 2 else NO_SPREAD)
+        equivalence = tost_paired(x * spec.scale, y * spec.scale, margin) if margin is not None else None
     return MetricComparison(
-        spec.name, spec.label, n, mean_a, mean_b, float(d.mean()) if n else math.nan, low, high,
-        MCNEMAR if spec.binary else PAIRED_T, test.statistic, test.p, test.p, perm, sd,
-        min_detectable_difference(sd, n), equivalence, verdict(test.p, n, equivalence),
+        spec.name, spec.label, n, float(x.mean() * spec.scale) if n else math.nan,
+        float(y.mean() * spec.scale) if n else math.nan, float(d.mean()) if n else math.nan, low, high,
+        CI_EXACT if spec.binary else CI_BOOTSTRAP, approximate, ci_why, name, test.statistic, test.p, test.p, t, t_p,
+        sd, discordant, detectable, mdd_why, equivalence, verdict(test.p, n, equivalence),
     )
 
 
+def _in_units(eq: Equivalence, margin: float) -> Equivalence:
+    from dataclasses import replace
+
+    return replace(eq, margin=margin)
+
+
 def with_holm(results: Iterable[MetricComparison]) -> tuple[MetricComparison, ...]:
-    """The same comparisons with p_holm corrected over all of them, and verdicts to match."""
+    """The same comparisons with p_holm corrected over all of them, the equivalence tests'
+    p_holm over those that have one (a family of their own, as "different" is), and verdicts to match."""
     from dataclasses import replace
 
     results = tuple(results)
     adjusted = holm([r.p for r in results])
-    return tuple(replace(r, p_holm=q, verdict=verdict(q, r.n, r.equivalence)) for r, q in zip(results, adjusted))
+    tost = holm([r.equivalence.p if r.equivalence else math.nan for r in results])
+    out = []
+    for r, q, e in zip(results, adjusted, tost):
+        eq = replace(r.equivalence, p_holm=e) if r.equivalence else None
+        out.append(replace(r, p_holm=q, equivalence=eq, verdict=verdict(q, r.n, eq)))
+    return tuple(out)
 
 
 def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics: Sequence[str] = DEFAULT_METRICS, *,
-                    margin: float | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                    permutations: int = PERMUTATIONS) -> tuple[MetricComparison, ...]:
-    """Every metric of B against A (per-item arrays aligned by item), Holm-corrected together.
-    Metrics with no item known on both sides are left out."""
+                    margins: Mapping[str, float] | None = None, n_resamples: int = DEFAULT_RESAMPLES,
+                    seed: int = DEFAULT_SEED, permutations: int = PERMUTATIONS) -> tuple[MetricComparison, ...]:
+    """Every metric of B against A (per-item arrays aligned by item), Holm-corrected together;
+    `margins` maps a metric to its equivalence margin (units shown). Metrics with no item known
+    on both sides are left out."""
     out = []
+    margins = margins or {}
     for name in metrics:
         spec = METRICS[name]
         x, _ = _clean(a[name], b[name])
         if x.size:
-            out.append(compare_metric(spec, a[name], b[name], margin=margin, n_resamples=n_resamples, seed=seed,
-                                      permutations=permutations))
+            out.append(compare_metric(spec, a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
+                                      seed=seed, permutations=permutations))
     return with_holm(out)
 
 

@@ -51,6 +51,9 @@ MAX_ITEMS = 100_000
 MAX_DOCUMENTS = 100
 
 NO_RELEVANT = "no relevant document"
+# The bundled sample's name wherever a dataset is named (`--dataset sample`, the app, load_dataset):
+# its file lies at data/ in a checkout and inside an installed package (engine.paths.SAMPLE_DATASET).
+SAMPLE_NAME = "sample"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -90,9 +93,9 @@ def load_dataset(
     `limit` keeps the first N valid items; invalid items after them do not count. `top_k`
     checks relevance among the first K documents only (the ones a `--top-k K` run shows).
     """
-    p = Path(path)
+    p = dataset_location(path)
     if not p.exists():
-        raise UserError(f"{p}: no such file or folder")
+        raise UserError(f"{p}: no such file or folder{_sample_hint(p)}")
     require_regular_file(p)
     rows = list(read_rows(p, max_rows=MAX_ITEMS))
     if not rows:
@@ -108,6 +111,24 @@ def load_dataset(
         raise UserError(f"none of the {len(problems)} items is valid, nothing to run (first: {first})")
     skipped = tuple(SkippedItem(pr.where, pr.item_id, pr.reason) for pr in problems)
     return Dataset(tuple(items), dataset_sha(items), str(p), layout, skipped)
+
+
+def dataset_location(path: str | Path) -> Path:
+    """The file or folder a dataset argument names: `sample` is the bundled sample, wherever the
+    program runs from, unless the working folder holds a file or folder of that name."""
+    p = Path(path)
+    if str(path) == SAMPLE_NAME and not p.exists():
+        from engine.paths import SAMPLE_DATASET
+
+        return SAMPLE_DATASET
+    return p
+
+
+def _sample_hint(missing: Path) -> str:
+    """A missing sample_nq.jsonl is the bundled sample looked for outside a checkout."""
+    from engine.paths import SAMPLE_DATASET
+
+    return f" (the bundled sample is named '{SAMPLE_NAME}')" if missing.name == SAMPLE_DATASET.name else ""
 
 
 def dataset_sha(items: Sequence[Item]) -> str:

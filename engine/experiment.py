@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.sink import ExperimentSpec, StoredExperiment, StoredRun
 from engine.types import Mode
 
 # The keys of a run's config_json that identify it (and enter its hash); the others record
 # what happened (limit, skipped items, a checkpoint's dropped generation defaults).
-IDENTITY_KEYS = ("prompt", "prompt_version", "generation", "quantize")
+# citation_syntax is there only when not the default ("ours"), so older runs keep their hashes.
+IDENTITY_KEYS = ("prompt", "prompt_version", "generation", "quantize", "citation_syntax")
 
 
 def config_hash(model: str, dataset_sha: str, config: dict) -> str:
@@ -64,13 +65,14 @@ _SETTING_OPTIONS = (
     (("generation", "seed"), "--seed"),
     (("generation", "top_n_logprobs"), "--top-logprobs"),
     (("quantize",), "--quantize"),
+    (("citation_syntax",), "--citation-syntax"),
 )
 
 
 # What a setting left out of a stored config means (engine.prompts: to_dict drops these defaults).
 _ABSENT: dict[tuple[str, ...], Any] = {
     ("prompt", "relevant_at"): "ranked", ("prompt", "repetition"): "none", ("prompt", "label_scope"): "all",
-    ("prompt", "metadata", "extra_labels"): [],
+    ("prompt", "metadata", "extra_labels"): [], ("citation_syntax",): "ours",
 }
 
 
@@ -86,6 +88,23 @@ def _shown(value: Any, option: str) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return repr(value) if isinstance(value, str) and " " in value else str(value)
+
+
+class Setting(NamedTuple):
+    """One setting of an experiment: its dotted path in the settings, the option that sets it,
+    its value (absent ones at what their absence means) and that value as the options write it."""
+
+    path: str
+    option: str
+    value: Any
+    shown: str
+
+
+def setting_items(settings: dict) -> tuple[Setting, ...]:
+    """Every setting that tells experiments apart, in the order a refusal names them: what the
+    report's tables label rows with when experiments differ in nothing they have a column for."""
+    return tuple(Setting(".".join(path), option, _lookup(settings, path), _shown(_lookup(settings, path), option))
+                 for path, option in _SETTING_OPTIONS)
 
 
 def settings_difference(stored: dict, requested: dict) -> str | None:

@@ -47,10 +47,16 @@ class RunRequest:
     # A Space's visitors name Hub ids only: a name that happens to be a folder on the server
     # loads nothing and gets the unknown-model line, so that no name reveals what exists there.
     hub_only: bool = False
+    # How the answers' citations are read and scored (engine.citations): "ours", or "paper" for
+    # the seed library's reading. Part of the runs' identity when not the default.
+    citation_syntax: str = "ours"
 
     def __post_init__(self) -> None:
         # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
         from engine.bounds import MAX_MODEL_CHARS, check_name
+        from engine.citations import check_citation_syntax
+
+        check_citation_syntax(self.citation_syntax)
 
         check_name(self.model, "the model name", MAX_MODEL_CHARS)
         if self.model_label is not None:
@@ -93,10 +99,37 @@ class ExperimentOutcome:
         """The modes the experiment holds, in display order."""
         return tuple(m for m in MODES if m in self.mode_items)
 
+    # A notebook shows what `run` prints of it (runs, items, skipped), not every skipped item.
+    def _lines(self) -> tuple[str, list[list[str]]]:
+        name = f" '{self.experiment_name}'" if self.experiment_name and self.experiment_name != self.experiment_id else ""
+        items = f" ({self.n_dataset_items} valid items)" if self.n_dataset_items is not None else ""
+        skipped = f"; {len(self.skipped)} items skipped (.skipped)" if self.skipped else ""
+        title = f"experiment {self.experiment_id}{name}  model {self.model}  dataset {self.dataset}{items}{skipped}"
+        rows = [[r.mode, r.run_id, r.status, str(r.n_items), str(r.n_generated), str(r.n_with_citation)]
+                for r in self.runs]
+        return title, rows
+
+    def __repr__(self) -> str:
+        title, rows = self._lines()
+        table = [list(_OUTCOME_HEADER), *rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(_OUTCOME_HEADER))]
+        return "\n".join([title, *("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)])
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        title, rows = self._lines()
+        head = "".join(f"<th>{escape(h)}</th>" for h in _OUTCOME_HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        return f"<p>{escape(title)}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_OUTCOME_HEADER = ("mode", "run", "status", "items", "generated now", "with a citation")
+
 
 def run_config(request: RunRequest, mode: str) -> dict:
     """The identity of one mode's run (no token, no batch size, device or item count)."""
-    return {
+    config = {
         "prompt": replace(request.prompt, mode=mode).to_dict(),
         "prompt_version": PROMPT_VERSION,
         "generation": {
@@ -110,6 +143,11 @@ def run_config(request: RunRequest, mode: str) -> dict:
         },
         "quantize": request.quantize,
     }
+    if request.citation_syntax != "ours":
+        # Only when set, so that the default's identity (and every stored run's hash) is unchanged;
+        # store/views.sql query_metrics reads it.
+        config["citation_syntax"] = request.citation_syntax
+    return config
 
 
 def generation_config(request: RunRequest):

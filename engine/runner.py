@@ -247,7 +247,8 @@ def _claim(plan: ExperimentPlan, sink: Sink, provenance: Provenance | None,
     for run in claimed:
         prompt = replace(plan.request.prompt, mode=run.mode)
         todo: dict = {it.id: (it, (prompt, index[it.id])) for it in run.todo}
-        opened.append((run, OpenRun(run.run_id, run.mode, len(run.items), todo)))
+        opened.append((run, OpenRun(run.run_id, run.mode, len(run.items), todo,
+                                    citation_syntax=plan.request.citation_syntax)))
     return opened
 
 

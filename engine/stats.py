@@ -9,6 +9,11 @@ The bootstrap is the percentile method over resampled items, vectorised: one mat
 counts is shared by every statistic of a comparison, so the CAS and CAB intervals for precision,
 recall and F1 come from the same resamples. With the same seed and batch it reproduces
 scipy.stats.bootstrap(method="percentile") draw for draw.
+
+The sign-flip test is the paired permutation test (scipy.stats.permutation_test with
+permutation_type="samples" on the differences): exact, by enumerating every sign pattern, for
+few non-zero differences, Monte Carlo (seeded) for more. It holds its size at every n, where
+the paired t-test does not (7.5-8% at n = 30 for 0/1 or skewed metrics; issue 26).
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ import numpy as np
 DEFAULT_RESAMPLES = 2000  # the usual minimum for 95% percentile intervals; --resamples for more
 DEFAULT_SEED = 0
 DEFAULT_BATCH = 500  # resamples per chunk: bounds memory at batch x n counts
+# Sign-flip test: every one of the 2**m sign patterns up to this many non-zero differences
+# (65,536 patterns), else this many random patterns: p then carries a Monte Carlo error of
+# about 0.003 at p = 0.05, and stays valid (scipy's +1 in numerator and denominator).
+EXACT_SIGN_FLIPS = 16
+DEFAULT_SIGN_FLIPS = 4999
 
 
 class TTest(NamedTuple):
@@ -50,6 +60,16 @@ class PairedTest(NamedTuple):
     t: float
     p: float
     n: int
+
+
+class SignFlipTest(NamedTuple):
+    """A two-sided paired permutation test of mean difference 0 (null: each difference is as
+    likely to have either sign, i.e. the two conditions are exchangeable within a pair)."""
+
+    p: float
+    m: int  # non-zero differences (zeros are the same under every sign pattern)
+    exact: bool  # every sign pattern enumerated; else `resamples` random ones
+    resamples: int
 
 
 # ------------------------------------------------------------------ Student-t distribution
@@ -234,3 +254,50 @@ def paired_test(
     """Mean of a - b with its bootstrap CI and paired t-test (pairs must be aligned)."""
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     return one_sample_tests(diff[:, None], n_resamples=n_resamples, seed=seed, confidence=confidence)[0]
+
+
+def sign_flip_test(
+    diffs: Sequence[float] | np.ndarray,
+    *,
+    n_resamples: int = DEFAULT_SIGN_FLIPS,
+    seed: int = DEFAULT_SEED,
+    batch: int = DEFAULT_BATCH,
+) -> SignFlipTest:
+    """Two-sided sign-flip permutation test of mean(diffs) = 0, as scipy.stats.permutation_test
+    (data=(nonzero diffs,), statistic=mean, permutation_type="samples") computes it: p = 2 x the
+    smaller one-sided p, capped at 1; exact when 2**m <= max(n_resamples, 2**EXACT_SIGN_FLIPS).
+
+    Only the non-zero differences enter: a zero is the same under either sign, so the exact p is
+    that of all differences; the Monte Carlo draws are made over the non-zero ones alone. No
+    non-zero difference: p = 1 (every pattern gives the observed mean).
+    """
+    arr = np.asarray(diffs, dtype=float)
+    nonzero = arr[arr != 0.0]
+    m = int(nonzero.size)
+    if m == 0:
+        return SignFlipTest(1.0, 0, True, 0)
+    observed = float(nonzero.mean())
+    gamma = abs(np.finfo(float).eps * 100 * observed)  # scipy's tolerance for ties in floating point
+    exact = m <= EXACT_SIGN_FLIPS or 2**m <= n_resamples
+    less = greater = 0
+    if exact:
+        total = 2**m
+        for start in range(0, total, 1 << 14):
+            codes = np.arange(start, min(total, start + (1 << 14)), dtype=np.int64)
+            signs = 1.0 - 2.0 * ((codes[:, None] >> np.arange(m)) & 1)
+            null = signs @ nonzero / m
+            less += int(np.count_nonzero(null <= observed + gamma))
+            greater += int(np.count_nonzero(null >= observed - gamma))
+        p_less, p_greater = less / total, greater / total
+        draws = 0
+    else:
+        rng = np.random.default_rng(seed)
+        for start in range(0, n_resamples, batch):
+            rows = min(batch, n_resamples - start)
+            signs = 1.0 - 2.0 * rng.integers(0, 2, (rows, m), dtype=np.int8)
+            null = signs @ nonzero / m
+            less += int(np.count_nonzero(null <= observed + gamma))
+            greater += int(np.count_nonzero(null >= observed - gamma))
+        p_less, p_greater = (less + 1) / (n_resamples + 1), (greater + 1) / (n_resamples + 1)
+        draws = n_resamples
+    return SignFlipTest(min(1.0, 2.0 * min(p_less, p_greater)), m, exact, draws)

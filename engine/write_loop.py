@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from engine.backends import BatchResult, PlannedBatch
-from engine.citations import citation_probabilities, parse_citation_marks
+from engine.citations import DEFAULT_CITATION_SYNTAX, citation_probabilities, parse_citation_marks
 from engine.errors import RunCancelled, UserError  # noqa: F401 - RunCancelled: re-exported
 from engine.sink import Sink
 from engine.types import Citation, Generation, GenerationOutput, Item, Prompt
@@ -33,6 +33,7 @@ class OpenRun:
     n_generated: int = 0
     n_cited: int = 0
     finished: bool = field(default=False)
+    citation_syntax: str = DEFAULT_CITATION_SYNTAX  # how its answers' citations are read (engine.citations)
 
 
 def write_loop(
@@ -67,7 +68,7 @@ def write_loop(
             for item_id, output in zip(batch.item_ids, result.outputs):
                 pending = run.todo.pop(item_id, None)
                 if pending is not None:  # None: already written (a batch run twice)
-                    generations.append(make_generation(pending[0], pending[1], output))
+                    generations.append(make_generation(pending[0], pending[1], output, run.citation_syntax))
             if generations:
                 sink.write_batch(run.run_id, generations)
                 run.n_generated += len(generations)
@@ -125,10 +126,12 @@ def _difference(expected: tuple, got: tuple | None) -> str:
     return "fields differ"
 
 
-def make_generation(item: Item, prompt: Prompt, output: GenerationOutput) -> Generation:
-    """A stored generation: the output plus its citations resolved against the shown order."""
-    marks = parse_citation_marks(output.text)
-    probabilities = citation_probabilities(output) if output.tokens else [None] * len(marks)
+def make_generation(item: Item, prompt: Prompt, output: GenerationOutput,
+                    citation_syntax: str = DEFAULT_CITATION_SYNTAX) -> Generation:
+    """A stored generation: the output plus its citations (read in `citation_syntax`) resolved
+    against the shown order."""
+    marks = parse_citation_marks(output.text, citation_syntax)
+    probabilities = citation_probabilities(output, citation_syntax) if output.tokens else [None] * len(marks)
     relevant = {d.id: d.relevant for d in item.documents}
     citations = []
     for index, (mark, probability) in enumerate(zip(marks, probabilities)):

@@ -84,9 +84,9 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 def render(parser: argparse.ArgumentParser | None = None) -> str:
     """The reference: one section per command, in --help order, each option with its help."""
     if parser is None:
-        from engine.__main__ import build_parser
+        from engine.__main__ import MODULE_PROG, build_parser
 
-        parser = build_parser()
+        parser = build_parser(MODULE_PROG)  # the docs name the module, which works installed or not
     sub = _subparsers(parser)
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
     lines = ["## Command reference", "",
@@ -110,9 +110,9 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
 def render_app(parser: argparse.ArgumentParser | None = None) -> str:
     """The options of `python -m demo` (its epilog's environment variables are in docs/operations.md)."""
     if parser is None:
-        from demo.__main__ import build_parser
+        from demo.__main__ import MODULE_PROG, build_parser
 
-        parser = build_parser()
+        parser = build_parser(MODULE_PROG)
     lines = [f"Every option of `{parser.prog}`, as `{parser.prog} --help` describes it:", ""]
     lines += _options(parser)
     return "\n".join(lines) + "\n"

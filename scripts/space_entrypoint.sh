@@ -1,5 +1,7 @@
 #!/usr/bin/env sh
 # Put the database and the Hugging Face cache on the persistent volume when the Space has one.
+# Without it (a paid add-on), engine.paths picks a store this user can write (results/ in the app
+# folder) and the app's first screen says results will not survive a restart.
 set -e
 if [ -d /data ] && [ -w /data ]; then
   export HF_HOME="${HF_HOME:-/data/.huggingface}"

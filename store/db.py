@@ -266,12 +266,23 @@ def _open_with_retry(
                 # DuckDB 2 opens data files (.csv, .jsonl, .parquet ...) as an in-memory
                 # database with a view on the file; writes there would vanish on close.
                 raise UserError(f"cannot open database {path}: not a DuckDB database file")
-            # The terminal progress bar would interleave with the CLI's tqdm output.
-            conn.execute("SET enable_progress_bar = false")
+            _quiet_progress_bar(conn)
         except BaseException:
             conn.close()
             raise
         return conn
+
+
+def _quiet_progress_bar(conn: duckdb.DuckDBPyConnection) -> None:
+    """Turn DuckDB's progress bar off where it is on: it would interleave with the CLI's tqdm output.
+
+    Inside a Jupyter kernel without ipywidgets DuckDB starts with the bar off and refuses any
+    change to the setting ("required package 'ipywidgets' is missing"), even to off; so read it
+    first. With ipywidgets it starts on (a notebook widget) and accepts the change.
+    """
+    (enabled,) = conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() or (False,)
+    if enabled:
+        conn.execute("SET enable_progress_bar = false")
 
 
 def _open_migrated(

@@ -20,8 +20,9 @@ GROUP BY ALL ORDER BY any_value(r.created_utc) DESC""",
 FROM run_metrics WHERE status = 'complete' ORDER BY model, created_utc""",
     ),
     (
-        "CAB with significance",
-        """SELECT experiment_id, model, metadata_type, metric, round(value, 1) AS cab, p, direction
+        "CAB, and the share of answers that cite (tests and intervals: python -m engine bias)",
+        """SELECT experiment_id, model, metadata_type, metric, round(value, 1) AS cab, n,
+       round(n_cite_a / n, 2) AS citing_base, round(n_cite_b / n, 2) AS citing_cf, undefined_reason
 FROM bias WHERE measure = 'CAB' ORDER BY experiment_id, metric""",
     ),
     (

@@ -1,5 +1,5 @@
 """run_metrics' and the bias view's numbers, kept by the writer (tables run_metric_rows and
-bias_rows, migration 013) so that whole-store reads cost milliseconds at a million answers.
+bias_rows, migrations 013 and 017) so that whole-store reads cost milliseconds at a million answers.
 
 `python -m engine report` reads run_metrics for every run and the bias view for every
 experiment: computed from query_metrics, 12-25 s at 1M answers (issue 21). The numbers change
@@ -38,8 +38,9 @@ JOIN chosen a ON a.rag_mode = m.mode_a
 JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b
 ORDER BY 1, 2, 3
 """
-BIAS_COLUMNS = ("experiment_id, model, dataset, metadata_type, measure, metric, value, ci_low, ci_high, t, df, p, n, "
-                "n_a, n_b, direction, run_a, run_b")
+# The bias view's columns (migration 017): the arithmetic and the test's inputs, no statistics.
+BIAS_COLUMNS = ("experiment_id, model, dataset, metadata_type, measure, metric, value, n, n_a, n_b, n_cite_a, "
+                "n_cite_b, undefined_reason, n_differ, mean_diff, sd_diff, differences, run_a, run_b")
 
 
 def counts(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:

@@ -241,8 +241,8 @@ def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxR
     try:
         # Session settings must come before the lock; after it nothing can change. With the
         # local file system off, DuckDB still reads the database through its open handle,
-        # but read_blob(<the database>) and friends fail.
-        conn.execute("SET enable_progress_bar = false")
+        # but read_blob(<the database>) and friends fail. The progress bar is already off:
+        # raw_connection turns it off where it can be changed (store.db, a Jupyter kernel).
         conn.execute("SET disabled_filesystems = 'LocalFileSystem'")
         conn.execute("SET lock_configuration = true")
         cursor = conn.execute(request.sql)

@@ -31,14 +31,20 @@ SELECT
   unnest(CAST(top_logprobs AS JSON[])) AS top
 FROM generations;
 
--- ---------------------------------------------------------------- query_metrics (as of migration 006)
+-- ---------------------------------------------------------------- query_metrics (as of migration 016)
+-- `cited` holds every distinct cited number, shown or not: a number no document was shown under
+-- counts against precision (a false positive). Runs whose config says citation_syntax 'paper'
+-- (`run`/`import --citation-syntax paper`: the seed library's reading, engine/citations.py)
+-- score as the seed's evaluate_prec_recall does: over the shown documents only, so such a
+-- number is left out of `cited` (it is still counted in n_citations and out_of_range_citations).
 CREATE OR REPLACE VIEW query_metrics AS
 WITH gen AS NOT MATERIALIZED (
-  SELECT g.run_id, g.item_id, g.answer, g.shown_doc_ids, len(g.shown_doc_ids) AS n_shown, r.dataset_sha
+  SELECT g.run_id, g.item_id, g.answer, g.shown_doc_ids, len(g.shown_doc_ids) AS n_shown, r.dataset_sha,
+         coalesce(json_extract_string(r.config_json, '$.citation_syntax') = 'paper', false) AS shown_only
   FROM generations g JOIN runs r USING (run_id)
 ),
 base AS NOT MATERIALIZED (
-  SELECT g.run_id, g.item_id, g.answer, g.n_shown,
+  SELECT g.run_id, g.item_id, g.answer, g.n_shown, g.shown_only,
          coalesce(CAST(list_filter(range(1, g.n_shown + 1), lambda p:
            coalesce(list_bool_or(list_transform(list_filter(i.documents, lambda d: d.id = g.shown_doc_ids[p]),
                                                 lambda d: coalesce(d.relevant, false))), false)) AS INTEGER[]),
@@ -55,7 +61,8 @@ cites AS NOT MATERIALIZED (
   -- is NULL only there, and a NULL position satisfies no FILTER below.
   SELECT b.run_id, b.item_id,
          any_value(b.answer) AS answer, any_value(b.gold) AS gold, any_value(b.golds) AS golds,
-         list_sort(list_distinct(list(c.position) FILTER (WHERE c.citation_index IS NOT NULL))) AS cited,
+         list_sort(list_distinct(list(c.position) FILTER (WHERE c.citation_index IS NOT NULL
+                                                       AND (NOT b.shown_only OR c.position BETWEEN 1 AND b.n_shown)))) AS cited,
          count(c.citation_index) AS n_citations,
          count(*) FILTER (WHERE c.position < 1 OR c.position > b.n_shown) AS out_of_range_citations,
          avg(c.probability) FILTER (WHERE list_contains(b.gold, c.position)) AS p_relevant,
@@ -194,11 +201,16 @@ SELECT r.run_id, r.experiment_id, r.created_utc, r.status, r.model, r.quantizati
        v.* EXCLUDE (run_id)
 FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id);
 
--- ---------------------------------------------------------------- bias (as of migration 002)
+-- ---------------------------------------------------------------- bias (as of migration 016)
 -- CAS = mean |M_vanilla - M_base| and CAB = mean (M_base - M_cf), x100, per experiment and
--- metric, over the items both runs hold. CAS is tested with a one-sample t-test of the
--- absolute differences against 0 (is there any sensitivity?), CAB with a paired t-test; the
--- interval is t-based. direction: CAB > 0 favours label A (relevant documents' label in base).
+-- metric, over the items both runs hold: the arithmetic, and what engine/bias.py's test reads.
+-- Intervals, p values and verdicts are engine/bias.py's alone (`python -m engine bias`, report,
+-- the app, engine.api), so every face prints the same ones: no t-interval here (issue 26).
+-- value is NULL, and undefined_reason says why, where no answer of either run cites a shown
+-- document (every M is then 0: not "no bias"); n_cite_a / n_cite_b count the paired items whose
+-- answer cites one. The test's inputs: the signed differences M_a - M_b (for CAS too: its test is
+-- of vanilla against base, not of CAS): n_differ non-zero, mean_diff, sd_diff, and `differences`,
+-- the non-zero ones in item_id order while n_differ <= 1000 (engine.bias.PERMUTATION_MAX), NULL above.
 CREATE OR REPLACE VIEW bias AS
 WITH chosen AS (
   SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id
@@ -211,10 +223,13 @@ pairs AS (
   JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b
 ),
 diffs AS (
-  SELECT p.experiment_id, p.measure, p.run_a, p.run_b, unnest([
-    {'metric': 'precision', 'd': 100 * CASE p.measure WHEN 'CAS' THEN abs(qa.precision - qb.precision) ELSE qa.precision - qb.precision END},
-    {'metric': 'recall', 'd': 100 * CASE p.measure WHEN 'CAS' THEN abs(qa.recall - qb.recall) ELSE qa.recall - qb.recall END},
-    {'metric': 'f1', 'd': 100 * CASE p.measure WHEN 'CAS' THEN abs(qa.f1 - qb.f1) ELSE qa.f1 - qb.f1 END}
+  SELECT p.experiment_id, p.measure, p.run_a, p.run_b, qa.item_id,
+         qa.n_citations > qa.out_of_range_citations AS cites_a,
+         qb.n_citations > qb.out_of_range_citations AS cites_b,
+         unnest([
+    {'metric': 'precision', 'd': 100 * (qa.precision - qb.precision)},
+    {'metric': 'recall', 'd': 100 * (qa.recall - qb.recall)},
+    {'metric': 'f1', 'd': 100 * (qa.f1 - qb.f1)}
   ], recursive := true)
   FROM pairs p
   JOIN query_metrics qa ON qa.run_id = p.run_a
@@ -222,28 +237,26 @@ diffs AS (
 ),
 agg AS (
   SELECT experiment_id, measure, metric, run_a, run_b,
-         count(d) AS n, avg(d) AS value, stddev_samp(d) AS sd
+         count(d) AS n,
+         avg(CASE measure WHEN 'CAS' THEN abs(d) ELSE d END) AS value,
+         count(*) FILTER (WHERE cites_a) AS n_cite_a,
+         count(*) FILTER (WHERE cites_b) AS n_cite_b,
+         count(*) FILTER (WHERE d <> 0) AS n_differ,
+         avg(d) AS mean_diff,
+         stddev_samp(d) AS sd_diff,
+         list(d ORDER BY item_id) FILTER (WHERE d <> 0) AS nonzero
   FROM diffs GROUP BY ALL
-),
-tested AS (
-  SELECT *,
-    CASE WHEN n < 2 THEN NULL
-         WHEN sd = 0 THEN CASE WHEN value = 0 THEN NULL ELSE sign(value) * 'inf'::DOUBLE END
-         ELSE value / (sd / sqrt(n)) END AS t
-  FROM agg
 ),
 counts AS (SELECT run_id, count(*) AS n_items FROM generations GROUP BY run_id)
 SELECT t.experiment_id, r.model, r.dataset, r.metadata_type, t.measure, t.metric,
-       t.value, t.value - t_quantile_975(t.n - 1) * t.sd / sqrt(t.n) AS ci_low,
-       t.value + t_quantile_975(t.n - 1) * t.sd / sqrt(t.n) AS ci_high,
-       t.t, t.n - 1 AS df, t_sf2(t.t, t.n - 1) AS p, t.n,
-       ca.n_items AS n_a, cb.n_items AS n_b,
-       CASE WHEN t.measure = 'CAS' THEN NULL
-            WHEN abs(t.value) < 1e-9 THEN 'no difference'
-            WHEN t.value > 0 THEN 'favours ' || coalesce(label_short_a(r.config_json, r.metadata_type), 'label A')
-            ELSE 'favours ' || coalesce(label_short_b(r.config_json, r.metadata_type), 'label B') END AS direction,
+       CASE WHEN t.n_cite_a + t.n_cite_b > 0 THEN t.value END AS value,
+       t.n, ca.n_items AS n_a, cb.n_items AS n_b, t.n_cite_a, t.n_cite_b,
+       CASE WHEN t.n_cite_a + t.n_cite_b = 0
+            THEN 'no answer in runs ' || t.run_a || '/' || t.run_b || ' cites a shown document' END AS undefined_reason,
+       t.n_differ, t.mean_diff, t.sd_diff,
+       CASE WHEN t.n_differ <= 1000 THEN coalesce(t.nonzero, []::DOUBLE[]) END AS differences,
        t.run_a, t.run_b
-FROM tested t
+FROM agg t
 JOIN runs r ON r.run_id = CASE t.measure WHEN 'CAS' THEN t.run_b ELSE t.run_a END  -- the base run
 LEFT JOIN counts ca ON ca.run_id = t.run_a
 LEFT JOIN counts cb ON cb.run_id = t.run_b;

@@ -201,10 +201,15 @@ def test_the_page_shows_the_report_tables_of_the_chosen_experiments(db, page):
     runs = queries.run_metric_table(db)
     bias = queries.bias_table(db)
     chosen = ["exp-gender", "exp-hai", "exp-race"]
-    t1, t2 = formatted_tables(table1(runs[runs["experiment_id"].isin(chosen)]),
-                              table2(bias[bias["experiment_id"].isin(chosen)]))
+    settings = queries.run_settings(db, chosen)
+    t1, t2 = formatted_tables(table1(runs[runs["experiment_id"].isin(chosen)], settings),
+                              table2(bias[bias["experiment_id"].isin(chosen)], settings))
     assert (page.table1, page.table2) == (t1, t2)
     assert [r[:3] for r in page.table2[1:]] == [["Gender", "Woman vs Man", "model-x"], ["Race", "White vs Black", "model-y"]]
+    # model-x's two experiments each have a vanilla run: every row of theirs names its experiment
+    # (by name where it has one), so that no vanilla row seems to serve the other's labelled rows.
+    assert page.table1[0][:2] == ["Answer generator", "Setting"]
+    assert [r[1] for r in page.table1[1:] if r[0] == "model-x"] == ["experiment gender, study"] * 3 + ["experiment exp-hai"] * 2
 
 
 # ---------------------------------------------------------------- the handler
@@ -218,7 +223,7 @@ def test_the_page_holds_each_chosen_experiment_once(page):
                         for m in ms for k in ("precision", "recall", "f1")]
     assert {tuple(r[:3]) for r in page.results} == {("exp-gender", "model-x", "gender"), ("exp-hai", "model-x", "hai"),
                                                     ("exp-race", "model-y", "race")}
-    assert all(r[10] == N_ITEMS for r in page.results)  # n
+    assert all(r[9] == N_ITEMS for r in page.results)  # n
     assert "exp-hai: no CAB yet" in page.cab_note and "exp-gender" not in page.cab_note
     assert "exp-hai: no complete cf run yet" in page.probability_note
     assert "WARNING" not in page.summary and "label A = Woman" in page.summary
@@ -319,12 +324,12 @@ def test_the_cab_plot_shows_each_model_and_metric_with_its_interval(db, page):
         assert trace.y[0] == pytest.approx(_cab_from_store(db, experiment, metric))
         # The error bars reach the interval in the CAS/CAB table.
         row = next(r for r in page.results if r[0] == experiment and r[3:5] == ["CAB", metric])
-        value, ci_low, ci_high, _t, p = row[5:10]
+        value, ci_low, ci_high, p = row[5:9]
         assert trace.y[0] == pytest.approx(value)
         assert trace.y[0] + trace.error_y.array[0] == pytest.approx(ci_high)
         assert trace.y[0] - trace.error_y.arrayminus[0] == pytest.approx(ci_low)
         assert trace.text[0] == f"{value:+.1f}" + ("*" if p < 0.05 else "")
-        # Table 2 writes the same value and star (its p is the bias view's t-test).
+        # Table 2 writes the same value and star (its p is engine.bias's, from the view's row).
         row2 = next(r for r in page.table2 if r[2] == bar.model)
         assert trace.text[0] == row2[3 if metric == "precision" else 4]
         assert trace.customdata[0][1] == bar.labels and trace.customdata[0][5] == N_ITEMS

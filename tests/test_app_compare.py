@@ -16,8 +16,9 @@ import pytest
 
 from demo import render
 from demo.handlers import compare as h
+from engine import compare_stats as cs
 from engine.errors import UserError
-from engine.usecases.compare import CompareRequest, compare
+from engine.usecases.compare import CompareRequest, Margins, compare
 from tests.test_compare import build_store
 
 
@@ -47,13 +48,17 @@ def test_the_pickers_list_experiments_then_runs(db):
 
 def test_the_request_from_the_page(db):
     req = h.request_from(" e1:base ", "e2", ["f1", "exact_match"], 2, True)
-    assert (req.a, req.b, req.metrics, req.equivalence_margin, req.pair_by_id) == (
-        "e1:base", "e2", ("f1", "exact_match"), 2.0, True)
+    assert (req.a, req.b, req.metrics, req.margins, req.pair_by_id) == (
+        "e1:base", "e2", ("f1", "exact_match"), Margins(2.0), True)
     assert h.request_from("a", "b", "f1, recall").metrics == ("f1", "recall")  # an API caller's text
-    assert h.request_from("a", "b", None, "").equivalence_margin is None
-    assert h.request_from("a", "b", None, 0).equivalence_margin is None  # Gradio's blank number box
+    assert h.request_from("a", "b", None, "").margins is None
+    assert h.request_from("a", "b", None, 0).margins is None  # an API caller's blank number
+    # Issue 26: a margin per metric, as the CLI's --margin reads it.
+    assert h.request_from("a", "b", None, " precision=5, n_citations=0.2 ").margins == Margins(
+        None, (("precision", 5.0), ("n_citations", 0.2)))
     for args, message in ((("", "b"), "choose A and B"), (("a", "b", []), "tick at least one metric"),
-                          (("a", "b", None, "two"), "must be a number, not 'two'")):
+                          (("a", "b", None, "two"), "is not NAME=NUMBER or a number"),
+                          (("a", "b", None, "f2=3"), "margin for unknown metric 'f2'")):
         with pytest.raises(UserError, match=message):
             h.request_from(*args)
 
@@ -92,12 +97,16 @@ def test_the_table_is_the_use_cases_numbers(db, two_runs):
     expected = two_runs.table()
     assert len(view.table) == len(expected) == 9
     for shown, (_, want) in zip(view.table.itertuples(index=False), expected.iterrows()):
-        assert (shown.comparison, shown.metric, shown.n, shown.test, shown.verdict) == (
-            want.comparison, want.label, want.n, want.test, want.verdict)
+        assert (shown.comparison, shown.metric, shown.n, shown.test) == (want.comparison, want.label, want.n, want.test)
+        assert shown.verdict.startswith(want.verdict)
+        if want.min_detectable_undefined:  # issue 26: says why, never 0
+            assert shown[11] == "undefined" and want.min_detectable_undefined in shown.verdict
         assert shown[3] == f"{want.mean_a:.1f}" and shown[5] == f"{want['diff']:+.1f}"
-        assert shown[6] == f"[{want.ci_low:+.1f}, {want.ci_high:+.1f}]"
+        interval = f"[{want.ci_low:+.1f}, {want.ci_high:+.1f}]"
+        assert shown[6] == interval + ("*" if want.ci_approximate else "") + (" exact" if want.ci_method == cs.CI_EXACT
+                                                                               else "")
         assert shown.p == h.format_p(want.p) and shown[9] == h.format_p(want.p_holm)
-    assert set(view.table["test"]) == {"paired t-test", "exact McNemar"}
+    assert set(view.table["test"]) == {"paired permutation", "exact McNemar"}
     assert view.pairs == {"base": ("e1-base", "e2-base")}
     json.dumps(view.result)
     assert view.result["runs"][0]["pairing"] == {"n_paired": 36, "only_a": 4, "only_b": 0, "pair_by_id": False}
@@ -133,12 +142,21 @@ def test_the_items_that_differ_most_come_first(db, two_runs):
 
 
 def test_the_plot_shows_each_difference_with_its_interval(db):
-    view = h.compare_view(db, "same-1", "same-2", ["f1", "exact_match"], 1.0)
-    want = compare(CompareRequest("same-1", "same-2", ("f1", "exact_match"), 1.0), db).table()
-    assert list(view.table["verdict"]) == [f"equivalent within 1 (TOST p {h.format_p(p)})" for p in want["tost_p"]]
+    view = h.compare_view(db, "same-1", "same-2", ["f1", "exact_match"], "20")
+    want = compare(CompareRequest("same-1", "same-2", ("f1", "exact_match"), Margins(20.0)), db).table()
+    # Identical runs (issue 26): F1 has no spread, so no equivalence; exact match's 0 of 40
+    # discordant pairs bound B - A within +-11 points (exact): equivalent within 20.
+    assert list(view.table["verdict"]) == [
+        "no significant difference; equivalence undefined: every paired difference is equal; detectable "
+        "difference undefined: every paired difference is equal",
+        f"equivalent within 20 (TOST within ±20: Holm p {h.format_p(want['tost_p_holm'][1])}); detectable "
+        "difference undefined: no discordant pair (every paired difference is 0)"]
+    assert list(view.table["95% CI"])[0] == "undefined" and list(view.table["min. detectable"]) == ["undefined"] * 2
     traces = view.figure.data
-    assert [t.name for t in traces] == ["equivalent"]  # identical runs: equivalent within the margin
-    assert list(traces[0].x) == [0.0, 0.0] and list(traces[0].y) == ["base: citation F1", "base: exact match (paper)"]
+    assert [t.name for t in traces] == ["equivalent", "no significant difference / inconclusive",
+                                        "equivalence margin ±M"]
+    assert list(traces[0].x) == [0.0] and list(traces[0].y) == ["base: exact match (paper)"]
+    assert list(traces[2].x) == [-20, 20, -20, 20]
     two = h.compare_view(db, "e1", "e2", ["f1"])
     rows = {y: (x, hi, lo) for t in two.figure.data for y, x, hi, lo in zip(t.y, t.x, t.error_x.array,
                                                                             t.error_x.arrayminus)}

@@ -27,6 +27,11 @@ def test_the_page_shows_the_use_cases_numbers(imported):  # noqa: F811
     assert [row[2] for row in page.suppression] == [r.silent for r in want.suppression.rates]
     assert "multiplies the odds of citing a document" in page.summary and "300 answers" in page.summary
     assert "McNemar" in page.suppression_note and "chi-square" in page.suppression_note
+    # How many answers cite several documents, and the cluster-robust interval beside the model's.
+    assert "every informative answer cites one document" in page.summary
+    assert "cluster-robust (sandwich) by item" in page.summary
+    assert [x for row in page.effects for x in row[5:]] == pytest.approx(
+        [x for e in want.fit.effects for x in (e.robust_ci_low, e.robust_ci_high, e.robust_p)])
     # The multiselect and the text box name the same experiment once; modes narrow the answers.
     assert h.why_cited_page(db, experiment, [experiment]).experiment_ids == (experiment,)
     only_cf = h.why_cited_page(db, "", [experiment], "number", "", ["cf"])
@@ -103,6 +108,7 @@ def test_why_cited_through_the_api(client, imported):  # noqa: F811
     assert [e["effect"] for e in got["effects"]] == [e.term for e in want.fit.effects]
     assert [e["odds_ratio"] for e in got["effects"]] == pytest.approx([e.odds_ratio for e in want.fit.effects])
     assert len(got["suppression"]) == 2 and got["experiments"] == [experiment]
+    assert [e["robust_ci_high"] for e in got["effects"]] == pytest.approx([e.robust_ci_high for e in want.fit.effects])
     with pytest.raises(AppError) as caught:
         client.predict("nope", [], "group", "", [], api_name="/why_cited")
     assert "no experiment 'nope'" in str(caught.value) and "\n" not in str(caught.value)

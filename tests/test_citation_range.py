@@ -1,6 +1,7 @@
 """Issue 20 §7: a cited number past 2**31 (or of thousands of digits) is an out-of-range
 citation, in a run and in `import`: before, the store's INTEGER column ended the run with a
-traceback (and greedy decoding repeats the answer on every resume) and `import` exited 1."""
+traceback (and greedy decoding repeats the answer on every resume) and `import` exited 1.
+Issue 26 §10: the parser's edges (reversed ranges, the range cap, distinct huge numbers)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,55 @@ from engine.citations import MAX_CITATION_NUMBER, parse_citations
 ])
 def test_huge_numbers_parse_as_out_of_range(text, expected):
     assert parse_citations(text) == expected
+
+
+MAX = MAX_CITATION_NUMBER
+
+
+# Issue 26 §10: the parser's edges, each defined (engine/citations.py's docstring, docs/method.md).
+@pytest.mark.parametrize("text, expected", [
+    # A reversed range cites the same numbers, in the order written; before, it cited nothing.
+    ("[3-1]", [3, 2, 1]),
+    ("[3–1]", [3, 2, 1]),
+    ("[2-2]", [2]),
+    ("[1][5-3]", [1, 5, 4, 3]),
+    # One cap: a range expands when it covers at most MAX_RANGE (100) numbers, else reads as its
+    # two ends; before, [1-101] expanded to 101 citations and [1-102] read as 2.
+    ("[1-100]", list(range(1, 101))),
+    ("[100-1]", list(range(100, 0, -1))),
+    ("[1-101]", [1, 101]),
+    ("[1-102]", [1, 102]),
+    ("[101-1]", [101, 1]),
+    ("[5-104]", list(range(5, 105))),
+    ("[5-105]", [5, 105]),
+    # Numbers past the INTEGER column stay distinct: one stand-in each, counted down from 2**31-1,
+    # skipping numbers the answer writes; before, all of them were 2**31-1.
+    ("[99999999999][99999999998]", [MAX, MAX - 1]),
+    ("[99999999999][99999999999]", [MAX, MAX]),
+    ("[2147483647][99999999999]", [MAX, MAX - 1]),
+    ("[99999999999][2147483647]", [MAX - 1, MAX]),
+    ("[99999999999, 2147483646, 99999999998]", [MAX, 2147483646, MAX - 2]),
+    ("[" + "9" * 5000 + "][" + "9" * 4999 + "8]", [MAX, MAX - 1]),
+    ("[10000000000-10000000002]", [MAX, MAX - 1, MAX - 2]),
+    ("[099999999999][99999999999]", [MAX, MAX]),  # leading zeros: the same number
+])
+def test_parser_edges(text, expected):
+    assert parse_citations(text) == expected
+
+
+def test_distinct_huge_numbers_count_as_distinct_false_positives(tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "q?", "answers": ["a"],
+                                "documents": [{"id": "d1", "text": "a", "relevant": True},
+                                              {"id": "d2", "text": "b", "relevant": False}]}) + "\n")
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"item_id": "q1", "answer": "a [1] [99999999999] [99999999998] [3-1]"}) + "\n")
+    db = tmp_path / "i.duckdb"
+    assert main(["import", "--dataset", str(data), "--answers", str(answers), "--name", "m", "--db", str(db)]) == 0
+    capsys.readouterr()
+    # Cited 1, 2, 3 and two different huge numbers: one relevant of five.
+    assert _store_rows(db, "SELECT cited, precision, out_of_range_citations FROM query_metrics") == [
+        ([1, 2, 3, MAX - 1, MAX], pytest.approx(0.2), 3)]
 
 
 def _store_rows(db: Path, sql: str):

@@ -26,7 +26,7 @@ from engine.errors import UserError
 from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.sink import RunSpec
 from engine.types import Citation, Document, Generation, Item
-from engine.usecases.compare import CompareRequest, compare
+from engine.usecases.compare import CompareRequest, Margins, compare
 from store.queries.compare import METRIC_COLUMNS, read_paired, resolve_side
 from store.db import connect
 from store.queries import metrics_for_run
@@ -150,20 +150,28 @@ def test_power_against_noncentral_t_and_statsmodels():
 
 
 def test_all_ties_one_item_and_identical_without_warnings():
+    # Issue 26: with no spread there is no interval, TOST or detectable difference for a
+    # continuous metric (each says why); a 0/1 metric keeps its exact bounds.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         same = np.array([0.5, 0.2, 1.0, 0.0])
-        for spec in (cs.METRICS["f1"], cs.METRICS["exact_match"]):
-            values = (same > 0.4).astype(float) if spec.binary else same
-            m = cs.compare_metric(spec, values, values, margin=1.0)
-            assert (m.diff, m.ci_low, m.ci_high, m.p) == (0.0, 0.0, 0.0, 1.0)
-            assert m.verdict == "equivalent within 1" and m.min_detectable == 0.0
-        # A constant non-zero shift: t = inf, p = 0; outside a small margin: "different".
+        m = cs.compare_metric(cs.METRICS["f1"], same, same, margin=1.0)
+        assert (m.diff, m.p) == (0.0, 1.0) and math.isnan(m.ci_low) and m.ci_undefined == cs.NO_SPREAD
+        assert math.isnan(m.p_t) and m.min_detectable is None and m.min_detectable_undefined == cs.NO_SPREAD
+        assert m.equivalence.undefined == cs.NO_SPREAD and math.isnan(m.equivalence.p)
+        assert m.verdict == "no significant difference; equivalence undefined: every paired difference is equal"
+        em = (same > 0.4).astype(float)
+        m = cs.compare_metric(cs.METRICS["exact_match"], em, em, margin=1.0)
+        assert (m.diff, m.p, m.discordant) == (0.0, 1.0, 0) and m.verdict == "inconclusive"
+        assert m.ci_low < -50 and m.ci_high > 50  # 0 of 4 discordant bounds nothing much
+        assert m.min_detectable is None and "no discordant pair" in m.min_detectable_undefined
+        # A constant shift on 4 items: the permutation p is 2/16 (all signs alike), not "different".
         m = cs.compare_metric(cs.METRICS["f1"], same * 0, same * 0 + 0.1, margin=1.0)
-        assert m.p == 0.0 and m.statistic == math.inf and m.verdict == "different"
+        assert m.p == pytest.approx(2 / 16) and m.test == cs.PERMUTATION and math.isnan(m.p_t)
+        assert m.verdict.startswith("no significant difference; equivalence undefined")
         one = cs.compare_metric(cs.METRICS["f1"], [0.2], [0.7], margin=1.0)
         assert one.n == 1 and one.diff == pytest.approx(50) and math.isnan(one.p) and one.verdict == "too few items"
-        assert one.min_detectable is None and math.isnan(one.p_permutation)
+        assert one.min_detectable is None and math.isnan(one.p_t)
         results = cs.compare_metrics({"f1": np.array([0.3])}, {"f1": np.array([0.3])}, ["f1"])
         assert math.isnan(results[0].p_holm)
 
@@ -176,7 +184,8 @@ def test_compare_metrics_holm_and_missing_values():
                                  n_resamples=500)
     f1, em = results
     assert (f1.n, em.n) == (50, 45)
-    assert f1.test == cs.PAIRED_T and em.test == cs.MCNEMAR and em.p_permutation is None
+    assert f1.test == cs.PERMUTATION and em.test == cs.MCNEMAR and em.p_t is None and em.t is None
+    assert f1.p_t == pytest.approx(scipy.stats.ttest_rel(b, a).pvalue, rel=1e-12)
     assert [f1.p_holm, em.p_holm] == pytest.approx(cs.holm([f1.p, em.p]))
     assert f1.diff == pytest.approx(100 * np.mean(b - a)) and f1.mean_a == pytest.approx(100 * a.mean())
 
@@ -297,7 +306,11 @@ def test_compare_two_runs_end_to_end(db):
     f1 = next(m for m in r.metrics if m.metric == "f1")
     items = r.items
     assert f1.diff == pytest.approx(items["f1_diff"].mean())
-    assert f1.p == pytest.approx(scipy.stats.ttest_rel(items["f1_b"], items["f1_a"]).pvalue, rel=1e-9)
+    assert f1.p_t == pytest.approx(scipy.stats.ttest_rel(items["f1_b"], items["f1_a"]).pvalue, rel=1e-9)
+    perm = scipy.stats.permutation_test((items["f1_b"].to_numpy(), items["f1_a"].to_numpy()),
+                                        lambda y, x, axis: np.mean(y - x, axis=axis), vectorized=True,
+                                        permutation_type="samples", n_resamples=999, rng=np.random.default_rng(0))
+    assert f1.test == cs.PERMUTATION and f1.p == pytest.approx(perm.pvalue, rel=1e-12)
     assert [m.p_holm for m in r.metrics] == pytest.approx(cs.holm([m.p for m in r.metrics]))
     assert list(items["f1_diff"].abs()) == sorted(items["f1_diff"].abs(), reverse=True)
     em = r.em_flips
@@ -323,18 +336,28 @@ def test_compare_experiments_mode_by_mode_and_bias(db):
     db_ = (f["e2-base"] - f["e2-cf"]).loc[ids].to_numpy()
     m = next(x for x in cab.metrics if x.metric == "CAB_f1")
     assert m.diff == pytest.approx(100 * np.mean(db_ - da))
-    assert m.p == pytest.approx(scipy.stats.ttest_rel(db_, da).pvalue, rel=1e-9)
+    assert m.p_t == pytest.approx(scipy.stats.ttest_rel(db_, da).pvalue, rel=1e-9)
     cas = next(x for x in measures["CAS"].metrics if x.metric == "CAS_f1")
     assert cas.mean_a >= 0 and cas.mean_b >= 0
 
 
-def test_identical_runs_are_equivalent(db):
-    result = compare(CompareRequest("same-1", "same-2", equivalence_margin=1.0, resamples=200), db)
+def test_identical_runs_are_not_called_equivalent(db):
+    # Issue 26: identical runs have no spread; "equivalent within 1" would claim evidence there is
+    # none of. Continuous metrics: undefined; 0/1 metrics: the exact bound of 0 of 40 discordant
+    # (about +-9 points) does not fit within 1.
+    result = compare(CompareRequest("same-1", "same-2", margins=Margins(1.0), resamples=200), db)
     (r,) = result.runs
     for m in r.metrics:
-        assert m.diff == 0 and m.p == 1.0 and m.verdict == "equivalent within 1", m
+        assert m.diff == 0 and m.p == 1.0 and not m.verdict.startswith("equivalent"), m
+        assert m.min_detectable is None and m.min_detectable_undefined, m
+        if m.equivalence is not None and not METRICS_BINARY.get(m.metric):
+            assert m.equivalence.undefined == cs.NO_SPREAD
     assert r.em_flips.right_to_wrong == r.em_flips.wrong_to_right == 0
     assert r.citation_flips.a_only_relevant + r.citation_flips.b_only_nonrelevant == 0
+    assert any("n_citations: no equivalence margin" in n for n in r.notes)
+
+
+METRICS_BINARY = {name: spec.binary for name, spec in cs.METRICS.items()}
 
 
 def test_refusals(db):
@@ -347,7 +370,7 @@ def test_refusals(db):
     with pytest.raises(UserError, match="unknown metric"):
         compare(CompareRequest("e1-base", "e2-base", metrics=("f2",)), db)
     with pytest.raises(UserError, match="positive"):
-        compare(CompareRequest("e1-base", "e2-base", equivalence_margin=-1), db)
+        compare(CompareRequest("e1-base", "e2-base", margins=Margins(-1.0)), db)
     with pytest.raises(UserError, match="names no cf run"):
         compare(CompareRequest("e1-base", "r:cf"), db)
     paired = compare(CompareRequest("e1-base", "other-data", pair_by_id=True, resamples=200), db).runs[0]
@@ -371,6 +394,9 @@ def test_cli_text_json_csv_and_errors(db, capsys):
     out = capsys.readouterr().out
     assert "paired 36 items by id; left out: 4 only in A, 0 only in B" in out
     assert "f1: " in out and "paired t-test p" in out and "Holm p" in out and "exact McNemar p" in out
+    assert "paired permutation p" in out and "approximate below 100 items" in out and "(exact)" in out
+    assert "TOST (paired t) within +-2" in out and "exact TOST (discordant pairs) within +-2" in out
+    assert "n_citations: no equivalence margin" in out
     assert "detectable at 80% power" in out and "exact match flips" in out and "citation flips" in out
     assert "items that differ most in f1" in out
     assert main(["compare", "e1", "e2", "--db", str(db), "--metric", "f1,precision", "--json", "--resamples", "200"]) == 0

@@ -63,7 +63,7 @@ def test_the_first_request_keeps_what_later_requests_read(db, monkeypatch):
     first = _page(db)
     from engine.usecases.bias import BIAS_REPORT
 
-    assert _kept(db) == {BIAS_REPORT: 3, "bias_rows/1": 3}
+    assert _kept(db) == {BIAS_REPORT: 3, "bias_rows/2": 3}
     computed = []
     real = usecase._bias_report
     monkeypatch.setattr(usecase, "_bias_report", lambda *a, **k: computed.append(1) or real(*a, **k))

@@ -15,6 +15,7 @@ import scipy.stats
 from engine.__main__ import main
 from tests.metrics_oracle import citation_scores
 from engine.citations import parse_citations
+from engine.stats import sign_flip_test
 
 ROOT = Path(__file__).resolve().parent.parent
 N_ITEMS = 40
@@ -88,15 +89,23 @@ def test_bias_cli(experiment, capsys):
     c = [100 * cf[i].precision for i in ids]
     cab = got[("CAB", "precision")]
     assert cab["value"] == pytest.approx(sum(x - y for x, y in zip(b, c)) / len(ids))
-    assert cab["p"] == pytest.approx(scipy.stats.ttest_rel(b, c).pvalue, rel=1e-9)
+    # CAB's p: the sign-flip permutation test of the differences (scipy's, within its Monte Carlo error).
+    diffs = [x - y for x, y in zip(b, c)]
+    assert cab["p"] == sign_flip_test(diffs).p
+    reference = scipy.stats.permutation_test(([d for d in diffs if d],), lambda x, axis: x.mean(axis=axis),
+                                             permutation_type="samples", vectorized=True, n_resamples=20_000,
+                                             rng=0).pvalue
+    assert cab["p"] == pytest.approx(reference, abs=0.02)
     assert cab["n"] == N_ITEMS and cab["ci_low"] <= cab["value"] <= cab["ci_high"]
-    assert cab["direction"] == ("favours Woman" if cab["value"] > 0 else "favours Man")
-    assert got[("CAS", "recall")]["direction"] is None and "one-sample" in got[("CAS", "recall")]["test"]
+    word = "favours Woman" if cab["value"] > 0 else "favours Man"
+    assert cab["direction"] == (f"{word} (sign-flip p < 0.05)" if cab["p"] < 0.05
+                                else "no significant difference (sign-flip p >= 0.05)")
+    assert got[("CAS", "recall")]["direction"] is None and "not of CAS" in got[("CAS", "recall")]["test"]
     assert report["runs"].keys() == {"vanilla", "base", "cf"} and report["label_a"] == "Woman"
     assert "hint: the paper's tables for this experiment: python -m engine report --experiment exp1" in captured.err
     assert main(["bias", "--experiment", "exp1", "--db", str(db)]) == 0
     text = capsys.readouterr().out
-    assert "CAB      precision" in text and "favours" in text and "citation confidence" in text
+    assert "CAB      precision" in text and "sign-flip" in text and "citation confidence" in text
     assert "dataset data.jsonl (" in text and str(db.parent) not in text
 
 

@@ -33,6 +33,9 @@ from engine.types import Citation
         ("Paris [1, 2].", [1, 2]),
         ("Paris [1;2].", [1, 2]),
         ("Paris [1-3].", [1, 2, 3]),
+        ("Paris [1 2].", [1, 2]),
+        ("Paris [ 1 ].", [1]),
+        ("Paris [3-1].", [3, 2, 1]),  # a reversed range (tests/test_citation_range.py: the edges)
         ("Paris [2] and again [2].", [2, 2]),
         ("Paris [12].", [12]),
         ("Paris [0].", [0]),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -179,14 +181,14 @@ def _source_files(folder: str) -> set[str]:
     return {p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts}
 
 
-def test_the_wheel_carries_every_module_the_migrations_the_sample_and_both_console_scripts(tmp_path):
-    import configparser
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The package's wheel, built once from a copy (setuptools' build/ and egg-info stay out of the checkout)."""
     import shutil
     import subprocess
     import sys
-    import zipfile
 
-    # Built from a copy, so that setuptools' build/ and egg-info stay out of the checkout.
+    tmp_path = tmp_path_factory.mktemp("wheel")
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "requirements.in"):
@@ -197,7 +199,14 @@ def test_the_wheel_carries_every_module_the_migrations_the_sample_and_both_conso
                            "--quiet", "-w", str(tmp_path / "dist"), str(src)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    (wheel,) = (tmp_path / "dist").glob("pattrieval-*.whl")
+    (built,) = (tmp_path / "dist").glob("pattrieval-*.whl")
+    return built
+
+
+def test_the_wheel_carries_every_module_the_migrations_the_sample_and_both_console_scripts(wheel):
+    import configparser
+    import zipfile
+
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -233,3 +242,117 @@ def test_the_sample_dataset_is_found_in_a_checkout_and_in_an_installed_package()
     # to engine/bundled/ in the wheel, where paths.py looks first.
     assert SAMPLE_DATASET == ROOT / "data" / "sample_nq.jsonl"
     assert "engine.bundled" in (ROOT / "setup.py").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
+    """The wheel installed as pip installs it (its console scripts too), its dependencies taken from
+    this interpreter's environment: (its bin folder, the environment to run it in, a folder with
+    no checkout around it)."""
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path_factory.mktemp("installed")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                           "--target", str(target), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {**os.environ, "PYTHONPATH": str(target), "HOME": str(elsewhere), "PATTRIEVAL_DB": str(elsewhere / "s.duckdb")}
+    return target / "bin", env, elsewhere
+
+
+def _installed_run(installed, *args: str):
+    import subprocess
+
+    bin_dir, env, elsewhere = installed
+    return subprocess.run([str(bin_dir / args[0]), *args[1:]], cwd=elsewhere, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_installed_package_runs_from_its_own_files_and_names_itself_as_invoked(installed):
+    bin_dir, env, elsewhere = installed
+    where = _installed_run(installed, "pattrieval", "--version")
+    assert where.returncode == 0 and where.stdout.startswith("pattrieval "), where.stderr
+    import subprocess
+    import sys
+
+    engine_file = subprocess.run([sys.executable, "-c", "import engine; print(engine.__file__)"], cwd=elsewhere,
+                                 env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(engine_file).is_relative_to(bin_dir.parent), engine_file  # not the checkout's
+    cli = _installed_run(installed, "pattrieval", "--help")
+    assert cli.returncode == 0 and cli.stdout.startswith("usage: pattrieval "), cli.stdout[:200]
+    assert "python -m engine" not in cli.stdout and "start with:  pattrieval quickstart" in cli.stdout
+    sub = _installed_run(installed, "pattrieval", "validate", "--help")
+    assert sub.stdout.startswith("usage: pattrieval validate "), sub.stdout[:200]
+    app = _installed_run(installed, "pattrieval-app", "--help")
+    assert app.returncode == 0 and app.stdout.startswith("usage: pattrieval-app "), app.stdout[:200]
+
+
+def test_the_installed_app_help_describes_every_operator_setting_the_code_reads(installed):
+    import re
+
+    read = set()
+    for folder in ("demo", "engine", "store"):
+        for path in (ROOT / folder).rglob("*.py"):
+            read |= set(re.findall(r"PATTRIEVAL_[A-Z_]+", path.read_text(encoding="utf-8")))
+    assert "PATTRIEVAL_MAX_ITEMS" in read
+    text = _installed_run(installed, "pattrieval-app", "--help").stdout
+    assert "README" not in text  # the wheel carries none
+    # Each one on a line of its own with what it does, not a bare list of names.
+    described = set(re.findall(r"^  (PATTRIEVAL_[A-Z_]+)(?:=\S+)? +\S", text, re.M))
+    assert read <= described, sorted(read - described)
+    assert "HF_TOKEN" in text and "GRADIO_SERVER_PORT" in text
+
+
+@pytest.mark.parametrize("options", [(), ("--skip-invalid",)])
+def test_the_installed_package_finds_its_sample_by_name_from_any_folder(installed, options):
+    done = _installed_run(installed, "pattrieval", "validate", "--dataset", "sample", *options)
+    assert done.returncode == 0, done.stderr
+    assert "items     67 valid" in done.stdout
+    assert "/engine/bundled/sample_nq.jsonl" in done.stdout  # the wheel's copy: there is no checkout here
+
+
+def test_a_path_to_the_sample_that_is_not_there_says_what_its_name_is(installed):
+    for typed in ("sample_nq.jsonl", "data/sample_nq.jsonl"):
+        done = _installed_run(installed, "pattrieval", "validate", "--dataset", typed)
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"error: {typed}: no such file or folder (the bundled sample is named 'sample')"
+
+
+def test_every_command_that_reads_a_dataset_takes_sample_and_says_so(tmp_path, monkeypatch, capsys):
+    """From a folder with no data/: import and report as validate; run reads it as import does
+    (engine.data.load_dataset); a file of that name in the folder is still read as a path."""
+    import argparse
+    import json
+
+    from engine import api
+    from engine.__main__ import build_parser, main
+    from engine.paths import SAMPLE_DATASET
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    takes = sorted(name for name, p in sub.choices.items() if any("--dataset" in a.option_strings for a in p._actions))
+    assert takes == ["import", "report", "run", "selfcheck", "validate"]
+    for name in takes:
+        (action,) = [a for a in sub.choices[name]._actions if "--dataset" in a.option_strings]
+        assert "sample" in action.help.replace("sample_nq", ""), (name, action.help)
+
+    monkeypatch.chdir(tmp_path)
+    assert api.load_dataset("sample").source == str(SAMPLE_DATASET)
+    (tmp_path / "answers.jsonl").write_text(json.dumps({"item_id": "nq-001", "answer": "Jane Austen [1]"}) + "\n")
+    db = str(tmp_path / "s.duckdb")
+    assert main(["import", "--dataset", "sample", "--answers", "answers.jsonl", "--experiment", "e", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["report", "--dataset", "sample", "--table", "1", "--format", "json", "--db", db]) == 0
+    assert "sample_nq.jsonl" in capsys.readouterr().out
+    # A file of that name in the working folder is the user's, read as any path.
+    (tmp_path / "sample").write_text("{}\n")
+    with pytest.raises(api.UserError, match="^sample: unknown dataset format"):
+        api.load_dataset("sample")
+
+
+def test_the_install_docs_say_how_to_install_the_package_with_the_tested_pins():
+    install = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    section = _section(install, "## As a package: pip install .")
+    assert "pip install torch==2.13.0 . -c requirements.txt" in section
+    assert "pattrieval validate --dataset sample" in section

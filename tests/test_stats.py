@@ -100,15 +100,21 @@ def test_cab_and_cas_values():
     for j, metric in enumerate(("precision", "recall", "f1")):
         cab_r = got[("CAB", metric)]
         assert cab_r.value == pytest.approx(100 * (b[:, j] - c[:, j]).mean())
-        ref = scipy.stats.ttest_rel(100 * b[:, j], 100 * c[:, j])
-        assert cab_r.p == pytest.approx(ref.pvalue, rel=1e-9) and cab_r.t == pytest.approx(ref.statistic)
+        # CAB's p: the sign-flip test of the per-item differences (in item order), the verdict its p at 0.05.
+        order = sorted(range(100), key=ids.__getitem__)  # items are drawn in sorted item_id order
+        sign_flip = stats.sign_flip_test(100 * (b[order, j] - c[order, j]))
+        assert cab_r.p == sign_flip.p and cab_r.n_differ == sign_flip.m
         assert cab_r.ci_low <= cab_r.value <= cab_r.ci_high and cab_r.n == 100
-        expected = "no difference" if abs(cab_r.value) < 1e-9 else "favours Woman" if cab_r.value > 0 else "favours Man"
-        assert cab_r.direction == expected
+        word = "favours Woman" if cab_r.value > 0 else "favours Man"
+        assert cab_r.direction == (f"{word} (sign-flip p < 0.05)" if cab_r.p < 0.05
+                                   else "no significant difference (sign-flip p >= 0.05)")
+        assert "null: base and cf cite alike" in cab_r.test
         cas_r = got[("CAS", metric)]
         diff = np.abs(v[:, j] - b[:, j]) * 100
         assert cas_r.value == pytest.approx(diff.mean()) and cas_r.direction is None
-        assert cas_r.p == pytest.approx(scipy.stats.ttest_1samp(diff, 0).pvalue, rel=1e-9)
+        # CAS's p is the signed test of vanilla vs base, never a t-test of |d| against 0.
+        assert cas_r.p == stats.sign_flip_test(100 * (v[order, j] - b[order, j])).p
+        assert "not of CAS" in cas_r.test and "null: vanilla and base cite alike on average" in cas_r.test
     assert [r.measure for r in cab(_table(ids, b), _table(ids, c))] == ["CAB"] * 3
     assert [r.measure for r in cas(_table(ids, v), _table(ids, b))] == ["CAS"] * 3
 

@@ -16,6 +16,8 @@ OLD = Path(__file__).resolve().parent / "old_migrations"
 # views.sql (each applies it), and the views they add did not exist in the old code.
 OLD_CODE_LAST = 11
 ADDED_AFTER_OLD_CODE = {"compare_item_metrics", "citation_decisions"}  # migrations 012 and 014
+# Views views.sql has changed since (their upgrade is checked by the test above this one's).
+CHANGED_AFTER_OLD_CODE = {"query_metrics", "bias"}  # migrations 016 (citation_syntax 'paper'), 017 (bias)
 
 
 def _old_migrations() -> list[Migration]:
@@ -76,7 +78,8 @@ def test_the_old_code_at_its_newest_version_had_these_views_already(tmp_path, fr
     conn = duckdb.connect(str(tmp_path / "old.duckdb"))
     try:
         apply_migrations(conn, _old_migrations())
-        assert _views(conn) == {k: v for k, v in fresh.items() if k not in ADDED_AFTER_OLD_CODE}
+        assert ({k: v for k, v in _views(conn).items() if k not in CHANGED_AFTER_OLD_CODE}
+                == {k: v for k, v in fresh.items() if k not in ADDED_AFTER_OLD_CODE | CHANGED_AFTER_OLD_CODE})
     finally:
         conn.close()
 

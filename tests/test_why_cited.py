@@ -5,6 +5,7 @@ fit equals engine.choice_model's on the simulated frame itself."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -16,13 +17,10 @@ from tests.helpers import cli, rows, write_jsonl
 N_ITEMS = 150
 
 
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory):
-    """A store holding the simulated base and cf answers as one experiment, and the simulation."""
-    tmp = tmp_path_factory.mktemp("why")
-    settings = SimulationSettings(n_items=N_ITEMS, label_a="a woman", label_b="a man")
-    sim = simulate_choices(settings, ChoiceTruth(), np.random.default_rng(3))
-    frame = sim.frame.sort_values(["condition", "item", "position"])
+def store_simulated(tmp, frame):
+    """Import a simulated frame's base and cf answers (labels 'a woman' / 'a man', gender) as one
+    experiment; (db, experiment id)."""
+    frame = frame.sort_values(["condition", "item", "position"])
     base = frame[frame["condition"] == "base"]
     items = []
     for item, docs in base.groupby("item", sort=False):
@@ -42,7 +40,16 @@ def imported(tmp_path_factory):
                    "--name", "simulated", "--db", str(db), *extra) == 0
     experiment = rows(db, "SELECT DISTINCT experiment_id FROM runs")
     assert len(experiment) == 1
-    return db, experiment[0][0], sim
+    return db, experiment[0][0]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """A store holding the simulated base and cf answers as one experiment, and the simulation."""
+    settings = SimulationSettings(n_items=N_ITEMS, label_a="a woman", label_b="a man")
+    sim = simulate_choices(settings, ChoiceTruth(), np.random.default_rng(3))
+    db, experiment = store_simulated(tmp_path_factory.mktemp("why"), sim.frame)
+    return db, experiment, sim
 
 
 def test_the_stored_answers_fit_exactly_as_the_simulated_frame(imported):
@@ -85,11 +92,46 @@ def test_the_cli_prints_the_effects_in_words_and_the_suppression_rates(imported,
     out = capsys.readouterr().out
     assert "odds ratio" in out and "multiplies the odds of citing a document" in out
     assert "suppression" in out and "exact McNemar test" in out and "chi-square" in out
+    assert "every informative answer cites one document" in out and "robust 95% CI (by item)" in out
+    assert "cluster-robust (sandwich) by item" in out and "did not converge" not in out
     assert cli("why-cited", "--experiment", experiment, "--db", str(db), "--json", "--position", "number") == 0
     data = json.loads(capsys.readouterr().out)
     assert data["experiments"] == [experiment] and data["fit"]["position"] == "number"
     assert {e["term"] for e in data["fit"]["effects"]} >= {"relevant"}
     assert len(data["suppression"]["rates"]) == 2
+    assert data["multi_citation"]["answers_citing_several"] == 0 and data["fit"]["cluster"] == "item"
+    assert all(e["robust_ci_low"] > 0 for e in data["fit"]["effects"])
+
+
+def test_a_small_well_posed_study_of_imported_answers_is_fitted(tmp_path, capsys):
+    # Issue 26 item 4: 30 items x base/cf, ten documents each, one citation per answer. The old
+    # fit (statsmodels' Newton, no step control) ended in NaN and printed "did not converge".
+    settings = SimulationSettings(n_items=30, n_shown=10, relevant_counts=(1,), label_a="a woman", label_b="a man")
+    truth = ChoiceTruth(relevant=math.log(4), label=math.log(2), nothing=-20)
+    sim = simulate_choices(settings, truth, np.random.default_rng(0))
+    db, experiment = store_simulated(tmp_path, sim.frame)
+    assert cli("why-cited", "--experiment", experiment, "--db", str(db)) == 0
+    out = capsys.readouterr().out
+    assert "did not converge" not in out and "separated" not in out
+    label = next(line for line in out.splitlines() if line.startswith("label[a woman]"))
+    want = fit_choice_model(sim.frame, label_reference="a man").effect("label[a woman]")
+    assert f"{want.odds_ratio:.3g}" in label and math.isfinite(want.se)
+
+
+def test_answers_citing_several_documents_are_counted_and_their_model_said(tmp_path, capsys):
+    settings = SimulationSettings(n_items=40, cites="top", n_cited=(0.5, 0.5), label_a="a woman", label_b="a man")
+    sim = simulate_choices(settings, ChoiceTruth(), np.random.default_rng(8))
+    db, experiment = store_simulated(tmp_path, sim.frame)
+    fit = fit_choice_model(sim.frame, label_reference="a man")
+    assert fit.n_multi > 0
+    assert cli("why-cited", "--experiment", experiment, "--db", str(db)) == 0
+    out = capsys.readouterr().out
+    assert f"{fit.n_multi:,} of the {fit.n_informative:,} informative answers cite several documents" in out
+    assert "k-of-n conditional logit" in out and "picks its top k" in out
+    assert cli("why-cited", "--experiment", experiment, "--db", str(db), "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["multi_citation"]["answers_citing_several"] == fit.n_multi
+    assert [list(c) for c in fit.cited_counts] == data["fit"]["cited_counts"]
 
 
 @pytest.mark.parametrize("args, message", [

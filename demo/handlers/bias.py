@@ -16,7 +16,10 @@ from typing import Any, Sequence
 from demo.plots import CabBar, ProbabilityBox
 from demo.render import SMOKE_NOTE, is_smoke
 
-RESULT_COLUMNS = ["measure", "metric", "value", "ci_low", "ci_high", "t", "p", "n", "direction"]
+# engine.bias.BiasResult's fields, as `python -m engine bias --json` gives them: value is None where
+# undefined (direction then says why); n_cite_a / n_cite_b count the answers that cite a shown document.
+RESULT_COLUMNS = ["measure", "metric", "value", "ci_low", "ci_high", "p", "n", "n_differ", "n_cite_a", "n_cite_b",
+                  "direction", "test"]
 CONFIDENCE_COLUMNS = ["rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"]
 # The tab's tables hold several experiments: each row says which.
 EXPERIMENT_COLUMNS = ["experiment", "model", "metadata"]
@@ -115,7 +118,9 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
         cab_note=" ".join(
             [f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
              f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]]
-            # The smoke model's CAB is 0 with an empty interval: the plot shows nothing, and says why here.
+            # Undefined where no answer cites a shown document (the smoke model's never do): no bar, the reason here.
+            + [f"{markdown_text(r['experiment_id'])}: CAB undefined, {markdown_text(_undefined_cab(r))}."
+               for r in reports if _undefined_cab(r)]
             + [f"{markdown_text(r['experiment_id'])}: {markdown_text(SMOKE_NOTE)}" for r in reports if is_smoke(r["model"])]
         ),
         probability_boxes=tuple(_probability_boxes(reports, summaries)),
@@ -332,7 +337,7 @@ def _experiment_cells(report: dict[str, Any]) -> list[Any]:
 def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict] | None = None,
              rows2: list[dict] | None = None) -> str:
     """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
-    from engine.usecases.formatting import SIGNIFICANCE, single_dataset
+    from engine.usecases.formatting import SETTING_NOTE, SIGNIFICANCE, has_settings, single_dataset, table2_notes
 
     lines = []
     for r in reports:
@@ -351,17 +356,31 @@ def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict
     if any(is_smoke(r["model"]) for r in reports):  # every number below is 0: said before them
         lines = [f"**{markdown_text(SMOKE_NOTE)}**", ""] + lines
     lines.append("")
-    lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals (as `python -m engine bias`).")
+    lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals, undefined where no answer "
+                 "cites a shown document (as `python -m engine bias`). CAB's p and verdict: the paired test of base "
+                 "vs cf named in `test` (null: base and cf cite alike); CAS's p is a signed test of vanilla vs base, "
+                 "not a test of CAS.")
     if rows1 is None or rows2 is None:
         return "\n".join(lines)
-    lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* paired t-test p < {SIGNIFICANCE}).")
+    lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* CAB's paired test p < {SIGNIFICANCE}).")
     dataset = single_dataset(rows1, rows2)
     if dataset is not None:
         lines.append(f"Dataset: {markdown_text(dataset)}.")
     if not rows2:
         lines.append("Table 2: no experiment here has complete base and cf runs.")
-    lines += [f"Table 2, {markdown_text(r['model'])}: {markdown_text(r['note'])}." for r in rows2 if r.get("note")]
+    lines += [f"Table 2, {markdown_text(note)}." for note in table2_notes(rows2)]
+    if has_settings(rows1) or has_settings(rows2):
+        lines.append(markdown_text(SETTING_NOTE))
     return "\n".join(lines)
+
+
+def _undefined_cab(report: dict[str, Any]) -> str:
+    """Why the experiment's CAB is undefined, with the share of answers that cite; "" if it is not."""
+    for row in report["results"]:
+        if row["measure"] == "CAB" and row.get("undefined_reason"):
+            return (f"{row['undefined_reason']} (citing: {row['n_cite_a']}/{row['n']} in base, "
+                    f"{row['n_cite_b']}/{row['n']} in cf)")
+    return ""
 
 
 def _cab_bars(reports: list[dict[str, Any]]) -> list[CabBar]:

@@ -22,13 +22,15 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from engine.usecases.compare import Comparison, CompareRequest
+    from engine.usecases.compare import Comparison, CompareRequest, Margins
     from store.db import DbLike
 
 EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compare them here"
 # The metric table as the page shows it (the exact values: /compare).
 TABLE_COLUMNS = ["comparison", "metric", "n", "mean A", "mean B", "B − A", "95% CI", "test", "p", "Holm p",
-                 "permutation p", "min. detectable", "verdict"]
+                 "t-test p", "min. detectable", "verdict"]
+# Marks a bootstrap interval on fewer items than compare_stats.APPROXIMATE_BELOW (approximate).
+APPROXIMATE = "*"
 TOP_ITEMS = 20  # per comparison, on the page and in /compare (the export holds every item)
 # The items table shows the sorting metric in A and B and its difference, then the other metrics'
 # differences: every column of every metric (27 of them) would not fit a 1440 px window.
@@ -70,8 +72,8 @@ def metric_choices() -> list[tuple[str, str]]:
 
 def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
                  pair_by_id: Any = False) -> CompareRequest:
-    """The use case's request from the page's values (text, a list, a number or blank, a tick);
-    one-line UserError for a blank side, no metric, or a margin that is no number."""
+    """The use case's request from the page's values (text, a list, margins as text or a number
+    or blank, a tick); one-line UserError for a blank side, no metric, or a margin that does not read."""
     from demo.handlers.query import clean_input
     from engine.compare_stats import DEFAULT_METRICS
     from engine.usecases.compare import CompareRequest
@@ -87,17 +89,14 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
     return CompareRequest(a, b, chosen, _margin(margin), bool(pair_by_id))
 
 
-def _margin(value: Any) -> float | None:
-    """A blank margin is none; anything else must be a positive number (the use case says so)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+def _margin(value: Any) -> Margins | None:
+    """Margins as the CLI's --margin reads them: "5" (every metric in points), "precision=5,
+    recall=5", "5,n_citations=0.2"; blank (or an API caller's 0) is none."""
+    from engine.usecases.compare import parse_margins
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"the equivalence margin must be a number, not {str(value)[:40]!r}") from None
-    if number == 0:
-        return None  # Gradio's empty number box sends 0: no equivalence test
-    return number
+    return parse_margins(value)
 
 
 def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
@@ -117,7 +116,7 @@ def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None
         # The use case speaks to a CLI user; the page has a tick box where the CLI has a flag.
         line = visitor_line(err, db).replace("give --pair-by-id", "tick \"pair by id\"")
         line = line.replace("; see `python -m engine list --runs`", "; the A and B lists name them")
-        raise UserError(line.replace("--equivalence-margin", "the equivalence margin")) from None
+        raise UserError(line.replace("--margin", "the equivalence margin")) from None
 
 
 def compare_api(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
@@ -153,25 +152,39 @@ def compare_view(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = Non
 
 
 def metric_rows(result: Comparison) -> pd.DataFrame:
-    """One row per metric and comparison: means, B − A with its interval, the test, p, Holm p, verdict."""
+    """One row per metric and comparison: means, B − A with its interval, the test, p, Holm p,
+    the t-test's p beside a permutation test, the detectable difference, the verdict. What is
+    undefined reads "undefined" (the verdict says why)."""
     import pandas as pd
 
+    from engine.compare_stats import PERMUTATION
 
     table = result.table()
     rows = []
     for r in table.itertuples(index=False):
         rows.append([r.comparison, r.label, int(r.n), _num(r.mean_a), _num(r.mean_b), _num(r.diff, signed=True),
-                     f"[{_num(r.ci_low, signed=True)}, {_num(r.ci_high, signed=True)}]", r.test, format_p(r.p),
-                     format_p(r.p_holm), format_p(r.p_permutation), _num(r.min_detectable), _verdict(r)])
+                     _ci(r), r.test, format_p(r.p), format_p(r.p_holm), format_p(r.p_t) if r.test == PERMUTATION else "",
+                     "undefined" if r.min_detectable_undefined else _num(r.min_detectable), _verdict(r)])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
+def _ci(row: Any) -> str:
+    if row.ci_undefined:
+        return "undefined"
+    exact = " exact" if row.ci_method.startswith("exact") else ""
+    return (f"[{_num(row.ci_low, signed=True)}, {_num(row.ci_high, signed=True)}]"
+            f"{APPROXIMATE if row.ci_approximate else ''}{exact}")
+
+
 def _verdict(row: Any) -> str:
-    """The verdict, with TOST's p where an equivalence margin was given."""
-    tost = row.tost_p
-    if tost is None or (isinstance(tost, float) and math.isnan(tost)):
-        return row.verdict
-    return f"{row.verdict} (TOST p {format_p(tost)})"
+    """The verdict, with TOST's Holm p where a margin applies, and why a measure is undefined."""
+    out = row.verdict
+    tost = row.tost_p_holm
+    if tost is not None and not (isinstance(tost, float) and math.isnan(tost)):
+        out += f" (TOST within ±{row.margin:g}: Holm p {format_p(tost)})"
+    if row.min_detectable_undefined and row.n >= 2:
+        out += f"; detectable difference undefined: {row.min_detectable_undefined}"
+    return out
 
 
 def format_p(p: Any) -> str:
@@ -245,10 +258,14 @@ def difference_figure(result: Comparison) -> go.Figure:
                            "%{customdata[5]}<extra></extra>"),
         ))
     fig.add_vline(x=0, line_width=1, line_color="#444")
-    margin = result.request.equivalence_margin
-    if margin:
-        for x in (-margin, margin):
-            fig.add_vline(x=x, line_width=1, line_dash="dot", line_color=VERDICT_COLOURS["equivalent"])
+    # Each metric's own equivalence margin (units differ between metrics), as ticks on its row.
+    marked = [(names[i], float(r.margin)) for i, r in enumerate(table.itertuples(index=False)) if _finite(r.margin)]
+    if marked:
+        fig.add_trace(go.Scatter(
+            name="equivalence margin ±M", x=[x for _, m in marked for x in (-m, m)],
+            y=[name for name, _ in marked for _ in (0, 1)], mode="markers", hoverinfo="skip",
+            marker=dict(symbol="line-ns", size=14, line=dict(width=2, color=VERDICT_COLOURS["equivalent"])),
+        ))
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)), automargin=True)
     fig.update_xaxes(title_text="B − A (points x100; citations per answer in citations)", zeroline=False)
     # The legend above the plot, right of the title: below, its distance grew with the rows.
@@ -259,7 +276,7 @@ def difference_figure(result: Comparison) -> go.Figure:
 
 
 def _verdict_kind(verdict: str) -> str:
-    if verdict == "different":
+    if verdict.startswith("different"):
         return "different"
     return "equivalent" if verdict.startswith("equivalent") else "other"
 

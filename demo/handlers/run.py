@@ -223,7 +223,9 @@ def dataset_path(settings: AppSettings, form: RunForm) -> str:
     if typed:
         if not settings.allow_local_paths:
             raise UserError(NO_SERVER_PATHS)
-        return typed
+        from engine.data import dataset_location
+
+        return str(dataset_location(typed))  # `sample` as on the command line
     if form.dataset in ("", SAMPLE):
         return str(SAMPLE_DATASET)
     # Gradio hands the tab only files from its upload folder; a script calling run_batch, or an
@@ -265,6 +267,17 @@ def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
     from store.queries import count_runs
 
     return not Path(db_path).is_file() or count_runs(db_path) == 0
+
+
+def store_note(settings: AppSettings) -> str:
+    """The first screen's sentence when the runs stored here will not survive a restart (a Space
+    without persistent storage, a temporary folder), as escaped Markdown; "" when they will, or
+    when nothing can be run here."""
+    from demo.handlers.bias import markdown_text
+    from engine.paths import transient_store
+
+    note = None if settings.read_only else transient_store(settings.db_path)
+    return markdown_text(note) if note else ""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from demo.handlers.bias import experiment_references, markdown_text
 if TYPE_CHECKING:
     from engine.choice_model import Effect
 
-EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p"]
+EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p", "robust_ci_low", "robust_ci_high", "robust_p"]
 SUPPRESSION_COLUMNS = ["condition", "answers", "cite_nothing", "rate", "ci_low", "ci_high"]
 POSITIONS = ("group", "number")
 MAX_INTERACTIONS = 4  # a visitor's request stays a small model
@@ -36,7 +36,8 @@ class WhyCitedPage:
     @property
     def effects(self) -> list[list[Any]]:
         """The effects table's rows (EFFECT_COLUMNS)."""
-        return [[e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p] for e in self.forest]
+        return [[e.term, e.odds_ratio, e.ci_low, e.ci_high, e.p, e.robust_ci_low, e.robust_ci_high, e.robust_p]
+                for e in self.forest]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -65,7 +66,8 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     from demo.settings import without_server_paths
     from engine.errors import UserError
     from engine.usecases.formatting import format_p
-    from engine.usecases.why_cited import WhyCitedRequest, not_converged, why_cited
+    from engine.usecases.why_cited import (WhyCitedRequest, citation_counts, not_converged, robust_note,
+                                           separation_notes, why_cited)
 
     db_path = Path(db_path)
     references = experiment_references(text, chosen)
@@ -86,8 +88,14 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
         "documents and inform the fit (each answer a stratum: which of the documents shown together was cited)."
         + ("" if fit.converged else f" **Warning:** {markdown_text(not_converged(fit))}."),
         "",
+        markdown_text(citation_counts(fit)) + ".",
+        "",
         *[f"- {markdown_text(e.sentence)}" for e in fit.effects],
+        *[f"- *{markdown_text(line.split(': ', 1)[0])}:* {markdown_text(line.split(': ', 1)[1])}"
+          if line.startswith("separated: ") else f"- {markdown_text(line)}" for line in separation_notes(fit)],
         *[f"- *not estimated:* {markdown_text(term)}: {markdown_text(why)}" for term, why in fit.dropped],
+        "",
+        markdown_text(robust_note(fit)) + ".",
     ]
     tests = []
     if s.chi2_p is not None:

@@ -24,11 +24,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     db = settings.db_path
 
-    def compare_api(a: str, b: str, metrics: list[str] | None = None, margin: float | None = None,
+    def compare_api(a: str, b: str, metrics: list[str] | None = None, margin: str | None = None,
                     pair_by_id: bool = False) -> dict:
-        """Compare B against A on the items both hold: per metric the means, B − A with a bootstrap
-        95% interval, the test's p and its Holm correction, the verdict; the pairing, the flips and
-        the items that differ most. A and B: run ids, experiments (id or name) or EXP:mode."""
+        """Compare B against A on the items both hold: per metric the means, B − A with its 95%
+        interval, the verdict's p and its Holm correction, TOST where a margin applies, the verdict;
+        the pairing, the flips and the items that differ most. A and B: run ids, experiments (id or
+        name) or EXP:mode. margin: "5" (every metric in points) or "precision=5,n_citations=0.2"."""
         try:
             return handlers.compare_api(db, a, b, metrics, margin, pair_by_id)
         except UserError as err:
@@ -72,7 +73,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             metrics = gr.CheckboxGroup(choices=every, value=[n for _, n in every],
                                        label="metrics (Holm-corrected together)")
             with gr.Row():
-                margin = gr.Number(value=None, label="equivalence margin (points; blank: no TOST)", minimum=0)
+                margin = gr.Textbox(value="", label="equivalence margins (blank: no TOST)",
+                                    placeholder="5, or per metric: precision=5,recall=5,n_citations=0.2",
+                                    info="a plain number applies to every metric in points (x100), not to "
+                                         "citations per answer; NAME=M gives a metric its own")
                 pair_by_id = gr.Checkbox(value=False, label="pair by id",
                                          info="pair items by id even when the two datasets differ in content")
         summary = gr.HTML()

@@ -43,7 +43,7 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any) -> None:
         return (
             p.summary,
             pd.DataFrame(p.effects, columns=handlers.EFFECT_COLUMNS).style.format(
-                {"odds_ratio": "{:.3g}", "ci_low": "{:.3g}", "ci_high": "{:.3g}", "p": "{:.3g}"}, na_rep="-"),
+                {c: "{:.3g}" for c in handlers.EFFECT_COLUMNS[1:]}, na_rep="-"),
             gr.Plot(value=plots.forest_figure(p.forest), visible=bool(p.forest)),
             pd.DataFrame(p.suppression, columns=handlers.SUPPRESSION_COLUMNS).style.format(
                 {"rate": "{:.1%}", "ci_low": "{:.1%}", "ci_high": "{:.1%}"}, na_rep="-"),

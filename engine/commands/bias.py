@@ -1,4 +1,4 @@
-"""`python -m engine bias --experiment ID`: CAS and CAB of one experiment, with tests and intervals.
+"""`python -m engine bias --experiment ID`: CAS and CAB of one experiment, with intervals and CAB's test.
 
 Reads only the store, through store.queries' functions that return tuples: pandas, which the
 DataFrame queries import, would cost more than everything else this command does
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.paths import DEFAULT_DB_HELP
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
 from engine.usecases.bias import BiasReport, bias_report, clear_report_cache, unknown_experiment  # noqa: F401
 from engine.usecases.formatting import format_p
@@ -25,10 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="CAS (vanilla vs base) and CAB (base vs cf) of one experiment",
         # argparse %-formats argument help but prints the description as it is.
         description="CAS = mean |M_vanilla - M_base|, CAB = mean (M_base - M_cf), for citation "
-        "precision, recall and F1, x100, with t-test p values and bootstrap 95% intervals.",
+        "precision, recall and F1, x100, with bootstrap 95% intervals, CAB's paired test of base vs cf "
+        "(sign-flip permutation test) and its verdict; undefined where no answer cites a shown document.",
     )
     p.add_argument("--experiment", required=True, help="experiment id, or the name given with `run --experiment` (see `python -m engine list`)")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed, 0 or more (default 0)")
@@ -59,6 +61,24 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+# What each number of the table is (docs/method.md, "CAS and CAB").
+_FOOTNOTES = [
+    "CAS = mean |M_vanilla - M_base| x100: a size of change, with no test of its own. Its p is a signed test of "
+    "vanilla vs base (null: vanilla and base cite alike on average), not a test of CAS.",
+    "CAB = mean (M_base - M_cf) x100; CAB > 0 favours label A. Its p: a paired test of base vs cf (null: base and cf "
+    "cite alike), the sign-flip permutation test while at most 1,000 items differ, the paired t-test above; "
+    "the verdict is that p at 0.05.",
+    "differ: items whose M differs between the two runs. citing: answers (of n) that cite a shown document in "
+    "run a and run b; where none does, CAS and CAB are undefined.",
+]
+
+
+def _citing(r: dict[str, Any]) -> str:
+    if r.get("n_cite_a") is None:
+        return "-"
+    return f"{r['n_cite_a']}/{r['n']}, {r['n_cite_b']}/{r['n']}"
+
+
 def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -86,19 +106,25 @@ def format_text(report: dict[str, Any]) -> str:
     for run_id, what in report["ignored_runs"].items():
         lines.append(f"ignored: run {run_id} ({what})")
     lines.append("")
-    table = [["measure", "metric", "value", "95% CI (bootstrap)", "t", "p", "n", "direction"]]
+    table = [["measure", "metric", "value", "95% CI (bootstrap)", "p", "n", "differ", "citing (a, b)", "verdict"]]
+    approximate = None
     for r in report["results"]:
-        t = _num(r["t"], ".2f") if r["t"] is not None else ("-" if r["p"] is None else "inf")
+        undefined = r.get("undefined_reason")
+        approximate = approximate or r.get("interval_note")
         table.append([
-            r["measure"], r["metric"], _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f"),
-            f"[{_num(r['ci_low'], '.1f')}, {_num(r['ci_high'], '.1f')}]", t, format_p(r["p"]), str(r["n"]),
+            r["measure"], r["metric"],
+            "undefined" if undefined else _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f"),
+            "-" if r["ci_low"] is None else f"[{_num(r['ci_low'], '.1f')}, {_num(r['ci_high'], '.1f')}]",
+            format_p(r["p"]), str(r["n"]), str(r["n_differ"]), _citing(r),
             r["direction"] or "-",
         ])
     body = text_columns(table, right={2, 4, 5, 6})
     lines += [body[0], "-" * max(len(x) for x in body), *body[1:]]
     lines.append("")
-    lines.append("CAS = mean |M_vanilla - M_base| x100; p: one-sample t-test of the absolute differences against 0.")
-    lines.append("CAB = mean (M_base - M_cf) x100; p: paired t-test. CAB > 0 favours label A.")
+    lines += _FOOTNOTES
+    if approximate:
+        lines.append(f"Intervals {approximate}: the percentile bootstrap covers less than 95% of the time "
+                     "on few items (about 91.5% at 30).")
     if report["confidence"]:
         lines.append("")
         lines.append("citation confidence (mean probability of the cited number):")

@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+from engine.paths import DEFAULT_DB_HELP
+
 DEFAULT_ITEMS = 10
 
 
@@ -21,20 +23,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "compare",
         help="compare two runs, modes or experiments on the same items, with paired tests",
         description="Compare B against A on the items both hold (paired by item id): per metric the "
-        "means, B - A with a paired bootstrap 95% interval, a p value (exact McNemar for 0/1 metrics, "
-        "paired t-test and permutation test otherwise) with Holm's correction, the smallest difference "
-        "detectable at 80% power, the flips, and the items that differ most. A and B are run ids, "
-        "EXPERIMENT:MODE, or whole experiments (mode by mode, plus their CAS and CAB).",
+        "means, B - A with a 95% interval (exact for 0/1 metrics, paired bootstrap otherwise), the p "
+        "value that gives the verdict (exact McNemar for 0/1 metrics, the paired permutation test "
+        "otherwise, the paired t-test beside it) with Holm's correction, TOST where a margin applies, "
+        "the smallest difference detectable at 80% power, the flips, and the items that differ most. "
+        "A and B are run ids, EXPERIMENT:MODE, or whole experiments (mode by mode, plus their CAS and "
+        "CAB). The rules: docs/method.md, 'Comparing two runs'.",
     )
     p.add_argument("a", metavar="A", help="run id, EXPERIMENT:MODE (id or name; vanilla, base or cf) or EXPERIMENT")
     p.add_argument("b", metavar="B", help="the same kinds as A; differences are B - A")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.add_argument("--metric", action="append", default=None, metavar="NAME",
                    help="a metric to compare, repeatable or comma-separated (default: all of precision, "
                         "recall, f1, exact_match, squad_em, answer_recall, n_citations, cites_nothing, "
                         "mean_probability)")
-    p.add_argument("--equivalence-margin", type=float, default=None, metavar="M",
-                   help="run TOST: 'equivalent within M' (M in points x100 for shares, citations for n_citations)")
+    p.add_argument("--margin", "--equivalence-margin", dest="margin", default=None, metavar="M",
+                   help="equivalence margins for TOST ('equivalent within M'), per metric as NAME=M, "
+                        "comma-separated (e.g. precision=5,recall=5,n_citations=0.2; also CAS_f1, CAB_f1...); "
+                        "a plain number is the margin for every metric in points (x100), not n_citations")
     p.add_argument("--pair-by-id", action="store_true", help="pair items by id even when the datasets differ")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (same as --format json)")
     p.add_argument("--format", choices=("text", "json", "csv"), default="text",
@@ -60,7 +66,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.items < 0:
         raise UserError(f"--items must be 0 or more, not {args.items}")
-    fields: dict[str, Any] = {"equivalence_margin": args.equivalence_margin, "pair_by_id": args.pair_by_id,
+    from engine.usecases.compare import parse_margins
+
+    fields: dict[str, Any] = {"margins": parse_margins(args.margin), "pair_by_id": args.pair_by_id,
                               "seed": args.seed}
     metrics = _metrics(args.metric)
     if metrics is not None:
@@ -101,24 +109,49 @@ def _run_line(name: str, run: Any) -> str:
 def _metric_rows(metrics: Any) -> list[str]:
     from engine.commands.bias import text_columns
 
-    table = [["metric", "n", "A", "B", "B - A", "95% CI (bootstrap)", "test", "p", "p Holm", "p perm.", "MDD 80%",
-              "verdict"]]
+    table = [["metric", "n", "A", "B", "B - A", "95% CI", "test", "p", "p Holm", "p t-test", "MDD 80%", "verdict"]]
     for m in metrics:
-        table.append([m.metric, str(m.n), _num(m.mean_a), _num(m.mean_b), _num(m.diff, "+.1f"),
-                      f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}]", m.test, _p(m.p), _p(m.p_holm),
-                      _p(m.p_permutation), _num(m.min_detectable), m.verdict])
+        table.append([m.metric, str(m.n), _num(m.mean_a), _num(m.mean_b), _num(m.diff, "+.1f"), _ci(m), m.test,
+                      _p(m.p), _p(m.p_holm), _p(m.p_t) if m.t is not None else "", _num(m.min_detectable), m.verdict])
     body = text_columns(table, right={1, 2, 3, 4, 7, 8, 9, 10})
     return [body[0], "-" * max(len(x) for x in body), *body[1:]]
 
 
+def _ci(m: Any) -> str:
+    """The interval; '*' marks a bootstrap interval on few items (approximate); undefined says so."""
+    if m.ci_undefined:
+        return "undefined"
+    return f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}]{'*' if m.ci_approximate else ''}"
+
+
 def _verdict_line(m: Any) -> str:
-    """One sentence per metric: the difference, which test gave p, Holm beside it, the verdict."""
-    perm = f", paired permutation p {_p(m.p_permutation)}" if m.p_permutation is not None else ""
-    eq = (f"; TOST within +-{m.equivalence.margin:g}: p {_p(m.equivalence.p)}" if m.equivalence else "")
-    power = (f"; with {m.n} items a difference of {_num(m.min_detectable)} is detectable at 80% power"
-             if m.min_detectable is not None else "")
-    return (f"{m.metric}: {m.verdict} (B - A = {_num(m.diff, '+.1f')} [{_num(m.ci_low, '+.1f')}, "
-            f"{_num(m.ci_high, '+.1f')}]; {m.test} p {_p(m.p)}, Holm p {_p(m.p_holm)}{perm}{eq}{power})")
+    """One sentence per metric: the difference and its interval, which test gave p, Holm beside
+    it, TOST, the detectable difference; what is undefined says why."""
+    from engine.compare_stats import APPROXIMATE_BELOW
+
+    if m.ci_undefined:
+        ci = f"interval undefined: {m.ci_undefined}"
+    else:
+        how = "exact" if m.ci_method.startswith("exact") else m.ci_method
+        if m.ci_approximate:
+            how += f", approximate below {APPROXIMATE_BELOW} items"
+        ci = f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}] ({how})"
+    t = ""
+    if m.t is not None:
+        t = (f", paired t-test p {_p(m.p_t)}" if m.p_t is not None and not math.isnan(m.p_t)
+             else ", paired t-test undefined" + (": every paired difference is equal" if m.n >= 2 else ""))
+    eq = ""
+    if m.equivalence:
+        e = m.equivalence
+        eq = (f"; equivalence within +-{e.margin:g} undefined: {e.undefined}" if e.undefined else
+              f"; {e.method} within +-{e.margin:g}: p {_p(e.p)}, Holm p {_p(e.p_holm)}")
+    if m.min_detectable is not None:
+        by = "exact McNemar at the observed discordance" if m.discordant is not None else "paired t-test at the observed SD"
+        power = f"; with {m.n} items a difference of {_num(m.min_detectable)} is detectable at 80% power ({by})"
+    else:
+        power = f"; detectable difference undefined: {m.min_detectable_undefined}"
+    return (f"{m.metric}: {m.verdict} (B - A = {_num(m.diff, '+.1f')} {ci}; {m.test} p {_p(m.p)}, "
+            f"Holm p {_p(m.p_holm)}{t}{eq}{power})")
 
 
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
@@ -150,8 +183,12 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
                   f"paired {b.pairing.n_paired} items held by all four runs; left out: up to {b.pairing.only_a} "
                   f"of A's, {b.pairing.only_b} of B's", "", *_metric_rows(b.metrics), ""]
         lines += [_verdict_line(m) for m in b.metrics]
-    lines += ["", "p: exact McNemar (binomial test on the discordant pairs) for 0/1 metrics, paired t-test "
-              "otherwise; Holm over the metrics of one comparison; MDD: smallest |B - A| detectable at 80% power."]
+    lines += ["", "p (the verdict's): exact McNemar (binomial test on the discordant pairs) for 0/1 metrics, the "
+              "paired permutation test (sign flips; null: A and B exchangeable within items) otherwise, the "
+              "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "
+              "'equivalent' apart. 95% CI: exact (Clopper-Pearson on the discordant pairs) for 0/1 metrics, "
+              "percentile bootstrap otherwise (* approximate: fewer than 100 items). MDD: smallest |B - A| "
+              "detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'."]
     return "\n".join(lines)
 
 

@@ -14,6 +14,8 @@ import shlex
 import sys
 from typing import Any
 
+from engine.paths import DEFAULT_DB_HELP
+
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
     """--experiment or --run: the stored answers to ask about (explain and verify)."""
@@ -34,7 +36,7 @@ def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: 
                    help="auto = 4bit on a GPU, none on CPU (default: %(default)s)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     from engine.commands import add_server_args
 
     p.add_argument("--backend", default="local", choices=("local", "server"),

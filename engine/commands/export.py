@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from engine.paths import DEFAULT_DB_HELP
 from engine.types import EXPORT_FORMATS
 
 
@@ -32,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", choices=("answers", "decisions"), default="answers",
                    help="answers: one row per stored answer (default); decisions: one row per shown "
                         "document per answer")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.set_defaults(main=main)
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.citations import CITATION_SYNTAXES
+from engine.paths import DEFAULT_DB_HELP
 from engine.types import MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="store answers from another system as a run, to evaluate")
-    p.add_argument("--dataset", required=True, help="the dataset the answers are for (same formats as `run`)")
+    p.add_argument("--dataset", required=True, help="the dataset the answers are for (same formats as `run`; 'sample' = the bundled sample)")
     p.add_argument("--answers", required=True, help="JSONL of {item_id, answer, shown_doc_ids?}")
     p.add_argument("--name", default="imported", help="the model name to store (default: imported)")
     p.add_argument("--mode", choices=MODES, default="vanilla", help="RAG mode the answers were made in")
@@ -30,7 +32,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-a", default=None, help="custom type: label on relevant documents in base (the side CAB > 0 favours)")
     p.add_argument("--label-b", default=None, help="custom type: label on relevant documents in cf")
     p.add_argument("--consideration", default=None, help="custom type, optional: the consideration sentence, stored for reference (import renders no prompt)")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument(
+        "--citation-syntax", choices=CITATION_SYNTAXES, default="ours",
+        help="how the answers' citations are read: ours ([1], [1,2], [1-3] ...; a number not shown "
+        "counts against precision) or paper (the PAttriEval code's [n] only, numbers not shown "
+        "ignored), to reproduce the paper's numbers (default: %(default)s)",
+    )
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.set_defaults(main=main)
 
 
@@ -57,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
 
     dataset = load_dataset(args.dataset)
     path = Path(args.db) if args.db else default_db_path()
-    result = import_answers(ImportRequest(dataset, Path(args.answers), path, name, args.mode, args.experiment, meta))
+    result = import_answers(ImportRequest(dataset, Path(args.answers), path, name, args.mode, args.experiment, meta,
+                                          citation_syntax=args.citation_syntax))
     if result.already:
         print(f"already imported: run {result.run_id} (experiment {result.experiment_id}) in {path}")
         return 0

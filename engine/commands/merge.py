@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from engine.paths import DEFAULT_DB_HELP
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "their experiments. The source is never modified.",
     )
     p.add_argument("--from", dest="source", required=True, metavar="OTHER.duckdb", help="the store to copy runs from")
-    p.add_argument("--db", default=None, help="DuckDB file to merge into (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file to merge into (default: {DEFAULT_DB_HELP})")
     p.set_defaults(main=main)
 
 

@@ -5,11 +5,15 @@ citation precision and recall (x100, 1 decimal) and EM (3 decimals).
 Table 2: metadata type x model -> CAB on precision and recall (x100), * where the paired
 t-test gives p < 0.05, with the labels each row compares (CAB > 0 favours the first).
 
-Where several complete runs fall on one row (say, vanilla runs of a gender and a race
-experiment), the newest is shown. Datasets are named by file name and content hash prefix
-("sample_nq.jsonl (3f2a9c1d)"), never by the path as typed; a dataset column appears when the
-runs span datasets. --experiment, --model and --dataset narrow the runs. Hints about the next
-useful command go to stderr, so csv and json output stay machine-readable.
+Every complete run has its row, and no row mixes experiments: a study's shared vanilla run is
+one row for the experiments it serves, and rows that model, dataset and labels would show alike
+get a Setting column, the options in which their experiments differ (else the experiment's name
+or id); --format json gives every row's configuration. An undefined CAB (the bias view's NULL,
+say no answer cites a shown document) prints "undefined", with its reason below the table.
+Datasets are named by file name and content hash prefix ("sample_nq.jsonl (3f2a9c1d)"), never
+by the path as typed; a dataset column appears when the runs span datasets. --experiment,
+--model and --dataset narrow the runs. Hints about the next useful command go to stderr, so
+csv and json output stay machine-readable.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shlex
 import sys
 from typing import Any
 
+from engine.paths import DEFAULT_DB_HELP
 # The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
 # names stay importable from here for callers.
 from engine.usecases.formatting import (  # noqa: F401
@@ -29,8 +34,11 @@ from engine.usecases.formatting import (  # noqa: F401
     TYPE_NAMES,
     TYPE_ORDER,
     fmt as _fmt,
+    SETTING_NOTE,
     formatted_tables,
+    has_settings,
     single_dataset,
+    table2_notes,
     type_name as _type_name,
 )
 from engine.usecases.tables import (  # noqa: F401
@@ -48,13 +56,13 @@ from engine.usecases.tables import (  # noqa: F401
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="the paper's Table 1 (quality, EM) and Table 2 (CAB) from the store")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown", help="output format (default: markdown)")
     p.add_argument("--table", choices=("1", "2", "all"), default="all", help="which table (default: both)")
     p.add_argument("--experiment", default=None, help="only the runs of this experiment, by id or name (see `python -m engine list`)")
     p.add_argument("--model", default=None, help="only runs of this model (as the tables name it)")
     p.add_argument("--dataset", default=None,
-                   help="only runs on this dataset: its file name (e.g. sample_nq.jsonl) or content hash prefix")
+                   help="only runs on this dataset: its file name (e.g. sample_nq.jsonl; 'sample' = the bundled sample) or content hash prefix")
     p.add_argument("--study", default=None, metavar="NAME",
                    help="only the experiments of this study (`run --study NAME`; `list --studies` names them)")
     p.add_argument("--layout", choices=("paper", "xai"), default="paper",
@@ -106,11 +114,13 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
         parts.append("Table 1: attribution quality and answer correctness (complete runs; '-' = vanilla)\n\n"
                      + (_markdown(t1) if rows1 else "(no complete runs)"))
     if which in ("2", "all"):
-        notes = [f"- {_type_name(r['metadata_type'])} / {r['model']}: {r['note']}" for r in rows2 if r.get("note")]
+        notes = [f"- {note}" for note in table2_notes(rows2)]
         parts.append("Table 2: attribution bias (CAB, x100; > 0 favours label A, the first of each row's labels; "
                      f"* paired t-test p < {SIGNIFICANCE})\n\n"
                      + (_markdown(t2) if rows2 else "(no experiment with complete base and cf runs)")
                      + ("\n\n" + "\n".join(notes) if notes else ""))
+    if has_settings(rows1 if which in ("1", "all") else []) or has_settings(rows2 if which in ("2", "all") else []):
+        parts.append(f"{SETTING_NOTE} Each row's configuration and experiment ids: the same command with --format json.")
     if t3 is not None:
         parts.append("Attribution verification (AttrScore): share of cited (sentence, document) pairs per class, "
                      "x100 (`python -m engine verify`)\n\n" + _markdown(t3))
@@ -214,7 +224,9 @@ def _xai_title(block: dict[str, Any]) -> str:
 
 
 def _xai_cells(row: dict[str, Any]) -> list[str]:
-    return ["all" if row["top_k"] is None else str(row["top_k"]), row["order"], row["condition"].replace("|", "\\|")]
+    # What else tells the row apart (row_labels), beside its condition: the layout has no column for it.
+    condition = f"{row['condition']} ({row['setting']})" if row.get("setting") else row["condition"]
+    return ["all" if row["top_k"] is None else str(row["top_k"]), row["order"], condition.replace("|", "\\|")]
 
 
 XAI_HEADER = ["cut-off", "order", "condition"] + [name for _, name in XAI_METRICS] + ["n"]

@@ -13,9 +13,11 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
+from engine.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 from engine.commands import (add_battery_args, add_extra_label_arg, add_server_args, battery_fields, extra_labels,
                              server_options)
 from engine.errors import UserError
+from engine.paths import DEFAULT_DB_HELP
 # engine.types, not engine.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
@@ -101,7 +103,7 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     s = p.add_argument_group("experiment and store")
     s.add_argument(
         "--db", default=None,
-        help="DuckDB file (default: $PATTRIEVAL_DB, /data/pattrieval.duckdb or results/pattrieval.duckdb)",
+        help=f"DuckDB file (default: {DEFAULT_DB_HELP})",
     )
     s.add_argument(
         "--experiment", default=None, metavar="NAME",
@@ -120,6 +122,12 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     s.add_argument(
         "--repeat", action="store_true",
         help="start a new experiment even if an identical one exists (default: resume or reuse it)",
+    )
+    s.add_argument(
+        "--citation-syntax", choices=CITATION_SYNTAXES, default="ours",
+        help="how answers' citations are read: ours ([1], [1,2], [1-3] ...; a number not shown "
+        "counts against precision) or paper (the PAttriEval code's [n] only, numbers not shown "
+        "ignored), to reproduce the paper's numbers (default: %(default)s)",
     )
 
 
@@ -152,7 +160,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "with --backend server, the name the server serves the model under; "
         "a comma list runs each (default: %(default)s)",
     )
-    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder (required)")
+    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder; 'sample' = the bundled sample (required)")
     add_common_run_args(p, lists=True)
     p.add_argument(
         "--study", default=None, metavar="NAME",
@@ -259,6 +267,7 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
         experiment=args.experiment,
         limit=args.limit,
         skip_invalid=args.skip_invalid,
+        citation_syntax=getattr(args, "citation_syntax", "ours"),
         threads=getattr(args, "threads", None),
         # None lets from_pretrained read $HF_TOKEN or the login cache itself.
         hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
@@ -266,9 +275,14 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
 
 
 def _db(args: argparse.Namespace):
+    from engine.paths import moved_default_note
     from engine.usecases.run import resolve_db
 
-    return resolve_db(args.db)
+    path = resolve_db(args.db)
+    note = None if args.db else moved_default_note(path)
+    if note:  # the default store is not where the docs say: said once, before the run
+        print(note, file=sys.stderr)
+    return path
 
 
 class _Bar:

@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("loading (as `run`)")
     add_loading_args(m)
     c = p.add_argument_group("check")
-    c.add_argument("--dataset", default=None, help="items to prompt with (default: the bundled data/sample_nq.jsonl)")
+    c.add_argument("--dataset", default=None, help="items to prompt with (default: sample, the bundled sample)")
     c.add_argument("--answers", type=int, default=3, metavar="N", help="answers generated and checked (default: %(default)s)")
     c.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="most tokens per answer (default: %(default)s)")
     c.add_argument(

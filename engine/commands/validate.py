@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Load and validate a dataset as `run` would, print its layout, item count, and "
         "documents and relevant documents per item (min/median/max). Writes nothing.",
     )
-    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder")
+    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder; 'sample' = the bundled sample")
     p.add_argument(
         "--skip-invalid",
         action="store_true",

@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from engine.paths import DEFAULT_DB_HELP
 from engine.types import MODES
 
 
@@ -19,7 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Fit a conditional logit of which shown document an answer cites (each answer a "
         "stratum, statsmodels' ConditionalLogit) with relevance, position, label and repetition as "
         "covariates, over the stored answers of the chosen experiments or study. Each effect is an odds "
-        "ratio with its 95%% interval and p, in words. Also the suppression rate (answers citing no shown "
+        "ratio with its 95%% interval and p (model-based, and cluster-robust by item beside it), in words. "
+        "An answer citing k of its n documents is one choice of a k-subset (the k-of-n conditional logit; the "
+        "output says how many answers cite several). A covariate that separates cited from uncited documents "
+        "is named, and the other effects are fitted in its limit. Also the suppression rate (answers citing no shown "
         "document) per experiment and mode, with a chi-square test across them and, for two, the exact "
         "McNemar test on the items both answered. Answers that cite nothing or every document carry no "
         "information on which document is chosen and are left out of the fit (counted).",
@@ -39,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the label the others are compared with (default: label B of the experiments' "
                         "metadata type, so an odds ratio above 1 favours label A, as CAB > 0 does)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--db", default=None, help="DuckDB file (default: $PATTRIEVAL_DB or results/pattrieval.duckdb)")
+    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.set_defaults(main=main)
 
 
@@ -72,7 +76,7 @@ def format_text(result: Any) -> str:
     """The human-readable model and suppression rates."""
     from engine.commands.bias import text_columns
     from engine.usecases.formatting import format_p
-    from engine.usecases.why_cited import not_converged
+    from engine.usecases.why_cited import citation_counts, not_converged, robust_note, separation_notes
 
     fit, s = result.fit, result.suppression
     lines = [
@@ -84,15 +88,19 @@ def format_text(result: Any) -> str:
         + ("as first/middle/last" if fit.position == "group" else "as a number")
         + (f"; labels against '{fit.label_reference}'" if fit.label_reference else ""),
     ]
+    lines.append(citation_counts(fit))
     if not fit.converged:
         lines.append("warning: " + not_converged(fit))  # engine.usecases.why_cited
-    table = [["effect", "odds ratio", "95% CI", "p"]]
+    table = [["effect", "odds ratio", "95% CI", "p", f"robust 95% CI (by {fit.cluster})", "robust p"]]
     for e in fit.effects:
-        table.append([e.term, _ratio(e.odds_ratio), f"[{_ratio(e.ci_low)}, {_ratio(e.ci_high)}]", format_p(e.p)])
-    body = text_columns(table, right={1, 3})
+        table.append([e.term, _ratio(e.odds_ratio), f"[{_ratio(e.ci_low)}, {_ratio(e.ci_high)}]", format_p(e.p),
+                      f"[{_ratio(e.robust_ci_low)}, {_ratio(e.robust_ci_high)}]", format_p(e.robust_p)])
+    body = text_columns(table, right={1, 3, 5})
     lines += ["", body[0], "-" * max(len(x) for x in body), *body[1:], ""]
     lines += [f"- {e.sentence}" for e in fit.effects]
+    lines += separation_notes(fit)
     lines += [f"not estimated: {term}: {why}" for term, why in fit.dropped]
+    lines.append(robust_note(fit))
     lines += ["", "suppression: answers citing no shown document"]
     rows = [["condition", "answers", "cite nothing", "rate", "95% CI (Wilson)"]]
     for r in s.rates:

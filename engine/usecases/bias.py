@@ -78,6 +78,23 @@ class BiasReport:
     report: dict[str, Any]
     hint: str
 
+    @property
+    def results(self) -> Any:
+        """CAS and CAB as a DataFrame, one row per measure and metric, in the CLI's order."""
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.report["results"])
+
+    def __repr__(self) -> str:  # in a notebook: the CLI's table, not the whole dict
+        from engine.usecases.display import bias_report_text
+
+        return bias_report_text(self.report)
+
+    def _repr_html_(self) -> str:
+        from engine.usecases.display import bias_report_html
+
+        return bias_report_html(self.report)
+
 
 # Every visitor of the app's Bias tab asks for the same few reports: they are kept per store state.
 @functools.cache
@@ -117,7 +134,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
 
 
 # derived_values' kind of a kept report (bump the number when the report's content changes).
-BIAS_REPORT = "bias_report/2"  # /2: label_note (issue 19)
+BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined CAS/CAB (issue 26)
 
 
 def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
@@ -193,6 +210,7 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
         tables[mode] = MetricTable(
             tuple(r[1] for r in rows),
             np.array([r[2:5] for r in rows], dtype=float).reshape(len(rows), 3),
+            np.array([bool(r[5]) for r in rows], dtype=bool),
         )
     reference = chosen.get("base") or chosen.get("cf") or next(iter(chosen.values()))
     labels = labels_for(reference.metadata_type, reference.config)

@@ -1,10 +1,11 @@
 """Compare two runs, two experiments' modes or two whole experiments on the same items (issue 17).
 
 `compare(CompareRequest(a, b), db)` returns a typed Comparison: per pair of runs a table of
-metrics (mean in A and in B, B - A with a bootstrap 95% interval, the p value of the test that
-fits the metric with its Holm correction, TOST where a margin is given, the smallest difference
-the items could detect), the flips, and a DataFrame of the items; between two whole experiments
-also the CAS and CAB of one against the other's, item by item.
+metrics (mean in A and in B, B - A with its 95% interval, the p value of the test that gives
+the verdict with its Holm correction, TOST where a margin applies, the smallest difference the
+items could detect), the flips, and a DataFrame of the items; between two whole experiments
+also the CAS and CAB of one against the other's, item by item. The statistics and their rules
+are engine.compare_stats' (docs/method.md, "Comparing two runs").
 
 A reference is a run id, an experiment (id or name) with a mode ("EXP:base"), or a whole
 experiment (then mode by mode). The statistics are engine.compare_stats'; the reads are
@@ -36,17 +37,84 @@ MAX_RESAMPLES = 100_000
 # CAS and CAB (engine/bias.py): per item |M_vanilla - M_base| and M_base - M_cf, for these.
 BIAS_METRICS = ("precision", "recall", "f1")
 BIAS_MODES = {"CAS": ("vanilla", "base"), "CAB": ("base", "cf")}
+# Every name a margin can be given for: the metrics, and CAS and CAB of two experiments.
+MARGIN_NAMES = (*METRICS, *(f"{m}_{x}" for m in BIAS_MODES for x in BIAS_METRICS))
+
+
+@dataclass(frozen=True)
+class Margins:
+    """Equivalence margins (TOST) in the units shown. `points` applies to every metric measured
+    in points (x100: all but n_citations, CAS and CAB included); `named` gives a metric its own,
+    over `points`. A metric with neither gets no equivalence test: one number cannot mean the
+    same for a share in points and for citations per answer."""
+
+    points: float | None = None
+    named: tuple[tuple[str, float], ...] = ()
+
+    def for_metric(self, spec: MetricSpec) -> float | None:
+        """This metric's margin, or None."""
+        own = dict(self.named).get(spec.name)
+        if own is not None:
+            return own
+        return self.points if spec.scale == 100.0 else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"points": self.points, "named": dict(self.named)}
+
+    def __str__(self) -> str:
+        parts = [] if self.points is None else [f"{self.points:g}"]
+        return ",".join(parts + [f"{k}={v:g}" for k, v in self.named])
+
+
+def parse_margins(value: Any) -> Margins | None:
+    """Margins from a number (the margin in points) or text: "5", "precision=5,recall=5",
+    "5,n_citations=0.2" (a bare number is the margin in points, names override it). Blank: None.
+    One-line UserError for a bad entry; the values are checked by compare (positive, finite)."""
+    if value is None or isinstance(value, Margins):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Margins(points=float(value))
+    text = str(value).strip()
+    if not text:
+        return None
+    points: float | None = None
+    named: dict[str, float] = {}
+    for entry in (e.strip() for e in text.replace(";", ",").split(",")):
+        if not entry:
+            continue
+        name, eq, number = entry.rpartition("=")
+        name = name.strip()
+        if eq and not name:
+            raise UserError(f"margin entry '{entry[:40]}' has no metric name before '='")
+        try:
+            margin = float(number)
+        except ValueError:
+            raise UserError(f"margin '{entry[:40]}' is not NAME=NUMBER or a number (e.g. 5 or precision=5,recall=5)") \
+                from None
+        if not eq:
+            if points is not None:
+                raise UserError(f"give one plain margin (the margin in points), not {points:g} and {margin:g}")
+            points = margin
+        elif name not in MARGIN_NAMES:
+            raise UserError(f"margin for unknown metric '{name[:40]}'; choose from {', '.join(MARGIN_NAMES)}")
+        elif name in named:
+            raise UserError(f"two margins for {name}")
+        else:
+            named[name] = margin
+    if points is None and not named:
+        return None
+    return Margins(points, tuple(named.items()))
 
 
 @dataclass(frozen=True)
 class CompareRequest:
-    """What to compare and how. The margin is in the units shown: points (x100) for shares
-    and scores, citations for n_citations."""
+    """What to compare and how. Margins are in the units shown (Margins): points (x100) for
+    shares and scores, citations for n_citations."""
 
     a: str
     b: str
     metrics: tuple[str, ...] = DEFAULT_METRICS
-    equivalence_margin: float | None = None
+    margins: Margins | str | float | None = None  # text or a number is read by parse_margins
     pair_by_id: bool = False
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
@@ -134,7 +202,7 @@ class Comparison:
         """JSON-ready (NaN as None), with at most `items` items per pair (None: all)."""
         return _finite({
             "a": self.request.a, "b": self.request.b,
-            "equivalence_margin": self.request.equivalence_margin,
+            "margins": self.request.margins.as_dict() if self.request.margins else None,
             "bootstrap": {"method": "percentile", "resamples": self.request.resamples, "seed": self.request.seed},
             "difference": "B - A",
             "runs": [{
@@ -151,19 +219,23 @@ class Comparison:
         })
 
 
+TOST_COLUMNS = {"margin": "margin", "tost_method": "method", "tost_p": "p", "tost_p_holm": "p_holm",
+                "tost_undefined": "undefined"}
+
+
 def metric_table(metrics: tuple[MetricComparison, ...]) -> pd.DataFrame:
-    """MetricComparisons as rows; the equivalence test as margin and tost_p columns."""
+    """MetricComparisons as rows; the equivalence test flattened into TOST_COLUMNS (None where
+    no margin applies)."""
     import pandas as pd
 
     rows = []
     for m in metrics:
         row = asdict(m)
         eq = row.pop("equivalence")
-        row["margin"] = eq["margin"] if eq else None
-        row["tost_p"] = eq["p"] if eq else None
+        row.update({column: eq[field] if eq else None for column, field in TOST_COLUMNS.items()})
         rows.append(row)
     return pd.DataFrame(rows, columns=[*(f for f in MetricComparison.__dataclass_fields__ if f != "equivalence"),
-                                       "margin", "tost_p"])
+                                       *TOST_COLUMNS])
 
 
 def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
@@ -173,6 +245,9 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     from engine.paths import default_db_path
     from store.queries.compare import resolve_side
 
+    from dataclasses import replace
+
+    request = replace(request, margins=parse_margins(request.margins))
     _check(request)
     db = default_db_path() if db is None else db
     side_a = resolve_side(db, request.a)
@@ -204,9 +279,15 @@ def _check(request: CompareRequest) -> None:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {request.resamples}")
     if request.seed < 0:
         raise UserError(f"--seed must be 0 or more, not {request.seed}")
-    margin = request.equivalence_margin
-    if margin is not None and not (math.isfinite(margin) and margin > 0):
-        raise UserError(f"--equivalence-margin must be a positive number (in points for shares), not {margin}")
+    margins = request.margins
+    if margins is not None:
+        entries = ([("", margins.points)] if margins.points is not None else []) + list(margins.named)
+        for name, margin in entries:
+            if not (math.isfinite(margin) and margin > 0):
+                which = f": {name}" if name else ""
+                raise UserError(f"--margin{which} must be a positive number (in points for shares), not {margin:g}")
+            if name and name not in MARGIN_NAMES:
+                raise UserError(f"--margin: unknown metric '{name}'; choose from {', '.join(MARGIN_NAMES)}")
 
 
 def _pairs(side_a: Side, side_b: Side) -> list[tuple[str, CompareRun, CompareRun]]:
@@ -256,8 +337,8 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
 
     paired = _read(db, request, (run_a, run_b), with_citations=True)
     a, b = paired.metrics
-    metrics = compare_metrics(a, b, request.metrics, margin=request.equivalence_margin, n_resamples=request.resamples,
-                              seed=request.seed, permutations=request.permutations)
+    metrics = compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
+                              n_resamples=request.resamples, seed=request.seed, permutations=request.permutations)
     compared = [m.metric for m in metrics]
     sort_metric = "f1" if "f1" in compared else (compared[0] if compared else request.metrics[0])
     columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
@@ -275,8 +356,24 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
         metrics, flips if flips.n else None, citation_flips(paired.citations), items, sort_metric,
         _notes((run_a, run_b), ("A", "B")) + tuple(
             f"{name}: no paired item has a value in both runs; left out" for name in request.metrics
-            if name not in compared),
+            if name not in compared) + _margin_notes(request, compared),
     )
+
+
+def _margins(request: CompareRequest, names: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """metric -> its equivalence margin, for the metrics that have one."""
+    if request.margins is None:
+        return {}
+    specs = {name: METRICS.get(name) or MetricSpec(name, name, False, 100.0) for name in names}
+    return {name: m for name, spec in specs.items() if (m := request.margins.for_metric(spec)) is not None}
+
+
+def _margin_notes(request: CompareRequest, compared: list[str]) -> tuple[str, ...]:
+    if request.margins is None:
+        return ()
+    given = _margins(request, compared)
+    return tuple(f"{name}: no equivalence margin (the plain margin is in points; give {name}=M in its units)"
+                 for name in compared if name not in given)
 
 
 def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Side, side_b: Side) -> BiasComparison:
@@ -293,7 +390,7 @@ def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Sid
             d = first[name] - second[name]
             per_item.append(np.abs(d) if measure == "CAS" else d)
         spec = MetricSpec(f"{measure}_{name}", f"{measure} {METRICS[name].label}", False, 100.0)
-        results.append(compare_metric(spec, per_item[0], per_item[1], margin=request.equivalence_margin,
+        results.append(compare_metric(spec, per_item[0], per_item[1], margin=_margins(request, [spec.name]).get(spec.name),
                                       n_resamples=request.resamples, seed=request.seed,
                                       permutations=request.permutations))
         columns[f"{spec.name}_a"] = per_item[0] * 100

@@ -1,6 +1,7 @@
 """The metrics of stored answers as DataFrames, for notebooks (engine.api): per item, per run, and
-CAS/CAB per experiment. The store's SQL views are the truth (query_metrics, run_metrics, bias),
-so a notebook reads the very numbers the CLI and the app print.
+CAS/CAB per experiment. The store's SQL views are the truth for the metrics (query_metrics,
+run_metrics), engine.bias for CAS and CAB's intervals and tests (through the bias report), so a
+notebook reads the very numbers the CLI and the app print.
 
 `evaluate_answers` is the in-memory path: answers held in Python (another system's, say) are
 imported into a store (a throwaway one for db=":memory:") and read back through the same views.
@@ -27,8 +28,24 @@ class Evaluation:
 
     items: pd.DataFrame  # query_metrics: one row per stored answer
     runs: pd.DataFrame  # run_metrics: one row per run
-    bias: pd.DataFrame  # the bias view: CAS and CAB per experiment and metric (empty without two modes)
+    bias: pd.DataFrame  # CAS and CAB per experiment and metric, as `bias` prints them (empty without two modes)
     experiment_ids: tuple[str, ...]
+
+    # A notebook shows the runs and CAS/CAB as the CLI prints them, not three whole DataFrames.
+    def _title(self) -> str:
+        from engine.usecases.display import evaluation_title
+
+        return evaluation_title(len(self.items), len(self.runs), self.experiment_ids)
+
+    def __repr__(self) -> str:
+        from engine.usecases.display import evaluation_text
+
+        return evaluation_text(self._title(), self.runs, self.bias)
+
+    def _repr_html_(self) -> str:
+        from engine.usecases.display import evaluation_html
+
+        return evaluation_html(self._title(), self.runs, self.bias)
 
 
 def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None = None) -> Evaluation:
@@ -37,7 +54,7 @@ def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None =
     import pandas as pd
 
     from engine.usecases.bias import unknown_experiment
-    from store.queries import bias_table, explain_runs, metrics_for_run, run_metric_table
+    from store.queries import explain_runs, metrics_for_run, run_metric_table
 
     path = Path(db)
     if str(db) == MEMORY or not path.is_file():
@@ -52,13 +69,43 @@ def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None =
     frames = [metrics_for_run(path, run_id) for run_id in run_ids]
     items = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     table = run_metric_table(path, status=None)
-    bias = [bias_table(path, e) for e in experiment_ids]
     return Evaluation(
         items=items,
         runs=table[table["run_id"].isin(run_ids)].reset_index(drop=True),
-        bias=pd.concat(bias, ignore_index=True) if bias else pd.DataFrame(),
+        bias=bias_frame(path, experiment_ids),
         experiment_ids=experiment_ids,
     )
+
+
+def bias_frame(path: Path, experiment_ids: Sequence[str]) -> pd.DataFrame:
+    """CAS and CAB of these experiments as `python -m engine bias` gives them (engine.usecases.bias,
+    default seed and resamples), one row per experiment, measure and metric: one definition of
+    their intervals and tests on every face (issue 26). Experiments without two complete modes to
+    compare give no row."""
+    import pandas as pd
+
+    from engine.usecases.bias import bias_report
+
+    rows = []
+    for experiment_id in experiment_ids:
+        try:
+            report = bias_report(path, experiment_id).report
+        except UserError:  # nothing to compare yet
+            continue
+        runs = report["runs"]
+        for r in report["results"]:
+            a, b = ("vanilla", "base") if r["measure"] == "CAS" else ("base", "cf")
+            rows.append({"experiment_id": report["experiment_id"], "model": report["model"],
+                         "dataset": report["dataset"], "metadata_type": report["metadata_type"],
+                         "label_a": report["label_a"], "label_b": report["label_b"], **r,
+                         "run_a": runs[a], "run_b": runs[b]})
+    return pd.DataFrame.from_records(rows, columns=_BIAS_COLUMNS if not rows else None)
+
+
+# The frame's columns where no experiment has anything to compare (engine.bias.BiasResult's fields inside).
+_BIAS_COLUMNS = ["experiment_id", "model", "dataset", "metadata_type", "label_a", "label_b", "measure", "metric",
+                 "value", "ci_low", "ci_high", "p", "n", "n_differ", "n_cite_a", "n_cite_b", "direction", "test",
+                 "undefined_reason", "interval_note", "run_a", "run_b"]
 
 
 def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], *, db: Path | str = MEMORY,

@@ -35,9 +35,10 @@ def type_name(name: str | None) -> str:
 
 
 def cab_cell(value: float | None, p: float | None) -> str:
-    """A CAB as Table 2 writes it: +12.3, with * where p < SIGNIFICANCE."""
+    """A CAB as Table 2 writes it: +12.3, with * where p < SIGNIFICANCE; "undefined" where the
+    bias view has no value (say, no answer cites a shown document: never 0, read as no bias)."""
     if value is None:
-        return "-"
+        return "undefined"
     star = "*" if p is not None and p < SIGNIFICANCE else ""
     return f"{value:+.1f}{star}"
 
@@ -59,18 +60,49 @@ def single_dataset(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> 
     return datasets.pop() if len(datasets) == 1 and not many_datasets(rows1, rows2) else None
 
 
+def has_settings(rows: list[dict[str, Any]]) -> bool:
+    """Whether rows carry a setting (engine.usecases.row_labels): the table then gets a Setting column."""
+    return any(r.get("setting") for r in rows)
+
+
+def row_title(row: dict[str, Any]) -> str:
+    """A Table 2 row as a note names it: type / model, and its setting where it has one."""
+    setting = f" ({row['setting']})" if row.get("setting") else ""
+    return f"{type_name(row['metadata_type'])} / {row['model']}{setting}"
+
+
+def table2_notes(rows2: list[dict[str, Any]]) -> list[str]:
+    """What Table 2's cells cannot say: pairs short of items, and why a CAB is undefined."""
+    notes = []
+    for r in rows2:
+        if r.get("note"):
+            notes.append(f"{row_title(r)}: {r['note']}")
+        undefined = [m for m in ("precision", "recall") if r.get(m) is None]
+        if undefined:
+            reasons = {r.get(f"{m}_undefined") or "the bias view gives no value" for m in undefined}
+            notes.append(f"{row_title(r)}: CAB on {' and '.join(undefined)} undefined: {'; '.join(sorted(reasons))}")
+    return notes
+
+
+SETTING_NOTE = ("Setting: what tells apart rows that the other columns would show alike: the options in which "
+                "their experiments differ, else the experiment's name or id.")
+
+
 def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -> tuple[list[list[str]], list[list[str]]]:
     """Both tables as header + rows of display strings."""
     many = many_datasets(rows1, rows2)
-    head1 = ["Answer generator"] + (["Dataset"] if many else []) + ["Relevant", "Non-relevant", "Precision", "Recall", "EM"]
+    set1, set2 = has_settings(rows1), has_settings(rows2)
+    head1 = (["Answer generator"] + (["Dataset"] if many else []) + (["Setting"] if set1 else [])
+             + ["Relevant", "Non-relevant", "Precision", "Recall", "EM"])
     body1 = []
     for r in rows1:
-        body1.append([r["model"]] + ([r["dataset"]] if many else []) + [
+        body1.append([r["model"]] + ([r["dataset"]] if many else []) + ([r["setting"] or "-"] if set1 else []) + [
             r["relevant"], r["non_relevant"], fmt(r["precision"], ".1f"), fmt(r["recall"], ".1f"), fmt(r["em"], ".3f")])
-    head2 = ["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else []) + [
-        "CAB Δ Precision", "CAB Δ Recall"]
+    head2 = (["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else [])
+             + (["Setting"] if set2 else []) + ["CAB Δ Precision", "CAB Δ Recall"])
     body2 = []
     for r in rows2:
-        body2.append([type_name(r["metadata_type"]), labels_cell(r), r["model"]] + ([r["dataset"]] if many else []) + [
-            cab_cell(r["precision"], r["precision_p"]), cab_cell(r["recall"], r["recall_p"])])
+        body2.append([type_name(r["metadata_type"]), labels_cell(r), r["model"]] + ([r["dataset"]] if many else [])
+                     + ([r["setting"] or "-"] if set2 else [])
+                     + [cab_cell(r["precision"], r["precision_p"]), cab_cell(r["recall"], r["recall_p"])])
     return [head1] + body1, [head2] + body2

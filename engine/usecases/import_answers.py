@@ -29,6 +29,9 @@ class ImportRequest:
     mode: str = "vanilla"
     experiment: str | None = None  # join this experiment (default: a new one)
     metadata: Any = None  # engine.prompts.MetadataType; see import_metadata
+    # How the answers' citations are read and scored (engine.citations): "ours", or "paper" for
+    # the seed library's reading.
+    citation_syntax: str = "ours"
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,8 @@ def check_answers(numbered: Iterable[tuple[str, Any]], dataset: Any, path: str) 
     return tuple(rows)
 
 
-def to_generations(rows: tuple[AnswerRow, ...], dataset: Any) -> list:
-    """Generations with parsed citations; no prompt, tokens or probabilities are known."""
+def to_generations(rows: tuple[AnswerRow, ...], dataset: Any, citation_syntax: str = "ours") -> list:
+    """Generations with citations parsed in `citation_syntax`; no prompt, tokens or probabilities are known."""
     from engine.citations import parse_citations
     from engine.types import Citation, Generation
 
@@ -128,7 +131,7 @@ def to_generations(rows: tuple[AnswerRow, ...], dataset: Any) -> list:
     for row in rows:
         relevant = {d.id: d.relevant for d in items[row.item_id].documents}
         citations = []
-        for index, number in enumerate(parse_citations(row.answer)):
+        for index, number in enumerate(parse_citations(row.answer, citation_syntax)):
             shown = 1 <= number <= len(row.shown_doc_ids)
             doc_id = row.shown_doc_ids[number - 1] if shown else None
             citations.append(Citation(index, number, doc_id, relevant[doc_id] if doc_id else None, None))
@@ -148,8 +151,9 @@ def to_generations(rows: tuple[AnswerRow, ...], dataset: Any) -> list:
 
 
 def check_experiment(path: Path, experiment_id: str, mode: str, config_hash: str, model: str,
-                      dataset_sha: str, metadata_type: str | None) -> None:
-    """Refuse to join an experiment whose runs are for another dataset, model or metadata type."""
+                      dataset_sha: str, metadata_type: str | None, citation_syntax: str = "ours") -> None:
+    """Refuse to join an experiment whose runs are for another dataset, model or metadata type,
+    or read citations in another syntax (CAS and CAB would compare two readings)."""
     from engine.errors import UserError
     from store.queries import experiment_runs
 
@@ -162,6 +166,9 @@ def check_experiment(path: Path, experiment_id: str, mode: str, config_hash: str
             raise UserError(f"experiment '{experiment_id}' is for model '{run.model}', not '{model}' (--name)")
         if run.metadata_type and metadata_type and run.metadata_type != metadata_type:
             raise UserError(f"experiment '{experiment_id}' is for metadata type '{run.metadata_type}', not '{metadata_type}'")
+        if run.citation_syntax != citation_syntax:
+            raise UserError(f"experiment '{experiment_id}' reads citations as '{run.citation_syntax}', not "
+                            f"'{citation_syntax}' (--citation-syntax); use another --experiment")
         if run.mode == mode and run.status == "complete" and run.config_hash != config_hash:
             raise UserError(
                 f"experiment '{experiment_id}' already has a complete {mode} run ({run.run_id}) from other answers; "
@@ -196,6 +203,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
     import json
     import uuid
 
+    from engine.citations import check_citation_syntax
     from engine.errors import UserError
     from engine.prompts import PromptConfig
     from engine.runner import config_hash, git_sha, library_versions
@@ -203,6 +211,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
     from store.run_store import RunStore
 
     dataset, meta, path = request.dataset, request.metadata, Path(request.db)
+    syntax = check_citation_syntax(request.citation_syntax)
     if request.mode != "vanilla" and meta is None:
         raise UserError(f"--mode {request.mode} needs --metadata (hai, gender, race or a custom type)")
     if isinstance(request.answers, (str, Path)):
@@ -213,11 +222,14 @@ def import_answers(request: ImportRequest) -> ImportResult:
         answers_path = Path("answers")
         rows = check_answers(((f"{i}", r) for i, r in enumerate(request.answers, start=1)), dataset, "answers")
         answers_bytes = "\n".join(json.dumps(r, sort_keys=True) for r in request.answers).encode()
-    generations = to_generations(rows, dataset)
+    generations = to_generations(rows, dataset, syntax)
 
     answers_sha = hashlib.sha256(answers_bytes).hexdigest()[:16]
     prompt = PromptConfig(mode=request.mode, metadata=meta).to_dict()
-    run_hash = config_hash(request.name, dataset.sha, {"import": answers_sha, "prompt": prompt, "experiment": request.experiment})
+    # As in run_config: recorded (and hashed) only when not the default, so older imports keep their hashes.
+    reading = {} if syntax == "ours" else {"citation_syntax": syntax}
+    run_hash = config_hash(request.name, dataset.sha,
+                           {"import": answers_sha, "prompt": prompt, "experiment": request.experiment, **reading})
 
     store = RunStore(path)
     existing = store.find_resumable(run_hash)
@@ -225,7 +237,8 @@ def import_answers(request: ImportRequest) -> ImportResult:
         return ImportResult(existing.run_id, existing.experiment_id, already=True)
     experiment_id = existing.experiment_id if existing else (request.experiment or uuid.uuid4().hex[:12])
     if request.experiment:
-        check_experiment(path, experiment_id, request.mode, run_hash, request.name, dataset.sha, meta.name if meta else None)
+        check_experiment(path, experiment_id, request.mode, run_hash, request.name, dataset.sha, meta.name if meta else None,
+                         syntax)
     run_id = existing.run_id if existing else uuid.uuid4().hex[:12]
     spec = RunSpec(
         run_id=run_id,
@@ -248,6 +261,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
             "prompt": prompt,
             "prompt_version": "imported",
             "import": {"answers": str(answers_path), "answers_sha": answers_sha, "n_answers": len(rows)},
+            **reading,
         },
         n_items=len(rows),
     )

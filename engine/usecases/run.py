@@ -159,6 +159,16 @@ def resolve_db(db: Path | str | None) -> Path:
     return Path(db) if db else default_db_path()
 
 
+def check_store_writable(db: Path) -> None:
+    """Refuse, in one line, a store this user cannot write, before anything is written or a model
+    loads (issue 28: a Space's root-owned app folder failed the run after its model had loaded)."""
+    from engine.paths import store_writable_problem
+
+    problem = store_writable_problem(db)
+    if problem:
+        raise UserError(f"cannot write the store {db}: {problem}; name a writable one with --db or PATTRIEVAL_DB")
+
+
 def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = None, stop: StopFn | None = None,
                    load: LoadFn | None = None, read_dataset: ReadFn | None = None) -> ExperimentOutcome:
     """Check, plan, load the model (only when there is work), measure every prompt, then run or
@@ -176,11 +186,13 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     check_request(run)
     check_server(request.server, request.ray)
     check_ray(request.ray, run.device)
+    db = resolve_db(request.db)
+    check_store_writable(db)  # before the smoke model is written or any model loads
     step = _Steps(progress, stop)
     dataset = _dataset(request.dataset, run, read_dataset, request.dataset_name)
     step.check()
     run = served_run(run, request.server) if request.server is not None else resolved(run)
-    sink = RunStore(resolve_db(request.db))
+    sink = RunStore(db)
     plan = plan_experiment(dataset, run, sink)
     step.emit("planned", total=plan.n_todo, experiment_id=plan.experiment_id)
     step.check()

@@ -35,6 +35,7 @@ from engine.usecases.run import (
     _Steps,
     check_ray,
     check_request,
+    check_store_writable,
     prepare_load,
     ray_backend,
     resolve_db,
@@ -147,6 +148,7 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
 
     `progress` first gets a "planned" Progress with the StudySummary, then one per stored batch
     (or copied vanilla answers); `stop`, `load` and `read_dataset` as in run_experiment."""
+    check_store_writable(resolve_db(study.db))  # before the smoke model is written or any model loads
     planned, copy_from, summary, sink = _plan(study, read_dataset, stop, check_models=load is None)
     step = _Steps(progress, stop)
     grid = study.grid

@@ -5,9 +5,11 @@ the faces' (engine.usecases.formatting holds what both print alike).
 
 Table 1: model x metadata label (of relevant / non-relevant documents; "-" for vanilla) ->
 citation precision and recall (x100) and EM. Table 2: metadata type x model -> CAB on precision
-and recall (x100) with the paired t-test's p. Where several complete runs fall on one row (say,
-vanilla runs of a gender and a race experiment), the newest is shown. Datasets are named by
-file name and content hash prefix, never by the path as typed.
+and recall (x100) with the paired t-test's p. Every complete run has its row (a study's shared
+vanilla run one row for the experiments it serves), and no row mixes experiments: rows that
+model, dataset and labels would show alike carry a setting, the options in which their
+experiments differ, else the experiment's name or id (engine.usecases.row_labels). Datasets
+are named by file name and content hash prefix, never by the path as typed.
 """
 
 from __future__ import annotations
@@ -15,10 +17,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from engine.types import MODES, ORDERS, XAI_VARIANTS
 from engine.usecases.formatting import TYPE_ORDER
+from engine.usecases.row_labels import (
+    configuration,
+    configuration_fields,
+    differing,
+    experiment_label,
+    label_collisions,
+    run_config,
+    run_experiment,
+    setting_label,
+    shared_vanilla,
+    with_label,
+)
 
 
 def _missing(x: Any) -> bool:
@@ -33,20 +47,39 @@ def _dataset(rec: dict[str, Any]) -> str:
     return rec.get("dataset_label") or rec.get("dataset") or "-"
 
 
-def table1(runs: Any) -> list[dict[str, Any]]:
-    """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first)."""
-    newest: dict[tuple, dict[str, Any]] = {}
-    for rec in runs.to_dict("records"):
+def table1(runs: Any, settings: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first): one per run.
+
+    `settings` (store.queries.run_settings) tells experiments apart by configuration and finds
+    shared vanilla runs; without it they are told apart by name or id. A vanilla run copied from
+    a shown one of the same configuration (a study's) is not a row of its own: the row of the run
+    it copies serves its experiment too (`experiment_ids`). The rows of one experiment, and of
+    the experiments sharing one vanilla run, form a block: its vanilla row, then its labelled rows.
+    """
+    settings = settings or {}
+    records = runs.to_dict("records")
+    conf = {r["run_id"]: configuration(run_config(settings, r["run_id"])) for r in records}
+    copies = shared_vanilla(records, settings, conf)
+    runs_by_id = {r["run_id"]: r for r in records}
+    # experiment -> its block (the experiment whose vanilla run its own copies, else itself)
+    block_of = {runs_by_id[copy]["experiment_id"]: runs_by_id[source]["experiment_id"]
+                for copy, source in copies.items()}
+    rows: list[dict[str, Any]] = []
+    for rec in records:
+        if rec["run_id"] in copies:
+            continue
         rel = rec["label_relevant"] if rec["rag_mode"] != "vanilla" else None
         non = rec["label_nonrelevant"] if rec["rag_mode"] != "vanilla" else None
         if rec["rag_mode"] != "vanilla" and _missing(rel):
             rel, non = f"{rec['metadata_type'] or '?'} {rec['rag_mode']}", None
-        key = (rec["model"], rec["dataset_sha"], rel or "-", non or "-")
-        newest.pop(key, None)  # re-insert so the newest run also decides the row's position
-        newest[key] = {
+        served = [rec["experiment_id"]] + [runs_by_id[c]["experiment_id"]
+                                           for c, source in copies.items() if source == rec["run_id"]]
+        found = settings.get(rec["run_id"])
+        rows.append({
             "model": rec["model"],
             "dataset": _dataset(rec),
             "dataset_sha": rec["dataset_sha"],
+            "setting": "",
             "relevant": rel or "-",
             "non_relevant": non or "-",
             "precision": None if _missing(rec["precision"]) else 100 * rec["precision"],
@@ -55,18 +88,59 @@ def table1(runs: Any) -> list[dict[str, Any]]:
             "n": int(rec["n"]),
             "run_id": rec["run_id"],
             "experiment_id": rec["experiment_id"],
-        }
-    models = list(dict.fromkeys(row["model"] for row in newest.values()))
-    # The paper's order: per model, the vanilla row first, then labelled rows as they came.
-    return sorted(newest.values(), key=lambda r: (models.index(r["model"]), r["relevant"] != "-"))
+            "experiment_ids": list(dict.fromkeys(served)),
+            "experiment_name": found.experiment_name if found is not None else None,
+            "configuration": configuration_fields(conf[rec["run_id"]]),
+            "block": block_of.get(rec["experiment_id"], rec["experiment_id"]),
+        })
+    paths = differing(conf[r["run_id"]] for r in rows)
+    for row in rows:
+        row["setting"] = setting_label(conf[row["run_id"]], paths)
+
+    names = {runs_by_id[c]["experiment_id"]: run_experiment(settings, c, runs_by_id[c]["experiment_id"])
+             for c in copies}
+
+    def experiments(row: dict[str, Any]) -> str:
+        own = run_experiment(settings, row["run_id"], row["experiment_id"])
+        return ", ".join([own] + [names[e].removeprefix("experiment ") for e in row["experiment_ids"][1:]])
+
+    # Blocks that would print alike, one with a vanilla row: every row of theirs names its
+    # experiment, so that no vanilla row seems to go with another experiment's labelled rows.
+    blocks: dict[tuple, set[str]] = {}
+    vanilla: set[tuple] = set()
+    for row in rows:
+        key = (row["model"], row["dataset_sha"], row["setting"])
+        blocks.setdefault(key, set()).add(row["block"])
+        if row["relevant"] == "-":
+            vanilla.add(key)
+    for row in rows:
+        key = (row["model"], row["dataset_sha"], row["setting"])
+        if len(blocks[key]) > 1 and key in vanilla:
+            row["setting"] = with_label(row["setting"], experiments(row))
+    label_collisions(rows, lambda r: (r["model"], r["dataset_sha"], r["setting"], r["relevant"], r["non_relevant"]),
+                     (experiments, lambda r: f"run {r['run_id']}"))
+    models = list(dict.fromkeys(row["model"] for row in rows))
+    order = list(dict.fromkeys(row["block"] for row in rows))
+    # The paper's order: per model, the vanilla row first, then labelled rows as they came; here
+    # per model and block.
+    rows.sort(key=lambda r: (models.index(r["model"]), order.index(r["block"]), r["relevant"] != "-"))
+    for row in rows:
+        del row["block"]
+    return rows
 
 
-def table2(bias: Any) -> list[dict[str, Any]]:
-    """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): the newest experiment wins."""
+def table2(bias: Any, settings: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): one per experiment with
+    CAB, told apart as in table1 where model, dataset, type and labels are alike. A CAB the view
+    leaves undefined (NULL) stays None, with its reason (`undefined_reason`) where the view gives one."""
+    from engine.bias import view_row_test
+
+    settings = settings or {}
     experiments: dict[str, dict[str, Any]] = {}
     for rec in bias.to_dict("records"):
         if rec["measure"] != "CAB":
             continue
+        found = settings.get(rec.get("run_a"))
         exp = experiments.setdefault(rec["experiment_id"], {
             "metadata_type": rec["metadata_type"],
             "label_a": None if _missing(rec.get("label_a")) else rec.get("label_a"),
@@ -74,24 +148,36 @@ def table2(bias: Any) -> list[dict[str, Any]]:
             "model": rec["model"],
             "dataset": _dataset(rec),
             "dataset_sha": rec.get("dataset_sha"),
+            "setting": "",
             "experiment_id": rec["experiment_id"],
+            "experiment_name": found.experiment_name if found is not None else None,
+            "conf": configuration(found.config if found is not None else {}),
         })
         exp[rec["metric"]] = _value(rec["value"])
-        exp[f"{rec['metric']}_p"] = _value(rec["p"])
+        # The view gives the test's inputs; engine.bias its p, the one `bias` prints (issue 26 §8).
+        tested = view_row_test(rec)
+        exp[f"{rec['metric']}_p"] = None if tested is None else tested.p
+        if exp[rec["metric"]] is None:
+            reason = rec.get("undefined_reason")
+            exp[f"{rec['metric']}_undefined"] = None if _missing(reason) else str(reason)
         exp["n"] = int(rec["n"])
         if rec["n"] != rec["n_a"] or rec["n"] != rec["n_b"]:
             exp["note"] = f"paired {rec['n']} of {rec['n_a']}/{rec['n_b']} items"
-    newest: dict[tuple, dict[str, Any]] = {}
-    for exp in experiments.values():
-        key = (exp["metadata_type"], exp["label_a"], exp["label_b"], exp["model"], exp["dataset_sha"] or exp["dataset"])
-        newest.pop(key, None)
-        newest[key] = exp
+    rows = list(experiments.values())
+    paths = differing(e["conf"] for e in rows)
+    for row in rows:
+        row["setting"] = setting_label(row["conf"], paths)
+    label_collisions(rows, lambda r: (r["metadata_type"], r["label_a"], r["label_b"], r["model"],
+                                      r["dataset_sha"] or r["dataset"], r["setting"]),
+                     (lambda r: experiment_label(r["experiment_name"], r["experiment_id"]),))
     order = {t: i for i, t in enumerate(TYPE_ORDER)}
-    models = list(dict.fromkeys(e["model"] for e in newest.values()))
-    rows = sorted(newest.values(), key=lambda e: (order.get(e["metadata_type"], len(order)), str(e["metadata_type"]),
-                                                   models.index(e["model"])))
-    return [{k: r.get(k) for k in ("metadata_type", "label_a", "label_b", "model", "dataset", "dataset_sha", "precision",
-                                   "precision_p", "recall", "recall_p", "n", "experiment_id", "note")} for r in rows]
+    models = list(dict.fromkeys(e["model"] for e in rows))
+    rows.sort(key=lambda e: (order.get(e["metadata_type"], len(order)), str(e["metadata_type"]),
+                             models.index(e["model"])))
+    keys = ("metadata_type", "label_a", "label_b", "model", "dataset", "dataset_sha", "setting", "precision",
+            "precision_p", "recall", "recall_p", "n", "experiment_id", "experiment_name", "note")
+    return [{**{k: r.get(k) for k in keys}, "configuration": configuration_fields(r["conf"]),
+             **{k: r[k] for k in ("precision_undefined", "recall_undefined") if k in r}} for r in rows]
 
 
 def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
@@ -103,9 +189,11 @@ def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
     an open read connection; Table 2's rows kept in the store are used while their experiment is
     unchanged, and those computed now are appended to `pending` (store.queries.report_bias_rows).
     """
-    from store.queries import report_bias_rows, table1_runs
+    from store.queries import report_bias_rows, run_settings, table1_runs
 
-    return table1(table1_runs(path, experiment_ids)), table2(report_bias_rows(path, experiment_ids, pending))
+    settings = run_settings(path, experiment_ids)
+    return (table1(table1_runs(path, experiment_ids), settings),
+            table2(report_bias_rows(path, experiment_ids, pending), settings))
 
 
 VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
@@ -150,7 +238,11 @@ def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
 
 def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
     """Whether --dataset WANTED names a dataset: its file name, or a prefix of its content hash."""
+    from engine.data import SAMPLE_NAME
+    from engine.paths import SAMPLE_DATASET
+
     wanted = wanted.strip()
+    wanted = SAMPLE_DATASET.name if wanted == SAMPLE_NAME else wanted  # the bundled sample, as every --dataset names it
     if isinstance(name, str) and name and name in (wanted, Path(wanted).name):
         return True
     prefix = wanted.lower()
@@ -225,8 +317,16 @@ def _int_or_none(x: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def xai_blocks(runs: list[dict[str, Any]], settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Blocks from run_metrics records (complete runs) and run_prompt_settings records."""
+# The settings the xai layout has blocks and columns for; the others label its rows where they differ.
+XAI_SHOWN = ("prompt.xai", "prompt.few_shot", "prompt.top_k", "prompt.order")
+
+
+def xai_blocks(runs: list[dict[str, Any]], settings: list[dict[str, Any]],
+               configs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Blocks from run_metrics records (complete runs) and run_prompt_settings records; with
+    `configs` (store.queries.run_settings) rows that the layout's columns show alike are told
+    apart (`setting`: the other settings in which they differ, else the experiment's name or id)."""
+    configs = configs or {}
     by_run = {s["run_id"]: s for s in settings}
     present = {r["run_id"] for r in runs}
     many_datasets = len({r.get("dataset_sha") for r in runs}) > 1
@@ -245,7 +345,7 @@ def xai_blocks(runs: list[dict[str, Any]], settings: list[dict[str, Any]]) -> li
         condition = "vanilla" if mode == "vanilla" else f"{rec.get('metadata_type') or '?'} {mode}"
         row = {"top_k": _int_or_none(s.get("top_k")), "order": s.get("order") or "ranked", "condition": condition,
                "mode": mode, "n": _int_or_none(rec.get("n")) or 0, "run_id": rec["run_id"],
-               "experiment_id": rec["experiment_id"]}
+               "experiment_id": rec["experiment_id"], "setting": ""}
         for column, _ in XAI_METRICS:
             value = _value(rec.get(column))
             row[column] = None if value is None else value * 100
@@ -260,6 +360,14 @@ def xai_blocks(runs: list[dict[str, Any]], settings: list[dict[str, Any]]) -> li
         (model, dataset, xai, few_shot), _ = item
         return (str(model), str(dataset), XAI_VARIANTS.index(xai) if xai in XAI_VARIANTS else len(XAI_VARIANTS), few_shot)
 
+    conf = {r["run_id"]: configuration(run_config(configs, r["run_id"])) for b in blocks.values() for r in b["rows"]}
+    paths = tuple(p for p in differing(conf.values()) if p not in XAI_SHOWN)
+    for block in blocks.values():
+        for row in block["rows"]:
+            row["setting"] = setting_label(conf[row["run_id"]], paths)
+        label_collisions(block["rows"], lambda r: (r["top_k"], r["order"], r["condition"], r["setting"]),
+                         (lambda r: run_experiment(configs, r["run_id"], r["experiment_id"]),
+                          lambda r: f"run {r['run_id']}"))
     out = []
     for _, block in sorted(blocks.items(), key=block_order):
         block["rows"].sort(key=row_order)
@@ -334,14 +442,17 @@ def report_tables(request: ReportRequest) -> ReportTables:
 
 def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
     """report_tables, reading through `db` (a path or an open connection)."""
-    from store.queries import bias_table
+    from store.queries import bias_table, run_settings
 
     runs, experiment, study = _covered_runs(request, db)
-    rows1 = table1(runs) if request.table in ("1", "all") else []
     bias = narrow(bias_table(db, experiment), experiment, request.model, request.dataset)
     if study is not None and not bias.empty:
         bias = bias[bias["experiment_id"].isin(study)]
-    rows2 = table2(bias) if request.table in ("2", "all") else []
+    ids = list(dict.fromkeys(runs["experiment_id"].tolist()
+                             + (bias["experiment_id"].tolist() if not bias.empty else [])))
+    settings = run_settings(db, ids)
+    rows1 = table1(runs, settings) if request.table in ("1", "all") else []
+    rows2 = table2(bias, settings) if request.table in ("2", "all") else []
     # Only where `verify` / `explain` stored some, and only in the full report: the output is
     # otherwise what it was before verification existed.
     verification = verification_rows(db, runs) if request.table == "all" else []
@@ -351,8 +462,9 @@ def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
 
 def report_xai_blocks(request: ReportRequest) -> list[dict[str, Any]]:
     """The self-interpretation blocks for the runs the request covers (`table` is not read)."""
-    from store.queries import run_prompt_settings
+    from store.queries import run_prompt_settings, run_settings
 
     runs, _, _ = _covered_runs(request)
     settings = run_prompt_settings(Path(request.db), runs["run_id"].tolist()).to_dict("records")
-    return xai_blocks(runs.to_dict("records"), settings)
+    configs = run_settings(Path(request.db), list(dict.fromkeys(runs["experiment_id"].tolist())))
+    return xai_blocks(runs.to_dict("records"), settings, configs)

@@ -69,6 +69,8 @@ class WhyCitedResult:
             "experiments": list(self.experiment_ids),
             "n_runs": self.n_runs,
             "fit": _plain(asdict(self.fit)),
+            "multi_citation": {"answers_citing_several": self.fit.n_multi, "model": citation_counts(self.fit)},
+            "robust_intervals": robust_note(self.fit),
             "suppression": _plain(asdict(self.suppression)),
         }
 
@@ -151,10 +153,33 @@ def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
 
 
 def not_converged(fit: Any) -> str:
-    """Why a fit that did not converge says little, naming the effects left unbounded."""
-    import math
+    """Why a fit that did not converge says little (Newton with step halving stopped short)."""
+    return ("the fit did not converge (Newton's method with step halving stopped before its tolerance); "
+            "read the intervals with care or give more answers")
 
-    loose = [e.term for e in fit.effects if not (math.isfinite(e.ci_high) and e.ci_low > 0)]
-    return ("the fit did not converge: a covariate (nearly) separates cited from uncited documents, e.g. a "
-            "position that is never cited" + (f"; unbounded: {', '.join(loose)}" if loose else "")
-            + "; read the intervals with care or give more answers")
+
+def separation_notes(fit: Any) -> list[str]:
+    """One line per separated term: what separates and that the other effects are its limit fit."""
+    if not fit.separated:
+        return []
+    return [f"separated: {term}: {why}" for term, why in fit.separated] + [
+        "the other effects are the limit of the maximum likelihood fit along the separation: estimated among "
+        "the documents each answer could still have cited (docs/method.md)"]
+
+
+def citation_counts(fit: Any) -> str:
+    """How many informative answers cite one, two, ... documents, and how several are modelled."""
+    from engine.choice_model import MULTI_CITATION
+
+    counts = ", ".join(f"{n:,} cite {k}" for k, n in fit.cited_counts)
+    if fit.n_multi == 0:
+        return f"every informative answer cites one document ({counts}): each is one choice among its documents"
+    return (f"{fit.n_multi:,} of the {fit.n_informative:,} informative answers cite several documents "
+            f"({counts}); {MULTI_CITATION}")
+
+
+def robust_note(fit: Any) -> str:
+    """What the second interval is."""
+    return (f"robust 95% CI: cluster-robust (sandwich) by {fit.cluster}, {fit.n_clusters:,} clusters; it allows the "
+            f"answers of one {fit.cluster} to be correlated (documents of unequal quality) but does not undo the "
+            "attenuation of odds ratios that such differences cause (docs/method.md)")

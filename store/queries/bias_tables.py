@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # derived_values' kind for report_bias_rows' rows of one experiment (bump the number when they change).
-BIAS_ROWS = "bias_rows/1"
+BIAS_ROWS = "bias_rows/2"  # /2: the view's columns of migration 017
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class BiasInputs:
     experiment_id: str
     runs: tuple[BiasRun, ...]  # every run, oldest first
     chosen: dict[str, BiasRun]  # per mode (MODES order), the newest complete run
-    metrics: tuple[tuple[str, str, float, float, float], ...]  # run_id, item_id, precision, recall, f1
+    # run_id, item_id, precision, recall, f1, cites (the answer cites a shown document)
+    metrics: tuple[tuple[str, str, float, float, float, bool], ...]
     confidence: tuple[tuple[Any, ...], ...]  # rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations
 
 
@@ -84,7 +85,8 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
         # Ordered: the bootstrap draws items by position, so an order that followed the plan
         # (parallel hash tables) would give other intervals for the same seed now and then.
         metrics = conn.execute(
-            f"SELECT run_id, item_id, precision, recall, f1 FROM query_metrics WHERE run_id IN ({marks(ids)}) "
+            "SELECT run_id, item_id, precision, recall, f1, n_citations > out_of_range_citations "
+            f"FROM query_metrics WHERE run_id IN ({marks(ids)}) "
             "ORDER BY run_id, item_id",
             ids,
         ).fetchall()
@@ -246,6 +248,29 @@ def table1_runs(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.D
         "metadata_type", "rag_mode", "label_relevant", "label_nonrelevant", "n", "precision", "recall", "exact_match"])
 
 
+@dataclass(frozen=True)
+class RunSetting:
+    """What tells a run's experiment apart from others in the report's tables."""
+
+    run_id: str
+    experiment_id: str
+    experiment_name: str | None  # `run --experiment NAME`; None when unnamed
+    config: dict[str, Any]  # config_json: the prompt and generation settings, and `shared_from` of a copied vanilla run
+
+
+def run_settings(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> dict[str, RunSetting]:
+    """Per complete run of these experiments (by run id): its configuration and its experiment's name."""
+    with reading(db) as conn:
+        rows = conn.execute(
+            "SELECT r.run_id, r.experiment_id, e.name, r.config_json FROM runs r "
+            "LEFT JOIN experiments e USING (experiment_id) "
+            "WHERE r.status = 'complete' AND list_contains(?, r.experiment_id) ORDER BY r.created_utc, r.run_id",
+            [list(dict.fromkeys(experiment_ids))],
+        ).fetchall()
+    return {run_id: RunSetting(run_id, experiment_id, name, json.loads(config) if config else {})
+            for run_id, experiment_id, name, config in rows}
+
+
 def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...],
                      pending: list[Derived] | None = None) -> pd.DataFrame:
     """bias_table's rows (same columns and order) for these experiments.
@@ -288,8 +313,9 @@ def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...],
 
 
 def _plain_json(value: Any) -> Any:
-    """numpy scalars as Python values (json knows float64, not int64 or bool_)."""
-    return value.item() if hasattr(value, "item") else str(value)
+    """numpy scalars and arrays (the view's `differences`) as Python values (json knows float64,
+    not int64, bool_ or ndarray)."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
 def _desc(text: str) -> tuple[int, ...]:

@@ -144,13 +144,15 @@ class ExperimentRun:
     dataset_sha: str
     metadata_type: str | None
     config_hash: str
+    citation_syntax: str  # how its citations were read (engine.citations); 'ours' unless recorded
 
 
 def experiment_runs(db: DbLike, experiment_id: str) -> tuple[ExperimentRun, ...]:
     """The runs of one experiment, oldest first; empty when there is no such experiment."""
     return fetch(
         db,
-        "SELECT run_id, rag_mode, status, model, dataset_sha, metadata_type, config_hash "
+        "SELECT run_id, rag_mode, status, model, dataset_sha, metadata_type, config_hash, "
+        "coalesce(json_extract_string(config_json, '$.citation_syntax'), 'ours') "
         "FROM runs WHERE experiment_id = ? ORDER BY created_utc, run_id",
         [experiment_id],
         into=ExperimentRun,
