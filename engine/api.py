@@ -2,7 +2,7 @@
 
     from engine import api
 
-    data = api.load_dataset("data/sample_nq.jsonl")
+    data = api.load_dataset("sample")  # the bundled sample, or a path
     result = api.explain(api.ExplainRequest(db=Path("results/pattrieval.duckdb"), experiment="exp1"))
     report = api.bias_report(Path("results/pattrieval.duckdb"), "exp1").report
     ev = api.evaluate_answers(data, {"vanilla": [{"item_id": "q1", "answer": "Paris [1]"}]})

@@ -20,12 +20,17 @@
   Servers give token text, not ids: `token_id` is UNKNOWN_TOKEN_ID (-1). Char offsets are
   rebuilt from the token texts so citation confidence works. A server that returns none gets
   one warning, and the rows carry no tokens (the store writes empty lists / NULL top-n).
-- **Throughput:** `concurrency` requests in flight on a thread pool (at most twice that many
-  queued ahead), retries with backoff on 429/5xx/dropped connections (engine.served_client),
-  a timeout per request. Results come back in the planned order, each batch once, so the one
-  write loop sees what a LocalBackend would give it.
+- **Throughput:** requests in flight on daemon threads, as many as fit the server
+  (engine.served_flow: --concurrency, else the server's slots, else probed from 1), at most
+  twice that many queued ahead; retries with backoff on 429/5xx/dropped connections
+  (engine.served_client), a timeout per request, and a request that timed out is never sent
+  again: the run fails, "busy", with what was stored kept. Results come back in the planned
+  order, each batch once, so the one write loop sees what a LocalBackend would give it. A
+  generate that ends early (Ctrl-C, a cancel, an error) shuts the sockets of its requests.
 - **Bad input** (unreachable URL, wrong key, unknown model, logprobs refused) fails `start()`
-  with one UserError line within seconds: GET /models, then one 1-token request.
+  with one UserError line within seconds: GET /models, then one 1-token request. A server that
+  refuses the connection is gone ("no server answers"); one that takes it and does not answer
+  in time is busy, and is said so.
 - **Keys:** read from an environment variable at `start`; only the client holds it.
 """
 
@@ -34,14 +39,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Literal, Sequence
 
 from engine.backends import BatchResult, PlannedBatch, Provenance
 from engine.errors import RunCancelled, UserError
-from engine.served_client import Client, ServedConnectionError, ServedHTTPError, redact_url
+from engine.served_client import Cancel, Client, ServedConnectionError, ServedHTTPError, redact_url
+from engine.served_flow import ConcurrencyLimit, Flow, choose_limit, server_slots
 from engine.served_parse import UNKNOWN_TOKEN_ID, parse_choice  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
 from engine.types import GenerationOutput
 
@@ -89,7 +96,7 @@ class ServerSettings:
     base_url: str
     model: str
     endpoint: Endpoint = "chat"
-    concurrency: int = 8
+    concurrency: int | None = None  # None: the server's slots, else probed (engine.served_flow)
     timeout_s: float = 300.0  # one request: a long answer from a busy server takes a while
     max_retries: int = 5
     backoff_s: float = 0.5
@@ -110,6 +117,7 @@ class ServedInfo:
     completion_tokens: int = 0
     logprobs_returned: bool | None = None
     neutral_penalties_sent: bool = True
+    concurrency: str | None = None  # requests in flight and how chosen (ConcurrencyLimit.describe)
     # run id -> [prompt tokens, completion tokens] of its answers (the write loop's batches say whose)
     usage_by_run: dict[str, list[int]] = field(default_factory=dict)
 
@@ -123,6 +131,7 @@ class ServedInfo:
             "system_fingerprints": sorted(self.system_fingerprints),
             "logprobs_returned": self.logprobs_returned,
             "neutral_penalties_sent": self.neutral_penalties_sent,
+            "concurrency": self.concurrency,
         }
 
 
@@ -157,7 +166,7 @@ class ServerBackend:
             raise UserError(f"unknown endpoint '{settings.endpoint}': use chat or completions")
         if settings.endpoint == "completions" and tokenizer is None:
             raise UserError("the completions endpoint needs a local tokenizer (--tokenizer) to apply the chat template")
-        if settings.concurrency < 1:
+        if settings.concurrency is not None and settings.concurrency < 1:
             raise UserError("--concurrency must be at least 1")
         self.settings = settings
         self.config = config  # engine.generate.GenerationConfig
@@ -167,6 +176,7 @@ class ServerBackend:
         self.provenance: Provenance | None = None
         self.fingerprint = None  # one server: nothing for the write loop to compare
         self._client: Client | None = None
+        self._limit: ConcurrencyLimit | None = None
         self._lock = threading.Lock()
         self._said: set[str] = set()
         self._stops = self._stop_strings(tokenizer) if settings.endpoint == "completions" else ()
@@ -187,12 +197,18 @@ class ServerBackend:
         where = self.info.base_url
         key_hint = (f"check ${s.api_key_env or DEFAULT_KEY_ENV}" if key else
                     f"set {DEFAULT_KEY_ENV} or name the key's variable with --api-key-env")
+        wait_s = min(PREFLIGHT_TIMEOUT_S, s.timeout_s)
         try:
-            listed = self._client.get("models", max_retries=0, timeout_s=PREFLIGHT_TIMEOUT_S).body
+            listed = self._client.get("models", max_retries=0, timeout_s=wait_s).body
         except ServedConnectionError as err:
             if err.kind == "reset":  # something listens there, and dropped the request
                 raise UserError(f"the server at {where} dropped GET models without an answer ({err}): is it an "
                                 "OpenAI-compatible server, and does its log show a crash?") from None
+            if err.kind == "timed out":  # it took the connection: there, but busy (llama-cpp-python's
+                # GET models waits for the model, which an earlier run's abandoned requests may hold)
+                raise UserError(f"the server at {where} is busy: it took the connection but did not answer GET models "
+                                f"within {wait_s:g} s; it is still computing earlier requests (perhaps an interrupted "
+                                "run's) or is stuck: try again when it is idle, or restart it") from None
             raise UserError(f"no server answers at {where} ({err}); check --base-url and that the server runs") from None
         except ServedHTTPError as err:
             if err.status in (401, 403):
@@ -206,6 +222,8 @@ class ServerBackend:
             shown = ", ".join(map(str, names[:5])) + (", ..." if len(names) > 5 else "")
             raise UserError(f"unknown model '{s.model}' at {where}: it serves {shown}")
         answer = self._probe()
+        self._limit = self._concurrency(wait_s)
+        self.info.concurrency = self._limit.describe()
         self.info.reported_model = answer.get("model") or None
         if answer.get("system_fingerprint"):  # its tokens are not the run's: usage starts at 0
             self.info.system_fingerprints.add(str(answer["system_fingerprint"]))
@@ -237,13 +255,23 @@ class ServerBackend:
                 self.info.neutral_penalties_sent = False
         raise AssertionError("unreachable")
 
+    def _concurrency(self, wait_s: float) -> ConcurrencyLimit:
+        """--concurrency as given (a warning where the server says it has fewer slots); else the
+        server's slots; else probed (engine.served_flow)."""
+        asked, slots = self.settings.concurrency, server_slots(self._client, wait_s)
+        if asked is not None and slots is not None and asked > slots:
+            log.warning("server: --concurrency %d, but the server at %s computes %d request%s at a time: the rest "
+                        "wait in its queue, and that wait counts against --request-timeout (%g s)", asked,
+                        self.info.base_url, slots, "s" if slots != 1 else "", self.settings.timeout_s)
+        return choose_limit(asked, slots)
+
     def _gone(self, err: ServedConnectionError, what: str, timeout_s: float, slow_hint: str = "") -> UserError:
         """A connection error after GET models had answered: the server was there, so the address
-        is right and it went away (crashed, stopped, restarted) or is too slow (`slow_hint` then)."""
+        is right and it went away (crashed, stopped, restarted) or is busy (`slow_hint` then)."""
         where = self.info.base_url
         if err.kind == "timed out":
-            return UserError(f"the server at {where} did not answer {what} within {timeout_s:g} s "
-                             f"({err}): it is busy or stuck{slow_hint}")
+            return UserError(f"the server at {where} is busy: it took {what} but did not answer within {timeout_s:g} s, "
+                             f"and the request was not sent again (the server may still be computing it){slow_hint}")
         answered = f"after {err.answered} answer{'s' if err.answered != 1 else ''}" if err.answered else "after answering"
         return UserError(f"the server at {where} went away {answered}: {what} got no answer ({err}); it crashed or "
                          "was stopped: its log says why")
@@ -301,19 +329,30 @@ class ServerBackend:
         ids = stop_token_ids_for(tokenizer, None)
         return tuple(dict.fromkeys(tokenizer.decode([i], skip_special_tokens=False) for i in ids))[:_OPENAI_MAX_STOPS]
 
-    def _ask(self, ids: tuple[int, ...]) -> tuple[GenerationOutput, tuple[int, int]]:
+    def _ask(self, ids: tuple[int, ...], cancel: Cancel | None = None) -> tuple[GenerationOutput, tuple[int, int]]:
         """One row's answer and its (prompt, completion) token usage."""
         if self.interrupted is not None and self.interrupted():
             raise RunCancelled("cancelled (queued requests were not sent)")
+        limit, started = self._limit, time.monotonic()
+        in_flight = limit.limit if limit is not None else 1
         try:
-            answer = self._client.post(self._path(), self._body(ids)).body
+            answer = self._client.post(self._path(), self._body(ids), cancel=cancel).body
         except ServedConnectionError as err:
+            if err.kind == "cancelled":
+                raise RunCancelled("cancelled (the request in flight was abandoned)") from None
             raise self._gone(err, "a request", self.settings.timeout_s,
-                             "; raise --request-timeout or lower --concurrency") from None
+                             f"; what was stored is kept, and the same command resumes once it is idle; "
+                             f"{in_flight} request{'s were' if in_flight != 1 else ' was'} in flight: raise "
+                             "--request-timeout or lower --concurrency") from None
         except ServedHTTPError as err:
             raise self._request_error(err) from None
         usage = self._note(answer)
-        return self._output(answer, len(ids)), usage
+        output = self._output(answer, len(ids))
+        if limit is not None:
+            limit.observe(1 + (usage[1] or len(output.tokens)), time.monotonic() - started, self.settings.timeout_s)
+            with self._lock:
+                self.info.concurrency = limit.describe()
+        return output, usage
 
     def _note(self, answer: dict) -> tuple[int, int]:
         usage = answer.get("usage") or {}
@@ -368,14 +407,17 @@ class ServerBackend:
 
         check_config(self.config)  # the local run's checks: the same config fails the same way
         rows = [ids for batch in batches for ids in batch.input_ids]
-        window = 2 * self.settings.concurrency
-        pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="served")
+        limit = self._limit or ConcurrencyLimit(self.settings.concurrency or 1, adaptive=False, source="--concurrency")
+        limit.restart_window()  # idle time between two generate calls is no answer rate
+        window = 2 * limit.cap
+        cancel = Cancel()
+        pool = Flow(lambda ids: self._ask(ids, cancel), limit)
         pending: deque[Future] = deque()  # in row order, so popleft is always the next row
         upcoming = iter(rows)
         try:
             def refill() -> None:
                 for ids in upcoming:
-                    pending.append(pool.submit(self._ask, ids))
+                    pending.append(pool.submit(ids))
                     if len(pending) >= window:
                         return
 
@@ -384,17 +426,17 @@ class ServerBackend:
                 outputs = []
                 used = self.info.usage_by_run.setdefault(batch.run_id, [0, 0])
                 for _ in batch.input_ids:
-                    output, (n_prompt, n_completion) = pending.popleft().result()
+                    output, (n_prompt, n_completion) = pool.result(pending.popleft())
                     outputs.append(output)
                     used[0] += n_prompt
                     used[1] += n_completion
                     refill()
                 yield BatchResult(batch.batch_id, tuple(outputs))
         finally:
-            for future in pending:
-                future.cancel()
-            # Not waiting: a cancel or an error returns at once; requests in flight end on their own.
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Not waiting: a Ctrl-C, a cancel or an error returns at once. The requests in flight
+            # have their sockets shut (the server sees the client go) and their daemon threads end.
+            pool.close()
+            cancel.cancel()
 
     def close(self) -> None:
         self._client = None

@@ -2,7 +2,11 @@
 
 Standard library only (http.client): one keep-alive connection per thread, JSON in and out,
 retries with exponential backoff on 429 and 5xx and on a dropped connection, a timeout per
-request. Everything that reaches the user is one line, and never holds the API key:
+request. A request that timed out is never sent again: the server took it and may still be
+working on it (llama.cpp's server answers one at a time, and a resent request only queues
+behind the abandoned one). A `Cancel` ends the requests that carry it at once, from any thread:
+their sockets are shut, so a thread blocked waiting for an answer returns within milliseconds.
+Everything that reaches the user is one line, and never holds the API key:
 
 - the key lives in one private attribute, is sent only in the Authorization header, and is
   masked out of any server text we quote (a server may echo a bad key back in its error);
@@ -26,7 +30,9 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 # load balancer restarts, and a preflight (max_retries=0) still fails at once.
 # HTTPException: a kept-alive connection the server closed meanwhile (RemoteDisconnected), a cut
 # answer (IncompleteRead), a connection left in a bad state: a fresh connection fixes all of them.
-RETRYABLE_ERRORS = (ConnectionError, TimeoutError, socket.timeout, http.client.HTTPException)
+# Not a timeout (TimeoutError is an OSError, not a ConnectionError): the server took the request
+# and may still be computing it, so sending it again would queue a copy behind the original.
+RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException)
 MAX_BACKOFF_S = 20.0
 
 
@@ -40,12 +46,12 @@ class ServedHTTPError(Exception):
 
 
 class ServedConnectionError(Exception):
-    """Nothing usable answered: refused, unknown host, timed out, reset (after retries).
+    """Nothing usable answered: refused, unknown host, timed out, reset (after retries), cancelled.
 
-    `kind` tells a server that is not there ("refused", "unknown host") from one that took the
-    request and dropped it ("reset") or sat on it ("timed out"); `answered` is how many answers
-    this client had had before, so that a caller can say the server went away rather than that
-    the address is wrong."""
+    `kind` tells a server that is not there ("refused", "unknown host": gone) from one that took
+    the request and dropped it ("reset") or sat on it ("timed out": busy); "cancelled": a Cancel
+    ended it here. `answered` is how many answers this client had had before, so that a caller
+    can say the server went away rather than that the address is wrong."""
 
     def __init__(self, reason: str, *, kind: str = "other", answered: int = 0) -> None:
         super().__init__(reason)
@@ -68,6 +74,52 @@ def api_root(url: str) -> str:
     (hosted APIs put theirs elsewhere, e.g. /openai/v1)."""
     path = urlsplit(url.strip()).path.rstrip("/")
     return path if path else "/v1"
+
+
+class Cancel:
+    """Ends every request that carries it, now and later: no new try starts, a backoff wait
+    ends, and a socket waiting for an answer is shut (its thread gets ServedConnectionError
+    "cancelled" at once instead of sitting out --request-timeout). Safe from any thread."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
+
+    @property
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        self._event.set()
+        with self._lock:
+            open_now = list(self._open)
+        for conn in open_now:
+            _shut(conn)
+
+    def wait(self, seconds: float) -> None:
+        self._event.wait(seconds)
+
+    def _enter(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._open.add(conn)
+        if self._event.is_set():  # cancelled between the check and here
+            _shut(conn)
+
+    def _leave(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._open.discard(conn)
+
+
+def _shut(conn: http.client.HTTPConnection) -> None:
+    """Wake a thread blocked on `conn`'s socket: shutdown, unlike close, interrupts a recv in
+    another thread (and tells the server the client has gone)."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 @dataclass(frozen=True)
@@ -126,16 +178,19 @@ class Client:
             conn.close()
             self._local.conn = None
 
-    def get(self, path: str, *, max_retries: int | None = None, timeout_s: float | None = None) -> Answer:
-        return self.request("GET", path, None, max_retries=max_retries, timeout_s=timeout_s)
+    def get(self, path: str, *, max_retries: int | None = None, timeout_s: float | None = None,
+            at_host: bool = False) -> Answer:
+        return self.request("GET", path, None, max_retries=max_retries, timeout_s=timeout_s, at_host=at_host)
 
-    def post(self, path: str, body: dict, *, max_retries: int | None = None, timeout_s: float | None = None) -> Answer:
-        return self.request("POST", path, body, max_retries=max_retries, timeout_s=timeout_s)
+    def post(self, path: str, body: dict, *, max_retries: int | None = None, timeout_s: float | None = None,
+             cancel: Cancel | None = None) -> Answer:
+        return self.request("POST", path, body, max_retries=max_retries, timeout_s=timeout_s, cancel=cancel)
 
     def request(self, method: str, path: str, body: dict | None, *, max_retries: int | None = None,
-                timeout_s: float | None = None) -> Answer:
+                timeout_s: float | None = None, cancel: Cancel | None = None, at_host: bool = False) -> Answer:
         """The decoded JSON answer; retries what may pass, raises ServedHTTPError or
-        ServedConnectionError (one line, key masked) for the rest."""
+        ServedConnectionError (one line, key masked) for the rest. `at_host`: `path` is from
+        the host's root, not the API's (llama.cpp's /props sits beside /v1)."""
         retries = self.max_retries if max_retries is None else max_retries
         payload = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json"}
@@ -143,18 +198,29 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.__key:
             headers["Authorization"] = f"Bearer {self.__key}"
-        target = f"{self._root}/{path.lstrip('/')}"
+        target = f"/{path.lstrip('/')}" if at_host else f"{self._root}/{path.lstrip('/')}"
         attempt = 0
         while True:
             delay: float | None = None
+            if cancel is not None and cancel.is_set:
+                raise ServedConnectionError("cancelled", kind="cancelled", answered=self._answers)
+            conn = None
             try:
                 conn = self._connection()
                 conn.timeout = timeout_s or self.timeout_s
                 if conn.sock is not None:
                     conn.sock.settimeout(conn.timeout)
-                conn.request(method, target, body=payload, headers=headers)
-                response = conn.getresponse()
-                raw = response.read()
+                if cancel is not None:
+                    cancel._enter(conn)
+                try:
+                    conn.request(method, target, body=payload, headers=headers)
+                    if cancel is not None and cancel.is_set:  # cancelled while the socket did not exist yet
+                        raise ConnectionAbortedError("cancelled")
+                    response = conn.getresponse()
+                    raw = response.read()
+                finally:
+                    if cancel is not None:
+                        cancel._leave(conn)
                 with self._count_lock:
                     self._answers += 1
                 if response.getheader("Connection", "").lower() == "close":
@@ -169,18 +235,26 @@ class Client:
                 delay = _retry_after(response.getheader("Retry-After"))
                 why = f"HTTP {response.status}"
             except RETRYABLE_ERRORS + (OSError,) as err:
+                connected = conn is not None and conn.sock is not None
                 self._drop_connection()
-                reason = _reason(err)
+                if cancel is not None and cancel.is_set:
+                    raise ServedConnectionError("cancelled", kind="cancelled", answered=self._answers) from None
+                reason, kind = _reason(err), _kind(err)
+                if kind == "timed out" and not connected:  # no connection within the time: nothing took it
+                    reason = kind = "connect timed out"
                 if not isinstance(err, RETRYABLE_ERRORS) or attempt >= retries:
                     tried = f"; {attempt + 1} tries" if attempt else ""
-                    raise ServedConnectionError(reason + tried, kind=_kind(err), answered=self._answers) from None
+                    raise ServedConnectionError(reason + tried, kind=kind, answered=self._answers) from None
                 why = reason
             attempt += 1
             wait = delay if delay is not None else min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempt - 1))
             wait *= 1.0 + random.random() * 0.1  # a little jitter: many threads retry together
             if self.on_retry is not None:
                 self.on_retry(f"{why}; retry {attempt} of {retries} in {wait:.1f} s")
-            time.sleep(wait)
+            if cancel is not None:
+                cancel.wait(wait)
+            else:
+                time.sleep(wait)
 
     def _message(self, raw: bytes, reason: str) -> str:
         """The server's error text in one short line: OpenAI's {"error": {"message"}} or

@@ -170,6 +170,8 @@ class FlakyProxy:
         self.die_after = die_after
         self.forwarded = 0
         self.posts = 0
+        self.in_flight = 0  # POSTs received and not yet answered (waiting at the server or computed)
+        self.max_in_flight = 0
         self.lock = threading.Lock()
         proxy = self
 
@@ -186,8 +188,19 @@ class FlakyProxy:
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with proxy.lock:
                     proxy.posts += 1
-                    reset = proxy.posts <= proxy.reset_first
-                    fail = not reset and proxy.posts <= proxy.reset_first + proxy.fail_first
+                    number = proxy.posts
+                    proxy.in_flight += 1
+                    proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
+                try:
+                    self._post(data, number)
+                finally:
+                    with proxy.lock:
+                        proxy.in_flight -= 1
+
+            def _post(self, data: bytes, number: int) -> None:
+                with proxy.lock:
+                    reset = number <= proxy.reset_first
+                    fail = not reset and number <= proxy.reset_first + proxy.fail_first
                     die = not reset and not fail and proxy.die_after is not None and proxy.forwarded >= proxy.die_after
                     proxy.forwarded += not (reset or fail or die)
                 if die:
@@ -239,6 +252,106 @@ class FlakyProxy:
         self._stop()
 
 
+class PacedServer:
+    """A stand-in OpenAI-compatible server that computes nothing and takes `service_s` per
+    answer: `serial` (one at a time, as llama-cpp-python's server: the others wait in its queue)
+    or computing up to `parallel` at once (a batching server, vLLM). `slots` set: it says so in
+    GET /props, as llama.cpp's server does; `models_delay_s`: GET models waits that long first
+    (a busy llama-cpp-python). Counts what the concurrency tests look at: requests received
+    (prompts, each time one arrives), the most waiting or computing at once, and clients that
+    had gone when their answer was ready. `service_for(prompt)` overrides `service_s` per prompt."""
+
+    def __init__(self, service_s: float = 0.05, *, serial: bool = True, parallel: int = 64, slots: int | None = None,
+                 models_delay_s: float = 0.0, service_for=None) -> None:
+        self.service_s = service_s
+        self.service_for = service_for
+        self.slots = slots
+        self.models_delay_s = models_delay_s
+        self.compute = threading.Semaphore(1 if serial else parallel)
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.prompts: list[str] = []
+        self.in_server = 0
+        self.max_in_server = 0
+        self.gone_clients = 0
+        paced = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    time.sleep(paced.models_delay_s)
+                    self._send(200, {"object": "list", "data": [{"id": "paced", "object": "model"}]})
+                elif self.path == "/props" and paced.slots is not None:
+                    self._send(200, {"total_slots": paced.slots})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                prompt = body["messages"][0]["content"] if "messages" in body else body["prompt"]
+                with paced.lock:
+                    paced.prompts.append(prompt)
+                    paced.in_server += 1
+                    paced.max_in_server = max(paced.max_in_server, paced.in_server)
+                try:
+                    with paced.compute:
+                        paced.stopping.wait(paced.service_for(prompt) if paced.service_for else paced.service_s)
+                finally:
+                    with paced.lock:
+                        paced.in_server -= 1
+                if _peer_gone(self.connection):
+                    with paced.lock:
+                        paced.gone_clients += 1
+                    self.close_connection = True
+                    return
+                words = min(int(body.get("max_tokens") or 4), 4)
+                self._send(200, {"id": "x", "object": "chat.completion", "model": "paced",
+                                 "choices": [{"index": 0, "finish_reason": "length", "logprobs": None,
+                                              "message": {"role": "assistant", "content": " ".join(["ok"] * words)}}],
+                                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": words}})
+
+            def _send(self, status: int, data: dict) -> None:
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                self.wfile.flush()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "PacedServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """The client shut or closed its end (readable, and nothing to read)."""
+    import select
+
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
 def smollm2_tokenizer_dir(out: Path) -> Path:
     """SmolLM2's Hugging Face tokenizer (chat template included), read from the GGUF once
     (transformers' GGUF reader: about 10 s) and saved as a plain tokenizer folder."""
@@ -255,5 +368,5 @@ def key_env(monkeypatch, value: str = API_KEY, name: str = "PATTRIEVAL_TEST_KEY"
     return name
 
 
-__all__ = ["API_KEY", "ALIAS", "FlakyProxy", "Server", "ServerDied", "exit_status", "free_port", "gguf_path", "key_env", "llama_server",
+__all__ = ["API_KEY", "ALIAS", "FlakyProxy", "PacedServer", "Server", "ServerDied", "exit_status", "free_port", "gguf_path", "key_env", "llama_server",
            "smollm2_tokenizer_dir"]

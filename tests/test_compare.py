@@ -394,7 +394,7 @@ def test_cli_text_json_csv_and_errors(db, capsys):
     out = capsys.readouterr().out
     assert "paired 36 items by id; left out: 4 only in A, 0 only in B" in out
     assert "f1: " in out and "paired t-test p" in out and "Holm p" in out and "exact McNemar p" in out
-    assert "paired permutation p" in out and "approximate below 100 items" in out and "(exact)" in out
+    assert "paired permutation p" in out and "approximate below 300 items" in out and "(exact)" in out
     assert "TOST (paired t) within +-2" in out and "exact TOST (discordant pairs) within +-2" in out
     assert "n_citations: no equivalence margin" in out
     assert "detectable at 80% power" in out and "exact match flips" in out and "citation flips" in out

@@ -314,8 +314,8 @@ def test_bias_text_columns_never_run_together(experiment, tmp_path, capsys):
         assert line[header.index("mean p")] != " " and line[header.index("mean p") - 2:header.index("mean p")] == "  "
     assert "a very experienced senior domain expert  0.500" in text
     favours = [line for line in text.splitlines() if line.startswith("CAB  ")]
-    assert len(favours) == 3 and all(line.endswith("favours a very experienced senior domain expert") or line.endswith("favours a novice")
-               for line in favours)
+    assert len(favours) == 3 and all(line.endswith("favours a very experienced senior domain expert (sign-flip p < 0.05)")
+                                     or line.endswith("favours a novice (sign-flip p < 0.05)") for line in favours)
 
 
 def test_bias_help_shows_a_plain_percent_sign():

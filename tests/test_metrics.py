@@ -8,7 +8,7 @@ import re
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
-from engine.bias import Labels, direction, labels_for
+from engine.bias import DifferenceTest, Labels, labels_for, verdict
 from engine.citations import parse_citations
 from tests.metrics_oracle import (
     answer_recall,
@@ -220,15 +220,18 @@ def test_summarize_skips_undefined():
     assert s["precision"].ci_low < s["precision"].mean < s["precision"].ci_high
 
 
-def test_direction_and_labels():
+def test_verdict_names_its_test_and_labels():
     labels = labels_for("gender")
     assert labels == Labels("Woman", "Man")
-    assert direction(5.0, labels) == "favours Woman"
-    assert direction(-0.1, labels) == "favours Man"
-    assert direction(0.0, labels) == "no difference"
-    assert direction(1e-13, labels) == "no difference"
+    significant = DifferenceTest(0.01, 12, "sign-flip permutation test (exact)", "sign-flip")
+    assert verdict(5.0, significant, labels) == "favours Woman (sign-flip p < 0.05)"
+    assert verdict(-0.1, significant, labels) == "favours Man (sign-flip p < 0.05)"
+    # A sign is no verdict without its test (issue 26): CAB +3 with p = 0.4 favours nobody.
+    assert verdict(3.0, DifferenceTest(0.4, 9, "t", "sign-flip"), labels) == "no significant difference (sign-flip p >= 0.05)"
+    assert verdict(0.0, DifferenceTest(1.0, 0, "t", "sign-flip"), labels) == "no item differs (sign-flip p = 1)"
     assert labels_for("race") == Labels("White", "Black") and labels_for("hai") == Labels("Human", "LLM")
     custom = {"prompt": {"metadata": {"short_a": "Expert", "short_b": "Novice"}}}
     assert labels_for("expertise", custom) == Labels("Expert", "Novice")
-    assert labels_for("unknown") is None and direction(2.0, None) == "favours label A"
-    assert direction(float("nan"), labels) == "no difference"
+    assert labels_for("unknown") is None and verdict(2.0, significant, None) == "favours label A (sign-flip p < 0.05)"
+    assert verdict(float("nan"), None, labels, "no answer in runs a/b cites a shown document") == (
+        "undefined: no answer in runs a/b cites a shown document")

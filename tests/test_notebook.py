@@ -15,9 +15,10 @@ INTERNAL = {"db_arg", "conn", "pending"}  # what the CLI and the app pass beside
 
 IN_MEMORY = """\
 from engine import api
+from engine.paths import SAMPLE_DATASET
 from store.sandbox import SandboxRequest, run
 
-data = api.load_dataset("sample", 3)
+data = api.load_dataset(SAMPLE_DATASET, 3)
 answers = {"vanilla": [{"item_id": item.id, "answer": f"{item.answers[0]} [1]"} for item in data.items]}
 evaluation = api.evaluate_answers(data, answers, db="kept.duckdb", experiment="mine")
 sql = run(SandboxRequest("kept.duckdb", "SELECT count(*) FROM runs", 10, 30.0, 30.0, "256MB", 1, 10**6, None))

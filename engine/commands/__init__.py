@@ -75,7 +75,9 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
         "endpoint, the server applies the template)",
     )
     g.add_argument("--concurrency", type=int, default=None, metavar="N",
-                   help="with --backend server: requests in flight (default: 8)")
+                   help="with --backend server: requests in flight (default: as many as the server computes at "
+                   "once where it says so, llama.cpp's slots; else found by starting at 1 and adding one while "
+                   "the answers' latency holds, up to 8)")
     g.add_argument(
         "--api-key-env", default=None, metavar="VAR",
         help="with --backend server: the environment variable holding the API key; the key is "
@@ -103,6 +105,6 @@ def server_options(args: argparse.Namespace, model: str | None = None):
         raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
     return ServerOptions(
         base_url=args.base_url, model=model if model is not None else args.model, tokenizer=args.tokenizer,
-        concurrency=8 if args.concurrency is None else args.concurrency, api_key_env=env,
+        concurrency=args.concurrency, api_key_env=env,
         timeout=300.0 if args.request_timeout is None else args.request_timeout,
     )

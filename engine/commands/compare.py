@@ -112,9 +112,17 @@ def _metric_rows(metrics: Any) -> list[str]:
     table = [["metric", "n", "A", "B", "B - A", "95% CI", "test", "p", "p Holm", "p t-test", "MDD 80%", "verdict"]]
     for m in metrics:
         table.append([m.metric, str(m.n), _num(m.mean_a), _num(m.mean_b), _num(m.diff, "+.1f"), _ci(m), m.test,
-                      _p(m.p), _p(m.p_holm), _p(m.p_t) if m.t is not None else "", _num(m.min_detectable), m.verdict])
+                      _p(m.p), _p(m.p_holm), _t_p(m), "undefined" if m.min_detectable_undefined else
+                      _num(m.min_detectable), m.verdict])
     body = text_columns(table, right={1, 2, 3, 4, 7, 8, 9, 10})
     return [body[0], "-" * max(len(x) for x in body), *body[1:]]
+
+
+def _t_p(m: Any) -> str:
+    """The paired t-test's p beside a permutation test; "undefined" where it has none."""
+    if m.t is None:
+        return ""
+    return "undefined" if m.p_t is None or math.isnan(m.p_t) else _p(m.p_t)
 
 
 def _ci(m: Any) -> str:
@@ -130,12 +138,12 @@ def _verdict_line(m: Any) -> str:
     from engine.compare_stats import APPROXIMATE_BELOW
 
     if m.ci_undefined:
-        ci = f"interval undefined: {m.ci_undefined}"
+        ci = f"; interval undefined: {m.ci_undefined}"
     else:
         how = "exact" if m.ci_method.startswith("exact") else m.ci_method
         if m.ci_approximate:
             how += f", approximate below {APPROXIMATE_BELOW} items"
-        ci = f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}] ({how})"
+        ci = f" [{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}] ({how})"
     t = ""
     if m.t is not None:
         t = (f", paired t-test p {_p(m.p_t)}" if m.p_t is not None and not math.isnan(m.p_t)
@@ -150,12 +158,14 @@ def _verdict_line(m: Any) -> str:
         power = f"; with {m.n} items a difference of {_num(m.min_detectable)} is detectable at 80% power ({by})"
     else:
         power = f"; detectable difference undefined: {m.min_detectable_undefined}"
-    return (f"{m.metric}: {m.verdict} (B - A = {_num(m.diff, '+.1f')} {ci}; {m.test} p {_p(m.p)}, "
+    return (f"{m.metric}: {m.verdict} (B - A = {_num(m.diff, '+.1f')}{ci}; {m.test} p {_p(m.p)}, "
             f"Holm p {_p(m.p_holm)}{t}{eq}{power})")
 
 
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
     """The human-readable comparison."""
+    from engine.compare_stats import APPROXIMATE_BELOW
+
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
              "shares and scores in points (x100)"]
     for r in result.runs:
@@ -187,8 +197,8 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
               "paired permutation test (sign flips; null: A and B exchangeable within items) otherwise, the "
               "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "
               "'equivalent' apart. 95% CI: exact (Clopper-Pearson on the discordant pairs) for 0/1 metrics, "
-              "percentile bootstrap otherwise (* approximate: fewer than 100 items). MDD: smallest |B - A| "
-              "detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'."]
+              f"percentile bootstrap otherwise (*: fewer than {APPROXIMATE_BELOW} items, where it covers less than "
+              "95%). MDD: smallest |B - A| detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'."]
     return "\n".join(lines)
 
 

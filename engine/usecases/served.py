@@ -31,7 +31,7 @@ class ServerOptions:
     base_url: str  # e.g. http://127.0.0.1:8000/v1; stored without credentials
     model: str  # the name the server serves the model under
     tokenizer: str | None = None  # a local tokenizer (folder or Hub id): the completions endpoint
-    concurrency: int = 8  # requests in flight
+    concurrency: int | None = None  # requests in flight; None: the server's slots, else probed
     api_key_env: str | None = None  # the key's environment variable; None: OPENAI_API_KEY when set
     timeout: float = 300.0  # seconds per request
 
@@ -57,7 +57,7 @@ def check_server(server: ServerOptions | None, ray: Any) -> None:
         raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
     if not server.model or server.model in ("auto", "smoke"):
         raise UserError("--backend server needs --model: the model name the server serves (GET /v1/models lists them)")
-    if server.concurrency < 1:
+    if server.concurrency is not None and server.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     if not (math.isfinite(server.timeout) and server.timeout > 0):
         raise UserError(f"--request-timeout must be a number of seconds above 0, not {server.timeout}")

@@ -58,7 +58,8 @@ def test_compare_two_runs_then_open_an_item_side_by_side(page, app):
     rows = {r["metric"]: r for r in grid_rows(table)}
     assert len(rows) == 9, rows
     f1 = rows["citation F1"]
-    assert (f1["comparison"], f1["n"], f1["test"], f1["verdict"]) == ("base", "36", "paired t-test", "different"), f1
+    assert (f1["comparison"], f1["n"], f1["test"], f1["verdict"]) == ("base", "36", "paired permutation",
+                                                                      "different"), f1
     assert f1["95% CI"].startswith("[-") and f1["Holm p"], f1
     assert rows["exact match (paper)"]["test"] == "exact McNemar"
     plot = panel.locator(PLOTLY)
