@@ -334,7 +334,7 @@ class ServerBackend:
         if self.interrupted is not None and self.interrupted():
             raise RunCancelled("cancelled (queued requests were not sent)")
         limit, started = self._limit, time.monotonic()
-        in_flight = limit.limit if limit is not None else 1
+        in_flight, ticket = (limit.limit, limit.ticket()) if limit is not None else (1, None)
         try:
             answer = self._client.post(self._path(), self._body(ids), cancel=cancel).body
         except ServedConnectionError as err:
@@ -349,7 +349,8 @@ class ServerBackend:
         usage = self._note(answer)
         output = self._output(answer, len(ids))
         if limit is not None:
-            limit.observe(1 + (usage[1] or len(output.tokens)), time.monotonic() - started, self.settings.timeout_s)
+            limit.observe(1 + (usage[1] or len(output.tokens)), time.monotonic() - started, self.settings.timeout_s,
+                          ticket)
             with self._lock:
                 self.info.concurrency = limit.describe()
         return output, usage
@@ -408,7 +409,6 @@ class ServerBackend:
         check_config(self.config)  # the local run's checks: the same config fails the same way
         rows = [ids for batch in batches for ids in batch.input_ids]
         limit = self._limit or ConcurrencyLimit(self.settings.concurrency or 1, adaptive=False, source="--concurrency")
-        limit.restart_window()  # idle time between two generate calls is no answer rate
         window = 2 * limit.cap
         cancel = Cancel()
         pool = Flow(lambda ids: self._ask(ids, cancel), limit)
@@ -426,7 +426,7 @@ class ServerBackend:
                 outputs = []
                 used = self.info.usage_by_run.setdefault(batch.run_id, [0, 0])
                 for _ in batch.input_ids:
-                    output, (n_prompt, n_completion) = pool.result(pending.popleft())
+                    output, (n_prompt, n_completion) = pool.result(pending.popleft(), self.interrupted)
                     outputs.append(output)
                     used[0] += n_prompt
                     used[1] += n_completion

@@ -27,7 +27,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 import numpy as np
 
 from engine.errors import UserError
-from engine.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci, sign_flip_test, t_sf2
+from engine.stats import (BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci,
+                          sign_flip_test, t_sf2)
 from engine.types import MODES, Mode
 
 METRICS = ("precision", "recall", "f1")
@@ -40,9 +41,6 @@ COMPARISONS: tuple[tuple[Measure, Mode, Mode], ...] = (("CAS", "vanilla", "base"
 # bias view lists the non-zero differences up to this many, so a kept row gives the same p.
 PERMUTATION_MAX = 1000
 SIGNIFICANCE = 0.05  # the verdict's level, as Table 2's star
-# Below this many items the percentile bootstrap covers less than 95% (91.5% at 30, issue 26):
-# the interval is printed as approximate.
-APPROXIMATE_BELOW = 100
 _NULLS = {"CAB": "null: base and cf cite alike", "CAS": "null: vanilla and base cite alike on average"}
 
 
@@ -91,7 +89,7 @@ class BiasResult:
     direction: str | None  # the verdict in words, naming its test; CAS: None unless undefined
     test: str  # which test gave p, and its null
     undefined_reason: str | None  # why value is undefined (NaN), else None
-    interval_note: str | None  # "approximate ..." below APPROXIMATE_BELOW items, else None
+    interval_note: str | None  # "approximate ..." below BOOTSTRAP_APPROXIMATE_BELOW items, else None
 
 
 def difference_test(diffs: Sequence[float] | np.ndarray, *, seed: int = DEFAULT_SEED) -> DifferenceTest:
@@ -319,8 +317,8 @@ def compute_bias(
                 verdict(value, test, labels, reason) if measure == "CAB" or reason else None,
                 test_name(measure, a, b, test),
                 reason,
-                f"approximate: percentile bootstrap over {n} items (< {APPROXIMATE_BELOW})"
-                if defined and n < APPROXIMATE_BELOW else None,
+                f"approximate: percentile bootstrap over {n} items (< {BOOTSTRAP_APPROXIMATE_BELOW})"
+                if defined and n < BOOTSTRAP_APPROXIMATE_BELOW else None,
             ))
     return tuple(results)
 

@@ -12,7 +12,7 @@ spread of the per-item differences, not of two independent samples. Per metric (
     for "equivalent";
   * the 95% interval of B - A: exact for a 0/1 metric (Clopper-Pearson bounds on the two
     discordant shares, engine.paired_exact), a percentile bootstrap otherwise (engine.stats;
-    approximate at every n, and marked so below APPROXIMATE_BELOW items, where it covers less than 95%);
+    approximate at every n, and marked so below BOOTSTRAP_APPROXIMATE_BELOW items, where it covers less than 95%);
   * with a margin M for the metric, TOST: exact from the discordant pairs for a 0/1 metric,
     two one-sided paired t-tests otherwise; a verdict "equivalent within M", "different" or
     "inconclusive";
@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from engine.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci
+from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci
 
 ALPHA = 0.05
 POWER = 0.8
@@ -59,10 +59,6 @@ TOST_T = "TOST (paired t)"
 TOST_EXACT = "exact TOST (discordant pairs)"
 CI_BOOTSTRAP = "percentile bootstrap"
 CI_EXACT = "exact (Clopper-Pearson, discordant pairs)"
-# Below this many items the percentile bootstrap covers less than 95%: 90.4% at 30 items and 93.0%
-# at 100 for sparse differences (10% of items up by 50 points, 11% down by 25), 95.0% at 300
-# (tests/test_compare_exact.py, slow; 91.5% at 30 in issue 26's audit). Marked approximate there.
-APPROXIMATE_BELOW = 300
 
 
 @dataclass(frozen=True)
@@ -125,7 +121,7 @@ class MetricComparison:
     ci_low: float  # 95% interval of diff (NaN where undefined: see ci_undefined)
     ci_high: float
     ci_method: str  # CI_BOOTSTRAP (continuous) or CI_EXACT (0/1)
-    ci_approximate: bool  # a bootstrap interval on fewer than APPROXIMATE_BELOW items
+    ci_approximate: bool  # a bootstrap interval on fewer than BOOTSTRAP_APPROXIMATE_BELOW items
     ci_undefined: str  # why there is no interval ("" when there is one)
     test: str  # the test whose p gives the verdict: MCNEMAR (0/1) or PERMUTATION (continuous)
     statistic: float  # McNemar: discordant pairs 1 in B only; permutation: the mean difference
@@ -370,7 +366,7 @@ def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequenc
         ci_why = FEW if n < 2 else NO_SPREAD if no_spread else ""
         low, high = (math.nan, math.nan) if ci_why else bootstrap_diff_ci(x * spec.scale, y * spec.scale,
                                                                           n_resamples=n_resamples, seed=seed)
-        approximate = not ci_why and n < APPROXIMATE_BELOW
+        approximate = not ci_why and n < BOOTSTRAP_APPROXIMATE_BELOW
         detectable = min_detectable_difference(sd, n)
         mdd_why = "" if detectable is not None else (FEW if n < 2 else NO_SPREAD)
         equivalence = tost_paired(x * spec.scale, y * spec.scale, margin) if margin is not None else None

@@ -10,12 +10,15 @@ computing answers nobody would read. So:
 - The server says how many slots it has (llama.cpp's `GET /props` `total_slots`, or the length
   of `GET /slots`): that many.
 - Otherwise (vLLM, SGLang, hosted APIs say nothing): found by probing. Start at 1, measure the
-  answer rate (completion tokens + 1 per answer, per second) over a window of answers, then
-  step up one at a time while the rate grows with the level, that is while each request's
-  latency holds (Little's law: latency = requests in flight / rate). A step whose latency is
-  more than HOLD times the latency at level 1 is taken back and the level stays there: a
-  one-at-a-time server settles at 1, a batching one climbs to AUTO_MAX. An answer that takes
-  more than half of --request-timeout steps the level down at once.
+  latency per answer token (seconds from sending to the answer, over completion tokens + 1,
+  summed over a window of answers, so that long and short answers weigh what they cost), then
+  step up one at a time while it holds. A step whose latency is more than HOLD times level 1's
+  is taken back and the level stays there: on a one-at-a-time server every request at level 2
+  also waits for the other one (twice the latency), so it settles at 1; a batching one computes
+  them together and climbs to AUTO_MAX. An answer that takes more than half of
+  --request-timeout steps the level down at once. Latency, not answers per second: the
+  client's own time between two requests is in the rate at level 1 and hidden at level 2, and
+  looked like a gain where the server computes in a few milliseconds.
 
 The threads are daemons, and a `Flow` that closes cancels its queued requests: a Ctrl-C ends
 a served run in about a second instead of waiting for every request in flight (a
@@ -26,21 +29,22 @@ until the server had answered them all).
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from engine.errors import RunCancelled
 from engine.served_client import ServedConnectionError, ServedHTTPError
 
 AUTO_MAX = 8  # the probing's ceiling: the old fixed default, enough to fill a small batching server
 MAX_SLOTS = 64  # a server's own count is used up to this (a typo'd -np 10000 must not start 10000 threads)
 HOLD = 1.5  # a level is kept while its latency stays within this factor of level 1's
+STOP_POLL_S = 0.2  # how often a wait for an answer asks whether the run was cancelled
 
 
 def window_size(level: int) -> int:
     """Answers measured at `level` before deciding: enough to see each in-flight request end twice."""
-    return max(4, 2 * level)
+    return max(6, 2 * level)
 
 
 class ConcurrencyLimit:
@@ -48,24 +52,27 @@ class ConcurrencyLimit:
 
     `observe` is called once per answer, from any thread; `limit` is read by the senders."""
 
-    def __init__(self, start: int, *, adaptive: bool, source: str, cap: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, start: int, *, adaptive: bool, source: str, cap: int | None = None) -> None:
         self.adaptive = adaptive
         self.source = source  # how the level was chosen, for the run's record and messages
         self.cap = max(start, cap or start)
-        self._clock = clock
         self._lock = threading.Lock()
         self._level = start
         self._settled = not adaptive
-        self._base_rate: float | None = None  # weight per second at level 1
-        self._window_start = clock()
+        self._base: float | None = None  # seconds per weight at level 1
+        self._window_latency = 0.0
         self._window_weight = 0.0
         self._window_count = 0
+        self._epoch = 0  # counts level changes: an answer sent at another level is not this level's
         self.peak = start
 
     @property
     def limit(self) -> int:
         return self._level
+
+    def ticket(self) -> int:
+        """Taken when a request is sent, given back to `observe` with its answer."""
+        return self._epoch
 
     def describe(self) -> str:
         if not self.adaptive:
@@ -73,33 +80,26 @@ class ConcurrencyLimit:
         state = "settled" if self._settled else "still probing"
         return f"{self._level} ({self.source}, {state}; at most {self.peak} tried)"
 
-    def restart_window(self) -> None:
-        """Measure from now: the time before (idle, between two loops of a judge) is no answer rate."""
-        with self._lock:
-            self._window_start = self._clock()
-            self._window_weight = 0.0
-            self._window_count = 0
-
-    def observe(self, weight: float, latency_s: float, timeout_s: float) -> None:
-        """One answer: its weight (completion tokens + 1) and how long it took."""
+    def observe(self, weight: float, latency_s: float, timeout_s: float, ticket: int | None = None) -> None:
+        """One answer: its weight (completion tokens + 1), how long it took, and the `ticket`
+        taken when it was sent (None: now)."""
         if not self.adaptive:
             return
         with self._lock:
             if latency_s > timeout_s / 2 and self._level > 1:
                 self._set(self._level - 1, settled=True)  # queueing towards the timeout: back off now
                 return
-            if self._settled:
+            if self._settled or (ticket is not None and ticket != self._epoch):
                 return
-            self._window_weight += weight
+            self._window_latency += latency_s
+            self._window_weight += max(weight, 1e-9)
             self._window_count += 1
             if self._window_count < window_size(self._level):
                 return
-            elapsed = max(self._clock() - self._window_start, 1e-9)
-            rate = self._window_weight / elapsed
-            if self._base_rate is None:
-                self._base_rate = rate
-            elif rate < self._level * self._base_rate / HOLD:
-                # latency at this level = level / rate > HOLD x latency at level 1 = HOLD / base
+            unit = self._window_latency / self._window_weight
+            if self._base is None:
+                self._base = unit
+            elif unit > HOLD * self._base:
                 self._set(self._level - 1, settled=True)
                 return
             if self._level >= self.cap:
@@ -111,7 +111,8 @@ class ConcurrencyLimit:
         self._level = max(1, level)
         self.peak = max(self.peak, self._level)
         self._settled = settled
-        self._window_start = self._clock()
+        self._epoch += 1
+        self._window_latency = 0.0
         self._window_weight = 0.0
         self._window_count = 0
 
@@ -144,7 +145,8 @@ class Flow:
     """Runs `work(arg)` for submitted args on daemon threads, at most `limit.limit` at a time.
 
     `result(future)` waits for one future, but raises the first error of any request as soon as
-    it happens (a timed-out request behind the one waited for must not wait its turn)."""
+    it happens (a timed-out request behind the one waited for must not wait its turn), and
+    RunCancelled as soon as `stop()` says so (the app's cancel must not wait for an answer)."""
 
     def __init__(self, work: Callable[[Any], Any], limit: ConcurrencyLimit, name: str = "served") -> None:
         self._work = work
@@ -167,10 +169,12 @@ class Flow:
             self._cond.notify_all()
         return future
 
-    def result(self, future: Future) -> Any:
+    def result(self, future: Future, stop: Callable[[], bool] | None = None) -> Any:
         with self._cond:
             while not future.done() and self._error is None:
-                self._cond.wait()
+                self._cond.wait(STOP_POLL_S if stop is not None else None)
+                if stop is not None and not future.done() and stop():
+                    raise RunCancelled("cancelled (the requests in flight were abandoned)")
             if not future.done():
                 raise self._error  # type: ignore[misc]
         return future.result()

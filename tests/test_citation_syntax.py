@@ -253,3 +253,18 @@ def test_migration_016_drops_kept_numbers_of_paper_runs_only(tmp_path):
         assert conn.execute("SELECT run_id FROM run_metric_rows").fetchall() == [("ours",)]
     finally:
         conn.close()
+
+
+def test_the_api_evaluates_in_either_syntax(study):
+    from engine.data import load_dataset
+    from engine.usecases.evaluate import evaluate_answers
+
+    data = load_dataset(study["db"].parent / "data.jsonl")
+    answers = {"vanilla": [{"item_id": "q00", "answer": "x [1] [1, 2] [9]"}]}
+    relevant = study["relevant"]["q00"]
+    seed = seed_row("x [1] [1, 2] [9]", relevant)
+    quietly(evaluate_prec_recall, [seed])
+    paper = evaluate_answers(data, answers, citation_syntax="paper").items
+    assert paper["precision"].tolist() == [seed["eval_results"]["all_classes"]["precision"]]
+    ours = evaluate_answers(data, answers).items
+    assert list(ours["cited"].iloc[0]) == [1, 2, 9] and list(paper["cited"].iloc[0]) == [1]

@@ -17,6 +17,7 @@ import scipy.stats
 from engine import compare_stats as cs
 from engine import paired_exact as pe
 from engine.errors import UserError
+from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
 from engine.usecases.compare import Margins, parse_margins
 
 
@@ -235,7 +236,7 @@ def test_equivalence_is_corrected_for_multiplicity():
 def test_the_bootstrap_interval_is_marked_approximate_where_it_undercovers():
     # Sparse differences (10% of items +50 points, 11.1% -25): the percentile bootstrap covers
     # 90.4% at 30 items, 93.0% at 100 and 95.0% at 300 (1,000 draws each, seed 7); compare marks
-    # it approximate below cs.APPROXIMATE_BELOW = 300.
+    # it approximate below BOOTSTRAP_APPROXIMATE_BELOW = 300.
     rng = np.random.default_rng(7)
     mu = 0.1 * 50 - 0.9 * 0.111 * 25
     coverage = {}
@@ -247,7 +248,7 @@ def test_the_bootstrap_interval_is_marked_approximate_where_it_undercovers():
             hits += low <= mu <= high
         coverage[n] = hits / 1000
     assert coverage[30] < 0.92 and coverage[100] < 0.94 and coverage[300] >= 0.94, coverage
-    assert cs.APPROXIMATE_BELOW == 300
+    assert BOOTSTRAP_APPROXIMATE_BELOW == 300
 
 
 # ---------------------------------------------------------------- margins per metric

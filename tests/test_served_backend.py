@@ -275,30 +275,37 @@ def wait_idle(server) -> None:
         pass
 
 
-def one_answer_s(server, monkeypatch, short, cfg) -> float:
+# Prompts whose greedy answer always runs to max_new_tokens: every answer takes about as long.
+COUNTING = ([f"n{n}" for n in range(6)], [f"Write the numbers from 1 to {300 + n}, separated by commas." for n in range(6)])
+
+
+def one_answer_s(server, monkeypatch, cfg) -> float:
     """How long one answer takes alone, now (the machine's load moves it)."""
     b = backend(server, monkeypatch, cfg=cfg, concurrency=1).start()
     started = time.monotonic()
-    run(b, (short[0][:1], short[1][:1]))
+    [result] = run(b, (COUNTING[0][:1], COUNTING[1][:1]))[1]
+    assert len(result.outputs[0].tokens) == cfg.max_new_tokens  # it counted on to the end
     return time.monotonic() - started
 
 
-def test_a_one_slot_server_gets_what_it_can_take_and_a_timed_out_request_is_not_resent(server, monkeypatch, short):
+def test_a_one_slot_server_gets_what_it_can_take_and_a_timed_out_request_is_not_resent(server, monkeypatch):
     """llama.cpp's server answers one request at a time. The old default, 8 in flight, queued
     the rest there past --request-timeout, and each timed-out request was sent again behind
     itself. Now: a server that does not say its slots is probed from 1 (at most 2 in flight
     here, all answered within four times one answer's time), and a request that times out
-    (6 asked for in flight) fails the run as busy, each row sent once."""
+    (6 in flight asked for, 2.5 answers' time allowed) fails the run as busy, each row sent once."""
     wait_idle(server)
-    cfg = config(max_new_tokens=16)
-    timeout_s = max(4 * one_answer_s(server, monkeypatch, short, cfg), 2.0)
-    six = (short[0][:6], short[1][:6])
+    cfg = config(max_new_tokens=24)
+    alone_s = one_answer_s(server, monkeypatch, cfg)
+    timeout_s = round(max(4 * alone_s, 2.0), 1)
+    six = COUNTING
     with FlakyProxy(server.base_url) as proxy:
         b = backend(server, monkeypatch, url=proxy.base_url, cfg=cfg, timeout_s=timeout_s, max_retries=3).start()
         batches, results = run(b, six, batch_size=1)
         assert len(results) == 6 and proxy.max_in_flight <= 2, (proxy.max_in_flight, b.info.concurrency)
         assert b.info.concurrency.startswith(("1 (probed", "2 (probed")), b.info.concurrency
         proxy.posts = 0
+        timeout_s = round(max(2.5 * alone_s, 1.0), 1)
         eager = backend(server, monkeypatch, url=proxy.base_url, cfg=cfg, timeout_s=timeout_s, max_retries=3,
                         concurrency=6).start()
         with pytest.raises(UserError) as caught:
@@ -317,8 +324,8 @@ def test_a_busy_server_is_said_busy_not_unreachable(server, monkeypatch):
     import urllib.request
 
     wait_idle(server)
-    body = {"model": server.model, "max_tokens": 200, "temperature": 0,
-            "messages": [{"role": "user", "content": "Write every number from 1 to 300, separated by commas."}]}
+    body = {"model": server.model, "max_tokens": 400, "temperature": 0, "repeat_penalty": 1.0,
+            "messages": [{"role": "user", "content": COUNTING[1][0]}]}
     request = urllib.request.Request(f"{server.base_url}/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"})
     took: list[float] = []

@@ -221,3 +221,53 @@ def test_explain_and_verify_on_the_server(server, keyed, tmp_path, tiny_llama_di
     for done in (verified, explained):
         assert API_KEY not in done.stdout + done.stderr
     assert API_KEY not in every_value(db)
+
+
+def test_ctrl_c_stops_a_served_run_within_seconds_and_keeps_what_was_stored(server, keyed, tmp_path):
+    """SIGINT, as Ctrl-C sends it, once one answer is stored, while five long answers (200
+    tokens each, seconds apiece) are in flight or queued at the one-slot server. The process
+    used to print "interrupted" and then wait for the server to answer each of them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from store.db import connect
+    from tests.engine_process import ROOT, engine_env
+
+    lines = []
+    for i in range(8):  # with the neutral penalties sent, SmolLM2 counts on to --max-new-tokens
+        docs = [{"id": f"c{i}-d{j}", "text": f"Numbers are written with commas between them ({j}).", "relevant": j == 0}
+                for j in range(2)]
+        lines.append(json.dumps({"id": f"c{i}", "question": f"Write every number from 1 to {300 + i}, separated by commas.",
+                                 "answers": ["1"], "documents": docs}))
+    data, db = tmp_path / "counting.jsonl", tmp_path / "runs.duckdb"
+    data.write_text("\n".join(lines) + "\n")
+    command = served(server, "--dataset", str(data), "--db", str(db), "--modes", "vanilla", "--batch-size", "1",
+                     "--concurrency", "6", "--max-new-tokens", "200")
+    proc = subprocess.Popen([sys.executable, "-m", "engine", *command], cwd=ROOT, env=engine_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stored, deadline = 0, time.monotonic() + 240
+        while stored < 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                with connect(db, read_only=True, timeout_s=5) as conn:
+                    stored = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+            except Exception:  # noqa: BLE001 - no store or schema yet, or the writer holds it
+                continue
+        assert proc.poll() is None and stored >= 1, (stored, proc.poll())
+        os.kill(proc.pid, signal.SIGINT)
+        interrupted = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and err.rstrip().endswith("interrupted"), (proc.returncode, err[-2000:])
+    assert "Traceback" not in err
+    assert took < 8.0, f"{took:.1f} s from SIGINT to exit"
+    [(n, distinct)] = rows(db, "SELECT count(*), count(DISTINCT item_id) FROM generations")
+    assert n == distinct >= stored  # what was stored stays, once each
+    assert rows(db, "SELECT status FROM runs") == [("failed",)]  # resumable: the same command goes on

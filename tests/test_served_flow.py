@@ -17,7 +17,7 @@ from engine.backend_server import ServerBackend, ServerSettings
 from engine.backends import plan_batches
 from engine.errors import UserError
 from engine.generate import GenerationConfig
-from engine.served_flow import AUTO_MAX, HOLD, ConcurrencyLimit, choose_limit, window_size
+from engine.served_flow import AUTO_MAX, ConcurrencyLimit, choose_limit, window_size
 from tests.served_server import PacedServer, free_port
 
 
@@ -44,35 +44,31 @@ def no_key(monkeypatch):
 # ------------------------------------------------------------------ the level, simulated
 
 
-def simulate(limit: ConcurrencyLimit, answers: int, *, parallel: bool, service_s: float = 1.0,
-             timeout_s: float = 300.0) -> list[int]:
-    """Feed `limit` the answers of a server in steady state at each level: one at a time
-    (latency = level x service, one answer per service) or all at once (latency = service,
-    level answers per service). The levels it went through."""
-    clock = [0.0]
-    limit._clock = lambda: clock[0]
-    limit.restart_window()
+def simulate(latency, answers: int = 200, *, timeout_s: float = 300.0, limit: ConcurrencyLimit | None = None):
+    """Feed a probing limit the answers of a server in steady state whose latency at each level
+    is `latency(level)`; the limit and the levels it went through."""
+    limit = limit or ConcurrencyLimit(1, adaptive=True, source="probed", cap=AUTO_MAX)
     levels = []
     for _ in range(answers):
-        level = limit.limit
-        clock[0] += service_s / level if parallel else service_s
-        limit.observe(5, service_s if parallel else level * service_s, timeout_s)
+        limit.observe(5, latency(limit.limit), timeout_s)
         levels.append(limit.limit)
-    return levels
+    return limit, levels
 
 
 def test_probing_settles_at_one_on_a_one_at_a_time_server_and_climbs_on_a_batching_one():
-    serial = simulate(ConcurrencyLimit(1, adaptive=True, source="probed", cap=AUTO_MAX), 200, parallel=False)
+    # one at a time: each request waits for the others, so latency grows with the level
+    limit, serial = simulate(lambda level: 2.0 * level)
     assert max(serial) == 2 and serial[-1] == 1 and serial.count(2) == window_size(2)  # tried once, taken back
-    batching = simulate(ConcurrencyLimit(1, adaptive=True, source="probed", cap=AUTO_MAX), 200, parallel=True)
+    assert limit.describe() == "1 (probed, settled; at most 2 tried)"
+    # batching: the same latency at every level
+    limit, batching = simulate(lambda level: 2.0)
     assert batching[-1] == AUTO_MAX and batching == sorted(batching)
-    # A server that scales only part way: latency x1.4 at each level above 1 stays within HOLD.
-    assert HOLD > 1.4
+    # part way: 30 % more latency per extra request; level 3 (1.6 x) passes HOLD (1.5 x)
+    assert simulate(lambda level: 2.0 * (1 + 0.3 * (level - 1)))[1][-1] == 2
 
 
 def test_an_answer_past_half_the_timeout_steps_down_at_once():
-    limit = ConcurrencyLimit(1, adaptive=True, source="probed", cap=AUTO_MAX)
-    simulate(limit, 60, parallel=True)
+    limit, _ = simulate(lambda level: 2.0, 100)
     assert limit.limit == AUTO_MAX
     limit.observe(5, 151.0, 300.0)
     assert limit.limit == AUTO_MAX - 1 and "settled" in limit.describe()
@@ -95,9 +91,9 @@ def test_the_choice_given_slots_and_asked():
 def test_a_one_at_a_time_server_that_says_nothing_gets_at_most_two_requests():
     """The default used to be 8 in flight: on a one-slot server, 7 waited in its queue, the
     wait counting against --request-timeout."""
-    # 60 ms an answer: this client's own time per request (a few ms) stays small beside it, as
-    # beside a real model's; at 20 ms it looks like a gain from a second request in flight.
-    with PacedServer(0.06, serial=True) as paced:
+    # 100 ms an answer: the jitter of a busy test machine (tens of ms) stays small beside it, as
+    # beside a real model's seconds.
+    with PacedServer(0.1, serial=True) as paced:
         b = backend(paced.base_url).start()
         batches, results = generate(b, 16)
         assert [r.batch_id for r in results] == [x.batch_id for x in batches]
@@ -109,14 +105,14 @@ def test_a_one_at_a_time_server_that_says_nothing_gets_at_most_two_requests():
 def test_a_batching_server_gets_more_in_flight():
     with PacedServer(0.05, serial=False) as paced:
         b = backend(paced.base_url).start()
-        list(generate(b, 48)[1])
+        list(generate(b, 64)[1])
     assert paced.max_in_server >= 4, (paced.max_in_server, b.info.concurrency)
 
 
 def test_the_servers_own_slots_are_used_and_an_asked_level_above_them_is_warned(caplog):
     with PacedServer(0.02, serial=False, parallel=2, slots=2) as paced:
         b = backend(paced.base_url).start()
-        list(generate(b, 12)[1])
+        list(generate(b, 16)[1])
         assert paced.max_in_server == 2 and b.info.concurrency == "2 (the server's slots)"
         caplog.set_level(logging.WARNING)
         asked = backend(paced.base_url, concurrency=4).start()
@@ -160,6 +156,13 @@ def test_busy_and_gone_are_told_apart_at_start():
     assert "no server answers at" in gone and "connection refused" in gone and "check --base-url" in gone
 
 
+def head_text(batches) -> str:
+    """The prompt of the first planned row: the one the write loop waits for first."""
+    from engine.backend_server import TextTokenizer
+
+    return TextTokenizer.decode(batches[0].input_ids[0])
+
+
 def served_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("served")]
 
@@ -168,9 +171,11 @@ def test_an_ended_generate_abandons_its_requests_at_once_and_leaves_no_thread():
     """What a Ctrl-C does to a served run: the write loop stops reading (here: close), and the
     requests in flight end now, their sockets shut, not when the server answers (30 s here).
     Their threads used to live on, and Python waited for them at exit."""
-    with PacedServer(30.0, serial=False, service_for=lambda p: 0.01 if p in ("Say OK.", "question 0") else 30.0) as paced:
+    fast = {"Say OK."}  # the probe, and below the first row: 10 ms; the others 30 s
+    with PacedServer(30.0, serial=False, service_for=lambda p: 0.01 if p in fast else 30.0) as paced:
         b = backend(paced.base_url, concurrency=3).start()
         batches, results = generate(b, 5)
+        fast.add(head_text(batches))
         first = next(results)
         assert first.batch_id == batches[0].batch_id
         deadline = time.monotonic() + 5
@@ -183,3 +188,24 @@ def test_an_ended_generate_abandons_its_requests_at_once_and_leaves_no_thread():
             time.sleep(0.01)
         assert not served_threads(), served_threads()
         assert len(paced.prompts) == 1 + 4  # the probe, the first answer, three in flight: no queued one sent
+
+
+def test_a_cancel_does_not_wait_for_the_answer_in_flight():
+    """The app's cancel (`interrupted`) is asked while an answer is awaited, as a local run asks
+    it at every decoding step: it used to be asked only between answers (30 s here)."""
+    from engine.errors import RunCancelled
+
+    cancelled = threading.Event()
+    fast = {"Say OK."}
+    with PacedServer(30.0, serial=False, service_for=lambda p: 0.01 if p in fast else 30.0) as paced:
+        b = backend(paced.base_url, concurrency=2)
+        b.interrupted = cancelled.is_set
+        b.start()
+        batches, results = generate(b, 4)
+        fast.add(head_text(batches))
+        next(results)
+        threading.Timer(0.2, cancelled.set).start()
+        started = time.monotonic()
+        with pytest.raises(RunCancelled):
+            next(results)
+        assert time.monotonic() - started < 1.5

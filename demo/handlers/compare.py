@@ -29,7 +29,7 @@ EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compar
 # The metric table as the page shows it (the exact values: /compare).
 TABLE_COLUMNS = ["comparison", "metric", "n", "mean A", "mean B", "B − A", "95% CI", "test", "p", "Holm p",
                  "t-test p", "min. detectable", "verdict"]
-# Marks a bootstrap interval on fewer items than compare_stats.APPROXIMATE_BELOW (approximate).
+# Marks a bootstrap interval on fewer items than engine.stats.BOOTSTRAP_APPROXIMATE_BELOW (approximate).
 APPROXIMATE = "*"
 TOP_ITEMS = 20  # per comparison, on the page and in /compare (the export holds every item)
 # The items table shows the sorting metric in A and B and its difference, then the other metrics'

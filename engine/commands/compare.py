@@ -135,14 +135,14 @@ def _ci(m: Any) -> str:
 def _verdict_line(m: Any) -> str:
     """One sentence per metric: the difference and its interval, which test gave p, Holm beside
     it, TOST, the detectable difference; what is undefined says why."""
-    from engine.compare_stats import APPROXIMATE_BELOW
+    from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
 
     if m.ci_undefined:
         ci = f"; interval undefined: {m.ci_undefined}"
     else:
         how = "exact" if m.ci_method.startswith("exact") else m.ci_method
         if m.ci_approximate:
-            how += f", approximate below {APPROXIMATE_BELOW} items"
+            how += f", approximate below {BOOTSTRAP_APPROXIMATE_BELOW} items"
         ci = f" [{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}] ({how})"
     t = ""
     if m.t is not None:
@@ -164,7 +164,7 @@ def _verdict_line(m: Any) -> str:
 
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
     """The human-readable comparison."""
-    from engine.compare_stats import APPROXIMATE_BELOW
+    from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
 
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
              "shares and scores in points (x100)"]
@@ -197,7 +197,7 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
               "paired permutation test (sign flips; null: A and B exchangeable within items) otherwise, the "
               "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "
               "'equivalent' apart. 95% CI: exact (Clopper-Pearson on the discordant pairs) for 0/1 metrics, "
-              f"percentile bootstrap otherwise (*: fewer than {APPROXIMATE_BELOW} items, where it covers less than "
+              f"percentile bootstrap otherwise (*: fewer than {BOOTSTRAP_APPROXIMATE_BELOW} items, where it covers less than "
               "95%). MDD: smallest |B - A| detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'."]
     return "\n".join(lines)
 

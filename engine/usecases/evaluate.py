@@ -109,12 +109,14 @@ _BIAS_COLUMNS = ["experiment_id", "model", "dataset", "metadata_type", "label_a"
 
 
 def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], *, db: Path | str = MEMORY,
-                     name: str = "imported", metadata: Any = None, experiment: str | None = None) -> Evaluation:
+                     name: str = "imported", metadata: Any = None, experiment: str | None = None,
+                     citation_syntax: str = "ours") -> Evaluation:
     """The metrics of answers held in memory: `answers` maps a mode (vanilla, base, cf) to its rows
     ({"item_id", "answer", "shown_doc_ids"?}, as `python -m engine import` reads them); base and
     cf need `metadata` (engine.prompts.metadata_type or import_metadata). The answers go into one
     experiment of the store `db`; ":memory:" keeps them in a throwaway store, deleted on return.
-    `dataset` is an engine.data.Dataset (engine.api.load_dataset)."""
+    `dataset` is an engine.data.Dataset (engine.api.load_dataset). `citation_syntax` "paper" reads
+    and scores citations as the paper's code does (docs/method.md, Citations)."""
     import uuid
 
     from engine.types import MODES
@@ -126,16 +128,18 @@ def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, A
         raise UserError("no answers to evaluate")
     experiment = experiment or uuid.uuid4().hex[:12]
     if str(db) != MEMORY:
-        return _import_and_evaluate(Path(db), dataset, answers, name, metadata, experiment)
+        return _import_and_evaluate(Path(db), dataset, answers, name, metadata, experiment, citation_syntax)
     with tempfile.TemporaryDirectory(prefix="pattrieval-") as folder:
-        return _import_and_evaluate(Path(folder) / "answers.duckdb", dataset, answers, name, metadata, experiment)
+        return _import_and_evaluate(Path(folder) / "answers.duckdb", dataset, answers, name, metadata, experiment,
+                                    citation_syntax)
 
 
 def _import_and_evaluate(path: Path, dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], name: str,
-                         metadata: Any, experiment: str) -> Evaluation:
+                         metadata: Any, experiment: str, citation_syntax: str = "ours") -> Evaluation:
     from engine.usecases.import_answers import ImportRequest, import_answers
 
     for mode in sorted(answers, key=("vanilla", "base", "cf").index):
         rows = tuple(dict(r) for r in answers[mode])
-        import_answers(ImportRequest(dataset, rows, path, name, mode, experiment, metadata))
+        import_answers(ImportRequest(dataset, rows, path, name, mode, experiment, metadata,
+                                     citation_syntax=citation_syntax))
     return evaluate(path, experiment=experiment)
