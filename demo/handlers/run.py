@@ -77,7 +77,7 @@ class RunForm:
     # `run --backend server`'s options; the model box then holds the served model name(s).
     base_url: str = ""  # e.g. http://127.0.0.1:8000/v1
     tokenizer: str = ""  # empty: the chat endpoint (the server applies the chat template)
-    concurrency: int = 8  # requests in flight
+    concurrency: int | None = None  # requests in flight; None: fit the server (engine.served_flow)
     api_key_env: str = ""  # the NAME of the key's environment variable (empty: OPENAI_API_KEY when set)
     request_timeout: float = 300.0  # seconds one request may take
 

@@ -48,7 +48,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none",
                 sample=False, temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False,
                 local_path=None, study="", backend="local", ray_address="", actors=1, gpus_per_actor=None,
-                base_url="", tokenizer="", concurrency=8, api_key_env="", request_timeout=300.0,
+                base_url="", tokenizer="", concurrency=None, api_key_env="", request_timeout=300.0,
                 relevant_at="ranked", repetition="none", label_scope="all"):
         # A box holding a comma list (a study grid) stays text: demo.handlers.grid parses it as
         # `run` parses its lists; a single value is read as it always was.
@@ -89,7 +89,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                             else _number(str(gpus_per_actor).strip(), 0.0, "GPUs per actor")),
             base_url=(base_url or "").strip(),
             tokenizer=(tokenizer or "").strip(),
-            concurrency=_or(_whole(concurrency, "concurrency"), defaults.concurrency),
+            concurrency=_whole(concurrency, "concurrency"),  # empty: fit the server
             api_key_env=(api_key_env or "").strip(),
             request_timeout=_number(request_timeout, defaults.request_timeout, "the request timeout"),
         )
@@ -100,7 +100,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
               max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
               temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
               study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, base_url="", tokenizer="",
-              concurrency=8, api_key_env="", request_timeout=300.0, relevant_at="ranked", repetition="none",
+              concurrency=None, api_key_env="", request_timeout=300.0, relevant_at="ranked", repetition="none",
               label_scope="all", request=None):
         try:
             form = form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
@@ -286,7 +286,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         with gr.Row(visible=False) as server_row:
             base_url = gr.Textbox(value="", label="server base URL (e.g. http://127.0.0.1:8000/v1)")
             tokenizer = gr.Textbox(value="", label="tokenizer (optional: a Hub id or folder; empty: the chat endpoint)")
-            concurrency = gr.Number(value=defaults.concurrency, precision=0, label="requests in flight")
+            # A text box: empty (fit the server: its slots, else probed from 1) is the default.
+            concurrency = gr.Textbox(value="", label="requests in flight (empty: as many as the server takes)")
             # The NAME only: the key is read from this app's environment, never typed into a page.
             api_key_env = gr.Textbox(value="", label="API key's environment variable NAME (empty: OPENAI_API_KEY "
                                      "when set; never the key)")

@@ -31,6 +31,7 @@ from engine.paths import DEFAULT_DB_HELP
 # names stay importable from here for callers.
 from engine.usecases.formatting import (  # noqa: F401
     SIGNIFICANCE,
+    STAR_TEST,
     TYPE_NAMES,
     TYPE_ORDER,
     fmt as _fmt,
@@ -116,7 +117,7 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
     if which in ("2", "all"):
         notes = [f"- {note}" for note in table2_notes(rows2)]
         parts.append("Table 2: attribution bias (CAB, x100; > 0 favours label A, the first of each row's labels; "
-                     f"* paired t-test p < {SIGNIFICANCE})\n\n"
+                     f"* p < {SIGNIFICANCE} by {STAR_TEST})\n\n"
                      + (_markdown(t2) if rows2 else "(no experiment with complete base and cf runs)")
                      + ("\n\n" + "\n".join(notes) if notes else ""))
     if has_settings(rows1 if which in ("1", "all") else []) or has_settings(rows2 if which in ("2", "all") else []):

@@ -7,14 +7,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.bias import SIGNIFICANCE
 from engine.prompts import TYPE_TITLES
 
 # The paper's Table 2 names and order of the built-in types (engine.prompts.METADATA_TYPES);
 # custom types follow under their own names.
 TYPE_NAMES = TYPE_TITLES  # the paper's table names, in its order (engine.prompts)
 TYPE_ORDER = tuple(TYPE_TITLES)
-# Table 2 stars a CAB whose paired t-test gives p below this.
-SIGNIFICANCE = 0.05
+# How Table 2's titles name the test whose p gets a star (engine.bias.difference_test, at the
+# level of `bias`'s verdict, engine.bias.SIGNIFICANCE).
+STAR_TEST = "the paired test of `bias`: sign-flip permutation test, paired t-test above 1,000 differing items"
 
 
 def format_p(p: float | None) -> str:
