@@ -372,8 +372,13 @@ def _margin_notes(request: CompareRequest, compared: list[str]) -> tuple[str, ..
     if request.margins is None:
         return ()
     given = _margins(request, compared)
-    return tuple(f"{name}: no equivalence margin (the plain margin is in points; give {name}=M in its units)"
-                 for name in compared if name not in given)
+    missing = [name for name in compared if name not in given]
+    if not missing:
+        return ()
+    # One note for all: a margin given by name says nothing of the others, and a plain one is in
+    # points, which n_citations is not.
+    why = "the plain margin is in points" if request.margins.points is not None else "only the metrics named have one"
+    return (f"{', '.join(missing)}: no equivalence margin ({why}; give NAME=M in the metric's units)",)
 
 
 def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Side, side_b: Side) -> BiasComparison:

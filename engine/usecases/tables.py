@@ -6,8 +6,8 @@ the faces' (engine.usecases.formatting holds what both print alike).
 Table 1: model x metadata label (of relevant / non-relevant documents; "-" for vanilla) ->
 citation precision and recall (x100) and EM. Table 2: metadata type x model -> CAB on precision
 and recall (x100) with the p of the paired test `bias` uses (engine.bias.difference_test).
-Every complete run has its row (a study's shared vanilla run one row for the experiments it serves), and no row mixes experiments: rows that
-model, dataset and labels would show alike carry a setting, the options in which their
+Every complete run has its row (a study's shared vanilla run one row for the experiments it
+serves), and no row mixes experiments: rows that model, dataset and labels would show alike carry a setting, the options in which their
 experiments differ, else the experiment's name or id (engine.usecases.row_labels). Datasets
 are named by file name and content hash prefix, never by the path as typed.
 """
