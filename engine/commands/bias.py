@@ -124,7 +124,7 @@ def format_text(report: dict[str, Any]) -> str:
     lines += _FOOTNOTES
     if approximate:
         lines.append(f"Intervals {approximate}: the percentile bootstrap covers less than 95% of the time "
-                     "on few items (about 91.5% at 30).")
+                     "where few items differ (simulated: CAB 87% at 30 items, CAS 92% at 100; docs/figures.md).")
     if report["confidence"]:
         lines.append("")
         lines.append("citation confidence (mean probability of the cited number):")
