@@ -29,10 +29,17 @@ def error(message: object, where: str = "app"):
     raise it from a handler (`raise error(err, "bias") from None`)."""
     import gradio as gr
 
+    return gr.Error(toast_text(refused(message, where)), print_exception=False)
+
+
+def refused(message: object, where: str = "app") -> str:
+    """A user error as one line, logged in one line as `error` logs it, for a page that shows
+    the refusal in place of its results rather than raising (one message, not an "Error" on
+    every output)."""
     line = " ".join(str(message).split())
     logged = line if len(line) <= _LOGGED_CHARS else line[: _LOGGED_CHARS - 1] + "…"
     print(f"{where}: refused: {logged}", file=sys.stderr, flush=True)
-    return gr.Error(toast_text(line), print_exception=False)
+    return line
 
 
 def warning(message: object) -> None:

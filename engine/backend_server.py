@@ -329,17 +329,19 @@ class ServerBackend:
         ids = stop_token_ids_for(tokenizer, None)
         return tuple(dict.fromkeys(tokenizer.decode([i], skip_special_tokens=False) for i in ids))[:_OPENAI_MAX_STOPS]
 
-    def _ask(self, ids: tuple[int, ...], cancel: Cancel | None = None) -> tuple[GenerationOutput, tuple[int, int]]:
+    def _ask(self, ids: tuple[int, ...], cancel: Cancel | None = None,
+             flow: Flow | None = None) -> tuple[GenerationOutput, tuple[int, int]]:
         """One row's answer and its (prompt, completion) token usage."""
         if self.interrupted is not None and self.interrupted():
             raise RunCancelled("cancelled (queued requests were not sent)")
         limit, started = self._limit, time.monotonic()
-        in_flight, ticket = (limit.limit, limit.ticket()) if limit is not None else (1, None)
+        ticket = limit.ticket() if limit is not None else None
         try:
             answer = self._client.post(self._path(), self._body(ids), cancel=cancel).body
         except ServedConnectionError as err:
             if err.kind == "cancelled":
                 raise RunCancelled("cancelled (the request in flight was abandoned)") from None
+            in_flight = flow.in_flight if flow is not None else 1  # this one included
             raise self._gone(err, "a request", self.settings.timeout_s,
                              f"; what was stored is kept, and the same command resumes once it is idle; "
                              f"{in_flight} request{'s were' if in_flight != 1 else ' was'} in flight: raise "
@@ -402,16 +404,15 @@ class ServerBackend:
 
     def generate(self, batches: Sequence[PlannedBatch]) -> Iterator[BatchResult]:
         """Each batch once, in the planned order, while up to `concurrency` requests run."""
-        if self._client is None:
+        if self._client is None or self._limit is None:
             raise RuntimeError("ServerBackend.generate before start")
         from engine.generate import check_config
 
         check_config(self.config)  # the local run's checks: the same config fails the same way
         rows = [ids for batch in batches for ids in batch.input_ids]
-        limit = self._limit or ConcurrencyLimit(self.settings.concurrency or 1, adaptive=False, source="--concurrency")
-        window = 2 * limit.cap
+        window = 2 * self._limit.cap
         cancel = Cancel()
-        pool = Flow(lambda ids: self._ask(ids, cancel), limit)
+        pool = Flow(lambda ids: self._ask(ids, cancel, pool), self._limit)
         pending: deque[Future] = deque()  # in row order, so popleft is always the next row
         upcoming = iter(rows)
         try:

@@ -183,11 +183,25 @@ def metadata_type(
     if name in METADATA_TYPES and extra and not (label_a or label_b or consideration):
         raise UserError(f"metadata type '{name}' is built in; --extra-label adds labels to a type of your own, "
                         "defined with --label-a, --label-b and --consideration")
-    if not (label_a and label_b and consideration):
-        known = ", ".join(METADATA_TYPES)
+    given = {"--label-a": label_a, "--label-b": label_b, "--consideration": consideration}
+    missing = [option for option, value in given.items() if not (value and value.strip())]
+    if missing:
+        more = " (--extra-label adds labels to them)" if extra else ""
+        if len(missing) == len(given) and name not in METADATA_TYPES:
+            # Nothing defines a type: most likely a built-in name mistyped, so the closest one
+            # is offered as unknown models are (the same difflib helper).
+            from engine.model_check import suggestion
+
+            known = ", ".join(METADATA_TYPES)
+            raise UserError(
+                f"metadata type '{name}' is not built in ({known}); define it with "
+                f"--label-a, --label-b and --consideration{more}{suggestion(name, list(METADATA_TYPES))}"
+            )
+        # Some given: the user is defining a type, so name exactly what is still missing.
+        kind = "a built-in type redefined" if name in METADATA_TYPES else "a type of your own"
         raise UserError(
-            f"metadata type '{name}' is not built in ({known}); define it with "
-            "--label-a, --label-b and --consideration" + (" (--extra-label adds labels to them)" if extra else "")
+            f"metadata type '{name}': {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing "
+            f"({kind} needs all of --label-a, --label-b and --consideration){more}"
         )
     if any(not e for e in extra):
         raise UserError(f"metadata type '{name}': an --extra-label is empty")

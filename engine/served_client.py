@@ -285,8 +285,9 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _kind(err: BaseException) -> str:
-    """"refused" and "unknown host": nothing listens there; "timed out"; "reset": the server
-    took the connection and dropped it (closed it, reset it, cut its answer short)."""
+    """"refused" and "unknown host": nothing listens there; "timed out" (the caller tells a
+    connect that timed out, "connect timed out", from an answer that did not come); "reset":
+    the server took the connection and dropped it (closed it, reset it, cut its answer short)."""
     if isinstance(err, (TimeoutError, socket.timeout)):
         return "timed out"
     if isinstance(err, socket.gaierror):

@@ -20,10 +20,10 @@ computing answers nobody would read. So:
   client's own time between two requests is in the rate at level 1 and hidden at level 2, and
   looked like a gain where the server computes in a few milliseconds.
 
-The threads are daemons, and a `Flow` that closes cancels its queued requests: a Ctrl-C ends
-a served run in about a second instead of waiting for every request in flight (a
-ThreadPoolExecutor's threads are joined at interpreter exit, which kept a cancelled run alive
-until the server had answered them all).
+The threads are daemons, and a `Flow` that closes cancels its queued requests (the backend
+shuts the sockets of those in flight): a Ctrl-C ends a served run within seconds, as a local
+one, instead of waiting for every request in flight (a ThreadPoolExecutor's threads are joined
+at interpreter exit, which kept an interrupted run alive until the server had answered them all).
 """
 
 from __future__ import annotations
@@ -159,6 +159,11 @@ class Flow:
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(limit.cap)]
         for thread in self._threads:
             thread.start()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered, now."""
+        return self._in_flight
 
     def submit(self, arg: Any) -> Future:
         future: Future = Future()

@@ -55,7 +55,10 @@ def test_custom_type_with_a_consideration_still_works(files, tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--metadata", "expertise"], "name its labels with --label-a and --label-b"),
-    (["--metadata", "expertise", "--label-a", "an expert"], "name its labels with --label-a and --label-b"),
+    # Issue 28: the option that is missing, by name; a mistyped built-in type, the closest one.
+    (["--metadata", "expertise", "--label-a", "an expert"], "metadata type 'expertise': --label-b is missing"),
+    (["--metadata", "expertise", "--label-b", "a novice"], "metadata type 'expertise': --label-a is missing"),
+    (["--metadata", "gendr"], "name its labels with --label-a and --label-b; did you mean gender?"),
     (["--metadata", "expertise", "--label-a", "x", "--label-b", " x "], "must differ"),
     (["--label-a", "x", "--label-b", "y"], "need --metadata NAME"),
 ])

@@ -26,7 +26,7 @@ from engine.errors import UserError
 from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.sink import RunSpec
 from engine.types import Citation, Document, Generation, Item
-from engine.usecases.compare import CompareRequest, Margins, compare
+from engine.usecases.compare import CompareRequest, Margins, compare, parse_margins
 from store.queries.compare import METRIC_COLUMNS, read_paired, resolve_side
 from store.db import connect
 from store.queries import metrics_for_run
@@ -390,7 +390,7 @@ def test_one_item_and_a_running_run(db):
 
 def test_cli_text_json_csv_and_errors(db, capsys):
     assert main(["compare", "e1:base", "e2:base", "--db", str(db), "--resamples", "200", "--items", "3",
-                 "--equivalence-margin", "2"]) == 0
+                 "--equivalence-margin", "2", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "paired 36 items by id; left out: 4 only in A, 0 only in B" in out
     assert "f1: " in out and "paired t-test p" in out and "Holm p" in out and "exact McNemar p" in out
@@ -412,3 +412,42 @@ def test_cli_text_json_csv_and_errors(db, capsys):
         assert main(["compare", *bad, "--db", str(db)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_text_is_the_table_and_one_short_verdict_line_per_metric(db, capsys):
+    # Issue 28: every table row came again as a long sentence; now one short line per metric names
+    # its verdict and the test(s) behind it, and --explain gives the sentences.
+    argv = ["compare", "e1:base", "e2:base", "--db", str(db), "--resamples", "200", "--items", "0", "--margin", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    result = compare(CompareRequest("e1:base", "e2:base", margins=Margins(2.0), resamples=200), db)
+    (r,) = result.runs
+    lines = out.splitlines()
+    for m in r.metrics:
+        (line,) = [x for x in lines if x.startswith(f"{m.metric}: ")]
+        assert line.startswith(f"{m.metric}: {m.verdict} ({m.test}, Holm p "), line
+        if m.equivalence is not None:
+            assert f"; {m.equivalence.method} within +-2, Holm p " in line, line
+        assert len(line) <= 120, line
+    assert "is detectable at 80% power (" not in out and "paired t-test p" not in out  # the sentences
+    assert max(len(x) for x in lines) <= 130 and len(lines) <= 34, out
+    assert "--explain" in out
+    assert main([*argv, "--explain"]) == 0
+    explained = capsys.readouterr().out
+    assert "is detectable at 80% power (" in explained and "paired t-test p" in explained
+    for m in r.metrics:
+        assert sum(x.startswith(f"{m.metric}: ") for x in explained.splitlines()) == 1
+
+
+def test_metrics_with_too_few_items_share_one_line(db, capsys):
+    assert main(["compare", "e1-base", "one", "--db", str(db), "--resamples", "200", "--items", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "precision, recall, f1, exact_match, squad_em, answer_recall, n_citations, cites_nothing, mean_probability: " \
+           "too few items (fewer than 2 paired; no test)" in out.splitlines()
+
+
+def test_margin_notes_are_one_short_line(db):
+    (r,) = compare(CompareRequest("e1:base", "e2:base", margins=parse_margins("CAB_f1=3"), resamples=200), db).runs
+    assert r.notes == ("no equivalence test here: the margins name only CAB_f1",)
+    (r,) = compare(CompareRequest("e1:base", "e2:base", margins=parse_margins("f1=3,recall=2"), resamples=200), db).runs
+    assert r.notes == ("equivalence tested only for the metrics given a margin: recall, f1",)

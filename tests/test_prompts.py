@@ -83,6 +83,30 @@ def test_custom_metadata_type():
         metadata_type("x", "a", "a", "c")
 
 
+@pytest.mark.parametrize(("given", "message"), [
+    # Issue 28: a mistyped built-in type gets the closest name, as an unknown model does (difflib).
+    (("gendr",), "metadata type 'gendr' is not built in (hai, gender, race, publisher); define it with --label-a, "
+                 "--label-b and --consideration; did you mean gender?"),
+    (("Race",), "did you mean race?"),
+    (("expertise",), "define it with --label-a, --label-b and --consideration"),  # nothing close: no guess
+    # Defining a type: exactly which option is missing.
+    (("expertise", "an expert"), "metadata type 'expertise': --label-b and --consideration are missing "
+                                 "(a type of your own needs all of --label-a, --label-b and --consideration)"),
+    (("expertise", "an expert", None, "c"), "metadata type 'expertise': --label-b is missing"),
+    (("expertise", None, "a novice", "c"), "metadata type 'expertise': --label-a is missing"),
+    (("expertise", "an expert", " ", "c"), "metadata type 'expertise': --label-b is missing"),  # blank is missing
+    (("expertise", "an expert", "a novice"), "metadata type 'expertise': --consideration is missing"),
+    (("gender", "an expert"), "metadata type 'gender': --label-b and --consideration are missing "
+                              "(a built-in type redefined needs all of"),
+])
+def test_an_unknown_or_incomplete_metadata_type_says_what_was_meant_or_missing(given, message):
+    with pytest.raises(UserError) as caught:
+        metadata_type(*given)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    if given == ("expertise",):
+        assert "did you mean" not in str(caught.value)
+
+
 def test_order_and_cutoff():
     assert [d.id for d in shown_documents(ITEM, PromptConfig(top_k=3))] == ["d1", "d2", "d3"]
     rev = build_prompt(ITEM, PromptConfig(order="reversed", top_k=3))

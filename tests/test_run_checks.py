@@ -67,6 +67,18 @@ FAILURES = {
     "temperature nan": (["--sample", "--temperature", "nan"], "--temperature must be a finite number above 0, not nan"),
     "temperature inf": (["--sample", "--temperature", "inf"], "--temperature must be a finite number above 0, not inf"),
     "top-p nan": (["--sample", "--top-p", "nan"], "--top-p must be in (0, 1], not nan"),
+    # Issue 28: greedy decoding would ignore them, and the run would be stored as greedy.
+    "temperature without --sample": (["--temperature", "0.7"], "--temperature 0.7 needs --sample"),
+    "top-p without --sample": (["--top-p", "0.9"], "--top-p 0.9 needs --sample"),
+    "sample-top-k without --sample": (["--sample-top-k", "5"], "--sample-top-k 5 needs --sample"),
+    "temperature without --sample, a grid": (["--top-k", "1,2", "--temperature", "0.7"], "--temperature 0.7 needs --sample"),
+    "metadata typo": (["--metadata", "gendr"], "is not built in (hai, gender, race, publisher); define it with "
+                      "--label-a, --label-b and --consideration; did you mean gender?"),
+    "metadata typo in a list": (["--metadata", "race,gendr"], "did you mean gender?"),
+    "custom type without --label-b": (["--metadata", "expertise", "--label-a", "an expert", "--consideration", "c"],
+                                      "metadata type 'expertise': --label-b is missing"),
+    "custom type with one label": (["--metadata", "expertise", "--label-a", "an expert"],
+                                   "metadata type 'expertise': --label-b and --consideration are missing"),
     "threads zero": (["--threads", "0"], "--threads must be between 1 and 1024, not 0"),
     "top-logprobs huge": (["--top-logprobs", "1000000000"], "--top-logprobs must be between 0 and 20, not 1000000000"),
     "empty experiment name": (["--experiment", " "], "--experiment must be 1 to 100 printable characters"),
@@ -239,3 +251,37 @@ def test_a_huge_prompt_is_refused_without_tokenizing_it(tmp_path, tiny_llama_dir
     with pytest.raises(UserError, match=r"^item 'huge': prompt of more than [\d,]+ tokens \+ 2 new tokens exceeds"):
         run_experiment(ExperimentRequest(request, dataset, tmp_path / "runs.duckdb"), load=lambda r: tiny_llama)
     assert not (tmp_path / "runs.duckdb").exists()
+
+
+@pytest.mark.parametrize("command", [["run", "--dataset", "sample"], ["quickstart"]])
+def test_a_sampling_option_without_sample_is_refused_before_any_model_loads(command, tmp_path, monkeypatch, capsys):
+    # Issue 28: `--temperature 0.7` alone was read and then ignored (greedy). Refused in one line,
+    # with nothing loaded or written: loading a model here fails the test.
+    import engine.models
+    import engine.model_choice
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was asked for")
+
+    monkeypatch.setattr(engine.models, "load_model", no_loading)
+    monkeypatch.setattr(engine.model_choice, "choose_auto_model", no_loading)
+    db = tmp_path / "runs.duckdb"
+    assert cli([*command, "--model", "smoke", "--db", str(db), "--temperature", "0.7"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --temperature 0.7 needs --sample: decoding is greedy without it and would ignore --temperature\n")
+    assert not db.exists()
+
+
+def test_the_use_case_refuses_sampling_settings_without_sampling():
+    # The Python API and the app build the request themselves: the same refusal there.
+    from engine.errors import UserError
+    from engine.usecases.run import check_settings
+
+    common = dict(batch_size=1, max_new_tokens=1, limit=None, top_n_logprobs=0, threads=None, seed=0, experiment=None)
+    check_settings(temperature=1.0, do_sample=False, top_p=1.0, top_k_sampling=0, **common)  # the defaults: greedy
+    check_settings(temperature=0.7, do_sample=True, top_p=0.9, top_k_sampling=5, **common)
+    for changed, option in (({"temperature": 0.7}, "--temperature 0.7"), ({"top_p": 0.9}, "--top-p 0.9"),
+                            ({"top_k_sampling": 5}, "--sample-top-k 5")):
+        settings = {"temperature": 1.0, "top_p": 1.0, "top_k_sampling": 0, **changed}
+        with pytest.raises(UserError, match=f"^{re.escape(option)} needs --sample"):
+            check_settings(do_sample=False, **settings, **common)

@@ -83,6 +83,7 @@ def test_a_served_run_stores_answers_with_logprobs_and_its_provenance(server, ch
     assert info["base_url"] == server.base_url and info["endpoint"] == "chat"
     assert info["requested_model"] == server.model and info["reported_model"]
     assert info["logprobs_returned"] is True
+    assert info["concurrency"].startswith("1 (probed, "), info  # llama-cpp-python says no slots: probed from 1
     assert info["prompt_tokens"] == sum(g[5] for g in generations) and 0 < info["completion_tokens"] <= 2 * 8
     # `list` shows the run's tokens
     assert listed.returncode == 0, listed.stderr

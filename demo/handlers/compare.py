@@ -151,6 +151,14 @@ def compare_view(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = Non
                        result.as_dict(items=TOP_ITEMS))
 
 
+def refusal_html(line: str) -> str:
+    """Why nothing was compared, as the page's one message in place of the summary (escaped:
+    the line quotes what the visitor typed)."""
+    import html
+
+    return (f'<div class="pe-refusal" role="alert"><b>Not compared:</b> {html.escape(line, quote=False)}</div>')
+
+
 def metric_rows(result: Comparison) -> pd.DataFrame:
     """One row per metric and comparison: means, B − A with its interval, the test, p, Holm p,
     the t-test's p beside a permutation test, the detectable difference, the verdict. What is

@@ -58,6 +58,8 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
         study = build_study_request(settings, form)
         if study.server is not None:
             probe_server(study.run, study.server, study.grid.model)
+        else:
+            check_models_load(study.grid.model)
         return run_batch(jobs, settings, form, visitor, request=study)
     backend_of(settings, form)
     ray = ray_options(settings, form)
@@ -65,7 +67,21 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
     request = build_run_request(settings, form)
     if server is not None:
         probe_server(request, server, (server.model,))
+    else:
+        check_models_load((request.model,))
     return run_batch(jobs, settings, form, visitor, request=request, ray=ray, server=server)
+
+
+def check_models_load(models: tuple[str, ...]) -> None:
+    """Refuse at Start, before anything is queued, a model that cannot load here: the CLI's own
+    check (engine.model_check: not a folder, not cached, the Hub off or unreachable; with "did
+    you mean"), one line in a few seconds. Queued, the job met it only after its dataset and
+    store checks, about a minute later. Names as the form gives them ("smoke" resolved)."""
+    from engine.model_check import check_model_name
+    from engine.model_choice import resolve_model
+
+    for name in models:
+        check_model_name(resolve_model(name)[0])
 
 
 def is_grid(form: RunForm) -> bool:
@@ -192,8 +208,10 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     try:
         plan = plan_study(replace(study, dataset=path), read_dataset=read)
     except UserError as err:
-        # The dataset's own line names its file; where strangers are served, not its folder.
-        if settings.allow_local_paths:
+        # The dataset's own line names its file, never its folder on the server: an upload is
+        # in Gradio's upload folder even on the desktop, and its name is all the visitor knows
+        # (as the dataset check says it). Only a path typed on the desktop is shown as typed.
+        if settings.allow_local_paths and form.local_path.strip():
             raise
         raise UserError(without_server_paths(str(err), settings.db_path, dataset_path=path)) from None
     s = plan.summary

@@ -317,6 +317,17 @@ def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool]
     return FirstRun(RunForm(model=model, dataset=SAMPLE, limit=limit, batch_size=8, experiment=""), why)
 
 
+def first_screen_text(choice: FirstRun) -> str:
+    """The first screen's Markdown: what the one click runs (its item count is the form's
+    limit, the number the form under it shows) and why this model, each said once."""
+    from demo.handlers.bias import markdown_text
+
+    model = "the smoke model" if choice.form.model == "smoke" else choice.form.model
+    intro = (f"Start with one click: the bundled sample dataset, {choice.form.limit} items in vanilla, base "
+             f"and cf, on {model}: {choice.why}")
+    return "**Nothing is stored yet.** " + markdown_text(intro)
+
+
 def first_run_form(settings: AppSettings, gpu: bool, available: Callable[[str], bool] | None = None) -> RunForm:
     """The form of the one-click first run (see first_run)."""
     return first_run(settings, gpu, available).form
@@ -395,7 +406,7 @@ def job_banner(jobs: JobQueue, job_id: str | None, note: str = "", visitor: str 
                      "study picker.")
     elif status.state == "complete" and status.experiment_id:
         lines.append(f"Experiment {esc(status.experiment_id)}: read it in the Runs, Query and Bias tabs.")
-        if is_smoke(status.model):
+        if is_smoke(status.model) and SMOKE_NOTE not in note:  # the first run's note says it already
             lines.append(esc(SMOKE_NOTE))
     if note:
         lines.append(f"<i>{esc(note)}</i>")

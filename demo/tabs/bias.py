@@ -28,6 +28,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo import plots
     from demo.handlers import bias as bias_handlers
+    from demo.hints import hint_text, is_hint
     from demo.toasts import error
     from engine.errors import UserError
 
@@ -106,9 +107,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return gr.Dropdown(choices=listed)
 
     def first_show(text, chosen, summary):
-        """After the tab opens: the chosen experiments shown if nothing is shown yet."""
-        if (summary or "").strip() or not (chosen or (text or "").strip()):
+        """After the tab opens: the chosen experiments shown if nothing is shown yet; with none
+        chosen, the line that says where to start."""
+        if not is_hint(summary):
             return tuple(gr.skip() for _ in bias_outputs)
+        if not (chosen or (text or "").strip()):
+            return (hint_text(settings.db_path, "bias"), *(gr.skip() for _ in bias_outputs[1:]))
         try:
             return bias(text, chosen)
         except gr.Error:

@@ -15,10 +15,12 @@ TAB_ID = "compare"  # the Runs tab's "Compare" button selects it
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
+    import pandas as pd
 
     from demo.handlers import compare as handlers
+    from demo.hints import hint_html, is_hint
     from demo.tabs.style import TABLE
-    from demo.toasts import error
+    from demo.toasts import error, refused
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 
@@ -36,10 +38,14 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             raise error(str(err), "compare") from None
 
     def show(a, b, metrics, margin, pair_by_id):
+        """The page: a refusal is one line in the summary, every other panel emptied. Raised, it
+        put an "Error" pill on each output besides the toast (three for an unknown run)."""
         try:
             view = handlers.compare_view(db, a, b, metrics, margin, pair_by_id)
         except UserError as err:
-            raise error(str(err), "compare") from None
+            line = refused(str(err), "compare")
+            return (handlers.refusal_html(line), pd.DataFrame(columns=handlers.TABLE_COLUMNS), gr.Plot(visible=False),
+                    pd.DataFrame(columns=handlers.ITEM_KEY_COLUMNS), {}, gr.Accordion(visible=False))
         return (view.summary, view.table, gr.Plot(value=view.figure, visible=True), view.items, view.pairs,
                 gr.Accordion(visible=True))
 
@@ -53,10 +59,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """One item with run A's and run B's answers, citations and documents side by side (HTML)."""
         return handlers.pair_page(db, run_a, run_b, item_id)
 
-    def choices():
-        # The choices only: a value typed meanwhile stays (the tab's select answers after a click).
+    def choices(shown):
+        # The choices only: a value typed meanwhile stays (the tab's select answers after a click);
+        # where nothing is compared yet, the line that says where to start.
         listed = handlers.side_choices(db)
-        return gr.Dropdown(choices=listed), gr.Dropdown(choices=listed)
+        return (gr.Dropdown(choices=listed), gr.Dropdown(choices=listed),
+                hint_html(db, "compare") if is_hint(shown) else gr.skip())
 
     with gr.Tab("Compare", id=TAB_ID) as compare_tab:
         gr.Markdown("Compare **B against A** on the items both hold: two runs, two experiments (mode by mode, "
@@ -107,7 +115,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     export_button.click(export, [*inputs, export_format], export_out, api_name="compare_export",
                         api_visibility="public")
     for trigger in (app.load, compare_tab.select):
-        trigger(choices, None, [side_a, side_b], api_visibility="private")
+        trigger(choices, summary, [side_a, side_b, summary], api_visibility="private")
 
     # app.build_app wires these to the other tabs: a clicked item opens the Query tab (pair view),
     # and the Runs tab's two ticked experiments fill A and B here and compare them.

@@ -23,6 +23,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
+    from demo.hints import hint_html, is_hint
     from demo.jobs import QueueFull
     from demo.toasts import error, with_request
     from demo.visitors import visitor_id
@@ -129,6 +130,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         run_page = gr.HTML()  # demo.explain_render.run_summary: every piece of stored text escaped
         run_table = gr.Dataframe(**TABLE, headers=list(explain_handlers.RUN_EXPLANATION_COLUMNS), interactive=False,
                                  label="the run's explanations (text cut short; the item view above shows it whole)")
+        # Inside the tab: a component directly in gr.Tabs (this State, once) shifted the tabs'
+        # order in the browser, and opening the last tab showed it twice in the tab bar.
+        prepared = gr.State(None)
 
     for box in (experiment, item, run):  # free text: the choices arrive only when the tab opens
         box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
@@ -160,22 +164,24 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return {"choices": choices, "open": (only, ids[: query_handlers.ITEM_CHOICES_MAX], first, runs_, first_run,
                                              views)}
 
-    def apply(current, prepared):
+    def apply(current, prepared, shown):
         """The prepared views, only if the visitor has still chosen nothing: read when this step
         starts, so that a slow preparation never replaces the visitor's own choice."""
         prepared = prepared or {"choices": [], "open": None}
         if prepared["open"] is None or (current or "").strip():
-            return (gr.Dropdown(choices=prepared["choices"]), *([gr.skip()] * 6))
+            # Nothing chosen and nothing shown: the page says where to start.
+            blank = not (current or "").strip() and is_hint(shown)
+            page_ = hint_html(settings.db_path, "explain") if blank else gr.skip()
+            return (gr.Dropdown(choices=prepared["choices"]), gr.skip(), page_, *([gr.skip()] * 4))
         only, ids, first, runs_, first_run, (page_, table_, run_page_, run_table_) = prepared["open"]
         return (gr.Dropdown(choices=prepared["choices"], value=only),
                 gr.Dropdown(choices=ids, value=first or None, allow_custom_value=True), page_, table_,
                 gr.Dropdown(choices=runs_, value=first_run or None), run_page_, run_table_)
 
-    prepared = gr.State(None)
     # At page load too, so that the only experiment is open before the tab is.
     for trigger in (app.load, explain_tab.select):
         trigger(prepare, experiment, prepared, api_visibility="private").then(
-            apply, [experiment, prepared], [experiment, item, page, table, run, run_page, run_table],
+            apply, [experiment, prepared, page], [experiment, item, page, table, run, run_page, run_table],
             api_visibility="private")
     generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
                           api_visibility="private")

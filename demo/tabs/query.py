@@ -22,6 +22,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.tabs.style import TABLE
     from demo.handlers import query as query_handlers
+    from demo.hints import hint_html, is_hint
     from demo.toasts import error
     from engine.errors import UserError
 
@@ -94,7 +95,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             # No permalink here: the address bar would take it, and a reload would then open Query.
             return (experiment, item, position, "", page, metrics, gr.skip(), gr.skip())
         if params is None or not stored():
-            return experiments, *([gr.skip()] * 7)
+            # Nothing opened: the page says where to start (no runs yet, or choose an experiment).
+            return experiments, *([gr.skip()] * 3), hint_html(settings.db_path, "query"), *([gr.skip()] * 3)
         experiment_ref, item_id = params
         view = query_handlers.open_view(settings.db_path, experiment_ref, item_id)
         tabs = gr.Tabs(selected=TAB_ID) if getattr(app, "tabs", None) is not None else gr.skip()
@@ -190,16 +192,20 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         app.open_pair_in_query = (open_pair, [app.tabs, pair_box, pair_html, query_experiment, *view, search, changed],
                                   lambda event: then_url(event))
 
-    def select_tab(current):
-        """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank page)."""
+    def select_tab(current, shown):
+        """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank
+        page); where nothing is open, the line that says where to start."""
         experiments = experiments_update()
         if (current or "").strip() or len(experiments.choices) != 1 or not stored():
-            return (experiments, *([gr.skip()] * 5))
+            blank = not (current or "").strip() and is_hint(shown)
+            hint = hint_html(settings.db_path, "query") if blank else gr.skip()
+            return (experiments, *([gr.skip()] * 3), hint, gr.skip())
         only = experiments.choices[0][1]
         view_ = query_handlers.open_view(settings.db_path, only, "")
         return (gr.Dropdown(choices=experiments.choices, value=only), *view_outputs(view_))
 
-    then_url(query_tab.select(select_tab, query_experiment, [query_experiment, *view], api_visibility="private"))
+    then_url(query_tab.select(select_tab, [query_experiment, query_html], [query_experiment, *view],
+                              api_visibility="private"))
     tabs = getattr(app, "tabs", None)
     load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else [])
 

@@ -15,6 +15,8 @@ PAPER_MODELS_CHOICES = (SMOKE, *PAPER_MODELS, CPU_MODEL)
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
 # readers by position keep working.
 STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message", "kind"]
+# The form's boxes the first screen fills with the first run's values, in first_screen's output order.
+FIRST_RUN_FIELDS = ("model", "quantize", "limit", "batch_size", "max_new_tokens")
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -29,7 +31,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.handlers import run as run_handlers
     from demo.toasts import error, with_request
     from demo.visitors import visitor_id
-    from demo.handlers.bias import markdown_text
     from engine.errors import UserError
     from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, MODES, ORDERS, QUANTIZATIONS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
 
@@ -170,12 +171,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def first_screen():
         if settings.read_only or not run_handlers.store_is_empty(settings.db_path):
-            return gr.update(visible=False), gr.skip()
+            return gr.update(visible=False), *([gr.skip()] * (1 + len(FIRST_RUN_FIELDS)))
         choice = first_run()
-        model = "the smoke model" if choice.form.model == "smoke" else choice.form.model
-        intro = (f"Start with one click: the bundled sample dataset, {choice.form.limit} items in vanilla, base "
-                 f"and cf, on {model}: {choice.why}")
-        return gr.update(visible=True), "**Nothing is stored yet.** " + markdown_text(intro)
+        # The form under the panel shows the first run's own values (it said `item limit 10`
+        # under "5 items"): what the button runs is what Start would run.
+        return (gr.update(visible=True), run_handlers.first_screen_text(choice),
+                *(getattr(choice.form, name) for name in FIRST_RUN_FIELDS))
 
     def fill_first_run():
         f = first_run().form
@@ -209,6 +210,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         gr.Markdown("### Model")
         with gr.Row():
             model = gr.Dropdown(list(PAPER_MODELS_CHOICES), value=defaults.model, allow_custom_value=True,
+                                elem_id="pe-model",
                                 label="model: a paper model, smoke, or any Hugging Face id"
                                 + (" or local folder" if settings.allow_local_paths else ""))
             quantize = gr.Dropdown(list(QUANTIZATIONS), value=defaults.quantize,
@@ -348,7 +350,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         cancel_button.click(cancel, [job_id], cancel_message, api_name="cancel_run", api_visibility="public")
         for trigger in (app.load, store_timer.tick):
             trigger(in_progress, None, store_table, api_visibility="private", show_progress="hidden")
-        app.load(first_screen, None, [empty_panel, first_intro], api_visibility="private")
+        app.load(None, None, None, js=_MODEL_ENTER_JS, api_visibility="private")
+        app.load(first_screen, None, [empty_panel, first_intro, model, quantize, limit, batch_size, max_new_tokens],
+                 api_visibility="private")
 
 
 # After a start: the banner is at the top of the tab and the Start button at the bottom of a
@@ -356,6 +360,29 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 _SHOW_BANNER_JS = """() => {
   const banner = document.getElementById("pe-job-banner");
   if (banner) { banner.scrollIntoView({behavior: "smooth", block: "start"}); }
+}"""
+
+
+# Enter in the model box keeps the name as typed. Gradio's dropdown highlights the first choice
+# that contains the typed text and Enter takes it: `smok` + Enter became `smoke`, a model the
+# visitor never named. Here Enter only commits the text (the box allows custom values; leaving
+# it keeps the text exactly), unless a choice was picked with the arrow keys. The server then
+# checks the name as the CLI does (demo.handlers.grid.check_models_load: "did you mean smoke?").
+_MODEL_ENTER_JS = """() => {
+  if (window.__peModelEnter) { return; }
+  window.__peModelEnter = true;
+  let picked = false;
+  const modelBox = (e) => e.target instanceof HTMLInputElement && e.target.closest("#pe-model");
+  document.addEventListener("input", (e) => { if (modelBox(e)) { picked = false; } }, true);
+  document.addEventListener("focusin", (e) => { if (modelBox(e)) { picked = false; } }, true);
+  document.addEventListener("keydown", (e) => {
+    if (!modelBox(e)) { return; }
+    if (["ArrowUp", "ArrowDown", "Home", "End"].includes(e.key)) { picked = true; return; }
+    if (e.key !== "Enter" || picked) { return; }
+    e.stopPropagation();
+    e.preventDefault();
+    e.target.blur();
+  }, true);
 }"""
 
 

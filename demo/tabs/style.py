@@ -23,4 +23,7 @@ APP_CSS = """<style>
 #pe-job-banner:empty { display: none; }
 #pe-job-banner progress { display: block; width: 100%; margin-top: .4em; }
 #pe-css { display: none; }
+/* An empty tab's one line on where to start (demo.hints), and a page's refusal in place of its results. */
+.pe-hint { color: var(--body-text-color-subdued); margin: .4em 0; }
+.pe-refusal { background: #fdecea; padding: .6em .9em; border-radius: 6px; overflow-wrap: anywhere; }
 </style>"""

@@ -4,6 +4,11 @@ Thin: parse, call engine.usecases.compare, print. A and B are run ids, experimen
 name) with a mode ("EXP:base"), or whole experiments (then mode by mode, and their CAS and CAB
 against each other). Every difference is B - A. Hints go to stderr so --json and --format csv
 stay machine-readable.
+
+The text is the table, then one short verdict line per metric naming the test that gave it (the
+table holds the numbers once; the verdict, which may carry an equivalence test, gets a line of
+its own rather than a column as wide as its longest reason). `--explain` spells each metric out
+in a sentence instead.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (same as --format json)")
     p.add_argument("--format", choices=("text", "json", "csv"), default="text",
                    help="text (default), json, or csv: every paired item, its metrics in A and B and B - A")
+    p.add_argument("--explain", action="store_true",
+                   help="one sentence per metric instead of the short verdict lines: the interval and how it "
+                        "was made, every p value, the equivalence test and the detectable difference, with the "
+                        "tests spelled out (default: the table and one verdict line per metric)")
     p.add_argument("--items", type=int, default=DEFAULT_ITEMS, metavar="N",
                    help=f"show the N items that differ most (default {DEFAULT_ITEMS})")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
@@ -82,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
     elif fmt == "csv":
         print(result.items().to_csv(index=False), end="")
     else:
-        print(for_terminal(format_text(result, args.items), keep_newlines=True))
+        print(for_terminal(format_text(result, args.items, explain=args.explain), keep_newlines=True))
     return 0
 
 
@@ -109,11 +118,11 @@ def _run_line(name: str, run: Any) -> str:
 def _metric_rows(metrics: Any) -> list[str]:
     from engine.commands.bias import text_columns
 
-    table = [["metric", "n", "A", "B", "B - A", "95% CI", "test", "p", "p Holm", "p t-test", "MDD 80%", "verdict"]]
+    table = [["metric", "n", "A", "B", "B - A", "95% CI", "test", "p", "p Holm", "p t-test", "MDD 80%"]]
     for m in metrics:
         table.append([m.metric, str(m.n), _num(m.mean_a), _num(m.mean_b), _num(m.diff, "+.1f"), _ci(m), m.test,
                       _p(m.p), _p(m.p_holm), _t_p(m), "undefined" if m.min_detectable_undefined else
-                      _num(m.min_detectable), m.verdict])
+                      _num(m.min_detectable)])
     body = text_columns(table, right={1, 2, 3, 4, 7, 8, 9, 10})
     return [body[0], "-" * max(len(x) for x in body), *body[1:]]
 
@@ -132,8 +141,29 @@ def _ci(m: Any) -> str:
     return f"[{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}]{'*' if m.ci_approximate else ''}"
 
 
+def _short_verdict(m: Any) -> str:
+    """The metric's verdict as the use case gave it, with the test(s) behind it and their Holm p:
+    the difference test always, the equivalence test where a margin applies."""
+    why = f"{m.test}, Holm p {_p(m.p_holm)}"
+    e = m.equivalence
+    if e is not None and not e.undefined:
+        why += f"; {e.method} within +-{e.margin:g}, Holm p {_p(e.p_holm)}"
+    return f"{m.metric}: {m.verdict} ({why})"
+
+
+def _verdicts(metrics: Any, explain: bool) -> list[str]:
+    from engine.compare_stats import TOO_FEW
+
+    if explain:
+        return [_verdict_line(m) for m in metrics]
+    # Metrics with fewer than two pairs have no test at all: one line names them together.
+    few = [m.metric for m in metrics if m.n < 2]
+    lines = [_short_verdict(m) for m in metrics if m.n >= 2]
+    return lines + ([f"{', '.join(few)}: {TOO_FEW} (fewer than 2 paired; no test)"] if few else [])
+
+
 def _verdict_line(m: Any) -> str:
-    """One sentence per metric: the difference and its interval, which test gave p, Holm beside
+    """One sentence per metric (--explain): the difference and its interval, which test gave p, Holm beside
     it, TOST, the detectable difference; what is undefined says why."""
     from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
 
@@ -162,8 +192,9 @@ def _verdict_line(m: Any) -> str:
             f"Holm p {_p(m.p_holm)}{t}{eq}{power})")
 
 
-def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
-    """The human-readable comparison."""
+def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = False) -> str:
+    """The human-readable comparison: the tables and one short verdict line per metric, or with
+    `explain` one sentence per metric and the tests in full."""
     from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
 
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
@@ -175,7 +206,7 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
                      + ("; datasets differ, paired by id on request" if p.pair_by_id else ""))
         lines += [f"note: {n}" for n in r.notes]
         lines += ["", *_metric_rows(r.metrics), ""]
-        lines += [_verdict_line(m) for m in r.metrics]
+        lines += _verdicts(r.metrics, explain)
         if r.em_flips:
             f = r.em_flips
             lines.append(f"exact match flips over {f.n} items: right->wrong {f.right_to_wrong}, "
@@ -192,7 +223,13 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS) -> str:
                   f"A: runs {' and '.join(x.run_id for x in b.runs_a)}; B: runs {' and '.join(x.run_id for x in b.runs_b)}",
                   f"paired {b.pairing.n_paired} items held by all four runs; left out: up to {b.pairing.only_a} "
                   f"of A's, {b.pairing.only_b} of B's", "", *_metric_rows(b.metrics), ""]
-        lines += [_verdict_line(m) for m in b.metrics]
+        lines += _verdicts(b.metrics, explain)
+    if not explain:
+        lines += ["", f"p Holm: over the metrics of one comparison, at 0.05; *: bootstrap on fewer than "
+                  f"{BOOTSTRAP_APPROXIMATE_BELOW} items, approximate;",
+                  "MDD 80%: smallest |B - A| detectable at 80% power; --explain: every test in full "
+                  "(docs/method.md, 'Comparing two runs')"]
+        return "\n".join(lines)
     lines += ["", "p (the verdict's): exact McNemar (binomial test on the discordant pairs) for 0/1 metrics, the "
               "paired permutation test (sign flips; null: A and B exchangeable within items) otherwise, the "
               "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "

@@ -32,9 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from engine.commands.run import sampling_settings
     from engine.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS, choose_auto_model
     from engine.paths import SAMPLE_DATASET
 
+    sampling_settings(args)  # --temperature without --sample: refused before torch or the Hub is asked
     gpu = _gpu(args.device)
     model = args.model
     if model == "auto":

@@ -24,6 +24,8 @@ from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARI
 
 from engine.usecases.run import MAX_SEED, MAX_TOP_LOGPROBS  # light at import
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
+# The sampling options' values when not typed (they are refused without --sample).
+SAMPLING_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "sample_top_k": 0}
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
                     "set HF_TOKEN or run `hf auth login` once instead")
 
@@ -79,12 +81,17 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         help="most tokens generated per answer (default: 48 with --model smoke, whose random weights never stop; "
         + ("else 256)" if lists else "else 256 on a GPU, 128 on a CPU)"),
     )
-    m.add_argument("--sample", action="store_true", help="sample instead of greedy decoding (default: greedy)")
-    m.add_argument("--temperature", type=float, default=1.0, help="with --sample (default: %(default)s)")
-    m.add_argument("--top-p", type=float, default=1.0, help="with --sample: nucleus mass in (0, 1] (default: %(default)s)")
+    m.add_argument("--sample", action="store_true",
+                   help="sample instead of greedy decoding; --temperature, --top-p and --sample-top-k are "
+                   "refused without it (default: greedy)")
+    # None, not the value: a sampling option typed without --sample is refused (sampling_settings).
+    m.add_argument("--temperature", type=float, default=None,
+                   help=f"with --sample only (default: {SAMPLING_DEFAULTS['temperature']})")
+    m.add_argument("--top-p", type=float, default=None,
+                   help=f"with --sample only: nucleus mass in (0, 1] (default: {SAMPLING_DEFAULTS['top_p']})")
     m.add_argument(
-        "--sample-top-k", type=int, default=0,
-        help="with --sample: keep the K most likely tokens, 0 = off (default: %(default)s)",
+        "--sample-top-k", type=int, default=None,
+        help=f"with --sample only: keep the K most likely tokens, 0 = off (default: {SAMPLING_DEFAULTS['sample_top_k']})",
     )
     m.add_argument(
         "--seed", type=int, default=0,
@@ -217,13 +224,29 @@ def max_new_tokens(args: argparse.Namespace) -> int:
     return SMOKE_MAX_NEW_TOKENS if models == {SMOKE} else REAL_MAX_NEW_TOKENS
 
 
+def sampling_settings(args: argparse.Namespace) -> dict[str, float]:
+    """--temperature, --top-p and --sample-top-k with their defaults filled in; one typed without
+    --sample is refused, since greedy decoding would ignore it (the user asked for a temperature
+    and would get a greedy run, stored as one). Refusing, rather than sampling on the user's
+    behalf, keeps greedy the one default and the stored configuration what was asked for."""
+    typed = {name: getattr(args, name, None) for name in SAMPLING_DEFAULTS}
+    given = [name for name, value in typed.items() if value is not None]
+    if given and not getattr(args, "sample", False):
+        option = "--" + given[0].replace("_", "-")
+        raise UserError(f"{option} {typed[given[0]]:g} needs --sample: decoding is greedy without it and would "
+                        f"ignore {option}")
+    return {name: SAMPLING_DEFAULTS[name] if value is None else value for name, value in typed.items()}
+
+
 def check_run_args(args: argparse.Namespace) -> None:
     """Refuse out-of-range options in one line, before anything is read or loaded."""
     from engine.usecases.run import check_settings
 
+    sampling = sampling_settings(args)
     check_settings(
         batch_size=args.batch_size, max_new_tokens=max_new_tokens(args), limit=args.limit,
-        temperature=args.temperature, do_sample=args.sample, top_p=args.top_p, top_k_sampling=args.sample_top_k,
+        temperature=sampling["temperature"], do_sample=args.sample, top_p=sampling["top_p"],
+        top_k_sampling=sampling["sample_top_k"],
         top_n_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), seed=args.seed,
         experiment=args.experiment,
     )
@@ -236,6 +259,7 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
     from engine.run_request import RunRequest
 
     check_run_args(args)
+    sampling = sampling_settings(args)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
@@ -257,9 +281,9 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
         dtype=args.dtype,
         max_new_tokens=max_new_tokens(args),
         do_sample=args.sample,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k_sampling=args.sample_top_k,
+        temperature=sampling["temperature"],
+        top_p=sampling["top_p"],
+        top_k_sampling=sampling["sample_top_k"],
         seed=args.seed,
         batch_size=args.batch_size,
         top_n_logprobs=args.top_logprobs,
@@ -397,6 +421,7 @@ def main(args: argparse.Namespace) -> int:
     from engine.study import configuration_args, parse_grid
 
     grid = parse_grid(args)  # before anything is read: a bad list is one line
+    sampling_settings(args)  # a sampling option without --sample: one line, before anything loads
     # Settled once from the whole --model list, before a grid splits it into configurations.
     args.max_new_tokens = max_new_tokens(args)
     if grid.is_single and args.study is None:

@@ -377,8 +377,13 @@ def _margin_notes(request: CompareRequest, compared: list[str]) -> tuple[str, ..
         return ()
     # One note for all: a margin given by name says nothing of the others, and a plain one is in
     # points, which n_citations is not.
-    why = "the plain margin is in points" if request.margins.points is not None else "only the metrics named have one"
-    return (f"{', '.join(missing)}: no equivalence margin ({why}; give NAME=M in the metric's units)",)
+    if request.margins.points is not None:
+        return (f"{', '.join(missing)}: no equivalence margin (the plain margin is in points; give NAME=M in the "
+                "metric's units)",)
+    # Named margins only: short when none of them is compared here (a CAB margin, say, seen from a mode).
+    if not given:
+        return (f"no equivalence test here: the margins name only {', '.join(n for n, _ in request.margins.named)}",)
+    return (f"equivalence tested only for the metrics given a margin: {', '.join(given)}",)
 
 
 def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Side, side_b: Side) -> BiasComparison:

@@ -187,9 +187,16 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
 
     if consideration or (name in METADATA_TYPES and not (label_a or label_b)):
         return metadata_type(name, label_a, label_b, consideration)
-    if not (label_a and label_a.strip() and label_b and label_b.strip()):
+    missing = [option for option, value in (("--label-a", label_a), ("--label-b", label_b))
+               if not (value and value.strip())]
+    if len(missing) == 2:
+        from engine.model_check import suggestion
+
         known = ", ".join(METADATA_TYPES)
-        raise UserError(f"metadata type '{name}' is not built in ({known}); name its labels with --label-a and --label-b")
+        raise UserError(f"metadata type '{name}' is not built in ({known}); name its labels with --label-a and "
+                        f"--label-b{suggestion(name, list(METADATA_TYPES))}")
+    if missing:
+        raise UserError(f"metadata type '{name}': {missing[0]} is missing; a type of your own needs --label-a and --label-b")
     a, b = label_a.strip(), label_b.strip()
     if a == b:
         raise UserError(f"metadata type '{name}': label A and label B must differ (both '{a}')")

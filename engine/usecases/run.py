@@ -107,6 +107,14 @@ def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, t
         raise UserError(f"--top-p must be in (0, 1], not {top_p}")
     if top_k_sampling < 0:
         raise UserError("--sample-top-k must be 0 or more")
+    if not do_sample:
+        # Greedy decoding ignores them: a value other than the default was meant to sample, and a
+        # run that silently did not would be stored as greedy under the user's nose (issue 28).
+        for option, value, default in (("--temperature", temperature, 1.0), ("--top-p", top_p, 1.0),
+                                       ("--sample-top-k", top_k_sampling, 0)):
+            if value != default:
+                raise UserError(f"{option} {value:g} needs --sample (sampling): decoding is greedy without it "
+                                f"and would ignore {option}")
     if not 0 <= top_n_logprobs <= MAX_TOP_LOGPROBS:
         raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {top_n_logprobs}")
     if threads is not None and not 1 <= threads <= MAX_THREADS:

@@ -1,0 +1,52 @@
+"""The one line an empty tab shows where its results will go: where to start (issue 28 §5).
+
+Why: the Query, Bias, Explain and Compare tabs showed nothing, or tables of headers only, before
+anything was chosen, with no word of what to do. Each tab puts its hint in the output its
+results replace (a summary or a page), so that the hint goes the moment something is shown, and
+a tab opened again puts it back only where that output still holds nothing or a hint.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+
+NO_RUNS = "No runs yet: start one in the Run tab."
+# Where runs exist, but this tab shows nothing yet.
+PICK = {
+    "query": "Choose an experiment above (its first item opens), or click a run in the Runs tab.",
+    "bias": "Choose one or more experiments above (or a study), then Show bias.",
+    "explain": "Choose an experiment above: its items' explanations show here.",
+    "compare": "Pick two runs or experiments above as A and B, then Compare (or tick two in the Runs tab).",
+}
+_CLASS = "pe-hint"
+
+
+def hint_text(db_path: str | os.PathLike[str], tab: str) -> str:
+    """The tab's hint: NO_RUNS while the store holds no run, else where to start in this tab."""
+    return NO_RUNS if _no_runs(db_path) else PICK[tab]
+
+
+def hint_html(db_path: str | os.PathLike[str], tab: str) -> str:
+    """hint_text as a paragraph for a gr.HTML output (marked, so that is_hint knows it)."""
+    return f'<p class="{_CLASS}">{html.escape(hint_text(db_path, tab), quote=False)}</p>'
+
+
+def is_hint(shown: str | None) -> bool:
+    """Whether an output holds nothing or only a hint: a tab opened again may then replace it."""
+    text = (shown or "").strip()
+    return not text or text in (NO_RUNS, *PICK.values()) or text.startswith(f'<p class="{_CLASS}">')
+
+
+def _no_runs(db_path: str | os.PathLike[str]) -> bool:
+    from pathlib import Path
+
+    from engine.errors import UserError
+    from store.queries import count_runs
+
+    if not Path(db_path).is_file():
+        return True
+    try:
+        return count_runs(db_path) == 0
+    except UserError:  # busy or damaged for a moment: not "no runs" (the tab's own check says what)
+        return False

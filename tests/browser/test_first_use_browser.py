@@ -1,0 +1,117 @@
+"""Issue 28 §5 in a real browser at 1440x900: what a first-time visitor saw.
+
+On an empty store: the tab bar names each tab once after the SQL tab was opened (it showed
+"SQL" twice); the Compare, Query, Bias and Explain tabs say where to start; the form under the
+first screen shows the first run's item limit; `smok` + Enter in the model box stays `smok` (it
+became `smoke`) and Start refuses it in one line with "did you mean smoke?", queueing nothing.
+On a store of one run: an unknown run in Compare is one message, not three red "Error" pills.
+Screenshots go to test-artifacts/first-use/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from demo.hints import NO_RUNS, PICK
+from tests.browser.test_app_browser import ARTIFACTS, FIRST_SCREEN, RUN_LIMIT, RUN_MODEL, WAIT_MS, open_app, open_tab
+from tests.test_app_first_use import one_run_store
+
+SIZE = {"width": 1440, "height": 900}
+TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Explain", "SQL")
+SHOTS = ARTIFACTS / "first-use"
+COMPARE_A = "A (run, experiment or EXP:mode)"
+COMPARE_B = "B (run, experiment or EXP:mode)"
+
+
+@pytest.fixture(scope="module")
+def empty_app(tmp_path_factory, launch_app):
+    return launch_app(tmp_path_factory.mktemp("first-use-empty") / "app.duckdb")
+
+
+@pytest.fixture(scope="module")
+def stored_app(tmp_path_factory, launch_app):
+    return launch_app(one_run_store(tmp_path_factory.mktemp("first-use-stored") / "app.duckdb"))
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def _tab_names(page) -> list[str]:
+    return [t.inner_text().strip() for t in page.get_by_role("tab").all()]
+
+
+def test_the_empty_tabs_say_where_to_start_and_the_tab_bar_names_each_once(page, empty_app):
+    page.set_viewport_size(SIZE)
+    open_app(page, empty_app)
+    for tab in TABS[1:]:
+        panel = open_tab(page, tab)
+        if tab in ("Compare", "Query", "Bias", "Explain"):
+            panel.get_by_text(NO_RUNS, exact=True).wait_for(timeout=WAIT_MS)
+            _shot(page, f"empty-{tab.lower()}")
+    open_tab(page, "Run")
+    page.wait_for_timeout(500)
+    assert _tab_names(page) == list(TABS)
+    _shot(page, "tab-bar-after-sql")
+
+
+def test_the_first_screen_and_the_form_say_the_same_item_count(page, empty_app):
+    page.set_viewport_size(SIZE)
+    open_app(page, empty_app)
+    panel = open_tab(page, "Run")
+    panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
+    intro = panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
+    count = re.search(r"(\d+) items in vanilla", intro).group(1)
+    limit = panel.get_by_label(RUN_LIMIT)
+    # The first screen's values arrive with the page's load event.
+    page.wait_for_function("([el, want]) => el.value === want", arg=[limit.element_handle(), count], timeout=WAIT_MS)
+    _shot(page, "first-screen")
+
+
+def test_enter_in_the_model_box_keeps_the_typed_name_and_start_refuses_it(page, empty_app):
+    page.set_viewport_size(SIZE)
+    open_app(page, empty_app)
+    panel = open_tab(page, "Run")
+    box = panel.get_by_label(RUN_MODEL)
+    box.click()
+    box.fill("")
+    box.press_sequentially("smok", delay=30)
+    box.press("Enter")
+    page.wait_for_timeout(500)
+    assert box.input_value() == "smok"
+    panel.get_by_role("button", name="Start run", exact=True).click()
+    toast = page.locator(".toast-body").filter(has_text="unknown model 'smok'")
+    toast.wait_for(timeout=WAIT_MS)
+    assert "did you mean smoke?" in toast.inner_text()
+    _shot(page, "smok-refused")
+    assert page.locator("#pe-job-banner").inner_text().strip() == ""  # nothing queued
+    # A choice picked with the arrow keys is still taken by Enter.
+    box.click()
+    box.fill("")
+    box.press_sequentially("smo", delay=30)
+    box.press("ArrowDown")
+    box.press("Enter")
+    page.wait_for_timeout(500)
+    assert box.input_value() == "smoke"
+
+
+def test_an_unknown_run_in_compare_is_one_message(page, stored_app):
+    page.set_viewport_size(SIZE)
+    open_app(page, stored_app)
+    panel = open_tab(page, "Compare")
+    panel.get_by_text(PICK["compare"], exact=True).wait_for(timeout=WAIT_MS)  # the tab has settled
+    for label, value in ((COMPARE_A, "nope-run"), (COMPARE_B, "first-run")):
+        box = panel.get_by_label(label)
+        box.fill(value)
+        box.press("Escape")
+    page.mouse.click(5, 5)  # close the lists
+    panel.get_by_role("button", name="Compare", exact=True).click()
+    refusal = panel.locator(".pe-refusal")
+    refusal.wait_for(timeout=WAIT_MS)
+    assert "'nope-run' is neither a run id nor an experiment" in refusal.inner_text()
+    page.wait_for_timeout(500)
+    _shot(page, "compare-unknown-run")
+    assert page.get_by_text("Error", exact=True).count() == 0  # no pill, no toast
