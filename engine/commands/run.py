@@ -24,7 +24,8 @@ from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARI
 
 from engine.usecases.run import MAX_SEED, MAX_TOP_LOGPROBS  # light at import
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
-# The sampling options' values when not typed (they are refused without --sample).
+# The sampling options' values when not typed; their argparse default is None, so that one typed
+# without --sample is seen and refused (sampling_settings).
 SAMPLING_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "sample_top_k": 0}
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
                     "set HF_TOKEN or run `hf auth login` once instead")
@@ -84,15 +85,12 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     m.add_argument("--sample", action="store_true",
                    help="sample instead of greedy decoding; --temperature, --top-p and --sample-top-k are "
                    "refused without it (default: greedy)")
-    # None, not the value: a sampling option typed without --sample is refused (sampling_settings).
     m.add_argument("--temperature", type=float, default=None,
                    help=f"with --sample only (default: {SAMPLING_DEFAULTS['temperature']})")
     m.add_argument("--top-p", type=float, default=None,
                    help=f"with --sample only: nucleus mass in (0, 1] (default: {SAMPLING_DEFAULTS['top_p']})")
-    m.add_argument(
-        "--sample-top-k", type=int, default=None,
-        help=f"with --sample only: keep the K most likely tokens, 0 = off (default: {SAMPLING_DEFAULTS['sample_top_k']})",
-    )
+    m.add_argument("--sample-top-k", type=int, default=None, help="with --sample only: keep the K most likely "
+                   f"tokens, 0 = off (default: {SAMPLING_DEFAULTS['sample_top_k']})")
     m.add_argument(
         "--seed", type=int, default=0,
         help=f"sampling seed and random-order seed, 0 to {MAX_SEED} (default: %(default)s)",
@@ -225,10 +223,9 @@ def max_new_tokens(args: argparse.Namespace) -> int:
 
 
 def sampling_settings(args: argparse.Namespace) -> dict[str, float]:
-    """--temperature, --top-p and --sample-top-k with their defaults filled in; one typed without
-    --sample is refused, since greedy decoding would ignore it (the user asked for a temperature
-    and would get a greedy run, stored as one). Refusing, rather than sampling on the user's
-    behalf, keeps greedy the one default and the stored configuration what was asked for."""
+    """--temperature, --top-p and --sample-top-k, defaults filled in. One typed without --sample is
+    refused: greedy decoding would ignore it, and sampling for the user would make the stored
+    configuration something not asked for."""
     typed = {name: getattr(args, name, None) for name in SAMPLING_DEFAULTS}
     given = [name for name, value in typed.items() if value is not None]
     if given and not getattr(args, "sample", False):
