@@ -203,6 +203,7 @@ def metadata_type(
             f"metadata type '{name}': {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing "
             f"({kind} needs all of --label-a, --label-b and --consideration){more}"
         )
+    assert label_a and label_b and consideration  # none is missing (mypy cannot see it through `given`)
     if any(not e for e in extra):
         raise UserError(f"metadata type '{name}': an --extra-label is empty")
     if label_a.strip() == label_b.strip():

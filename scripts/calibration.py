@@ -218,9 +218,9 @@ def main(argv: list[str] | None = None) -> int:
           "| true diff |")
     print("|---|---|---|---|---|---|")
     for n in args.items:
-        for r in compare_calibration(n, args.draws, args.shift, args.seed):
-            print(f"| {n} | {r.metric} | {100 * r.different:.1f}% | {100 * r.cover:.1f}% | "
-                  f"{100 * r.equivalent_at_margin:.1f}% | {r.true_diff:+.2f} |")
+        for c in compare_calibration(n, args.draws, args.shift, args.seed):
+            print(f"| {n} | {c.metric} | {100 * c.different:.1f}% | {100 * c.cover:.1f}% | "
+                  f"{100 * c.equivalent_at_margin:.1f}% | {c.true_diff:+.2f} |")
     print(f"\n{args.draws} draws per cell; binomial SD of a 5% share: {sd(0.05, args.draws):.1f} points.\n")
 
     print("### why-cited (label odds ratio)\n")

@@ -89,3 +89,36 @@ def wait_for_job(jobs: Any, job_id: str, timeout_s: float = 120) -> Any:
         assert time.monotonic() < deadline, status
         time.sleep(0.1)
     return status
+
+
+def write_one_answer(tmp_path: Path, text: str, *, citation_syntax: str | None = None) -> Path:
+    """Store `text` as the vanilla answer of a one-item, two-document run (the first document
+    relevant) through the real write loop, as a run writes it; the store's path."""
+    from engine.backends import BatchResult, PlannedBatch
+    from engine.data import load_dataset
+    from engine.prompts import PromptConfig, build_prompt
+    from engine.sink import RunSpec
+    from engine.types import GenerationOutput
+    from engine.write_loop import OpenRun, write_loop
+    from store.run_store import RunStore
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "q?", "answers": ["a"],
+                                               "documents": [{"text": "a", "relevant": True},
+                                                             {"text": "b", "relevant": False}]}])
+    dataset = load_dataset(data)
+    item = dataset.items[0]
+    prompt = build_prompt(item, PromptConfig(mode="vanilla"))
+    db = tmp_path / "r.duckdb"
+    store = RunStore(db)
+    store.put_items(dataset.sha, dataset.items)
+    config = {"citation_syntax": citation_syntax} if citation_syntax else {}
+    store.start_run(RunSpec(
+        run_id="r1", experiment_id="e1", config_hash="h1", model="m", model_revision=None, quantization="none",
+        dtype="float32", device="cpu", dataset=str(data), dataset_sha=dataset.sha, metadata_type=None,
+        rag_mode="vanilla", seed=0, prompt_version="v", git_sha=None, library_versions={}, config=config,
+        n_items=1))
+    answer = GenerationOutput(text=text, tokens=(), finish_reason="stop", n_prompt_tokens=2)
+    syntax = {"citation_syntax": citation_syntax} if citation_syntax else {}
+    runs = [OpenRun("r1", "vanilla", 1, {item.id: (item, prompt)}, **syntax)]
+    write_loop(runs, [PlannedBatch(0, "r1", (item.id,), ((1, 2),))], [BatchResult(0, (answer,), None)], store)
+    return db

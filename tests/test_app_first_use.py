@@ -175,7 +175,6 @@ def test_with_runs_stored_the_tabs_say_what_to_choose(stored_db):
 def test_the_first_screen_and_the_form_under_it_agree(empty_app):
     """The panel said "5 items" above a form whose item limit read 10: the form now shows the
     first run's own values, from the same FirstRun."""
-    import re
 
     (load,) = [f for f in empty_app.fns.values() if f.fn is not None and f.fn.__name__ == "first_screen"]
     shown = {getattr(box, "label", "") or "": value for box, value in zip(load.outputs, load.fn())}

@@ -13,6 +13,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.citations import MAX_CITATION_NUMBER, parse_citations
+from tests.helpers import write_one_answer
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -86,31 +87,7 @@ def _store_rows(db: Path, sql: str):
 
 
 def test_a_run_storing_a_huge_citation_completes(tmp_path):
-    from engine.backends import BatchResult, PlannedBatch
-    from engine.data import load_dataset
-    from engine.prompts import PromptConfig, build_prompt
-    from engine.sink import RunSpec
-    from engine.types import GenerationOutput
-    from engine.write_loop import OpenRun, write_loop
-    from store.run_store import RunStore
-
-    data = tmp_path / "d.jsonl"
-    data.write_text(json.dumps({"id": "q1", "question": "q?", "answers": ["a"],
-                                "documents": [{"text": "a", "relevant": True}, {"text": "b", "relevant": False}]}) + "\n")
-    dataset = load_dataset(data)
-    item = dataset.items[0]
-    prompt = build_prompt(item, PromptConfig(mode="vanilla"))
-    db = tmp_path / "r.duckdb"
-    store = RunStore(db)
-    store.put_items(dataset.sha, dataset.items)
-    store.start_run(RunSpec(
-        run_id="r1", experiment_id="e1", config_hash="h1", model="m", model_revision=None, quantization="none",
-        dtype="float32", device="cpu", dataset=str(data), dataset_sha=dataset.sha, metadata_type=None,
-        rag_mode="vanilla", seed=0, prompt_version="v", git_sha=None, library_versions={}, config={}, n_items=1))
-    answer = GenerationOutput(text="a [1][12345678901]", tokens=(), finish_reason="stop", n_prompt_tokens=2)
-    runs = [OpenRun("r1", "vanilla", 1, {item.id: (item, prompt)})]
-    batch = PlannedBatch(0, "r1", (item.id,), ((1, 2),))
-    write_loop(runs, [batch], [BatchResult(0, (answer,), None)], store)
+    db = write_one_answer(tmp_path, "a [1][12345678901]")
     assert _store_rows(db, "SELECT status FROM runs") == [("complete",)]
     assert _store_rows(db, "SELECT position, doc_id FROM citations ORDER BY citation_index") == [
         (1, "q1-d1"), (MAX_CITATION_NUMBER, None)]

@@ -19,6 +19,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.citations import parse_citations
+from tests.helpers import write_one_answer
 from tests.seed_evaluation import cab_evaluation, cas_evaluation, evaluate_prec_recall, quietly, seed_row
 
 
@@ -203,36 +204,13 @@ def test_run_option_reaches_the_request_and_the_runs_identity():
 
 
 def test_a_generated_paper_run_stores_the_seeds_reading(tmp_path):
-    from engine.backends import BatchResult, PlannedBatch
-    from engine.data import load_dataset
-    from engine.prompts import PromptConfig, build_prompt
-    from engine.sink import RunSpec
-    from engine.types import GenerationOutput
-    from engine.write_loop import OpenRun, write_loop
-    from store.run_store import RunStore
-
-    data = tmp_path / "d.jsonl"
-    data.write_text(json.dumps({"id": "q1", "question": "q?", "answers": ["a"],
-                                "documents": [{"text": "a", "relevant": True}, {"text": "b", "relevant": False}]}) + "\n")
-    dataset = load_dataset(data)
-    item = dataset.items[0]
-    prompt = build_prompt(item, PromptConfig(mode="vanilla"))
-    db = tmp_path / "r.duckdb"
-    store = RunStore(db)
-    store.put_items(dataset.sha, dataset.items)
-    store.start_run(RunSpec(
-        run_id="r1", experiment_id="e1", config_hash="h1", model="m", model_revision=None, quantization="none",
-        dtype="float32", device="cpu", dataset=str(data), dataset_sha=dataset.sha, metadata_type=None,
-        rag_mode="vanilla", seed=0, prompt_version="v", git_sha=None, library_versions={},
-        config={"citation_syntax": "paper"}, n_items=1))
-    answer = GenerationOutput(text="a [1] [1, 2] [5]", tokens=(), finish_reason="stop", n_prompt_tokens=2)
-    runs = [OpenRun("r1", "vanilla", 1, {item.id: (item, prompt)}, citation_syntax="paper")]
-    write_loop(runs, [PlannedBatch(0, "r1", (item.id,), ((1, 2),))], [BatchResult(0, (answer,), None)], store)
+    text = "a [1] [1, 2] [5]"
+    db = write_one_answer(tmp_path, text, citation_syntax="paper")
     assert _rows(db, "SELECT position FROM citations ORDER BY citation_index") == [(1,), (5,)]
     # [5] of two shown documents is left out, as the seed leaves it; [1, 2] is no citation there.
     assert _rows(db, "SELECT cited, precision, recall, n_citations, out_of_range_citations FROM query_metrics") == [
         ([1], 1.0, 1.0, 2, 1)]
-    seed = seed_row(answer.text, [True, False])
+    seed = seed_row(text, [True, False])
     assert quietly(evaluate_prec_recall, [seed]) == {"precision": 100.0, "recall": 100.0}
 
 

@@ -193,9 +193,9 @@ def _null_rates(n: int, moved: int, draws: int, seed: int, permutations: int = 9
         b = a.copy()
         b[:moved] += 0.5 * rng.choice([-1.0, 1.0], moved)
         m = cs.compare_metric(cs.METRICS["precision"], a, b, n_resamples=100, permutations=permutations,
-                              seed=int(rng.integers(1e9)))
+                              seed=int(rng.integers(10**9)))
         different += m.verdict == cs.DIFFERENT
-        t_rejects += m.p_t < 0.05
+        t_rejects += m.p_t is not None and m.p_t < 0.05
     return different / draws, t_rejects / draws
 
 

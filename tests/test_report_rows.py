@@ -14,6 +14,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -44,7 +45,7 @@ def _answers(hits: int) -> list[Generation]:
 def _run(store: RunStore, run_id: str, experiment: str, mode: str, meta: str, hits: int, *,
          order: str = "ranked", model: str = "org/m", shared_from: str | None = None, **prompt_settings) -> None:
     prompt = PromptConfig(mode=mode, metadata=METADATA_TYPES[meta], order=order, **prompt_settings).to_dict()
-    config = {"prompt": prompt, "generation": {"do_sample": False, "max_new_tokens": 32, "seed": 0}}
+    config: dict[str, Any] = {"prompt": prompt, "generation": {"do_sample": False, "max_new_tokens": 32, "seed": 0}}
     if shared_from:
         config["shared_from"] = shared_from
     store.start_run(RunSpec(run_id, experiment, f"h-{run_id}", model, None, "none", "float32", "cpu",
