@@ -45,6 +45,18 @@ def operator_settings() -> str:
          f"({space[0]}: {s.SPACE_MAX_JOBS_PER_VISITOR}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_QUEUED_JOBS", f"jobs waiting, all visitors together ({space[0]}: {s.SPACE_MAX_QUEUED_JOBS}; "
          f"{space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_JOBS_PER_CLIENT", f"jobs one client address may have queued or running, all its sessions "
+         f"({space[0]}: {s.SPACE_MAX_JOBS_PER_CLIENT}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_TRUST_FORWARDED_FOR=0|1", "the first X-Forwarded-For address is the visitor's "
+         "(on a Hugging Face Space: 1; elsewhere: 0)"),
+        ("PATTRIEVAL_MAX_JOB_MB", f"store MB one job may write, estimated before it starts ({space[0]}: "
+         f"{s.SPACE_MAX_JOB_MB}; {space[1]}: no quota)"),
+        ("PATTRIEVAL_MAX_STORE_MB", f"store MB jobs may grow the store to ({space[0]}: {s.SPACE_MAX_STORE_MB}; "
+         f"{space[1]}: no quota)"),
+        ("PATTRIEVAL_MAX_DOWNLOADS_MB", f"MB of downloads kept an hour, all visitors ({space[0]}: "
+         f"{s.SPACE_MAX_DOWNLOADS_MB}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_DOWNLOADS_PER_VISITOR_MB", f"the same, one client address ({space[0]}: "
+         f"{s.SPACE_MAX_DOWNLOADS_PER_VISITOR_MB}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_CONFIGURATIONS", f"configurations in one study grid from the Run tab "
          f"({space[0]}: {s.SPACE_MAX_CONFIGURATIONS}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_UPLOAD_MB", f"the largest dataset upload in MB ({s.DEFAULT_MAX_UPLOAD_MB})"),

@@ -17,8 +17,9 @@ and submitting the same settings resumes it.
 
 Jobs belong to the visitor who queued them (`owner`: the Gradio session, see demo.visitors):
 ids are unguessable, and a visitor's status and cancel reach only their own jobs; an operator
-(owner None) sees and cancels all. Caps on queued jobs, per visitor and in all, are checked at
-submit, so one client cannot fill the single worker's queue for everyone.
+(owner None) sees and cancels all. Caps on queued jobs, per visitor, per client address and in
+all, are checked at submit, so one client cannot fill the single worker's queue for everyone.
+The worker serves clients (addresses, demo.visitors.client_key) round-robin: demo.fairness.
 
 A token typed into the app travels in the job's RunRequest only until the model is loaded; it
 is then dropped from the job, and JobStatus never carries it.
@@ -81,6 +82,9 @@ class ExplainSpec:
     item_id: str | None = None  # None: every answer of the runs still unexplained by this model
     max_new_tokens: int = 256
     batch_size: int = 8
+    # At most this many answers per job (the operator's item cap; None: all); the rest wait for
+    # the next job, as answers already explained are skipped.
+    max_answers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,10 +162,11 @@ class QueueFull(Exception):
 class _Job:
     """A job's mutable bookkeeping; read through JobStatus snapshots only."""
 
-    def __init__(self, job_id: str, spec: JobSpec | ExplainSpec, owner: str | None):
+    def __init__(self, job_id: str, spec: JobSpec | ExplainSpec, owner: str | None, client: str | None = None):
         self.job_id = job_id
         self.spec = spec
         self.owner = owner  # the visitor who queued it; None: the operator
+        self.client = client or owner  # whom the caps and the round-robin count it for
         self.state: JobState = "queued"
         self.n_done = 0
         self.n_total: int | None = None
@@ -191,9 +196,12 @@ class JobQueue:
         self._closing = False
 
     def submit(self, spec: JobSpec | ExplainSpec, owner: str | None = None, *,
-               max_queued: int | None = None, max_per_owner: int | None = None) -> str:
-        """Queue a job (a run, or explanations) for `owner` and return its id; QueueFull when
-        the owner already has `max_per_owner` unfinished jobs or `max_queued` jobs wait in all."""
+               max_queued: int | None = None, max_per_owner: int | None = None,
+               client: str | None = None, max_per_client: int | None = None) -> str:
+        """Queue a job (a run, or explanations) for `owner` (a session) from `client` (its
+        address; None: the owner) and return its id; QueueFull when the owner already has
+        `max_per_owner` unfinished jobs, the client `max_per_client` over all its sessions, or
+        `max_queued` jobs wait in all."""
         with self._wake:
             if self._closing:
                 raise RuntimeError("the job queue is shut down")
@@ -202,11 +210,16 @@ class JobQueue:
                 if mine >= max_per_owner:
                     raise QueueFull(f"you already have {mine} job{'s' if mine != 1 else ''} queued or running "
                                     f"(at most {max_per_owner} here); wait for one to finish or cancel one")
+            if max_per_client is not None and client is not None:
+                ours = sum(1 for j in self._jobs.values() if j.client == client and j.state not in FINISHED_STATES)
+                if ours >= max_per_client:
+                    raise QueueFull(f"your address already has {ours} job{'s' if ours != 1 else ''} queued or running "
+                                    f"over all its sessions (at most {max_per_client} here); wait for one to finish")
             if max_queued is not None and len(self._queue) >= max_queued:
                 raise QueueFull(f"the queue is full ({len(self._queue)} jobs waiting); try again later")
             # Unguessable: an id is what a visitor's status and cancel calls name.
             job_id = f"job-{secrets.token_urlsafe(12)}"
-            self._jobs[job_id] = _Job(job_id, spec, owner)
+            self._jobs[job_id] = _Job(job_id, spec, owner, client)
             self._queue.append(job_id)
             self._forget_old()
             if self._worker is None:
@@ -225,7 +238,8 @@ class JobQueue:
     def statuses(self, owner: str | None = None) -> tuple[JobStatus, ...]:
         """The owner's jobs (the operator's view, owner None: every job), newest first."""
         with self._lock:
-            return tuple(self._snapshot(j) for j in reversed(self._jobs.values()) if _visible_to(j, owner))
+            order = self._serve_order()
+            return tuple(self._snapshot(j, order) for j in reversed(self._jobs.values()) if _visible_to(j, owner))
 
     def cancel(self, job_id: str, owner: str | None = None) -> bool:
         """Cancel one's own queued job at once, or a running one at its next check (seconds)."""
@@ -267,7 +281,9 @@ class JobQueue:
                     self._wake.wait()
                 if self._closing:
                     return
-                job = self._jobs[self._queue.popleft()]
+                job_id = self._serve_order()[0]
+                self._queue.remove(job_id)
+                job = self._jobs[job_id]
                 job.state, job.message = "running", "checking the dataset and the store"
             self._run(job)
 
@@ -347,7 +363,7 @@ class JobQueue:
         `python -m engine explain` runs: each finished batch committed on its own, answers
         already explained by this model skipped, cancel honoured between steps and batches."""
         from engine.errors import UserError
-        from engine.usecases.explain import ExplainRequest, UnknownRun, plan_explain, run_explain
+        from engine.usecases.explain import ExplainRequest, UnknownRun, capped_plan, plan_explain, run_explain
 
         spec = job.spec
         request = ExplainRequest(spec.db_path, runs=tuple(spec.run_ids), item_id=spec.item_id,
@@ -357,7 +373,8 @@ class JobQueue:
             plan = plan_explain(request, stop=job.cancel.is_set)
         except UnknownRun as err:
             raise UserError(f"no run '{err.run_id}' in the store") from err
-        self._update(job, experiment_id=plan.experiment_id, n_total=plan.n_todo)
+        capped = capped_plan(plan, spec.max_answers)
+        self._update(job, experiment_id=plan.experiment_id, n_total=capped.n_todo)
         if plan.n_todo == 0:
             return f"nothing to explain: every answer asked for is already explained by {plan.label}"
 
@@ -365,10 +382,12 @@ class JobQueue:
             with self._lock:
                 job.n_done += n
 
-        result = run_explain(plan, request, load=lambda _model: self.models.get(spec.request), progress=progress,
+        result = run_explain(capped, request, load=lambda _model: self.models.get(spec.request), progress=progress,
                              stop=job.cancel.is_set, stage=lambda line: self._update(job, message=line))
         done = result.n_done
-        return f"explained {done} answer{'s' if done != 1 else ''} with {plan.label}"
+        rest = "" if capped is plan else (f"; {plan.n_todo - done:,} more wait (at most {spec.max_answers:,} per job "
+                                          "here): generate again for the next")
+        return f"explained {done} answer{'s' if done != 1 else ''} with {plan.label}{rest}"
 
     # ---------------------------------------------------------------- bookkeeping
 
@@ -389,8 +408,22 @@ class JobQueue:
         for job in finished[: max(0, len(finished) - self._keep_finished)]:
             del self._jobs[job.job_id]
 
-    def _snapshot(self, job: _Job) -> JobStatus:
-        position = self._queue.index(job.job_id) + 1 if job.state == "queued" else None
+    def _serve_order(self) -> list[str]:
+        """The queued job ids in the order the worker starts them (demo.fairness); under the lock."""
+        from demo.fairness import round_robin
+
+        started: dict[str | None, int] = {}
+        for job in self._jobs.values():
+            if job.state != "queued":
+                started[job.client] = started.get(job.client, 0) + 1
+        return round_robin(((self._jobs[i].client, i) for i in self._queue), started)
+
+    def _snapshot(self, job: _Job, order: list[str] | None = None) -> JobStatus:
+        if job.state == "queued":
+            order = self._serve_order() if order is None else order
+            position: int | None = order.index(job.job_id) + 1
+        else:
+            position = None
         request = job.spec.request
         return JobStatus(
             job_id=job.job_id,

@@ -25,9 +25,24 @@ SPACE_MAX_NEW_TOKENS = 512
 SPACE_MAX_TOP_LOGPROBS = 5
 SPACE_MAX_JOBS_PER_VISITOR = 3  # queued or running, per visitor (Gradio session)
 SPACE_MAX_QUEUED_JOBS = 20  # waiting, all visitors together
+# Sessions are free (a new gradio_client is a new one), so the bound that holds is per client
+# address (demo.visitors.client_key): 10 sessions of one client filled the 20-job queue. Above
+# the per-session cap, for visitors sharing one address (a classroom behind one NAT).
+SPACE_MAX_JOBS_PER_CLIENT = 5
+# Quotas on what jobs store (engine.limits.estimate_answer_bytes), in MB: a 1,000-item run in
+# three modes at the Space's limits is ~530 MB; a 12-configuration grid of it ~5.7 GB.
+SPACE_MAX_JOB_MB = 1024
+SPACE_MAX_STORE_MB = 10 * 1024
+# What downloads (exports, query CSVs) may hold on the temp disk over an hour (demo.downloads).
+SPACE_MAX_DOWNLOADS_MB = 2048
+SPACE_MAX_DOWNLOADS_PER_VISITOR_MB = 200
 # A study grid queued from the Run tab is one job that runs every configuration: where strangers
 # are served, its size is bounded like a run's items (a 2 x 3 x 2 grid fits).
 SPACE_MAX_CONFIGURATIONS = 12
+# The Bias tab's choice model (`/why_cited`) fits in the app's process, one fit at a time: at most
+# this many citation decisions (documents shown x answers) per fit, everywhere (the desktop too):
+# about 3 s and 450 MB of fitting (docs/operations.md). The CLI has no bound.
+DEFAULT_MAX_FIT_DECISIONS = 100_000
 DEFAULT_RESULTS_FILE = "pattrieval.duckdb"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -57,8 +72,18 @@ class AppSettings:
     max_top_logprobs: int | None = None
     max_jobs_per_visitor: int | None = None  # queued or running jobs of one visitor
     max_queued_jobs: int | None = None  # jobs waiting, all visitors together
+    max_jobs_per_client: int | None = None  # queued or running jobs of one client address, all its sessions
+    # Whether the first X-Forwarded-For address names the visitor (behind Hugging Face's proxy,
+    # SPACE_ID set); elsewhere anyone may write that header, and the socket's peer is used.
+    trust_forwarded_for: bool = False
+    max_job_mb: int | None = None  # store MB one job may write, estimated before it starts
+    max_store_mb: int | None = None  # store MB jobs may grow the store to
+    max_downloads_mb: int | None = None  # MB of downloads kept on disk (an hour), all visitors
+    max_downloads_per_visitor_mb: int | None = None  # the same, one visitor (client address)
     # Configurations in one study grid started from the Run tab (None: no bound).
     max_configurations: int | None = None
+    # Citation decisions (documents shown x answers) in one `/why_cited` fit.
+    max_fit_decisions: int = DEFAULT_MAX_FIT_DECISIONS
     # The Run tab's "backend" choice offers Ray (a cluster address, actors): the desktop only. A
     # Ray address reaches other machines, which a visitor of a Space must never name.
     allow_ray: bool = True
@@ -114,9 +139,23 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         max_jobs_per_visitor=_bound("PATTRIEVAL_MAX_JOBS_PER_VISITOR", SPACE_MAX_JOBS_PER_VISITOR if strangers else None),
         max_queued_jobs=_bound("PATTRIEVAL_MAX_QUEUED_JOBS", SPACE_MAX_QUEUED_JOBS if strangers else None),
         max_configurations=_bound("PATTRIEVAL_MAX_CONFIGURATIONS", SPACE_MAX_CONFIGURATIONS if strangers else None),
+        max_fit_decisions=_bound("PATTRIEVAL_MAX_FIT_DECISIONS", DEFAULT_MAX_FIT_DECISIONS) or DEFAULT_MAX_FIT_DECISIONS,
+        max_jobs_per_client=_bound("PATTRIEVAL_MAX_JOBS_PER_CLIENT", SPACE_MAX_JOBS_PER_CLIENT if strangers else None),
+        trust_forwarded_for=_trust_forwarded_for(),
+        max_job_mb=_bound("PATTRIEVAL_MAX_JOB_MB", SPACE_MAX_JOB_MB if strangers else None),
+        max_store_mb=_bound("PATTRIEVAL_MAX_STORE_MB", SPACE_MAX_STORE_MB if strangers else None),
+        max_downloads_mb=_bound("PATTRIEVAL_MAX_DOWNLOADS_MB", SPACE_MAX_DOWNLOADS_MB if strangers else None),
+        max_downloads_per_visitor_mb=_bound("PATTRIEVAL_MAX_DOWNLOADS_PER_VISITOR_MB",
+                                            SPACE_MAX_DOWNLOADS_PER_VISITOR_MB if strangers else None),
         allow_ray=not strangers,
         allow_server=not strangers,
     )
+
+
+def _trust_forwarded_for() -> bool:
+    """PATTRIEVAL_TRUST_FORWARDED_FOR, else on a Hugging Face Space only (its proxy sets the header)."""
+    flag = _flag("PATTRIEVAL_TRUST_FORWARDED_FOR")
+    return bool(os.environ.get("SPACE_ID")) if flag is None else flag
 
 
 def _bound(name: str, default: int | None, *, zero_ok: bool = False) -> int | None:
@@ -145,14 +184,17 @@ def _flag(name: str) -> bool | None:
 
 def without_server_paths(message: str, db_path: str | os.PathLike[str], *, dataset_path: str | None = None,
                          shown: str = "the store") -> str:
-    """One line fit for any visitor: the database's path and folder, and a dataset's folder, left out."""
-    if dataset_path:
-        # First: the dataset may sit in the database's folder, which is replaced below.
-        message = message.replace(dataset_path, Path(dataset_path).name)
+    """One line fit for any visitor: the database's path shown as `shown`, a dataset by its file
+    name, and every other server path (its folder, temp and upload folders, caches) left out
+    (engine.server_paths: on a Space the store and the temp folder lie apart, issue 29)."""
+    from engine.server_paths import HIDDEN, mask_server_paths
+
     path = Path(db_path)
-    # Longest first, so that the folder never replaces part of the file's own path.
-    for text, replacement in ((str(path.resolve()), shown), (str(path), shown),
-                              (str(path.parent.resolve()), "…"), (str(path.parent), "…")):
-        if text not in ("", "."):
-            message = message.replace(text, replacement)
+    named = {str(path.resolve()): shown, str(path): shown, str(path.absolute()): shown}
+    if dataset_path:
+        named[dataset_path] = Path(dataset_path).name
+    message = mask_server_paths(message, named, folders=[path.parent, path.parent.resolve()])
+    # A relative store path ("runs.duckdb") stands for the store wherever it was resolved: its
+    # folder is gone by now, so "…/the store" reads as what it is.
+    message = message.replace(f"{HIDDEN}/{shown}", shown)
     return message.splitlines()[0] if message.strip() else "the database cannot be read"

@@ -23,7 +23,7 @@
 - **Throughput:** requests in flight on daemon threads, as many as fit the server
   (engine.served_flow: --concurrency, else the server's slots, else probed from 1), at most
   twice that many queued ahead; retries with backoff on 429/5xx/dropped connections
-  (engine.served_client), a timeout per request, and a request that timed out is never sent
+  (engine.served_client), a wall-clock deadline per request, and a request that timed out is never sent
   again: the run fails, "busy", with what was stored kept. Results come back in the planned
   order, each batch once, so the one write loop sees what a LocalBackend would give it. A
   generate that ends early (Ctrl-C, a cancel, an error) shuts the sockets of its requests.
@@ -31,7 +31,8 @@
   with one UserError line within seconds: GET /models, then one 1-token request. A server that
   refuses the connection is gone ("no server answers"); one that takes it and does not answer
   in time is busy, and is said so.
-- **Keys:** read from an environment variable at `start`; only the client holds it.
+- **Keys:** read from an environment variable at `start`; only the client holds it. **Answers**
+  are capped in bytes and checked field by field (engine.served_parse): a refusal is one line.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 
 from engine.backends import BatchResult, PlannedBatch, Provenance
 from engine.errors import RunCancelled, UserError
-from engine.served_client import Cancel, Client, ServedConnectionError, ServedHTTPError, redact_url
+from engine.served_client import Cancel, Client, ServedAnswerError, ServedConnectionError, ServedHTTPError, redact_url
 from engine.served_flow import ConcurrencyLimit, Flow, choose_limit, server_slots
-from engine.served_parse import UNKNOWN_TOKEN_ID, parse_choice  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
+from engine.served_parse import UNKNOWN_TOKEN_ID  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
+from engine.served_parse import MalformedAnswer, answer_byte_cap, check_answer, first_choice, parse_choice, usage_counts
 from engine.types import GenerationOutput
 
 log = logging.getLogger(__name__)
@@ -210,6 +212,8 @@ class ServerBackend:
                                 f"within {wait_s:g} s; it is still computing earlier requests (perhaps an interrupted "
                                 "run's) or is stuck: try again when it is idle, or restart it") from None
             raise UserError(f"no server answers at {where} ({err}); check --base-url and that the server runs") from None
+        except ServedAnswerError as err:
+            raise self._refused(err, "GET models") from None
         except ServedHTTPError as err:
             if err.status in (401, 403):
                 raise UserError(f"the server at {where} refused the API key (HTTP {err.status}): {key_hint}") from None
@@ -217,7 +221,8 @@ class ServerBackend:
                 raise UserError(f"no OpenAI-compatible API at {where} (GET models: HTTP 404); "
                                 "the base URL usually ends in /v1") from None
             raise UserError(f"the server at {where} failed GET models ({err})") from None
-        names = [m.get("id") for m in (listed or {}).get("data", []) if isinstance(m, dict)]
+        data = listed.get("data") if isinstance(listed, dict) and isinstance(listed.get("data"), list) else []
+        names = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         if names and s.model not in names:
             shown = ", ".join(map(str, names[:5])) + (", ..." if len(names) > 5 else "")
             raise UserError(f"unknown model '{s.model}' at {where}: it serves {shown}")
@@ -241,9 +246,13 @@ class ServerBackend:
         for attempt in range(2):
             try:
                 body = self._body(self._probe_prompt(), max_tokens=1)
-                return self._client.post(self._path(), body, max_retries=1, timeout_s=PROBE_TIMEOUT_S).body
+                answer = self._client.post(self._path(), body, max_retries=1, timeout_s=PROBE_TIMEOUT_S,
+                                           max_bytes=answer_byte_cap(1, self.config)).body
+                return check_answer(answer)
             except ServedConnectionError as err:
                 raise self._gone(err, "a 1-token request", PROBE_TIMEOUT_S) from None
+            except (ServedAnswerError, MalformedAnswer) as err:
+                raise self._refused(err, "a 1-token request") from None
             except ServedHTTPError as err:
                 text = err.message.lower()
                 refused_extension = err.status in (400, 422) and self._extensions and (
@@ -275,6 +284,10 @@ class ServerBackend:
         answered = f"after {err.answered} answer{'s' if err.answered != 1 else ''}" if err.answered else "after answering"
         return UserError(f"the server at {where} went away {answered}: {what} got no answer ({err}); it crashed or "
                          "was stopped: its log says why")
+
+    def _refused(self, err: ServedAnswerError | MalformedAnswer, what: str = "a request") -> UserError:
+        return UserError(f"the server at {self.info.base_url} sent a bad answer to {what}, refused: "
+                         f"{err.message if isinstance(err, ServedAnswerError) else err}")
 
     def _request_error(self, err: ServedHTTPError) -> UserError:
         s, where = self.settings, self.info.base_url
@@ -337,7 +350,10 @@ class ServerBackend:
         limit, started = self._limit, time.monotonic()
         ticket = limit.ticket() if limit is not None else None
         try:
-            answer = self._client.post(self._path(), self._body(ids), cancel=cancel).body
+            answer = self._client.post(self._path(), self._body(ids), cancel=cancel,
+                                       max_bytes=answer_byte_cap(None, self.config)).body
+            usage = self._note(check_answer(answer))
+            output = self._output(answer, len(ids))
         except ServedConnectionError as err:
             if err.kind == "cancelled":
                 raise RunCancelled("cancelled (the request in flight was abandoned)") from None
@@ -346,10 +362,10 @@ class ServerBackend:
                              f"; what was stored is kept, and the same command resumes once it is idle; "
                              f"{in_flight} request{'s were' if in_flight != 1 else ' was'} in flight: raise "
                              "--request-timeout or lower --concurrency") from None
+        except (ServedAnswerError, MalformedAnswer) as err:
+            raise self._refused(err) from None
         except ServedHTTPError as err:
             raise self._request_error(err) from None
-        usage = self._note(answer)
-        output = self._output(answer, len(ids))
         if limit is not None:
             limit.observe(1 + (usage[1] or len(output.tokens)), time.monotonic() - started, self.settings.timeout_s,
                           ticket)
@@ -358,8 +374,7 @@ class ServerBackend:
         return output, usage
 
     def _note(self, answer: dict) -> tuple[int, int]:
-        usage = answer.get("usage") or {}
-        counts = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        counts = usage_counts(answer)
         with self._lock:
             if answer.get("system_fingerprint"):
                 self.info.system_fingerprints.add(str(answer["system_fingerprint"]))
@@ -375,12 +390,10 @@ class ServerBackend:
         log.warning(message)
 
     def _output(self, answer: dict, n_planned: int) -> GenerationOutput:
-        choices = answer.get("choices") or []
-        if not choices:
-            raise UserError(f"the server at {self.info.base_url} answered without a choice")
-        parsed = parse_choice(choices[0], self.settings.endpoint, int(getattr(self.config, "top_n_logprobs", 0) or 0))
-        usage = answer.get("usage") or {}
-        n_prompt = usage.get("prompt_tokens")
+        parsed = parse_choice(first_choice(answer), self.settings.endpoint,
+                              int(getattr(self.config, "top_n_logprobs", 0) or 0), int(self.config.max_new_tokens))
+        usage = answer.get("usage")  # checked by usage_counts (_note) before this
+        n_prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
         if self.settings.logprobs and not parsed.has_logprobs and parsed.text:
             self.info.logprobs_returned = False
             self._say_once("no-logprobs", f"the server at {self.info.base_url} returns no log-probs: they are "

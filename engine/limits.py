@@ -16,3 +16,35 @@ def limit_address_space(limit: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):
         pass  # not on this platform (Windows, some macOS): the time limit still holds
+
+
+# What one stored answer costs the store, for quotas checked before a job starts (issue 29 §5).
+# Measured: ~157 KB per answer at 512 new tokens and 5 top log-probs (the Space's limits), ~1.7 MB
+# at 4,000 tokens and 20; a token row is ~270 B and each alternative ~9 B more. Rounded up, so
+# that the estimate bounds what a job writes (answers stopping early write less).
+ANSWER_FIXED_BYTES = 8 * 1024  # the answer's text, citations, prompt digest and row overhead
+TOKEN_BYTES = 288  # one generated token: its id, text and log-prob
+ALTERNATIVE_BYTES = 10  # each top-n alternative of a token
+
+
+def estimate_answer_bytes(max_new_tokens: int, top_logprobs: int = 0) -> int:
+    """An upper estimate of the store bytes one answer takes, from what bounds its length."""
+    return ANSWER_FIXED_BYTES + max(0, max_new_tokens) * (TOKEN_BYTES + ALTERNATIVE_BYTES * max(0, top_logprobs))
+
+
+def store_quota_problem(answers: int, per_answer: int, *, store_bytes: int,
+                        max_job_bytes: int | None, max_store_bytes: int | None) -> str | None:
+    """Why a job of `answers` answers (each ~`per_answer` bytes) may not start, in one line, or
+    None: it would write more than `max_job_bytes`, or grow the store (`store_bytes` now) past
+    `max_store_bytes`. None bounds are not checked."""
+    need = answers * per_answer
+    mb = 1024 * 1024
+    if max_job_bytes is not None and need > max_job_bytes:
+        return (f"this job would store about {need / mb:,.0f} MB ({answers:,} answers at ~{per_answer / 1024:,.0f} KB "
+                f"each); one job may store at most {max_job_bytes / mb:,.0f} MB here: fewer items, modes, "
+                "configurations, new tokens or top log-probs")
+    if max_store_bytes is not None and store_bytes + need > max_store_bytes:
+        left = max(0, max_store_bytes - store_bytes)
+        return (f"this job would store about {need / mb:,.0f} MB and the store has {left / mb:,.0f} MB left of its "
+                f"{max_store_bytes / mb:,.0f} MB quota here")
+    return None

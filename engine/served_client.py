@@ -1,8 +1,11 @@
 """A small HTTP client for OpenAI-compatible servers (vLLM, SGLang, TGI, llama.cpp, hosted APIs).
 
 Standard library only (http.client): one keep-alive connection per thread, JSON in and out,
-retries with exponential backoff on 429 and 5xx and on a dropped connection, a timeout per
-request. A request that timed out is never sent again: the server took it and may still be
+retries with exponential backoff on 429 and 5xx and on a dropped connection, a deadline per
+request (wall clock, from connecting to the answer's last byte: a server that trickles a byte at
+a time cannot hold a request past it), and a cap on the answer's size (read in chunks, never
+trusting Content-Length: an answer without one, or one claiming a terabyte, is refused at the cap
+rather than filling the client's memory). A request that timed out is never sent again: the server took it and may still be
 working on it (llama.cpp's server answers one at a time, and a resent request only queues
 behind the abandoned one). A `Cancel` ends the requests that carry it at once, from any thread:
 their sockets are shut, so a thread blocked waiting for an answer returns within milliseconds.
@@ -34,6 +37,12 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 # and may still be computing it, so sending it again would queue a copy behind the original.
 RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException)
 MAX_BACKOFF_S = 20.0
+# The most bytes of a 2xx answer read unless the caller says (GET models, /props; engine.
+# backend_server asks more for completions with many log-probs): an OpenAI model list is tens of KB.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+# Of an error answer only its first line is quoted: the rest is not read (the connection is dropped).
+MAX_ERROR_BYTES = 64 * 1024
+_CHUNK = 64 * 1024
 
 
 class ServedHTTPError(Exception):
@@ -57,6 +66,11 @@ class ServedConnectionError(Exception):
         super().__init__(reason)
         self.kind = kind
         self.answered = answered
+
+
+class ServedAnswerError(ServedHTTPError):
+    """A 2xx answer we refuse to use: larger than the cap, not JSON. A ServedHTTPError, so that a
+    caller probing an optional endpoint (engine.served_flow.server_slots) passes over it too."""
 
 
 def redact_url(url: str) -> str:
@@ -183,14 +197,17 @@ class Client:
         return self.request("GET", path, None, max_retries=max_retries, timeout_s=timeout_s, at_host=at_host)
 
     def post(self, path: str, body: dict, *, max_retries: int | None = None, timeout_s: float | None = None,
-             cancel: Cancel | None = None) -> Answer:
-        return self.request("POST", path, body, max_retries=max_retries, timeout_s=timeout_s, cancel=cancel)
+             cancel: Cancel | None = None, max_bytes: int = MAX_ANSWER_BYTES) -> Answer:
+        return self.request("POST", path, body, max_retries=max_retries, timeout_s=timeout_s, cancel=cancel,
+                            max_bytes=max_bytes)
 
     def request(self, method: str, path: str, body: dict | None, *, max_retries: int | None = None,
-                timeout_s: float | None = None, cancel: Cancel | None = None, at_host: bool = False) -> Answer:
-        """The decoded JSON answer; retries what may pass, raises ServedHTTPError or
-        ServedConnectionError (one line, key masked) for the rest. `at_host`: `path` is from
-        the host's root, not the API's (llama.cpp's /props sits beside /v1)."""
+                timeout_s: float | None = None, cancel: Cancel | None = None, at_host: bool = False,
+                max_bytes: int = MAX_ANSWER_BYTES) -> Answer:
+        """The decoded JSON answer; retries what may pass, raises ServedHTTPError (ServedAnswerError:
+        a 2xx answer over `max_bytes` or not JSON) or ServedConnectionError (one line, key masked)
+        for the rest. Each try has `timeout_s` of wall clock in all. `at_host`: `path` is from the
+        host's root, not the API's (llama.cpp's /props sits beside /v1)."""
         retries = self.max_retries if max_retries is None else max_retries
         payload = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json"}
@@ -205,6 +222,8 @@ class Client:
             if cancel is not None and cancel.is_set:
                 raise ServedConnectionError("cancelled", kind="cancelled", answered=self._answers)
             conn = None
+            deadline: _Deadline | None = None
+            connected = False  # a socket to the server: a timeout after this is the server's, not the network's
             try:
                 conn = self._connection()
                 conn.timeout = timeout_s or self.timeout_s
@@ -212,37 +231,49 @@ class Client:
                     conn.sock.settimeout(conn.timeout)
                 if cancel is not None:
                     cancel._enter(conn)
+                deadline = _Deadline(conn, conn.timeout)
                 try:
+                    if conn.sock is None:
+                        conn.connect()  # here, so that the deadline sees the socket it must shut
+                    connected = True
+                    deadline.check()
                     conn.request(method, target, body=payload, headers=headers)
                     if cancel is not None and cancel.is_set:  # cancelled while the socket did not exist yet
                         raise ConnectionAbortedError("cancelled")
                     response = conn.getresponse()
-                    raw = response.read()
+                    ok = 200 <= response.status < 300
+                    raw, whole = _read_capped(response, max_bytes if ok else MAX_ERROR_BYTES, head=not ok)
+                    deadline.check()  # a shut socket can look like an answer that ended
                 finally:
+                    deadline.stop()
                     if cancel is not None:
                         cancel._leave(conn)
                 with self._count_lock:
                     self._answers += 1
-                if response.getheader("Connection", "").lower() == "close":
-                    self._drop_connection()
-                if 200 <= response.status < 300:
+                if not whole or response.getheader("Connection", "").lower() == "close":
+                    self._drop_connection()  # an answer left unread cannot share the connection
+                if ok:
+                    if not whole:
+                        raise ServedAnswerError(response.status, f"the answer is larger than {_size(max_bytes)} "
+                                                f"(the most this request may take); not read further")
                     try:
                         return Answer(json.loads(raw.decode("utf-8")), response.status)
-                    except ValueError:
-                        raise ServedHTTPError(response.status, "the answer is not JSON") from None
+                    except (ValueError, RecursionError):  # RecursionError: nested too deep to decode
+                        raise ServedAnswerError(response.status, "the answer is not JSON") from None
                 if response.status not in RETRYABLE_STATUSES or attempt >= retries:
                     raise ServedHTTPError(response.status, self._message(raw, response.reason))
                 delay = _retry_after(response.getheader("Retry-After"))
                 why = f"HTTP {response.status}"
             except RETRYABLE_ERRORS + (OSError,) as err:
-                connected = conn is not None and conn.sock is not None
                 self._drop_connection()
                 if cancel is not None and cancel.is_set:
                     raise ServedConnectionError("cancelled", kind="cancelled", answered=self._answers) from None
-                reason, kind = _reason(err), _kind(err)
+                # Past the deadline, whatever the shut socket raised is a timeout.
+                failure = TimeoutError("timed out") if deadline is not None and deadline.passed else err
+                reason, kind = _reason(failure), _kind(failure)
                 if kind == "timed out" and not connected:  # no connection within the time: nothing took it
                     reason = kind = "connect timed out"
-                if not isinstance(err, RETRYABLE_ERRORS) or attempt >= retries:
+                if not isinstance(failure, RETRYABLE_ERRORS) or attempt >= retries:
                     tried = f"; {attempt + 1} tries" if attempt else ""
                     raise ServedConnectionError(reason + tried, kind=kind, answered=self._answers) from None
                 why = reason
@@ -274,6 +305,51 @@ class Client:
                 text = str(err)
         line = " ".join(self.mask(text or reason or "no message").split())
         return line[:300] + ("..." if len(line) > 300 else "")
+
+
+class _Deadline:
+    """Shuts `conn`'s socket `seconds` after it starts: a socket timeout bounds one read only, and
+    a server sending a byte now and then would hold the request for ever. `check` raises
+    TimeoutError once it has passed (the socket may not have existed yet to be shut)."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self.passed = False
+        self._conn = conn
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.passed = True
+        _shut(self._conn)
+
+    def check(self) -> None:
+        if self.passed:
+            raise TimeoutError("timed out")
+
+    def stop(self) -> None:
+        self._timer.cancel()
+
+
+def _read_capped(response: http.client.HTTPResponse, cap: int, *, head: bool) -> tuple[bytes, bool]:
+    """At most `cap` bytes of the body, in chunks, and whether that is all of it. A Content-Length
+    over the cap is refused before reading (http.client would allocate it at once), unless `head`:
+    the first `cap` bytes are wanted even so (an error's message)."""
+    if response.length is not None and response.length > cap and not head:
+        return b"", False
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        chunk = response.read(min(_CHUNK, cap + 1 - size))
+        if not chunk:
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)[:cap], False
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
 
 
 def _retry_after(value: str | None) -> float | None:

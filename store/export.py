@@ -116,13 +116,16 @@ def _write_chunks(f, frames, fmt: str, written: _Written, columns: tuple[str, ..
 
 
 def _csv(frame: pd.DataFrame, header: bool) -> bytes:
-    """One chunk as CSV (UTF-8, list cells as JSON); the header only with the first."""
+    """One chunk as CSV (UTF-8, list cells as JSON, text that a spreadsheet would run as a formula
+    quoted by store.csv_safe); the header only with the first."""
+    from store.csv_safe import csv_frame
+
     flat = frame.copy()
     for column in LIST_COLUMNS:
         if column in flat.columns:
             # Only list cells: a decision row's `cited` is a plain bool.
             flat[column] = [json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v for v in flat[column]]
-    return flat.to_csv(index=False, header=header).encode("utf-8")
+    return csv_frame(flat).to_csv(index=False, header=header).encode("utf-8")
 
 
 def _arrow(frame: pd.DataFrame, schema):
@@ -162,13 +165,22 @@ def _parquet_schema(frame: pd.DataFrame):
 
 
 def _check_destination(out: Path, overwrite: bool) -> None:
-    """Refuse a folder, an existing file (unless overwrite) or a missing parent, before any work."""
+    """Refuse a folder, a device, FIFO or socket (even with overwrite), an existing file (unless
+    overwrite) or a missing parent, before any work."""
     if out.is_dir():
         raise UserError(f"{out} is a folder; give a file name for the export")
+    _check_not_special(out)
     if out.exists() and not overwrite:
         raise UserError(f"{out} exists; give another --out or add --force to replace it")
     if not out.parent.is_dir():
         raise UserError(f"folder {out.parent} does not exist")
+
+
+def _check_not_special(out: Path) -> None:
+    """Refuse an existing `out` that is not a regular file: renaming over /dev/full or a FIFO
+    would replace the device or pipe with a file (as root, /dev/null too)."""
+    if out.exists() and not out.is_file():
+        raise UserError(f"{out} is not a regular file (a device, pipe or socket); give a file name for the export")
 
 
 def _write_atomically(out: Path, data: bytes | Callable[[BinaryIO], None], overwrite: bool) -> None:
@@ -187,6 +199,7 @@ def _write_atomically(out: Path, data: bytes | Callable[[BinaryIO], None], overw
             f.flush()
             os.fsync(f.fileno())
         if overwrite:
+            _check_not_special(out)  # again: it may have appeared while the rows were written
             os.replace(tmp, out)
         else:
             # A hard link fails if `out` appeared meanwhile, where a rename would replace it.

@@ -59,8 +59,13 @@ _FILE_FUNCTION = re.compile(
 _PATH_REVEALING = re.compile(
     r"^(duckdb_(?!(columns|constraints|dependencies|functions|indexes|keywords|schemas|sequences|tables"
     r"|types|views)$)\w+|pragma_(?!(table_info|version|collations)$)\w+|current_setting|getvariable"
-    r"|json_execute_serialized_sql|\w*checkpoint|\w*logging|\w*profiling|\w*external_resource\w*)$"
+    r"|json_execute_serialized_sql|\w*checkpoint|\w*logging|\w*profiling|\w*external_resource\w*"
+    r"|pg_settings)$"  # pg_catalog.pg_settings is duckdb_settings() under Postgres' name (issue 29)
 )
+
+# Setting names that hold a path, for `SHOW <name>`: some (extension_directory) are not listed
+# by duckdb_settings(), whose names are refused after SHOW too.
+_PATH_SETTING = re.compile(r"^\w*(director(y|ies)|paths?|files?|output|repository)$")
 
 # Environment variables the child needs: finding programs and Python, locale, temp files.
 _CHILD_ENV_KEYS = ("PATH", "LANG", "LANGUAGE", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT")
@@ -131,6 +136,7 @@ def check_statement(sql: str, database_path: str = "") -> None:
     parser = duckdb.connect()  # a throwaway in-memory database: parsing touches no file
     try:
         statements = parser.extract_statements(sql)
+        settings = _setting_names(parser)
     except duckdb.Error as err:
         raise UserError(_one_line(err)) from err
     finally:
@@ -153,8 +159,25 @@ def check_statement(sql: str, database_path: str = "") -> None:
             raise UserError(f"{text}() is not allowed in the SQL console (files and secrets)")
         if kind in (duckdb.token_type.identifier, duckdb.token_type.keyword) and _PATH_REVEALING.match(text.lower()):
             raise UserError(f"{text} is not allowed in the SQL console (server settings and paths)")
+        if (word == "SHOW" and kind == duckdb.token_type.keyword and i + 1 < len(tokens)
+                and (tokens[i + 1][1].lower() in settings or _PATH_SETTING.match(tokens[i + 1][1].lower()))):
+            # `SHOW temp_directory` is current_setting('temp_directory') in another spelling.
+            raise UserError(f"SHOW {tokens[i + 1][1]} is not allowed in the SQL console (server settings and paths)")
         if kind == duckdb.token_type.string_const and _names_server_file(text, database_path):
             raise UserError("the SQL console cannot read the database's files")
+
+
+def _setting_names(conn: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """Every setting's name and alias: `SHOW <setting>` prints its value (paths among them).
+    Read once per process: the list is DuckDB's, the same for every connection."""
+    global _SETTING_NAMES
+    if _SETTING_NAMES is None:
+        rows = conn.execute("SELECT name, aliases FROM duckdb_settings()").fetchall()
+        _SETTING_NAMES = frozenset(n.lower() for name, aliases in rows for n in (name, *(aliases or ())))
+    return _SETTING_NAMES
+
+
+_SETTING_NAMES: frozenset[str] | None = None
 
 
 def _tokens(sql: str) -> list[tuple[Any, str]]:
@@ -182,17 +205,17 @@ def _names_server_file(literal: str, database_path: str) -> bool:
 
 
 def path_masker(database_path: str) -> Callable[[str], str]:
-    """A function replacing the server's paths (database, its folder, home, ...) in text."""
+    """A function replacing the server's paths (database, its folder, temp and upload folders,
+    caches, home, ...) in text. Known paths only: values are the visitor's data, where any other
+    absolute path is theirs (engine.server_paths)."""
+    from engine.server_paths import path_replacer, server_folders
+
     db = os.path.abspath(database_path)
     folder = os.path.dirname(db)
-    names = {db: "<database>", os.path.realpath(db): "<database>", database_path: "<database>",
-             folder: "<folder>", os.path.realpath(folder): "<folder>"}
-    for other in (os.path.expanduser("~"), os.getcwd(), sys.prefix, sys.base_prefix,
-                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
-        names.setdefault(other, "<server path>")
-    names = {k: v for k, v in names.items() if len(k.strip(os.sep)) > 1}
-    pattern = re.compile("|".join(re.escape(k) for k in sorted(names, key=len, reverse=True)))
-    return lambda text: pattern.sub(lambda m: names[m.group(0)], text)
+    names = {f: "<server path>" for f in server_folders()}
+    names.update({db: "<database>", os.path.realpath(db): "<database>", database_path: "<database>",
+                  folder: "<folder>", os.path.realpath(folder): "<folder>"})
+    return path_replacer(names)
 
 
 def _masked(reply: SandboxReply, mask: Callable[[str], str]) -> SandboxReply:

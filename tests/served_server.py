@@ -345,6 +345,87 @@ class PacedServer:
         self.server.server_close()
 
 
+def chat_answer(content: str = "ok", **fields) -> dict:
+    """A well-formed chat completion holding `content`; `fields` replace its top-level fields."""
+    return {"id": "x", "object": "chat.completion", "model": "hostile",
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}, **fields}
+
+
+class HostileServer:
+    """A stand-in server that misbehaves on purpose, on 127.0.0.1. GET models and the first
+    `honest` POSTs (the backend's 1-token probe) get a well-formed answer; every later POST is
+    handed to `misbehave(handler)`, which writes what it likes to `handler.wfile`: raw bytes
+    without a Content-Length, a lying Content-Length, a byte at a time, a malformed answer
+    (`send_json`, `send_raw`, which count what they wrote in `sent`); it must return soon once
+    `handler.hostile.stopping` is set. POST bodies are kept in `requests`."""
+
+    def __init__(self, misbehave, *, honest: int = 1) -> None:
+        self.misbehave = misbehave
+        self.honest = honest
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.requests: list[dict] = []
+        self.sent = 0
+        hostile = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            @property
+            def hostile(self) -> "HostileServer":
+                return hostile
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self.send_json({"object": "list", "data": [{"id": "hostile", "object": "model"}]})
+                else:
+                    self.send_json({"error": {"message": "not found"}}, 404)
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                with hostile.lock:
+                    hostile.requests.append(body)
+                    honest = len(hostile.requests) <= hostile.honest
+                if honest:
+                    self.send_json(chat_answer())
+                    return
+                self.close_connection = True
+                try:
+                    hostile.misbehave(self)
+                except OSError:  # the client refused the rest and went: what the tests want
+                    pass
+
+            def send_json(self, data, status: int = 200) -> None:
+                payload = json.dumps(data).encode() if not isinstance(data, bytes) else data
+                self.send_raw(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                              f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+
+            def send_raw(self, data: bytes) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
+                with hostile.lock:
+                    hostile.sent += len(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "HostileServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def _peer_gone(sock: socket.socket) -> bool:
     """The client shut or closed its end (readable, and nothing to read)."""
     import select
@@ -374,5 +455,5 @@ def key_env(monkeypatch, value: str = API_KEY, name: str = "PATTRIEVAL_TEST_KEY"
     return name
 
 
-__all__ = ["API_KEY", "ALIAS", "FlakyProxy", "PacedServer", "Server", "ServerDied", "exit_status", "free_port", "gguf_path", "key_env", "llama_server",
+__all__ = ["API_KEY", "ALIAS", "FlakyProxy", "HostileServer", "PacedServer", "Server", "chat_answer", "ServerDied", "exit_status", "free_port", "gguf_path", "key_env", "llama_server",
            "smollm2_tokenizer_dir"]

@@ -283,3 +283,48 @@ def test_generate_for_a_run_of_another_experiment_is_refused(built):
     db, experiment_id, runs = built
     with pytest.raises(UserError, match=f"^experiment '{experiment_id}' has no run 'r-elsewhere'$"):
         explain_spec(AppSettings(db), experiment_id, "", "run", "r-elsewhere")
+
+
+def test_the_operators_bounds_bound_explanation_jobs(built, tmp_path, tiny_llama):
+    """Issue 29: "every answer of the experiment" was unbounded; the item cap (answers per job,
+    shared among the runs) and the new-token cap now bound every explanation job."""
+    from demo.handlers.explain import explain_spec, job_line
+    from demo.jobs import JobQueue
+    from demo.settings import AppSettings
+
+    db, experiment_id, runs = built
+    db = Path(shutil.copy(db, tmp_path / "capped.duckdb"))
+    settings = AppSettings(db, max_items=4, max_new_tokens=5)
+    spec = explain_spec(settings, experiment_id, "", "all")
+    assert (spec.max_answers, spec.max_new_tokens) == (4, 5)
+    assert explain_spec(AppSettings(db), experiment_id, "", "all").max_new_tokens == 256  # no bound: the default
+    jobs = JobQueue(load=lambda request: tiny_llama)
+    try:
+        status = wait_for_job(jobs, jobs.submit(spec))
+        assert status.state == "complete" and (status.n_done, status.n_total) == (4, 4), job_line(status)
+        assert "explained 4 answers" in status.message and "5 more wait (at most 4 per job here)" in status.message
+        per_run = dict(duckdb_rows(db, "SELECT run_id, count(*) FROM explanations WHERE explainer_model = ? "
+                                       "GROUP BY ALL", [spec.request.label]))
+        assert sorted(per_run.values()) == [1, 1, 2]  # every mode gets its share
+        assert duckdb_rows(db, "SELECT max(n_tokens) FROM explanations WHERE explainer_model = ?",
+                           [spec.request.label])[0][0] <= 5
+        for want in (4, 1):  # the next jobs go on where the last stopped; none is doubled
+            status = wait_for_job(jobs, jobs.submit(spec))
+            assert status.state == "complete" and status.n_done == want, job_line(status)
+        assert "more wait" not in status.message
+        assert duckdb_rows(db, "SELECT count(*) FROM explanations WHERE explainer_model = ?",
+                           [spec.request.label]) == [(9,)]
+    finally:
+        jobs.shutdown(timeout=30)
+
+
+def test_a_capped_plan_shares_the_cap_among_the_runs():
+    from engine.usecases.explain import JudgePlan, RunTodo, capped_plan
+
+    plan = JudgePlan(Path("s.duckdb"), tuple(RunTodo(f"run{i}", tuple(range(n))) for i, n in enumerate((10, 1, 7))),
+                     "m", "m", 18)
+    assert capped_plan(plan, None) is plan and capped_plan(plan, 18) is plan
+    for limit, want in ((5, [2, 1, 2]), (3, [1, 1, 1]), (2, [1, 1, 0]), (12, [6, 1, 5]), (17, [9, 1, 7])):
+        capped = capped_plan(plan, limit)
+        assert [len(t.sources) for t in capped.runs] == want and capped.n_todo == limit == sum(want)
+        assert all(t.sources == tuple(range(len(t.sources))) for t in capped.runs)  # each run's first ones

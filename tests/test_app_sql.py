@@ -96,6 +96,27 @@ def test_list_and_struct_cells_and_repeated_names_show_as_returned(store):
     assert frame.values.tolist() == [[1, 2, '[1, "b"]', '{"k": null}']]
 
 
+HUGE = "170141183460469231731687303715884105727"  # the largest HUGEINT
+HUGE_SQL = (f"SELECT {HUGE}::HUGEINT AS h, 340282366920938463463374607431768211455::UHUGEINT AS u, "
+            "9007199254740993::BIGINT AS b, [1::HUGEINT] AS l, 7::HUGEINT AS small, "
+            "CASE WHEN true THEN NULL ELSE 1::HUGEINT END AS n")
+
+
+def test_integers_beyond_what_a_browser_holds_show_as_text_digit_for_digit(store):
+    """Issue 29: a HUGEINT killed the visitor's event stream (orjson: integer exceeds 64-bit range)."""
+    import gradio as gr
+    import orjson
+
+    from store.queries import run_readonly_sql
+
+    frame = display_frame(run_readonly_sql(store, HUGE_SQL).frame)
+    assert frame.iloc[0].tolist()[:3] == [HUGE, "340282366920938463463374607431768211455", "9007199254740993"]
+    assert frame.iloc[0, 4] == 7  # small numbers stay numbers
+    # What Gradio's /queue/data does with the table (gradio.routes: orjson.dumps(..., default=str)).
+    payload = gr.Dataframe().postprocess(frame).model_dump()
+    assert HUGE in orjson.dumps(payload, default=str).decode()
+
+
 def test_the_empty_store_is_one_line_and_nothing_is_created(tmp_path):
     db = tmp_path / "none.duckdb"
     with pytest.raises(UserError) as caught:
@@ -185,6 +206,12 @@ def test_a_select_through_the_api_returns_rows_and_the_csv_has_them(client):
     assert status.startswith("3 rows in ")
     assert Path(csv_file).name == CSV_NAME
     assert pd.read_csv(csv_file).values.tolist() == table["data"]
+
+
+def test_a_hugeint_through_the_api_comes_back_as_text(client):
+    table, status, _ = client.predict(HUGE_SQL, api_name="/sql")
+    assert table["data"][0][:3] == [HUGE, "340282366920938463463374607431768211455", "9007199254740993"]
+    assert status.startswith("1 row in ")
 
 
 def test_settings_through_the_api_show_no_server_path(client, store):

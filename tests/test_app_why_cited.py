@@ -121,3 +121,57 @@ def test_the_app_bounds_the_answers_it_fits(imported, monkeypatch):  # noqa: F81
         h.why_cited_page(db, experiment)
     assert "\n" not in str(caught.value)
     assert len(h.why_cited_page(db, experiment, [], "group", "", ["base"]).suppression) == 1  # 150 answers
+
+
+def test_the_app_bounds_the_decisions_it_fits_before_reading_them(imported, monkeypatch):  # noqa: F811
+    """Documents x answers is what a fit's time and memory grow with (issue 29): refused in one
+    line from a count, before a decision row is read."""
+    import store.queries
+
+    db, experiment, _ = imported  # 300 answers of 5 documents: 1,500 decisions
+    h.clear_cache()
+    monkeypatch.setattr(store.queries, "decision_frame", lambda *a, **k: pytest.fail("read before the bound"))
+    with pytest.raises(UserError, match="300 answers x their shown documents make 1,500 citation decisions, more "
+                                        "than the 1,499 fitted here") as caught:
+        h.why_cited_page(db, experiment, max_decisions=1499)
+    assert "\n" not in str(caught.value) and str(db.parent) not in str(caught.value)
+    monkeypatch.undo()
+    assert len(h.why_cited_page(db, experiment, [], "group", "", ["cf"], max_decisions=750).suppression) == 1
+
+
+def test_fits_are_kept_per_store_state_and_run_one_at_a_time(imported, monkeypatch):  # noqa: F811
+    import engine.choice_model
+
+    db, experiment, _ = imported
+    h.clear_cache()
+    fits = []
+    real = engine.choice_model.fit_choice_model
+    monkeypatch.setattr(engine.choice_model, "fit_choice_model", lambda *a, **k: fits.append(1) or real(*a, **k))
+    first = h.why_cited_page(db, experiment, [], "number", "")
+    again = h.why_cited_page(db, "", [experiment], "number", "")  # the same request, asked another way
+    assert len(fits) == 1 and again.effects == first.effects
+    # While a fit runs, another visitor's new fit is refused at once in one line (not queued
+    # behind it); a kept page is still served.
+    assert h._FITTING.acquire(blocking=False)
+    try:
+        with pytest.raises(UserError, match="^another choice model is being fitted; try again in a moment$"):
+            h.why_cited_page(db, experiment, [], "number", "", ["base"])
+        assert h.why_cited_page(db, experiment, [], "number", "").effects == first.effects
+    finally:
+        h._FITTING.release()
+    assert len(fits) == 1
+    h.why_cited_page(db, experiment, [], "number", "", ["base"])  # free again: fitted, and the lock released
+    assert len(fits) == 2 and h._FITTING.acquire(blocking=False)
+    h._FITTING.release()
+
+
+def test_the_operator_sets_the_decisions_bound(monkeypatch):
+    from demo.settings import DEFAULT_MAX_FIT_DECISIONS, settings_from_env
+
+    monkeypatch.delenv("PATTRIEVAL_MAX_FIT_DECISIONS", raising=False)
+    assert settings_from_env("x.duckdb").max_fit_decisions == DEFAULT_MAX_FIT_DECISIONS == 100_000
+    monkeypatch.setenv("PATTRIEVAL_MAX_FIT_DECISIONS", "5000")
+    assert settings_from_env("x.duckdb").max_fit_decisions == 5000
+    monkeypatch.setenv("PATTRIEVAL_MAX_FIT_DECISIONS", "lots")
+    with pytest.raises(UserError, match="PATTRIEVAL_MAX_FIT_DECISIONS must be a whole number above 0"):
+        settings_from_env("x.duckdb")

@@ -230,6 +230,22 @@ PATH_ATTACKS = [
     "SELECT CAST(path AS INTEGER) FROM duckdb_databases() WHERE database_name = current_database()",
     "SELECT * FROM duckdb_extensions()",
     "SELECT * FROM duckdb_temporary_files()",
+    # Issue 29: pg_settings is duckdb_settings() under Postgres' name, and SHOW <setting> is
+    # current_setting(); both gave the temp folder through reverse/replace/to_base64.
+    "SELECT reverse(setting) FROM pg_settings WHERE name = 'temp_directory'",
+    "SELECT replace(setting, '/', '|') FROM pg_catalog.pg_settings",
+    "SELECT to_base64(encode(setting)) FROM system.pg_catalog.pg_settings",
+    'SELECT string_split(setting, \'/\') FROM "PG_SETTINGS"',
+    "DESCRIBE pg_settings",
+    "SHOW temp_directory",
+    'SHOW "TEMP_DIRECTORY"',
+    "SELECT reverse(temp_directory) FROM (SHOW temp_directory)",
+    "SHOW secret_directory",
+    "SHOW extension_directory",
+    "SHOW home_directory",
+    "SHOW /* a comment */ profile_output",
+    "SELECT * FROM pragma_database_list",
+    "SELECT * FROM duckdb_memory()",
 ]
 
 
@@ -237,6 +253,44 @@ PATH_ATTACKS = [
 def test_functions_that_hold_server_paths_are_refused_not_masked(db: Path, sql: str):
     message = refused(db, sql, match="not allowed in the SQL console")
     assert str(db.parent) not in message and "secret-folder" not in message
+
+
+def test_no_catalog_view_or_function_hands_out_a_server_path(db: Path):
+    """The whole family: every system view (pg_catalog, information_schema, main) and every table
+    function without arguments, reverse()d so that masking could not help, is either refused by
+    the filter or, run on the store without masking, holds no server path."""
+    import duckdb
+
+    with duckdb.connect() as conn:
+        views = conn.execute("SELECT schema_name || '.' || view_name FROM duckdb_views() WHERE internal").fetchall()
+        functions = conn.execute("SELECT DISTINCT function_name || '()' FROM duckdb_functions() WHERE "
+                                 "function_type = 'table' AND len(parameters) = 0").fetchall()
+    sources = [v for (v,) in views] + [f for (f,) in functions] + ["(SHOW ALL)", "(SHOW DATABASES)"]
+    assert "pg_catalog.pg_settings" in sources and "duckdb_databases()" in sources
+    admitted = []
+    for source in sources:
+        sql = f"SELECT reverse(CAST(COLUMNS(*) AS VARCHAR)) FROM {source}"
+        try:
+            check_statement(sql, str(db))
+            admitted.append(sql)
+        except UserError:
+            pass
+    assert "SELECT reverse(CAST(COLUMNS(*) AS VARCHAR)) FROM information_schema.tables" in admitted
+    leaks = []
+    with duckdb.connect(str(db), read_only=True) as conn:  # one connection, as the sandbox opens it
+        for sql in admitted:
+            try:
+                rows = conn.execute(sql).fetchall()
+            except duckdb.Error as err:
+                rows = [str(err)]
+            if "secret-folder"[::-1] in repr(rows):
+                leaks.append(sql)
+    assert leaks == []
+
+
+def test_show_a_table_still_works(db: Path):
+    assert "run_id" in queries.run_readonly_sql(db, "SHOW runs").frame.iloc[:, 0].tolist()
+    assert "runs" in queries.run_readonly_sql(db, "SHOW TABLES").frame.iloc[:, 0].tolist()
 
 
 def test_catalog_functions_without_paths_still_work(db: Path):

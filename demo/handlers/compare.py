@@ -362,7 +362,9 @@ def export_items(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None, marg
     frame = run_compare(db, a, b, metrics, margin, pair_by_id).items()
     out = new_download(f"pattrieval-compare.{fmt}")
     if fmt == "csv":
-        frame.to_csv(out, index=False)
+        from store.csv_safe import csv_frame
+
+        csv_frame(frame).to_csv(out, index=False)  # item ids are visitors' text: no live formulas
     else:
         frame.to_parquet(out, index=False)
     return out

@@ -171,8 +171,12 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     model, label = resolve_model(name)
     request = RunRequest(model=model, modes=tuple(r.rag_mode for r in answered), prompt=PromptConfig(),
                          model_label=label, environment_token=operator_token_serves(settings, name))
+    # The operator's bounds on a run bound every job a visitor queues (issue 29): answers per job
+    # (the item cap) and new tokens per answer.
+    tokens = ExplainSpec.max_new_tokens
     return ExplainSpec(tuple(r.run_id for r in answered), request, settings.db_path,
-                       item_id=item_id if scope == "item" else None)
+                       item_id=item_id if scope == "item" else None, max_answers=settings.max_items,
+                       max_new_tokens=min(tokens, settings.max_new_tokens or tokens))
 
 
 def job_line(status) -> str:

@@ -50,7 +50,8 @@ def form_grid(form: RunForm):
     return Grid(**{axis: parse_list(axis, value) for axis, value in values.items()})
 
 
-def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None) -> str:
+def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
+             client: str | None = None) -> str:
     """Queue the Run tab's form, a single run or a grid, on its backend; the job id (UserError, one
     line). What /run_batch calls: demo.handlers.run.run_batch with the request built here."""
     if is_grid(form):
@@ -60,7 +61,7 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
             probe_server(study.run, study.server, study.grid.model)
         else:
             check_models_load(study.grid.model)
-        return run_batch(jobs, settings, form, visitor, request=study)
+        return run_batch(jobs, settings, form, visitor, request=study, client=client)
     backend_of(settings, form)
     ray = ray_options(settings, form)
     server = server_options(settings, form)
@@ -69,7 +70,7 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
         probe_server(request, server, (server.model,))
     else:
         check_models_load((request.model,))
-    return run_batch(jobs, settings, form, visitor, request=request, ray=ray, server=server)
+    return run_batch(jobs, settings, form, visitor, request=request, ray=ray, server=server, client=client)
 
 
 def check_models_load(models: tuple[str, ...]) -> None:

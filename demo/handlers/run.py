@@ -83,12 +83,12 @@ class RunForm:
 
 
 def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
-              request: Any = None, ray: Any = None, server: Any = None) -> str:
+              request: Any = None, ray: Any = None, server: Any = None, client: str | None = None) -> str:
     """Check the form and queue the run for `visitor` (None: the operator); returns the job id
     (or raises UserError, one line: a bad form, or a full queue). `request`: the request already
     built from the form (a study grid's, demo.handlers.grid.run_form), else the form's RunRequest;
     `ray`: a single run's engine.usecases.run.RayOptions; `server`: its
-    engine.usecases.served.ServerOptions.
+    engine.usecases.served.ServerOptions; `client`: the visitor's address (demo.visitors.client_key).
 
     An upload is moved out of Gradio's upload folder into a private one at once, and deleted
     there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
@@ -98,6 +98,9 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
 
     if request is None:
         request = build_run_request(settings, form)
+    from demo.quotas import check_store_quota
+
+    check_store_quota(settings, request)
     dataset = dataset_path(settings, form)
     if not Path(dataset).exists():
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
@@ -113,7 +116,8 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
         spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)
     try:
         return jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
-                           max_per_owner=settings.max_jobs_per_visitor)
+                           max_per_owner=settings.max_jobs_per_visitor, client=client,
+                           max_per_client=settings.max_jobs_per_client)
     except QueueFull as full:
         if uploaded:  # refused: the visitor's upload goes back where it was, to try again later
             shutil.move(spec.dataset_path, dataset)

@@ -128,9 +128,12 @@ def _metrics_cell(run: Any) -> str:
     return f"{100 * run.precision:.1f} / {100 * run.recall:.1f} / {100 * run.f1:.1f}, {em}"
 
 
-def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str) -> Path:
-    """The chosen experiments' per-item results written to a new temporary file
-    `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`)."""
+def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str, *,
+                owner: str | None = None, limits: Any = None) -> Path:
+    """The chosen experiments' per-item results written to a temporary file
+    `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`).
+    The same store state and request give the same file, written once; `limits`
+    (demo.downloads.DownloadLimits) bound what `owner` and everyone keep on disk."""
     from demo.settings import without_server_paths
     from store.export import check_format, export_results
 
@@ -141,15 +144,17 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
         raise UserError("choose at least one experiment to export")
     if not Path(db_path).is_file():
         raise UserError(EMPTY_STORE)
-    from demo.downloads import new_download
+    from demo.downloads import bounded_download, store_state
 
-    out = new_download(f"pattrieval-export.{fmt}")
+    key = "\0".join(("export", store_state(db_path), fmt, *references))
     try:
-        export_results(db_path, references, fmt, out)
+        # Written aside and moved in whole (nothing half-written is handed out); the same key
+        # returns the file already written.
+        return bounded_download(f"pattrieval-export.{fmt}", lambda out: export_results(db_path, references, fmt, out),
+                                key=key, owner=owner, limits=limits)
+    except OSError as err:  # a full temp disk: "[Errno 28] ...: '/tmp/...'", masked below
+        raise UserError(without_server_paths(f"cannot write the export: {err}", db_path)) from None
     except UserError as err:
-        # Messages may name the temporary folder or the store: a visitor sees neither.
-        message = without_server_paths(str(err), db_path).replace(str(out.parent), "…")
-        if out.parent.is_dir() and not any(out.parent.iterdir()):
-            out.parent.rmdir()
-        raise UserError(message) from None
-    return out
+        # Messages may name the temporary folder or the store: a visitor sees neither (every
+        # server path, wherever the temp folder lies: engine.server_paths).
+        raise UserError(without_server_paths(str(err), db_path, shown="the store")) from None

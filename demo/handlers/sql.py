@@ -68,9 +68,11 @@ class SqlGate:
                 self._visitors.pop(visitor, None)
 
 
-def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: float = 10.0) -> SqlOutcome:
+def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: float = 10.0,
+            owner: str | None = None, limits: Any = None) -> SqlOutcome:
     """Run `sql` through store.queries.run_readonly_sql; every refusal is a one-line UserError
-    (the sandbox already masks server paths in rows, column names and messages)."""
+    (the sandbox already masks server paths in rows, column names and messages). `limits`
+    (demo.downloads.DownloadLimits) bound the CSV's disk, `owner`'s and everyone's."""
     from store.queries import run_readonly_sql
 
     if not Path(db_path).is_file():
@@ -78,9 +80,10 @@ def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: 
     result = run_readonly_sql(db_path, sql or "", max_rows=max_rows, timeout_s=timeout_s)
     frame = display_frame(result.frame)
     from demo.downloads import new_download
+    from store.csv_safe import csv_frame
 
-    out = new_download(CSV_NAME)
-    frame.to_csv(out, index=False)
+    out = new_download(CSV_NAME, owner=owner, limits=limits)
+    csv_frame(frame).to_csv(out, index=False)  # stored text is visitors' text: no live formulas
     n = len(frame)
     cut = f", cut at {max_rows:,} rows (add a LIMIT or aggregate)" if result.truncated else ""
     status = f"{n:,} row{'' if n == 1 else 's'}{cut} in {result.elapsed_s:.2f} s"
@@ -100,7 +103,25 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for column in shown.columns:
         if shown[column].dtype == object:
             shown[column] = [_cell(v) for v in shown[column]]
+        if _has_inexact_integer(shown[column]):
+            shown[column] = [v if v is None or isinstance(v, float) else str(v) for v in shown[column]]
     return shown
+
+
+# A browser's numbers are doubles: integers beyond 2**53 would show rounded, and beyond 64 bits
+# (HUGEINT, UHUGEINT) Gradio's JSON encoder (orjson) fails and the visitor's event stream dies
+# with a traceback in the server log (issue 29). Such a column is shown as text, digit for digit.
+_EXACT_INTEGER = 2**53
+
+
+def _has_inexact_integer(column: pd.Series) -> bool:
+    """Whether an integer column, or an object column's int cells, go beyond what a browser shows exactly."""
+    kind = column.dtype.kind
+    if kind in "iu":
+        return bool(len(column)) and (int(column.max()) > _EXACT_INTEGER or int(column.min()) < -_EXACT_INTEGER)
+    if kind == "O":
+        return any(isinstance(v, int) and not isinstance(v, bool) and abs(v) > _EXACT_INTEGER for v in column)
+    return False
 
 
 def _cell(value: Any) -> Any:

@@ -7,11 +7,14 @@ markdown_text; the tables and the figure escape their own cells.
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from demo.handlers.bias import experiment_references, markdown_text
+from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 
 if TYPE_CHECKING:
     from engine.choice_model import Effect
@@ -20,7 +23,12 @@ EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p", "robust_ci_l
 SUPPRESSION_COLUMNS = ["condition", "answers", "cite_nothing", "rate", "ci_low", "ci_high"]
 POSITIONS = ("group", "number")
 MAX_INTERACTIONS = 4  # a visitor's request stays a small model
-MAX_ANSWERS = 20_000  # about 15 s of fitting on one core; the CLI has no bound
+MAX_ANSWERS = 20_000  # with the decisions' bound (AppSettings.max_fit_decisions); the CLI has no bound
+BUSY = "another choice model is being fitted; try again in a moment"
+# A fit runs in the app's process, so one at a time: a visitor looping the Fit button holds one
+# core for one bounded fit, never every core and the memory of many (issue 29). A second
+# request is refused at once rather than queued behind it.
+_FITTING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -59,15 +67,28 @@ def interactions_of(text: str) -> tuple[str, ...]:
     return found
 
 
+# Every visitor of the panel asks for the same few fits: each page is kept per store state
+# (store.state_cache, as the bias reports are), so asking again costs a read of the file's stat.
+@functools.cache
+def _pages():
+    from store.state_cache import StoreStateCache
+
+    return StoreStateCache(16)
+
+
+def clear_cache() -> None:
+    """Forget the kept pages (tests and benchmarks time uncached fits with it)."""
+    _pages().clear()
+
+
 def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), position: str = "group",
-                   interactions: str = "", modes: Sequence[str] | None = ()) -> WhyCitedPage:
+                   interactions: str = "", modes: Sequence[str] | None = (), *,
+                   max_decisions: int = DEFAULT_MAX_FIT_DECISIONS) -> WhyCitedPage:
     """The choice model of the experiments in `text` (ids or names, comma-separated) and
-    `chosen`; UserError in one line naming no server path."""
-    from demo.settings import without_server_paths
+    `chosen`, at most `max_decisions` citation decisions (documents shown x answers); UserError
+    in one line naming no server path, also when another fit is running (BUSY)."""
     from engine.errors import UserError
-    from engine.usecases.formatting import format_p
-    from engine.usecases.why_cited import (WhyCitedRequest, citation_counts, not_converged, robust_note,
-                                           separation_notes, why_cited)
+    from engine.usecases.why_cited import WhyCitedRequest
 
     db_path = Path(db_path)
     references = experiment_references(text, chosen)
@@ -76,11 +97,32 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     if not db_path.is_file():
         raise UserError("nothing is stored yet: start a run first")
     request = WhyCitedRequest(tuple(references), None, tuple(modes) if modes else None, position or "group",
-                              interactions_of(interactions), max_answers=MAX_ANSWERS)
+                              interactions_of(interactions), max_answers=MAX_ANSWERS, max_decisions=max_decisions)
+    return _pages().get(db_path, request, lambda: _fitted(request, db_path))
+
+
+def _fitted(request: Any, db_path: Path) -> WhyCitedPage:
+    """The page of a fit made now, if no other fit is running (else UserError BUSY, not kept)."""
+    from demo.settings import without_server_paths
+    from engine.errors import UserError
+    from engine.usecases.why_cited import why_cited
+
+    if not _FITTING.acquire(blocking=False):
+        raise UserError(BUSY)
     try:
         result = why_cited(request, db_path)
     except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor
         raise UserError(without_server_paths(str(err), db_path)) from None
+    finally:
+        _FITTING.release()
+    return _page(result)
+
+
+def _page(result: Any) -> WhyCitedPage:
+    """The panel's page of a fit (engine.usecases.why_cited.WhyCitedResult)."""
+    from engine.usecases.formatting import format_p
+    from engine.usecases.why_cited import citation_counts, not_converged, robust_note, separation_notes
+
     fit, s = result.fit, result.suppression
     lines = [
         f"**{fit.n_answers:,} answers** of {len(result.experiment_ids)} experiment"

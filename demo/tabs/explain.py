@@ -26,7 +26,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.hints import hint_html, is_hint
     from demo.jobs import QueueFull
     from demo.toasts import error, with_request
-    from demo.visitors import visitor_id
+    from demo.visitors import client_key, visitor_id
     from engine.errors import UserError
 
     def stored() -> bool:
@@ -83,7 +83,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         try:
             spec = explain_handlers.explain_spec(settings, experiment_ref, item_id, scope, run_id)
             job_id = jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
-                                 max_per_owner=settings.max_jobs_per_visitor)
+                                 max_per_owner=settings.max_jobs_per_visitor, client=client_key(request, settings),
+                                 max_per_client=settings.max_jobs_per_client)
         except UserError as err:
             raise error(query_handlers.visitor_line(err, settings.db_path), "explain") from None
         except QueueFull as full:

@@ -30,7 +30,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.handlers import grid as grid_handlers
     from demo.handlers import run as run_handlers
     from demo.toasts import error, with_request
-    from demo.visitors import visitor_id
+    from demo.visitors import client_key, visitor_id
     from engine.errors import UserError
     from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, MODES, ORDERS, QUANTIZATIONS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
 
@@ -109,7 +109,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                            temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
                            backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency,
                            api_key_env, request_timeout, relevant_at, repetition, label_scope)
-            job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings))
+            job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings),
+                                            client=client_key(request, settings))
         except UserError as err:
             raise error(err, "run") from None
         # The token box is emptied: the token was for this load only and must not linger.

@@ -19,7 +19,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.handlers import runs as runs_handlers
     from demo.handlers import query as query_handlers
-    from demo.toasts import error
+    from demo.downloads import limits_of
+    from demo.toasts import error, with_request
+    from demo.visitors import fair_key
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 
@@ -42,9 +44,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         except UserError:  # a damaged file: the Show button says so in one line
             return gr.Dropdown(choices=[("any", "")])
 
-    def export(chosen, typed, fmt):
+    @with_request
+    def export(chosen, typed, fmt, request=None):
         try:
-            return str(runs_handlers.export_file(settings.db_path, chosen, typed, fmt))
+            return str(runs_handlers.export_file(settings.db_path, chosen, typed, fmt,
+                                                 owner=fair_key(request, settings),
+                                                 limits=limits_of(settings)))
         except UserError as err:
             raise error(str(err), "runs") from None
 

@@ -15,14 +15,18 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.handlers import sql as sql_handlers
     from demo.toasts import error, with_request
+    from demo.downloads import limits_of
+    from demo.visitors import fair_key
     from engine.errors import UserError
 
     gate = sql_handlers.SqlGate()
 
     def query(sql, request):
-        # Keyed by the Gradio session even for the operator: one query at a time per tab or client.
-        visitor = getattr(request, "session_hash", None) or "no session"
-        return gate.run(visitor, lambda: sql_handlers.run_sql(settings.db_path, sql))
+        # Keyed by the client's address where strangers are served (sessions are free: 8 of one
+        # client kept the console busy for everyone), else by the Gradio session.
+        visitor = fair_key(request, settings)
+        return gate.run(visitor, lambda: sql_handlers.run_sql(settings.db_path, sql, owner=visitor,
+                                                              limits=limits_of(settings)))
 
     @with_request
     def run(sql, request=None):

@@ -3,7 +3,8 @@ experiments chosen at the top of the tab, with a forest plot of its odds ratios 
 suppression rates (demo/handlers/why_cited.py; engine.usecases.why_cited).
 
 `/why_cited` takes (text, experiments, position, interactions, modes) and returns the page as a
-dict; the panel shows it as Markdown, two tables and a figure.
+dict; the panel shows it as Markdown, two tables and a figure. A fit is bounded by the operator's
+PATTRIEVAL_MAX_FIT_DECISIONS, runs one at a time and is kept per store state (the handler).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any) -> None:
     def page(text, experiments, position, interactions, modes):
         try:
             return handlers.why_cited_page(settings.db_path, text or "", experiments or [], position or "group",
-                                           interactions or "", modes or [])
+                                           interactions or "", modes or [],
+                                           max_decisions=settings.max_fit_decisions)
         except UserError as err:
             raise error(str(err), "why_cited") from None
 

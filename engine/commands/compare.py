@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pair-by-id", action="store_true", help="pair items by id even when the datasets differ")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (same as --format json)")
     p.add_argument("--format", choices=("text", "json", "csv"), default="text",
-                   help="text (default), json, or csv: every paired item, its metrics in A and B and B - A")
+                   help="text (default), json, or csv: every paired item, its metrics in A and B and B - A "
+                        "(item ids escaped for the terminal and quoted where a spreadsheet would run them)")
     p.add_argument("--explain", action="store_true",
                    help="one sentence per metric instead of the short verdict lines: the interval and how it "
                         "was made, every p value, the equivalence test and the detectable difference, with the "
@@ -89,10 +90,23 @@ def main(args: argparse.Namespace) -> int:
     if fmt == "json":
         print(json_for_terminal(json.dumps(result.as_dict(items=args.items), indent=2, ensure_ascii=False, default=str)))
     elif fmt == "csv":
-        print(result.items().to_csv(index=False), end="")
+        print(csv_for_terminal(result.items()), end="")
     else:
         print(for_terminal(format_text(result, args.items, explain=args.explain), keep_newlines=True))
     return 0
+
+
+def csv_for_terminal(frame: Any) -> str:
+    """The frame as CSV for stdout: stored text (item ids) escaped for a terminal cell by cell, as
+    `report --format csv` does, and quoted where a spreadsheet would run it (store.csv_safe)."""
+    from engine.bounds import for_terminal
+    from store.csv_safe import csv_frame
+
+    shown = frame.copy()
+    for i in range(shown.shape[1]):
+        if shown.iloc[:, i].dtype.kind not in "biufc":  # text columns; numbers stay numbers
+            shown.iloc[:, i] = shown.iloc[:, i].map(lambda v: for_terminal(v) if isinstance(v, str) else v)
+    return csv_frame(shown).to_csv(index=False)
 
 
 def _num(x: float | None, fmt: str = ".1f") -> str:

@@ -2,7 +2,7 @@
 
 Reads only the store and never imports torch. The file is written by engine.usecases.export
 (store.export) under a temporary name and renamed into place; an existing file is replaced only
-with --force.
+with --force, and a device, FIFO or socket never (renaming over it would replace the device).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write one row per stored answer of the chosen experiments: run, experiment, model, "
         "dataset, metadata type, mode, labels, item, question, answer, cited and gold positions, "
         "citation precision/recall/F1, EM, SQuAD EM, token F1, citation counts and probabilities. "
-        "In CSV, list cells (gold_answers, cited, gold) are JSON arrays. With --rows decisions, one row "
+        "In CSV, list cells (gold_answers, cited, gold) are JSON arrays, and text that a spreadsheet would "
+        "run as a formula (starting with =, +, -, @, tab or CR) gets a leading ' (Parquet keeps it raw). With --rows decisions, one row "
         "per shown document per answer instead (the citation_decisions view: position, label, relevant, "
         "repeated, cited, citation probability, whether the answer cites anything).",
     )
@@ -29,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=EXPORT_FORMATS, default=None,
                    help="csv or parquet (default: from the --out suffix)")
     p.add_argument("--out", required=True, metavar="PATH", help="file to write")
-    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out if it is a file (a device, pipe or socket is refused even so)")
     p.add_argument("--rows", choices=("answers", "decisions"), default="answers",
                    help="answers: one row per stored answer (default); decisions: one row per shown "
                         "document per answer")

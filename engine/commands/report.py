@@ -96,6 +96,10 @@ def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, w
         if explanations:
             out["explanations"] = explanations
         return json.dumps(out, indent=2, ensure_ascii=False, default=str)
+    if fmt == "csv":
+        # Stored text (names, labels, models) quoted where a spreadsheet would run it, before the
+        # cells are formatted: the numbers we format ("-3.2*") stay as they read.
+        rows1, rows2, verification, explanations = _csv_text([rows1, rows2, verification, explanations])
     t1, t2 = formatted_tables(rows1, rows2)
     t3 = verification_table(verification) if verification else None
     t4 = explanation_table(explanations) if explanations else None
@@ -193,6 +197,17 @@ def _cells(value: Any, fmt: str) -> Any:
     return value
 
 
+def _csv_text(value: Any) -> Any:
+    """Every text value in rows passed through store.csv_safe.csv_cell; numbers untouched."""
+    from store.csv_safe import csv_cell
+
+    if isinstance(value, dict):
+        return {k: _csv_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_csv_text(v) for v in value)
+    return csv_cell(value)
+
+
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal
     from engine.commands.bias import db_path
@@ -238,13 +253,16 @@ def render_xai(blocks: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"blocks": blocks}, indent=2, ensure_ascii=False, default=str)
     if fmt == "csv":
+        from store.csv_safe import csv_rows
+
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["model", "dataset", "xai", "few_shot"] + XAI_HEADER)
         for b in blocks:
-            for r in b["rows"]:
-                writer.writerow([b["model"], b["dataset"] or "", b["xai"], b["few_shot"]] + _xai_cells(r)
-                                + ["" if r[c] is None else f"{r[c]:.1f}" for c, _ in XAI_METRICS] + [r["n"]])
+            # Every cell through csv_safe: text quoted where a spreadsheet would run it, numbers kept.
+            writer.writerows(csv_rows(
+                [b["model"], b["dataset"] or "", b["xai"], b["few_shot"]] + _xai_cells(r)
+                + ["" if r[c] is None else f"{r[c]:.1f}" for c, _ in XAI_METRICS] + [r["n"]] for r in b["rows"]))
         return buf.getvalue().rstrip("\n")
     if not blocks:
         return "Self-interpretation tables (x100; best per block in bold)\n\n(no complete runs)"

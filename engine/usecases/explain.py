@@ -100,6 +100,28 @@ ExplainPlan = JudgePlan
 ExplainResult = JudgeResult
 
 
+def capped_plan(plan: JudgePlan, limit: int | None) -> JudgePlan:
+    """At most `limit` of the plan's answers (None: all), shared evenly among its runs (modes), so
+    that a capped job still compares modes; each run keeps its first ones. The app bounds every
+    job a visitor queues by the operator's item cap (issue 29); the rest wait for the next job."""
+    from dataclasses import replace
+
+    if limit is None or plan.n_todo <= limit:
+        return plan
+    sizes = [len(t.sources) for t in plan.runs]
+    shares = [0] * len(sizes)
+    left = limit
+    while left > 0:  # even shares; what a small run leaves goes to the others
+        open_runs = [i for i, n in enumerate(sizes) if shares[i] < n]
+        each = max(1, left // len(open_runs))
+        for i in open_runs:
+            take = min(each, sizes[i] - shares[i], left)
+            shares[i] += take
+            left -= take
+    runs = tuple(replace(t, sources=t.sources[:k]) for t, k in zip(plan.runs, shares))
+    return replace(plan, runs=runs, n_todo=limit)
+
+
 class UnknownRun(UserError):
     """A run id the store does not hold; `run_id` lets a face word it its own way."""
 

@@ -36,9 +36,11 @@ class WhyCitedRequest:
     position: str = "group"
     interactions: tuple[str, ...] = ()
     label_reference: str | None = None
-    # At most this many answers (None: no bound). The fit takes about a millisecond per answer
-    # on one core; the app bounds what a visitor may ask for.
+    # At most this many answers, and this many decision rows (documents shown x answers), else
+    # a one-line refusal before anything is read (None: no bound). The fit's time and memory grow
+    # with the rows (about 25 us and 4-5 KB each, docs/operations.md); the app bounds both.
     max_answers: int | None = None
+    max_decisions: int | None = None
 
     def __post_init__(self) -> None:
         if self.position not in POSITION_CODINGS:
@@ -115,11 +117,14 @@ def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     from store.queries import count_answers, decision_frame
 
     ids = _experiment_ids(request, db)
-    if request.max_answers is not None:
+    if request.max_answers is not None or request.max_decisions is not None:
         n = count_answers(db, ids, request.modes)
-        if n > request.max_answers:
-            raise UserError(f"{n:,} answers are more than the {request.max_answers:,} fitted here; choose fewer "
-                            "experiments or modes, or run `python -m engine why-cited` on the store")
+        fewer = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
+        if request.max_answers is not None and n.answers > request.max_answers:
+            raise UserError(f"{n.answers:,} answers are more than the {request.max_answers:,} fitted here; {fewer}")
+        if request.max_decisions is not None and n.decisions > request.max_decisions:
+            raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
+                            f"more than the {request.max_decisions:,} fitted here; {fewer}")
     rows = decision_frame(db, ids, request.modes)
     if rows.empty:
         modes = f" in mode {', '.join(request.modes)}" if request.modes else ""

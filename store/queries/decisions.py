@@ -4,7 +4,7 @@ and `export --rows decisions`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
 
@@ -66,12 +66,22 @@ def label_pairs(db: DbLike, experiment_ids: tuple[str, ...] | list[str]) -> tupl
     return tuple(dict.fromkeys((a, b) for a, b in rows if a and b))
 
 
-def count_answers(db: DbLike, experiment_ids: tuple[str, ...] | list[str], modes: tuple[str, ...] | None = None) -> int:
-    """How many stored answers these experiments hold (in `modes`; None: every mode)."""
-    sql = ("SELECT count(*) FROM generations g JOIN runs r USING (run_id) "
+class AnswerCount(NamedTuple):
+    """Stored answers, and their decision rows (shown documents, summed over the answers)."""
+
+    answers: int
+    decisions: int
+
+
+def count_answers(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
+                  modes: tuple[str, ...] | None = None) -> AnswerCount:
+    """How many stored answers these experiments hold (in `modes`; None: every mode), and how many
+    decision rows they make: what a fit's work and memory grow with, counted without reading them."""
+    sql = ("SELECT count(*), coalesce(sum(len(g.shown_doc_ids)), 0) FROM generations g JOIN runs r USING (run_id) "
            "WHERE list_contains($ids, r.experiment_id)")
     params: dict = {"ids": list(experiment_ids)}
     if modes is not None:
         sql += " AND list_contains($modes, r.rag_mode)"
         params["modes"] = list(modes)
-    return int(fetch(db, sql, params)[0][0])
+    answers, decisions = fetch(db, sql, params)[0]
+    return AnswerCount(int(answers), int(decisions))
