@@ -186,8 +186,8 @@ def without_server_paths(message: str, db_path: str | os.PathLike[str], *, datas
                          shown: str = "the store") -> str:
     """One line fit for any visitor: the database's path shown as `shown`, a dataset by its file
     name, and every other server path (its folder, temp and upload folders, caches) left out
-    (engine.server_paths: on a Space the store and the temp folder lie apart, issue 29)."""
-    from engine.server_paths import HIDDEN, mask_server_paths
+    (store.server_paths: on a Space the store and the temp folder lie apart, issue 29)."""
+    from store.server_paths import HIDDEN, mask_server_paths
 
     path = Path(db_path)
     named = {str(path.resolve()): shown, str(path): shown, str(path.absolute()): shown}

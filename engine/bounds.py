@@ -32,13 +32,54 @@ _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\
 
 
 def _bad_char(ch: str) -> bool:
-    """A character no name needs: control codes (ESC, newline, DEL, C1), separators, bidi."""
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp", "Cs") or ch in _BIDI
+    """A character no name needs: control codes (ESC, newline, DEL, C1), separators, and every
+    format character (Cf: bidi overrides, the soft hyphen, zero-width spaces and joiners), which
+    is invisible, so that "pi\u00adlot" shows as a second "pilot" (issue 29)."""
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") or ch in _BIDI
 
 
-def check_name(value: str, what: str, limit: int = MAX_NAME_CHARS) -> str:
-    """`value` unchanged if it is at most `limit` characters without control characters; else
-    UserError naming `what` and the bound."""
+# Scripts whose letters pass for one another: "оperator-pilot" with a Cyrillic о shows as
+# "operator-pilot". A name keeps to one of them; other scripts (CJK, Arabic, ...) do not mix
+# with these look-alikes and are left alone.
+_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+
+
+def _script(ch: str) -> str | None:
+    """LATIN, CYRILLIC or GREEK for a letter of that script (by its Unicode name), else None."""
+    if not unicodedata.category(ch).startswith("L"):
+        return None
+    name = unicodedata.name(ch, "")
+    return next((s for s in _LOOKALIKE_SCRIPTS if name.startswith(s + " ")), None)
+
+
+def _lookalike(value: str, what: str) -> str | None:
+    """Why `value` may pass for another name (a letter in a compatibility form, such as fullwidth
+    ｏ or mathematical 𝐨, or letters of two look-alike scripts), else None."""
+    letters: dict[str, list[int]] = {}  # script: the positions of its letters
+    for i, ch in enumerate(value, start=1):
+        if unicodedata.category(ch).startswith("L") and unicodedata.normalize("NFKC", ch) != ch:
+            return (f"{what} holds U+{ord(ch):04X} ({unicodedata.name(ch, '?').lower()}) at character {i}, "
+                    "a variant of an ordinary letter; write the letter itself")
+        script = _script(ch)
+        if script is not None:
+            letters.setdefault(script, []).append(i)
+    if len(letters) < 2:
+        return None
+    # Name the odd one out: the first letter of the script with the fewest letters.
+    ranked = sorted(letters, key=lambda k: (-len(letters[k]), letters[k][0]))
+    main, odd = ranked[0], ranked[-1]
+    i = letters[odd][0]
+    ch = value[i - 1]
+    return (f"{what} mixes {main.title()} letters with {odd.title()} ones (U+{ord(ch):04X} "
+            f"{unicodedata.name(ch).lower()} at character {i}), so it can pass for another name; "
+            "write it in one script")
+
+
+def check_name(value: str, what: str, limit: int = MAX_NAME_CHARS, *, one_script: bool = True) -> str:
+    """`value` unchanged if it is at most `limit` characters without control or format characters
+    and, with `one_script`, without look-alike letters (see _lookalike); else UserError naming
+    `what` and the rule. Labels and sentences pass one_script=False: they are prose, which may
+    quote a word of another script, and no one picks an experiment by them."""
     if not isinstance(value, str):
         raise UserError(f"{what} must be text, not {type(value).__name__}")
     if len(value) > limit:
@@ -46,7 +87,10 @@ def check_name(value: str, what: str, limit: int = MAX_NAME_CHARS) -> str:
     for i, ch in enumerate(value, start=1):
         if _bad_char(ch):
             raise UserError(f"{what} holds the control character U+{ord(ch):04X} at character {i}; "
-                            "names and labels are plain text on one line")
+                            "names and labels are plain text on one line, with no invisible characters")
+    problem = _lookalike(value, what) if one_script else None
+    if problem:
+        raise UserError(problem)
     return value
 
 

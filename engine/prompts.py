@@ -108,12 +108,13 @@ class MetadataType:
         check_name(self.name, "the metadata type's name")
         for what, value in (("label A", self.label_a), ("label B", self.label_b),
                             ("label A's short name", self.short_a), ("label B's short name", self.short_b)):
-            check_name(value, f"metadata type '{self.name}': {what}", MAX_LABEL_CHARS)
-        check_name(self.consideration, f"metadata type '{self.name}': the consideration", MAX_CONSIDERATION_CHARS)
+            check_name(value, f"metadata type '{self.name}': {what}", MAX_LABEL_CHARS, one_script=False)
+        check_name(self.consideration, f"metadata type '{self.name}': the consideration", MAX_CONSIDERATION_CHARS,
+                   one_script=False)
         if not isinstance(self.extra_labels, tuple):
             raise UserError(f"metadata type '{self.name}': extra labels must be a tuple of texts")
         for n, value in enumerate(self.extra_labels, start=1):
-            check_name(value, f"metadata type '{self.name}': extra label {n}", MAX_LABEL_CHARS)
+            check_name(value, f"metadata type '{self.name}': extra label {n}", MAX_LABEL_CHARS, one_script=False)
         if self.extra_labels and len(set(self.labels)) != len(self.labels):
             raise UserError(f"metadata type '{self.name}': its labels must differ ({', '.join(self.labels)})")
 

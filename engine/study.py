@@ -183,6 +183,9 @@ def check_study_name(name: str) -> None:
         raise UserError(
             f"--study must be 1 to {MAX_STUDY_NAME} printable characters without leading or trailing spaces"
         )
+    from engine.bounds import check_name
+
+    check_name(name, "--study")  # look-alike letters: a second "pilot" beside the real one
 
 
 def generated_study_name(experiment_keys: list[str]) -> str:

@@ -207,8 +207,8 @@ def _names_server_file(literal: str, database_path: str) -> bool:
 def path_masker(database_path: str) -> Callable[[str], str]:
     """A function replacing the server's paths (database, its folder, temp and upload folders,
     caches, home, ...) in text. Known paths only: values are the visitor's data, where any other
-    absolute path is theirs (engine.server_paths)."""
-    from engine.server_paths import path_replacer, server_folders
+    absolute path is theirs (store.server_paths)."""
+    from store.server_paths import path_replacer, server_folders
 
     db = os.path.abspath(database_path)
     folder = os.path.dirname(db)

@@ -5,6 +5,7 @@ hold escape codes are escaped by `list` and `report`; pages get bounded labels."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -160,3 +161,58 @@ def test_for_terminal_keeps_printable_text():
     assert for_terminal("Ünïcode · 名前") == "Ünïcode · 名前"
     assert for_terminal("a\x1bb\nc") == "a\\x1bb\\nc"
     assert for_terminal("a\nb\tc", keep_newlines=True) == "a\nb\tc"
+
+
+# --- issue 29: look-alike names -------------------------------------------------------------
+
+LOOKALIKES = [
+    ("\u043eperator-pilot", "mixes Latin letters with Cyrillic ones (U+043E cyrillic small letter o at character 1)"),
+    ("operat\u03bfr-pilot", "mixes Latin letters with Greek ones (U+03BF greek small letter omicron at character 7)"),
+    ("\uff4fperator-pilot", "holds U+FF4F (fullwidth latin small letter o) at character 1"),
+    ("\U0001d428perator-pilot", "holds U+1D428 (mathematical bold small o) at character 1"),
+]
+INVISIBLE = ["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u180e", "\u061c"]  # all category Cf
+
+
+@pytest.mark.parametrize("name, message", LOOKALIKES)
+def test_look_alike_names_are_refused(name, message):
+    with pytest.raises(UserError, match=f"^the experiment name {re.escape(message)}"):
+        check_name(name, "the experiment name")
+
+
+@pytest.mark.parametrize("bad", INVISIBLE)
+def test_invisible_format_characters_are_refused(bad):
+    with pytest.raises(UserError, match=rf"^it holds the control character U\+{ord(bad):04X} at character 3;"):
+        check_name("pi" + bad + "lot", "it")
+
+
+def test_one_script_names_and_mixed_prose_still_pass():
+    for name in ("operator-pilot", "\u043e\u043f\u0435\u0440\u0430\u0442\u043e\u0440-2", "\u03b1\u03b2\u03b3 7",
+                 "caf\u00e9 na\u00efve", "\u540d\u524d-pilot", "run 2 (k=5)"):
+        assert check_name(name, "it") == name
+    # Labels and considerations are prose: they may quote a word of another script.
+    MetadataType("origin", "written by \u0414\u043c\u0438\u0442\u0440\u0438\u0439", "written by John", "c", "a", "b")
+
+
+def test_look_alike_names_are_refused_everywhere(tmp_path, capsys):
+    from demo.handlers.run import RunForm, build_run_request
+    from demo.settings import AppSettings
+    from engine.runner import RunRequest
+    from engine.study import check_study_name
+
+    name = LOOKALIKES[0][0]
+    config = PromptConfig(mode="base", metadata=metadata_type("gender"))
+    with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
+        RunRequest(model="smoke", modes=("base",), prompt=config, experiment=name)
+    with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
+        MetadataType(name, "a", "b", "c", "a", "b")
+    with pytest.raises(UserError, match="^--study mixes Latin letters with Cyrillic"):
+        check_study_name(name)
+    settings = AppSettings(db_path=tmp_path / "app.duckdb", allow_local_paths=False)
+    with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
+        build_run_request(settings, RunForm(experiment=name))
+    db = tmp_path / "r.duckdb"
+    assert main(["run", "--model", "smoke", "--dataset", str(_data(tmp_path)), "--db", str(db), "--modes", "base",
+                 "--experiment", name]) == 2
+    err = capsys.readouterr().err
+    assert "mixes Latin letters with Cyrillic" in err and err.count("\n") == 1 and not db.exists()

@@ -280,10 +280,10 @@ def test_no_catalog_view_or_function_hands_out_a_server_path(db: Path):
     with duckdb.connect(str(db), read_only=True) as conn:  # one connection, as the sandbox opens it
         for sql in admitted:
             try:
-                rows = conn.execute(sql).fetchall()
+                seen = repr(conn.execute(sql).fetchall())
             except duckdb.Error as err:
-                rows = [str(err)]
-            if "secret-folder"[::-1] in repr(rows):
+                seen = str(err)
+            if "secret-folder"[::-1] in seen:
                 leaks.append(sql)
     assert leaks == []
 
@@ -308,3 +308,15 @@ def test_error_messages_do_not_show_server_paths(db: Path):
 def test_the_masker_replaces_the_longest_path_first(tmp_path: Path):
     mask = path_masker(str(tmp_path / "runs.duckdb"))
     assert mask(f"{tmp_path}/runs.duckdb.wal and {tmp_path}/x") == "<database>.wal and <folder>/x"
+
+
+def test_the_masker_knows_the_temp_upload_and_cache_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Issue 29: the store and the temp folder apart, as on a Space (/data and /tmp)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "scratch"))
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "uploads"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hub"))
+    mask = path_masker(str(tmp_path / "volume" / "runs.duckdb"))
+    text = mask(f"{tmp_path}/scratch/x.csv {tmp_path}/uploads/u.jsonl {tmp_path}/hub/m {tmp_path}/volume/runs.duckdb")
+    assert text == "<server path>/x.csv <server path>/u.jsonl <server path>/m <database>"

@@ -351,7 +351,7 @@ def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
 
 
 def export_items(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None, margin: Any, pair_by_id: Any,
-                 fmt: Any) -> Path:
+                 fmt: Any, *, owner: str | None = None, limits: Any = None) -> Path:
     """The per-item comparison (Comparison.items(): every item of every pair, exact values, units
     as shown) written to a new temporary `pattrieval-compare.csv|parquet`."""
     from demo.downloads import new_download
@@ -360,7 +360,8 @@ def export_items(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None, marg
     fmt = str(fmt or "").strip()
     check_format(fmt)
     frame = run_compare(db, a, b, metrics, margin, pair_by_id).items()
-    out = new_download(f"pattrieval-compare.{fmt}")
+    # `limits` (demo.downloads.DownloadLimits): the temp disk's room, `owner`'s and everyone's.
+    out = new_download(f"pattrieval-compare.{fmt}", owner=owner, limits=limits)
     if fmt == "csv":
         from store.csv_safe import csv_frame
 

@@ -156,5 +156,5 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
         raise UserError(without_server_paths(f"cannot write the export: {err}", db_path)) from None
     except UserError as err:
         # Messages may name the temporary folder or the store: a visitor sees neither (every
-        # server path, wherever the temp folder lies: engine.server_paths).
+        # server path, wherever the temp folder lies: store.server_paths).
         raise UserError(without_server_paths(str(err), db_path, shown="the store")) from None

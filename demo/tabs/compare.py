@@ -20,7 +20,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.handlers import compare as handlers
     from demo.hints import hint_html, is_hint
     from demo.tabs.style import TABLE
-    from demo.toasts import error, refused
+    from demo.downloads import limits_of
+    from demo.toasts import error, refused, with_request
+    from demo.visitors import fair_key
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 
@@ -49,9 +51,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (view.summary, view.table, gr.Plot(value=view.figure, visible=True), view.items, view.pairs,
                 gr.Accordion(visible=True))
 
-    def export(a, b, metrics, margin, pair_by_id, fmt):
+    @with_request
+    def export(a, b, metrics, margin, pair_by_id, fmt, request=None):
         try:
-            return str(handlers.export_items(db, a, b, metrics, margin, pair_by_id, fmt))
+            return str(handlers.export_items(db, a, b, metrics, margin, pair_by_id, fmt,
+                                             owner=fair_key(request, settings), limits=limits_of(settings)))
         except UserError as err:
             raise error(str(err), "compare") from None
 

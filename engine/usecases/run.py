@@ -122,7 +122,7 @@ def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, t
     if not 0 <= seed <= MAX_SEED:
         raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {seed}")
     if experiment is not None:
-        from engine.bounds import MAX_NAME_CHARS
+        from engine.bounds import MAX_NAME_CHARS, check_name
 
         if (not experiment.strip() or experiment != experiment.strip() or not experiment.isprintable()
                 or len(experiment) > MAX_NAME_CHARS):
@@ -130,6 +130,7 @@ def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, t
                 f"--experiment must be 1 to {MAX_NAME_CHARS} printable characters without "
                 "leading or trailing spaces"
             )
+        check_name(experiment, "--experiment")  # look-alike letters (engine.bounds)
 
 
 def check_request(request: RunRequest) -> None:

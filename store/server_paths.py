@@ -22,10 +22,11 @@ _FOLDER_VARIABLES = ("TMPDIR", "TEMP", "TMP", "GRADIO_TEMP_DIR", "HF_HOME", "HF_
                      "HF_DATASETS_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "XDG_CACHE_HOME",
                      "XDG_DATA_HOME", "PATTRIEVAL_CACHE", "PATTRIEVAL_DB")
 
-# An absolute POSIX path not inside a word, a URL or a relative path (`a/b`, `http://h/p`); it
+# An absolute POSIX path: at the start or after white space, a quote, an opening bracket, `=` or
+# `,`, so never inside a word, a URL, a relative path or markup (`a/b`, `http://h/p`, `</b>`); it
 # ends at white space, a quote, a bracket or punctuation that never ends a file name in our
 # messages. A path that follows an already masked folder (`…/x/y`) is shortened the same way.
-_ABSOLUTE = re.compile(r"(?:…|(?<![\w.~/:\\…-]))(/[^\s'\"`<>()\[\]{},;:|]+)")
+_ABSOLUTE = re.compile(r"(?:…|^|(?<=[\s'\"`(\[{=,]))(/[^\s'\"`<>()\[\]{},;:|]+)")
 
 
 def server_folders(extra: Iterable[str | os.PathLike[str]] = ()) -> list[str]:

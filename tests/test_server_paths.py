@@ -1,0 +1,92 @@
+"""Issue 29 §10: no server path in a visitor's message, with the store and the temp folder apart
+(as on a Space: the store on /data, temporary files under /tmp)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from demo.settings import without_server_paths
+from engine.errors import UserError
+from store.server_paths import mask_server_paths
+from tests.test_export_merge import add_run
+
+
+@pytest.fixture
+def apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(the store, the temp folder) in two unrelated folders; Gradio's uploads and the Hub cache
+    in folders of their own."""
+    store = tmp_path / "persistent-volume" / "runs.duckdb"
+    store.parent.mkdir()
+    temp = tmp_path / "scratch-disk"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio-uploads"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hub-cache"))
+    return store, temp
+
+
+def test_every_server_folder_is_left_out(apart, tmp_path: Path):
+    store, temp = apart
+    cases = {
+        f"cannot write {temp}/pattrieval-downloads/ab12/pattrieval-export.csv: No space left on device":
+            "cannot write …/pattrieval-export.csv: No space left on device",
+        f"[Errno 28] No space left on device: '{temp}/pattrieval-downloads/.partial-9f'":
+            "[Errno 28] No space left on device: '…/.partial-9f'",
+        f"cannot read {tmp_path}/gradio-uploads/5e3a/data.jsonl": "cannot read …/data.jsonl",
+        f"no file {tmp_path}/hub-cache/hub/models--x/config.json": "no file …/config.json",
+        f"{store} is locked; {store}.wal too": "the store is locked; the store.wal too",
+        f"next to it: {store.parent}/other.duckdb": "next to it: …/other.duckdb",
+        "cannot open /srv/never-seen/x.parquet (missing)": "cannot open …/x.parquet (missing)",
+        # Not server paths: a URL, a Hub id, a ratio, a relative path.
+        "see https://huggingface.co/Qwen/Qwen2.5-0.5B or a/b, 3/4": "see https://huggingface.co/Qwen/Qwen2.5-0.5B or a/b, 3/4",
+    }
+    for message, shown in cases.items():
+        assert without_server_paths(message, store) == shown, message
+        assert str(tmp_path) not in without_server_paths(message, store)
+
+
+def test_a_folder_is_replaced_only_whole(tmp_path: Path):
+    folder = tmp_path / "data"
+    assert mask_server_paths(f"{folder}base/x and {folder}/y", folders=[folder]) == "…/x and …/y"
+    assert mask_server_paths(f"{folder}/y", {str(folder / "y"): "the store"}) == "the store"
+
+
+def _store(path: Path) -> Path:
+    for run_id, mode in (("r-van", "vanilla"), ("r-base", "base"), ("r-cf", "cf")):
+        add_run(path, run_id, "exp-a", mode, name="pilot")
+    return path
+
+
+@pytest.mark.parametrize("where", ["mkdir", "write"])
+def test_an_export_on_a_full_temp_disk_names_no_server_path(apart, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch, where: str):
+    from demo.handlers.runs import export_file
+
+    store, temp = apart
+    _store(store)
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if where == "mkdir":
+        real_mkdir = os.mkdir
+
+        def mkdir(path, *args, **kwargs):
+            if str(path).startswith(str(temp)):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+            return real_mkdir(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "mkdir", mkdir)
+    else:
+        def fsync(fd):
+            raise full
+
+        monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(UserError) as caught:
+        export_file(store, ["exp-a"], "", "csv")
+    message = str(caught.value)
+    assert "No space left on device" in message and "\n" not in message
+    assert str(tmp_path) not in message and "scratch-disk" not in message and "persistent-volume" not in message
+    assert not list(temp.rglob("*.csv")) and not list(temp.rglob("*.tmp"))  # nothing half-written
