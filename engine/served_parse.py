@@ -28,13 +28,13 @@ from engine.served_client import MAX_ANSWER_BYTES
 from engine.types import TokenLogprob, TopLogprob
 
 UNKNOWN_TOKEN_ID = -1
-# A token's text is a few characters; the longest in the vocabularies we know (runs of spaces or
-# of "=" in code tokenizers) are under 256. More than this per new token asked for is not an answer.
+# A token's text is a few characters (a vocabulary's longest are runs of spaces or symbols, far
+# shorter): more than this per new token asked for is not an answer, whatever the server says.
 MAX_CHARS_PER_TOKEN = 1024
-# Bytes of JSON one log-prob entry may take in an answer (its token escaped, its bytes listed, its
-# top alternatives each as large): about four times what llama.cpp and vLLM send.
+# Bytes of JSON one log-prob entry may take (its token escaped, its bytes listed): an estimate
+# with room to spare, since a 16-byte token so written is about 250 bytes.
 BYTES_PER_LOGPROB_ENTRY = 1024
-MAX_COUNT = 2**31 - 1  # token counts are stored as INTEGER
+MAX_COUNT = 2**31 - 1  # token counts are stored as INTEGER (store/rows.py)
 LOGPROB_SLACK = 1e-3  # a log-prob is <= 0; servers round a certain token's to a hair above
 
 

@@ -44,6 +44,7 @@ def test_every_server_folder_is_left_out(apart, tmp_path: Path):
         "cannot open /srv/never-seen/x.parquet (missing)": "cannot open …/x.parquet (missing)",
         # Not server paths: a URL, a Hub id, a ratio, a relative path.
         "see https://huggingface.co/Qwen/Qwen2.5-0.5B or a/b, 3/4": "see https://huggingface.co/Qwen/Qwen2.5-0.5B or a/b, 3/4",
+        "unknown experiment '<script>alert(1)</script>'": "unknown experiment '<script>alert(1)</script>'",
     }
     for message, shown in cases.items():
         assert without_server_paths(message, store) == shown, message
