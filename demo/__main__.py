@@ -59,6 +59,8 @@ def operator_settings() -> str:
          f"{s.SPACE_MAX_DOWNLOADS_PER_VISITOR_MB}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_CONFIGURATIONS", f"configurations in one study grid from the Run tab "
          f"({space[0]}: {s.SPACE_MAX_CONFIGURATIONS}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_FIT_DECISIONS", "documents x answers one citation choice model (Why-cited) may fit "
+         f"({s.DEFAULT_MAX_FIT_DECISIONS:,}, everywhere)"),
         ("PATTRIEVAL_MAX_UPLOAD_MB", f"the largest dataset upload in MB ({s.DEFAULT_MAX_UPLOAD_MB})"),
         ("PATTRIEVAL_RESULTS_REPO", "OWNER/NAME of a Hugging Face dataset repo whose results store is merged "
          "in at start (none)"),
@@ -71,7 +73,8 @@ def operator_settings() -> str:
     ]
     import textwrap
 
-    width = max(len(name) for name, _ in rows if len(name) < 34)
+    # Every PATTRIEVAL_ name keeps its meaning on its own line (tests/test_packaging.py reads them so).
+    width = max(len(name) for name, _ in rows if name.startswith("PATTRIEVAL_"))
     indent = " " * (width + 4)
     lines = textwrap.wrap("operator settings (environment variables; the defaults where strangers are served, "
                           "that is on a Hugging Face Space (SPACE_ID set) or with --share, and on the desktop):", 100)
