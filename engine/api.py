@@ -96,7 +96,6 @@ _HOMES: dict[str, str] = {
 }
 
 
-
 # Defined here, not re-exported: the use cases take what the app and the CLI pass besides (an
 # open connection, the --db text for hints, a list to collect derived values in), which has
 # no place in a notebook's help().
