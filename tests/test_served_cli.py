@@ -246,8 +246,11 @@ def test_ctrl_c_stops_a_served_run_within_seconds_and_keeps_what_was_stored(serv
     data.write_text("\n".join(lines) + "\n")
     command = served(server, "--dataset", str(data), "--db", str(db), "--modes", "vanilla", "--batch-size", "1",
                      "--concurrency", "6", "--max-new-tokens", "200")
+    # As a terminal starts it: SIGINT at its default. A shell's background job (`.ci/run &`, nohup)
+    # starts with SIGINT ignored, which Python and so this child inherit: Ctrl-C then does nothing.
     proc = subprocess.Popen([sys.executable, "-m", "engine", *command], cwd=ROOT, env=engine_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # The progress bar says when the first answer is stored (written and committed before the
         # bar moves). The store itself cannot be read meanwhile: the writer holds it, and polling
