@@ -252,7 +252,28 @@ class FlakyProxy:
         self._stop()
 
 
-class PacedServer:
+class _LocalServer:
+    """A stand-in server on 127.0.0.1, a thread per request, started and stopped as a context."""
+
+    stopping: threading.Event
+
+    def _serve(self, handler: type) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class PacedServer(_LocalServer):
     """A stand-in OpenAI-compatible server that computes nothing and takes `service_s` per
     answer: `serial` (one at a time, as llama-cpp-python's server: the others wait in its queue)
     or computing up to `parallel` at once (a batching server, vLLM). `slots` set: it says so in
@@ -330,19 +351,8 @@ class PacedServer:
                 self.wfile.write(payload)
                 self.wfile.flush()
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serve(Handler)
 
-    def __enter__(self) -> "PacedServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def chat_answer(content: str = "ok", **fields) -> dict:
@@ -353,7 +363,7 @@ def chat_answer(content: str = "ok", **fields) -> dict:
             "usage": {"prompt_tokens": 3, "completion_tokens": 1}, **fields}
 
 
-class HostileServer:
+class HostileServer(_LocalServer):
     """A stand-in server that misbehaves on purpose, on 127.0.0.1. GET models and the first
     `honest` POSTs (the backend's 1-token probe) get a well-formed answer; every later POST is
     handed to `misbehave(handler)`, which writes what it likes to `handler.wfile`: raw bytes
@@ -411,19 +421,8 @@ class HostileServer:
                 with hostile.lock:
                     hostile.sent += len(data)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serve(Handler)
 
-    def __enter__(self) -> "HostileServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _peer_gone(sock: socket.socket) -> bool:
