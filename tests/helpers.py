@@ -122,3 +122,17 @@ def write_one_answer(tmp_path: Path, text: str, *, citation_syntax: str | None =
     runs = [OpenRun("r1", "vanilla", 1, {item.id: (item, prompt)}, **syntax)]
     write_loop(runs, [PlannedBatch(0, "r1", (item.id,), ((1, 2),))], [BatchResult(0, (answer,), None)], store)
     return db
+
+
+def load_script(name: str) -> Any:
+    """scripts/NAME.py as a module (scripts/ is not a package), registered in sys.modules so
+    that its dataclasses can look their module up."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -4,24 +4,19 @@ changed no number)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from store.db import connect
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_app", ROOT / "scripts" / "bench_app.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_app")
 
 
 @pytest.fixture(scope="module")

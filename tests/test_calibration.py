@@ -4,23 +4,14 @@ script's table cannot rot (issue 26; the full table is in docs/figures.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from tests.helpers import load_script
 
 @pytest.fixture(scope="module")
 def calibration():
-    spec = importlib.util.spec_from_file_location("calibration", ROOT / "scripts" / "calibration.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("calibration")
 
 
 def _ceiling(share: float, draws: int) -> float:

@@ -4,9 +4,7 @@ script at a tiny size, so that it cannot rot."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ import pytest
 
 from engine.choice_model import fit_choice_model
 from engine.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage, simulate_choices
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,11 +91,7 @@ def test_the_95_percent_intervals_cover_the_truth_about_95_percent_of_the_time()
 
 
 def test_the_power_script_runs_at_a_tiny_size(capsys):
-    spec = importlib.util.spec_from_file_location("power_table", ROOT / "scripts" / "power_table.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["power_table"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = load_script("power_table")
     assert module.main(["--items", "40", "--odds-ratios", "1.5", "--draws", "2", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert "| items | true label OR | binary CAB | choice model | propensity CAB |" in out

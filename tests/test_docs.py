@@ -5,9 +5,9 @@ stays a short front door, and no link points nowhere."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 from pathlib import Path
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -19,10 +19,7 @@ def _read(path: Path) -> str:
 
 def _generator():
     """scripts/cli_reference.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("cli_reference")
 
 
 def test_the_generated_option_references_are_what_the_parsers_give_now():
