@@ -1,4 +1,4 @@
-"""The paper's exact-match normalisation of answer text, for the places Python needs it.
+r"""The paper's exact-match normalisation of answer text, for the places Python needs it.
 
 The product computes every metric in SQL (store/views); exact match's normalisation there is
 the same as `normalize_answer` here (tests/test_views.py keeps the two in step over every code
