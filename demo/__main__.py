@@ -61,12 +61,24 @@ def operator_settings() -> str:
          f"({space[0]}: {s.SPACE_MAX_CONFIGURATIONS}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_FIT_DECISIONS", "documents x answers one citation choice model (Why-cited) may fit "
          f"({s.DEFAULT_MAX_FIT_DECISIONS:,}, everywhere)"),
+        ("PATTRIEVAL_FIT_MEMORY_MB", "address space in MB of the child process one Why-cited fit runs in; more is "
+         f"refused in one line ({s.DEFAULT_FIT_MEMORY_MB:,}, everywhere)"),
+        ("PATTRIEVAL_FIT_TIMEOUT_S", "CPU seconds one Why-cited fit may take before it is stopped and refused in one line "
+         f"({s.DEFAULT_FIT_TIMEOUT_S}, everywhere)"),
+        ("PATTRIEVAL_MAX_FITS", "Why-cited fits running at once; a few more wait their turn, one per visitor "
+         f"({s.DEFAULT_MAX_FITS}, everywhere)"),
         ("PATTRIEVAL_MAX_UPLOAD_MB", f"the largest dataset upload in MB ({s.DEFAULT_MAX_UPLOAD_MB})"),
+        ("PATTRIEVAL_MAX_UPLOADS_MB", f"MB all uploads may hold on disk (kept an hour) before more are refused "
+         f"({space[0]}: {s.SPACE_MAX_UPLOADS_MB}; {space[1]}: no cap)"),
         ("PATTRIEVAL_RESULTS_REPO", "OWNER/NAME of a Hugging Face dataset repo whose results store is merged "
          "in at start (none)"),
         ("PATTRIEVAL_RESULTS_FILE", f"that store's file in the repo ({s.DEFAULT_RESULTS_FILE})"),
         ("PATTRIEVAL_CACHE", "where the offline smoke model is written (/data/pattrieval-cache where /data "
          "is writable, else ~/.cache/pattrieval, else a temporary folder)"),
+        ("PATTRIEVAL_MAX_ANSWER_MB", "MB one answer of a served model may take before its log-probs' room; more is "
+         "refused in one line (8, everywhere)"),
+        ("PATTRIEVAL_MAX_REQUEST_S", "seconds one request to a served model may take, whatever --request-timeout "
+         "or the Run tab asks (no bound beyond theirs)"),
         ("HF_TOKEN", "the operator's Hub token: loads only the PATTRIEVAL_ALLOWED_MODELS where strangers are "
          "served, and merges a private PATTRIEVAL_RESULTS_REPO"),
         ("GRADIO_SERVER_NAME, GRADIO_SERVER_PORT", "--host, --port"),
@@ -128,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     merge_at_start(settings)  # one line; the app starts whatever happens
     app = build_app(settings)
+    from demo.uploads import upload_middleware
+
     try:
         app.launch(server_name=args.host, server_port=args.port, share=args.share,
-                   max_file_size=settings.max_upload_bytes)
+                   max_file_size=settings.max_upload_bytes, app_kwargs={"middleware": upload_middleware(settings)})
     finally:
         app.jobs.shutdown(timeout=5)
     return 0

@@ -1,5 +1,6 @@
-"""The app's background worker: runs (and Prompt 5 explanations, `ExplainSpec`) queued and
-generated one at a time, outside any request.
+"""The app's background worker: runs (and Prompt 5 explanations) queued and generated one at a
+time, outside any request. The jobs' values are demo.job_specs'; what the worker does with one,
+demo.job_work; the model it keeps loaded, demo.model_cache.
 
 Why a worker: a run takes minutes to hours, far longer than a browser request or tab lives.
 The app only submits jobs and polls their status (gr.Timer), so a run goes on when the tab
@@ -27,132 +28,16 @@ is then dropped from the job, and JobStatus never carries it.
 
 from __future__ import annotations
 
-import gc
 import secrets
-import sys
 import threading
-import traceback
 from collections import deque
-from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
-from demo.settings import without_server_paths
+from demo.job_specs import FINISHED_STATES, ExplainSpec, JobSpec, JobState, JobStatus
+from demo.job_work import discard_upload, run_job
+from demo.model_cache import ModelCache
 from store.db import utc_now
-
-JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
-JobKind = Literal["run", "explain"]
-FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What to run: a dataset file, the request, and the store to write.
-
-    `request` is an engine.run_request.RunRequest (one experiment) or an
-    engine.usecases.study.StudyRequest (a grid; its dataset and db are this spec's). Its hf_token
-    is dropped once the model is loaded."""
-
-    dataset_path: str
-    request: Any
-    db_path: Path
-    skip_invalid: bool = False
-    # An upload: the name the store records in place of the path, and whether the file (a
-    # private copy, see demo.handlers.run) is deleted once loaded.
-    dataset_name: str | None = None
-    delete_after_load: bool = False
-    # engine.usecases.run.RayOptions for one experiment generated on Ray (None: in the worker);
-    # a StudyRequest carries its own.
-    ray: Any = None
-    # engine.usecases.served.ServerOptions for one experiment generated on an OpenAI-compatible
-    # server (None: not served); a StudyRequest carries its own.
-    server: Any = None
-
-
-@dataclass(frozen=True)
-class ExplainSpec:
-    """What to explain (Prompt 5, as `python -m engine explain`): the answers of stored runs, all
-    of them or one item's, by the explainer that `request` names (its model, label, quantize,
-    device and dtype; its modes are the runs' modes, for the jobs table)."""
-
-    run_ids: tuple[str, ...]
-    request: Any  # engine.run_request.RunRequest for the explainer; loaded through the same ModelCache
-    db_path: Path
-    item_id: str | None = None  # None: every answer of the runs still unexplained by this model
-    max_new_tokens: int = 256
-    batch_size: int = 8
-    # At most this many answers per job (the operator's item cap; None: all); the rest wait for
-    # the next job, as answers already explained are skipped.
-    max_answers: int | None = None
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """A job as the app shows it: never holds a token or a server path."""
-
-    job_id: str
-    state: JobState
-    model: str
-    modes: tuple[str, ...]
-    queue_position: int | None  # 1 = next to start; None once started
-    n_done: int
-    n_total: int | None  # known once the plan is made
-    experiment_id: str | None
-    message: str  # one line: what is happening, or why it failed
-    submitted_utc: datetime
-    finished_utc: datetime | None
-    # Which worker path serves it: a run (JobSpec) or Prompt 5 explanations (ExplainSpec). Last,
-    # with a default, as JobStatus is built by keyword elsewhere too.
-    kind: JobKind = "run"
-    # A study grid's name, once planned (None: a single run, or not planned yet).
-    study: str | None = None
-
-
-@dataclass(frozen=True)
-class _ModelKey:
-    model: str
-    quantize: str
-    device: str
-    dtype: str
-    # Whose access loaded it: a digest of the typed token, "environment" or "none". A model a
-    # visitor's token opened is not handed to a later job without that token.
-    access: str
-
-
-class ModelCache:
-    """Keeps the last loaded model; loading another frees it first."""
-
-    def __init__(self, load: Callable[[Any], Any]):
-        self._load = load
-        self._key: _ModelKey | None = None
-        self._model: Any = None
-
-    def get(self, request: Any) -> Any:
-        """The model the request names, loaded now or kept from the previous job."""
-        key = _ModelKey(request.model, request.quantize, request.device, request.dtype, _access(request))
-        if key != self._key:
-            self.clear()
-            self._model = self._load(request)
-            self._key = key
-        return self._model
-
-    @property
-    def loaded(self) -> str | None:
-        """The model id held now, if any."""
-        return self._key.model if self._key else None
-
-    def clear(self) -> None:
-        """Drop the held model and give its memory back (the GPU's too)."""
-        self._model, self._key = None, None
-        gc.collect()
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
 
 
 class QueueFull(Exception):
@@ -252,7 +137,7 @@ class JobQueue:
                 self._queue.remove(job_id)
                 self._finish(job, "cancelled", "cancelled before it started")
                 if isinstance(job.spec, JobSpec):
-                    _discard_upload(job.spec)
+                    discard_upload(job.spec)
             else:
                 job.message = "cancelling"
             return True
@@ -264,7 +149,7 @@ class JobQueue:
             for job_id in list(self._queue):
                 self._finish(self._jobs[job_id], "cancelled", "the app is shutting down")
                 if isinstance(self._jobs[job_id].spec, JobSpec):
-                    _discard_upload(self._jobs[job_id].spec)
+                    discard_upload(self._jobs[job_id].spec)
             self._queue.clear()
             for job in self._jobs.values():
                 job.cancel.set()
@@ -288,113 +173,10 @@ class JobQueue:
             self._run(job)
 
     def _run(self, job: _Job) -> None:
-        from engine.errors import UserError
-        from engine.errors import RunCancelled
-
-        try:
-            done_line = self._explain(job) if isinstance(job.spec, ExplainSpec) else self._execute(job)
-        except RunCancelled as stop:
-            self._end(job, "cancelled", f"{stop}; submit the same settings to resume")
-        except UserError as err:
-            self._end(job, "failed", without_server_paths(str(err), job.spec.db_path,
-                                                          dataset_path=getattr(job.spec, "dataset_path", None)))
-        except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
-            traceback.print_exc(file=sys.stderr)  # the server's log, never the page
-            self._end(job, "failed", f"internal error ({type(err).__name__}); the server log has the details")
-        else:
-            self._end(job, "complete", done_line)
-
-    def _execute(self, job: _Job):
-        """A run or a study grid, through the same use case as `python -m engine run`."""
-        spec = job.spec
-        # The model cache loads; the token has done its one job once the model is loaded, and
-        # must not outlive the load in memory.
-        def load(request):
-            try:
-                return self.models.get(request)
-            finally:
-                job.spec = replace(job.spec, request=_without_token(job.spec.request))
-
-        def read(path, **options):
-            from engine.load_child import load_dataset_bounded
-
-            # In a capped child process: an upload may decode to far more than its size.
-            options["skip_invalid"] = spec.skip_invalid
-            try:
-                return load_dataset_bounded(path, **options)
-            finally:
-                _discard_upload(spec)
-
-        def progress(event) -> None:  # engine.usecases.run.Progress
-            with self._lock:
-                if event.experiment_id is not None:
-                    job.experiment_id = event.experiment_id
-                if event.study is not None:
-                    job.study = event.study.name
-                if event.stage == "stored":
-                    job.n_done += event.step
-                    return
-                if event.total is not None:
-                    job.n_total = event.total
-                if event.message:
-                    job.message = event.message
-
-        try:
-            if _is_study(spec.request):
-                from engine.usecases.study import run_study
-
-                study = replace(spec.request, dataset=spec.dataset_path, db=spec.db_path,
-                                dataset_name=spec.dataset_name)
-                outcome = run_study(study, progress=progress, stop=job.cancel.is_set, load=load, read_dataset=read)
-                done = sum(r.n_generated for e in outcome.experiments for r in e.outcome.runs)
-                return f"generated {done} answers in study {outcome.name} ({len(outcome.experiments)} experiments)"
-            from engine.usecases.run import ExperimentRequest, run_experiment
-
-            request = ExperimentRequest(spec.request, spec.dataset_path, spec.db_path, dataset_name=spec.dataset_name,
-                                        ray=spec.ray, server=spec.server)
-            outcome = run_experiment(request, progress=progress, stop=job.cancel.is_set, load=load, read_dataset=read)
-        finally:
-            _discard_upload(spec)
-        done = sum(r.n_generated for r in outcome.runs)
-        return f"generated {done} answers in experiment {outcome.experiment_id}"
-
-    def _explain(self, job: _Job) -> str:
-        """Prompt 5 explanations of stored answers through engine.usecases.explain, the loop
-        `python -m engine explain` runs: each finished batch committed on its own, answers
-        already explained by this model skipped, cancel honoured between steps and batches."""
-        from engine.errors import UserError
-        from engine.usecases.explain import ExplainRequest, UnknownRun, capped_plan, plan_explain, run_explain
-
-        spec = job.spec
-        request = ExplainRequest(spec.db_path, runs=tuple(spec.run_ids), item_id=spec.item_id,
-                                 model=spec.request.model, label=spec.request.label,
-                                 max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size)
-        try:
-            plan = plan_explain(request, stop=job.cancel.is_set)
-        except UnknownRun as err:
-            raise UserError(f"no run '{err.run_id}' in the store") from err
-        capped = capped_plan(plan, spec.max_answers)
-        self._update(job, experiment_id=plan.experiment_id, n_total=capped.n_todo)
-        if plan.n_todo == 0:
-            return f"nothing to explain: every answer asked for is already explained by {plan.label}"
-
-        def progress(n: int) -> None:
-            with self._lock:
-                job.n_done += n
-
-        result = run_explain(capped, request, load=lambda _model: self.models.get(spec.request), progress=progress,
-                             stop=job.cancel.is_set, stage=lambda line: self._update(job, message=line))
-        done = result.n_done
-        rest = "" if capped is plan else (f"; {plan.n_todo - done:,} more wait (at most {spec.max_answers:,} per job "
-                                          "here): generate again for the next")
-        return f"explained {done} answer{'s' if done != 1 else ''} with {plan.label}{rest}"
+        state, line = run_job(job, self.models, self._lock)
+        self._end(job, state, line)
 
     # ---------------------------------------------------------------- bookkeeping
-
-    def _update(self, job: _Job, **changes: Any) -> None:
-        with self._lock:
-            for name, value in changes.items():
-                setattr(job, name, value)
 
     def _end(self, job: _Job, state: JobState, message: str) -> None:
         with self._lock:
@@ -442,50 +224,6 @@ class JobQueue:
         )
 
 
-def _access(request: Any) -> str:
-    """How a request's model is reached on the Hub, without keeping the token itself."""
-    import hashlib
-
-    token = getattr(request, "hf_token", None)
-    if token:
-        return "token:" + hashlib.sha256(token.encode()).hexdigest()
-    return "environment" if getattr(request, "environment_token", True) else "none"
-
-
-def _is_study(request: Any) -> bool:
-    from engine.usecases.study import StudyRequest
-
-    return isinstance(request, StudyRequest)
-
-
-def _without_token(request: Any) -> Any:
-    """The request with its typed token dropped (a study's in its shared settings)."""
-    if _is_study(request):
-        return replace(request, run=replace(request.run, hf_token=None))
-    return replace(request, hf_token=None)
-
-
 def _visible_to(job: _Job, owner: str | None) -> bool:
     """The operator (None) sees every job; a visitor only their own."""
     return owner is None or job.owner == owner
-
-
-def _stopper(job: _Job) -> Callable[[], None]:
-    """A check to call between a job's steps: RunCancelled once cancel was asked."""
-    from engine.errors import RunCancelled
-
-    def stop() -> None:
-        if job.cancel.is_set():
-            raise RunCancelled("cancelled before generating")
-
-    return stop
-
-
-def _discard_upload(spec: JobSpec) -> None:
-    """Delete the job's private copy of an upload once it is loaded (or failed to load)."""
-    if spec.delete_after_load:
-        try:
-            Path(spec.dataset_path).unlink(missing_ok=True)
-            Path(spec.dataset_path).parent.rmdir()
-        except OSError:
-            pass  # not empty or already gone: nothing of the visitor's is served from there anyway

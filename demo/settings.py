@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
 from engine.model_choice import CPU_MODEL, PAPER_MODELS
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
@@ -36,13 +37,19 @@ SPACE_MAX_STORE_MB = 10 * 1024
 # What downloads (exports, query CSVs) may hold on the temp disk over an hour (demo.downloads).
 SPACE_MAX_DOWNLOADS_MB = 2048
 SPACE_MAX_DOWNLOADS_PER_VISITOR_MB = 200
+# What Gradio's upload folder may hold before uploads are refused (demo.uploads): 80 uploads at
+# the 50 MB per-file bound, beside Gradio's copies of the downloads above.
+SPACE_MAX_UPLOADS_MB = 4096
 # A study grid queued from the Run tab is one job that runs every configuration: where strangers
 # are served, its size is bounded like a run's items (a 2 x 3 x 2 grid fits).
 SPACE_MAX_CONFIGURATIONS = 12
-# The Bias tab's choice model (`/why_cited`) fits in the app's process, one fit at a time: at most
-# this many citation decisions (documents shown x answers) per fit, everywhere (the desktop too):
-# about 3 s and 450 MB of fitting (docs/operations.md). The CLI has no bound.
+# The Bias tab's choice model (`/why_cited`) fits in a bounded child process (demo.fit_child;
+# its memory and time: DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S), one fit at a time unless
+# the operator allows more, others waiting their turn: at most this many citation decisions
+# (documents shown x answers) per fit, everywhere (the desktop too): about 3 s and 450 MB of
+# fitting (docs/operations.md). The CLI has no bound.
 DEFAULT_MAX_FIT_DECISIONS = 100_000
+DEFAULT_MAX_FITS = 1
 DEFAULT_RESULTS_FILE = "pattrieval.duckdb"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -80,10 +87,14 @@ class AppSettings:
     max_store_mb: int | None = None  # store MB jobs may grow the store to
     max_downloads_mb: int | None = None  # MB of downloads kept on disk (an hour), all visitors
     max_downloads_per_visitor_mb: int | None = None  # the same, one visitor (client address)
+    max_uploads_mb: int | None = None  # MB Gradio's upload folder may hold, all visitors (None: no bound)
     # Configurations in one study grid started from the Run tab (None: no bound).
     max_configurations: int | None = None
     # Citation decisions (documents shown x answers) in one `/why_cited` fit.
     max_fit_decisions: int = DEFAULT_MAX_FIT_DECISIONS
+    fit_memory_mb: int = DEFAULT_FIT_MEMORY_MB  # address space of one fit's child process
+    fit_timeout_s: int = DEFAULT_FIT_TIMEOUT_S  # wall clock of one fit's child process
+    max_fits: int = DEFAULT_MAX_FITS  # fits running at once; others wait their turn
     # The Run tab's "backend" choice offers Ray (a cluster address, actors): the desktop only. A
     # Ray address reaches other machines, which a visitor of a Space must never name.
     allow_ray: bool = True
@@ -140,6 +151,9 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         max_queued_jobs=_bound("PATTRIEVAL_MAX_QUEUED_JOBS", SPACE_MAX_QUEUED_JOBS if strangers else None),
         max_configurations=_bound("PATTRIEVAL_MAX_CONFIGURATIONS", SPACE_MAX_CONFIGURATIONS if strangers else None),
         max_fit_decisions=_bound("PATTRIEVAL_MAX_FIT_DECISIONS", DEFAULT_MAX_FIT_DECISIONS) or DEFAULT_MAX_FIT_DECISIONS,
+        fit_memory_mb=_bound("PATTRIEVAL_FIT_MEMORY_MB", DEFAULT_FIT_MEMORY_MB) or DEFAULT_FIT_MEMORY_MB,
+        fit_timeout_s=_bound("PATTRIEVAL_FIT_TIMEOUT_S", DEFAULT_FIT_TIMEOUT_S) or DEFAULT_FIT_TIMEOUT_S,
+        max_fits=_bound("PATTRIEVAL_MAX_FITS", DEFAULT_MAX_FITS) or DEFAULT_MAX_FITS,
         max_jobs_per_client=_bound("PATTRIEVAL_MAX_JOBS_PER_CLIENT", SPACE_MAX_JOBS_PER_CLIENT if strangers else None),
         trust_forwarded_for=_trust_forwarded_for(),
         max_job_mb=_bound("PATTRIEVAL_MAX_JOB_MB", SPACE_MAX_JOB_MB if strangers else None),
@@ -147,6 +161,7 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         max_downloads_mb=_bound("PATTRIEVAL_MAX_DOWNLOADS_MB", SPACE_MAX_DOWNLOADS_MB if strangers else None),
         max_downloads_per_visitor_mb=_bound("PATTRIEVAL_MAX_DOWNLOADS_PER_VISITOR_MB",
                                             SPACE_MAX_DOWNLOADS_PER_VISITOR_MB if strangers else None),
+        max_uploads_mb=_bound("PATTRIEVAL_MAX_UPLOADS_MB", SPACE_MAX_UPLOADS_MB if strangers else None),
         allow_ray=not strangers,
         allow_server=not strangers,
     )

@@ -3,19 +3,12 @@
 `python -m engine run ... --backend server --base-url URL --model NAME [--tokenizer PATH]
 [--concurrency N] [--api-key-env VAR]`
 
-- **The prompt is ours.** Each planned row is one user turn built by engine.prompts, sent as
-  one user message (never a system role, as for local runs: Mistral has none). Two endpoints:
-  - `chat` (default): POST /chat/completions; the server applies the model's chat template.
-    The driver has no tokenizer then, so `TextTokenizer` plans the batches: its "token ids"
-    are the prompt's code points, which this backend turns back into the exact text.
-  - `completions` (a local tokenizer named): the driver plans with the model's real tokenizer,
-    exactly as a local run, and POST /completions sends the decoded planned ids (chat template
-    applied here, BOS included, `add_special_tokens: false` for vLLM), so a served and a local
-    run see the same prompt text; the server's `usage.prompt_tokens` is checked against the
-    planned length and a difference is said once.
-- **Decoding:** greedy (temperature 0) unless the config samples; the config's seed is sent
-  (servers that do not seed ignore it, which is recorded as the server's business); the stop
-  tokens of the local tokenizer are sent as stop strings in completions mode.
+- **The prompt is ours** (engine.served_request builds each request): each planned row is one
+  user turn built by engine.prompts. `chat` (default): POST /chat/completions, the server
+  applies the model's chat template. `completions` (a local tokenizer named): the driver plans
+  with the model's real tokenizer, exactly as a local run, and POST /completions sends the exact
+  text (`add_special_tokens: false` for vLLM); the server's `usage.prompt_tokens` is checked
+  against the planned length and a difference is said once. Greedy unless the config samples.
 - **Log-probs:** `logprobs`/`top_logprobs` are asked for and parsed into TokenLogprob records.
   Servers give token text, not ids: `token_id` is UNKNOWN_TOKEN_ID (-1). Char offsets are
   rebuilt from the token texts so citation confidence works. A server that returns none gets
@@ -44,66 +37,22 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from engine.backends import BatchResult, PlannedBatch, Provenance
 from engine.errors import RunCancelled, UserError
-from engine.served_client import Cancel, Client, ServedAnswerError, ServedConnectionError, ServedHTTPError, redact_url
+from engine.served_client import (MAX_REQUEST_S_ENV, Cancel, Client, ServedAnswerError, ServedConnectionError,
+                                  ServedHTTPError, redact_url)
 from engine.served_flow import ConcurrencyLimit, Flow, choose_limit, server_slots
-from engine.served_parse import UNKNOWN_TOKEN_ID  # noqa: F401 - UNKNOWN_TOKEN_ID re-exported
 from engine.served_parse import MalformedAnswer, answer_byte_cap, check_answer, first_choice, parse_choice, usage_counts
+from engine.served_request import NEUTRAL_EXTENSIONS, ServerSettings, TextTokenizer, request_body, stop_strings
 from engine.types import GenerationOutput
 
 log = logging.getLogger(__name__)
 
-Endpoint = Literal["chat", "completions"]
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PREFLIGHT_TIMEOUT_S = 10.0
 PROBE_TIMEOUT_S = max(PREFLIGHT_TIMEOUT_S, 60.0)  # the first completion may load the model
-_OPENAI_MAX_STOPS = 4  # the OpenAI API takes at most four stop strings
-# Penalties outside the OpenAI API that servers apply by default (llama.cpp: repeat_penalty 1.1)
-# and that would move greedy decoding off the argmax: set neutral, as local runs set theirs.
-# Hosted APIs refuse unknown fields: `start` drops them there (and records that it did).
-NEUTRAL_EXTENSIONS = {"repetition_penalty": 1.0, "repeat_penalty": 1.0}
-
-
-class TextTokenizer:
-    """Plans batches without a model tokenizer: the ids are the text's code points.
-
-    engine.backends.plan_batches calls `chat_input_ids_for(tokenizer, text)`, which, for a
-    tokenizer without a chat template or BOS, is `tokenizer(text)["input_ids"]`; `decode` gives
-    the text back unchanged. Batches are then sorted by characters instead of tokens."""
-
-    chat_template = None
-    bos_token_id = None
-    eos_token_id = None
-    pad_token_id = None
-    unk_token_id = None
-
-    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
-        return {"input_ids": [ord(c) for c in text]}
-
-    @staticmethod
-    def decode(ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        return "".join(map(chr, ids))
-
-    def __len__(self) -> int:
-        return 0x110000
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """Where and how to ask; never holds the key itself, only the variable's name."""
-
-    base_url: str
-    model: str
-    endpoint: Endpoint = "chat"
-    concurrency: int | None = None  # None: the server's slots, else probed (engine.served_flow)
-    timeout_s: float = 300.0  # one request: a long answer from a busy server takes a while
-    max_retries: int = 5
-    backoff_s: float = 0.5
-    api_key_env: str | None = None  # None: OPENAI_API_KEY if set, else no key (a local server)
-    logprobs: bool = True
 
 
 @dataclass
@@ -147,18 +96,6 @@ def read_api_key(env_name: str | None) -> str | None:
     return os.environ.get(DEFAULT_KEY_ENV) or None
 
 
-def sampling_fields(config: Any) -> dict:
-    """Decoding fields every request carries, from an engine.generate.GenerationConfig."""
-    fields: dict[str, Any] = {"max_tokens": int(config.max_new_tokens), "seed": int(config.seed)}
-    if getattr(config, "do_sample", False):
-        fields.update(temperature=float(config.temperature), top_p=float(config.top_p))
-        if getattr(config, "top_k_sampling", 0):
-            fields["top_k"] = int(config.top_k_sampling)  # vLLM/llama.cpp extension: hosted APIs may refuse it
-    else:
-        fields["temperature"] = 0.0
-    return fields
-
-
 class ServerBackend:
     """Generates planned batches on an OpenAI-compatible server; `start` before `generate`."""
 
@@ -181,7 +118,7 @@ class ServerBackend:
         self._limit: ConcurrencyLimit | None = None
         self._lock = threading.Lock()
         self._said: set[str] = set()
-        self._stops = self._stop_strings(tokenizer) if settings.endpoint == "completions" else ()
+        self._stops = stop_strings(tokenizer) if settings.endpoint == "completions" else ()
         self._extensions: dict[str, Any] = dict(NEUTRAL_EXTENSIONS)
         if settings.endpoint == "completions":
             self._extensions["add_special_tokens"] = False  # vLLM: the text holds its BOS already
@@ -199,7 +136,7 @@ class ServerBackend:
         where = self.info.base_url
         key_hint = (f"check ${s.api_key_env or DEFAULT_KEY_ENV}" if key else
                     f"set {DEFAULT_KEY_ENV} or name the key's variable with --api-key-env")
-        wait_s = min(PREFLIGHT_TIMEOUT_S, s.timeout_s)
+        wait_s = self._client.deadline_s(min(PREFLIGHT_TIMEOUT_S, s.timeout_s))
         try:
             listed = self._client.get("models", max_retries=0, timeout_s=wait_s).body
         except ServedConnectionError as err:
@@ -250,7 +187,7 @@ class ServerBackend:
                                            max_bytes=answer_byte_cap(1, self.config)).body
                 return check_answer(answer)
             except ServedConnectionError as err:
-                raise self._gone(err, "a 1-token request", PROBE_TIMEOUT_S) from None
+                raise self._gone(err, "a 1-token request", self._client.deadline_s(PROBE_TIMEOUT_S)) from None
             except (ServedAnswerError, MalformedAnswer) as err:
                 raise self._refused(err, "a 1-token request") from None
             except ServedHTTPError as err:
@@ -269,10 +206,17 @@ class ServerBackend:
         server's slots; else probed (engine.served_flow)."""
         asked, slots = self.settings.concurrency, server_slots(self._client, wait_s)
         if asked is not None and slots is not None and asked > slots:
+            seconds, knob = self._deadline()
             log.warning("server: --concurrency %d, but the server at %s computes %d request%s at a time: the rest "
-                        "wait in its queue, and that wait counts against --request-timeout (%g s)", asked,
-                        self.info.base_url, slots, "s" if slots != 1 else "", self.settings.timeout_s)
+                        "wait in its queue, and that wait counts against %s (%g s)", asked,
+                        self.info.base_url, slots, "s" if slots != 1 else "", knob, seconds)
         return choose_limit(asked, slots)
+
+    def _deadline(self) -> tuple[float, str]:
+        """The seconds one request gets, and what sets them: --request-timeout, or the operator's
+        $PATTRIEVAL_MAX_REQUEST_S where that is lower (the one a user would raise)."""
+        seconds = self._client.deadline_s()
+        return seconds, "--request-timeout" if seconds >= self.settings.timeout_s else MAX_REQUEST_S_ENV
 
     def _gone(self, err: ServedConnectionError, what: str, timeout_s: float, slow_hint: str = "") -> UserError:
         """A connection error after GET models had answered: the server was there, so the address
@@ -314,33 +258,8 @@ class ServerBackend:
         return "chat/completions" if self.settings.endpoint == "chat" else "completions"
 
     def _body(self, prompt: Any, max_tokens: int | None = None) -> dict:
-        """The request for one planned row: its code points (chat) or token ids (completions)."""
-        s, top_n = self.settings, int(getattr(self.config, "top_n_logprobs", 0) or 0)
-        body: dict[str, Any] = {"model": s.model, **sampling_fields(self.config), "n": 1, "stream": False,
-                                "frequency_penalty": 0.0, "presence_penalty": 0.0, **self._extensions}
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        if s.endpoint == "chat":
-            body["messages"] = [{"role": "user", "content": prompt if isinstance(prompt, str) else TextTokenizer.decode(prompt)}]
-            if s.logprobs:
-                body["logprobs"] = True
-                # Sent even when 0: llama-cpp-python's server returns no log-probs at all without it.
-                body["top_logprobs"] = top_n
-        else:
-            body["prompt"] = self.tokenizer.decode(list(prompt), skip_special_tokens=False)
-            if self._stops:
-                body["stop"] = list(self._stops)
-            if s.logprobs:
-                body["logprobs"] = max(top_n, 1)  # legacy API: N alternatives, the chosen one always
-        return body
-
-    @staticmethod
-    def _stop_strings(tokenizer) -> tuple[str, ...]:
-        """The local run's stop tokens as text, for the completions endpoint."""
-        from engine.models import stop_token_ids_for
-
-        ids = stop_token_ids_for(tokenizer, None)
-        return tuple(dict.fromkeys(tokenizer.decode([i], skip_special_tokens=False) for i in ids))[:_OPENAI_MAX_STOPS]
+        return request_body(self.settings, self.config, self.tokenizer, prompt, extensions=self._extensions,
+                            stops=self._stops, max_tokens=max_tokens)
 
     def _ask(self, ids: tuple[int, ...], cancel: Cancel | None = None,
              flow: Flow | None = None) -> tuple[GenerationOutput, tuple[int, int]]:
@@ -358,16 +277,17 @@ class ServerBackend:
             if err.kind == "cancelled":
                 raise RunCancelled("cancelled (the request in flight was abandoned)") from None
             in_flight = flow.in_flight if flow is not None else 1  # this one included
-            raise self._gone(err, "a request", self.settings.timeout_s,
+            seconds, knob = self._deadline()
+            raise self._gone(err, "a request", seconds,
                              f"; what was stored is kept, and the same command resumes once it is idle; "
                              f"{in_flight} request{'s were' if in_flight != 1 else ' was'} in flight: raise "
-                             "--request-timeout or lower --concurrency") from None
+                             f"{knob} or lower --concurrency") from None
         except (ServedAnswerError, MalformedAnswer) as err:
             raise self._refused(err) from None
         except ServedHTTPError as err:
             raise self._request_error(err) from None
         if limit is not None:
-            limit.observe(1 + (usage[1] or len(output.tokens)), time.monotonic() - started, self.settings.timeout_s,
+            limit.observe(1 + (usage[1] or len(output.tokens)), time.monotonic() - started, self._deadline()[0],
                           ticket)
             with self._lock:
                 self.info.concurrency = limit.describe()

@@ -5,7 +5,9 @@ retries with exponential backoff on 429 and 5xx and on a dropped connection, a d
 request (wall clock, from connecting to the answer's last byte: a server that trickles a byte at
 a time cannot hold a request past it), and a cap on the answer's size (read in chunks, never
 trusting Content-Length: an answer without one, or one claiming a terabyte, is refused at the cap
-rather than filling the client's memory). A request that timed out is never sent again: the server took it and may still be
+rather than filling the client's memory). The operator may set both (read at each request, so a
+setting holds for a process that imported this earlier): PATTRIEVAL_MAX_ANSWER_MB and
+PATTRIEVAL_MAX_REQUEST_S (docs/operations.md). A request that timed out is never sent again: the server took it and may still be
 working on it (llama.cpp's server answers one at a time, and a resent request only queues
 behind the abandoned one). A `Cancel` ends the requests that carry it at once, from any thread:
 their sockets are shut, so a thread blocked waiting for an answer returns within milliseconds.
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
+import os
 import random
 import socket
 import threading
@@ -27,6 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
+
+from engine.errors import UserError
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 # What a dropped or refused connection raises; refused counts too because a server behind a
@@ -38,8 +44,13 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException)
 MAX_BACKOFF_S = 20.0
 # The most bytes of a 2xx answer read unless the caller says (GET models, /props; engine.
-# backend_server asks more for completions with many log-probs): an OpenAI model list is tens of KB.
+# served_parse.answer_byte_cap adds room for many log-probs): an OpenAI model list is tens of KB.
+# The default of $PATTRIEVAL_MAX_ANSWER_MB (max_answer_bytes).
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
+MAX_ANSWER_MB_ENV = "PATTRIEVAL_MAX_ANSWER_MB"
+# The most seconds one request may take, whatever the caller asks (--request-timeout, the Run
+# tab's field, a probe's own): unset, the caller's deadline holds (request_deadline_s).
+MAX_REQUEST_S_ENV = "PATTRIEVAL_MAX_REQUEST_S"
 # Of an error answer only its first line is quoted: the rest is not read (the connection is dropped).
 MAX_ERROR_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
@@ -71,6 +82,33 @@ class ServedConnectionError(Exception):
 class ServedAnswerError(ServedHTTPError):
     """A 2xx answer we refuse to use: larger than the cap, not JSON. A ServedHTTPError, so that a
     caller probing an optional endpoint (engine.served_flow.server_slots) passes over it too."""
+
+
+def max_answer_bytes() -> int:
+    """The most bytes a 2xx answer may take before its log-prob allowance: $PATTRIEVAL_MAX_ANSWER_MB
+    MiB, else MAX_ANSWER_BYTES (UserError, one line naming the variable, when malformed)."""
+    value = os.environ.get(MAX_ANSWER_MB_ENV, "").strip()
+    if not value:
+        return MAX_ANSWER_BYTES
+    if not (value.isascii() and value.isdigit() and len(value) <= 7 and 0 < int(value) <= 2**20):
+        raise UserError(f"{MAX_ANSWER_MB_ENV} must be a whole number of megabytes from 1 to {2**20}, "
+                        f"not {value[:40]!r}")
+    return int(value) * 2**20
+
+
+def request_deadline_s(asked: float) -> float:
+    """`asked` seconds, or $PATTRIEVAL_MAX_REQUEST_S where that is fewer (UserError, one line naming
+    the variable, when malformed): an operator bounds how long any server may hold a request."""
+    value = os.environ.get(MAX_REQUEST_S_ENV, "").strip()
+    if not value:
+        return asked
+    try:
+        cap = float(value)
+    except ValueError:
+        cap = math.nan
+    if not (math.isfinite(cap) and cap > 0):
+        raise UserError(f"{MAX_REQUEST_S_ENV} must be a number of seconds above 0, not {value[:40]!r}")
+    return min(asked, cap)
 
 
 def redact_url(url: str) -> str:
@@ -197,17 +235,20 @@ class Client:
         return self.request("GET", path, None, max_retries=max_retries, timeout_s=timeout_s, at_host=at_host)
 
     def post(self, path: str, body: dict, *, max_retries: int | None = None, timeout_s: float | None = None,
-             cancel: Cancel | None = None, max_bytes: int = MAX_ANSWER_BYTES) -> Answer:
+             cancel: Cancel | None = None, max_bytes: int | None = None) -> Answer:
         return self.request("POST", path, body, max_retries=max_retries, timeout_s=timeout_s, cancel=cancel,
                             max_bytes=max_bytes)
 
     def request(self, method: str, path: str, body: dict | None, *, max_retries: int | None = None,
                 timeout_s: float | None = None, cancel: Cancel | None = None, at_host: bool = False,
-                max_bytes: int = MAX_ANSWER_BYTES) -> Answer:
+                max_bytes: int | None = None) -> Answer:
         """The decoded JSON answer; retries what may pass, raises ServedHTTPError (ServedAnswerError:
-        a 2xx answer over `max_bytes` or not JSON) or ServedConnectionError (one line, key masked)
-        for the rest. Each try has `timeout_s` of wall clock in all. `at_host`: `path` is from the
-        host's root, not the API's (llama.cpp's /props sits beside /v1)."""
+        a 2xx answer over `max_bytes`, None: max_answer_bytes(), or not JSON) or ServedConnectionError
+        (one line, key masked) for the rest. Each try has `timeout_s` of wall clock in all, or
+        $PATTRIEVAL_MAX_REQUEST_S where fewer (deadline_s). `at_host`: `path` is from the host's
+        root, not the API's (llama.cpp's /props sits beside /v1). A malformed bound: UserError."""
+        cap = max_answer_bytes() if max_bytes is None else max_bytes
+        seconds = self.deadline_s(timeout_s)
         retries = self.max_retries if max_retries is None else max_retries
         payload = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json"}
@@ -226,7 +267,7 @@ class Client:
             connected = False  # a socket to the server: a timeout after this is the server's, not the network's
             try:
                 conn = self._connection()
-                conn.timeout = timeout_s or self.timeout_s
+                conn.timeout = seconds
                 if conn.sock is not None:
                     conn.sock.settimeout(conn.timeout)
                 if cancel is not None:
@@ -242,7 +283,7 @@ class Client:
                         raise ConnectionAbortedError("cancelled")
                     response = conn.getresponse()
                     ok = 200 <= response.status < 300
-                    raw, whole = _read_capped(response, max_bytes if ok else MAX_ERROR_BYTES, head=not ok)
+                    raw, whole = _read_capped(response, cap if ok else MAX_ERROR_BYTES, head=not ok)
                     deadline.check()  # a shut socket can look like an answer that ended
                 finally:
                     deadline.stop()
@@ -254,7 +295,7 @@ class Client:
                     self._drop_connection()  # an answer left unread cannot share the connection
                 if ok:
                     if not whole:
-                        raise ServedAnswerError(response.status, f"the answer is larger than {_size(max_bytes)} "
+                        raise ServedAnswerError(response.status, f"the answer is larger than {_size(cap)} "
                                                 f"(the most this request may take); not read further")
                     try:
                         return Answer(json.loads(raw.decode("utf-8")), response.status)
@@ -286,6 +327,11 @@ class Client:
                 cancel.wait(wait)
             else:
                 time.sleep(wait)
+
+    def deadline_s(self, timeout_s: float | None = None) -> float:
+        """The seconds a request asking `timeout_s` (None: the client's) gets: what request() uses,
+        for messages that name it."""
+        return request_deadline_s(timeout_s or self.timeout_s)
 
     def _message(self, raw: bytes, reason: str) -> str:
         """The server's error text in one short line: OpenAI's {"error": {"message"}} or

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from engine.served_client import MAX_ANSWER_BYTES
+from engine.served_client import max_answer_bytes
 from engine.types import TokenLogprob, TopLogprob
 
 UNKNOWN_TOKEN_ID = -1
@@ -43,10 +43,11 @@ class MalformedAnswer(ValueError):
 
 
 def answer_byte_cap(max_tokens: int | None, config: Any) -> int:
-    """The most bytes an answer may take: MAX_ANSWER_BYTES plus an allowance per log-prob entry,
-    for `max_tokens` new tokens (None: the config's max_new_tokens) with the config's top-n."""
+    """The most bytes an answer may take: max_answer_bytes() ($PATTRIEVAL_MAX_ANSWER_MB, read now)
+    plus an allowance per log-prob entry, for `max_tokens` new tokens (None: the config's
+    max_new_tokens) with the config's top-n."""
     n = int(config.max_new_tokens if max_tokens is None else max_tokens)
-    return MAX_ANSWER_BYTES + max(0, n) * (1 + max(0, int(getattr(config, "top_n_logprobs", 0) or 0))) * \
+    return max_answer_bytes() + max(0, n) * (1 + max(0, int(getattr(config, "top_n_logprobs", 0) or 0))) * \
         BYTES_PER_LOGPROB_ENTRY
 
 

@@ -71,7 +71,8 @@ def prompts(args) -> tuple[list[str], list[str]]:
 
 
 def measure(args, base_url: str, model: str, tokenizer, level: int, ids, texts) -> dict:
-    from engine.backend_server import ServerBackend, ServerSettings
+    from engine.backend_server import ServerBackend
+    from engine.served_request import ServerSettings
     from engine.backends import plan_batches
     from engine.generate import GenerationConfig
 

@@ -4,11 +4,14 @@ Why one place: a message may quote any folder the server writes to, not only the
 Space the store sits on /data and temporary files under /tmp: an export that fails on a full temp
 disk quoted `/tmp/pattrieval-downloads/<id>/...`, which masking by the store's folder missed
 (issue 29). So known folders (temp, Gradio's uploads, caches, home, the working folder, Python's
-prefix, this checkout) are replaced by name, and then any other absolute path by its last part.
+prefix, this checkout) are replaced by name, and then any other absolute path by its last part:
+POSIX paths, and Windows ones too (`C:\\Users\\...`, `C:/...`, `\\\\server\\share\\...`), which a
+Windows operator's DuckDB and OS errors quote, with spaces inside quotes ("C:\\Users\\Jo Ann\\x").
 """
 
 from __future__ import annotations
 
+import ntpath
 import os
 import re
 import sys
@@ -27,6 +30,18 @@ _FOLDER_VARIABLES = ("TMPDIR", "TEMP", "TMP", "GRADIO_TEMP_DIR", "HF_HOME", "HF_
 # ends at white space, a quote, a bracket or punctuation that never ends a file name in our
 # messages. A path that follows an already masked folder (`…/x/y`) is shortened the same way.
 _ABSOLUTE = re.compile(r"(?:…|^|(?<=[\s'\"`(\[{=,]))(/[^\s'\"`<>()\[\]{},;:|]+)")
+# The start of an absolute Windows path: a drive and a slash either way (`C:\`, `C:/`: one letter
+# after a boundary, so never `A:B`, `12:30` or a URL's `http:`), or a UNC share
+# (`\\server\share\`, `\\?\C:\`, `\\?\UNC\server\`: a name and a backslash after the two, so never
+# a bare `\\n`). In quotes it runs to the closing quote, spaces and all (`C:\Users\Jo Ann\x` is
+# one path, as DuckDB quotes it); elsewhere to what no Windows file name holds, or to white space
+# unless the word after it goes on with a backslash (`C:\Users\Jo Ann\x`: "Ann" is no one's business).
+_WINDOWS_START = r"(?:[A-Za-z]:[\\/]|\\\\(?:[?.]\\)?(?:[A-Za-z]:|[\w.$-]+)\\)"
+_WINDOWS_QUOTED = re.compile(rf"(?<=[\"'])({_WINDOWS_START}[^\"'\n<>|*?:]*)(?=[\"'])")
+_WINDOWS_PART = r"[^\s'\"`<>()\[\]{},;:|*?]"
+_WINDOWS_WORD = r"[^\s'\"`<>()\[\]{},;:|*?\\]+"  # a part without a backslash
+_WINDOWS = re.compile(rf"(?:^|(?<=[\s\"'`(\[{{=,]))"
+                      rf"({_WINDOWS_START}{_WINDOWS_PART}*(?: {_WINDOWS_WORD}\\{_WINDOWS_PART}*)*)")
 
 
 def server_folders(extra: Iterable[str | os.PathLike[str]] = ()) -> list[str]:
@@ -66,4 +81,10 @@ def mask_server_paths(text: str, named: Mapping[str, str] | None = None,
     known = {f: HIDDEN for f in server_folders(folders)}
     known.update(named or {})
     text = path_replacer(known)(text)
-    return _ABSOLUTE.sub(lambda m: f"{HIDDEN}/{os.path.basename(m.group(1).rstrip('/'))}".rstrip("/"), text)
+    for windows in (_WINDOWS_QUOTED, _WINDOWS):  # ntpath: its last part after either slash
+        text = windows.sub(lambda m: _last_part(ntpath.basename(m.group(1).rstrip("\\/"))), text)
+    return _ABSOLUTE.sub(lambda m: _last_part(os.path.basename(m.group(1).rstrip("/"))), text)
+
+
+def _last_part(name: str) -> str:
+    return f"{HIDDEN}/{name}".rstrip("/")

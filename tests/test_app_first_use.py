@@ -190,7 +190,7 @@ def test_the_first_runs_banner_says_the_smoke_note_once():
     from datetime import datetime, timezone
 
     from demo.handlers.run import job_banner
-    from demo.jobs import JobStatus
+    from demo.job_specs import JobStatus
     from demo.render import SMOKE_NOTE
 
     class Jobs:

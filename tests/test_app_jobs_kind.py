@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from demo.handlers.run import run_status
-from demo.jobs import ExplainSpec, JobQueue, JobSpec
+from demo.job_specs import ExplainSpec, JobSpec
+from demo.jobs import JobQueue
 from demo.tabs.run import STATUS_COLUMNS
 from engine.prompts import PromptConfig
 from engine.runner import RunRequest

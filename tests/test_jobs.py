@@ -10,7 +10,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from demo.jobs import JobQueue, JobSpec, ModelCache
+from demo.job_specs import JobSpec
+from demo.jobs import JobQueue
+from demo.model_cache import ModelCache
 from engine.prompts import METADATA_TYPES, PromptConfig
 from engine.runner import RunRequest
 from engine.types import MODES

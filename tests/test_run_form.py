@@ -257,7 +257,7 @@ def test_the_job_banner_shows_progress_and_the_whole_failure(tmp_path):
     from datetime import datetime, timezone
 
     from demo.handlers.run import job_active, job_banner
-    from demo.jobs import JobStatus
+    from demo.job_specs import JobStatus
     from demo.render import SMOKE_NOTE
 
     long_failure = "unknown model 'mistralai/<b>Mistral-7B-Instruct-v9</b>': " + "no such repository " * 20

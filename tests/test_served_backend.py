@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend_server import ServerBackend, ServerSettings, served_provenance_config
+from engine.backend_server import ServerBackend, served_provenance_config
 from engine.backends import plan_batches
 from engine.errors import UserError
 from engine.generate import GenerationConfig
+from engine.served_request import ServerSettings
 from tests.served_server import API_KEY, FlakyProxy, free_port, key_env, smollm2_tokenizer_dir
 
 pytestmark = pytest.mark.slow

@@ -13,11 +13,12 @@ import time
 
 import pytest
 
-from engine.backend_server import ServerBackend, ServerSettings
+from engine.backend_server import ServerBackend
 from engine.backends import plan_batches
 from engine.errors import UserError
 from engine.generate import GenerationConfig
 from engine.served_flow import AUTO_MAX, ConcurrencyLimit, choose_limit, window_size
+from engine.served_request import ServerSettings
 from tests.served_server import PacedServer, free_port
 
 
@@ -158,7 +159,7 @@ def test_busy_and_gone_are_told_apart_at_start():
 
 def head_text(batches) -> str:
     """The prompt of the first planned row: the one the write loop waits for first."""
-    from engine.backend_server import TextTokenizer
+    from engine.served_request import TextTokenizer
 
     return TextTokenizer.decode(batches[0].input_ids[0])
 

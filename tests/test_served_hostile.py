@@ -14,13 +14,14 @@ import time
 
 import pytest
 
-from engine.backend_server import ServerBackend, ServerSettings
+from engine.backend_server import ServerBackend
 from engine.backends import plan_batches
 from engine.errors import UserError
 from engine.generate import GenerationConfig
 from engine.served_client import MAX_ANSWER_BYTES, Client, ServedAnswerError, ServedConnectionError
 from engine.served_parse import (MAX_CHARS_PER_TOKEN, MalformedAnswer, answer_byte_cap, check_answer, first_choice,
                                  parse_choice, usage_counts)
+from engine.served_request import ServerSettings
 from tests.served_server import HostileServer, chat_answer
 
 
@@ -147,6 +148,63 @@ def test_the_deadline_is_per_request_on_the_client_too():
             client.post("chat/completions", {"messages": []})
         assert time.monotonic() - started < 1.2
     assert caught.value.kind == "timed out"
+
+
+# ------------------------------------------------------------------ the operator's bounds
+
+
+def padded(h):
+    """A well-formed answer of 2 MiB: under the default cap, over a 1 MB one."""
+    h.send_json(chat_answer(padding=" " * 2 * 2**20))
+
+
+def test_a_lowered_answer_cap_refuses_an_answer_the_default_takes(monkeypatch):
+    monkeypatch.delenv("PATTRIEVAL_MAX_ANSWER_MB", raising=False)
+    with HostileServer(padded) as server:
+        b = ServerBackend(ServerSettings(server.base_url, "hostile", api_key_env=None, logprobs=False, timeout_s=5),
+                          GenerationConfig(max_new_tokens=16, batch_size=1)).start()
+        batches = plan_batches(b.tokenizer, [("run-1", ["q0"], ["question 0"])], 1)
+        assert [o.text for r in b.generate(batches) for o in r.outputs] == ["ok"]
+    monkeypatch.setenv("PATTRIEVAL_MAX_ANSWER_MB", "1")  # read at the request, not at import
+    with HostileServer(padded) as server:
+        message = run_one(server.base_url)
+    assert "sent a bad answer to a request, refused: the answer is larger than 1.0 MiB" in message, message
+
+
+def test_a_lowered_deadline_ends_a_trickling_server_sooner(monkeypatch):
+    """--request-timeout 5, the operator's bound 0.5 s: the request ends at the lower one, and
+    the message names the bound to raise, not --request-timeout."""
+    monkeypatch.setenv("PATTRIEVAL_MAX_REQUEST_S", "0.5")
+    with HostileServer(trickle(0.2, headers_too=False)) as server:
+        started = time.monotonic()
+        message = run_one(server.base_url, timeout_s=5.0)
+        took = time.monotonic() - started
+    assert took < 2.0, took
+    assert "did not answer within 0.5 s" in message and "raise PATTRIEVAL_MAX_REQUEST_S" in message, message
+    with HostileServer(trickle(0.1, headers_too=False), honest=0) as server:
+        client = Client(server.base_url, timeout_s=30, max_retries=3)
+        started = time.monotonic()
+        with pytest.raises(ServedConnectionError) as caught:
+            client.post("chat/completions", {"messages": []})
+        assert time.monotonic() - started < 1.2
+    assert caught.value.kind == "timed out"
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("PATTRIEVAL_MAX_ANSWER_MB", "0"), ("PATTRIEVAL_MAX_ANSWER_MB", "1.5"), ("PATTRIEVAL_MAX_ANSWER_MB", "9" * 5000),
+    ("PATTRIEVAL_MAX_ANSWER_MB", "8\n9"), ("PATTRIEVAL_MAX_REQUEST_S", "soon"), ("PATTRIEVAL_MAX_REQUEST_S", "-1"),
+    ("PATTRIEVAL_MAX_REQUEST_S", "nan"), ("PATTRIEVAL_MAX_REQUEST_S", "inf"),
+])
+def test_a_malformed_bound_is_one_line_naming_it_before_anything_is_sent(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with HostileServer(padded) as server:
+        settings = ServerSettings(server.base_url, "hostile", api_key_env=None, logprobs=False, timeout_s=5)
+        with pytest.raises(UserError) as caught:
+            ServerBackend(settings, GenerationConfig(max_new_tokens=4, batch_size=1)).start()
+        posts = len(server.requests)
+    message = str(caught.value)
+    assert message.startswith(f"{name} must be a ") and "\n" not in message and len(message) < 200, message
+    assert posts == 0
 
 
 # ------------------------------------------------------------------ shape and range

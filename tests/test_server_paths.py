@@ -91,3 +91,33 @@ def test_an_export_on_a_full_temp_disk_names_no_server_path(apart, tmp_path: Pat
     assert "No space left on device" in message and "\n" not in message
     assert str(tmp_path) not in message and "scratch-disk" not in message and "persistent-volume" not in message
     assert not list(temp.rglob("*.csv")) and not list(temp.rglob("*.tmp"))  # nothing half-written
+
+
+@pytest.mark.parametrize(("message", "shown"), [
+    (r'IO Error: Cannot open file "C:\Users\Jo Ann\AppData\Local\Temp\runs.duckdb": The process cannot access the file',
+     'IO Error: Cannot open file "…/runs.duckdb": The process cannot access the file'),
+    (r"cannot write C:\Users\op\AppData\Local\Temp\pattrieval-downloads\ab12\export.csv: No space left on device",
+     "cannot write …/export.csv: No space left on device"),
+    (r"cannot write C:\Users\Jo Ann\export.csv: disk full", "cannot write …/export.csv: disk full"),
+    ("Could not set lock on file C:/ProgramData/pattrieval/runs.duckdb: conflicting lock",
+     "Could not set lock on file …/runs.duckdb: conflicting lock"),
+    (r"the store \\fileserver\research\stores\runs.duckdb is read-only", "the store …/runs.duckdb is read-only"),
+    (r"path too long: \\?\C:\very\deep\runs.duckdb.wal", "path too long: …/runs.duckdb.wal"),
+    (r"cannot open '\\?\UNC\fileserver\share\x.parquet'", "cannot open '…/x.parquet'"),
+    (r"IO Error: Cannot open file 'D:\' (a drive)", "IO Error: Cannot open file '…' (a drive)"),
+    (r"[WinError 5] Access is denied: 'c:\\users\\op\\runs.duckdb'", "[WinError 5] Access is denied: '…/runs.duckdb'"),
+], ids=["quoted-with-space", "temp", "unquoted-with-space", "forward-slashes", "unc", "long-path", "long-unc",
+        "drive-root", "escaped"])
+def test_windows_paths_are_left_out_too(apart, message: str, shown: str):
+    """A Windows operator's DuckDB and OS errors quote their paths so: each was shown whole."""
+    store, _ = apart
+    assert mask_server_paths(message) == shown
+    assert without_server_paths(message, store) == shown
+
+
+@pytest.mark.parametrize("text", [
+    "label A:B or C:D", "at 12:30, 3:4 odds", "see https://huggingface.co/Qwen/Qwen2.5-0.5B and http://h:8000/v1",
+    r"a relative data\items.jsonl", r"an escaped \\n, a lone \\x", "the C: drive", "mistral:7b-instruct",
+])
+def test_text_that_only_looks_like_a_windows_path_is_kept(text: str):
+    assert mask_server_paths(text) == text

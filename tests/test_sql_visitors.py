@@ -73,8 +73,10 @@ def test_a_visitor_looping_slow_queries_does_not_make_another_wait(tmp_path):
 
 
 def test_an_upload_is_stored_by_name_taken_out_of_gradios_folder_and_deleted_once_loaded(tmp_path, tiny_llama,
-                                                                                      tiny_llama_dir):
+                                                                                      tiny_llama_dir, monkeypatch):
     from gradio.utils import get_upload_folder
+
+    from demo import job_work
 
     upload_dir = Path(get_upload_folder()) / "pattrieval-test-upload"
     upload_dir.mkdir(parents=True, exist_ok=True)
@@ -82,13 +84,13 @@ def test_an_upload_is_stored_by_name_taken_out_of_gradios_folder_and_deleted_onc
     db = tmp_path / "app.duckdb"
     jobs = JobQueue(load=lambda r: tiny_llama)
     seen: list[str] = []
-    original = jobs._execute
+    original = job_work.execute
 
-    def spy(job):
+    def spy(job, *args):
         seen.append(job.spec.dataset_path)
-        return original(job)
+        return original(job, *args)
 
-    jobs._execute = spy
+    monkeypatch.setattr(job_work, "execute", spy)
     try:
         job = run_batch(jobs, AppSettings(db), RunForm(model=str(tiny_llama_dir), dataset=str(upload),
                                                        modes=("vanilla",), quantize="none", max_new_tokens=2),

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from demo.fairness import round_robin
-from demo.jobs import JobQueue, JobSpec, QueueFull
+from demo.job_specs import JobSpec
+from demo.jobs import JobQueue, QueueFull
 from demo.settings import AppSettings, settings_from_env
 from demo.visitors import client_key, fair_key
 from tests.app_server import served

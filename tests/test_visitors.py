@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 
 from demo.handlers.run import RunForm, build_run_request, cancel_run, run_status
-from demo.jobs import JobQueue, JobSpec, QueueFull
+from demo.job_specs import JobSpec
+from demo.jobs import JobQueue, QueueFull
 from demo.settings import SPACE_MODELS, AppSettings, settings_from_env
 from engine.errors import RunCancelled, UserError
 from tests.app_server import served

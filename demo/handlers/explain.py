@@ -130,7 +130,8 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     UserError in one line where the app may not or cannot do it."""
     from demo.handlers.query import shown_reference, clean_input
     from demo.handlers.run import _looks_like_path, operator_token_serves
-    from demo.jobs import ExplainSpec
+    from demo.job_specs import ExplainSpec
+    from demo.quotas import check_explain_quota
     from engine.model_choice import SMOKE, SMOKE_LABEL, resolve_model
     from engine.prompts import PromptConfig
     from engine.runner import RunRequest
@@ -173,10 +174,13 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
                          model_label=label, environment_token=operator_token_serves(settings, name))
     # The operator's bounds on a run bound every job a visitor queues (issue 29): answers per job
     # (the item cap) and new tokens per answer.
-    tokens = ExplainSpec.max_new_tokens
+    tokens = min(ExplainSpec.max_new_tokens, settings.max_new_tokens or ExplainSpec.max_new_tokens)
+    # The store quota (issue 29 §5): at most one explanation per answer asked for, within the cap.
+    rows = len(answered) if scope == "item" else sum(r.n_answers for r in answered)
+    check_explain_quota(settings, min(rows, settings.max_items or rows), tokens)
     return ExplainSpec(tuple(r.run_id for r in answered), request, settings.db_path,
                        item_id=item_id if scope == "item" else None, max_answers=settings.max_items,
-                       max_new_tokens=min(tokens, settings.max_new_tokens or tokens))
+                       max_new_tokens=tokens, max_store_mb=settings.max_store_mb)
 
 
 def job_line(status) -> str:

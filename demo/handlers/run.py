@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from demo.jobs import JobQueue, JobSpec, JobStatus
+from demo.job_specs import JobSpec, JobStatus
+from demo.jobs import JobQueue
 from demo.render import SMOKE_NOTE, is_smoke
 from demo.settings import AppSettings, without_server_paths
 from engine.prompts import TYPE_TITLES
@@ -110,7 +111,8 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     # SQL console shows the store to every visitor, and server paths are not theirs to see.
     named = uploaded or not settings.allow_local_paths
     spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
-                   dataset_name=Path(dataset).name if named else None, ray=ray, server=server)
+                   dataset_name=Path(dataset).name if named else None, ray=ray, server=server,
+                   max_store_mb=settings.max_store_mb)
     if uploaded:
         # Moved before the submit: the worker may start the job at once.
         spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)

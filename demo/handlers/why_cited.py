@@ -9,26 +9,76 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from demo.handlers.bias import experiment_references, markdown_text
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
+from engine.errors import UserError
 
 if TYPE_CHECKING:
+    from demo.fit_child import FitBounds
     from engine.choice_model import Effect
 
+T = TypeVar("T")
 EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p", "robust_ci_low", "robust_ci_high", "robust_p"]
 SUPPRESSION_COLUMNS = ["condition", "answers", "cite_nothing", "rate", "ci_low", "ci_high"]
 POSITIONS = ("group", "number")
 MAX_INTERACTIONS = 4  # a visitor's request stays a small model
 MAX_ANSWERS = 20_000  # with the decisions' bound (AppSettings.max_fit_decisions); the CLI has no bound
+MAX_WAITING_FITS = 4  # fits that may wait for a slot, all visitors together
 BUSY = "another choice model is being fitted; try again in a moment"
-# A fit runs in the app's process, so one at a time: a visitor looping the Fit button holds one
-# core for one bounded fit, never every core and the memory of many (issue 29). A second
-# request is refused at once rather than queued behind it.
-_FITTING = threading.Lock()
+PENDING = "your previous choice model is still being fitted: one fit at a time"
+
+
+class FitGate:
+    """Admission to fits (demo.fit_child runs each in a bounded child process): `slots` run at
+    once (PATTRIEVAL_MAX_FITS), at most `max_waiting` more wait for a slot in arrival order, and
+    each owner (demo.visitors.fair_key: a client address) has at most one fit waiting or running.
+
+    Why: one fit holds a core for seconds, so fits take turns; a visitor looping the Fit button
+    waits for their own fit and is refused a second one, while a second visitor waits their turn
+    rather than being refused (issue 29). A full queue is refused at once (BUSY)."""
+
+    def __init__(self, slots: int = 1, max_waiting: int = MAX_WAITING_FITS):
+        self.slots, self.max_waiting = slots, max_waiting
+        self._changed = threading.Condition()
+        self._owners: set[str] = set()
+        self._waiting: deque[object] = deque()
+        self._running = 0
+
+    def run(self, owner: str | None, call: Callable[[], T]) -> T:
+        """`call()` in its turn (UserError, one line: PENDING or BUSY, when refused). A None owner
+        (a direct call, not a visitor) is bounded only by the queue's length."""
+        ticket = object()
+        with self._changed:
+            if owner is not None and owner in self._owners:
+                raise UserError(PENDING)
+            if len(self._waiting) >= self.max_waiting and (self._waiting or self._running >= self.slots):
+                raise UserError(BUSY)  # a free slot with nobody waiting is taken at once
+            if owner is not None:
+                self._owners.add(owner)
+            self._waiting.append(ticket)
+            self._changed.wait_for(lambda: self._running < self.slots and self._waiting[0] is ticket)
+            self._waiting.popleft()
+            self._running += 1
+            self._changed.notify_all()  # the next in line may take another free slot
+        try:
+            return call()
+        finally:
+            with self._changed:
+                self._running -= 1
+                if owner is not None:
+                    self._owners.discard(owner)
+                self._changed.notify_all()
+
+
+@functools.cache
+def fit_gate(slots: int = 1) -> FitGate:
+    """The process's gate for `slots` concurrent fits: every app built with that setting shares it."""
+    return FitGate(slots)
 
 
 @dataclass(frozen=True)
@@ -83,11 +133,13 @@ def clear_cache() -> None:
 
 def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), position: str = "group",
                    interactions: str = "", modes: Sequence[str] | None = (), *,
-                   max_decisions: int = DEFAULT_MAX_FIT_DECISIONS) -> WhyCitedPage:
+                   max_decisions: int = DEFAULT_MAX_FIT_DECISIONS, owner: str | None = None,
+                   bounds: FitBounds | None = None, gate: FitGate | None = None) -> WhyCitedPage:
     """The choice model of the experiments in `text` (ids or names, comma-separated) and
-    `chosen`, at most `max_decisions` citation decisions (documents shown x answers); UserError
-    in one line naming no server path, also when another fit is running (BUSY)."""
-    from engine.errors import UserError
+    `chosen`, at most `max_decisions` citation decisions (documents shown x answers), fitted in
+    a child process within `bounds` (demo.fit_child) when its turn comes at `gate` (`owner`: the
+    visitor, demo.visitors.fair_key); UserError in one line naming no server path, also when the
+    owner's previous fit is still pending (PENDING) or the queue is full (BUSY)."""
     from engine.usecases.why_cited import WhyCitedRequest
 
     db_path = Path(db_path)
@@ -98,23 +150,22 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
         raise UserError("nothing is stored yet: start a run first")
     request = WhyCitedRequest(tuple(references), None, tuple(modes) if modes else None, position or "group",
                               interactions_of(interactions), max_answers=MAX_ANSWERS, max_decisions=max_decisions)
-    return _pages().get(db_path, request, lambda: _fitted(request, db_path))
+    gate = gate or fit_gate()
+    # A kept page is served without queuing; a fit that waited looks again, since the same
+    # request may have been fitted (and kept) while it waited.
+    fitted = functools.partial(_fitted, request, db_path, bounds)
+    return _pages().get(db_path, request, lambda: gate.run(owner, lambda: _pages().get(db_path, request, fitted)))
 
 
-def _fitted(request: Any, db_path: Path) -> WhyCitedPage:
-    """The page of a fit made now, if no other fit is running (else UserError BUSY, not kept)."""
+def _fitted(request: Any, db_path: Path, bounds: FitBounds | None) -> WhyCitedPage:
+    """The page of a fit made now in a bounded child process (UserError, one line, not kept)."""
+    from demo.fit_child import FitBounds, fit_in_child
     from demo.settings import without_server_paths
-    from engine.errors import UserError
-    from engine.usecases.why_cited import why_cited
 
-    if not _FITTING.acquire(blocking=False):
-        raise UserError(BUSY)
     try:
-        result = why_cited(request, db_path)
+        result = fit_in_child(request, db_path, bounds or FitBounds())
     except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor
         raise UserError(without_server_paths(str(err), db_path)) from None
-    finally:
-        _FITTING.release()
     return _page(result)
 
 

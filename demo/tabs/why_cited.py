@@ -4,7 +4,9 @@ suppression rates (demo/handlers/why_cited.py; engine.usecases.why_cited).
 
 `/why_cited` takes (text, experiments, position, interactions, modes) and returns the page as a
 dict; the panel shows it as Markdown, two tables and a figure. A fit is bounded by the operator's
-PATTRIEVAL_MAX_FIT_DECISIONS, runs one at a time and is kept per store state (the handler).
+PATTRIEVAL_MAX_FIT_DECISIONS, runs in a bounded child process (PATTRIEVAL_FIT_MEMORY_MB,
+PATTRIEVAL_FIT_TIMEOUT_S), PATTRIEVAL_MAX_FITS at a time with a few visitors waiting their turn,
+and is kept per store state (the handler).
 """
 
 from __future__ import annotations
@@ -21,27 +23,35 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any) -> None:
 
     from demo import plots
     from demo.handlers import why_cited as handlers
+    from demo.fit_child import FitBounds
     from demo.tabs.style import TABLE
-    from demo.toasts import error
+    from demo.toasts import error, with_request
+    from demo.visitors import fair_key
     from engine.errors import UserError
     from engine.types import MODES
 
-    def page(text, experiments, position, interactions, modes):
+    gate = handlers.fit_gate(settings.max_fits)
+    bounds = FitBounds(settings.fit_memory_mb * 1024**2, settings.fit_timeout_s)
+
+    def page(text, experiments, position, interactions, modes, request):
         try:
+            # Keyed by the client's address where strangers are served (sessions are free).
             return handlers.why_cited_page(settings.db_path, text or "", experiments or [], position or "group",
-                                           interactions or "", modes or [],
-                                           max_decisions=settings.max_fit_decisions)
+                                           interactions or "", modes or [], max_decisions=settings.max_fit_decisions,
+                                           owner=fair_key(request, settings), bounds=bounds, gate=gate)
         except UserError as err:
             raise error(str(err), "why_cited") from None
 
+    @with_request
     def api(text: str, experiments: list[str] | None = None, position: str = "group", interactions: str = "",
-            modes: list[str] | None = None) -> dict:
+            modes: list[str] | None = None, request=None) -> dict:
         """The citation choice model of the chosen experiments: odds ratios with 95% intervals, in
         words, and the suppression rates with their tests."""
-        return page(text, experiments, position, interactions, modes).as_dict()
+        return page(text, experiments, position, interactions, modes, request).as_dict()
 
-    def show(text, experiments, position, interactions, modes):
-        p = page(text, experiments, position, interactions, modes)
+    @with_request
+    def show(text, experiments, position, interactions, modes, request=None):
+        p = page(text, experiments, position, interactions, modes, request)
         return (
             p.summary,
             pd.DataFrame(p.effects, columns=handlers.EFFECT_COLUMNS).style.format(
@@ -76,6 +86,9 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any) -> None:
     suppression_note = gr.Markdown()
     inputs = [experiment_text, chosen, position, interactions, modes]
     outputs = [summary, effects, forest, suppression, suppression_note]
-    fit.click(show, inputs, outputs, api_visibility="private").failure(cleared, None, outputs,
-                                                                      api_visibility="private")
-    gr.api(api, api_name="why_cited", api_visibility="public")
+    # One concurrency group with room for every fit the gate admits: the gate, not Gradio's single
+    # default slot per event, decides who waits (Gradio's queue has no bound per visitor).
+    room: dict[str, Any] = dict(concurrency_id="why_cited", concurrency_limit=gate.slots + gate.max_waiting + 4)
+    fit.click(show, inputs, outputs, api_visibility="private", **room).failure(cleared, None, outputs,
+                                                                               api_visibility="private")
+    gr.api(api, api_name="why_cited", api_visibility="public", **room)

@@ -73,7 +73,8 @@ def server_backend(run: RunRequest, server: ServerOptions, stop: Callable[[], bo
 
     With `server.tokenizer` the driver plans with that tokenizer and sends the completions
     endpoint the exact text a local run would generate from."""
-    from engine.backend_server import ServerBackend, ServerSettings, with_endpoint
+    from engine.backend_server import ServerBackend, with_endpoint
+    from engine.served_request import ServerSettings
     from engine.run_request import generation_config
 
     tokenizer = load_tokenizer(server.tokenizer, run) if server.tokenizer else None
@@ -127,7 +128,8 @@ def _record_served(sink: Any, backend: Any) -> None:
 
 def served_model(server: ServerOptions, stop: Callable[[], bool] | None = None):
     """A started engine.backend_server.ServedModel: explain and verify generate on the server."""
-    from engine.backend_server import ServedModel, ServerSettings
+    from engine.backend_server import ServedModel
+    from engine.served_request import ServerSettings
 
     if not server.model:
         raise UserError("--backend server needs --model: the model name the server serves")

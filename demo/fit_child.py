@@ -1,0 +1,152 @@
+"""Fit the Bias tab's citation choice model in a child process: `python -m demo.fit_child`.
+
+Why a process of its own: a fit at the app's bound (PATTRIEVAL_MAX_FIT_DECISIONS) takes seconds
+of pandas and statsmodels work, much of it holding the GIL, so in the web server's process it
+slowed every other visitor's page (issue 29). Here the web process only waits on a pipe (no
+GIL held), and the child gets the bounds the dataset loader's child has (engine.load_child): a
+hard address-space limit (RLIMIT_AS), a time limit after which it is killed (CPU seconds, as it
+runs at a lower priority than the web process; and a wall clock), a bounded reply, one BLAS
+thread, and an environment without tokens (store.sandbox.child_environment).
+
+The child runs the same engine.usecases.why_cited as the CLI, reading the store through the
+store's ordinary short read-only transactions (store.queries): it holds the file only while
+reading, as the app's own reads do, and a writer holding it makes the open wait (store.db).
+Its one-line UserErrors come back as they are; the handler masks server paths in them.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import UserError
+
+# Address space, not resident memory: a fit at the default decisions bound (100,000) peaked at
+# 2.7 GB of it (DuckDB reserves per thread; ~450 MB resident). It used ~4 s of CPU (1.5 s of it
+# importing numpy, pandas, statsmodels and DuckDB).
+DEFAULT_FIT_MEMORY_MB = 4096
+DEFAULT_FIT_TIMEOUT_S = 30
+MAX_REPLY_BYTES = 16 * 1024**2  # a fit's effects and rates are a few KB
+# Below the web process, so that where cores are scarce (a 2-vCPU Space) visitors' pages get the
+# CPU first. The time limit therefore counts the fit's CPU seconds (a profiling timer), not the
+# clock; the clock stops only a child that waits (for the store's file, or on a machine busy
+# with other work) past WALL_FACTOR times that.
+NICENESS = 10
+WALL_FACTOR = 4
+FEWER = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
+# One thread per BLAS library: a fit takes one core, however many the server has.
+_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+@dataclass(frozen=True)
+class FitBounds:
+    """How much memory (address space, bytes; None: no cap) and time (s) one fit may take."""
+
+    max_address_space: int | None = DEFAULT_FIT_MEMORY_MB * 1024**2
+    timeout_s: float = DEFAULT_FIT_TIMEOUT_S  # CPU seconds; the wall clock allows WALL_FACTOR times more
+
+    @property
+    def wall_s(self) -> float:
+        return self.timeout_s * WALL_FACTOR + 5.0
+
+
+def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -> Any:
+    """engine.usecases.why_cited(request, db_path) run in a bounded child: its WhyCitedResult,
+    or UserError in one line (the use case's own, or why the child was stopped)."""
+    from store.sandbox import child_environment
+
+    env = {**child_environment(os.environ, _python_path()), **_ONE_THREAD}
+    message = pickle.dumps({"request": request, "db": str(db_path), "max_address_space": bounds.max_address_space,
+                            "cpu_s": bounds.timeout_s})
+    child = subprocess.Popen([sys.executable, "-m", "demo.fit_child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=env)
+    try:
+        # communicate() waits in select() without the GIL: the web process serves others meanwhile.
+        out, _ = child.communicate(message, bounds.wall_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise UserError(f"the choice model was not fitted within {bounds.wall_s:g} s (the server or the store is "
+                        "busy); try again in a moment") from None
+    try:
+        reply = pickle.loads(out) if out else None
+    except Exception:  # noqa: BLE001 - a child killed mid-write leaves a truncated pickle
+        reply = None
+    if not isinstance(reply, dict):
+        if child.returncode == -getattr(signal, "SIGPROF", 27):
+            raise UserError(time_message(bounds.timeout_s))
+        if child.returncode is not None and child.returncode < 0:
+            # Killed by a signal: the kernel, or a C allocation that failed without a MemoryError.
+            raise UserError(memory_message(bounds.max_address_space))
+        raise UserError("the choice model could not be fitted (the fit ended without a reply)")
+    if reply.get("error"):
+        raise UserError(reply["error"])
+    return reply["result"]
+
+
+def time_message(cpu_s: float) -> str:
+    return f"the choice model took more than {cpu_s:g} s of CPU to fit (the time limit here); {FEWER}"
+
+
+def memory_message(limit: int | None) -> str:
+    cap = f" (at most {limit / 2**20:,.0f} MB)" if limit else ""
+    return f"the choice model needs more memory than a fit may take here{cap}; {FEWER}"
+
+
+def _python_path() -> str:
+    """PYTHONPATH for the child: this package's root, then the parent's own PYTHONPATH."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+
+
+def _serve(message: dict) -> dict:
+    import duckdb
+
+    from engine.usecases.why_cited import why_cited
+
+    try:
+        return {"result": why_cited(message["request"], Path(message["db"]))}
+    except UserError as err:
+        return {"error": str(err).splitlines()[0] if str(err).strip() else "the choice model could not be fitted"}
+    except (MemoryError, duckdb.OutOfMemoryException):
+        return {"error": memory_message(message["max_address_space"])}
+
+
+def _limit_cpu(cpu_s: float) -> None:
+    """Run below the web process, and be killed (SIGPROF, whose default action ends the process)
+    once this process's threads have used `cpu_s` seconds of CPU together."""
+    try:
+        os.nice(NICENESS)
+        signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    except (AttributeError, ValueError, OSError):
+        pass  # not on this platform (Windows): the wall clock still holds
+
+
+def main() -> int:
+    """Read the pickled request from the parent on stdin, write the pickled reply on stdout."""
+    message = pickle.loads(sys.stdin.buffer.read())  # the app's own process wrote it
+    from engine.limits import limit_address_space
+
+    limit_address_space(message["max_address_space"])
+    _limit_cpu(message["cpu_s"])
+    try:
+        payload = pickle.dumps(_serve(message), protocol=pickle.HIGHEST_PROTOCOL)
+    except MemoryError:
+        payload = pickle.dumps({"error": memory_message(message["max_address_space"])})
+    except Exception as err:  # noqa: BLE001 - a bug or a library's failure: one line, not a dump
+        payload = pickle.dumps({"error": f"the choice model could not be fitted ({type(err).__name__})"})
+    if len(payload) > MAX_REPLY_BYTES:
+        payload = pickle.dumps({"error": "the choice model's result is larger than this app returns"})
+    sys.stdout.buffer.write(payload)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
