@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from demo.render import CSS, cell_html, escape_text, answer_html
 
 if TYPE_CHECKING:
-    from engine.explain import ExplainRun
+    from engine.types import ExplainRun
     from store.queries import ModeDetail, QueryDetail, StoredExplanation
 
 EXPLAIN_CSS = """<style>

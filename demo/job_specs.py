@@ -19,7 +19,7 @@ FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
 class JobSpec:
     """What to run: a dataset file, the request, and the store to write.
 
-    `request` is an engine.run_request.RunRequest (one experiment) or an
+    `request` is an engine.running.run_request.RunRequest (one experiment) or an
     engine.usecases.study.StudyRequest (a grid; its dataset and db are this spec's). Its hf_token
     is dropped once the model is loaded."""
 
@@ -49,7 +49,7 @@ class ExplainSpec:
     device and dtype; its modes are the runs' modes, for the jobs table)."""
 
     run_ids: tuple[str, ...]
-    request: Any  # engine.run_request.RunRequest for the explainer; loaded through the same ModelCache
+    request: Any  # engine.running.run_request.RunRequest for the explainer; loaded through the same ModelCache
     db_path: Path
     item_id: str | None = None  # None: every answer of the runs still unexplained by this model
     max_new_tokens: int = 256

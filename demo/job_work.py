@@ -69,7 +69,7 @@ def execute(job: Any, models: ModelCache, lock: threading.Lock, stop: Any = None
             job.spec = replace(job.spec, request=without_token(job.spec.request))
 
     def read(path, **options):
-        from engine.load_child import load_dataset_bounded
+        from engine.datasets.load_child import load_dataset_bounded
 
         # In a capped child process: an upload may decode to far more than its size.
         options["skip_invalid"] = spec.skip_invalid

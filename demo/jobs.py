@@ -68,7 +68,7 @@ class JobQueue:
 
     def __init__(self, *, load: Callable[[Any], Any] | None = None, keep_finished: int = 100):
         if load is None:
-            from engine.run_request import load_model_for
+            from engine.running.run_request import load_model_for
 
             load = load_model_for
         self.models = ModelCache(load)

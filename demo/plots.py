@@ -13,7 +13,7 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from engine.usecases.formatting import SIGNIFICANCE  # light: Table 2's star, one home
+from engine.statistics.bias import SIGNIFICANCE
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 CAB_METRICS = ("precision", "recall")  # the paper's Table 2
 RELEVANCE = ("relevant", "non-relevant")
 # Which label the cited documents carried: relevant ones carry label A in base and label B in
-# cf (engine.prompts), so one colour follows one label across modes.
+# cf (engine.prompting.prompts), so one colour follows one label across modes.
 SLOTS = ("label A", "label B", "no label (vanilla)")
 SLOT_COLOURS = {"label A": "#1f77b4", "label B": "#ff7f0e", "no label (vanilla)": "#7f7f7f"}
 
@@ -198,7 +198,7 @@ def probability_figure(boxes: Sequence[ProbabilityBox]) -> go.Figure:
 
 
 def forest_figure(rows: Sequence) -> go.Figure:
-    """Odds ratios with their 95% intervals on a log axis, one row per effect (engine.choice_model.Effect)."""
+    """Odds ratios with their 95% intervals on a log axis, one row per effect (engine.statistics.choice_model.Effect)."""
     import plotly.graph_objects as go
 
     from engine.usecases.formatting import format_p

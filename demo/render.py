@@ -13,7 +13,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Iterable
 
-from engine.citations import parse_citation_marks
+from engine.prompting.citations import parse_citation_marks
 
 if TYPE_CHECKING:
     from store.queries import ModeDetail, QueryDetail, QueryToken
@@ -24,8 +24,8 @@ SMOKE_NOTE = ("The smoke model has random weights and never cites, so its scores
 
 
 def is_smoke(model: object) -> bool:
-    """True for the smoke model as the store names it (engine.model_choice.SMOKE_LABEL) or as typed."""
-    from engine.model_choice import SMOKE, SMOKE_LABEL
+    """True for the smoke model as the store names it (engine.generation.model_choice.SMOKE_LABEL) or as typed."""
+    from engine.generation.model_choice import SMOKE, SMOKE_LABEL
 
     return str(model) in (SMOKE, SMOKE_LABEL)
 
@@ -174,7 +174,7 @@ def prompt_html(mode: ModeDetail) -> str:
     labels = {label: cls for label, cls in ((mode.label_a, "label-a"), (mode.label_b, "label-b")) if label}
     if mode.mode == "vanilla" or not labels:
         return f'<pre class="prompt">{escape_text(mode.prompt)}</pre>'
-    # engine.prompts writes a label as " (written by LABEL)" at the end of a document's line;
+    # engine.prompting.prompts writes a label as " (written by LABEL)" at the end of a document's line;
     # anchored there, so that a document quoting those words is not taken for a label.
     alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
     pattern = re.compile(rf"\(written by ({alternatives})\)$", re.MULTILINE)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
-from engine.model_choice import CPU_MODEL, PAPER_MODELS
+from engine.generation.model_choice import CPU_MODEL, PAPER_MODELS
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
 # Where strangers are served (a Space, --share), unless the operator sets otherwise: the models

@@ -26,21 +26,21 @@ if TYPE_CHECKING:
 # name -> the module that defines it. One entry per public name; `__all__` is their keys.
 _HOMES: dict[str, str] = {
     # data
-    "load_dataset": "engine.data",
+    "load_dataset": "engine.datasets.data",
     # errors
     "UserError": "engine.errors",
     "RunCancelled": "engine.errors",
     # running experiments: one (dataset x prompt configuration x modes), or a study grid
-    "RunRequest": "engine.run_request",
-    "PromptConfig": "engine.prompts",
-    "metadata_type": "engine.prompts",
+    "RunRequest": "engine.running.run_request",
+    "PromptConfig": "engine.prompting.prompts",
+    "metadata_type": "engine.prompting.prompts",
     "ExperimentRequest": "engine.usecases.run",
     "RayOptions": "engine.usecases.run",
     "ServerOptions": "engine.usecases.run",
     "Progress": "engine.usecases.run",
-    "ExperimentOutcome": "engine.run_request",
+    "ExperimentOutcome": "engine.running.run_request",
     "run_experiment": "engine.usecases.run",
-    "Grid": "engine.study",
+    "Grid": "engine.prompting.study",
     "StudyRequest": "engine.usecases.study",
     "StudyOutcome": "engine.usecases.study",
     "run_study": "engine.usecases.study",
@@ -77,8 +77,8 @@ _HOMES: dict[str, str] = {
     "WhyCitedResult": "engine.usecases.why_cited",
     "why_cited": "engine.usecases.why_cited",
     "citation_decisions": "engine.usecases.why_cited",
-    "fit_choice_model": "engine.choice_model",
-    "suppression_rates": "engine.choice_model",
+    "fit_choice_model": "engine.statistics.choice_model",
+    "suppression_rates": "engine.statistics.choice_model",
     # metrics as DataFrames, from a store or from answers in memory
     "Evaluation": "engine.usecases.evaluate",
     "evaluate": "engine.usecases.evaluate",

@@ -4,7 +4,7 @@ Why: whatever a name holds is stored, then sent to every later visitor of the ap
 by every later `list` or `report`. A 20 MB metadata name grew a store by 300 MB and froze the
 Bias tab's dropdown; an escape code in a label rewrote the terminal of whoever listed it. So
 the CLI, the app and the Python API all pass names through `check_name` before anything is
-written (engine.prompts.MetadataType and engine.runner.RunRequest call it on construction).
+written (engine.prompting.prompts.MetadataType and engine.running.runner.RunRequest call it on construction).
 
 Stores written before these bounds may still hold such text: `for_terminal` escapes it on
 output and `for_page` cuts it for a page.

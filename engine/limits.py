@@ -1,4 +1,4 @@
-"""Process limits for the sandboxed children (store.sandbox's SQL, engine.load_child's datasets).
+"""Process limits for the sandboxed children (store.sandbox's SQL, engine.datasets.load_child's datasets).
 
 A leaf module with no project imports, so that the store may import it too.
 """

@@ -14,9 +14,9 @@ from typing import Mapping, Protocol, Sequence
 
 # The value types live in engine.types (the store imports them from there); re-exported here
 # for the engine's callers.
-from engine.types import ExperimentSpec, Generation, Item, Mode, RunSpec, RunStatus, StoredExperiment, StoredRun
+from engine.types import ExperimentSpec, Generation, Item, Mode, RunSpec, RunStatus, StoredExperiment
 
-__all__ = ["ExperimentSpec", "RunSpec", "Sink", "StoredExperiment", "StoredRun"]
+__all__ = ["Sink"]
 
 
 class Sink(Protocol):

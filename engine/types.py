@@ -27,7 +27,7 @@ Repetition = Literal["none", "distractor"]
 REPETITIONS: tuple[Repetition, ...] = get_args(Repetition)
 LabelScope = Literal["all", "relevant", "others"]
 LABEL_SCOPES: tuple[LabelScope, ...] = get_args(LabelScope)
-FewShot = Literal[0, 1, 2]  # demonstrations before the question; engine.prompts holds two
+FewShot = Literal[0, 1, 2]  # demonstrations before the question; engine.prompting.prompts holds two
 FEW_SHOT_COUNTS: tuple[FewShot, ...] = get_args(FewShot)
 Quantize = Literal["auto", "4bit", "8bit", "none"]  # what a user asks for; auto resolves to one of the others
 QUANTIZATIONS: tuple[Quantize, ...] = get_args(Quantize)
@@ -218,7 +218,7 @@ class StoredExperiment:
         return self.name or self.experiment_id
 
 
-# ---------------------------------------------------------------- explanations (engine.explain)
+# ---------------------------------------------------------------- explanations (engine.judges.explain)
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ class Explanation:
         return bool(self.mentioned_labels)
 
 
-# ---------------------------------------------------------------- verifications (engine.verify)
+# ---------------------------------------------------------------- verifications (engine.judges.verify)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for engine.citations in the seed-style loop
+sys.path.insert(0, str(ROOT))  # for engine.prompting.citations in the seed-style loop
 N_DOCS = 10
 
 
@@ -79,7 +79,7 @@ def seed_style(items: list[dict], answer_files: dict[str, Path]) -> tuple[float,
 
     warnings.filterwarnings("ignore", category=UndefinedMetricWarning)
     answers = {mode: [json.loads(line)["answer"] for line in f.read_text().splitlines()] for mode, f in answer_files.items()}
-    from engine.citations import parse_citations
+    from engine.prompting.citations import parse_citations
 
     def score(item: dict, text: str) -> tuple[float, float]:
         # Our parser (the seed's knows only "[n]") and our out-of-range rule (one extra false

@@ -3,7 +3,7 @@
 Usage: python scripts/bench_generation.py [--quick]
 
 (a) Throughput. 32 user prompts of varied length, 64 new tokens each, greedy, with the tiny
-    Llama (~700-token vocab): `engine.generate.generate` with batch_size 8 and 16 against
+    Llama (~700-token vocab): `engine.generation.generate.generate` with batch_size 8 and 16 against
     batch_size 1 (one prompt at a time). Both produce identical tokens; we report prompts/s,
     kept tokens/s and the speed-up. Timed after one warm-up call, best of 2.
 
@@ -11,7 +11,7 @@ Usage: python scripts/bench_generation.py [--quick]
     256 new tokens. The stop-token list is emptied so every row runs the full 256 steps.
     Variants:
       plain        model.generate, no log-probs (the floor)
-      ours         engine.generate.generate: raw log-prob of each chosen token
+      ours         engine.generation.generate.generate: raw log-prob of each chosen token
       ours top-5   the same plus the top-5 alternatives per step
       scores       model.generate(output_scores=True, return_dict_in_generate=True), what a
                    naive implementation keeps: batch x vocab floats for every step
@@ -108,8 +108,8 @@ def measure_memory_variant(model_dir: str, variant: str, batch: int, new_tokens:
 
     import torch
 
-    from engine.generate import GenerationConfig, hf_generation_config, left_pad, generate
-    from engine.models import chat_input_ids, load_model
+    from engine.generation.generate import GenerationConfig, hf_generation_config, left_pad, generate
+    from engine.generation.models import chat_input_ids, load_model
 
     torch.set_num_threads(2)
     loaded = dataclasses.replace(load_model(model_dir, quantize="none", device="cpu"), stop_token_ids=())
@@ -139,8 +139,8 @@ def measure_memory_variant(model_dir: str, variant: str, batch: int, new_tokens:
 def bench_throughput(model_dir: str, n_prompts: int, new_tokens: int, batch_sizes: tuple[int, ...]) -> list[dict]:
     import torch
 
-    from engine.generate import GenerationConfig, generate
-    from engine.models import load_model
+    from engine.generation.generate import GenerationConfig, generate
+    from engine.generation.models import load_model
 
     torch.set_num_threads(2)
     loaded = load_model(model_dir, quantize="none", device="cpu")
@@ -177,7 +177,7 @@ def main() -> int:
         print(json.dumps(measure_memory_variant(args._model, args._variant, batch, new_tokens)))
         return 0
 
-    from engine.tiny_model import write_tiny_model
+    from engine.generation.tiny_model import write_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         small = str(write_tiny_model(Path(tmp) / "small", arch="llama"))

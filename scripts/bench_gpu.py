@@ -6,7 +6,7 @@ Usage:
     python scripts/bench_gpu.py --dry-run --out DIR     # tiny configs on the CPU (the suite runs this)
 
 Each model is built from its published shape with random weights, directly on the GPU, saved
-with the tiny model's tokenizer (engine.tiny_model), and loaded by `engine.models.load_model`
+with the tiny model's tokenizer (engine.generation.tiny_model), and loaded by `engine.generation.models.load_model`
 as `run` loads a checkpoint; batches planned by `plan_batches` go through `LocalBackend`, the
 code path of `run`, recording raw log-probs. Prompts: the sample's items as Prompt 2 (gender
 labels), documents lengthened to `--prompt-tokens`; greedy; exactly `--new-tokens` per answer.
@@ -88,7 +88,7 @@ def write_tokenizer_and_config(arch: Architecture, path: Path, dry_run: bool):
     given `arch`'s shape (returned; the caller builds the weights)."""
     from transformers import AutoConfig
 
-    from engine.tiny_model import write_tiny_model
+    from engine.generation.tiny_model import write_tiny_model
 
     dims = shape(arch, dry_run)
     write_tiny_model(path, arch=arch.tiny_arch, vocab_size=dims["vocab_size"])
@@ -131,10 +131,10 @@ def build_checkpoint(arch: Architecture, path: Path, device: str, dry_run: bool)
 def paper_shaped_prompts(tokenizer, n: int, target_tokens: int) -> list[str]:
     """n Prompt-2 texts (gender labels) from the sample's items, each document lengthened with
     words of the sample's other documents until the chat-encoded prompt has >= target_tokens."""
-    from engine.data import load_dataset
-    from engine.models import chat_input_ids_for
+    from engine.datasets.data import load_dataset
+    from engine.generation.models import chat_input_ids_for
     from engine.paths import SAMPLE_DATASET
-    from engine.prompts import PromptConfig, build_prompt, metadata_type
+    from engine.prompting.prompts import PromptConfig, build_prompt, metadata_type
     from engine.types import Item
 
     items = load_dataset(SAMPLE_DATASET).items
@@ -241,9 +241,9 @@ def bench_one(arch: Architecture, precision: str, path: Path, device: str, args)
     """Load, sweep batch sizes, and compare the log-prob variants; one JSON-ready dict."""
     import torch
 
-    from engine.backends import LocalBackend, plan_batches
-    from engine.generate import GenerationConfig, generate_batch, hf_generation_config, left_pad
-    from engine.models import chat_input_ids, load_model
+    from engine.running.backends import LocalBackend, plan_batches
+    from engine.generation.generate import GenerationConfig, generate_batch, hf_generation_config, left_pad
+    from engine.generation.models import chat_input_ids, load_model
 
     deadline = args.deadline_at
     out: dict = {"stage": "bench", "arch": arch.name, "model_id": arch.model_id, "precision": precision,

@@ -1,7 +1,7 @@
 """Answers per second of an OpenAI-compatible server at several concurrency levels.
 
 Runs the sample dataset's vanilla prompts (the prompts a `run` sends) through the served backend
-(engine.backend_server) at each `--concurrency` level, and prints answers/s and completion
+(engine.running.backend_server) at each `--concurrency` level, and prints answers/s and completion
 tokens/s side by side, as ratios to the first level, and whether every level gave the same
 answers (greedy decoding should).
 
@@ -62,8 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def prompts(args) -> tuple[list[str], list[str]]:
-    from engine.data import load_dataset
-    from engine.prompts import PromptConfig, build_prompt
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import PromptConfig, build_prompt
 
     items = load_dataset(args.dataset, limit=args.limit).items
     built = [build_prompt(item, PromptConfig(top_k=args.top_k), index) for index, item in enumerate(items)]
@@ -71,10 +71,10 @@ def prompts(args) -> tuple[list[str], list[str]]:
 
 
 def measure(args, base_url: str, model: str, tokenizer, level: int, ids, texts) -> dict:
-    from engine.backend_server import ServerBackend
-    from engine.served_request import ServerSettings
-    from engine.backends import plan_batches
-    from engine.generate import GenerationConfig
+    from engine.running.backend_server import ServerBackend
+    from engine.running.served_request import ServerSettings
+    from engine.running.backends import plan_batches
+    from engine.generation.generate import GenerationConfig
 
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, top_n_logprobs=args.top_logprobs, batch_size=8)
     settings = ServerSettings(base_url, model, endpoint="completions" if tokenizer is not None else "chat",

@@ -10,13 +10,13 @@ its own. Under the null the runs are exchangeable within items; under an effect,
 differences are the means over 1,000,000 simulated items.
 
 Measured, per n items and draws:
-- bias (engine.bias.compute_bias, the numbers every face prints): the share of "favours ..."
+- bias (engine.statistics.bias.compute_bias, the numbers every face prints): the share of "favours ..."
   verdicts under the null (size; nominal 5%), of CAS rows whose signed vanilla-vs-base p < 0.05
   under the null, and the coverage of the CAB and CAS 95% intervals;
-- compare (engine.compare_stats.compare_metric): the share of "different" verdicts under the
+- compare (engine.statistics.compare_stats.compare_metric): the share of "different" verdicts under the
   null for citation precision (permutation test) and exact match (exact McNemar), interval
   coverage, and the share of "equivalent within M" where the true difference is M (nominal <= 5%);
-- why-cited (engine.choice_simulation.choice_coverage): label odds-ratio coverage and the share
+- why-cited (engine.statistics.choice_simulation.choice_coverage): label odds-ratio coverage and the share
   of label p < 0.05 where the true label OR is 1, with one citation per answer and with 82% of
   answers citing their top two.
 
@@ -112,7 +112,7 @@ class BiasRow:
 
 def bias_calibration(n: int, draws: int, shift: float, seed: int) -> BiasRow:
     """compute_bias on `draws` simulated experiments (vanilla, base, cf) of n items."""
-    from engine.bias import compute_bias
+    from engine.statistics.bias import compute_bias
 
     truth = truths(shift, seed)
     rng = np.random.default_rng(seed)
@@ -154,7 +154,7 @@ class CompareRow:
 
 def compare_calibration(n: int, draws: int, shift: float, seed: int) -> list[CompareRow]:
     """compare_metric on simulated pairs of runs: precision (continuous) and exact match (0/1)."""
-    from engine.compare_stats import METRICS, compare_metric
+    from engine.statistics.compare_stats import METRICS, compare_metric
 
     truth = truths(shift, seed)
     # Run B is the shifted one: B - A is minus CAB's base - cf.
@@ -179,7 +179,7 @@ def compare_calibration(n: int, draws: int, shift: float, seed: int) -> list[Com
 
 def choice_calibration(n: int, draws: int, seed: int) -> list[tuple[str, float, float, float]]:
     """(scenario, label OR coverage under OR 1.5, robust coverage, label rejection under OR 1)."""
-    from engine.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage
+    from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage
 
     out = []
     for name, extra in (("one citation", {}), ("82% cite their top two", dict(cites="top", n_cited=(0.18, 0.82)))):

@@ -1,6 +1,6 @@
 """Bias and interval coverage of the citation choice model (`why-cited`) by simulation.
 
-Data: engine.choice_simulation, base and cf answers per item, 5 shown documents (one or two
+Data: engine.statistics.choice_simulation, base and cf answers per item, 5 shown documents (one or two
 relevant), true relevance OR 4, position ORs 0.8 (middle) and 0.7 (last), label OR 1.5, the
 outside option at utility 0.5. Scenarios:
   one          every citing answer cites one document (the model is exactly right);
@@ -12,7 +12,7 @@ outside option at utility 0.5. Scenarios:
   quality_repeat  the same, half the items showing one non-relevant document twice (true
                repetition OR 1.5 per copy).
 For each term: the median fitted odds ratio and the share of draws whose 95% interval covers the
-truth, model-based and cluster-robust by item (engine.choice_simulation.choice_coverage).
+truth, model-based and cluster-robust by item (engine.statistics.choice_simulation.choice_coverage).
 
     python scripts/choice_coverage.py --items 30 100 300 --draws 200 --seed 19
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage  # noqa: E402
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage  # noqa: E402
 
 LABEL = math.log(1.5)
 SCENARIOS = {

@@ -1,6 +1,6 @@
 """Power of three label-bias measures on the same simulated data (docs/method.md has the table).
 
-Data: engine.choice_simulation, base and cf answers per item (relevant documents labelled A in
+Data: engine.statistics.choice_simulation, base and cf answers per item (relevant documents labelled A in
 base, B in cf, as the paper), 5 shown documents of which one or two are relevant, one cited
 document per citing answer, an outside option 'cite nothing' (about one answer in six is
 silent), and item heterogeneity: each document has a quality utility N(0, quality_sd) shared by
@@ -35,8 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from engine.choice_model import fit_choice_model  # noqa: E402
-from engine.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices  # noqa: E402
+from engine.statistics.choice_model import fit_choice_model  # noqa: E402
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices  # noqa: E402
 from engine.errors import UserError  # noqa: E402
 
 QUALITY_SD = 1.0

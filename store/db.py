@@ -54,9 +54,7 @@ from store.db_errors import (  # DatabaseBusy, disk_full and read_error are part
 from store.db_markers import make_marker, remove_marker, wait_for_writers, writers_waiting
 from store.migrations import apply_migrations, pending_migrations, refuse_newer_schema
 
-__all__ = ["BASE_CONFIG", "DEFAULT_TIMEOUT_S", "Database", "DatabaseBusy", "DbLike", "HasDatabase", "as_database",
-           "check_database", "connect", "disk_full", "file_lock", "open_with_retry", "raw_connection", "read_error",
-           "utc_now", "writers_waiting"]
+__all__ = ["BASE_CONFIG", "DEFAULT_TIMEOUT_S", "Database", "DbLike", "HasDatabase", "as_database", "check_database", "connect", "file_lock", "open_with_retry", "raw_connection", "utc_now"]
 
 DEFAULT_TIMEOUT_S = 60.0
 

@@ -35,7 +35,8 @@ from pathlib import Path
 import duckdb
 
 from engine.errors import UserError
-from store.db import DEFAULT_TIMEOUT_S, DbLike, as_database, file_lock, open_with_retry, read_error
+from store.db import DEFAULT_TIMEOUT_S, DbLike, as_database, file_lock, open_with_retry
+from store.db_errors import read_error
 from store.migrations import applied_versions, pending_migrations, refuse_newer_schema
 from store.run_scores import store_scores
 

@@ -33,12 +33,11 @@ from engine.types import (
 )
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 # Owners are part of this module's surface (callers import ProcessIdentity, owner_alive from here).
-from store.owners import STALE_OWNER_AFTER, ProcessIdentity, owner_alive, process_start, this_process  # noqa: F401
+from store.owners import ProcessIdentity, owner_alive, this_process
 from store.rows import CITATION_ROW, GENERATION_ROW, citation_row, generation_row, insert_items, json_text
 from store.run_scores import store_scores
 
-__all__ = ["FINAL_STATUSES", "STALE_OWNER_AFTER", "ProcessIdentity", "ResumableRun", "RunConflict", "RunStore",
-           "owner_alive", "process_start", "this_process"]
+__all__ = ["FINAL_STATUSES", "ResumableRun", "RunConflict", "RunStore"]
 
 FINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RUN_STATUSES if s != "running")
 

@@ -312,7 +312,7 @@ _WRITER_POLL_S = 0.1
 def _yield_to_writer(path: str, conn: duckdb.DuckDBPyConnection, yielded: threading.Event,
                      done: threading.Event) -> None:
     """Interrupt the query as soon as a writer announces that it waits for the file."""
-    from store.db import writers_waiting
+    from store.db_markers import writers_waiting
 
     while not done.wait(_WRITER_POLL_S):
         if writers_waiting(path):

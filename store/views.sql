@@ -15,7 +15,7 @@
 -- texts are kept: 007 reads query_metrics while migrating, and tests compare the old
 -- definitions with these), and this file replaces what they made.
 -- The metric views are checked against an independent Python oracle (tests/metrics_oracle.py,
--- engine/bias.py) on random runs by tests/test_views.py.
+-- engine/statistics/bias.py) on random runs by tests/test_views.py.
 
 -- ---------------------------------------------------------------- tokens (as of migration 001)
 -- One row per generated token; step 0 is the first generated token.
@@ -34,7 +34,7 @@ FROM generations;
 -- ---------------------------------------------------------------- query_metrics (as of migration 016)
 -- `cited` holds every distinct cited number, shown or not: a number no document was shown under
 -- counts against precision (a false positive). Runs whose config says citation_syntax 'paper'
--- (`run`/`import --citation-syntax paper`: the seed library's reading, engine/citations.py)
+-- (`run`/`import --citation-syntax paper`: the seed library's reading, engine/prompting/citations.py)
 -- score as the seed's evaluate_prec_recall does: over the shown documents only, so such a
 -- number is left out of `cited` (it is still counted in n_citations and out_of_range_citations).
 CREATE OR REPLACE VIEW query_metrics AS
@@ -203,14 +203,14 @@ FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id);
 
 -- ---------------------------------------------------------------- bias (as of migration 016)
 -- CAS = mean |M_vanilla - M_base| and CAB = mean (M_base - M_cf), x100, per experiment and
--- metric, over the items both runs hold: the arithmetic, and what engine/bias.py's test reads.
--- Intervals, p values and verdicts are engine/bias.py's alone (`python -m engine bias`, report,
+-- metric, over the items both runs hold: the arithmetic, and what engine/statistics/bias.py's test reads.
+-- Intervals, p values and verdicts are engine/statistics/bias.py's alone (`python -m engine bias`, report,
 -- the app, engine.api), so every face prints the same ones: no t-interval here (issue 26).
 -- value is NULL, and undefined_reason says why, where no answer of either run cites a shown
 -- document (every M is then 0: not "no bias"); n_cite_a / n_cite_b count the paired items whose
 -- answer cites one. The test's inputs: the signed differences M_a - M_b (for CAS too: its test is
 -- of vanilla against base, not of CAS): n_differ non-zero, mean_diff, sd_diff, and `differences`,
--- the non-zero ones in item_id order while n_differ <= 1000 (engine.bias.PERMUTATION_MAX), NULL above.
+-- the non-zero ones in item_id order while n_differ <= 1000 (engine.statistics.bias.PERMUTATION_MAX), NULL above.
 CREATE OR REPLACE VIEW bias AS
 WITH chosen AS (
   SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id
@@ -304,7 +304,7 @@ WITH m AS (
 SELECT
   s.run_id, s.item_id, s.explainer_model, s.experiment_id, s.model, s.rag_mode, s.metadata_type,
   s.position, s.doc_id, s.relevant,
-  -- The label as engine.prompts writes it: relevant documents get label A in base, B in cf.
+  -- The label as engine.prompting.prompts writes it: relevant documents get label A in base, B in cf.
   CASE WHEN s.rag_mode NOT IN ('base', 'cf') THEN NULL
        WHEN s.relevant = (s.rag_mode = 'base')
        THEN coalesce(s.config_json->'prompt'->'metadata'->>'label_a', s.config_json->'metadata'->>'label_a')
@@ -381,7 +381,7 @@ ORDER BY a.item_id;
 -- ---------------------------------------------------------------- citation_decisions (as of migration 014)
 -- One row per shown document per answer: every citation decision the model made, with what it
 -- saw at that place (issue 19; docs/store.md). The citation choice model
--- (`python -m engine why-cited`, engine.choice_model) reads these rows.
+-- (`python -m engine why-cited`, engine.statistics.choice_model) reads these rows.
 --   position            1-based place in the prompt ([position] cites it)
 --   position_group      'first', 'middle' or 'last' (a single shown document is 'first')
 --   label               the label shown after "written by"; NULL: none (vanilla, or a document the

@@ -73,7 +73,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def _tiny(tmp_path_factory, name: str, **kwargs):
-    from engine.tiny_model import write_tiny_model
+    from engine.generation.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp(name), **kwargs)
 
@@ -105,7 +105,7 @@ def tiny_llama_merged_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_llama(tiny_llama_dir):
     """The tiny Llama loaded unquantized on CPU (shared: tests must not mutate it)."""
-    from engine.models import load_model
+    from engine.generation.models import load_model
 
     return load_model(str(tiny_llama_dir), quantize="none", device="cpu")
 

@@ -11,7 +11,7 @@ positions as shown; a number that was not shown (out of range) is a false positi
 
 Answer correctness:
 - `exact_match` (the paper's EM, the seed library's check_any_string to the character): a
-  normalised gold answer (engine/normalize.py) occurs as a substring of the normalised answer.
+  normalised gold answer (engine/datasets/normalize.py) occurs as a substring of the normalised answer.
   One deliberate difference from the seed: a gold answer that normalises to nothing is left
   out (the seed counts it as found in every answer), and with no usable gold EM is None.
 - `squad_em` and `token_f1`: the SQuAD script's definitions (punctuation deleted, articles
@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine.citations import parse_citations
-from engine.normalize import normalize_answer
+from engine.prompting.citations import parse_citations
+from engine.datasets.normalize import normalize_answer
 from engine.types import Citation
 
 # Python's str whitespace, as the SQL spells it with RE2 classes.
@@ -198,7 +198,7 @@ class MetricSummary:
 
 def summarize(metrics: Sequence[ItemMetrics]) -> dict[str, MetricSummary]:
     """Per-metric mean, n and t-based 95% CI over items; undefined (None) values are skipped."""
-    from engine.stats import mean_ci
+    from engine.statistics.stats import mean_ci
 
     out: dict[str, MetricSummary] = {}
     for name in RUN_METRICS:

@@ -4,7 +4,7 @@
 Source: github.com/aminvenv/attrieval, attrieval/evaluation.py at commit
 b994039c04bbc629e037b480dccf2c4ed7f64a2c (the PAttriEval paper's published code, by its
 authors). The three functions below are copied as they are there, statement for statement;
-the product never imports this file (engine/citations.py and store/views.sql are ours).
+the product never imports this file (engine/prompting/citations.py and store/views.sql are ours).
 
 Two differences from the file, neither of which touches a number:
 - the seed silences sklearn's UndefinedMetricWarning for its whole process when imported; here

@@ -20,8 +20,8 @@ import pytest
 from demo import plots
 from demo.handlers import bias as handler
 from engine.errors import UserError
-from engine.prompts import METADATA_TYPES, MetadataType, PromptConfig
-from engine.sink import RunSpec
+from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item
 from store import RunStore, connect, queries
 
@@ -121,7 +121,7 @@ def test_tab_reads_equal_the_whole_store_reads(db):
 def test_table1_reads_equal_run_metrics_with_run_scores_current_stale_or_missing(db, tmp_path):
     import shutil
 
-    from engine.commands.report import table1
+    from engine.usecases.tables import table1
 
     ids = ["exp-gender", "exp-hai", "exp-base", "exp-race"]
     copy = tmp_path / "t1.duckdb"
@@ -187,7 +187,8 @@ def _cli_report(db: Path, experiment: str) -> str:
 
 
 def test_tables_for_one_experiment_are_what_engine_report_prints(db):
-    from engine.commands.report import experiment_tables, render
+    from engine.usecases.tables import experiment_tables
+    from engine.commands.report import render
 
     for experiment in ("exp-gender", "exp-hai"):
         rows1, rows2 = experiment_tables(db, [experiment])
@@ -195,7 +196,8 @@ def test_tables_for_one_experiment_are_what_engine_report_prints(db):
 
 
 def test_the_page_shows_the_report_tables_of_the_chosen_experiments(db, page):
-    from engine.commands.report import formatted_tables, table1, table2
+    from engine.usecases.formatting import formatted_tables
+    from engine.usecases.tables import table1, table2
 
     # The same functions over the whole store's views, narrowed to the chosen experiments.
     runs = queries.run_metric_table(db)
@@ -230,7 +232,7 @@ def test_the_page_holds_each_chosen_experiment_once(page):
 
 
 def test_the_page_numbers_are_engine_bias_numbers(db, page):
-    from engine.commands.bias import bias_report
+    from engine.usecases.bias import bias_report
 
     report = bias_report(db, "exp-race", resamples=200).report
     rows = [r[3:] for r in page.results if r[0] == "exp-race"]
@@ -329,7 +331,7 @@ def test_the_cab_plot_shows_each_model_and_metric_with_its_interval(db, page):
         assert trace.y[0] + trace.error_y.array[0] == pytest.approx(ci_high)
         assert trace.y[0] - trace.error_y.arrayminus[0] == pytest.approx(ci_low)
         assert trace.text[0] == f"{value:+.1f}" + ("*" if p < 0.05 else "")
-        # Table 2 writes the same value and star (its p is engine.bias's, from the view's row).
+        # Table 2 writes the same value and star (its p is engine.statistics.bias's, from the view's row).
         row2 = next(r for r in page.table2 if r[2] == bar.model)
         assert trace.text[0] == row2[3 if metric == "precision" else 4]
         assert trace.customdata[0][1] == bar.labels and trace.customdata[0][5] == N_ITEMS
@@ -422,8 +424,10 @@ VERDICTS = ("Attributable.", "extrapolatory", "CONTRADICTORY!", "I cannot tell")
 def _add_beyond(db: Path) -> None:
     """Explanations of exp-gender's base and cf answers (two explainers for base), and
     verifications of its base citations, through the store's writers."""
-    from engine.explain import Explanation, mentioned_documents, mentioned_labels
-    from engine.verify import Verification, parse_class
+    from engine.types import Explanation
+    from engine.judges.explain import mentioned_documents, mentioned_labels
+    from engine.types import Verification
+    from engine.judges.verify import parse_class
     from store.explanation_store import ExplanationStore
     from store.verification_store import VerificationStore
 

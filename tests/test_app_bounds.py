@@ -99,8 +99,8 @@ def test_a_streamed_export_of_an_unknown_experiment_writes_nothing(store, tmp_pa
 def test_a_space_says_the_same_for_every_unknown_model_name(tmp_path, monkeypatch):
     from demo.handlers.run import RunForm, build_run_request
     from demo.settings import AppSettings
-    from engine.models import unknown_model
-    from engine.runner import load_model_for
+    from engine.generation.models import unknown_model
+    from engine.running.run_request import load_model_for
 
     monkeypatch.chdir(ROOT)
     settings = AppSettings(db_path=tmp_path / "app.duckdb", allow_local_paths=False)

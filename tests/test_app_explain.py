@@ -23,7 +23,8 @@ PLAIN = "Document 2 holds the answer; the author does not matter."
 
 
 def explanation(run_id: str, item_id: str, text: str, n_shown: int, model: str = "judge"):
-    from engine.explain import Explanation, mentioned_documents, mentioned_labels
+    from engine.types import Explanation
+    from engine.judges.explain import mentioned_documents, mentioned_labels
     from engine.types import TokenLogprob
 
     return Explanation(run_id=run_id, item_id=item_id, explainer_model=model, prompt="Prompt 5", text=text,
@@ -36,9 +37,9 @@ def build_explained_store(folder: Path, model_dir: Path) -> tuple[Path, str, dic
     """A gender experiment (vanilla, base, cf) of 3 items answered by the tiny model; item q0's
     base answer explained with markup and a label, its cf answer with a document and no label,
     its vanilla answer not at all."""
-    from engine.data import load_dataset
-    from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+    from engine.running.run_request import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
     from store.explanation_store import ExplanationStore
 

@@ -40,7 +40,7 @@ def _fn(app, module: str, name: str):
 
 def one_run_store(db: Path) -> Path:
     """A store of one complete run, "first-run" (no model: written through RunStore)."""
-    from engine.sink import RunSpec
+    from engine.types import RunSpec
     from engine.types import Document, Generation, Item
     from store import RunStore
 
@@ -111,7 +111,7 @@ def test_show_plan_names_an_upload_by_its_name_on_the_desktop_too(tmp_path):
 @pytest.mark.parametrize("model, changes", [("smok", {}), ("smok", {"metadata": "gender,race"}),
                                             ("mistralai/Mistral-7B-Instruct-v0.9", {})])
 def test_start_refuses_a_model_that_cannot_load_before_queueing(tmp_path, model, changes):
-    """The CLI's model check (engine.model_check) at Start: one line in a second, nothing queued.
+    """The CLI's model check (engine.generation.model_check) at Start: one line in a second, nothing queued.
     The test suite runs with HF_HUB_OFFLINE=1 (tests/conftest.py): an uncached id cannot load."""
     from demo.handlers.grid import run_form
     from demo.handlers.run import RunForm

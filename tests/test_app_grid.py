@@ -171,7 +171,7 @@ def test_a_grid_from_the_form_runs_on_a_local_ray_instance(tmp_path):
     ray = pytest.importorskip("ray")
     from dataclasses import replace
 
-    from engine.backend_ray import runtime_env
+    from engine.running.backend_ray import runtime_env
 
     ray.init(address="local", num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False,
              log_to_driver=False, runtime_env=runtime_env())

@@ -11,8 +11,8 @@ from demo.handlers.run import run_status
 from demo.job_specs import ExplainSpec, JobSpec
 from demo.jobs import JobQueue
 from demo.tabs.run import STATUS_COLUMNS
-from engine.prompts import PromptConfig
-from engine.runner import RunRequest
+from engine.prompting.prompts import PromptConfig
+from engine.running.run_request import RunRequest
 from store import connect
 from tests.helpers import wait_for_job
 

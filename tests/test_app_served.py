@@ -45,7 +45,7 @@ def test_a_server_form_becomes_the_use_cases_server_options(tmp_path):
     study = build_study_request(settings, grid)
     assert study.grid.model == ("smollm2", "other") and study.ray is None
     assert study.server.base_url == "http://127.0.0.1:9/v1" and study.server.concurrency == 2
-    # Left empty, the requests in flight fit the server (engine.served_flow), as on the CLI: a
+    # Left empty, the requests in flight fit the server (engine.running.served_flow), as on the CLI: a
     # fixed 8 queued past the request timeout on llama.cpp's one-slot server.
     assert RunForm().concurrency is None
     assert server_options(settings, replace(SERVED, concurrency=None)).concurrency is None

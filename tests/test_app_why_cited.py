@@ -10,7 +10,7 @@ import pytest
 
 from demo import plots
 from demo.handlers import why_cited as h
-from engine.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
 from engine.errors import UserError
 from engine.usecases.why_cited import WhyCitedRequest, why_cited
 from tests.helpers import cli, rows, write_jsonl
@@ -76,7 +76,7 @@ def test_stored_text_is_escaped_in_the_summary(tmp_path):
 
 
 def test_the_forest_plot_draws_each_effect_on_a_log_axis_and_escapes_its_names():
-    from engine.choice_model import Effect
+    from engine.statistics.choice_model import Effect
 
     rows_ = [Effect("relevant", 3.8, 3.0, 4.9, 1e-9, 1.335, 0.13), Effect("label[<i>x</i>]", 0.9, 0.7, 1.2, 0.4, -0.105, 0.14)]
     fig = plots.forest_figure(rows_)

@@ -15,9 +15,9 @@ import pytest
 
 from engine.__main__ import main
 from engine.errors import UserError
-from engine.experiment import config_hash, settings_difference
-from engine.prompts import METADATA_TYPES, MetadataType, PromptConfig, build_prompt, metadata_type, rotation_offset
-from engine.study import Grid
+from engine.running.experiment import config_hash, settings_difference
+from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig, build_prompt, metadata_type, rotation_offset
+from engine.prompting.study import Grid
 from engine.types import Document, Item
 from tests.engine_process import kill_once_stored, run_engine
 
@@ -445,7 +445,7 @@ def test_a_custom_many_valued_type_from_the_command_line_beside_a_built_in_one(t
 
 
 def test_the_bias_report_says_how_a_battery_experiments_labels_differ_from_the_papers():
-    from engine.prompts import METADATA_TYPES, PromptConfig
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.usecases.bias import label_note
 
     def config(**fields):

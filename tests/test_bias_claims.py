@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from engine import stats
-from engine.bias import cab, cas, compute_bias, difference_test
+from engine.statistics import stats
+from engine.statistics.bias import cab, cas, compute_bias, difference_test
 
 
 def _mean(x, axis):

@@ -13,8 +13,8 @@ from scipy.stats import binomtest, chi2_contingency
 from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.proportion import proportion_confint
 
-from engine.choice_model import NO_LABEL, fit_choice_model, suppression_rates
-from engine.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+from engine.statistics.choice_model import NO_LABEL, fit_choice_model, suppression_rates
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
 from engine.errors import UserError
 
 

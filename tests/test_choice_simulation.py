@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.choice_model import fit_choice_model
-from engine.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage, simulate_choices
+from engine.statistics.choice_model import fit_choice_model
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage, simulate_choices
 from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent

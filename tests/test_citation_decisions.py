@@ -7,9 +7,9 @@ import random
 import duckdb
 import pytest
 
-from engine.citations import parse_citations
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.sink import RunSpec
+from engine.prompting.citations import parse_citations
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item
 from store.run_store import RunStore
 from tests.helpers import cli

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from engine.citations import citation_probabilities, parse_citation_marks
+from engine.prompting.citations import citation_probabilities, parse_citation_marks
 from engine.types import GenerationOutput, TokenLogprob
 
 
@@ -71,7 +71,7 @@ def test_empty_spans_never_count_and_missing_offsets_give_none():
 def test_alignment_with_real_tokenizers(request, fixture, answer, number_pieces):
     from transformers import AutoTokenizer
 
-    from engine.generate import decode_with_offsets
+    from engine.generation.generate import decode_with_offsets
 
     tokenizer = AutoTokenizer.from_pretrained(str(request.getfixturevalue(fixture)))
     ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
@@ -98,8 +98,8 @@ def test_alignment_with_real_tokenizers(request, fixture, answer, number_pieces)
 def test_end_to_end_probabilities_match_a_plain_forward_pass(tiny_llama_merged_dir):
     import torch
 
-    from engine.generate import GenerationConfig, generate
-    from engine.models import chat_input_ids, load_model
+    from engine.generation.generate import GenerationConfig, generate
+    from engine.generation.models import chat_input_ids, load_model
 
     loaded = load_model(str(tiny_llama_merged_dir), quantize="none", device="cpu")
     # Near-uniform sampling makes the merged "[n]" tokens (20 of ~700) show up within a few dozen steps.

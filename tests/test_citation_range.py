@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from engine.__main__ import main
-from engine.citations import MAX_CITATION_NUMBER, parse_citations
+from engine.prompting.citations import MAX_CITATION_NUMBER, parse_citations
 from tests.helpers import write_one_answer
 
 
@@ -32,7 +32,7 @@ def test_huge_numbers_parse_as_out_of_range(text, expected):
 MAX = MAX_CITATION_NUMBER
 
 
-# Issue 26 §10: the parser's edges, each defined (engine/citations.py's docstring, docs/method.md).
+# Issue 26 §10: the parser's edges, each defined (engine/prompting/citations.py's docstring, docs/method.md).
 @pytest.mark.parametrize("text, expected", [
     # A reversed range cites the same numbers, in the order written; before, it cited nothing.
     ("[3-1]", [3, 2, 1]),

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from engine.__main__ import main
-from engine.citations import parse_citations
+from engine.prompting.citations import parse_citations
 from tests.helpers import write_one_answer
 from tests.seed_evaluation import cab_evaluation, cas_evaluation, evaluate_prec_recall, quietly, seed_row
 
@@ -175,8 +175,8 @@ def test_an_experiment_takes_one_syntax(study, tmp_path):
     args = ["import", "--dataset", str(data), "--metadata", "hai", "--experiment", "x", "--name", "m", "--db", str(db)]
     assert main([*args, "--answers", str(study["db"].parent / "base.jsonl"), "--mode", "base"]) == 0
     with pytest.raises(UserError, match="reads citations as 'ours', not 'paper'"):
-        from engine.data import load_dataset
-        from engine.prompts import metadata_type
+        from engine.datasets.data import load_dataset
+        from engine.prompting.prompts import metadata_type
         from engine.usecases.import_answers import ImportRequest, import_answers
 
         import_answers(ImportRequest(load_dataset(data), study["db"].parent / "cf.jsonl", db, "m", "cf", "x",
@@ -190,8 +190,8 @@ def test_run_option_reaches_the_request_and_the_runs_identity():
     import argparse
 
     from engine.commands.run import add_parser, build_request
-    from engine.experiment import experiment_settings
-    from engine.run_request import run_config
+    from engine.running.experiment import experiment_settings
+    from engine.running.run_request import run_config
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
@@ -234,7 +234,7 @@ def test_migration_016_drops_kept_numbers_of_paper_runs_only(tmp_path):
 
 
 def test_the_api_evaluates_in_either_syntax(study):
-    from engine.data import load_dataset
+    from engine.datasets.data import load_dataset
     from engine.usecases.evaluate import evaluate_answers
 
     data = load_dataset(study["db"].parent / "data.jsonl")

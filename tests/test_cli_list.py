@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.__main__ import main
-from engine.sink import RunSpec
+from engine.types import RunSpec
 from engine.types import Document, Generation, Item
 from store import RunStore, connect
 

@@ -80,7 +80,7 @@ def test_head_of_a_long_listing(tmp_path):
 
 
 def test_tiny_model_offers_every_architecture():
-    from engine.tiny_model import ARCHS
+    from engine.generation.tiny_model import ARCHS
 
     assert "qwen2" in ARCHS
     for arch in ARCHS:

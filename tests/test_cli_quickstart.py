@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.__main__ import main
-from engine.model_choice import CPU_MODEL, DEFAULT_MODEL, SMOKE, choose_auto_model, hub_model_available
+from engine.generation.model_choice import CPU_MODEL, DEFAULT_MODEL, SMOKE, choose_auto_model, hub_model_available
 
 
 def _cache(root: Path, *model_ids: str) -> Path:
@@ -49,7 +49,7 @@ def smoke_cache(tmp_path, tiny_llama_dir, monkeypatch):
     # copy in a fresh cache saves writing it again, and nothing goes to ~/.cache.
     import shutil
 
-    from engine.model_choice import SMOKE_DIR_NAME
+    from engine.generation.model_choice import SMOKE_DIR_NAME
 
     monkeypatch.setenv("PATTRIEVAL_CACHE", str(tmp_path / "cache"))
     shutil.copytree(tiny_llama_dir, tmp_path / "cache" / SMOKE_DIR_NAME)

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from engine import compare_stats as cs
+from engine.statistics import compare_stats as cs
 from engine.__main__ import main
-from engine.citations import parse_citations
+from engine.prompting.citations import parse_citations
 from engine.errors import UserError
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.sink import RunSpec
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item
 from engine.usecases.compare import CompareRequest, Margins, compare, parse_margins
 from store.queries.compare import METRIC_COLUMNS, read_paired, resolve_side

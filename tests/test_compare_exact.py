@@ -1,5 +1,5 @@
 """`compare`'s verdicts hold (issue 26, items 3 and 11): the exact statistics of paired 0/1 values
-(engine.paired_exact) against scipy and statsmodels and summed exactly over every outcome; the
+(engine.statistics.paired_exact) against scipy and statsmodels and summed exactly over every outcome; the
 verdicts' error rates by seeded simulation; margins per metric; Holm over the equivalence tests.
 
 The exact sums enumerate every (b_only, a_only) table of n pairs with its trinomial probability
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from engine import compare_stats as cs
-from engine import paired_exact as pe
+from engine.statistics import compare_stats as cs
+from engine.statistics import paired_exact as pe
 from engine.errors import UserError
-from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
+from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
 from engine.usecases.compare import Margins, parse_margins
 
 

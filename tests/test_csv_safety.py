@@ -22,8 +22,8 @@ import pytest
 
 from engine.__main__ import main
 from store.csv_safe import csv_cell, csv_frame
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.sink import RunSpec
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item
 from store.run_store import RunStore
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.data import load_dataset, normalize_text
+from engine.datasets.data import load_dataset, normalize_text
 from engine.errors import UserError
 
 NATIVE = {

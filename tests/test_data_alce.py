@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from engine.data import load_dataset
+from engine.datasets.data import load_dataset
 from engine.errors import UserError
-from engine.normalize import normalize_answer
+from engine.datasets.normalize import normalize_answer
 
 
 def asqa_row(sample_id: str, qa_pairs: list, docs: list) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.__main__ import main
-from engine.data import MAX_DOCUMENT_CHARS, MAX_QUESTION_CHARS, load_dataset
+from engine.datasets.data import MAX_DOCUMENT_CHARS, MAX_QUESTION_CHARS, load_dataset
 from engine.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_unreadable_file_is_one_line(tmp_path):
     path.mkdir()  # a folder named like a file: not a save_to_disk folder either
     with pytest.raises(UserError, match="a folder must be saved with datasets' save_to_disk$"):
         load_dataset(path)
-    from engine.data import read_jsonl
+    from engine.datasets.data_files import read_jsonl
 
     with pytest.raises(UserError, match=r"d.jsonl: cannot read \(Is a directory\)$"):
         list(read_jsonl(path))

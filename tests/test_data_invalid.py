@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.data import dataset_sha, describe_skipped, load_dataset
+from engine.datasets.data import dataset_sha, describe_skipped, load_dataset
 from engine.errors import UserError
 from engine.types import SkippedItem
 

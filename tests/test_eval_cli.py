@@ -14,8 +14,8 @@ import scipy.stats
 
 from engine.__main__ import main
 from tests.metrics_oracle import citation_scores
-from engine.citations import parse_citations
-from engine.stats import sign_flip_test
+from engine.prompting.citations import parse_citations
+from engine.statistics.stats import sign_flip_test
 
 ROOT = Path(__file__).resolve().parent.parent
 N_ITEMS = 40
@@ -247,9 +247,9 @@ def test_cli_process_error_has_no_traceback(tmp_path):
 
 def _stored_run(db: Path, run_id: str, experiment: str, mode: str, items: list[dict], meta=None, hit=0.8) -> None:
     """A run as `python -m engine run` stores it (not imported), written straight through the store."""
-    from engine.citations import parse_citations as parse
-    from engine.prompts import PromptConfig
-    from engine.sink import RunSpec
+    from engine.prompting.citations import parse_citations as parse
+    from engine.prompting.prompts import PromptConfig
+    from engine.types import RunSpec
     from engine.types import Citation, Document, Generation, Item
     from store.run_store import RunStore
 
@@ -273,7 +273,7 @@ def _stored_run(db: Path, run_id: str, experiment: str, mode: str, items: list[d
 
 
 def test_bias_names_missing_modes_and_the_command_that_adds_them(experiment, tmp_path, capsys):
-    from engine.prompts import METADATA_TYPES, metadata_type
+    from engine.prompting.prompts import METADATA_TYPES, metadata_type
 
     items = experiment[2]
     db = tmp_path / "modes.duckdb"
@@ -298,7 +298,7 @@ def test_bias_names_missing_modes_and_the_command_that_adds_them(experiment, tmp
 
 
 def test_bias_text_columns_never_run_together(experiment, tmp_path, capsys):
-    from engine.prompts import metadata_type
+    from engine.prompting.prompts import metadata_type
 
     items = experiment[2]
     db = tmp_path / "long.duckdb"
@@ -327,7 +327,7 @@ def test_bias_help_shows_a_plain_percent_sign():
 @pytest.fixture(scope="module")
 def labelled_db(experiment, tmp_path_factory):
     """Two experiments of a stored (not imported) model: gender, and a custom type."""
-    from engine.prompts import METADATA_TYPES, metadata_type
+    from engine.prompting.prompts import METADATA_TYPES, metadata_type
 
     items = experiment[2]
     db = tmp_path_factory.mktemp("labelled") / "filters.duckdb"
@@ -382,8 +382,8 @@ def test_report_filter_matching_nothing_is_one_line(labelled_db, capsys, args, m
 
 
 def test_report_type_names_cover_the_built_in_types():
-    from engine.commands.report import TYPE_NAMES
-    from engine.prompts import METADATA_TYPES
+    from engine.usecases.formatting import TYPE_NAMES
+    from engine.prompting.prompts import METADATA_TYPES
 
     assert set(TYPE_NAMES) == set(METADATA_TYPES)
 

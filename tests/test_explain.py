@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from engine.explain import Explanation, explain_prompt, mentioned_documents, mentioned_labels
+from engine.types import Explanation
+from engine.judges.explain import explain_prompt, mentioned_documents, mentioned_labels
 from engine.types import TokenLogprob
 from tests.engine_process import kill_once_stored, run_engine
 from tests.helpers import cli, rows
@@ -86,9 +87,9 @@ def test_no_labels_no_type_finds_only_the_author_words():
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory, tiny_llama_dir):
     """A store with a complete gender experiment (vanilla, base, cf) of 5 items; copied per test."""
-    from engine.data import load_dataset
-    from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+    from engine.running.run_request import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
 
     folder = tmp_path_factory.mktemp("explain")
@@ -299,9 +300,9 @@ def test_bias_and_report_without_explanations_are_unchanged(store, capsys):
 
 
 def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_llama_dir):
-    from engine.data import load_dataset
-    from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+    from engine.running.run_request import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
 
     n = 40  # about 3 s of explaining on 2 cores: room to be killed in the middle

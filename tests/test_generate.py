@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from engine.generate import (
+from engine.generation.generate import (
     Cut,
     GenerationConfig,
     length_sorted_batches,
@@ -16,7 +16,7 @@ from engine.generate import (
     generate,
     iter_batches,
 )
-from engine.models import chat_input_ids, load_model
+from engine.generation.models import chat_input_ids, load_model
 
 PROMPTS = [
     "Q",

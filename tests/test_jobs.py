@@ -13,8 +13,8 @@ import pytest
 from demo.job_specs import JobSpec
 from demo.jobs import JobQueue
 from demo.model_cache import ModelCache
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.runner import RunRequest
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.running.run_request import RunRequest
 from engine.types import MODES
 from tests.helpers import make_dataset
 
@@ -174,7 +174,7 @@ def test_the_model_cache_frees_one_model_before_loading_another():
 
 
 def test_a_study_grid_runs_as_one_job_through_the_same_use_case(queue, tiny_llama_dir, tmp_path):
-    from engine.study import Grid
+    from engine.prompting.study import Grid
     from engine.usecases.study import StudyRequest
 
     data = make_dataset(tmp_path / "d.jsonl", 2)

@@ -9,6 +9,11 @@ local import hides a cycle from Python, not from this test). The layers are DESI
 - use cases: engine/usecases/ and the curated API in engine/api.py.
 - faces: the CLI (engine/__main__.py, engine/commands/) and the app (demo/). A face never imports
   another face. A face may read through the store directly (an arrow down, never up).
+
+Inside the core, engine/'s concept folders (docs/architecture.md) import one way too: the ground
+(engine's top-level leaf modules: types, errors, paths, limits, bounds, sink, suggest) imports
+no folder; datasets, prompting and statistics (the pure core) never import generation, so they
+load no torch; generation imports only the ground; running and judges sit above both.
 """
 from __future__ import annotations
 
@@ -51,6 +56,45 @@ def layer(module: str) -> str:
     if module == "engine.api" or module.startswith("engine.usecases"):
         return "usecases"
     return "core"
+
+
+# Which folders of engine/ each folder may import, besides itself and the ground.
+FOLDER_MAY_IMPORT: dict[str, set[str]] = {
+    "ground": set(),
+    "datasets": set(),
+    "prompting": {"datasets"},
+    "statistics": {"datasets", "prompting"},
+    "generation": set(),
+    "running": {"datasets", "prompting", "generation"},
+    "judges": {"datasets", "prompting", "generation", "statistics"},
+}
+PURE_CORE = ("datasets", "prompting", "statistics")
+
+
+def folder(module: str) -> str | None:
+    """The concept folder of an engine module ("ground" for engine's top-level leaf modules);
+    None outside the core (use cases, API, CLI, store, app)."""
+    parts = module.split(".")
+    if parts[0] != "engine" or layer(module) != "core":
+        return None
+    if len(parts) >= 2 and parts[1] in FOLDER_MAY_IMPORT:
+        return parts[1]
+    return "ground"
+
+
+def folder_arrows() -> list[str]:
+    wrong = []
+    for module in MODULES:
+        mine = folder(module)
+        if mine is None:
+            continue
+        for target in sorted(t for t in (_project(n) for n in imports_of(module)) if t):
+            theirs = folder(target)
+            if theirs is None or theirs == mine or target == "engine" or module.startswith(target + "."):
+                continue
+            if theirs != "ground" and theirs not in FOLDER_MAY_IMPORT[mine] or (mine == "ground"):
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    return wrong
 
 
 def _resolve(module: str, node: ast.ImportFrom) -> str:
@@ -158,6 +202,31 @@ def test_no_import_points_up_a_layer():
     assert back_arrows() == []
 
 
+def test_engine_folders_import_one_way():
+    assert folder_arrows() == []
+
+
+def test_every_core_module_sits_in_a_folder_its_name_says():
+    # The ground is small on purpose: a new module goes into the folder of what it is.
+    ground = sorted(m for m in MODULES if folder(m) == "ground")
+    assert ground == ["engine", "engine.bounds", "engine.errors", "engine.limits", "engine.paths", "engine.sink",
+                      "engine.suggest", "engine.types"]
+    assert {folder(m) for m in MODULES} - {None} == set(FOLDER_MAY_IMPORT)
+
+
+def test_the_pure_core_loads_no_torch():
+    # Import every module of datasets, prompting and statistics in a fresh interpreter.
+    import subprocess
+    import sys
+
+    names = sorted(m for m in MODULES if folder(m) in PURE_CORE)
+    code = ("import sys\n" + "".join(f"import {n}\n" for n in names)
+            + "print(sorted(m for m in ('torch', 'transformers', 'duckdb', 'gradio') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_no_modules_import_each_other_in_a_circle():
     assert cycles() == []
 
@@ -181,6 +250,6 @@ def test_the_walker_sees_local_and_relative_imports(tmp_path, monkeypatch, sourc
 
 
 def test_the_layers_are_the_designs():
-    assert [layer(m) for m in ("engine.prompts", "store.db", "engine.usecases.run", "engine.api",
+    assert [layer(m) for m in ("engine.prompting.prompts", "store.db", "engine.usecases.run", "engine.api",
                                "engine.commands.run", "engine.__main__", "demo.app")] == [
         "core", "store", "usecases", "usecases", "cli", "cli", "app"]

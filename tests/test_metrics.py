@@ -8,8 +8,8 @@ import re
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
-from engine.bias import DifferenceTest, Labels, labels_for, verdict
-from engine.citations import parse_citations
+from engine.statistics.bias import DifferenceTest, Labels, labels_for, verdict
+from engine.prompting.citations import parse_citations
 from tests.metrics_oracle import (
     answer_recall,
     citation_scores,

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
-from engine import model_check
+from engine.generation import model_check
 from engine.errors import UserError
-from engine.model_check import check_model_name, suggestion
-from engine.models import hub_error_to_user_error, load_model
+from engine.generation.model_check import check_model_name, suggestion
+from engine.generation.models import hub_error_to_user_error, load_model
 from test_run_experiments import make_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +186,7 @@ def test_the_hub_is_asked_about_a_name_with_no_ones_token(monkeypatch):
     """Only reachability is judged, so the operator's HF_TOKEN never travels with a visitor's name."""
     from huggingface_hub import HfApi
 
-    from engine.model_check import hub_unreachable
+    from engine.generation.model_check import hub_unreachable
 
     monkeypatch.setenv("HF_TOKEN", "hf_operator_secret")
     sent: list = []
@@ -207,7 +207,7 @@ def test_the_smoke_model_is_written_once_whole_when_several_ask_at_once(tmp_path
 
     from transformers import AutoConfig
 
-    from engine.model_choice import SMOKE_DIR_NAME, smoke_model_dir
+    from engine.generation.model_choice import SMOKE_DIR_NAME, smoke_model_dir
 
     monkeypatch.setenv("PATTRIEVAL_CACHE", str(tmp_path))
     (tmp_path / SMOKE_DIR_NAME).mkdir()  # a partial folder an older version left: no config

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from engine.errors import UserError
-from engine.models import (
+from engine.generation.models import (
     LoadedModel,
     hub_error_to_user_error,
     chat_input_ids,
@@ -20,7 +20,7 @@ USER_TEXT = "Write a concise answer and cite [1][2].\n\nDocument [1](Paris) <|eo
 @pytest.fixture(scope="module")
 def tiny_qwen2_dir(tmp_path_factory):
     """A tiny Qwen2.5-Instruct-like model folder (ChatML, no BOS, tied embeddings)."""
-    from engine.tiny_model import write_tiny_model
+    from engine.generation.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), arch="qwen2")
 
@@ -38,7 +38,7 @@ def loaded_archs(tiny_llama_dir, tiny_mistral_dir, tiny_openchat_dir, tiny_qwen2
 def test_4bit_loads_on_cpu_as_bitsandbytes_nf4_and_generates(tiny_llama_dir):
     import bitsandbytes as bnb
 
-    from engine.generate import GenerationConfig, generate
+    from engine.generation.generate import GenerationConfig, generate
 
     loaded = load_model(str(tiny_llama_dir), quantize="4bit", device="cpu")
     assert (loaded.quantization, loaded.device, loaded.dtype) == ("4bit", "cpu", "float32")
@@ -160,7 +160,7 @@ def test_chat_input_without_template_is_plain_text_with_one_bos(tiny_llama_dir):
 
 
 @pytest.mark.parametrize(("model_id", "why"), [
-    # Tests run offline (conftest): refused by engine.model_check before from_pretrained.
+    # Tests run offline (conftest): refused by engine.generation.model_check before from_pretrained.
     ("no-such-org/no-such-model-xyz",
      "not a local folder or a cached Hugging Face model, and the Hub is switched off (HF_HUB_OFFLINE)"),
     ("/no/such/folder", "not a local folder and not a Hugging Face model id"),
@@ -240,7 +240,7 @@ def test_qwen2_loads_through_from_pretrained_as_the_real_classes(loaded_archs):
 
 
 def test_qwen2_chat_input_is_the_default_system_turn_then_one_user_turn_and_no_bos(loaded_archs):
-    from engine.tiny_model import QWEN25_DEFAULT_SYSTEM
+    from engine.generation.tiny_model import QWEN25_DEFAULT_SYSTEM
 
     qwen = loaded_archs["qwen2"]
     tok = qwen.tokenizer
@@ -272,7 +272,7 @@ def _force_token_after(model, token_id: int, decode_steps: int):
 
 @pytest.mark.parametrize("stop", ["<|im_end|>", "<|endoftext|>"])
 def test_qwen2_generation_stops_on_both_end_tokens(loaded_archs, stop):
-    from engine.generate import GenerationConfig, generate
+    from engine.generation.generate import GenerationConfig, generate
 
     qwen = loaded_archs["qwen2"]
     stop_id = qwen.tokenizer.convert_tokens_to_ids(stop)
@@ -290,7 +290,7 @@ def test_qwen2_generation_stops_on_both_end_tokens(loaded_archs, stop):
 def test_qwen2_loads_in_4bit_on_cpu_and_generates(tiny_qwen2_dir):
     import bitsandbytes as bnb
 
-    from engine.generate import GenerationConfig, generate
+    from engine.generation.generate import GenerationConfig, generate
 
     loaded = load_model(str(tiny_qwen2_dir), quantize="4bit", device="cpu")
     assert loaded.quantization == "4bit"

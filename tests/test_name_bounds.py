@@ -15,7 +15,7 @@ from engine.__main__ import main
 from engine.bounds import (MAX_CONSIDERATION_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, PAGE_LABEL_CHARS, check_name,
                            for_terminal)
 from engine.errors import UserError
-from engine.prompts import MetadataType, PromptConfig, metadata_type
+from engine.prompting.prompts import MetadataType, PromptConfig, metadata_type
 
 ROOT = Path(__file__).resolve().parents[1]
 ESC = "\x1b[2J\x1b[31m"  # clear screen, red
@@ -42,7 +42,7 @@ def test_the_api_refuses_before_anything_is_built():
         MetadataType("age", "old" + ESC, "young", "c", "old", "young")
     with pytest.raises(UserError, match="the consideration is 1,001 characters long"):
         metadata_type("age", "old", "young", "x" * 1001)
-    from engine.runner import RunRequest
+    from engine.running.run_request import RunRequest
 
     config = PromptConfig(mode="base", metadata=metadata_type("gender"))
     with pytest.raises(UserError, match="the experiment name holds the control character"):
@@ -197,8 +197,8 @@ def test_one_script_names_and_mixed_prose_still_pass():
 def test_look_alike_names_are_refused_everywhere(tmp_path, capsys):
     from demo.handlers.run import RunForm, build_run_request
     from demo.settings import AppSettings
-    from engine.runner import RunRequest
-    from engine.study import check_study_name
+    from engine.running.run_request import RunRequest
+    from engine.prompting.study import check_study_name
 
     name = LOOKALIKES[0][0]
     config = PromptConfig(mode="base", metadata=metadata_type("gender"))

@@ -61,7 +61,7 @@ def _rows(text: str, first: str) -> list[list[str]]:
 
 def test_results_show_as_the_cli_prints_them(tmp_path):
     from engine import api
-    from engine.run_request import ExperimentOutcome, RunOutcome
+    from engine.running.run_request import ExperimentOutcome, RunOutcome
     from engine.types import SkippedItem
 
     data = api.load_dataset("sample", 2)

@@ -322,7 +322,7 @@ def test_a_path_to_the_sample_that_is_not_there_says_what_its_name_is(installed)
 
 def test_every_command_that_reads_a_dataset_takes_sample_and_says_so(tmp_path, monkeypatch, capsys):
     """From a folder with no data/: import and report as validate; run reads it as import does
-    (engine.data.load_dataset); a file of that name in the folder is still read as a path."""
+    (engine.datasets.data.load_dataset); a file of that name in the folder is still read as a path."""
     import argparse
     import json
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import UserError
-from engine.prompts import (
+from engine.prompting.prompts import (
     METADATA_TYPES,
     PromptConfig,
     build_explain_prompt,
@@ -156,7 +156,7 @@ def test_explain_prompt_is_prompt_5_with_shown_order():
 
 
 def test_few_shot_counts_match_the_demonstrations():
-    from engine.prompts import FEW_SHOT_EXAMPLES
+    from engine.prompting.prompts import FEW_SHOT_EXAMPLES
     from engine.types import FEW_SHOT_COUNTS
 
     assert FEW_SHOT_COUNTS == tuple(range(len(FEW_SHOT_EXAMPLES) + 1))

@@ -1,4 +1,4 @@
-"""The citation propensity probe (engine/propensity.py) and propensity CAB (`python -m engine
+"""The citation propensity probe (engine/judges/propensity.py) and propensity CAB (`python -m engine
 propensity`): the probe against a plain forward pass, "1" and "10" told apart in every tokenizer,
 batch-size invariance, the command end to end on a tiny model (figures recomputed from the
 stored rows, resume without duplicates), and bad inputs in one line."""
@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from engine.propensity import candidate_tokens, citation_sites, probe_citations, relevant_mass
+from engine.judges.propensity import candidate_tokens, citation_sites, probe_citations, relevant_mass
 from tests.helpers import cli, make_ranked_dataset, rows
 
 ANSWER = "The tower [1][2] was built in 1889 [10], see also [3, 4] and.[12] or [5-6]."
@@ -46,8 +46,8 @@ TOKENIZERS = [(arch, merged) for arch in ("llama", "mistral", "qwen2") for merge
 
 @pytest.fixture(scope="module")
 def loaded_models(tmp_path_factory):
-    from engine.models import load_model
-    from engine.tiny_model import write_tiny_model
+    from engine.generation.models import load_model
+    from engine.generation.tiny_model import write_tiny_model
 
     out = {}
     for arch, merged in TOKENIZERS:
@@ -60,7 +60,7 @@ def _plain_logprob(loaded, prompt: str, prefix: str, n: int, n_shown: int) -> fl
     """log P("[n]" | prompt, prefix) from one unbatched, unpadded forward pass of the full text."""
     import torch
 
-    from engine.models import chat_input_ids
+    from engine.generation.models import chat_input_ids
 
     tokens = candidate_tokens(loaded.tokenizer, prefix, n_shown)
     tail = list(tokens.continuations[n - 1])
@@ -190,8 +190,8 @@ def _direct(db, experiment_id) -> tuple[list[float], list[float]]:
 def test_propensity_end_to_end_matches_the_stored_rows_and_resumes(store, capsys):
     from scipy import stats as scipy_stats
 
-    from engine.propensity import citation_sites
-    from engine.stats import paired_test
+    from engine.judges.propensity import citation_sites
+    from engine.statistics.stats import paired_test
 
     db, experiment_id = store
     assert cli("propensity", "--experiment", experiment_id, "--db", str(db), "--batch-size", "7", "--json",
@@ -274,7 +274,7 @@ def test_limit_probes_the_first_answers_and_the_api_agrees(store) -> None:
 def test_an_item_that_does_not_fit_the_context_is_skipped(store):
     from dataclasses import replace
 
-    from engine.models import load_model
+    from engine.generation.models import load_model
     from engine.usecases import propensity as usecase
 
     db, experiment_id = store

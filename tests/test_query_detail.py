@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.sink import RunSpec
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob
 from store import RunStore, connect, queries
 
@@ -111,7 +111,7 @@ def test_query_detail_reads_one_item_across_modes(db):
     vanilla, base, cf = detail.modes
     assert vanilla.positions == {"d3": 1, "d2": 2, "d1": 3} == base.positions
     assert cf.positions == {"d1": 1, "d2": 2, "d3": 3}
-    # Relevant documents carry label A in base and label B in cf (engine.prompts._label).
+    # Relevant documents carry label A in base and label B in cf (engine.prompting.prompts._label).
     assert vanilla.labels == {}
     assert base.labels == {"d1": "a man", "d2": "a woman", "d3": "a man"}
     assert cf.labels == {"d1": "a woman", "d2": "a man", "d3": "a woman"}
@@ -130,7 +130,7 @@ def test_query_detail_reads_one_item_across_modes(db):
 
 def test_query_detail_prompt_labels_match_the_engine(db):
     # The labels the drill-down shows are the ones the prompt wrote after each document.
-    from engine.prompts import build_prompt
+    from engine.prompting.prompts import build_prompt
 
     detail = queries.query_detail(db, EXPERIMENT, "hamlet")
     for mode in ("base", "cf"):
@@ -275,7 +275,7 @@ def test_page_escapes_every_piece_of_text(db):
 
 def test_the_prompt_each_mode_saw_is_shown_escaped_with_its_labels_marked():
     from demo import render
-    from engine.prompts import METADATA_TYPES, PromptConfig, build_prompt
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
     from engine.types import Document, Item
     from store.queries import ModeDetail
 

@@ -20,12 +20,14 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="pip install -r requirements-ray.txt")
 
-from engine.backend_ray import Generator, RayBackend, load_driver_tokenizer, runtime_env  # noqa: E402
-from engine.data import load_dataset  # noqa: E402
+from engine.running.backend_ray import Generator, RayBackend, load_driver_tokenizer, runtime_env  # noqa: E402
+from engine.datasets.data import load_dataset  # noqa: E402
 from engine.errors import UserError  # noqa: E402
-from engine.runner import RunCancelled, check_prompt_lengths, execute_plan, plan_experiment  # noqa: E402
+from engine.errors import RunCancelled  # noqa: E402
+from engine.running.planner import check_prompt_lengths, plan_experiment  # noqa: E402
+from engine.running.runner import execute_plan  # noqa: E402
 from engine.usecases.run import ExperimentRequest, run_experiment  # noqa: E402
-from engine.threads import resolve_threads  # noqa: E402
+from engine.generation.threads import resolve_threads  # noqa: E402
 from store import RunStore, connect  # noqa: E402
 from test_run_experiments import make_dataset, req  # noqa: E402
 
@@ -87,7 +89,7 @@ def stored_rows(db):
             "SELECT r.rag_mode, c.* EXCLUDE (run_id) FROM citations c JOIN runs r USING (run_id) "
             "ORDER BY ALL"
         ).fetchall()
-        # The thread count every batch computed with: the driver's, on every actor (engine.threads).
+        # The thread count every batch computed with: the driver's, on every actor (engine.generation.threads).
         runs = conn.execute("SELECT rag_mode, config_hash, status, n_items, config_json->>'torch_threads' "
                             "FROM runs ORDER BY rag_mode").fetchall()
     return generations, citations, runs
@@ -215,7 +217,7 @@ def test_device_cuda_n_is_refused_under_ray(tiny_llama_dir):
 
 
 def test_the_address_check_lets_a_real_cluster_through(ray_cluster):
-    from engine.backend_ray import check_address
+    from engine.running.backend_ray import check_address
 
     check_address(ray.get_runtime_context().gcs_address)  # the GCS answers the HTTP/2 preface
 

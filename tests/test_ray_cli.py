@@ -121,7 +121,7 @@ def _http2_listener() -> tuple[socket.socket, int, list[int]]:
 
 
 def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line_too(tmp_path, tiny_llama_dir):
-    from engine.backend_ray import JOIN_WAIT_S
+    from engine.running.backend_ray import JOIN_WAIT_S
 
     data = make_dataset(tmp_path / "d.jsonl", 2)
     db = tmp_path / "r.duckdb"

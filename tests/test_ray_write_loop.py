@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from engine.backends import BatchResult, PlannedBatch
-from engine.data import load_dataset
+from engine.running.backends import BatchResult, PlannedBatch
+from engine.datasets.data import load_dataset
 from engine.errors import UserError
-from engine.prompts import METADATA_TYPES, PromptConfig, build_prompt
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
 from engine.types import GenerationOutput
-from engine.write_loop import OpenRun, write_loop
+from engine.running.write_loop import OpenRun, write_loop
 from test_run_experiments import make_dataset
 
 
@@ -121,7 +121,7 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_address_fails_in_one_line_within_seconds():
-    from engine.backend_ray import check_address
+    from engine.running.backend_ray import check_address
 
     with pytest.raises(UserError, match="no Ray cluster answers at 127.0.0.1:"):
         check_address(f"127.0.0.1:{_closed_port()}")
@@ -177,7 +177,7 @@ def test_the_hf_token_never_reaches_what_ray_records(tmp_path):
     import dataclasses
     import pickle
 
-    from engine.backend_ray import RayBackend, runtime_env
+    from engine.running.backend_ray import RayBackend, runtime_env
     from test_run_experiments import req
 
     request = dataclasses.replace(req(tmp_path, device="auto"), hf_token="hf_SECRETsecret")
@@ -192,8 +192,10 @@ def test_several_plans_share_one_pipeline_and_a_vanilla_copy_waits_for_its_sourc
     items gender's lacks in a second one."""
     import dataclasses
 
-    from engine.backends import LocalBackend
-    from engine.runner import execute_plans, generation_config, plan_experiment
+    from engine.running.backends import LocalBackend
+    from engine.running.runner import execute_plans
+    from engine.running.run_request import generation_config
+    from engine.running.planner import plan_experiment
     from store import RunStore, connect
     from test_run_experiments import req
 

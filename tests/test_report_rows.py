@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from engine.__main__ import main
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.sink import RunSpec
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item
 from store import RunStore, connect
 

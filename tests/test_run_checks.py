@@ -16,9 +16,10 @@ import torch
 
 from engine.__main__ import main as cli
 from engine.commands import run as run_command
-from engine.data import load_dataset
-from engine.models import context_length
-from engine.runner import config_hash, run_config
+from engine.datasets.data import load_dataset
+from engine.generation.models import context_length
+from engine.running.experiment import config_hash
+from engine.running.run_request import run_config
 from engine.usecases.run import ExperimentRequest, run_experiment
 from tests.helpers import digest
 
@@ -241,7 +242,7 @@ def test_context_length_takes_the_smaller_declared_limit():
 
 
 def test_a_huge_prompt_is_refused_without_tokenizing_it(tmp_path, tiny_llama_dir, tiny_llama):
-    from engine.data import Dataset
+    from engine.datasets.data import Dataset
     from engine.errors import UserError
     from engine.types import Document, Item
 
@@ -257,14 +258,14 @@ def test_a_huge_prompt_is_refused_without_tokenizing_it(tmp_path, tiny_llama_dir
 def test_a_sampling_option_without_sample_is_refused_before_any_model_loads(command, tmp_path, monkeypatch, capsys):
     # Issue 28: `--temperature 0.7` alone was read and then ignored (greedy). Refused in one line,
     # with nothing loaded or written: loading a model here fails the test.
-    import engine.models
-    import engine.model_choice
+    import engine.generation.models
+    import engine.generation.model_choice
 
     def no_loading(*args, **kwargs):
         raise AssertionError("a model was asked for")
 
-    monkeypatch.setattr(engine.models, "load_model", no_loading)
-    monkeypatch.setattr(engine.model_choice, "choose_auto_model", no_loading)
+    monkeypatch.setattr(engine.generation.models, "load_model", no_loading)
+    monkeypatch.setattr(engine.generation.model_choice, "choose_auto_model", no_loading)
     db = tmp_path / "runs.duckdb"
     assert cli([*command, "--model", "smoke", "--db", str(db), "--temperature", "0.7"]) == 2
     assert capsys.readouterr().err == (

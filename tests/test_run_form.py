@@ -204,7 +204,7 @@ def test_settings_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_the_first_run_on_an_empty_store(tmp_path):
-    from engine.model_choice import DEFAULT_MODEL
+    from engine.generation.model_choice import DEFAULT_MODEL
 
     db = tmp_path / "app.duckdb"
     assert store_is_empty(db) and not db.exists()  # asking creates nothing
@@ -226,7 +226,7 @@ def test_the_first_run_takes_the_model_auto_would_and_says_why(tmp_path):
     Mistral on a GPU, smoke only where neither can be had, or the operator offers neither."""
     from demo.handlers.run import first_run
     from demo.render import SMOKE_NOTE
-    from engine.model_choice import CPU_MODEL, DEFAULT_MODEL
+    from engine.generation.model_choice import CPU_MODEL, DEFAULT_MODEL
 
     settings = AppSettings(tmp_path / "app.duckdb")
     asked: list[str] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UserError
-from engine.sink import RunSpec
+from engine.types import RunSpec
 from store import RunStore, queries
 from store.queries.console import _bracket_depth
 from store.sandbox import check_statement, child_environment, path_masker

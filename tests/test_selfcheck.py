@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from engine.__main__ import main
-from engine.data import load_dataset
-from engine.generate import GenerationConfig, generate
-from engine.models import chat_input_ids, load_model
+from engine.datasets.data import load_dataset
+from engine.generation.generate import GenerationConfig, generate
+from engine.generation.models import chat_input_ids, load_model
 from engine.paths import SAMPLE_DATASET
-from engine.selfcheck import (
+from engine.usecases.selfcheck import (
     TOLERANCE_FP32,
     TOLERANCE_HALF,
     check_bos,
@@ -26,7 +26,7 @@ from engine.selfcheck import (
     run_selfcheck,
     sample_prompts,
 )
-from engine.tiny_model import LLAMA3_CHAT_TEMPLATE, OPENCHAT36_CHAT_TEMPLATE, write_tiny_model
+from engine.generation.tiny_model import LLAMA3_CHAT_TEMPLATE, OPENCHAT36_CHAT_TEMPLATE, write_tiny_model
 from engine.types import Prompt
 
 # Small enough to keep each check in seconds on a loaded 2-core machine, big enough to compare

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend_server import ServerBackend, served_provenance_config
-from engine.backends import plan_batches
+from engine.running.backend_server import ServerBackend, served_provenance_config
+from engine.running.backends import plan_batches
 from engine.errors import UserError
-from engine.generate import GenerationConfig
-from engine.served_request import ServerSettings
+from engine.generation.generate import GenerationConfig
+from engine.running.served_request import ServerSettings
 from tests.served_server import API_KEY, FlakyProxy, free_port, key_env, smollm2_tokenizer_dir
 
 pytestmark = pytest.mark.slow
@@ -45,8 +45,8 @@ def short():
 @pytest.fixture(scope="module")
 def prompts():
     """The sample's first prompts as a vanilla run builds them, cut to two documents."""
-    from engine.data import load_dataset
-    from engine.prompts import PromptConfig, build_prompt
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import PromptConfig, build_prompt
 
     items = load_dataset(SAMPLE, limit=3).items
     built = [build_prompt(item, PromptConfig(top_k=2)) for item in items]
@@ -110,7 +110,7 @@ def test_chat_endpoint_answers_with_logprobs(server, monkeypatch, prompts):
 def test_completions_endpoint_sends_the_local_prompt_and_matches_chat(server, monkeypatch, prompts, tokenizer, caplog):
     """With a local tokenizer the chat template is applied here: the text sent is the one a local
     run tokenizes, the server counts the same tokens, and the answers equal the chat endpoint's."""
-    from engine.models import chat_input_ids_for
+    from engine.generation.models import chat_input_ids_for
 
     caplog.set_level(logging.INFO)
     chat_batches, chat_results = run(backend(server, monkeypatch).start(), prompts)
@@ -151,7 +151,7 @@ def test_concurrency_does_not_reorder_or_duplicate(server, monkeypatch, short):
 
 
 def test_retries_a_dropped_connection_and_503s_then_answers(server, monkeypatch, short, caplog):
-    caplog.set_level(logging.INFO, logger="engine.backend_server")
+    caplog.set_level(logging.INFO, logger="engine.running.backend_server")
     b = backend(server, monkeypatch, cfg=config(max_new_tokens=8)).start()
     direct = run(b, (short[0][:1], short[1][:1]))[1]
     with FlakyProxy(server.base_url) as proxy:

@@ -104,7 +104,7 @@ def test_a_local_and_a_served_run_store_the_same_prompts(server, chat_run, keyed
     a local run of SmolLM2 would generate from (the server counts the same prompt tokens)."""
     from transformers import AutoTokenizer
 
-    from engine.models import chat_input_ids_for
+    from engine.generation.models import chat_input_ids_for
 
     chat_db = chat_run[0]
     local_db, completions_db = tmp_path / "local.duckdb", tmp_path / "completions.duckdb"

@@ -1,4 +1,4 @@
-"""How many requests a served run keeps in flight (engine.served_flow), what a timeout does, how a
+"""How many requests a served run keeps in flight (engine.running.served_flow), what a timeout does, how a
 busy server is told from a gone one, and that an ended run leaves no request behind: against
 tests.served_server.PacedServer, a stand-in server that computes nothing and takes a set time
 per answer, one at a time (as llama-cpp-python's server) or many at once (as vLLM). Fast; the
@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from engine.backend_server import ServerBackend
-from engine.backends import plan_batches
+from engine.running.backend_server import ServerBackend
+from engine.running.backends import plan_batches
 from engine.errors import UserError
-from engine.generate import GenerationConfig
-from engine.served_flow import AUTO_MAX, ConcurrencyLimit, choose_limit, window_size
-from engine.served_request import ServerSettings
+from engine.generation.generate import GenerationConfig
+from engine.running.served_flow import AUTO_MAX, ConcurrencyLimit, choose_limit, window_size
+from engine.running.served_request import ServerSettings
 from tests.served_server import PacedServer, free_port
 
 
@@ -159,7 +159,7 @@ def test_busy_and_gone_are_told_apart_at_start():
 
 def head_text(batches) -> str:
     """The prompt of the first planned row: the one the write loop waits for first."""
-    from engine.served_request import TextTokenizer
+    from engine.running.served_request import TextTokenizer
 
     return TextTokenizer.decode(batches[0].input_ids[0])
 

@@ -3,7 +3,7 @@ answer without an end, a lying Content-Length, a server that trickles a byte at 
 of the wrong type or range, more text than the tokens asked for can hold. Each is refused in one
 line naming the server, within the request's deadline, with the client's memory bounded.
 A sweep over every field we read checks that parsing raises MalformedAnswer or succeeds, never
-anything else (engine.served_parse)."""
+anything else (engine.running.served_parse)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import time
 
 import pytest
 
-from engine.backend_server import ServerBackend
-from engine.backends import plan_batches
+from engine.running.backend_server import ServerBackend
+from engine.running.backends import plan_batches
 from engine.errors import UserError
-from engine.generate import GenerationConfig
-from engine.served_client import MAX_ANSWER_BYTES, Client, ServedAnswerError, ServedConnectionError
-from engine.served_parse import (MAX_CHARS_PER_TOKEN, MalformedAnswer, answer_byte_cap, check_answer, first_choice,
+from engine.generation.generate import GenerationConfig
+from engine.running.served_client import MAX_ANSWER_BYTES, Client, ServedAnswerError, ServedConnectionError
+from engine.running.served_parse import (MAX_CHARS_PER_TOKEN, MalformedAnswer, answer_byte_cap, check_answer, first_choice,
                                  parse_choice, usage_counts)
-from engine.served_request import ServerSettings
+from engine.running.served_request import ServerSettings
 from tests.served_server import HostileServer, chat_answer
 
 

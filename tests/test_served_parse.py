@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.served_client import api_root, redact_url
-from engine.served_parse import UNKNOWN_TOKEN_ID, parse_chat, parse_completion, token_offsets
+from engine.running.served_client import api_root, redact_url
+from engine.running.served_parse import UNKNOWN_TOKEN_ID, parse_chat, parse_completion, token_offsets
 
 
 def test_redact_url_drops_credentials_query_and_fragment():

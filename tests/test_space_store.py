@@ -164,8 +164,8 @@ def test_the_first_screen_says_when_results_will_not_survive_a_restart(space, un
 
 def test_a_run_refuses_a_store_it_cannot_write_before_anything_is_written_or_loaded(space, unwritable, tmp_path):
     from engine.errors import UserError
-    from engine.prompts import PromptConfig, metadata_type
-    from engine.run_request import RunRequest
+    from engine.prompting.prompts import PromptConfig, metadata_type
+    from engine.running.run_request import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
 
     app, home = space

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from engine.errors import UserError
-from engine.sink import RunSpec
+from engine.types import RunSpec
 from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob
 from store import RunStore, connect, queries
 from store.migrations import Migration, applied_versions, apply_migrations, available_migrations
@@ -375,7 +375,7 @@ def test_status_transitions(started: RunStore, db: Path):
 
 
 def test_reads_never_create_the_database(store: RunStore, db: Path):
-    from engine.sink import ExperimentSpec
+    from engine.types import ExperimentSpec
 
     spec = ExperimentSpec(key="k", name="n", new=False, model="m", dataset="d", dataset_sha="s", settings={})
     assert store.find_experiment(spec) is None

@@ -9,11 +9,11 @@ import threading
 import pytest
 import torch
 
-from engine.data import load_dataset
-from engine.generate import GenerationConfig, generate
-from engine.runner import generation_config
+from engine.datasets.data import load_dataset
+from engine.generation.generate import GenerationConfig, generate
+from engine.running.run_request import generation_config
 from engine.usecases.run import ExperimentRequest, run_experiment
-from engine.threads import default_threads, resolve_threads
+from engine.generation.threads import default_threads, resolve_threads
 from test_run_experiments import make_dataset, req, rows
 
 

@@ -121,7 +121,7 @@ def _answers(dataset, cite):
 
 def test_evaluate_answers_in_memory_is_the_stored_evaluation(tmp_path):
     from engine import api
-    from engine.prompts import METADATA_TYPES
+    from engine.prompting.prompts import METADATA_TYPES
 
     data = api.load_dataset(make_dataset(tmp_path / "d.jsonl", 6))
     answers = {"vanilla": _answers(data, lambda i: 1), "base": _answers(data, lambda i: 1 + i % 4),

@@ -11,10 +11,17 @@ import shutil
 import pytest
 
 from engine.types import GenerationOutput, TokenLogprob, TopLogprob
-from engine.verify import (
-    CLASSES, UNPARSED, Verification, claim_text, claims_of, class_probabilities, parse_class,
-    split_sentences, token_class,
+from engine.judges.verify import (
+    CLASSES,
+    UNPARSED,
+    claim_text,
+    claims_of,
+    class_probabilities,
+    parse_class,
+    split_sentences,
+    token_class,
 )
+from engine.types import Verification
 from tests.engine_process import kill_once_stored, run_engine
 from tests.helpers import cli, make_ranked_dataset, rows
 
@@ -129,9 +136,9 @@ ANSWER = "The number is {n} [1][9]. It is also given in [2, 3]. Nothing else is 
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory, tiny_llama_dir):
     """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite; copied per test."""
-    from engine.data import load_dataset
-    from engine.prompts import METADATA_TYPES, PromptConfig
-    from engine.runner import RunRequest
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+    from engine.running.run_request import RunRequest
     from engine.usecases.run import ExperimentRequest, run_experiment
     from store.db import connect
 
@@ -367,7 +374,7 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(store):
 
 
 def test_a_real_tokenizer_s_first_pieces_of_each_class_word_are_recognised(tiny_llama):
-    from engine.generate import decode_with_offsets
+    from engine.generation.generate import decode_with_offsets
 
     tok = tiny_llama.tokenizer
     for name in CLASSES:

@@ -10,12 +10,12 @@ import duckdb
 import pytest
 import scipy.special
 
-from engine.bias import compute_bias, labels_for, view_row_test
-from engine.citations import parse_citations
+from engine.statistics.bias import compute_bias, labels_for, view_row_test
+from engine.prompting.citations import parse_citations
 from tests.metrics_oracle import item_metrics, normalize_answer, normalize_squad, summarize
-from engine.prompts import METADATA_TYPES, PromptConfig
-from engine.sink import RunSpec
-from engine.stats import t_sf2
+from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.types import RunSpec
+from engine.statistics.stats import t_sf2
 from engine.types import Citation, Document, Generation, Item
 from store.db import connect
 from store.migrations import apply_migrations, available_migrations
@@ -177,7 +177,7 @@ def test_bias_view_matches_python(store_data):
             assert row["value"] == pytest.approx(r.value, abs=1e-9)
             assert row["n"] == r.n and row["n_differ"] == r.n_differ
             assert (row["n_cite_a"], row["n_cite_b"]) == (r.n_cite_a, r.n_cite_b)
-            # The view gives the test's inputs, engine.bias the p: the one compute_bias gives.
+            # The view gives the test's inputs, engine.statistics.bias the p: the one compute_bias gives.
             assert view_row_test(row).p == pytest.approx(r.p, rel=1e-12)
             assert row["undefined_reason"] is None and not {"ci_low", "ci_high", "t", "p"} & set(row)
     assert rows[("e2", "CAB", "f1")]["n"] == 55 and rows[("e2", "CAB", "f1")]["n_a"] == 60
@@ -290,7 +290,7 @@ def test_t_macros_match_scipy(tmp_path):
 
 
 def test_sql_spellings_agree_with_their_python_homes(tmp_path):
-    from engine.bias import COMPARISONS
+    from engine.statistics.bias import COMPARISONS
 
     with connect(tmp_path / "h.duckdb", read_only=True) as conn:
         for name, meta in METADATA_TYPES.items():

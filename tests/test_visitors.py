@@ -173,8 +173,8 @@ class StopAfter:
 
 
 def _plan(tmp_path, tiny_llama_dir, n_items):
-    from engine.data import load_dataset
-    from engine.runner import plan_experiment
+    from engine.datasets.data import load_dataset
+    from engine.running.planner import plan_experiment
     from store.run_store import RunStore
 
     data = load_dataset(str(make_dataset(tmp_path / "d.jsonl", n_items)))
@@ -183,7 +183,7 @@ def _plan(tmp_path, tiny_llama_dir, n_items):
 
 
 def test_cancel_is_heard_while_the_items_are_stored(tmp_path, tiny_llama, tiny_llama_dir):
-    from engine.runner import execute_plan
+    from engine.running.runner import execute_plan
 
     plan, sink = _plan(tmp_path, tiny_llama_dir, 1200)
     with pytest.raises(RunCancelled, match="storing the dataset's items"):
@@ -195,7 +195,7 @@ def test_cancel_is_heard_while_the_items_are_stored(tmp_path, tiny_llama, tiny_l
 
 
 def test_cancel_is_heard_while_the_first_batch_is_planned(tmp_path, tiny_llama, tiny_llama_dir):
-    from engine.runner import execute_plan
+    from engine.running.runner import execute_plan
 
     plan, sink = _plan(tmp_path, tiny_llama_dir, 1200)
     # 3 item chunks + the check before the claim, then every 500 prompts built.
@@ -207,7 +207,7 @@ def test_cancel_is_heard_while_the_first_batch_is_planned(tmp_path, tiny_llama, 
 
 
 def test_cancel_cuts_a_batch_short_and_writes_none_of_it(tiny_llama):
-    from engine.generate import GenerationConfig, generate_batch
+    from engine.generation.generate import GenerationConfig, generate_batch
 
     asked = StopAfter(3)  # two decoding steps, then the cancel
     started = time.monotonic()
@@ -244,7 +244,7 @@ def test_a_visitor_without_a_token_never_gets_the_operators_token(monkeypatch, t
     """Through the loader itself: what reaches from_pretrained is no token at all (False)."""
     import transformers
 
-    from engine.runner import load_model_for
+    from engine.running.run_request import load_model_for
 
     monkeypatch.setenv("HF_TOKEN", "hf_operator_secret")
     seen: list = []
@@ -256,7 +256,7 @@ def test_a_visitor_without_a_token_never_gets_the_operators_token(monkeypatch, t
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", record)
     # The tests run offline, where the name pre-check refuses an uncached id before any load;
     # what is tested here is the token the load itself sends (the pre-check sends none).
-    monkeypatch.setattr("engine.model_check.check_model_name", lambda *a, **k: None)
+    monkeypatch.setattr("engine.generation.model_check.check_model_name", lambda *a, **k: None)
     settings = _space(tmp_path / "x.duckdb")
     visitor = build_run_request(replace(settings, allowed_models=None), RunForm(model="someone/private-model"))
     assert visitor.hf_token is None and not visitor.environment_token

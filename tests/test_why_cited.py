@@ -1,6 +1,6 @@
 """`python -m engine why-cited` and engine.usecases.why_cited end to end: simulated citation
 choices are imported as answers, read back through the citation_decisions view, and fitted; the
-fit equals engine.choice_model's on the simulated frame itself."""
+fit equals engine.statistics.choice_model's on the simulated frame itself."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.choice_model import fit_choice_model, suppression_rates
-from engine.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+from engine.statistics.choice_model import fit_choice_model, suppression_rates
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
 from tests.helpers import cli, rows, write_jsonl
 
 N_ITEMS = 150

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from demo.plots import CabBar, ProbabilityBox
 from demo.render import SMOKE_NOTE, is_smoke
 
-# engine.bias.BiasResult's fields, as `python -m engine bias --json` gives them: value is None where
+# engine.statistics.bias.BiasResult's fields, as `python -m engine bias --json` gives them: value is None where
 # undefined (direction then says why); n_cite_a / n_cite_b count the answers that cite a shown document.
 RESULT_COLUMNS = ["measure", "metric", "value", "ci_low", "ci_high", "p", "n", "n_differ", "n_cite_a", "n_cite_b",
                   "direction", "test"]
@@ -337,7 +337,8 @@ def _experiment_cells(report: dict[str, Any]) -> list[Any]:
 def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict] | None = None,
              rows2: list[dict] | None = None) -> str:
     """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
-    from engine.usecases.formatting import SETTING_NOTE, SIGNIFICANCE, has_settings, single_dataset, table2_notes
+    from engine.usecases.formatting import SETTING_NOTE, has_settings, single_dataset, table2_notes
+    from engine.statistics.bias import SIGNIFICANCE
 
     lines = []
     for r in reports:

@@ -29,7 +29,7 @@ EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compar
 # The metric table as the page shows it (the exact values: /compare).
 TABLE_COLUMNS = ["comparison", "metric", "n", "mean A", "mean B", "B − A", "95% CI", "test", "p", "Holm p",
                  "t-test p", "min. detectable", "verdict"]
-# Marks a bootstrap interval on fewer items than engine.stats.BOOTSTRAP_APPROXIMATE_BELOW (approximate).
+# Marks a bootstrap interval on fewer items than engine.statistics.stats.BOOTSTRAP_APPROXIMATE_BELOW (approximate).
 APPROXIMATE = "*"
 TOP_ITEMS = 20  # per comparison, on the page and in /compare (the export holds every item)
 # The items table shows the sorting metric in A and B and its difference, then the other metrics'
@@ -65,7 +65,7 @@ def side_choices(db: DbLike) -> list[tuple[str, str]]:
 
 def metric_choices() -> list[tuple[str, str]]:
     """(label, name) of every metric compare knows, in its table order."""
-    from engine.compare_stats import METRICS
+    from engine.statistics.compare_stats import METRICS
 
     return [(spec.label, name) for name, spec in METRICS.items()]
 
@@ -75,7 +75,7 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
     """The use case's request from the page's values (text, a list, margins as text or a number
     or blank, a tick); one-line UserError for a blank side, no metric, or a margin that does not read."""
     from demo.handlers.query import clean_input
-    from engine.compare_stats import DEFAULT_METRICS
+    from engine.statistics.compare_stats import DEFAULT_METRICS
     from engine.usecases.compare import CompareRequest
 
     a, b = clean_input(a, "run A"), clean_input(b, "run B")
@@ -165,7 +165,7 @@ def metric_rows(result: Comparison) -> pd.DataFrame:
     undefined reads "undefined" (the verdict says why)."""
     import pandas as pd
 
-    from engine.compare_stats import PERMUTATION
+    from engine.statistics.compare_stats import PERMUTATION
 
     table = result.table()
     rows = []

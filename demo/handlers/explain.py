@@ -132,9 +132,9 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     from demo.handlers.run import _looks_like_path, operator_token_serves
     from demo.job_specs import ExplainSpec
     from demo.quotas import check_explain_quota
-    from engine.model_choice import SMOKE, SMOKE_LABEL, resolve_model
-    from engine.prompts import PromptConfig
-    from engine.runner import RunRequest
+    from engine.generation.model_choice import SMOKE, SMOKE_LABEL, resolve_model
+    from engine.prompting.prompts import PromptConfig
+    from engine.running.run_request import RunRequest
     from store import queries
 
     if settings.read_only:

@@ -2,7 +2,7 @@
 
 A form whose model, metadata type, cut-off k, order, few-shot, XAI or battery box holds a comma list
 ("5,10"), or that names a study, is a grid: the cross product of the lists, one experiment per
-configuration, exactly `python -m engine run` with the same lists (engine.study parses them,
+configuration, exactly `python -m engine run` with the same lists (engine.prompting.study parses them,
 engine.usecases.study plans and runs them). Start queues ONE job for the whole grid; /plan_run
 shows the use case's own plan first (plan_study: the same planning run_study does, vanilla
 shared across metadata types), so the app never works out a plan of its own.
@@ -37,10 +37,10 @@ PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "batt
 
 
 def form_grid(form: RunForm):
-    """The form's engine.study.Grid: each list box parsed as `run` parses its option (UserError,
+    """The form's engine.prompting.study.Grid: each list box parsed as `run` parses its option (UserError,
     one line: an unknown value, a duplicate, an empty entry, k < 1)."""
-    from engine.model_choice import SMOKE
-    from engine.study import AXES, Grid, parse_list
+    from engine.generation.model_choice import SMOKE
+    from engine.prompting.study import AXES, Grid, parse_list
 
     values = {axis: getattr(form, axis) for axis in AXES}
     values["model"] = (str(form.model or "").strip() or SMOKE)
@@ -75,11 +75,11 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
 
 def check_models_load(models: tuple[str, ...]) -> None:
     """Refuse at Start, before anything is queued, a model that cannot load here: the CLI's own
-    check (engine.model_check: not a folder, not cached, the Hub off or unreachable; with "did
+    check (engine.generation.model_check: not a folder, not cached, the Hub off or unreachable; with "did
     you mean"), one line in a few seconds. Queued, the job met it only after its dataset and
     store checks, about a minute later. Names as the form gives them ("smoke" resolved)."""
-    from engine.model_check import check_model_name
-    from engine.model_choice import resolve_model
+    from engine.generation.model_check import check_model_name
+    from engine.generation.model_choice import resolve_model
 
     for name in models:
         check_model_name(resolve_model(name)[0])
@@ -145,7 +145,7 @@ def build_study_request(settings: AppSettings, form: RunForm):
     """The engine's StudyRequest for a grid form (dataset and store are the job's), checked as
     `run` with lists checks it, plus this app's bounds on every model and on the grid's size."""
     from engine.errors import UserError
-    from engine.model_choice import SMOKE
+    from engine.generation.model_choice import SMOKE
     from engine.usecases.study import StudyRequest, check_study
 
     backend_of(settings, form)  # a backend not offered here is the first thing said
@@ -166,7 +166,7 @@ def build_study_request(settings: AppSettings, form: RunForm):
         # folder: each other model is refused here as load_model_for refuses it (hub_only).
         from pathlib import Path
 
-        from engine.models import unknown_model
+        from engine.generation.models import unknown_model
 
         for model in grid.model:
             if model != SMOKE and Path(model).exists():
@@ -192,8 +192,8 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     what is generated and shared) and PLAN_COLUMNS rows, one per configuration, then the total.
     Nothing is loaded or written; the dataset is read in the capped child process."""
     from engine.errors import UserError
-    from engine.load_child import load_dataset_bounded
-    from engine.study import battery_text, plan_line
+    from engine.datasets.load_child import load_dataset_bounded
+    from engine.prompting.study import battery_text, plan_line
     from engine.usecases.study import plan_study
 
     if not is_grid(form):

@@ -21,10 +21,10 @@ from demo.job_specs import JobSpec, JobStatus
 from demo.jobs import JobQueue
 from demo.render import SMOKE_NOTE, is_smoke
 from demo.settings import AppSettings, without_server_paths
-from engine.prompts import TYPE_TITLES
+from engine.prompting.prompts import TYPE_TITLES
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
-BUILT_IN_METADATA = tuple(TYPE_TITLES)  # engine.prompts' built-in types, in the paper's order
+BUILT_IN_METADATA = tuple(TYPE_TITLES)  # engine.prompting.prompts' built-in types, in the paper's order
 NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a path on the server"
 FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
 FIRST_RUN_LIMIT_GPU = 10
@@ -78,7 +78,7 @@ class RunForm:
     # `run --backend server`'s options; the model box then holds the served model name(s).
     base_url: str = ""  # e.g. http://127.0.0.1:8000/v1
     tokenizer: str = ""  # empty: the chat endpoint (the server applies the chat template)
-    concurrency: int | None = None  # requests in flight; None: fit the server (engine.served_flow)
+    concurrency: int | None = None  # requests in flight; None: fit the server (engine.running.served_flow)
     api_key_env: str = ""  # the NAME of the key's environment variable (empty: OPENAI_API_KEY when set)
     request_timeout: float = 300.0  # seconds one request may take
 
@@ -139,9 +139,9 @@ def _take_upload(path: str) -> str:
 def build_run_request(settings: AppSettings, form: RunForm):
     """The engine's RunRequest for a form, checked as the CLI checks its options (UserError, one line)."""
     from engine.errors import UserError
-    from engine.model_choice import SMOKE, resolve_model
-    from engine.prompts import PromptConfig, metadata_type
-    from engine.run_request import RunRequest
+    from engine.generation.model_choice import SMOKE, resolve_model
+    from engine.prompting.prompts import PromptConfig, metadata_type
+    from engine.running.run_request import RunRequest
     from engine.types import MODES, QUANTIZATIONS
     from engine.usecases.run import check_settings
 
@@ -202,7 +202,7 @@ def build_run_request(settings: AppSettings, form: RunForm):
 def check_model_offered(settings: AppSettings, model_name: str) -> None:
     """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
     from engine.errors import UserError
-    from engine.model_choice import SMOKE
+    from engine.generation.model_choice import SMOKE
 
     if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
         raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
@@ -214,7 +214,7 @@ def check_model_offered(settings: AppSettings, model_name: str) -> None:
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
     """Whether the operator's HF_TOKEN may load `model_name` for a visitor (smoke needs none)."""
-    from engine.model_choice import SMOKE
+    from engine.generation.model_choice import SMOKE
 
     allowed = settings.operator_token_models
     return allowed is None or model_name in allowed or model_name == SMOKE
@@ -229,7 +229,7 @@ def dataset_path(settings: AppSettings, form: RunForm) -> str:
     if typed:
         if not settings.allow_local_paths:
             raise UserError(NO_SERVER_PATHS)
-        from engine.data import dataset_location
+        from engine.datasets.data import dataset_location
 
         return str(dataset_location(typed))  # `sample` as on the command line
     if form.dataset in ("", SAMPLE):
@@ -245,10 +245,10 @@ def dataset_path(settings: AppSettings, form: RunForm) -> str:
 def validate_upload(settings: AppSettings, path: str | None, top_k: int | None = None) -> str:
     """One line on a dataset file as soon as it is uploaded: layout and items, or the first problem.
 
-    The file is read in a child process with a memory cap and a time limit (engine.load_child):
+    The file is read in a child process with a memory cap and a time limit (engine.datasets.load_child):
     a small upload can decode to gigabytes, which must not happen in the app's own process."""
     from engine.errors import UserError
-    from engine.load_child import check_dataset_bounded
+    from engine.datasets.load_child import check_dataset_bounded
 
     if not path:
         return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"
@@ -296,10 +296,10 @@ class FirstRun:
 
 def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool] | None = None) -> FirstRun:
     """The one-click first run on the bundled sample, on the model `--model auto` would choose
-    (engine.model_choice): Mistral in 4-bit on a GPU, Qwen2.5-0.5B on a CPU, the smoke model
+    (engine.generation.model_choice): Mistral in 4-bit on a GPU, Qwen2.5-0.5B on a CPU, the smoke model
     only where neither can be had (no Hub, nothing cached) or the operator offers neither.
     `available(model_id)` says whether a model can be loaded (default: the Hub cache or the Hub)."""
-    from engine.model_choice import CPU_MODEL, DEFAULT_MODEL, SMOKE, hub_model_available
+    from engine.generation.model_choice import CPU_MODEL, DEFAULT_MODEL, SMOKE, hub_model_available
 
     available = available or hub_model_available
 

@@ -20,7 +20,7 @@ from engine.errors import UserError
 
 if TYPE_CHECKING:
     from demo.fit_child import FitBounds
-    from engine.choice_model import Effect
+    from engine.statistics.choice_model import Effect
 
 T = TypeVar("T")
 EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p", "robust_ci_low", "robust_ci_high", "robust_p"]

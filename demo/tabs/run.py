@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
-from engine.model_choice import CPU_MODEL, PAPER_MODELS, SMOKE
+from engine.generation.model_choice import CPU_MODEL, PAPER_MODELS, SMOKE
 
 PAPER_MODELS_CHOICES = (SMOKE, *PAPER_MODELS, CPU_MODEL)
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status

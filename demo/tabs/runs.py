@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from demo.handlers.runs import RUNS_COLUMNS  # noqa: F401 - where this module kept it before
 from demo.settings import AppSettings
 
 MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "cf")]

@@ -12,7 +12,7 @@ import argparse
 
 from engine.errors import UserError
 
-# engine.types, not engine.prompts: every command builds the run parser (see engine/commands/run.py).
+# engine.types, not engine.prompting.prompts: every command builds the run parser (see engine/commands/run.py).
 from engine.types import LABEL_SCOPES, RELEVANT_ATS, REPETITIONS
 
 
@@ -96,7 +96,7 @@ def server_options(args: argparse.Namespace, model: str | None = None):
         if given:
             raise UserError(f"{given[0]} needs --backend server")
         return None
-    from engine.usecases.run import ServerOptions
+    from engine.usecases.served import ServerOptions
     from engine.usecases.served import check_api_key_env
 
     env = args.api_key_env

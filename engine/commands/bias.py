@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.paths import DEFAULT_DB_HELP
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
-from engine.usecases.bias import BiasReport, bias_report, clear_report_cache, unknown_experiment  # noqa: F401
+from engine.usecases.bias import bias_report
 from engine.usecases.formatting import format_p
 
 

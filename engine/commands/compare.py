@@ -118,7 +118,7 @@ def _num(x: float | None, fmt: str = ".1f") -> str:
 
 
 def _p(p: float | None) -> str:
-    from engine.commands.bias import format_p
+    from engine.usecases.formatting import format_p
 
     return format_p(p)
 
@@ -166,7 +166,7 @@ def _short_verdict(m: Any) -> str:
 
 
 def _verdicts(metrics: Any, explain: bool) -> list[str]:
-    from engine.compare_stats import TOO_FEW
+    from engine.statistics.compare_stats import TOO_FEW
 
     if explain:
         return [_verdict_line(m) for m in metrics]
@@ -179,7 +179,7 @@ def _verdicts(metrics: Any, explain: bool) -> list[str]:
 def _verdict_line(m: Any) -> str:
     """One sentence per metric (--explain): the difference and its interval, which test gave p, Holm beside
     it, TOST, the detectable difference; what is undefined says why."""
-    from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
+    from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
 
     if m.ci_undefined:
         ci = f"; interval undefined: {m.ci_undefined}"
@@ -209,7 +209,7 @@ def _verdict_line(m: Any) -> str:
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = False) -> str:
     """The human-readable comparison: the tables and one short verdict line per metric, or with
     `explain` one sentence per metric and the tests in full."""
-    from engine.stats import BOOTSTRAP_APPROXIMATE_BELOW
+    from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
 
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
              "shares and scores in points (x100)"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.citations import CITATION_SYNTAXES
+from engine.prompting.citations import CITATION_SYNTAXES
 from engine.paths import DEFAULT_DB_HELP
 from engine.types import MODES
 
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.data import load_dataset
+    from engine.datasets.data import load_dataset
     from engine.errors import UserError
     from engine.paths import default_db_path
     from engine.usecases.import_answers import ImportRequest, import_answers, import_metadata

@@ -2,7 +2,7 @@
 
 It is the main job of the README's quick start: vanilla, base and cf runs with gender labels,
 stored in the default database, then the commands to look at them. `--model auto` picks a real
-model wherever it can (engine.model_choice): Mistral-7B on a GPU, Qwen2.5-0.5B on a CPU, where
+model wherever it can (engine.generation.model_choice): Mistral-7B on a GPU, Qwen2.5-0.5B on a CPU, where
 the run is cut to a handful of items so that it ends in minutes, and the random-weight smoke
 model only offline, saying plainly that its answers are random text.
 """
@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from engine.commands.run import sampling_settings
-    from engine.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS, choose_auto_model
+    from engine.generation.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS, choose_auto_model
     from engine.paths import SAMPLE_DATASET
 
     sampling_settings(args)  # --temperature without --sample: refused before torch or the Hub is asked

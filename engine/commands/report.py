@@ -29,11 +29,9 @@ from typing import Any
 from engine.paths import DEFAULT_DB_HELP
 # The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
 # names stay importable from here for callers.
-from engine.usecases.formatting import (  # noqa: F401
-    SIGNIFICANCE,
+from engine.statistics.bias import SIGNIFICANCE
+from engine.usecases.formatting import (
     STAR_TEST,
-    TYPE_NAMES,
-    TYPE_ORDER,
     fmt as _fmt,
     SETTING_NOTE,
     formatted_tables,
@@ -42,16 +40,9 @@ from engine.usecases.formatting import (  # noqa: F401
     table2_notes,
     type_name as _type_name,
 )
-from engine.usecases.tables import (  # noqa: F401
+from engine.usecases.tables import (
     VERIFICATION_CLASSES,
     XAI_METRICS,
-    dataset_matches,
-    experiment_tables,
-    explanation_rows,
-    table1,
-    table2,
-    verification_rows,
-    xai_blocks,
 )
 
 

@@ -13,12 +13,12 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.citations import CITATION_SYNTAXES  # light: re, math and engine.types
+from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 from engine.commands import (add_battery_args, add_extra_label_arg, add_server_args, battery_fields, extra_labels,
                              server_options)
 from engine.errors import UserError
 from engine.paths import DEFAULT_DB_HELP
-# engine.types, not engine.prompts: every command builds this parser, and bias should not pay
+# engine.types, not engine.prompting.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
 
@@ -35,7 +35,7 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
     """Options shared by `run` and `quickstart`; every help text states its default.
 
     `lists=True` (run): --metadata, --top-k, --order, --few-shot and --xai take comma lists,
-    parsed and checked by engine.study instead of argparse.
+    parsed and checked by engine.prompting.study instead of argparse.
     """
     g = p.add_argument_group("prompt")
     grid = " (a comma list runs each)" if lists else ""
@@ -214,7 +214,7 @@ def ray_options(args: argparse.Namespace):
 def max_new_tokens(args: argparse.Namespace) -> int:
     """--max-new-tokens, or run's default: short for the smoke model (every model of a grid
     smoke), the real models' 256 otherwise. The quickstart sets its own before this is asked."""
-    from engine.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS
+    from engine.generation.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS
 
     if args.max_new_tokens is not None:
         return args.max_new_tokens
@@ -252,8 +252,8 @@ def check_run_args(args: argparse.Namespace) -> None:
 def build_request(args: argparse.Namespace, model: str, label: str | None):
     """A RunRequest from parsed arguments (validation raises UserError). `label` None: the use
     case resolves `model` ('auto', 'smoke') and names it."""
-    from engine.prompts import PromptConfig, metadata_type
-    from engine.run_request import RunRequest
+    from engine.prompting.prompts import PromptConfig, metadata_type
+    from engine.running.run_request import RunRequest
 
     check_run_args(args)
     sampling = sampling_settings(args)
@@ -415,7 +415,7 @@ def _print_skipped(skipped) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.study import configuration_args, parse_grid
+    from engine.prompting.study import configuration_args, parse_grid
 
     grid = parse_grid(args)  # before anything is read: a bad list is one line
     sampling_settings(args)  # a sampling option without --sample: one line, before anything loads
@@ -438,7 +438,7 @@ def run_study(args: argparse.Namespace, grid):
     the first model loads, then one line per experiment."""
     from dataclasses import replace
 
-    from engine.study import configuration_args
+    from engine.prompting.study import configuration_args
     from engine.usecases.study import StudyRequest, run_study as run_grid
 
     check_backend_args(args)
@@ -464,7 +464,7 @@ def run_study(args: argparse.Namespace, grid):
 
 
 def _print_plan(summary) -> None:
-    from engine.study import AXES, plan_line
+    from engine.prompting.study import AXES, plan_line
 
     sizes = dict(summary.axis_sizes)
     varied = [a for a in AXES if sizes.get(a, 1) > 1] or ["model"]
@@ -476,7 +476,7 @@ def _print_plan(summary) -> None:
 
 
 def _shown_configuration(configuration: dict) -> str:
-    from engine.study import battery_text
+    from engine.prompting.study import battery_text
 
     k = "all" if configuration["top_k"] is None else configuration["top_k"]
     return (f"{configuration['metadata']:<8} k={k:<4} {configuration['order']:<8} "

@@ -1,7 +1,7 @@
 """`python -m engine selfcheck --model M`: prove the real generation path on your own model.
 
 Loads the model exactly as `run` does (same options, same loader: 4-bit on a GPU by default),
-runs the checks of engine.selfcheck on a few items of the bundled sample, times one batch and
+runs the checks of engine.usecases.selfcheck on a few items of the bundled sample, times one batch and
 prints PASS/FAIL per check. Exit 0 when no check fails, 1 when one does, 2 for a user error
 (one line). Writes nothing: no store, no file, unless --json PATH asks for the report.
 """
@@ -106,12 +106,12 @@ def main(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
     from engine.commands.run import HF_TOKEN_WARNING
-    from engine.data import load_dataset
+    from engine.datasets.data import load_dataset
     from engine.errors import UserError
-    from engine.model_choice import resolve_model
-    from engine.models import load_model
+    from engine.generation.model_choice import resolve_model
+    from engine.generation.models import load_model
     from engine.paths import SAMPLE_DATASET
-    from engine.selfcheck import run_selfcheck
+    from engine.usecases.selfcheck import run_selfcheck
 
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)
@@ -119,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
     model, label = resolve_model(args.model)
     hf_logging.disable_progress_bar()  # as `run`: transformers' per-shard bars are noise here
     print(f"loading {label} ...", file=sys.stderr)
-    # The same call `run` makes (engine.runner.load_model_for); None lets from_pretrained read
+    # The same call `run` makes (engine.running.runner.load_model_for); None lets from_pretrained read
     # $HF_TOKEN or the login cache itself.
     loaded = load_model(model, quantize=args.quantize, device=args.device, hf_token=args.hf_token or None,
                         dtype=args.dtype)

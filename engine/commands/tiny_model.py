@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.errors import UserError
-from engine.tiny_model import ARCHS  # light: that module imports torch only when it writes a model
+from engine.generation.tiny_model import ARCHS  # light: that module imports torch only when it writes a model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
-    from engine.tiny_model import write_tiny_model
+    from engine.generation.tiny_model import write_tiny_model
 
     hf_logging.disable_progress_bar()  # the command's output is the folder path, nothing else
     try:

@@ -44,7 +44,7 @@ def _spread(values: Sequence[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.data import describe_skipped, load_dataset
+    from engine.datasets.data import describe_skipped, load_dataset
     from engine.errors import UserError
 
     if args.top_k is not None and args.top_k < 1:

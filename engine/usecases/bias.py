@@ -43,7 +43,7 @@ def _shown_experiment(e: Any) -> str:
 
 def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_arg: str | None) -> str:
     """The command that adds the missing modes to an experiment, from its newest run."""
-    from engine.prompts import METADATA_TYPES
+    from engine.prompting.prompts import METADATA_TYPES
 
     run = runs[-1]
     meta = ((run.config.get("prompt") or {}).get("metadata")) or {}
@@ -177,9 +177,9 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
     """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
     import numpy as np
 
-    from engine.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
+    from engine.statistics.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
     from engine.errors import UserError
-    from engine.stats import DEFAULT_RESAMPLES
+    from engine.statistics.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
     from store.queries import bias_inputs
 

@@ -5,10 +5,10 @@ metrics (mean in A and in B, B - A with its 95% interval, the p value of the tes
 the verdict with its Holm correction, TOST where a margin applies, the smallest difference the
 items could detect), the flips, and a DataFrame of the items; between two whole experiments
 also the CAS and CAB of one against the other's, item by item. The statistics and their rules
-are engine.compare_stats' (docs/method.md, "Comparing two runs").
+are engine.statistics.compare_stats' (docs/method.md, "Comparing two runs").
 
 A reference is a run id, an experiment (id or name) with a mode ("EXP:base"), or a whole
-experiment (then mode by mode). The statistics are engine.compare_stats'; the reads are
+experiment (then mode by mode). The statistics are engine.statistics.compare_stats'; the reads are
 store.queries.compare'.
 """
 
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.compare_stats import (DEFAULT_METRICS, METRICS, PERMUTATIONS, CitationFlips, EmFlips, MetricComparison,
+from engine.statistics.compare_stats import (DEFAULT_METRICS, METRICS, PERMUTATIONS, CitationFlips, EmFlips, MetricComparison,
                                   MetricSpec, citation_flips, compare_metric, compare_metrics, em_flips, with_holm)
 from engine.errors import UserError
-from engine.stats import DEFAULT_RESAMPLES
+from engine.statistics.stats import DEFAULT_RESAMPLES
 from engine.types import MODES
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 100_000
-# CAS and CAB (engine/bias.py): per item |M_vanilla - M_base| and M_base - M_cf, for these.
+# CAS and CAB (engine/statistics/bias.py): per item |M_vanilla - M_base| and M_base - M_cf, for these.
 BIAS_METRICS = ("precision", "recall", "f1")
 BIAS_MODES = {"CAS": ("vanilla", "base"), "CAB": ("base", "cf")}
 # Every name a margin can be given for: the metrics, and CAS and CAB of two experiments.

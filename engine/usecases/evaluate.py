@@ -1,6 +1,6 @@
 """The metrics of stored answers as DataFrames, for notebooks (engine.api): per item, per run, and
 CAS/CAB per experiment. The store's SQL views are the truth for the metrics (query_metrics,
-run_metrics), engine.bias for CAS and CAB's intervals and tests (through the bias report), so a
+run_metrics), engine.statistics.bias for CAS and CAB's intervals and tests (through the bias report), so a
 notebook reads the very numbers the CLI and the app print.
 
 `evaluate_answers` is the in-memory path: answers held in Python (another system's, say) are
@@ -102,7 +102,7 @@ def bias_frame(path: Path, experiment_ids: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=_BIAS_COLUMNS if not rows else None)
 
 
-# The frame's columns where no experiment has anything to compare (engine.bias.BiasResult's fields inside).
+# The frame's columns where no experiment has anything to compare (engine.statistics.bias.BiasResult's fields inside).
 _BIAS_COLUMNS = ["experiment_id", "model", "dataset", "metadata_type", "label_a", "label_b", "measure", "metric",
                  "value", "ci_low", "ci_high", "p", "n", "n_differ", "n_cite_a", "n_cite_b", "direction", "test",
                  "undefined_reason", "interval_note", "run_a", "run_b"]
@@ -113,9 +113,9 @@ def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, A
                      citation_syntax: str = "ours") -> Evaluation:
     """The metrics of answers held in memory: `answers` maps a mode (vanilla, base, cf) to its rows
     ({"item_id", "answer", "shown_doc_ids"?}, as `python -m engine import` reads them); base and
-    cf need `metadata` (engine.prompts.metadata_type or import_metadata). The answers go into one
+    cf need `metadata` (engine.prompting.prompts.metadata_type or import_metadata). The answers go into one
     experiment of the store `db`; ":memory:" keeps them in a throwaway store, deleted on return.
-    `dataset` is an engine.data.Dataset (engine.api.load_dataset). `citation_syntax` "paper" reads
+    `dataset` is an engine.datasets.data.Dataset (engine.api.load_dataset). `citation_syntax` "paper" reads
     and scores citations as the paper's code does (docs/method.md, Citations)."""
     import uuid
 

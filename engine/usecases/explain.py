@@ -51,7 +51,7 @@ class ExplainRequest:
 class RunTodo:
     """One run and its sources still to do (ExplainSource or VerifySource)."""
 
-    run: Any  # engine.explain.ExplainRun
+    run: Any  # engine.judges.explain.ExplainRun
     sources: tuple[Any, ...]
 
 
@@ -78,7 +78,7 @@ class JudgePlan:
 class RunDone:
     """How many a run got (answers explained, or pairs judged)."""
 
-    run: Any  # engine.explain.ExplainRun
+    run: Any  # engine.judges.explain.ExplainRun
     n_done: int
 
 
@@ -172,7 +172,7 @@ def answered_runs(request: Any, verb: str, stop: Stop | None = None) -> list[Any
 
 def judge_model(request: Any, answered: list[Any]) -> tuple[str, str]:
     """(what to load, its name as stored): the request's, else the one model that answered."""
-    from engine.judging import choose_model
+    from engine.judges.judging import choose_model
 
     if request.label is not None and request.model is not None:
         return request.model, request.label
@@ -218,7 +218,7 @@ def load_judge(request: Any) -> Load:
     def load(model: str) -> Any:
         import os
 
-        from engine.judging import load_model_quietly
+        from engine.judges.judging import load_model_quietly
 
         return load_model_quietly(model, quantize=request.quantize, device=request.device, dtype=request.dtype,
                                   hf_token=os.environ.get("HF_TOKEN") or None)
@@ -243,7 +243,7 @@ def generate_plan(plan: JudgePlan, *, what: str, unit: str, doing: str, max_new_
                   progress: Progress | None, stop: Stop | None, stage: Stage | None) -> JudgeResult:
     """The loop `run_explain` and `run_verify` share: load, check every prompt's length, then
     generate run by run, batch by batch (`batches(loaded, todo)` yields each committed batch's size)."""
-    from engine.judging import check_lengths
+    from engine.judges.judging import check_lengths
 
     check_stop(stop, "cancelled before generating")
     if stage is not None:
@@ -274,8 +274,8 @@ def run_explain(plan: ExplainPlan, request: ExplainRequest, *, load: Load | None
                 stage: Stage | None = None) -> ExplainResult:
     """Explain what `plan` holds and store each batch as it finishes; loads nothing when
     nothing is to do. `load(model)` defaults to loading as the request asks."""
-    from engine.explain import explain_batches, explain_prompt
-    from engine.generate import GenerationConfig
+    from engine.judges.explain import explain_batches, explain_prompt
+    from engine.generation.generate import GenerationConfig
     from store.explanation_store import ExplanationStore
 
     if plan.n_todo == 0:

@@ -7,15 +7,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.bias import SIGNIFICANCE
-from engine.prompts import TYPE_TITLES
+from engine.statistics.bias import SIGNIFICANCE
+from engine.prompting.prompts import TYPE_TITLES
 
-# The paper's Table 2 names and order of the built-in types (engine.prompts.METADATA_TYPES);
+# The paper's Table 2 names and order of the built-in types (engine.prompting.prompts.METADATA_TYPES);
 # custom types follow under their own names.
-TYPE_NAMES = TYPE_TITLES  # the paper's table names, in its order (engine.prompts)
+TYPE_NAMES = TYPE_TITLES  # the paper's table names, in its order (engine.prompting.prompts)
 TYPE_ORDER = tuple(TYPE_TITLES)
-# How Table 2's titles name the test whose p gets a star (engine.bias.difference_test, at the
-# level of `bias`'s verdict, engine.bias.SIGNIFICANCE).
+# How Table 2's titles name the test whose p gets a star (engine.statistics.bias.difference_test, at the
+# level of `bias`'s verdict, engine.statistics.bias.SIGNIFICANCE).
 STAR_TEST = "the paired test of `bias`: sign-flip permutation test, paired t-test above 1,000 differing items"
 
 

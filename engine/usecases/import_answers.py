@@ -22,14 +22,14 @@ from typing import Any, Iterable
 class ImportRequest:
     """Answers (a JSONL file, or rows in memory) for a dataset, stored as one run of `mode`."""
 
-    dataset: Any  # engine.data.Dataset
+    dataset: Any  # engine.datasets.data.Dataset
     answers: Path | str | tuple[dict[str, Any], ...]  # a JSONL file, or its rows
     db: Path
     name: str = "imported"  # the model name to store
     mode: str = "vanilla"
     experiment: str | None = None  # join this experiment (default: a new one)
-    metadata: Any = None  # engine.prompts.MetadataType; see import_metadata
-    # How the answers' citations are read and scored (engine.citations): "ours", or "paper" for
+    metadata: Any = None  # engine.prompting.prompts.MetadataType; see import_metadata
+    # How the answers' citations are read and scored (engine.prompting.citations): "ours", or "paper" for
     # the seed library's reading.
     citation_syntax: str = "ours"
 
@@ -57,7 +57,7 @@ class AnswerRow:
 
 def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
     """Validate every row of an answers file against the dataset; UserError on the first bad one."""
-    from engine.data import read_jsonl
+    from engine.datasets.data_files import read_jsonl
     from engine.errors import UserError
 
     if not path.is_file():
@@ -68,7 +68,7 @@ def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
 def check_answers(numbered: Iterable[tuple[str, Any]], dataset: Any, path: str) -> tuple[AnswerRow, ...]:
     """Validate (where, row) pairs against the dataset; UserError "PATH:WHERE: problem" on the
     first bad one."""
-    from engine.data import json_kind
+    from engine.datasets.data_files import json_kind
     from engine.errors import UserError
 
     items = {item.id: item for item in dataset.items}
@@ -123,7 +123,7 @@ def check_answers(numbered: Iterable[tuple[str, Any]], dataset: Any, path: str) 
 
 def to_generations(rows: tuple[AnswerRow, ...], dataset: Any, citation_syntax: str = "ours") -> list:
     """Generations with citations parsed in `citation_syntax`; no prompt, tokens or probabilities are known."""
-    from engine.citations import parse_citations
+    from engine.prompting.citations import parse_citations
     from engine.types import Citation, Generation
 
     items = {item.id: item for item in dataset.items}
@@ -183,18 +183,18 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
     only the labels are read afterwards (tables name the side CAB favours by them).
     """
     from engine.errors import UserError
-    from engine.prompts import METADATA_TYPES, MetadataType, metadata_type
+    from engine.prompting.prompts import METADATA_TYPES, MetadataType, metadata_type
 
     if consideration or (name in METADATA_TYPES and not (label_a or label_b)):
         return metadata_type(name, label_a, label_b, consideration)
     missing = [option for option, value in (("--label-a", label_a), ("--label-b", label_b))
                if not (value and value.strip())]
     if len(missing) == 2:
-        from engine.model_check import suggestion
+        from engine.suggest import did_you_mean
 
         known = ", ".join(METADATA_TYPES)
         raise UserError(f"metadata type '{name}' is not built in ({known}); name its labels with --label-a and "
-                        f"--label-b{suggestion(name, list(METADATA_TYPES))}")
+                        f"--label-b{did_you_mean(name, METADATA_TYPES)}")
     if missing:
         raise UserError(f"metadata type '{name}': {missing[0]} is missing; a type of your own needs --label-a and --label-b")
     a, b = label_a.strip(), label_b.strip()
@@ -210,11 +210,12 @@ def import_answers(request: ImportRequest) -> ImportResult:
     import json
     import uuid
 
-    from engine.citations import check_citation_syntax
+    from engine.prompting.citations import check_citation_syntax
     from engine.errors import UserError
-    from engine.prompts import PromptConfig
-    from engine.runner import config_hash, git_sha, library_versions
-    from engine.sink import RunSpec
+    from engine.prompting.prompts import PromptConfig
+    from engine.running.experiment import config_hash
+    from engine.running.provenance import git_sha, library_versions
+    from engine.types import RunSpec
     from store.run_store import RunStore
 
     dataset, meta, path = request.dataset, request.metadata, Path(request.db)

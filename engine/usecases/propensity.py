@@ -2,10 +2,10 @@
 held fixed. The one loop behind `python -m engine propensity` and engine.api.
 
 For an experiment with vanilla, base and cf runs, each item's vanilla answer is read under the
-base and under the cf prompt (engine.propensity.probe_citations): at every citation site, the
+base and under the cf prompt (engine.judges.propensity.probe_citations): at every citation site, the
 probability the model gives each shown document's number. Per item and mode, the mass is the
 mean over sites of the probability on relevant documents; propensity CAB is the mean over items
-of (mass_base - mass_cf) x 100, with engine.stats.paired_test's bootstrap interval and paired
+of (mass_base - mass_cf) x 100, with engine.statistics.stats.paired_test's bootstrap interval and paired
 t-test. No new text is generated: one forward pass per (site, candidate), batched.
 
 Items are skipped, and counted by reason, when the vanilla answer cites nothing, when base or cf
@@ -75,7 +75,7 @@ class PropensityResult:
 
     experiment_id: str
     probe_model: str  # as the store names it
-    cab: Any  # engine.stats.PairedTest of 100 x (mass_base - mass_cf); None when no item was probed
+    cab: Any  # engine.statistics.stats.PairedTest of 100 x (mass_base - mass_cf); None when no item was probed
     mean_mass: dict[str, float]  # base, cf: mean over items (nan when none)
     items: tuple[ItemPropensity, ...]
     n_probed_now: int  # items probed in this invocation (the others were stored already)
@@ -128,7 +128,7 @@ def _runs(request: PropensityRequest) -> tuple[str, dict[str, Any]]:
 
 def _classify(item: Any) -> str | None:
     """Why an item cannot be probed, or None."""
-    from engine.propensity import citation_sites
+    from engine.judges.propensity import citation_sites
 
     if item.base_shown is None or item.cf_shown is None:
         return NOT_ANSWERED
@@ -146,7 +146,7 @@ def _classify(item: Any) -> str | None:
 def _fits(loaded: Any, prompt: str, answer: str) -> bool:
     """Whether the prompt, the answer and a candidate fit the model's context (a --model with a
     shorter context than the one that answered)."""
-    from engine.models import chat_input_ids
+    from engine.generation.models import chat_input_ids
 
     context = getattr(loaded, "context_length", None)
     if context is None:
@@ -157,7 +157,7 @@ def _fits(loaded: Any, prompt: str, answer: str) -> bool:
 
 def _probe_rows(loaded: Any, todo: _Todo, batch_size: int) -> list[tuple[str, str, int, int, float, float]] | None:
     """The store rows of one item: both modes, every site, every candidate; None when it does not fit."""
-    from engine.propensity import probe_citations
+    from engine.judges.propensity import probe_citations
 
     item, rows = todo.item, []
     prompts = {"base": item.base_prompt, "cf": item.cf_prompt}
@@ -175,7 +175,7 @@ def item_masses(stored: tuple[tuple, ...], relevant: dict[str, tuple[bool, ...]]
     """Per item of `relevant` with rows in both modes: the mean over sites of the probability on
     relevant documents, from stored rows (rag_mode, item_id, site_index, position, logprob,
     probability); in the order of `relevant`."""
-    from engine.propensity import relevant_mass
+    from engine.judges.propensity import relevant_mass
 
     sites: dict[tuple[str, str], dict[int, dict[int, float]]] = {}
     for mode, item_id, site_index, position, _logprob, probability in stored:
@@ -195,8 +195,8 @@ def propensity(request: PropensityRequest, *, load: Load | None = None, progress
     """Probe what is missing of the experiment, store it, and compute propensity CAB from the store."""
     import math
 
-    from engine.judging import choose_model
-    from engine.stats import paired_test
+    from engine.judges.judging import choose_model
+    from engine.statistics.stats import paired_test
     from engine.usecases.explain import check_stop, load_judge  # the judges' loader and cancel
     from store.propensity_store import PropensityStore
     from store.queries import probe_items, stored_propensities

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from engine.experiment import Setting, experiment_settings, setting_items
+from engine.running.experiment import Setting, experiment_settings, setting_items
 
 # The metadata type's settings: the tables show its labels in their own columns.
 _METADATA = "prompt.metadata"

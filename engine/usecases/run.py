@@ -5,7 +5,7 @@
 
 Everything that can fail is checked before the first write: the settings, the dataset, the plan
 (read from the store without creating it), the model and every prompt's length. Only then are
-the experiment, its runs and the items created, in one transaction (engine.runner).
+the experiment, its runs and the items created, in one transaction (engine.running.runner).
 
 A face passes `progress` (called with a Progress at every step and after every stored batch)
 and `stop` (asked between steps and after every batch; when it says yes, RunCancelled is raised
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from engine.errors import RunCancelled, UserError
-from engine.threads import MAX_THREADS  # torch-free at import
-from engine.usecases.served import ServerOptions  # noqa: F401 - part of this module's requests; light at import
+from engine.generation.threads import MAX_THREADS  # torch-free at import
+from engine.usecases.served import ServerOptions
 
 if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
-    from engine.data import Dataset
-    from engine.run_request import ExperimentOutcome, RunRequest
+    from engine.datasets.data import Dataset
+    from engine.running.run_request import ExperimentOutcome, RunRequest
 
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
@@ -36,7 +36,7 @@ Stage = Literal["planned", "loading", "generating", "stored"]
 ProgressFn = Callable[["Progress"], None]
 StopFn = Callable[[], bool]
 LoadFn = Callable[["RunRequest"], Any]
-ReadFn = Callable[..., "Dataset"]  # (path, *, skip_invalid, top_k) -> Dataset, as engine.data.load_dataset
+ReadFn = Callable[..., "Dataset"]  # (path, *, skip_invalid, top_k) -> Dataset, as engine.datasets.data.load_dataset
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def check_ray(ray: RayOptions | None, device: str) -> None:
         raise UserError("--actors must be at least 1")
     if ray.gpus_per_actor is not None and not (math.isfinite(ray.gpus_per_actor) and ray.gpus_per_actor >= 0):
         raise UserError(f"--gpus-per-actor must be 0 or more, not {ray.gpus_per_actor}")
-    from engine.backend_ray import check_address, check_ray_device, import_ray
+    from engine.running.backend_ray import check_address, check_ray_device, import_ray
 
     check_ray_device(device)
     import_ray()  # the install hint, before anything is read
@@ -183,11 +183,11 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     """Check, plan, load the model (only when there is work), measure every prompt, then run or
     resume each mode's run; returns how each ended.
 
-    `load` None: engine.run_request.load_model_for, after engine.model_check.check_model_name (a
+    `load` None: engine.running.run_request.load_model_for, after engine.generation.model_check.check_model_name (a
     typo fails in a second, before torch is imported). UserError (one line) on anything the user
     can fix; RunCancelled once `stop` says yes."""
-    from engine.planner import check_prompt_lengths, plan_experiment
-    from engine.runner import execute_plan
+    from engine.running.planner import check_prompt_lengths, plan_experiment
+    from engine.running.runner import execute_plan
     from engine.usecases.served import check_server, record_served, served_run, server_backend
     from store.run_store import RunStore
 
@@ -273,24 +273,24 @@ def _dataset(source: str | Path | Dataset, run: RunRequest, read: ReadFn | None,
              top_k: int | None = None) -> Dataset:
     """The dataset a request names. Its identity is all its valid items; the runs' limit picks a
     prefix. top_k: an item must have a relevant document among those the model will be shown."""
-    from engine.data import Dataset
+    from engine.datasets.data import Dataset
 
     if isinstance(source, Dataset):
         dataset = source
     else:
         if read is None:
-            from engine.data import load_dataset as read
+            from engine.datasets.data import load_dataset as read
         dataset = read(source, skip_invalid=run.skip_invalid, top_k=run.prompt.top_k if top_k is None else top_k)
     # The store names an upload by its file name, never by its server path (SQL console).
     return replace(dataset, source=name) if name else dataset
 
 
 def resolved(run: RunRequest) -> RunRequest:
-    """'auto' and 'smoke' resolved to what loads and how the store names it (engine.model_choice);
+    """'auto' and 'smoke' resolved to what loads and how the store names it (engine.generation.model_choice);
     a request that already carries its label is kept as it is."""
     if run.model_label is not None:
         return run
-    from engine.model_choice import resolve_model
+    from engine.generation.model_choice import resolve_model
 
     model, label = resolve_model(run.model)
     return replace(run, model=model, model_label=label)
@@ -300,7 +300,7 @@ def prepare_load(model: str, *, check: bool) -> None:
     """Before a model loads: with `check`, refuse an unknown name in a second (the default loader;
     load_model checks too, for every other caller); and no per-shard bars from transformers."""
     if check:
-        from engine.model_check import check_model_name
+        from engine.generation.model_check import check_model_name
 
         check_model_name(model)
     from transformers.utils import logging as hf_logging
@@ -309,7 +309,7 @@ def prepare_load(model: str, *, check: bool) -> None:
 
 
 def _default_load(run: RunRequest):
-    from engine.run_request import load_model_for
+    from engine.running.run_request import load_model_for
 
     return load_model_for(run)
 
@@ -317,7 +317,7 @@ def _default_load(run: RunRequest):
 def ray_backend(run: RunRequest, ray: RayOptions):
     """A RayBackend for `run` (tokenizer loaded here, model on the workers), not yet started, and
     the tokenizer stand-in that measures prompts."""
-    from engine.backend_ray import RayBackend, load_driver_tokenizer
+    from engine.running.backend_ray import RayBackend, load_driver_tokenizer
 
     driver = load_driver_tokenizer(run)
     backend = RayBackend(run, driver.tokenizer, address=ray.address, actors=ray.actors,

@@ -1,4 +1,4 @@
-"""A run on an OpenAI-compatible server (engine.backend_server), for the run and study use cases.
+"""A run on an OpenAI-compatible server (engine.running.backend_server), for the run and study use cases.
 
 The served model is named by the server, not loaded here: the request's model and label are
 the served name, and its quantization, dtype and device read "server" (quantize is part of a
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from engine.errors import UserError
 
 if TYPE_CHECKING:
-    from engine.run_request import RunRequest
+    from engine.running.run_request import RunRequest
 
 SERVED = "server"  # quantize, dtype and device of a served run
 
@@ -73,9 +73,9 @@ def server_backend(run: RunRequest, server: ServerOptions, stop: Callable[[], bo
 
     With `server.tokenizer` the driver plans with that tokenizer and sends the completions
     endpoint the exact text a local run would generate from."""
-    from engine.backend_server import ServerBackend, with_endpoint
-    from engine.served_request import ServerSettings
-    from engine.run_request import generation_config
+    from engine.running.backend_server import ServerBackend, with_endpoint
+    from engine.running.served_request import ServerSettings
+    from engine.running.run_request import generation_config
 
     tokenizer = load_tokenizer(server.tokenizer, run) if server.tokenizer else None
     settings = with_endpoint(ServerSettings(server.base_url, server.model, concurrency=server.concurrency,
@@ -110,7 +110,7 @@ def record_served(sink: Any, backend: Any) -> None:
 
 
 def _record_served(sink: Any, backend: Any) -> None:
-    from engine.backend_server import served_provenance_config
+    from engine.running.backend_server import served_provenance_config
 
     for run_id in list(backend.info.usage_by_run):
         now = served_provenance_config(backend, run_id)
@@ -127,9 +127,9 @@ def _record_served(sink: Any, backend: Any) -> None:
 
 
 def served_model(server: ServerOptions, stop: Callable[[], bool] | None = None):
-    """A started engine.backend_server.ServedModel: explain and verify generate on the server."""
-    from engine.backend_server import ServedModel
-    from engine.served_request import ServerSettings
+    """A started engine.running.backend_server.ServedModel: explain and verify generate on the server."""
+    from engine.running.backend_server import ServedModel
+    from engine.running.served_request import ServerSettings
 
     if not server.model:
         raise UserError("--backend server needs --model: the model name the server serves")

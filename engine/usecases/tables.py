@@ -5,7 +5,7 @@ the faces' (engine.usecases.formatting holds what both print alike).
 
 Table 1: model x metadata label (of relevant / non-relevant documents; "-" for vanilla) ->
 citation precision and recall (x100) and EM. Table 2: metadata type x model -> CAB on precision
-and recall (x100) with the p of the paired test `bias` uses (engine.bias.difference_test).
+and recall (x100) with the p of the paired test `bias` uses (engine.statistics.bias.difference_test).
 Every complete run has its row (a study's shared vanilla run one row for the experiments it
 serves), and no row mixes experiments: rows that model, dataset and labels would show alike carry a setting, the options in which their
 experiments differ, else the experiment's name or id (engine.usecases.row_labels). Datasets
@@ -133,7 +133,7 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
     """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): one per experiment with
     CAB, told apart as in table1 where model, dataset, type and labels are alike. A CAB the view
     leaves undefined (NULL) stays None, with its reason (`undefined_reason`) where the view gives one."""
-    from engine.bias import view_row_test
+    from engine.statistics.bias import view_row_test
 
     settings = settings or {}
     experiments: dict[str, dict[str, Any]] = {}
@@ -154,7 +154,7 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
             "conf": configuration(found.config if found is not None else {}),
         })
         exp[rec["metric"]] = _value(rec["value"])
-        # The view gives the test's inputs; engine.bias its p, the one `bias` prints (issue 26 §8).
+        # The view gives the test's inputs; engine.statistics.bias its p, the one `bias` prints (issue 26 §8).
         tested = view_row_test(rec)
         exp[f"{rec['metric']}_p"] = None if tested is None else tested.p
         if exp[rec["metric"]] is None:
@@ -238,7 +238,7 @@ def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
 
 def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
     """Whether --dataset WANTED names a dataset: its file name, or a prefix of its content hash."""
-    from engine.data import SAMPLE_NAME
+    from engine.datasets.data import SAMPLE_NAME
     from engine.paths import SAMPLE_DATASET
 
     wanted = wanted.strip()

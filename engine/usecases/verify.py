@@ -1,7 +1,7 @@
 """Verify stored answers (AttrScore): the one loop behind `python -m engine verify` and engine.api.
 
 Every (answer sentence, cited document) pair is judged attributable, extrapolatory or
-contradictory (engine.verify). As in engine.usecases.explain, `plan_verify` reads the store only
+contradictory (engine.judges.verify). As in engine.usecases.explain, `plan_verify` reads the store only
 and refuses in one line what cannot be done; `run_verify` loads the judge, checks every prompt's
 length before the first write, then commits each batch on its own, so the same request again
 judges only the pairs the same judge has not judged.
@@ -58,7 +58,7 @@ class VerifyRequest:
 
 def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPlan:
     """The (sentence, cited document) pairs still to judge by the chosen judge; reads the store only."""
-    from engine.verify import sources_to_verify
+    from engine.judges.verify import sources_to_verify
     from store.queries import answers_to_verify
 
     check_request(request)
@@ -74,8 +74,8 @@ def run_verify(plan: VerifyPlan, request: VerifyRequest, *, load: Load | None = 
                stage: Stage | None = None) -> VerifyResult:
     """Judge what `plan` holds and store each batch as it finishes; loads nothing when nothing
     is to do. `progress(n)` counts judged pairs."""
-    from engine.generate import GenerationConfig
-    from engine.verify import source_prompts, verify_batches
+    from engine.generation.generate import GenerationConfig
+    from engine.judges.verify import source_prompts, verify_batches
     from store.verification_store import VerificationStore
 
     if plan.n_todo == 0:

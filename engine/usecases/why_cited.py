@@ -2,7 +2,7 @@
 
 `why_cited(WhyCitedRequest(experiments=("exp1",)), db)` reads the chosen experiments' citation
 decisions (the citation_decisions view: one row per shown document per answer), fits the
-conditional logit of engine.choice_model (each answer a stratum: which of the documents shown
+conditional logit of engine.statistics.choice_model (each answer a stratum: which of the documents shown
 together got cited) and measures the suppression rate (answers citing nothing) per condition.
 The CLI (`python -m engine why-cited`), the app's Bias tab and notebooks call this.
 """
@@ -19,7 +19,7 @@ from engine.types import MODES
 if TYPE_CHECKING:
     import pandas as pd
 
-    from engine.choice_model import ChoiceModelFit, Suppression
+    from engine.statistics.choice_model import ChoiceModelFit, Suppression
 
 POSITION_CODINGS = ("group", "number")
 
@@ -138,7 +138,7 @@ def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
 
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     """Fit the citation choice model and the suppression rates over the chosen answers."""
-    from engine.choice_model import fit_choice_model, suppression_rates
+    from engine.statistics.choice_model import fit_choice_model, suppression_rates
     from store.queries import label_pairs
 
     rows = citation_decisions(request, db)
@@ -147,7 +147,7 @@ def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     if reference is None:
         pairs = label_pairs(db, ids)
         # Label B is the reference, so an odds ratio above 1 favours label A: the side CAB > 0
-        # favours (engine/bias.py's sign convention).
+        # favours (engine/statistics/bias.py's sign convention).
         shown = set(rows["label"].dropna())
         reference = next((b for _, b in pairs if b in shown), None)
     elif reference not in set(rows["label"].dropna()):
@@ -174,7 +174,7 @@ def separation_notes(fit: Any) -> list[str]:
 
 def citation_counts(fit: Any) -> str:
     """How many informative answers cite one, two, ... documents, and how several are modelled."""
-    from engine.choice_model import MULTI_CITATION
+    from engine.statistics.choice_model import MULTI_CITATION
 
     counts = ", ".join(f"{n:,} cite {k}" for k, n in fit.cited_counts)
     if fit.n_multi == 0:

@@ -1,7 +1,7 @@
 -- 002_metrics_views: per-item metrics, per-run summaries, CAS/CAB and citation confidence as views.
 -- Append-only: never edit this file once released; replace a view in a later NNN_name.sql.
 --
--- The definitions are engine/metrics.py's and engine/bias.py's; tests/test_views.py checks
+-- The definitions are engine/metrics.py's and engine/statistics/bias.py's; tests/test_views.py checks
 -- every view against them on random runs.
 --   query_metrics        one row per stored answer (run_id, item_id)
 --   run_metrics          one row per run: means with t-based 95% intervals
@@ -100,7 +100,7 @@ CREATE OR REPLACE MACRO t_sf2(t, df) AS
 
 -- ---------------------------------------------------------------- labels
 -- The short name of label A (relevant documents in base) and B, as tables print them: from the
--- run's stored prompt configuration, else the built-in types of engine/prompts.py.
+-- run's stored prompt configuration, else the built-in types of engine/prompting/prompts.py.
 CREATE OR REPLACE MACRO label_short_a(config_json, metadata_type) AS
   coalesce(
     json_extract_string(config_json, '$.prompt.metadata.short_a'),

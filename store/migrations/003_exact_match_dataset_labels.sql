@@ -9,8 +9,8 @@
 -- Views bind macros by name when queried, so query_metrics (002) picks these up unchanged.
 --
 -- Facts that 002 spells in SQL have their home in Python; tests/test_views.py checks that the
--- two agree: the modes and the CAS / CAB pairs (engine.types.MODES, engine.bias.COMPARISONS)
--- and the built-in short labels of label_short_a / label_short_b (engine.prompts.METADATA_TYPES).
+-- two agree: the modes and the CAS / CAB pairs (engine.types.MODES, engine.statistics.bias.COMPARISONS)
+-- and the built-in short labels of label_short_a / label_short_b (engine.prompting.prompts.METADATA_TYPES).
 
 -- ---------------------------------------------------------------- Python's lower()
 -- DuckDB's lower() equals Python's on every single code point except U+0130, which DuckDB maps

@@ -4,7 +4,7 @@
 --
 -- One explanation per (run, item, explainer model): the answer of generations(run_id, item_id)
 -- explained by `explainer_model` (by default the model that answered). The mention columns are
--- computed by engine.explain when the row is written, from the text and the labels the answering
+-- computed by engine.judges.explain when the row is written, from the text and the labels the answering
 -- model saw; a later parser change needs a backfill migration, like 007's.
 
 CREATE TABLE explanations(

@@ -11,7 +11,7 @@ ALTER TABLE generations ADD COLUMN IF NOT EXISTS shown_labels VARCHAR[];
 -- View: citation_decisions, defined in store/views.sql, which every migration applies.
 
 -- The built-in types' short label names, as 002 spelt them, with the battery's publisher type
--- (engine/prompts.py METADATA_TYPES; tests/test_views.py checks the two agree).
+-- (engine/prompting/prompts.py METADATA_TYPES; tests/test_views.py checks the two agree).
 CREATE OR REPLACE MACRO label_short_a(config_json, metadata_type) AS
   coalesce(
     json_extract_string(config_json, '$.prompt.metadata.short_a'),

@@ -1,5 +1,5 @@
 -- 015_propensities: the citation propensity probe (`python -m engine propensity`,
--- engine/propensity.py): with the vanilla answer's text held fixed, the probability the model
+-- engine/judges/propensity.py): with the vanilla answer's text held fixed, the probability the model
 -- gives each shown document's number at each citation mark, under the base and the cf prompt.
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.
 --

@@ -1,6 +1,6 @@
 -- 016_citation_syntax: query_metrics (store/views.sql) leaves numbers that were not shown out of
 -- precision for runs whose config_json says citation_syntax 'paper' (issue 26 §9: `run` and
--- `import --citation-syntax paper`, the seed library's reading; engine/citations.py).
+-- `import --citation-syntax paper`, the seed library's reading; engine/prompting/citations.py).
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.
 --
 -- Every other run scores as before, so the kept numbers (run_scores, 007; run_metric_rows and

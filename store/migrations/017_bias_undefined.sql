@@ -1,5 +1,5 @@
 -- 017_bias_undefined: the bias view (store/views.sql) gives the arithmetic of CAS and CAB and the
--- inputs of engine/bias.py's test, no longer a t-interval, t-test or direction of its own (issue
+-- inputs of engine/statistics/bias.py's test, no longer a t-interval, t-test or direction of its own (issue
 -- 26 §2, §7, §8): value is NULL with undefined_reason where no answer of either run cites a shown
 -- document, beside n_cite_a, n_cite_b, n_differ, mean_diff, sd_diff and differences.
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.
@@ -18,7 +18,7 @@ CREATE TABLE bias_rows(
   n_cite_a BIGINT,           -- paired items whose answer cites a shown document, in run_a / run_b
   n_cite_b BIGINT,
   undefined_reason VARCHAR,
-  n_differ BIGINT,           -- engine/bias.py's test reads these four
+  n_differ BIGINT,           -- engine/statistics/bias.py's test reads these four
   mean_diff DOUBLE,
   sd_diff DOUBLE,
   differences DOUBLE[],

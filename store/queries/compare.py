@@ -23,7 +23,7 @@ from engine.errors import UserError
 from engine.types import MODES
 from store.db import DbLike, as_database
 
-# The per-item metrics, in engine.compare_stats.METRICS order (kept in step by a test).
+# The per-item metrics, in engine.statistics.compare_stats.METRICS order (kept in step by a test).
 METRIC_COLUMNS = ("precision", "recall", "f1", "exact_match", "squad_em", "answer_recall", "n_citations",
                   "cites_nothing", "mean_probability")
 

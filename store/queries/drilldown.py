@@ -89,7 +89,7 @@ class ModeDetail:
     citations: tuple[QueryCitation, ...]
     tokens: tuple[QueryToken, ...]
     metrics: ModeMetrics | None
-    # The prompt text the model was given for this item (engine.prompts.build_prompt's, as the
+    # The prompt text the model was given for this item (engine.prompting.prompts.build_prompt's, as the
     # runner stored it) and the run's model. Last, with defaults: tests build ModeDetail by keyword.
     prompt: str | None = None
     model: str | None = None
@@ -145,7 +145,7 @@ def metadata_labels(config_json: str | None) -> tuple[str | None, str | None]:
 
 def shown_labels(mode: str, label_a: str | None, label_b: str | None,
                   shown: list[str], relevant: dict[str, bool]) -> dict[str, str]:
-    """The label after each shown document, as engine.prompts writes it: relevant documents
+    """The label after each shown document, as engine.prompting.prompts writes it: relevant documents
     get label A in base and label B in cf, the others the opposite; vanilla shows none."""
     if mode not in ("base", "cf") or label_a is None or label_b is None:
         return {}

@@ -144,7 +144,7 @@ class ExperimentRun:
     dataset_sha: str
     metadata_type: str | None
     config_hash: str
-    citation_syntax: str  # how its citations were read (engine.citations); 'ours' unless recorded
+    citation_syntax: str  # how its citations were read (engine.prompting.citations); 'ours' unless recorded
 
 
 def experiment_runs(db: DbLike, experiment_id: str) -> tuple[ExperimentRun, ...]:

@@ -14,7 +14,7 @@ from store.queries.drilldown import metadata_labels, shown_labels
 
 def explain_runs(db: DbLike, *, experiment: str | None = None, run: str | None = None):
     """The runs `explain` works on: one run by id, or every run of an experiment (id or name),
-    in mode order, as engine.explain.ExplainRun; None when the run or experiment is unknown."""
+    in mode order, as engine.judges.explain.ExplainRun; None when the run or experiment is unknown."""
     if (experiment is None) == (run is None):
         raise ValueError("give exactly one of experiment and run")
     if run is not None:
@@ -39,7 +39,7 @@ def explain_runs(db: DbLike, *, experiment: str | None = None, run: str | None =
 
 def explain_sources(db: DbLike, run, explainer_model: str, limit: int | None = None):
     """The answers of `run` (an ExplainRun) still to explain by `explainer_model`, as
-    engine.explain.ExplainSource, in the order the run stored them.
+    engine.judges.explain.ExplainSource, in the order the run stored them.
 
     `limit` covers the run's first N answers, explained or not, so a larger limit later extends
     the same explanations. Labels are those the answering model saw (see shown_labels).
@@ -96,7 +96,7 @@ def explanation_rates(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
 def answers_to_verify(db: DbLike, run: ExplainRun, judge_model: str,
                       limit: int | None = None) -> tuple[StoredAnswer, ...]:
     """The answers of `run` (from explain_runs) in the order the run stored them, each with the
-    (sentence index, position) pairs `judge_model` has judged already. engine.verify.sources_to_verify
+    (sentence index, position) pairs `judge_model` has judged already. engine.judges.verify.sources_to_verify
     turns them into the claims still to judge (the store does not parse answers).
 
     `limit` covers the run's first N answers, as in explain_sources.

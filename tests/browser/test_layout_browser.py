@@ -42,9 +42,9 @@ def _items():
 def _store(db: Path) -> None:
     """vanilla, base and cf of one experiment on two items, answered by "the smoke model" (its
     store label) with no citation, so every score is 0; the item nq-1 holds the long words."""
-    from engine.model_choice import SMOKE_LABEL
-    from engine.prompts import METADATA_TYPES, PromptConfig, build_prompt
-    from engine.sink import RunSpec
+    from engine.generation.model_choice import SMOKE_LABEL
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
+    from engine.types import RunSpec
     from engine.types import Generation, TokenLogprob
     from store import RunStore, connect
 
@@ -177,9 +177,9 @@ def test_the_prompt_each_mode_saw_is_shown_with_its_labels_marked(page, app):
     summaries.nth(1).click()  # base
     prompt = page.locator(".pe-q details pre.prompt").nth(1)
     prompt.wait_for(timeout=WAIT_MS)
-    from engine.prompts import METADATA_TYPES, PromptConfig, build_prompt
+    from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
 
-    # Exactly the text engine.prompts gave the model (stored with the answer).
+    # Exactly the text engine.prompting.prompts gave the model (stored with the answer).
     expected = build_prompt(_items()[0], PromptConfig(mode="base", metadata=METADATA_TYPES["gender"])).text
     assert prompt.inner_text() == expected
     marks = [(m.get_attribute("class"), m.inner_text()) for m in prompt.locator("mark").all()]

@@ -38,7 +38,7 @@ def _listener():
 
 def _store_with_metadata_name(db: Path, metadata: str) -> None:
     """One complete vanilla run whose metadata type is `metadata` (a visitor's custom name)."""
-    from engine.sink import RunSpec
+    from engine.types import RunSpec
     from engine.types import Document, Generation, Item
     from store import RunStore
 

@@ -4,7 +4,7 @@
 --
 -- One explanation per (run, item, explainer model): the answer of generations(run_id, item_id)
 -- explained by `explainer_model` (by default the model that answered). The mention columns are
--- computed by engine.explain when the row is written, from the text and the labels the answering
+-- computed by engine.judges.explain when the row is written, from the text and the labels the answering
 -- model saw; a later parser change needs a backfill migration, like 007's.
 
 CREATE TABLE explanations(
@@ -46,7 +46,7 @@ WITH m AS (
 SELECT
   s.run_id, s.item_id, s.explainer_model, s.experiment_id, s.model, s.rag_mode, s.metadata_type,
   s.position, s.doc_id, s.relevant,
-  -- The label as engine.prompts writes it: relevant documents get label A in base, B in cf.
+  -- The label as engine.prompting.prompts writes it: relevant documents get label A in base, B in cf.
   CASE WHEN s.rag_mode NOT IN ('base', 'cf') THEN NULL
        WHEN s.relevant = (s.rag_mode = 'base')
        THEN coalesce(s.config_json->'prompt'->'metadata'->>'label_a', s.config_json->'metadata'->>'label_a')

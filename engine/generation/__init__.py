@@ -1,0 +1,1 @@
+"""Models and decoding (the only folder that imports torch and transformers at module level): loading, batched generation with raw log-probs, model names, the tiny random-weight models, torch threads."""

@@ -1,0 +1,1 @@
+"""Models judging stored answers: explanations (Prompt 5), AttrScore-style verification, propensity."""

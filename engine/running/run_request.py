@@ -1,0 +1,187 @@
+"""What a run asks for, and how it ends: the request, its identity (run_config), how it decodes
+(generation_config) and loads (load_model_for), and the outcome of one experiment.
+
+Plain values shared by the planner (engine.running.planner), the runner (engine.running.runner), the backends
+and the use cases (engine.usecases), so that each imports them from here, one way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from engine.prompting.prompts import PROMPT_VERSION, PromptConfig
+from engine.types import MODES, Mode, Quantize, SkippedItem
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the user asked for; `hf_token` is used to load the model and never recorded."""
+
+    model: str  # what to load: a Hub id or a local folder
+    modes: tuple[Mode, ...]
+    prompt: PromptConfig  # its mode is replaced per run
+    quantize: Quantize = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    max_new_tokens: int = 256
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k_sampling: int = 0
+    seed: int = 0
+    batch_size: int = 8
+    top_n_logprobs: int = 0
+    repeat: bool = False  # a new experiment even when an identical one exists
+    experiment: str | None = None  # a name (or id) to create or join
+    limit: int | None = None  # cover only the first N items of the dataset
+    skip_invalid: bool = False  # skip items whose prompt does not fit instead of refusing
+    model_label: str | None = None  # how the store names the model, when not `model` itself
+    # torch intra-op threads every generating process computes with (engine.generation.threads); None:
+    # torch's default in this process. Recorded with the runs, never hashed.
+    threads: int | None = None
+    hf_token: str | None = field(default=None, repr=False, compare=False)
+    # False: without hf_token, load with no token at all, not the environment's HF_TOKEN (a
+    # Space's visitor loading a model outside the operator's allowlist).
+    environment_token: bool = field(default=True, repr=False, compare=False)
+    # A Space's visitors name Hub ids only: a name that happens to be a folder on the server
+    # loads nothing and gets the unknown-model line, so that no name reveals what exists there.
+    hub_only: bool = False
+    # How the answers' citations are read and scored (engine.prompting.citations): "ours", or "paper" for
+    # the seed library's reading. Part of the runs' identity when not the default.
+    citation_syntax: str = "ours"
+
+    def __post_init__(self) -> None:
+        # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
+        from engine.bounds import MAX_MODEL_CHARS, check_name
+        from engine.prompting.citations import check_citation_syntax
+
+        check_citation_syntax(self.citation_syntax)
+
+        check_name(self.model, "the model name", MAX_MODEL_CHARS)
+        if self.model_label is not None:
+            check_name(self.model_label, "the model label", MAX_MODEL_CHARS)
+        if self.experiment is not None:
+            check_name(self.experiment, "the experiment name")
+
+    @property
+    def label(self) -> str:
+        return self.model_label or self.model
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one mode's run ended in this invocation."""
+
+    run_id: str
+    mode: Mode
+    status: str  # complete | already complete
+    n_items: int
+    n_generated: int  # generated in this invocation (resume skips stored items)
+    n_with_citation: int
+
+
+@dataclass(frozen=True)
+class ExperimentOutcome:
+    experiment_id: str
+    runs: tuple[RunOutcome, ...]
+    model: str
+    quantization: str | None
+    experiment_name: str | None = None
+    # Items per mode over the whole experiment (runs of other modes stored earlier included).
+    mode_items: dict[Mode, int | None] = field(default_factory=dict)
+    skipped: tuple[SkippedItem, ...] = ()  # invalid items and prompts too long, left out
+    dataset: str | None = None  # the dataset as the store names it (its source)
+    n_dataset_items: int | None = None  # its valid items, whatever the runs' limit
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The modes the experiment holds, in display order."""
+        return tuple(m for m in MODES if m in self.mode_items)
+
+    # A notebook shows what `run` prints of it (runs, items, skipped), not every skipped item.
+    def _lines(self) -> tuple[str, list[list[str]]]:
+        name = f" '{self.experiment_name}'" if self.experiment_name and self.experiment_name != self.experiment_id else ""
+        items = f" ({self.n_dataset_items} valid items)" if self.n_dataset_items is not None else ""
+        skipped = f"; {len(self.skipped)} items skipped (.skipped)" if self.skipped else ""
+        title = f"experiment {self.experiment_id}{name}  model {self.model}  dataset {self.dataset}{items}{skipped}"
+        rows = [[r.mode, r.run_id, r.status, str(r.n_items), str(r.n_generated), str(r.n_with_citation)]
+                for r in self.runs]
+        return title, rows
+
+    def __repr__(self) -> str:
+        title, rows = self._lines()
+        table = [list(_OUTCOME_HEADER), *rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(_OUTCOME_HEADER))]
+        return "\n".join([title, *("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)])
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        title, rows = self._lines()
+        head = "".join(f"<th>{escape(h)}</th>" for h in _OUTCOME_HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        return f"<p>{escape(title)}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_OUTCOME_HEADER = ("mode", "run", "status", "items", "generated now", "with a citation")
+
+
+def run_config(request: RunRequest, mode: str) -> dict:
+    """The identity of one mode's run (no token, no batch size, device or item count)."""
+    config = {
+        "prompt": replace(request.prompt, mode=mode).to_dict(),
+        "prompt_version": PROMPT_VERSION,
+        "generation": {
+            "max_new_tokens": request.max_new_tokens,
+            "do_sample": request.do_sample,
+            "temperature": request.temperature if request.do_sample else None,
+            "top_p": request.top_p if request.do_sample else None,
+            "top_k": request.top_k_sampling if request.do_sample else None,
+            "seed": request.seed,
+            "top_n_logprobs": request.top_n_logprobs,
+        },
+        "quantize": request.quantize,
+    }
+    if request.citation_syntax != "ours":
+        # Only when set, so that the default's identity (and every stored run's hash) is unchanged;
+        # store/views.sql query_metrics reads it.
+        config["citation_syntax"] = request.citation_syntax
+    return config
+
+
+def generation_config(request: RunRequest):
+    """How a request decodes (engine.generation.generate.GenerationConfig), with the thread count it computes with."""
+    from engine.generation.generate import GenerationConfig
+    from engine.generation.threads import resolve_threads
+
+    return GenerationConfig(
+        max_new_tokens=request.max_new_tokens,
+        do_sample=request.do_sample,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        top_k_sampling=request.top_k_sampling,
+        seed=request.seed,
+        batch_size=request.batch_size,
+        top_n_logprobs=request.top_n_logprobs,
+        # Resolved here, in the driver, so every Ray actor computes with the driver's count.
+        threads=resolve_threads(request.threads),
+    )
+
+
+def load_model_for(request: RunRequest):
+    """The model a request names, loaded as it asks (device, quantization, dtype, token)."""
+    from engine.generation.models import load_model, unknown_model
+
+    if request.hub_only and Path(request.model).exists():
+        raise unknown_model(request.model)
+    return load_model(
+        request.model,
+        quantize=request.quantize,
+        device=request.device,
+        hf_token=request.hf_token,
+        dtype=request.dtype,
+        environment_token=request.environment_token,
+    )
+
+

@@ -1,0 +1,437 @@
+"""Paired statistics for comparing two runs on the same items (issues 17, 26). Pure: arrays in, values out.
+
+Every comparison is paired by item: the difference is B - A per item, so its spread is the
+spread of the per-item differences, not of two independent samples. Per metric (docs/method.md,
+"Comparing two runs", states each rule and what it assumes):
+  * the verdict's p: the exact McNemar test (a binomial test on the discordant pairs) for a 0/1
+    metric; for a continuous one the paired permutation test (sign flips of the differences,
+    exact under the null that A and B are exchangeable within items, at every n), with the
+    paired t-test's p beside it. The t-test's size depends on how many items differ, not on n
+    (12.5% with 4 of 30 items moved by the same amount), so it never gives the verdict;
+  * Holm's correction over the metrics compared together, for "different" and, separately,
+    for "equivalent";
+  * the 95% interval of B - A: exact for a 0/1 metric (Clopper-Pearson bounds on the two
+    discordant shares, engine.statistics.paired_exact), a percentile bootstrap otherwise (engine.statistics.stats;
+    approximate at every n, and marked so below BOOTSTRAP_APPROXIMATE_BELOW items, where it covers less than 95%);
+  * with a margin M for the metric, TOST: exact from the discordant pairs for a 0/1 metric,
+    two one-sided paired t-tests otherwise; a verdict "equivalent within M", "different" or
+    "inconclusive";
+  * the smallest difference detectable at 80% power: by the exact McNemar test at the observed
+    discordant share for a 0/1 metric, by the paired t-test at the observed SD otherwise.
+Where every paired difference is equal there is no spread to test against: the t-test, the
+interval, TOST and the detectable difference of a continuous metric are undefined, and say so.
+scipy is imported inside the functions that need it: importing it costs more than a small
+comparison does. tests/test_compare.py and tests/test_compare_exact.py check each statistic
+against scipy and statsmodels, and the verdicts' error rates by simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci
+
+ALPHA = 0.05
+POWER = 0.8
+# Paired permutation test: 2**n sign patterns are enumerated exactly up to this many, else this
+# many random ones are drawn (the smallest p it can give is then 1 / (n + 1)).
+PERMUTATIONS = 9999
+# Values held in memory at once by the permutation test (resamples x items).
+_PERMUTATION_CELLS = 2_000_000
+
+EQUIVALENT = "equivalent within {margin:g}"
+DIFFERENT = "different"
+INCONCLUSIVE = "inconclusive"
+NO_DIFFERENCE = "no significant difference"
+TOO_FEW = "too few items"
+
+NO_SPREAD = "every paired difference is equal"
+FEW = "fewer than two items"
+
+MCNEMAR = "exact McNemar"
+PERMUTATION = "paired permutation"
+PAIRED_T = "paired t-test"
+TOST_T = "TOST (paired t)"
+TOST_EXACT = "exact TOST (discordant pairs)"
+CI_BOOTSTRAP = "percentile bootstrap"
+CI_EXACT = "exact (Clopper-Pearson, discordant pairs)"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric that can be compared: its name, how it reads, whether it is 0/1, its scale."""
+
+    name: str
+    label: str
+    binary: bool  # 0/1 per item: exact McNemar and exact bounds; otherwise permutation and bootstrap
+    scale: float  # shown (and the margin read) in these units: 100 for shares (points)
+
+
+# The metrics of query_metrics and two derived from it, in the order tables show them.
+METRICS: dict[str, MetricSpec] = {m.name: m for m in (
+    MetricSpec("precision", "citation precision", False, 100.0),
+    MetricSpec("recall", "citation recall", False, 100.0),
+    MetricSpec("f1", "citation F1", False, 100.0),
+    MetricSpec("exact_match", "exact match (paper)", True, 100.0),
+    MetricSpec("squad_em", "exact match (SQuAD)", True, 100.0),
+    MetricSpec("answer_recall", "answer recall", False, 100.0),
+    MetricSpec("n_citations", "citations per answer", False, 1.0),
+    MetricSpec("cites_nothing", "answers citing nothing", True, 100.0),
+    MetricSpec("mean_probability", "mean citation probability", False, 100.0),
+)}
+DEFAULT_METRICS = tuple(METRICS)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A test's statistic and two-sided p value (NaN where undefined: fewer than two items, or a
+    t-test of differences that do not vary)."""
+
+    statistic: float
+    p: float
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """TOST of the paired difference against (-margin, +margin), margin in the units shown."""
+
+    margin: float
+    method: str  # TOST_T (continuous metrics) or TOST_EXACT (0/1 metrics)
+    p: float  # the larger of the two one-sided p values; NaN where undefined
+    p_lower: float  # H0: difference <= -margin
+    p_upper: float  # H0: difference >= +margin
+    p_holm: float  # p after Holm's correction over the equivalence tests compared together
+    undefined: str = ""  # why there is no test ("" when there is one)
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric of B against A on the paired items; diff = mean_b - mean_a, in display units."""
+
+    metric: str
+    label: str
+    n: int  # pairs where both runs have a value (exact match needs gold answers, etc.)
+    mean_a: float
+    mean_b: float
+    diff: float
+    ci_low: float  # 95% interval of diff (NaN where undefined: see ci_undefined)
+    ci_high: float
+    ci_method: str  # CI_BOOTSTRAP (continuous) or CI_EXACT (0/1)
+    ci_approximate: bool  # a bootstrap interval on fewer than BOOTSTRAP_APPROXIMATE_BELOW items
+    ci_undefined: str  # why there is no interval ("" when there is one)
+    test: str  # the test whose p gives the verdict: MCNEMAR (0/1) or PERMUTATION (continuous)
+    statistic: float  # McNemar: discordant pairs 1 in B only; permutation: the mean difference
+    p: float
+    p_holm: float  # p after Holm's correction over the metrics compared together
+    t: float | None  # the paired t-test beside the permutation test (continuous metrics; NaN: no spread)
+    p_t: float | None
+    sd_diff: float
+    discordant: int | None  # 0/1 metrics: pairs that differ
+    min_detectable: float | None  # |diff| detectable at 80% power (None: see min_detectable_undefined)
+    min_detectable_undefined: str
+    equivalence: Equivalence | None  # None where no margin applies to this metric
+    verdict: str
+
+
+@dataclass(frozen=True)
+class EmFlips:
+    """Exact match from A to B on items both score: right in A and wrong in B, and the reverse."""
+
+    right_to_wrong: int
+    wrong_to_right: int
+    n: int
+
+
+@dataclass(frozen=True)
+class CitationFlips:
+    """Documents shown in both runs of an item and cited by one only, split by relevance."""
+
+    a_only_relevant: int
+    a_only_nonrelevant: int
+    b_only_relevant: int
+    b_only_nonrelevant: int
+    shown_both: int  # (item, document) pairs shown in both runs
+
+
+def _clean(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs where both values are known (NaN or None on either side leaves the pair out)."""
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired values need the same length, not {x.size} and {y.size}")
+    keep = ~(np.isnan(x) | np.isnan(y))
+    return x[keep], y[keep]
+
+
+def mcnemar_exact(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> TestResult:
+    """Exact McNemar test of paired 0/1 values: a two-sided binomial test (p = 1/2) on the
+    discordant pairs, as statsmodels' mcnemar(exact=True). Statistic: pairs 1 in B only."""
+    from scipy.stats import binomtest
+
+    x, y = _clean(a, b)
+    b_only, a_only = _discordant(x, y)
+    if a_only + b_only == 0:
+        return TestResult(float(b_only), 1.0)  # no discordant pair: no evidence either way
+    return TestResult(float(b_only), float(binomtest(b_only, a_only + b_only, 0.5).pvalue))
+
+
+def paired_t(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> TestResult:
+    """Paired two-sided t-test of B against A (scipy's ttest_rel); NaN below two pairs and where
+    every difference is equal (no spread: t is 0/0 or +-inf, where scipy warns)."""
+    from scipy.stats import ttest_rel
+
+    x, y = _clean(a, b)
+    d = y - x
+    if x.size < 2 or np.all(d == d[0]):
+        return TestResult(math.nan, math.nan)
+    res = ttest_rel(y, x)
+    return TestResult(float(res.statistic), float(res.pvalue))
+
+
+def paired_permutation(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
+                       n_resamples: int = PERMUTATIONS, seed: int = DEFAULT_SEED) -> TestResult:
+    """Paired permutation test of the mean difference: scipy's permutation_test with
+    permutation_type='samples' (each item's A and B swapped or not): exact (every pattern) up to
+    13 items with the default 9,999 resamples, Monte Carlo above, valid either way (scipy counts
+    the observed pattern). Null: A and B exchangeable within items. It gives the verdict of a
+    continuous metric."""
+    from scipy.stats import permutation_test
+
+    x, y = _clean(a, b)
+    if x.size < 2:
+        return TestResult(math.nan, math.nan)  # scipy refuses one pair; two swaps say nothing
+    d = y - x
+    if np.all(d == 0):
+        return TestResult(0.0, 1.0)  # every swap gives the same mean: p = 1 (scipy agrees)
+    res = permutation_test(
+        (y, x), _mean_difference, permutation_type="samples", vectorized=True,
+        n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed),
+        batch=max(1, _PERMUTATION_CELLS // x.size),
+    )
+    return TestResult(float(res.statistic), float(res.pvalue))
+
+
+def _mean_difference(y: np.ndarray, x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(y - x, axis=axis)
+
+
+def bootstrap_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
+                      n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                      confidence: float = 0.95) -> tuple[float, float]:
+    """Paired percentile-bootstrap interval of mean(B - A): items resampled with their pair."""
+    x, y = _clean(a, b)
+    if x.size == 0:
+        return math.nan, math.nan
+    low, high = bootstrap_mean_ci(y - x, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    return float(low), float(high)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p values (as statsmodels' multipletests(method='holm')); NaN
+    entries stay NaN and do not count among the tests."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    known = np.flatnonzero(~np.isnan(p))
+    m = known.size
+    order = known[np.argsort(p[known], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out.tolist()
+
+
+def tost_paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, margin: float) -> Equivalence:
+    """TOST of mean(B - A) within (-margin, +margin): two one-sided one-sample t-tests of the
+    differences (statsmodels' ttost_paired(b, a, -margin, margin)); p is the larger one.
+    Undefined below two pairs and where every difference is equal: with no spread the t-test
+    has nothing to measure the difference against, and no equivalence follows."""
+    from scipy.stats import ttest_1samp
+
+    _check_margin(margin)
+    x, y = _clean(a, b)
+    d = y - x
+    why = FEW if x.size < 2 else NO_SPREAD if np.all(d == d[0]) else ""
+    if why:
+        return Equivalence(margin, TOST_T, math.nan, math.nan, math.nan, math.nan, why)
+    p_lower = float(ttest_1samp(d, -margin, alternative="greater").pvalue)
+    p_upper = float(ttest_1samp(d, margin, alternative="less").pvalue)
+    p = max(p_lower, p_upper)
+    return Equivalence(margin, TOST_T, p, p_lower, p_upper, p)
+
+
+def tost_binary(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, margin: float) -> Equivalence:
+    """Exact TOST of B - A for paired 0/1 values within (-margin, +margin), margin as a share
+    (engine.statistics.paired_exact.exact_tost: Clopper-Pearson bounds on the two discordant shares)."""
+    from engine.statistics.paired_exact import exact_tost
+
+    _check_margin(margin)
+    x, y = _clean(a, b)
+    b_only, a_only = _discordant(x, y)
+    if x.size == 0:
+        return Equivalence(margin, TOST_EXACT, math.nan, math.nan, math.nan, math.nan, FEW)
+    res = exact_tost(b_only, a_only, int(x.size), margin)
+    return Equivalence(margin, TOST_EXACT, res.p, res.p_lower, res.p_upper, res.p)
+
+
+def _check_margin(margin: float) -> None:
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"the equivalence margin must be a positive number, not {margin}")
+
+
+def _discordant(x: np.ndarray, y: np.ndarray) -> tuple[int, int]:
+    """(pairs 1 in B only, pairs 1 in A only) of paired 0/1 values."""
+    return int(np.sum((y == 1) & (x == 0))), int(np.sum((x == 1) & (y == 0)))
+
+
+def paired_power(effect: float, n: int, alpha: float = ALPHA) -> float:
+    """Power of the two-sided paired t-test with n pairs for a standardised effect (mean / SD
+    of the differences), from the noncentral t (as statsmodels' TTestPower().power)."""
+    from scipy.stats import nct, t
+
+    df = n - 1
+    crit = t.isf(alpha / 2, df)
+    nc = effect * math.sqrt(n)
+    # The far tail (below -crit for a positive effect) can come back NaN from scipy's nct for
+    # large noncentralities, where it is below 1e-15: it counts as 0.
+    far = float(nct.cdf(-crit, df, nc))
+    return float(nct.sf(crit, df, nc)) + (0.0 if math.isnan(far) else far)
+
+
+def min_detectable_difference(sd_diff: float, n: int, *, power: float = POWER, alpha: float = ALPHA) -> float | None:
+    """The smallest |mean difference| that n pairs detect with this power at this alpha, given
+    the SD of the differences: the standardised effect solved from paired_power, times the SD.
+    None below two pairs and where the differences do not vary (no spread: nothing to scale by)."""
+    from scipy.optimize import brentq
+
+    if n < 2 or not math.isfinite(sd_diff) or sd_diff == 0:
+        return None
+    high = 1.0
+    while paired_power(high, n, alpha) < power:
+        high *= 2
+    effect = brentq(lambda e: paired_power(e, n, alpha) - power, 1e-12, high, xtol=1e-12)
+    return float(effect * sd_diff)
+
+
+def verdict(p_holm: float, n: int, equivalence: Equivalence | None, alpha: float = ALPHA) -> str:
+    """One phrase per metric: with a margin, TOST first (equivalent / different / inconclusive,
+    from the Holm-corrected p values); without one, whether the Holm-corrected p shows a
+    difference. An undefined TOST is said, never read as equivalence or its absence."""
+    if n < 2:
+        return TOO_FEW
+    differs = p_holm < alpha
+    if equivalence is None:
+        return DIFFERENT if differs else NO_DIFFERENCE
+    if equivalence.undefined:
+        return f"{DIFFERENT if differs else NO_DIFFERENCE}; equivalence undefined: {equivalence.undefined}"
+    if equivalence.p_holm < alpha:
+        return EQUIVALENT.format(margin=equivalence.margin)
+    return DIFFERENT if differs else INCONCLUSIVE
+
+
+def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
+                   margin: float | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                   permutations: int = PERMUTATIONS) -> MetricComparison:
+    """One metric of B against A (margin in the units shown; None: no TOST); p_holm is p, and
+    the equivalence's p_holm its p, until with_holm corrects a set of them."""
+    x, y = _clean(a, b)
+    n = int(x.size)
+    d = (y - x) * spec.scale
+    no_spread = n >= 1 and bool(np.all(d == d[0]))
+    sd = float(d.std(ddof=1)) if n >= 2 else math.nan
+    t = t_p = discordant = None
+    if spec.binary:
+        from engine.statistics.paired_exact import difference_bounds, mcnemar_min_detectable
+
+        b_only, a_only = _discordant(x, y)
+        discordant = b_only + a_only
+        test, name = mcnemar_exact(x, y), MCNEMAR
+        bounds = difference_bounds(b_only, a_only, n, ALPHA / 2) if n else None
+        low, high = (bounds.low * spec.scale, bounds.high * spec.scale) if bounds else (math.nan, math.nan)
+        ci_why, approximate = ("" if n else FEW), False
+        mdd = mcnemar_min_detectable(n, discordant)
+        detectable = None if mdd.value is None else mdd.value * spec.scale
+        mdd_why = mdd.undefined
+        equivalence = tost_binary(x, y, margin / spec.scale) if margin is not None else None
+        if equivalence is not None:
+            equivalence = _in_units(equivalence, margin)
+    else:
+        tt = paired_t(x * spec.scale, y * spec.scale)
+        t, t_p = tt.statistic, tt.p
+        test, name = paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed), PERMUTATION
+        ci_why = FEW if n < 2 else NO_SPREAD if no_spread else ""
+        low, high = (math.nan, math.nan) if ci_why else bootstrap_diff_ci(x * spec.scale, y * spec.scale,
+                                                                          n_resamples=n_resamples, seed=seed)
+        approximate = not ci_why and n < BOOTSTRAP_APPROXIMATE_BELOW
+        detectable = min_detectable_difference(sd, n)
+        mdd_why = "" if detectable is not None else (FEW if n < 2 else NO_SPREAD)
+        equivalence = tost_paired(x * spec.scale, y * spec.scale, margin) if margin is not None else None
+    return MetricComparison(
+        spec.name, spec.label, n, float(x.mean() * spec.scale) if n else math.nan,
+        float(y.mean() * spec.scale) if n else math.nan, float(d.mean()) if n else math.nan, low, high,
+        CI_EXACT if spec.binary else CI_BOOTSTRAP, approximate, ci_why, name, test.statistic, test.p, test.p, t, t_p,
+        sd, discordant, detectable, mdd_why, equivalence, verdict(test.p, n, equivalence),
+    )
+
+
+def _in_units(eq: Equivalence, margin: float) -> Equivalence:
+    from dataclasses import replace
+
+    return replace(eq, margin=margin)
+
+
+def with_holm(results: Iterable[MetricComparison]) -> tuple[MetricComparison, ...]:
+    """The same comparisons with p_holm corrected over all of them, the equivalence tests'
+    p_holm over those that have one (a family of their own, as "different" is), and verdicts to match."""
+    from dataclasses import replace
+
+    results = tuple(results)
+    adjusted = holm([r.p for r in results])
+    tost = holm([r.equivalence.p if r.equivalence else math.nan for r in results])
+    out = []
+    for r, q, e in zip(results, adjusted, tost):
+        eq = replace(r.equivalence, p_holm=e) if r.equivalence else None
+        out.append(replace(r, p_holm=q, equivalence=eq, verdict=verdict(q, r.n, eq)))
+    return tuple(out)
+
+
+def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics: Sequence[str] = DEFAULT_METRICS, *,
+                    margins: Mapping[str, float] | None = None, n_resamples: int = DEFAULT_RESAMPLES,
+                    seed: int = DEFAULT_SEED, permutations: int = PERMUTATIONS) -> tuple[MetricComparison, ...]:
+    """Every metric of B against A (per-item arrays aligned by item), Holm-corrected together;
+    `margins` maps a metric to its equivalence margin (units shown). Metrics with no item known
+    on both sides are left out."""
+    out = []
+    margins = margins or {}
+    for name in metrics:
+        spec = METRICS[name]
+        x, _ = _clean(a[name], b[name])
+        if x.size:
+            out.append(compare_metric(spec, a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
+                                      seed=seed, permutations=permutations))
+    return with_holm(out)
+
+
+def em_flips(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> EmFlips:
+    """Exact-match flips from A to B over items both score."""
+    x, y = _clean(a, b)
+    return EmFlips(int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1))), int(x.size))
+
+
+def citation_flips(items: Iterable[tuple[Iterable[str], Iterable[str], Iterable[str], Iterable[str]]]) -> CitationFlips:
+    """Per item (shown in both, cited in A, cited in B, relevant document ids): documents shown
+    in both runs and cited by one only, split by whether they hold the answer."""
+    counts = [0, 0, 0, 0]
+    shown_total = 0
+    for shown, cited_a, cited_b, relevant in items:
+        shown, cited_a, cited_b, relevant = set(shown), set(cited_a), set(cited_b), set(relevant)
+        shown_total += len(shown)
+        for doc in (cited_a - cited_b) & shown:
+            counts[0 if doc in relevant else 1] += 1
+        for doc in (cited_b - cited_a) & shown:
+            counts[2 if doc in relevant else 3] += 1
+    return CitationFlips(*counts, shown_both=shown_total)
