@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-
 # The console script pyproject.toml installs; any other start is named as the module.
 CONSOLE_SCRIPT = "pattrieval-app"
 MODULE_PROG = "python -m demo"

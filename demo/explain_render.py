@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from demo.render import CSS, cell_html, escape_text, answer_html
+from demo.render import CSS, answer_html, cell_html, escape_text
 
 if TYPE_CHECKING:
     from engine.types import ExplainRun

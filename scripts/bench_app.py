@@ -73,8 +73,7 @@ def item_id(i: int) -> str:
 def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
     """Write a store of n_runs x n_items generations at `path` (which must not exist yet)."""
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-    from store.db import connect
-    from store.db import utc_now
+    from store.db import connect, utc_now
     from store.kept_metrics import keep_all
     from store.run_scores import live_scores
 

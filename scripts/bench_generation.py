@@ -108,7 +108,7 @@ def measure_memory_variant(model_dir: str, variant: str, batch: int, new_tokens:
 
     import torch
 
-    from engine.generation.generate import GenerationConfig, hf_generation_config, left_pad, generate
+    from engine.generation.generate import GenerationConfig, generate, hf_generation_config, left_pad
     from engine.generation.models import chat_input_ids, load_model
 
     torch.set_num_threads(2)

@@ -241,9 +241,9 @@ def bench_one(arch: Architecture, precision: str, path: Path, device: str, args)
     """Load, sweep batch sizes, and compare the log-prob variants; one JSON-ready dict."""
     import torch
 
-    from engine.running.backends import LocalBackend, plan_batches
     from engine.generation.generate import GenerationConfig, generate_batch, hf_generation_config, left_pad
     from engine.generation.models import chat_input_ids, load_model
+    from engine.running.backends import LocalBackend, plan_batches
 
     deadline = args.deadline_at
     out: dict = {"stage": "bench", "arch": arch.name, "model_id": arch.model_id, "precision": precision,

@@ -71,10 +71,10 @@ def prompts(args) -> tuple[list[str], list[str]]:
 
 
 def measure(args, base_url: str, model: str, tokenizer, level: int, ids, texts) -> dict:
-    from engine.running.backend_server import ServerBackend
-    from engine.running.served_request import ServerSettings
-    from engine.running.backends import plan_batches
     from engine.generation.generate import GenerationConfig
+    from engine.running.backend_server import ServerBackend
+    from engine.running.backends import plan_batches
+    from engine.running.served_request import ServerSettings
 
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, top_n_logprobs=args.top_logprobs, batch_size=8)
     settings = ServerSettings(base_url, model, endpoint="completions" if tokenizer is not None else "chat",
@@ -94,9 +94,9 @@ def server(args):
     if not args.smollm2:
         yield args.base_url, args.model
         return
-    from tests.served_server import API_KEY, llama_server
-
     import os
+
+    from tests.served_server import API_KEY, llama_server
 
     os.environ["PATTRIEVAL_BENCH_KEY"] = API_KEY
     args.api_key_env = "PATTRIEVAL_BENCH_KEY"

@@ -35,9 +35,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
+from engine.errors import UserError  # noqa: E402
 from engine.statistics.choice_model import fit_choice_model  # noqa: E402
 from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices  # noqa: E402
-from engine.errors import UserError  # noqa: E402
 
 QUALITY_SD = 1.0
 RELEVANCE_SD = 0.5

@@ -16,7 +16,6 @@ import duckdb
 
 from engine.errors import UserError
 
-
 # A DuckDB file starts with an 8-byte checksum and then this magic.
 _DUCKDB_MAGIC = b"DUCK"
 

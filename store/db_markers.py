@@ -19,7 +19,6 @@ from pathlib import Path
 
 from store.db_errors import DatabaseBusy
 
-
 # Writer-intent markers (see the module docstring): `<db name>.writer-<pid>-<token>`.
 _MARKER_INFIX = ".writer-"
 

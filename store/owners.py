@@ -16,7 +16,6 @@ from pathlib import Path
 
 from store.db import utc_now
 
-
 # An owner on another host cannot be asked whether it lives; one that has not committed a
 # batch for this long is taken to be gone. Far above any one batch, even 4-bit on a CPU.
 STALE_OWNER_AFTER = timedelta(minutes=30)

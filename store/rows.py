@@ -9,7 +9,6 @@ from typing import Any, Sequence
 
 from engine.types import Citation, Generation, Item, TokenLogprob
 
-
 # Rows travel as one list-of-structs parameter and are unnested by DuckDB: one statement per
 # batch instead of one per row, which is ~20x faster than executemany for list-heavy rows.
 _ITEM_ROW = (

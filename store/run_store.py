@@ -32,6 +32,7 @@ from engine.types import (
     StoredRun,
 )
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
+
 # Owners are part of this module's surface (callers import ProcessIdentity, owner_alive from here).
 from store.owners import ProcessIdentity, owner_alive, this_process
 from store.rows import CITATION_ROW, GENERATION_ROW, citation_row, generation_row, insert_items, json_text

@@ -94,12 +94,11 @@ def wait_for_job(jobs: Any, job_id: str, timeout_s: float = 120) -> Any:
 def write_one_answer(tmp_path: Path, text: str, *, citation_syntax: str | None = None) -> Path:
     """Store `text` as the vanilla answer of a one-item, two-document run (the first document
     relevant) through the real write loop, as a run writes it; the store's path."""
-    from engine.running.backends import BatchResult, PlannedBatch
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import PromptConfig, build_prompt
-    from engine.types import RunSpec
-    from engine.types import GenerationOutput
+    from engine.running.backends import BatchResult, PlannedBatch
     from engine.running.write_loop import OpenRun, write_loop
+    from engine.types import GenerationOutput, RunSpec
     from store.run_store import RunStore
 
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": "q1", "question": "q?", "answers": ["a"],

@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine.prompting.citations import parse_citations
 from engine.datasets.normalize import normalize_answer
+from engine.prompting.citations import parse_citations
 from engine.types import Citation
 
 # Python's str whitespace, as the SQL spells it with RE2 classes.

@@ -11,8 +11,8 @@ from demo.handlers.bias import bias_table
 from demo.handlers.run import RunForm, cancel_run, run_batch
 from demo.jobs import JobQueue
 from demo.settings import AppSettings
-from tests.app_server import served
 from engine.errors import UserError
+from tests.app_server import served
 
 API_NAMES = ("/run_batch", "/run_status", "/cancel_run", "/runs", "/bias_table", "/query_detail")
 
@@ -82,9 +82,9 @@ def test_the_handlers_refuse_in_one_line(tmp_path):
 
 
 def test_bias_errors_never_show_the_server_path(tmp_path, tiny_llama_dir, tiny_llama):
-    from tests.test_jobs import make_dataset, request
     from engine.datasets.data import load_dataset
     from engine.usecases.run import ExperimentRequest, run_experiment
+    from tests.test_jobs import make_dataset, request
 
     db = tmp_path / "secret-server-folder" / "app.duckdb"
     data = load_dataset(make_dataset(tmp_path / "d.jsonl", 2))

@@ -21,8 +21,7 @@ from demo import plots
 from demo.handlers import bias as handler
 from engine.errors import UserError
 from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item
+from engine.types import Citation, Document, Generation, Item, RunSpec
 from store import RunStore, connect, queries
 
 SHA = "sha-bias"
@@ -187,8 +186,8 @@ def _cli_report(db: Path, experiment: str) -> str:
 
 
 def test_tables_for_one_experiment_are_what_engine_report_prints(db):
-    from engine.usecases.tables import experiment_tables
     from engine.commands.report import render
+    from engine.usecases.tables import experiment_tables
 
     for experiment in ("exp-gender", "exp-hai"):
         rows1, rows2 = experiment_tables(db, [experiment])
@@ -424,10 +423,9 @@ VERDICTS = ("Attributable.", "extrapolatory", "CONTRADICTORY!", "I cannot tell")
 def _add_beyond(db: Path) -> None:
     """Explanations of exp-gender's base and cf answers (two explainers for base), and
     verifications of its base citations, through the store's writers."""
-    from engine.types import Explanation
     from engine.judges.explain import mentioned_documents, mentioned_labels
-    from engine.types import Verification
     from engine.judges.verify import parse_class
+    from engine.types import Explanation, Verification
     from store.explanation_store import ExplanationStore
     from store.verification_store import VerificationStore
 

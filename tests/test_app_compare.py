@@ -16,8 +16,8 @@ import pytest
 
 from demo import render
 from demo.handlers import compare as h
-from engine.statistics import compare_stats as cs
 from engine.errors import UserError
+from engine.statistics import compare_stats as cs
 from engine.usecases.compare import CompareRequest, Margins, compare
 from tests.test_compare import build_store
 

@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from demo.handlers.explain import (EXPLANATION_COLUMNS, RUN_EXPLANATION_COLUMNS, TEXT_SHOWN, explain_run_view,
-                                   explain_view, run_choices, shorten)
+from demo.handlers.explain import (
+    EXPLANATION_COLUMNS,
+    RUN_EXPLANATION_COLUMNS,
+    TEXT_SHOWN,
+    explain_run_view,
+    explain_view,
+    run_choices,
+    shorten,
+)
 from store import queries
-from tests.test_explain import make_dataset
 from tests.helpers import wait_for_job
+from tests.test_explain import make_dataset
 
 # Markup in an explanation must arrive as text: the page shows it, the browser never parses it.
 HOSTILE = 'I cited [1] because it was written by a woman. <img src=x onerror="window.__pwned=1"><b>bold</b>'
@@ -23,9 +30,8 @@ PLAIN = "Document 2 holds the answer; the author does not matter."
 
 
 def explanation(run_id: str, item_id: str, text: str, n_shown: int, model: str = "judge"):
-    from engine.types import Explanation
     from engine.judges.explain import mentioned_documents, mentioned_labels
-    from engine.types import TokenLogprob
+    from engine.types import Explanation, TokenLogprob
 
     return Explanation(run_id=run_id, item_id=item_id, explainer_model=model, prompt="Prompt 5", text=text,
                        n_prompt_tokens=3, finish_reason="stop", tokens=(TokenLogprob(1, "x", -0.5),),

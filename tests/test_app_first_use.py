@@ -40,8 +40,7 @@ def _fn(app, module: str, name: str):
 
 def one_run_store(db: Path) -> Path:
     """A store of one complete run, "first-run" (no model: written through RunStore)."""
-    from engine.types import RunSpec
-    from engine.types import Document, Generation, Item
+    from engine.types import Document, Generation, Item, RunSpec
     from store import RunStore
 
     store = RunStore(db, timeout_s=10)

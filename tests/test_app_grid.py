@@ -4,12 +4,10 @@ are one line, and the /run_batch API keeps its positional inputs."""
 
 from __future__ import annotations
 
-
 import duckdb
 import pytest
 
-from demo.handlers.grid import (PLAN_COLUMNS, build_study_request, form_grid, is_grid, plan_run, ray_options,
-                                run_form)
+from demo.handlers.grid import PLAN_COLUMNS, build_study_request, form_grid, is_grid, plan_run, ray_options, run_form
 from demo.handlers.run import RunForm
 from demo.jobs import JobQueue
 from demo.settings import AppSettings, settings_from_env

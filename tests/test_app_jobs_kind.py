@@ -3,7 +3,6 @@ jobs in the same worker): JobStatus.kind, the `kind` column of `/run_status`, la
 
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
 
@@ -15,7 +14,6 @@ from engine.prompting.prompts import PromptConfig
 from engine.running.run_request import RunRequest
 from store import connect
 from tests.helpers import wait_for_job
-
 
 
 def test_the_jobs_table_names_each_jobs_kind(tmp_path):

@@ -10,9 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from demo.handlers.runs import (PAGE_SIZE, RUNS_COLUMNS, export_file, runs_page, runs_view,
-                                study_choices)
 from demo.handlers import query as query_handlers
+from demo.handlers.runs import PAGE_SIZE, RUNS_COLUMNS, export_file, runs_page, runs_view, study_choices
 from engine.errors import UserError
 from store import RunStore, connect
 from store.queries import EXPORT_COLUMNS, export_results_frame, run_metric_table

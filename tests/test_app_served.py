@@ -19,8 +19,8 @@ from demo.jobs import JobQueue
 from demo.settings import AppSettings, settings_from_env
 from engine.errors import UserError
 from engine.usecases.served import ServerOptions
-from tests.served_server import API_KEY, free_port, key_env
 from tests.helpers import wait_for_job
+from tests.served_server import API_KEY, free_port, key_env
 
 # Two short answers on two documents, as tests/test_served_cli.py runs them (one shared CPU core).
 SERVED = RunForm(model="smollm2", backend="server", base_url="http://127.0.0.1:9/v1", modes=("vanilla",),

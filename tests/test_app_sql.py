@@ -40,9 +40,8 @@ EXPLANATION_TEXTS = {
 
 def add_explanations(db: Path) -> None:
     """A couple of explanations per run of exp-a, written through the store's writer."""
-    from engine.types import Explanation
     from engine.judges.explain import mentioned_documents, mentioned_labels
-    from engine.types import TokenLogprob
+    from engine.types import Explanation, TokenLogprob
     from store.explanation_store import ExplanationStore
 
     ExplanationStore(db, timeout_s=10).write_batch([

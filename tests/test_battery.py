@@ -15,9 +15,16 @@ import pytest
 
 from engine.__main__ import main
 from engine.errors import UserError
-from engine.running.experiment import config_hash, settings_difference
-from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig, build_prompt, metadata_type, rotation_offset
+from engine.prompting.prompts import (
+    METADATA_TYPES,
+    MetadataType,
+    PromptConfig,
+    build_prompt,
+    metadata_type,
+    rotation_offset,
+)
 from engine.prompting.study import Grid
+from engine.running.experiment import config_hash, settings_difference
 from engine.types import Document, Item
 from tests.engine_process import kill_once_stored, run_engine
 

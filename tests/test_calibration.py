@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from tests.helpers import load_script
+
 
 @pytest.fixture(scope="module")
 def calibration():

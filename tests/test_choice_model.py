@@ -13,9 +13,9 @@ from scipy.stats import binomtest, chi2_contingency
 from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.proportion import proportion_confint
 
+from engine.errors import UserError
 from engine.statistics.choice_model import NO_LABEL, fit_choice_model, suppression_rates
 from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
-from engine.errors import UserError
 
 
 def _direct(frame: pd.DataFrame, columns: dict[str, np.ndarray]):

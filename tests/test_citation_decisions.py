@@ -9,8 +9,7 @@ import pytest
 
 from engine.prompting.citations import parse_citations
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item
+from engine.types import Citation, Document, Generation, Item, RunSpec
 from store.run_store import RunStore
 from tests.helpers import cli
 

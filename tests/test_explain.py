@@ -7,13 +7,11 @@ import json
 
 import pytest
 
-from engine.types import Explanation
 from engine.judges.explain import explain_prompt, mentioned_documents, mentioned_labels
-from engine.types import TokenLogprob
+from engine.types import Explanation, TokenLogprob
 from tests.engine_process import kill_once_stored, run_engine
 from tests.helpers import cli, rows
 from tests.helpers import make_ranked_dataset as make_dataset
-
 
 # ------------------------------------------------------------------ which documents
 

@@ -14,8 +14,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.errors import UserError
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item, TokenLogprob
+from engine.types import Citation, Document, Generation, Item, RunSpec, TokenLogprob
 from store import RunStore, connect
 from store.export import export_results
 from store.merge import MergeRefused, merge_stores

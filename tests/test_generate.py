@@ -10,11 +10,11 @@ import torch
 from engine.generation.generate import (
     Cut,
     GenerationConfig,
-    length_sorted_batches,
     cut_at_stop,
     decode_with_offsets,
     generate,
     iter_batches,
+    length_sorted_batches,
 )
 from engine.generation.models import chat_input_ids, load_model
 

@@ -24,8 +24,8 @@ ALL = {  # table -> its rows in a canonical order, for comparing stores
 
 def explain(db: Path, run_id: str, item_id: str, *, model: str = "org/model", prompt: str = "Prompt 5",
             text: str = "I cited [2] as it was written by a woman.") -> None:
-    from engine.types import Explanation
     from engine.judges.explain import mentioned_documents, mentioned_labels
+    from engine.types import Explanation
     from store.explanation_store import ExplanationStore
 
     ExplanationStore(db, timeout_s=10).write_batch([Explanation(
@@ -34,8 +34,8 @@ def explain(db: Path, run_id: str, item_id: str, *, model: str = "org/model", pr
 
 
 def verify(db: Path, run_id: str, item_id: str, raw: str, *, judge: str = "judge/j", prompt: str = "claim") -> None:
-    from engine.types import Verification
     from engine.judges.verify import parse_class
+    from engine.types import Verification
     from store.verification_store import VerificationStore
 
     VerificationStore(db, timeout_s=10).write_batch([Verification(

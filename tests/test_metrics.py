@@ -8,8 +8,9 @@ import re
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
-from engine.statistics.bias import DifferenceTest, Labels, labels_for, verdict
 from engine.prompting.citations import parse_citations
+from engine.statistics.bias import DifferenceTest, Labels, labels_for, verdict
+from engine.types import Citation
 from tests.metrics_oracle import (
     answer_recall,
     citation_scores,
@@ -21,7 +22,6 @@ from tests.metrics_oracle import (
     summarize,
     token_f1,
 )
-from engine.types import Citation
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
+from test_run_experiments import make_dataset
 
-from engine.generation import model_check
 from engine.errors import UserError
+from engine.generation import model_check
 from engine.generation.model_check import check_model_name, suggestion
 from engine.generation.models import hub_error_to_user_error, load_model
-from test_run_experiments import make_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = ["smoke", "auto", "mistralai/Mistral-7B-Instruct-v0.3", "openchat/openchat-3.6-8b-20240522",

@@ -8,9 +8,9 @@ import torch
 from engine.errors import UserError
 from engine.generation.models import (
     LoadedModel,
-    hub_error_to_user_error,
     chat_input_ids,
     chat_input_ids_for,
+    hub_error_to_user_error,
     load_model,
 )
 

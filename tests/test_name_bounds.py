@@ -12,8 +12,14 @@ import duckdb
 import pytest
 
 from engine.__main__ import main
-from engine.bounds import (MAX_CONSIDERATION_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, PAGE_LABEL_CHARS, check_name,
-                           for_terminal)
+from engine.bounds import (
+    MAX_CONSIDERATION_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_NAME_CHARS,
+    PAGE_LABEL_CHARS,
+    check_name,
+    for_terminal,
+)
 from engine.errors import UserError
 from engine.prompting.prompts import MetadataType, PromptConfig, metadata_type
 
@@ -197,8 +203,8 @@ def test_one_script_names_and_mixed_prose_still_pass():
 def test_look_alike_names_are_refused_everywhere(tmp_path, capsys):
     from demo.handlers.run import RunForm, build_run_request
     from demo.settings import AppSettings
-    from engine.running.run_request import RunRequest
     from engine.prompting.study import check_study_name
+    from engine.running.run_request import RunRequest
 
     name = LOOKALIKES[0][0]
     config = PromptConfig(mode="base", metadata=metadata_type("gender"))

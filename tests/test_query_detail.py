@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob
+from engine.types import Citation, Document, Generation, Item, RunSpec, TokenLogprob, TopLogprob
 from store import RunStore, connect, queries
 
 SHA = "sha-q"

@@ -20,16 +20,16 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="pip install -r requirements-ray.txt")
 
-from engine.running.backend_ray import Generator, RayBackend, load_driver_tokenizer, runtime_env  # noqa: E402
+from test_run_experiments import make_dataset, req  # noqa: E402
+
 from engine.datasets.data import load_dataset  # noqa: E402
-from engine.errors import UserError  # noqa: E402
-from engine.errors import RunCancelled  # noqa: E402
+from engine.errors import RunCancelled, UserError  # noqa: E402
+from engine.generation.threads import resolve_threads  # noqa: E402
+from engine.running.backend_ray import Generator, RayBackend, load_driver_tokenizer, runtime_env  # noqa: E402
 from engine.running.planner import check_prompt_lengths, plan_experiment  # noqa: E402
 from engine.running.runner import execute_plan  # noqa: E402
 from engine.usecases.run import ExperimentRequest, run_experiment  # noqa: E402
-from engine.generation.threads import resolve_threads  # noqa: E402
 from store import RunStore, connect  # noqa: E402
-from test_run_experiments import make_dataset, req  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

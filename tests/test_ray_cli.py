@@ -19,9 +19,10 @@ import pytest
 pytest.importorskip("ray", reason="pip install -r requirements-ray.txt")
 psutil = pytest.importorskip("psutil")
 
+from test_run_experiments import make_dataset  # noqa: E402
+
 from engine.__main__ import main  # noqa: E402
 from store import connect  # noqa: E402
-from test_run_experiments import make_dataset  # noqa: E402
 
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parent.parent

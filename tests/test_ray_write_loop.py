@@ -9,14 +9,14 @@ import sys
 import time
 
 import pytest
+from test_run_experiments import make_dataset
 
-from engine.running.backends import BatchResult, PlannedBatch
 from engine.datasets.data import load_dataset
 from engine.errors import UserError
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
-from engine.types import GenerationOutput
+from engine.running.backends import BatchResult, PlannedBatch
 from engine.running.write_loop import OpenRun, write_loop
-from test_run_experiments import make_dataset
+from engine.types import GenerationOutput
 
 
 class ListSink:
@@ -177,8 +177,9 @@ def test_the_hf_token_never_reaches_what_ray_records(tmp_path):
     import dataclasses
     import pickle
 
-    from engine.running.backend_ray import RayBackend, runtime_env
     from test_run_experiments import req
+
+    from engine.running.backend_ray import RayBackend, runtime_env
 
     request = dataclasses.replace(req(tmp_path, device="auto"), hf_token="hf_SECRETsecret")
     backend = RayBackend(request, None, actors=2)
@@ -192,12 +193,13 @@ def test_several_plans_share_one_pipeline_and_a_vanilla_copy_waits_for_its_sourc
     items gender's lacks in a second one."""
     import dataclasses
 
-    from engine.running.backends import LocalBackend
-    from engine.running.runner import execute_plans
-    from engine.running.run_request import generation_config
-    from engine.running.planner import plan_experiment
-    from store import RunStore, connect
     from test_run_experiments import req
+
+    from engine.running.backends import LocalBackend
+    from engine.running.planner import plan_experiment
+    from engine.running.run_request import generation_config
+    from engine.running.runner import execute_plans
+    from store import RunStore, connect
 
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 4))
     store = RunStore(tmp_path / "r.duckdb")

@@ -21,8 +21,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item
+from engine.types import Citation, Document, Generation, Item, RunSpec
 from store import RunStore, connect
 
 SHA = "sha-rows"

@@ -22,17 +22,16 @@ from engine.commands.run import bias_hint
 from engine.datasets.data import load_dataset
 from engine.errors import UserError
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
+from engine.running.planner import plan_experiment
 from engine.running.run_request import RunRequest
 from engine.running.runner import execute_plan
-from engine.running.planner import plan_experiment
+from engine.types import MODES, RunSpec
 from engine.usecases.run import ExperimentRequest, run_experiment
-from engine.types import RunSpec
-from engine.types import MODES
 from store import RunStore, connect
-from store.migrations import apply_migrations, available_migrations
-from store.owners import ProcessIdentity, process_start, owner_alive
-from store.run_store import RunConflict
 from store.db import utc_now
+from store.migrations import apply_migrations, available_migrations
+from store.owners import ProcessIdentity, owner_alive, process_start
+from store.run_store import RunConflict
 from tests.helpers import digest, make_dataset, rows
 
 

@@ -9,7 +9,6 @@ import json
 import subprocess
 from pathlib import Path
 
-
 from engine.datasets.data import load_dataset
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.running.run_request import RunRequest

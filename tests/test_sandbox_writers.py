@@ -15,12 +15,19 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # when run as a script for the visitor role
     sys.path.insert(0, str(REPO))
 
-from engine.types import RunSpec  # noqa: E402
-from engine.types import Document, Generation, Item  # noqa: E402
+from engine.types import (  # noqa: E402
+    Document,
+    Generation,
+    Item,
+    RunSpec,  # noqa: E402
+)
 from store import RunStore, queries  # noqa: E402
-from store.db_markers import make_marker, remove_marker  # noqa: E402
 from store.db import connect  # noqa: E402
-from store.db_markers import writers_waiting  # noqa: E402
+from store.db_markers import (  # noqa: E402
+    make_marker,
+    remove_marker,
+    writers_waiting,  # noqa: E402
+)
 from store.sandbox import WRITER_FIRST  # noqa: E402
 
 LIMIT_S = 1.5  # the visitors' query time limit (the app uses 10 s)

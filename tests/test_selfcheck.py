@@ -15,7 +15,9 @@ from engine.__main__ import main
 from engine.datasets.data import load_dataset
 from engine.generation.generate import GenerationConfig, generate
 from engine.generation.models import chat_input_ids, load_model
+from engine.generation.tiny_model import LLAMA3_CHAT_TEMPLATE, OPENCHAT36_CHAT_TEMPLATE, write_tiny_model
 from engine.paths import SAMPLE_DATASET
+from engine.types import Prompt
 from engine.usecases.selfcheck import (
     TOLERANCE_FP32,
     TOLERANCE_HALF,
@@ -26,8 +28,6 @@ from engine.usecases.selfcheck import (
     run_selfcheck,
     sample_prompts,
 )
-from engine.generation.tiny_model import LLAMA3_CHAT_TEMPLATE, OPENCHAT36_CHAT_TEMPLATE, write_tiny_model
-from engine.types import Prompt
 
 # Small enough to keep each check in seconds on a loaded 2-core machine, big enough to compare
 # several tokens per answer and to time a real batch.

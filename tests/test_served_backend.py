@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.running.backend_server import ServerBackend, served_provenance_config
-from engine.running.backends import plan_batches
 from engine.errors import UserError
 from engine.generation.generate import GenerationConfig
+from engine.running.backend_server import ServerBackend, served_provenance_config
+from engine.running.backends import plan_batches
 from engine.running.served_request import ServerSettings
 from tests.served_server import API_KEY, FlakyProxy, free_port, key_env, smollm2_tokenizer_dir
 

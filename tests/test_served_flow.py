@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from engine.running.backend_server import ServerBackend
-from engine.running.backends import plan_batches
 from engine.errors import UserError
 from engine.generation.generate import GenerationConfig
+from engine.running.backend_server import ServerBackend
+from engine.running.backends import plan_batches
 from engine.running.served_flow import AUTO_MAX, ConcurrencyLimit, choose_limit, window_size
 from engine.running.served_request import ServerSettings
 from tests.served_server import PacedServer, free_port

@@ -14,13 +14,20 @@ import time
 
 import pytest
 
-from engine.running.backend_server import ServerBackend
-from engine.running.backends import plan_batches
 from engine.errors import UserError
 from engine.generation.generate import GenerationConfig
+from engine.running.backend_server import ServerBackend
+from engine.running.backends import plan_batches
 from engine.running.served_client import MAX_ANSWER_BYTES, Client, ServedAnswerError, ServedConnectionError
-from engine.running.served_parse import (MAX_CHARS_PER_TOKEN, MalformedAnswer, answer_byte_cap, check_answer, first_choice,
-                                 parse_choice, usage_counts)
+from engine.running.served_parse import (
+    MAX_CHARS_PER_TOKEN,
+    MalformedAnswer,
+    answer_byte_cap,
+    check_answer,
+    first_choice,
+    parse_choice,
+    usage_counts,
+)
 from engine.running.served_request import ServerSettings
 from tests.served_server import HostileServer, chat_answer
 

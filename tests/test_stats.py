@@ -9,9 +9,9 @@ import pytest
 import scipy.special
 import scipy.stats
 
+from engine.errors import UserError
 from engine.statistics import stats
 from engine.statistics.bias import Labels, cab, cas, compute_bias
-from engine.errors import UserError
 from tests.metrics_oracle import item_metrics
 
 

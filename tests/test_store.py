@@ -12,8 +12,7 @@ import duckdb
 import pytest
 
 from engine.errors import UserError
-from engine.types import RunSpec
-from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob
+from engine.types import Citation, Document, Generation, Item, RunSpec, TokenLogprob, TopLogprob
 from store import RunStore, connect, queries
 from store.migrations import Migration, applied_versions, apply_migrations, available_migrations
 

@@ -20,8 +20,15 @@ if str(REPO) not in sys.path:  # when run as a script for a worker role
     sys.path.insert(0, str(REPO))
 
 from engine.errors import UserError  # noqa: E402
-from engine.types import RunSpec  # noqa: E402
-from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob  # noqa: E402
+from engine.types import (  # noqa: E402
+    Citation,
+    Document,
+    Generation,
+    Item,
+    RunSpec,  # noqa: E402
+    TokenLogprob,
+    TopLogprob,
+)
 from store import DatabaseBusy, RunStore, queries  # noqa: E402
 
 SHA = "sha-concurrency"

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 import torch
+from test_run_experiments import make_dataset, req, rows
 
 from engine.datasets.data import load_dataset
 from engine.generation.generate import GenerationConfig, generate
+from engine.generation.threads import default_threads, resolve_threads
 from engine.running.run_request import generation_config
 from engine.usecases.run import ExperimentRequest, run_experiment
-from engine.generation.threads import default_threads, resolve_threads
-from test_run_experiments import make_dataset, req, rows
 
 
 @pytest.fixture

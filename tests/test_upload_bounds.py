@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.datasets.data import MAX_DOCUMENTS, MAX_ITEMS, load_dataset
-from engine.errors import UserError
 from engine.datasets.load_child import LoadBounds, check_dataset_bounded, load_dataset_bounded
+from engine.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 2**20

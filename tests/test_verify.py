@@ -10,7 +10,6 @@ import shutil
 
 import pytest
 
-from engine.types import GenerationOutput, TokenLogprob, TopLogprob
 from engine.judges.verify import (
     CLASSES,
     UNPARSED,
@@ -21,7 +20,7 @@ from engine.judges.verify import (
     split_sentences,
     token_class,
 )
-from engine.types import Verification
+from engine.types import GenerationOutput, TokenLogprob, TopLogprob, Verification
 from tests.engine_process import kill_once_stored, run_engine
 from tests.helpers import cli, make_ranked_dataset, rows
 

@@ -10,16 +10,15 @@ import duckdb
 import pytest
 import scipy.special
 
-from engine.statistics.bias import compute_bias, labels_for, view_row_test
 from engine.prompting.citations import parse_citations
-from tests.metrics_oracle import item_metrics, normalize_answer, normalize_squad, summarize
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-from engine.types import RunSpec
+from engine.statistics.bias import compute_bias, labels_for, view_row_test
 from engine.statistics.stats import t_sf2
-from engine.types import Citation, Document, Generation, Item
+from engine.types import Citation, Document, Generation, Item, RunSpec
 from store.db import connect
 from store.migrations import apply_migrations, available_migrations
 from store.run_store import RunStore
+from tests.metrics_oracle import item_metrics, normalize_answer, normalize_squad, summarize
 
 WORDS = ["Paris", "the", "U.S.", "Jay-Z", "an", "ΟΔΟΣ", "İzmir", "1,000", "a", "rock'n'roll", "x\u00a0y", "tab\there"]
 

@@ -231,8 +231,8 @@ def _reports(db_path: Path, text: str, chosen: Sequence[str] | None, resamples: 
     """`python -m engine bias`'s report of each chosen experiment, and a line for each one skipped
     (read through `conn` when given; reports computed now are appended to `pending`)."""
     from demo.settings import without_server_paths
-    from engine.usecases.bias import bias_report, unknown_experiment
     from engine.errors import UserError
+    from engine.usecases.bias import bias_report, unknown_experiment
     from store.queries import experiment_dataset_paths, resolve_experiment
 
     _check_request(db_path, text, chosen)
@@ -337,8 +337,8 @@ def _experiment_cells(report: dict[str, Any]) -> list[Any]:
 def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict] | None = None,
              rows2: list[dict] | None = None) -> str:
     """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
-    from engine.usecases.formatting import SETTING_NOTE, has_settings, single_dataset, table2_notes
     from engine.statistics.bias import SIGNIFICANCE
+    from engine.usecases.formatting import SETTING_NOTE, has_settings, single_dataset, table2_notes
 
     lines = []
     for r in reports:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from engine.usecases.compare import Comparison, CompareRequest, Margins
+    from engine.usecases.compare import CompareRequest, Comparison, Margins
     from store.db import DbLike
 
 EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compare them here"
@@ -318,10 +318,10 @@ def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
     """`/compare_item`: one item with run A's and run B's answers, citations and the documents
     grid side by side (demo.render HTML); a one-line message when a run or the item is unknown."""
     from demo import render
-    from demo.handlers.query import shown_reference, visitor_line, clean_input
+    from demo.handlers.query import clean_input, shown_reference, visitor_line
     from store import queries
-    from store.queries.compare import resolve_side
     from store.db import as_database
+    from store.queries.compare import resolve_side
 
     try:
         refs = [clean_input(run_a, "run A"), clean_input(run_b, "run B")]
@@ -429,10 +429,9 @@ def sql_example(db: DbLike) -> str:
 def pair_view(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]:
     """(pair_page's HTML, run A's experiment id or "" when run A is unknown): the Query tab opens
     that experiment on the item below the side-by-side view."""
-    from store.queries.compare import resolve_side
-    from store.db import as_database
-
     from demo.handlers.query import clean_input
+    from store.db import as_database
+    from store.queries.compare import resolve_side
 
     page = pair_page(db, run_a, run_b, item_id)
     try:

@@ -27,7 +27,7 @@ def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.Dat
     import pandas as pd
 
     from demo import explain_render, render
-    from demo.handlers.query import shown_reference, visitor_line, clean_input
+    from demo.handlers.query import clean_input, shown_reference, visitor_line
     from store import queries
 
     empty = pd.DataFrame(columns=list(EXPLANATION_COLUMNS))
@@ -83,7 +83,7 @@ def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.
     import pandas as pd
 
     from demo import explain_render, render
-    from demo.handlers.query import shown_reference, visitor_line, clean_input
+    from demo.handlers.query import clean_input, shown_reference, visitor_line
     from store import queries
 
     empty = pd.DataFrame(columns=list(RUN_EXPLANATION_COLUMNS))
@@ -128,7 +128,7 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     """The worker's ExplainSpec for the chosen item, the chosen run (`run_id`, one of the
     experiment's), or every answer of an experiment, explained by the model that answered;
     UserError in one line where the app may not or cannot do it."""
-    from demo.handlers.query import shown_reference, clean_input
+    from demo.handlers.query import clean_input, shown_reference
     from demo.handlers.run import _looks_like_path, operator_token_serves
     from demo.job_specs import ExplainSpec
     from demo.quotas import check_explain_quota

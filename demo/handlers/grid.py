@@ -191,8 +191,8 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     """The plan of the form's grid as the study use case makes it: one line (the study, its size,
     what is generated and shared) and PLAN_COLUMNS rows, one per configuration, then the total.
     Nothing is loaded or written; the dataset is read in the capped child process."""
-    from engine.errors import UserError
     from engine.datasets.load_child import load_dataset_bounded
+    from engine.errors import UserError
     from engine.prompting.study import battery_text, plan_line
     from engine.usecases.study import plan_study
 

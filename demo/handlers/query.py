@@ -283,7 +283,7 @@ def _shown_text(value: Any) -> str:
 def permalink(experiment_id: str, item_id: str) -> str:
     """The relative URL (query string only) that opens this view: `?experiment=ID&item=ITEM`,
     each value percent-encoded; "" when either is missing."""
-    from urllib.parse import urlencode, quote
+    from urllib.parse import quote, urlencode
 
     if not experiment_id or not item_id:
         return ""

@@ -247,8 +247,8 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
 
     The file is read in a child process with a memory cap and a time limit (engine.datasets.load_child):
     a small upload can decode to gigabytes, which must not happen in the app's own process."""
-    from engine.errors import UserError
     from engine.datasets.load_child import check_dataset_bounded
+    from engine.errors import UserError
 
     if not path:
         return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"

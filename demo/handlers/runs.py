@@ -48,10 +48,9 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
     """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
     from demo.handlers.query import shown_reference
+    from demo.render import is_smoke
     from engine.bounds import for_page
     from store.queries import experiment_page, experiment_studies, study_experiment_ids
-
-    from demo.render import is_smoke
 
     page = page_number(page)
     filtered = any(_clean(v) for v in (model, dataset, metadata, mode, study))

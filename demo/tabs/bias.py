@@ -24,11 +24,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
-    from demo.tabs import why_cited
-    from demo.tabs.style import TABLE
     from demo import plots
     from demo.handlers import bias as bias_handlers
     from demo.hints import fresh_hint, is_hint
+    from demo.tabs import why_cited
+    from demo.tabs.style import TABLE
     from demo.toasts import error
     from engine.errors import UserError
 

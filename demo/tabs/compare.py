@@ -17,10 +17,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
+    from demo.downloads import limits_of
     from demo.handlers import compare as handlers
     from demo.hints import fresh_hint
     from demo.tabs.style import TABLE
-    from demo.downloads import limits_of
     from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
     from engine.errors import UserError

@@ -20,11 +20,11 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    from demo.tabs.style import TABLE
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
     from demo.hints import fresh_hint
     from demo.jobs import QueueFull
+    from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
     from engine.errors import UserError

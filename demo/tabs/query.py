@@ -20,9 +20,9 @@ _REPLACE_URL_JS = """(link) => {
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    from demo.tabs.style import TABLE
     from demo.handlers import query as query_handlers
     from demo.hints import fresh_hint, hint_html
+    from demo.tabs.style import TABLE
     from demo.toasts import error
     from engine.errors import UserError
 

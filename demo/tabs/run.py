@@ -26,13 +26,22 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import pandas as pd
     import torch
 
-    from demo.tabs.style import TABLE
     from demo.handlers import grid as grid_handlers
     from demo.handlers import run as run_handlers
+    from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
     from engine.errors import UserError
-    from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, MODES, ORDERS, QUANTIZATIONS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
+    from engine.types import (
+        FEW_SHOT_COUNTS,
+        LABEL_SCOPES,
+        MODES,
+        ORDERS,
+        QUANTIZATIONS,
+        RELEVANT_ATS,
+        REPETITIONS,
+        XAI_VARIANTS,
+    )
 
     defaults = run_handlers.RunForm()
     gpu = torch.cuda.is_available()

@@ -15,10 +15,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
-    from demo.tabs.style import TABLE
-    from demo.handlers import runs as runs_handlers
-    from demo.handlers import query as query_handlers
     from demo.downloads import limits_of
+    from demo.handlers import query as query_handlers
+    from demo.handlers import runs as runs_handlers
+    from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import fair_key
     from engine.errors import UserError

@@ -12,10 +12,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
 
-    from demo.tabs.style import TABLE
-    from demo.handlers import sql as sql_handlers
-    from demo.toasts import error, with_request
     from demo.downloads import limits_of
+    from demo.handlers import sql as sql_handlers
+    from demo.tabs.style import TABLE
+    from demo.toasts import error, with_request
     from demo.visitors import fair_key
     from engine.errors import UserError
 

@@ -22,8 +22,8 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any) -> None:
     import pandas as pd
 
     from demo import plots
-    from demo.handlers import why_cited as handlers
     from demo.fit_child import FitBounds
+    from demo.handlers import why_cited as handlers
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import fair_key

@@ -96,8 +96,7 @@ def server_options(args: argparse.Namespace, model: str | None = None):
         if given:
             raise UserError(f"{given[0]} needs --backend server")
         return None
-    from engine.usecases.served import ServerOptions
-    from engine.usecases.served import check_api_key_env
+    from engine.usecases.served import ServerOptions, check_api_key_env
 
     env = args.api_key_env
     check_api_key_env(env)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import DEFAULT_DB_HELP
+
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
 from engine.usecases.bias import bias_report
 from engine.usecases.formatting import format_p

@@ -65,8 +65,8 @@ def build_request(kind: type, args: argparse.Namespace) -> Any:
     from dataclasses import replace
     from pathlib import Path
 
-    from engine.commands.bias import db_path
     from engine.commands import server_options
+    from engine.commands.bias import db_path
     from engine.usecases.explain import check_request
 
     request = kind(db=Path(args.db or "."), experiment=args.experiment, runs=(args.run,) if args.run is not None else (),

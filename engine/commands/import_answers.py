@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.prompting.citations import CITATION_SYNTAXES
 from engine.paths import DEFAULT_DB_HELP
+from engine.prompting.citations import CITATION_SYNTAXES
 from engine.types import MODES
 
 

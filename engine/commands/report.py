@@ -27,17 +27,22 @@ import sys
 from typing import Any
 
 from engine.paths import DEFAULT_DB_HELP
+
 # The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
 # names stay importable from here for callers.
 from engine.statistics.bias import SIGNIFICANCE
 from engine.usecases.formatting import (
-    STAR_TEST,
-    fmt as _fmt,
     SETTING_NOTE,
+    STAR_TEST,
     formatted_tables,
     has_settings,
     single_dataset,
     table2_notes,
+)
+from engine.usecases.formatting import (
+    fmt as _fmt,
+)
+from engine.usecases.formatting import (
     type_name as _type_name,
 )
 from engine.usecases.tables import (

@@ -13,16 +13,23 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
-from engine.commands import (add_battery_args, add_extra_label_arg, add_server_args, battery_fields, extra_labels,
-                             server_options)
+from engine.commands import (
+    add_battery_args,
+    add_extra_label_arg,
+    add_server_args,
+    battery_fields,
+    extra_labels,
+    server_options,
+)
 from engine.errors import UserError
 from engine.paths import DEFAULT_DB_HELP
+from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
+
 # engine.types, not engine.prompting.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
-
 from engine.usecases.run import MAX_SEED, MAX_TOP_LOGPROBS  # light at import
+
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 # The sampling options' values when not typed; their argparse default is None, so that one typed
 # without --sample is seen and refused (sampling_settings).
@@ -439,7 +446,8 @@ def run_study(args: argparse.Namespace, grid):
     from dataclasses import replace
 
     from engine.prompting.study import configuration_args
-    from engine.usecases.study import StudyRequest, run_study as run_grid
+    from engine.usecases.study import StudyRequest
+    from engine.usecases.study import run_study as run_grid
 
     check_backend_args(args)
     first = grid.configurations()[0]

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
 from engine.datasets.data_files import Row, json_kind, read_rows, require_regular_file
-from engine.errors import UserError
 from engine.datasets.normalize import normalize_answer
+from engine.errors import UserError
 from engine.types import Document, Item, SkippedItem
 
 # The name tests and older callers use; relevance must normalise exactly as exact match does.

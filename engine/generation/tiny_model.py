@@ -170,8 +170,17 @@ def write_tiny_model(
 ) -> Path:
     """Write a tiny random-weight model of `arch` with its tokenizer to `path`; return the path."""
     import torch
-    from transformers import GenerationConfig, LlamaConfig, MistralConfig, PreTrainedTokenizerFast, Qwen2Config
-    from transformers import LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen2Tokenizer
+    from transformers import (
+        GenerationConfig,
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen2Tokenizer,
+    )
 
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCHS)}")

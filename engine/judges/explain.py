@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from engine.prompting.prompts import METADATA_TYPES, TYPE_CATEGORIES, build_explain_prompt
+
 # The value types live in engine.types (the store builds them); re-exported here.
 from engine.types import ExplainRun, ExplainSource, Explanation
 

@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from engine.prompting.citations import parse_citation_marks
+
 # The value types live in engine.types (the store builds them); re-exported here.
 from engine.types import Claim, Document, StoredAnswer, Verification, VerifySource
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from engine.running.backends import BatchResult, PlannedBatch
 from engine.errors import UserError
+from engine.running.backends import BatchResult, PlannedBatch
 from engine.running.provenance import Provenance, library_versions
 from engine.running.run_request import generation_config
 
@@ -422,7 +422,7 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
     from transformers import AutoConfig, AutoTokenizer
 
     from engine.generation.model_check import check_model_name
-    from engine.generation.models import hub_error_to_user_error, context_length
+    from engine.generation.models import context_length, hub_error_to_user_error
 
     check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
     token = request.hf_token or os.environ.get("HF_TOKEN") or None

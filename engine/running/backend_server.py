@@ -39,13 +39,27 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
+from engine.errors import RunCancelled, UserError
 from engine.running.backends import BatchResult, PlannedBatch
 from engine.running.provenance import Provenance
-from engine.errors import RunCancelled, UserError
-from engine.running.served_client import (MAX_REQUEST_S_ENV, Cancel, Client, ServedAnswerError, ServedConnectionError,
-                                  ServedHTTPError, redact_url)
+from engine.running.served_client import (
+    MAX_REQUEST_S_ENV,
+    Cancel,
+    Client,
+    ServedAnswerError,
+    ServedConnectionError,
+    ServedHTTPError,
+    redact_url,
+)
 from engine.running.served_flow import ConcurrencyLimit, Flow, choose_limit, server_slots
-from engine.running.served_parse import MalformedAnswer, answer_byte_cap, check_answer, first_choice, parse_choice, usage_counts
+from engine.running.served_parse import (
+    MalformedAnswer,
+    answer_byte_cap,
+    check_answer,
+    first_choice,
+    parse_choice,
+    usage_counts,
+)
 from engine.running.served_request import NEUTRAL_EXTENSIONS, ServerSettings, TextTokenizer, request_body, stop_strings
 from engine.types import GenerationOutput
 

@@ -13,8 +13,7 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
-from engine.types import ExperimentSpec, StoredExperiment, StoredRun
-from engine.types import Mode
+from engine.types import ExperimentSpec, Mode, StoredExperiment, StoredRun
 
 # The keys of a run's config_json that identify it (and enter its hash); the others record
 # what happened (limit, skipped items, a checkpoint's dropped generation defaults).

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from engine.datasets.data import Dataset
 from engine.errors import UserError
+from engine.prompting.prompts import build_prompt
 from engine.running.experiment import (
     config_hash,
     experiment_key,
@@ -18,11 +19,9 @@ from engine.running.experiment import (
     incompatibility,
     run_in_progress,
 )
-from engine.prompting.prompts import build_prompt
 from engine.running.run_request import RunRequest, run_config
-from engine.types import ExperimentSpec, StoredRun
 from engine.sink import Sink
-from engine.types import MODES, Item, Mode, SkippedItem
+from engine.types import MODES, ExperimentSpec, Item, Mode, SkippedItem, StoredRun
 
 
 def _new_id() -> str:

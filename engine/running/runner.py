@@ -31,13 +31,13 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Callable, Mapping, Sequence
 
-from engine.running.backends import Backend, LocalBackend, PlannedBatch, plan_batches
 from engine.errors import RunCancelled
+from engine.prompting.prompts import PROMPT_VERSION, build_prompt
+from engine.running.backends import Backend, LocalBackend, PlannedBatch, plan_batches
 from engine.running.planner import (
     ExperimentPlan,
     PlannedRun,
 )
-from engine.prompting.prompts import PROMPT_VERSION, build_prompt
 from engine.running.provenance import Provenance, git_sha, library_versions
 from engine.running.run_request import (
     ExperimentOutcome,
@@ -45,10 +45,9 @@ from engine.running.run_request import (
     RunRequest,
     generation_config,
 )
-from engine.types import RunSpec
-from engine.sink import Sink
-from engine.types import Mode
 from engine.running.write_loop import OpenRun, fail_open_runs, write_loop
+from engine.sink import Sink
+from engine.types import Mode, RunSpec
 
 
 def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | None,

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from engine.running.backends import BatchResult, PlannedBatch
-from engine.prompting.citations import DEFAULT_CITATION_SYNTAX, citation_probabilities, parse_citation_marks
 from engine.errors import RunCancelled, UserError
+from engine.prompting.citations import DEFAULT_CITATION_SYNTAX, citation_probabilities, parse_citation_marks
+from engine.running.backends import BatchResult, PlannedBatch
 from engine.sink import Sink
 from engine.types import Citation, Generation, GenerationOutput, Item, Prompt
 

@@ -27,8 +27,14 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 import numpy as np
 
 from engine.errors import UserError
-from engine.statistics.stats import (BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci,
-                          sign_flip_test, t_sf2)
+from engine.statistics.stats import (
+    BOOTSTRAP_APPROXIMATE_BELOW,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap_mean_ci,
+    sign_flip_test,
+    t_sf2,
+)
 from engine.types import MODES, Mode
 
 METRICS = ("precision", "recall", "f1")

@@ -177,8 +177,8 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
     """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
     import numpy as np
 
-    from engine.statistics.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
     from engine.errors import UserError
+    from engine.statistics.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
     from engine.statistics.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
     from store.queries import bias_inputs

@@ -20,17 +20,29 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.statistics.compare_stats import (DEFAULT_METRICS, METRICS, PERMUTATIONS, CitationFlips, EmFlips, MetricComparison,
-                                  MetricSpec, citation_flips, compare_metric, compare_metrics, em_flips, with_holm)
 from engine.errors import UserError
+from engine.statistics.compare_stats import (
+    DEFAULT_METRICS,
+    METRICS,
+    PERMUTATIONS,
+    CitationFlips,
+    EmFlips,
+    MetricComparison,
+    MetricSpec,
+    citation_flips,
+    compare_metric,
+    compare_metrics,
+    em_flips,
+    with_holm,
+)
 from engine.statistics.stats import DEFAULT_RESAMPLES
 from engine.types import MODES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from store.queries.compare import CompareRun, PairedItems, Side
     from store.db import DbLike
+    from store.queries.compare import CompareRun, PairedItems, Side
 
 MIN_RESAMPLES = 100
 MAX_RESAMPLES = 100_000
@@ -242,10 +254,10 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     """Compare B against A (see the module docstring) in the store `db` (a path or a
     store.db.Database; default: $PATTRIEVAL_DB or results/pattrieval.duckdb). User mistakes
     raise UserError."""
+    from dataclasses import replace
+
     from engine.paths import default_db_path
     from store.queries.compare import resolve_side
-
-    from dataclasses import replace
 
     request = replace(request, margins=parse_margins(request.margins))
     _check(request)

@@ -274,8 +274,8 @@ def run_explain(plan: ExplainPlan, request: ExplainRequest, *, load: Load | None
                 stage: Stage | None = None) -> ExplainResult:
     """Explain what `plan` holds and store each batch as it finishes; loads nothing when
     nothing is to do. `load(model)` defaults to loading as the request asks."""
-    from engine.judges.explain import explain_batches, explain_prompt
     from engine.generation.generate import GenerationConfig
+    from engine.judges.explain import explain_batches, explain_prompt
     from store.explanation_store import ExplanationStore
 
     if plan.n_todo == 0:

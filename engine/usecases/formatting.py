@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.statistics.bias import SIGNIFICANCE
 from engine.prompting.prompts import TYPE_TITLES
+from engine.statistics.bias import SIGNIFICANCE
 
 # The paper's Table 2 names and order of the built-in types (engine.prompting.prompts.METADATA_TYPES);
 # custom types follow under their own names.

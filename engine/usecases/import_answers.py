@@ -210,8 +210,8 @@ def import_answers(request: ImportRequest) -> ImportResult:
     import json
     import uuid
 
-    from engine.prompting.citations import check_citation_syntax
     from engine.errors import UserError
+    from engine.prompting.citations import check_citation_syntax
     from engine.prompting.prompts import PromptConfig
     from engine.running.experiment import config_hash
     from engine.running.provenance import git_sha, library_versions

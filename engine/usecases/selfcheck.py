@@ -34,7 +34,7 @@ from typing import Literal
 import torch
 
 from engine.generation.generate import GenerationConfig, generate
-from engine.generation.models import STOP_TOKEN_STRINGS, LoadedModel, tokenizer_adds_bos, chat_input_ids
+from engine.generation.models import STOP_TOKEN_STRINGS, LoadedModel, chat_input_ids, tokenizer_adds_bos
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
 from engine.types import MODES, GenerationOutput, Item, Prompt
 

@@ -74,8 +74,8 @@ def server_backend(run: RunRequest, server: ServerOptions, stop: Callable[[], bo
     With `server.tokenizer` the driver plans with that tokenizer and sends the completions
     endpoint the exact text a local run would generate from."""
     from engine.running.backend_server import ServerBackend, with_endpoint
-    from engine.running.served_request import ServerSettings
     from engine.running.run_request import generation_config
+    from engine.running.served_request import ServerSettings
 
     tokenizer = load_tokenizer(server.tokenizer, run) if server.tokenizer else None
     settings = with_endpoint(ServerSettings(server.base_url, server.model, concurrency=server.concurrency,

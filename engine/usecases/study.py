@@ -20,8 +20,8 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.prompting.prompts import METADATA_TYPES
-from engine.running.run_request import ExperimentOutcome, RunRequest
 from engine.prompting.study import AXES, BATTERY_AXES, Grid
+from engine.running.run_request import ExperimentOutcome, RunRequest
 from engine.usecases.run import (
     LoadFn,
     ProgressFn,
@@ -211,8 +211,8 @@ def plan_study(study: StudyRequest, *, read_dataset: ReadFn | None = None, stop:
 
 def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None, *, check_models: bool):
     """Every configuration planned: (planned, copy_from, summary, sink). Shared by run_study and plan_study."""
-    from engine.running.planner import plan_experiment
     from engine.prompting.study import generated_study_name
+    from engine.running.planner import plan_experiment
     from store.run_store import RunStore
 
     step = _Steps(None, stop)

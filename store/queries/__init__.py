@@ -11,6 +11,7 @@ than the whole `python -m engine bias` command, which reads through plain tuples
 the same reason.
 """
 
+from store.queries._read import reading
 from store.queries.bias_tables import (
     BiasInputs,
     BiasRun,
@@ -28,8 +29,8 @@ from store.queries.bias_tables import (
     run_summaries,
     table1_runs,
 )
-from store.queries._read import reading
 from store.queries.console import SQL_MAX_CHARS, SQL_MAX_DEPTH, SqlResult, run_readonly_sql, table_columns
+from store.queries.decisions import DECISION_COLUMNS, count_answers, decision_frame, label_pairs
 from store.queries.drilldown import (
     CHANGED_FILTERS,
     ModeDetail,
@@ -68,7 +69,6 @@ from store.queries.explanations_verifications import (
     run_explanations,
     verification_shares,
 )
-from store.queries.decisions import DECISION_COLUMNS, count_answers, decision_frame, label_pairs
 from store.queries.export_rows import (
     EXPORT_CHUNK_ROWS,
     EXPORT_COLUMNS,

@@ -18,7 +18,6 @@ from engine.types import MODES
 from store.db import DbLike
 from store.queries._read import RESOLVE_EXPERIMENT, marks, reading
 
-
 # Navigation filters of `item_ids`: citations changed between any two modes, or base vs cf.
 CHANGED_FILTERS = ("modes", "base_cf")
 

@@ -132,8 +132,7 @@ def _hostile_store(db: Path) -> None:
     """One experiment (vanilla, base, cf) over one item whose question, documents, answers and
     tokens all hold markup; the answers cite with known probabilities."""
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-    from engine.types import RunSpec
-    from engine.types import Citation, Document, Generation, Item, TokenLogprob, TopLogprob
+    from engine.types import Citation, Document, Generation, Item, RunSpec, TokenLogprob, TopLogprob
     from store import RunStore, connect
 
     sha = "sha-hostile"

@@ -44,8 +44,7 @@ def _store(db: Path) -> None:
     store label) with no citation, so every score is 0; the item nq-1 holds the long words."""
     from engine.generation.model_choice import SMOKE_LABEL
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
-    from engine.types import RunSpec
-    from engine.types import Generation, TokenLogprob
+    from engine.types import Generation, RunSpec, TokenLogprob
     from store import RunStore, connect
 
     sha = "sha-layout"

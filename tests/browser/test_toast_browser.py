@@ -38,8 +38,7 @@ def _listener():
 
 def _store_with_metadata_name(db: Path, metadata: str) -> None:
     """One complete vanilla run whose metadata type is `metadata` (a visitor's custom name)."""
-    from engine.types import RunSpec
-    from engine.types import Document, Generation, Item
+    from engine.types import Document, Generation, Item, RunSpec
     from store import RunStore
 
     store = RunStore(db, timeout_s=10)
