@@ -19,9 +19,9 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from engine.errors import UserError
 
@@ -55,7 +55,7 @@ def new_download(name: str, *, root: Path | None = None, keep_s: float = KEEP_S,
     return folder / name
 
 
-def bounded_download(name: str, write: Callable[[Path], None], *, key: str, owner: str | None = None,
+def bounded_download(name: str, write: Callable[[Path], object], *, key: str, owner: str | None = None,
                      limits: DownloadLimits | None = None, root: Path | None = None,
                      keep_s: float = KEEP_S) -> Path:
     """`<root>/<folder>/<name>` written by `write(path)`, or the file an earlier call with the same

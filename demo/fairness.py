@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 
 def round_robin(queued: Iterable[tuple[Hashable, str]], started: dict) -> list[str]:

@@ -15,14 +15,28 @@ import threading
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from demo.job_specs import ExplainSpec, JobSpec, JobState
 from demo.model_cache import ModelCache
 from demo.settings import without_server_paths
 
 
-def run_job(job: Any, models: ModelCache, lock: threading.Lock) -> tuple[JobState, str]:
+class _Job(Protocol):
+    """What the worker reads and updates of demo.jobs' bookkeeping (a Protocol: demo.jobs imports
+    this module, so naming its class here would import in a circle)."""
+
+    job_id: str
+    spec: JobSpec | ExplainSpec
+    cancel: threading.Event
+    n_done: int
+    n_total: int | None
+    experiment_id: str | None
+    study: str | None
+    message: str
+
+
+def run_job(job: _Job, models: ModelCache, lock: threading.Lock) -> tuple[JobState, str]:
     """Run `job` (demo.jobs' bookkeeping: its spec, cancel event and progress fields, updated under
     `lock`) to its end: its final state and one line, never raising."""
     from demo.quotas import StoreGuard, store_full_problem
@@ -55,9 +69,11 @@ def run_job(job: Any, models: ModelCache, lock: threading.Lock) -> tuple[JobStat
         return "failed", f"internal error ({type(err).__name__}); the server log has the details"
 
 
-def execute(job: Any, models: ModelCache, lock: threading.Lock, stop: Any = None) -> str:
+def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = None) -> str:
     """A run or a study grid, through the same use case as `python -m engine run`."""
     spec = job.spec
+    if not isinstance(spec, JobSpec):  # run_job sends explanations to explain()
+        raise TypeError(f"job {job.job_id}: execute() given a {type(spec).__name__}, not a JobSpec")
     stop = stop or job.cancel.is_set
 
     # The model cache loads; the token has done its one job once the model is loaded, and
@@ -112,7 +128,7 @@ def execute(job: Any, models: ModelCache, lock: threading.Lock, stop: Any = None
     return f"generated {done} answers in experiment {outcome.experiment_id}"
 
 
-def explain(job: Any, models: ModelCache, lock: threading.Lock, stop: Any = None) -> str:
+def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = None) -> str:
     """Prompt 5 explanations of stored answers through engine.usecases.explain, the loop
     `python -m engine explain` runs: each finished batch committed on its own, answers
     already explained by this model skipped, cancel honoured between steps and batches."""
@@ -120,6 +136,8 @@ def explain(job: Any, models: ModelCache, lock: threading.Lock, stop: Any = None
     from engine.usecases.explain import ExplainRequest, UnknownRun, capped_plan, plan_explain, run_explain
 
     spec = job.spec
+    if not isinstance(spec, ExplainSpec):  # run_job sends runs to execute()
+        raise TypeError(f"job {job.job_id}: explain() given a {type(spec).__name__}, not an ExplainSpec")
     stop = stop or job.cancel.is_set
 
     def update(**changes: Any) -> None:

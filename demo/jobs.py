@@ -31,8 +31,9 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from demo.job_specs import FINISHED_STATES, ExplainSpec, JobSpec, JobState, JobStatus
 from demo.job_work import discard_upload, run_job
@@ -147,9 +148,10 @@ class JobQueue:
         with self._wake:
             self._closing = True
             for job_id in list(self._queue):
-                self._finish(self._jobs[job_id], "cancelled", "the app is shutting down")
-                if isinstance(self._jobs[job_id].spec, JobSpec):
-                    discard_upload(self._jobs[job_id].spec)
+                job = self._jobs[job_id]
+                self._finish(job, "cancelled", "the app is shutting down")
+                if isinstance(job.spec, JobSpec):
+                    discard_upload(job.spec)
             self._queue.clear()
             for job in self._jobs.values():
                 job.cancel.set()

@@ -4,8 +4,9 @@ before another is loaded, so that two 7-8B models never sit in one GPU's memory 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ shows as typed. plotly is imported inside the functions: nothing loads at import
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from engine.statistics.bias import SIGNIFICANCE
 
@@ -135,8 +136,10 @@ def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> 
                 y=[b.value for b in mine],
                 # Asymmetric: a bootstrap interval need not be centred on the mean.
                 error_y=dict(type="data", symmetric=False, visible=True,
-                             array=[None if b.ci_high is None else b.ci_high - b.value for b in mine],
-                             arrayminus=[None if b.ci_low is None else b.value - b.ci_low for b in mine]),
+                             array=[None if b.ci_high is None or b.value is None else b.ci_high - b.value
+                                    for b in mine],
+                             arrayminus=[None if b.ci_low is None or b.value is None else b.value - b.ci_low
+                                         for b in mine]),
                 # The value as Table 2 writes it, * where CAB's paired test gives p < 0.05; at the
                 # bar's foot, where the error bar rarely runs (above the bar it hides the star).
                 text=[bar_text(b) for b in mine],

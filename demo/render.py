@@ -11,7 +11,8 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from engine.prompting.citations import parse_citation_marks
 
@@ -325,7 +326,7 @@ def pair_page(item_id: str, sides) -> str:
     if any(is_smoke(m.model) for _, _, _, m in known if m.model):
         notes += f'<p class="note">{escape_text(SMOKE_NOTE)}</p>'
     names = [t.split(":", 1)[0] for t, _, _, _ in known]
-    grid = pair_grid([(n, d, m) for n, (_, _, d, m) in zip(names, known)]) if known else ""
+    grid = pair_grid([(n, d, m) for n, (_, _, d, m) in zip(names, known, strict=True)]) if known else ""
     columns = "".join(
         f'<div class="mode"><h4>{escape_text(title)} <small>{escape_text(experiment)}:{escape_text(m.mode)} · {escape_text(m.model)} '
         f"({escape_text(m.status)})</small></h4>{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}"
@@ -336,7 +337,7 @@ def pair_page(item_id: str, sides) -> str:
     metric_rows = "".join(
         f"<tr><td>{escape_text(n)}</td>" + "".join(
             f"<td>{_number(getattr(m.metrics, x) if m.metrics else None)}</td>" for x in names_m) + "</tr>"
-        for n, (_, _, _, m) in zip(names, known))
+        for n, (_, _, _, m) in zip(names, known, strict=True))
     metrics = ('<table class="metrics"><tr><th>run</th><th>precision</th><th>recall</th><th>F1</th><th>EM</th></tr>'
                f"{metric_rows}</table>") if known else ""
     return (f'{CSS}<div class="pe-q">{head}<p>item {escape_text(item_id)} · gold: {golds}</p>{notes}{grid}'

@@ -36,7 +36,9 @@ def refused(message: object, where: str = "app") -> str:
     """A user error as one line, logged in one line as `error` logs it, for a page that shows
     the refusal in place of its results rather than raising (one message, not an "Error" on
     every output)."""
-    line = " ".join(str(message).split())
+    from demo.field_words import app_message
+
+    line = " ".join(app_message(message).split())  # a field named by the form's label, not an option
     logged = line if len(line) <= _LOGGED_CHARS else line[: _LOGGED_CHARS - 1] + "…"
     print(f"{where}: refused: {logged}", file=sys.stderr, flush=True)
     return line

@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = int(args.main(args) or 0)
         except UserError as err:
-            print(f"error: {err}", file=sys.stderr)
+            from engine.commands._field_words import cli_message
+
+            print(f"error: {cli_message(err)}", file=sys.stderr)
             code = 2
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

@@ -10,7 +10,8 @@ experiment, its runs and the dataset items, in a single transaction.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 # The value types live in engine.types (the store imports them from there); re-exported here
 # for the engine's callers.

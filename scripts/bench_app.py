@@ -284,7 +284,7 @@ def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats
     times: dict[tuple[str, str], list[float]] = {}
     for handler in names:
         chosen = {k: v for k, v in stores.items() if k != "exp" or handler not in ("query_detail", "runs_page", *REPORTS)}
-        for name, store in chosen.items():
+        for store in chosen.values():
             prepare(handler, store)
             check(handler, store, call(handler, store))
         for _ in range(repeats):
@@ -393,12 +393,12 @@ def _print(repeats: int, names: tuple[str, ...], stores: dict[str, BenchStore], 
           + ", ".join(f"{labels[k]} = {stores[k].n_runs} runs x {stores[k].n_items:,} items" for k in sized)
           + f", exp = 1 experiment alone (3 runs x {stores['exp'].n_items:,} items)")
     head = f"{'handler':<22}" + "".join(f"{labels[k]:>9}" for k in sized)
-    head += "".join(f"{labels[b] + '/' + labels[a]:>10}" for a, b in zip(sized, sized[1:]))
+    head += "".join(f"{labels[b] + '/' + labels[a]:>10}" for a, b in zip(sized, sized[1:], strict=False))
     print(head + f"{'exp':>9}{labels[last] + '/exp':>10}{'/query':>8}   target: < 200 ms, within 2x a size up")
     for handler in names:
         values = [medians[handler, k] for k in sized]
         line = f"{handler:<22}" + "".join(f"{1000 * v:9.1f}" for v in values)
-        line += "".join(f"{b / a:10.2f}" for a, b in zip(values, values[1:]))
+        line += "".join(f"{b / a:10.2f}" for a, b in zip(values, values[1:], strict=False))
         exp = medians.get((handler, "exp"))
         line += f"{1000 * exp:9.1f}{values[-1] / exp:10.2f}" if exp else f"{'':9}{'':10}"
         print(line + f"{values[-1] / medians['query_detail', last]:8.2f}")

@@ -96,7 +96,7 @@ def seed_style(items: list[dict], answer_files: dict[str, Path]) -> tuple[float,
     started = time.perf_counter()
     diffs: dict[str, list[tuple[float, float]]] = {"cas": [], "cab": []}
     for measure, (a, b) in (("cas", ("vanilla", "base")), ("cab", ("base", "cf"))):
-        for item, text_a, text_b in zip(items, answers[a], answers[b]):
+        for item, text_a, text_b in zip(items, answers[a], answers[b], strict=True):
             pa, ra = score(item, text_a)
             pb, rb = score(item, text_b)
             diffs[measure].append((abs(pa - pb), abs(ra - rb)) if measure == "cas" else (pa - pb, ra - rb))
@@ -147,9 +147,8 @@ def main() -> None:
           f"(min {min(times):.3f} s, max {max(times):.3f} s)")
     print(f"seed: per-item sklearn loop, {calls} calls: {seed_time:.2f} s ({1000 * seed_time / calls:.2f} ms per call)")
     print(f"ratio: {seed_time / ours:.1f}x")
-    print("check: CAB precision ours %.2f vs seed-style %.2f; CAS recall ours %.2f vs seed-style %.2f"
-          % (result[("CAB", "precision")], seed_values["cab_precision"],
-             result[("CAS", "recall")], seed_values["cas_recall"]))
+    print(f"check: CAB precision ours {result[('CAB', 'precision')]:.2f} vs seed-style {seed_values['cab_precision']:.2f}; "
+          f"CAS recall ours {result[('CAS', 'recall')]:.2f} vs seed-style {seed_values['cas_recall']:.2f}")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,8 @@ def measure(args, base_url: str, model: str, tokenizer, level: int, ids, texts) 
     started = time.perf_counter()
     results = list(backend.generate(batches))
     seconds = time.perf_counter() - started
-    answers = {item: out.text for batch, r in zip(batches, results) for item, out in zip(batch.item_ids, r.outputs)}
+    answers = {item: out.text for batch, r in zip(batches, results, strict=True)
+               for item, out in zip(batch.item_ids, r.outputs, strict=True)}
     return {"level": level, "seconds": seconds, "answers": answers, "n": len(answers),
             "completion_tokens": backend.info.completion_tokens}
 

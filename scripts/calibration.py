@@ -64,8 +64,8 @@ def simulate(rng: np.random.Generator, n: int, shifts: tuple[float, ...]) -> Run
     same = rng.random(n) < SAME
     cols = []
     for answer in own:
-        cols.append(tuple(np.where(same, s, a) for s, a in zip(shared, answer)))
-    return Runs(*(np.stack(x) for x in zip(*cols)))
+        cols.append(tuple(np.where(same, s, a) for s, a in zip(shared, answer, strict=True)))
+    return Runs(*(np.stack(x) for x in zip(*cols, strict=True)))
 
 
 def _answers(rng: np.random.Generator, q: np.ndarray, n_relevant: np.ndarray, em_p: np.ndarray
@@ -95,7 +95,7 @@ def truths(shift: float, seed: int) -> dict[str, float]:
 
 def _frame(runs: Runs, r: int) -> list[dict]:
     return [{"item_id": f"q{i}", "precision": p, "recall": c, "f1": 0.0, "cites": bool(k)}
-            for i, (p, c, k) in enumerate(zip(runs.precision[r], runs.recall[r], runs.cites[r]))]
+            for i, (p, c, k) in enumerate(zip(runs.precision[r], runs.recall[r], runs.cites[r], strict=True))]
 
 
 @dataclass(frozen=True)

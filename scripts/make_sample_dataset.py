@@ -762,23 +762,23 @@ def fail(msg):
 def check_passage(title, text, where):
     words = len(text.split())
     if not MIN_WORDS <= words <= MAX_WORDS:
-        fail("%s %r has %d words (want %d-%d)" % (where, title, words, MIN_WORDS, MAX_WORDS))
+        fail(f"{where} {title!r} has {words} words (want {MIN_WORDS}-{MAX_WORDS})")
     # Sentence ends: terminal punctuation not part of an initial ("J. K.")
     # or a common abbreviation ("St.", "No.").
     masked = re.sub(r"\b(?:[A-Z]|St|No|Dr|Mr|Mrs)\.", "_", text)
     sentences = len(re.findall(r"[.!?](?:\s|$)", masked))
     if not 1 <= sentences <= MAX_SENTENCES:
-        fail("%s %r has %d sentences" % (where, title, sentences))
+        fail(f"{where} {title!r} has {sentences} sentences")
 
 
 def check_fact(fact, where):
     q = fact["q"]
     if q != q.lower() or "?" in q or q != q.strip():
-        fail("%s question not NQ style: %r" % (where, q))
+        fail(f"{where} question not NQ style: {q!r}")
     if not 1 <= len(fact["a"]) <= 3:
-        fail("%s needs 1-3 answers" % where)
+        fail(f"{where} needs 1-3 answers")
     if not 1 <= len(fact["rel"]) <= 2 or not 1 <= len(fact["neg"]) <= 2:
-        fail("%s needs 1-2 relevant and 1-2 hard negative passages" % where)
+        fail(f"{where} needs 1-2 relevant and 1-2 hard negative passages")
     for title, text in fact["rel"] + fact["neg"]:
         check_passage(title, text, where)
 
@@ -803,15 +803,15 @@ def build(facts):
 
     rows = []
     for i, fact in enumerate(facts):
-        item_id = "nq-%03d" % (i + 1)
+        item_id = f"nq-{i + 1:03d}"
         check_fact(fact, item_id)
         answers = fact["a"]
         for title, text in fact["rel"]:
             if not is_solid_positive(text, answers):
-                fail("%s relevant passage %r lacks an answer string" % (item_id, title))
+                fail(f"{item_id} relevant passage {title!r} lacks an answer string")
         for title, text in fact["neg"]:
             if not is_clean_negative(title, text, answers):
-                fail("%s hard negative %r contains an answer string" % (item_id, title))
+                fail(f"{item_id} hard negative {title!r} contains an answer string")
 
         slots = [None] * DOCS_PER_ITEM
         free = list(range(DOCS_PER_ITEM))
@@ -846,12 +846,12 @@ def build(facts):
             used_titles.add(title)
             used_texts.add(text)
         if free:
-            fail("%s: not enough filler passages" % item_id)
+            fail(f"{item_id}: not enough filler passages")
 
         docs = []
         for rank, (title, text, relevant) in enumerate(slots, start=1):
             docs.append({
-                "id": "%s-d%d" % (item_id, rank),
+                "id": f"{item_id}-d{rank}",
                 "title": title,
                 "text": text,
                 "relevant": relevant,
@@ -868,31 +868,30 @@ def build(facts):
 def verify(rows):
     """Independent re-check of the written rows against the answer rule."""
     if len(rows) < 55:
-        fail("only %d items" % len(rows))
+        fail(f"only {len(rows)} items")
     ids = set()
     for row in rows:
         if row["id"] in ids:
-            fail("duplicate item id %s" % row["id"])
+            fail(f"duplicate item id {row['id']}")
         ids.add(row["id"])
         docs = row["documents"]
         if len(docs) != DOCS_PER_ITEM:
-            fail("%s has %d documents" % (row["id"], len(docs)))
+            fail(f"{row['id']} has {len(docs)} documents")
         if len({d["id"] for d in docs}) != len(docs):
-            fail("%s has duplicate document ids" % row["id"])
+            fail(f"{row['id']} has duplicate document ids")
         n_rel = 0
         for d in docs:
             check_passage(d["title"], d["text"], row["id"])
             occurs = contains_answer(d["text"], row["answers"])
             if occurs != d["relevant"]:
-                fail("%s %s: relevant=%s but answer occurrence=%s"
-                     % (row["id"], d["id"], d["relevant"], occurs))
+                fail(f"{row['id']} {d['id']}: relevant={d['relevant']} but answer occurrence={occurs}")
             if d["relevant"] and not is_solid_positive(d["text"], row["answers"]):
-                fail("%s %s: relevant doc fails a normaliser variant" % (row["id"], d["id"]))
+                fail(f"{row['id']} {d['id']}: relevant doc fails a normaliser variant")
             if not d["relevant"] and not is_clean_negative(d["title"], d["text"], row["answers"]):
-                fail("%s %s: non-relevant doc matches a normaliser variant" % (row["id"], d["id"]))
+                fail(f"{row['id']} {d['id']}: non-relevant doc matches a normaliser variant")
             n_rel += d["relevant"]
         if not 1 <= n_rel <= 2:
-            fail("%s has %d relevant documents" % (row["id"], n_rel))
+            fail(f"{row['id']} has {n_rel} relevant documents")
 
 
 def main(argv=None):
@@ -915,8 +914,7 @@ def main(argv=None):
         for k, d in enumerate(r["documents"], start=1):
             if d["relevant"]:
                 ranks[k] = ranks.get(k, 0) + 1
-    print("wrote %s: %d items, %d with 2 relevant docs, %d bytes"
-          % (args.out, len(rows), two, os.path.getsize(args.out)))
+    print(f"wrote {args.out}: {len(rows)} items, {two} with 2 relevant docs, {os.path.getsize(args.out)} bytes")
     print("relevant-doc rank distribution:", dict(sorted(ranks.items())))
     return 0
 

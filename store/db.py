@@ -33,11 +33,12 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Union
+from typing import Any, Protocol, Union
 
 import duckdb
 
@@ -114,7 +115,7 @@ def as_database(db: DbLike) -> Database:
 
 def utc_now() -> datetime:
     """Now in UTC as a naive datetime: TIMESTAMP columns hold UTC throughout the store."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @contextmanager

@@ -9,8 +9,9 @@ another explain command of the same run and model adds nothing twice.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from engine.types import Explanation
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Sequence
+from typing import TYPE_CHECKING, BinaryIO
 
 from engine.errors import UserError
 from engine.types import EXPORT_FORMATS
@@ -209,7 +210,7 @@ def _write_atomically(out: Path, data: bytes | Callable[[BinaryIO], None], overw
                 raise UserError(f"{out} exists; give another --out or add --force to replace it") from err
             except OSError:
                 if out.exists():
-                    raise UserError(f"{out} exists; give another --out or add --force to replace it")
+                    raise UserError(f"{out} exists; give another --out or add --force to replace it") from None
                 os.replace(tmp, out)  # a file system without hard links
     except OSError as err:
         raise UserError(f"cannot write {out}: {err.strerror}") from err

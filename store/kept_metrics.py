@@ -5,10 +5,14 @@ bias_rows, migrations 013 and 017) so that whole-store reads cost milliseconds a
 experiment: computed from query_metrics, 12-25 s at 1M answers (issue 21). The numbers change
 only when a run's answers do, so the writer keeps them when a run is marked complete
 (store.run_scores.store_scores, called by store.run_store and store.merge), computed through
-the views themselves, one run or pair at a time (an equality on run_id is pushed into the
-tables). Readers (`run_metric_rows_sql`, `bias_rows_sql`) use a kept row only while the
-counts it was computed from equal the runs' current counts of generations, and for bias only
-while its runs are still the pair the view chooses; everything else is read from the views.
+the views themselves (run_metric_wide, bias), one run or pair at a time (an equality on run_id
+is pushed into the tables). Readers (`run_metric_rows_sql`, `bias_rows_sql`) use a kept row only
+while the counts it was computed from equal the runs' current counts of generations, and for
+bias only while its runs are still a pair of bias_pairs; everything else is read from the views.
+
+Every definition is store/views.sql's: which runs are paired (bias_pairs), the per-run numbers
+(run_metric_wide) and what run_metrics makes of them (run_metrics_over, over the computed or
+the kept numbers); the tables take the views' columns by name.
 """
 
 from __future__ import annotations
@@ -17,30 +21,10 @@ import duckdb
 
 from store.db import utc_now
 
-METRICS = ("precision", "recall", "f1", "exact_match", "squad_em", "token_f1", "answer_recall")
-WIDE = [f"{m}{s}" for m in METRICS for s in ("", "_ci_low", "_ci_high")]
-# run_metrics' CTE `w` (store/views.sql): one row per run from run_metric_summary.
-_PIVOT = ", ".join(
-    ["run_id", "max(n) FILTER (WHERE metric = 'precision') AS n", "max(n) FILTER (WHERE metric = 'exact_match') AS n_gold"]
-    + [f"max({col}) FILTER (WHERE metric = '{m}') AS {m}{suffix}"
-       for m in METRICS for col, suffix in (("mean", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))]
-)
-LIVE_WIDE = f"SELECT {_PIVOT} FROM run_metric_summary WHERE run_id = ? GROUP BY run_id"
-# The pairs the bias view compares (its CTEs chosen and pairs), per experiment.
-PAIRS = """
-WITH chosen AS (
-  SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id
-  FROM runs WHERE status = 'complete' {where} GROUP BY experiment_id, rag_mode
-)
-SELECT a.experiment_id, a.run_id, b.run_id
-FROM (VALUES ('CAS', 'vanilla', 'base'), ('CAB', 'base', 'cf')) AS m(measure, mode_a, mode_b)
-JOIN chosen a ON a.rag_mode = m.mode_a
-JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b
-ORDER BY 1, 2, 3
-"""
-# The bias view's columns (migration 017): the arithmetic and the test's inputs, no statistics.
-BIAS_COLUMNS = ("experiment_id, model, dataset, metadata_type, measure, metric, value, n, n_a, n_b, n_cite_a, "
-                "n_cite_b, undefined_reason, n_differ, mean_diff, sd_diff, differences, run_a, run_b")
+# One `run_id = ?` (or `run_a = ? AND run_b = ?`) per run or pair: DuckDB pushes an equality
+# through the views into the tables, but neither list_contains nor an IN list.
+_LIVE_RUN = "SELECT * FROM run_metrics WHERE run_id = ?"
+_LIVE_PAIR = "SELECT * FROM bias WHERE run_a = ? AND run_b = ?"
 
 
 def counts(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:
@@ -61,8 +45,8 @@ def keep_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
     n_answers = counts(conn, [run_id]).get(run_id, 0)
     conn.execute("DELETE FROM run_metric_rows WHERE run_id = ?", [run_id])
     if n_answers:
-        conn.execute(f"INSERT INTO run_metric_rows SELECT w.run_id, ?, w.* EXCLUDE (run_id), ? FROM ({LIVE_WIDE}) w",
-                     [n_answers, utc_now(), run_id])
+        conn.execute("INSERT INTO run_metric_rows BY NAME SELECT *, ? AS n_answers, ? AS computed_utc "
+                     "FROM run_metric_wide WHERE run_id = ?", [n_answers, utc_now(), run_id])
     row = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is not None:  # the run is the caller's, in the caller's transaction: always there
         keep_experiment_bias(conn, row[0])
@@ -71,8 +55,10 @@ def keep_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
 def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> None:
     """Replace the experiment's kept bias rows by those of the pairs the bias view chooses now."""
     conn.execute("DELETE FROM bias_rows WHERE experiment_id = ?", [experiment_id])
-    for _, run_a, run_b in conn.execute(PAIRS.format(where="AND experiment_id = ?"), [experiment_id]).fetchall():
-        conn.execute(f"INSERT INTO bias_rows SELECT {BIAS_COLUMNS}, ? FROM bias WHERE run_a = ? AND run_b = ?",
+    pairs = conn.execute("SELECT run_a, run_b FROM bias_pairs WHERE experiment_id = ? ORDER BY ALL",
+                         [experiment_id]).fetchall()
+    for run_a, run_b in pairs:
+        conn.execute(f"INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM ({_LIVE_PAIR})",
                      [utc_now(), run_a, run_b])
 
 
@@ -81,39 +67,37 @@ def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
     scripts/bench_app.py builds one: one whole-store pass is much cheaper than one per run)."""
     conn.execute("DELETE FROM run_metric_rows")
     conn.execute(
-        f"INSERT INTO run_metric_rows SELECT w.run_id, c.n, w.* EXCLUDE (run_id), ? "
-        f"FROM ({LIVE_WIDE.replace('WHERE run_id = ?', '')}) w "
-        "JOIN (SELECT run_id, count(*) AS n FROM generations GROUP BY run_id) c USING (run_id)",
+        "INSERT INTO run_metric_rows BY NAME SELECT w.*, c.n_answers, ? AS computed_utc FROM run_metric_wide w "
+        "JOIN (SELECT run_id, count(*) AS n_answers FROM generations GROUP BY run_id) c USING (run_id)",
         [utc_now()],
     )
     conn.execute("DELETE FROM bias_rows")
-    conn.execute(f"INSERT INTO bias_rows SELECT {BIAS_COLUMNS}, ? FROM bias", [utc_now()])
+    conn.execute("INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM bias", [utc_now()])
 
 
 def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> tuple[str, list]:
-    """A SELECT giving run_metrics' CTE `w` for these runs, and its parameters: kept rows where
-    current, run_metric_summary for the others (one `run_id = ?` each, pushed into the tables)."""
+    """A SELECT giving run_metrics' rows for these runs, and its parameters: run_metrics_over the
+    kept numbers where they are current (or the run has no answers, and so no numbers), the
+    run_metrics view for the others (one `run_id = ?` each, pushed into the tables)."""
     current = counts(conn, run_ids)
     kept = dict(conn.execute("SELECT run_id, n_answers FROM run_metric_rows").fetchall())
-    fresh = [r for r in run_ids if r in current and kept.get(r) == current[r]]
-    stale = [r for r in run_ids if r in current and kept.get(r) != current[r]]
+    fresh = [r for r in run_ids if kept.get(r) == current.get(r)]
+    stale = [r for r in run_ids if kept.get(r) != current.get(r)]
     # The kept rows in one statement (a list parameter: one plan whatever the number of runs).
-    parts = ["SELECT * EXCLUDE (n_answers, computed_utc) FROM run_metric_rows WHERE list_contains(?, run_id)"] \
-        if fresh else []
-    parts += [LIVE_WIDE] * len(stale)
-    if not parts:
-        return f"SELECT * FROM ({LIVE_WIDE.replace('run_id = ?', 'false')})", []
-    return " UNION ALL ".join(f"({p})" for p in parts), ([fresh] if fresh else []) + stale
+    parts = ["SELECT * FROM run_metrics_over(true) WHERE list_contains(?, run_id)"] if fresh else []
+    parts += [_LIVE_RUN] * len(stale)
+    return " UNION ALL ".join(f"({p})" for p in parts) or "SELECT * FROM run_metrics WHERE false", \
+        ([fresh] if fresh else []) + stale
 
 
 def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | None) -> tuple[str, list]:
     """A SELECT giving the bias view's rows for these experiments (all when None), and its
     parameters: kept rows where their pair is the one chosen now and its counts are current,
     the view for the other pairs (`run_a = ? AND run_b = ?`, pushed into the tables)."""
-    if experiment_ids is None:
-        pairs = conn.execute(PAIRS.format(where="")).fetchall()
-    else:
-        pairs = conn.execute(PAIRS.format(where="AND list_contains(?, experiment_id)"), [list(experiment_ids)]).fetchall()
+    pairs = conn.execute(
+        "SELECT experiment_id, run_a, run_b FROM bias_pairs "
+        "WHERE ?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], experiment_id) ORDER BY ALL",
+        [experiment_ids, experiment_ids]).fetchall()
     current = counts(conn, sorted({run for _, a, b in pairs for run in (a, b)}))
     kept = {(a, b): (n_a, n_b, k) for a, b, n_a, n_b, k in conn.execute(
         "SELECT run_a, run_b, n_a, n_b, count(*) FROM bias_rows GROUP BY ALL").fetchall()}
@@ -124,9 +108,9 @@ def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | N
         if hit and hit[0] == current.get(a) and hit[1] == current.get(b) and hit[2] == 3:
             fresh.append(f"{a}\x00{b}")
         else:
-            parts.append("SELECT * FROM bias WHERE run_a = ? AND run_b = ?")
+            parts.append(_LIVE_PAIR)
             params += [a, b]
     if fresh:  # one statement for every kept pair
-        parts.insert(0, f"SELECT {BIAS_COLUMNS} FROM bias_rows WHERE list_contains(?, run_a || chr(0) || run_b)")
+        parts.insert(0, "SELECT * EXCLUDE (computed_utc) FROM bias_rows WHERE list_contains(?, run_a || chr(0) || run_b)")
         params.insert(0, fresh)
     return (" UNION ALL ".join(parts) or "SELECT * FROM bias WHERE false"), params

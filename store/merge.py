@@ -276,9 +276,8 @@ def _copy_annotations(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tu
         counts.append(_count(conn.execute(
             f"INSERT INTO {table} BY NAME SELECT s.* {todo} AND tg.run_id IS NOT NULL AND {same_answer}",
             {"ids": carried})))
-        left_out += conn.execute(
-            f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}
-        ).fetchone()[0]
+        left_out += _count(conn.execute(
+            f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}))
     return counts[0], counts[1], left_out
 
 
@@ -378,6 +377,6 @@ def _create_experiments(conn, candidates, placement: dict[str, str]) -> tuple[in
 
 
 def _count(cursor: duckdb.DuckDBPyConnection) -> int:
-    """Rows an INSERT wrote."""
+    """Rows an INSERT wrote, or a SELECT count(*)."""
     row = cursor.fetchone()
     return int(row[0]) if row else 0

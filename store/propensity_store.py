@@ -8,8 +8,8 @@ Rows already stored are kept, never overwritten: a re-run adds nothing twice.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 
@@ -36,7 +36,7 @@ class PropensityStore:
             conn.execute(
                 "INSERT INTO citation_propensities SELECT ?, r.rag_mode, r.item_id, r.site_index, r.position, "
                 f"r.logprob, r.probability, ?, ? FROM (SELECT unnest(?::{_ROWS}) AS r) ON CONFLICT DO NOTHING",
-                [experiment_id, probe_model, utc_now(), [dict(zip(keys, row)) for row in rows]],
+                [experiment_id, probe_model, utc_now(), [dict(zip(keys, row, strict=True)) for row in rows]],
             )
             return _count(conn, experiment_id, probe_model) - before
 

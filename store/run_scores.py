@@ -40,7 +40,10 @@ class RunScores(NamedTuple):
 
 def live_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
     """The run's averages computed now from query_metrics."""
-    return RunScores(*conn.execute(SCORES_SQL, [run_id]).fetchone())
+    row = conn.execute(SCORES_SQL, [run_id]).fetchone()
+    if row is None:  # an aggregate without GROUP BY gives one row, even for no answers
+        raise RuntimeError(f"run {run_id}: query_metrics gave no scores row")
+    return RunScores(*row)
 
 
 def store_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:

@@ -23,8 +23,9 @@ import pickle
 import re
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import duckdb
 

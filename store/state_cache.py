@@ -13,8 +13,9 @@ import copy
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -25,7 +26,7 @@ def store_fingerprint(path: str | os.PathLike[str]) -> tuple:
     or appears), and a checkpoint rewrites the file and removes the log, so no write leaves all
     of them as they were."""
     path = Path(path)
-    parts = []
+    parts: list[tuple[int, int, int, int, int] | None] = []  # None: the file is not there
     for file in (path, path.with_name(path.name + ".wal")):
         try:
             st = os.stat(file)

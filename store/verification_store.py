@@ -8,8 +8,9 @@ sentence, document and judge) are kept, never overwritten.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from engine.types import Verification
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now

@@ -9,11 +9,12 @@
 -- query_metrics computes precision, recall, f1 or exact_match must also recompute run_scores
 -- in that migration (see 007_run_scores.sql).
 --
--- Views are listed so that each comes after the views it reads. The macros they call
--- (normalize_answer, t_quantile_975, label_short_a, dataset_label ...) are defined in migrations
--- 002 and 003. Migrations 001-011 created these views as they went; 002 and 005 still do (their
--- texts are kept: 007 reads query_metrics while migrating, and tests compare the old
--- definitions with these), and this file replaces what they made.
+-- Views are listed so that each comes after the views it reads. The scalar macros they call
+-- (normalize_answer, t_quantile_975, label_short_a, dataset_label ...) are store/macros.sql's,
+-- applied just before this file. Migrations 001-011 created these views as they went; this file
+-- replaces what they made (tests/old_migrations holds their texts; tests/test_store_views.py).
+-- A migration that reads a view says so on a line `-- reads views: NAME, ...`: the runner
+-- creates those views from this file, as defined here, before applying it (007's backfill).
 -- The metric views are checked against an independent Python oracle (tests/metrics_oracle.py,
 -- engine/statistics/bias.py) on random runs by tests/test_views.py.
 
@@ -153,34 +154,49 @@ FROM verifications v
 JOIN runs r USING (run_id)
 GROUP BY ALL;
 
--- ---------------------------------------------------------------- run_metrics (as of migration 011)
-CREATE OR REPLACE VIEW run_metrics AS
+-- ---------------------------------------------------------------- run_metric_wide (as of migration 018)
+-- run_metrics' per-run numbers: one row per run with answers, from run_metric_summary. The
+-- writer keeps these rows in run_metric_rows (store/kept_metrics.py).
+CREATE OR REPLACE VIEW run_metric_wide AS
+SELECT run_id,
+  max(n) FILTER (WHERE metric = 'precision') AS n,
+  max(n) FILTER (WHERE metric = 'exact_match') AS n_gold,
+  max(mean) FILTER (WHERE metric = 'precision') AS precision,
+  max(ci_low) FILTER (WHERE metric = 'precision') AS precision_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'precision') AS precision_ci_high,
+  max(mean) FILTER (WHERE metric = 'recall') AS recall,
+  max(ci_low) FILTER (WHERE metric = 'recall') AS recall_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'recall') AS recall_ci_high,
+  max(mean) FILTER (WHERE metric = 'f1') AS f1,
+  max(ci_low) FILTER (WHERE metric = 'f1') AS f1_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'f1') AS f1_ci_high,
+  max(mean) FILTER (WHERE metric = 'exact_match') AS exact_match,
+  max(ci_low) FILTER (WHERE metric = 'exact_match') AS exact_match_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'exact_match') AS exact_match_ci_high,
+  max(mean) FILTER (WHERE metric = 'squad_em') AS squad_em,
+  max(ci_low) FILTER (WHERE metric = 'squad_em') AS squad_em_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'squad_em') AS squad_em_ci_high,
+  max(mean) FILTER (WHERE metric = 'token_f1') AS token_f1,
+  max(ci_low) FILTER (WHERE metric = 'token_f1') AS token_f1_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'token_f1') AS token_f1_ci_high,
+  max(mean) FILTER (WHERE metric = 'answer_recall') AS answer_recall,
+  max(ci_low) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_low,
+  max(ci_high) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_high
+FROM run_metric_summary GROUP BY run_id;
+
+-- ---------------------------------------------------------------- run_metrics (as of migration 018)
+-- One row per run (every status; filter on it): provenance, the labels on relevant and
+-- non-relevant documents, n answers, per metric its mean and 95% interval, and the verification
+-- shares of one judge. run_metrics_over(false) computes the numbers (run_metric_wide);
+-- run_metrics_over(true) reads those the writer kept (run_metric_rows), which hold only while the
+-- run's count of generations equals their n_answers: store/kept_metrics.py reads through it for
+-- such runs, and through run_metrics for the others. The branch not asked for is a constant
+-- false filter, which DuckDB removes before planning the scans.
+CREATE OR REPLACE MACRO run_metrics_over(kept) AS TABLE
 WITH w AS (
-  SELECT run_id,
-    max(n) FILTER (WHERE metric = 'precision') AS n,
-    max(n) FILTER (WHERE metric = 'exact_match') AS n_gold,
-    max(mean) FILTER (WHERE metric = 'precision') AS precision,
-    max(ci_low) FILTER (WHERE metric = 'precision') AS precision_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'precision') AS precision_ci_high,
-    max(mean) FILTER (WHERE metric = 'recall') AS recall,
-    max(ci_low) FILTER (WHERE metric = 'recall') AS recall_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'recall') AS recall_ci_high,
-    max(mean) FILTER (WHERE metric = 'f1') AS f1,
-    max(ci_low) FILTER (WHERE metric = 'f1') AS f1_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'f1') AS f1_ci_high,
-    max(mean) FILTER (WHERE metric = 'exact_match') AS exact_match,
-    max(ci_low) FILTER (WHERE metric = 'exact_match') AS exact_match_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'exact_match') AS exact_match_ci_high,
-    max(mean) FILTER (WHERE metric = 'squad_em') AS squad_em,
-    max(ci_low) FILTER (WHERE metric = 'squad_em') AS squad_em_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'squad_em') AS squad_em_ci_high,
-    max(mean) FILTER (WHERE metric = 'token_f1') AS token_f1,
-    max(ci_low) FILTER (WHERE metric = 'token_f1') AS token_f1_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'token_f1') AS token_f1_ci_high,
-    max(mean) FILTER (WHERE metric = 'answer_recall') AS answer_recall,
-    max(ci_low) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_low,
-    max(ci_high) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_high
-  FROM run_metric_summary GROUP BY run_id
+  SELECT * FROM run_metric_wide WHERE NOT kept
+  UNION ALL BY NAME
+  SELECT * EXCLUDE (n_answers, computed_utc) FROM run_metric_rows WHERE kept
 ),
 -- One judge per run: the one that judged the most citations (ties: the first judge by name);
 -- verification_shares keeps every judge.
@@ -192,16 +208,30 @@ v AS (
 )
 SELECT r.run_id, r.experiment_id, r.created_utc, r.status, r.model, r.quantization, r.dataset,
        r.dataset_sha, r.metadata_type, r.rag_mode,
-       CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
-                       WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END AS label_relevant,
-       CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
-                       WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
+       label_relevant(r.rag_mode, r.config_json, r.metadata_type) AS label_relevant,
+       label_nonrelevant(r.rag_mode, r.config_json, r.metadata_type) AS label_nonrelevant,
        coalesce(w.n, 0) AS n, coalesce(w.n_gold, 0) AS n_gold,
        w.* EXCLUDE (run_id, n, n_gold),
        v.* EXCLUDE (run_id)
 FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id);
 
--- ---------------------------------------------------------------- bias (as of migration 016)
+CREATE OR REPLACE VIEW run_metrics AS FROM run_metrics_over(false);
+
+-- ---------------------------------------------------------------- bias_pairs (as of migration 018)
+-- The runs the bias view compares: per experiment and mode the newest complete run, paired
+-- vanilla-base (CAS) and base-cf (CAB). The writer keeps the bias rows of these pairs
+-- (store/kept_metrics.py), and readers use a kept row only while its pair is still one of these.
+CREATE OR REPLACE VIEW bias_pairs AS
+WITH chosen AS (
+  SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id
+  FROM runs WHERE status = 'complete' GROUP BY experiment_id, rag_mode
+)
+SELECT a.experiment_id, m.measure, a.run_id AS run_a, b.run_id AS run_b
+FROM (VALUES ('CAS', 'vanilla', 'base'), ('CAB', 'base', 'cf')) AS m(measure, mode_a, mode_b)
+JOIN chosen a ON a.rag_mode = m.mode_a
+JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b;
+
+-- ---------------------------------------------------------------- bias (as of migration 018)
 -- CAS = mean |M_vanilla - M_base| and CAB = mean (M_base - M_cf), x100, per experiment and
 -- metric, over the items both runs hold: the arithmetic, and what engine/statistics/bias.py's test reads.
 -- Intervals, p values and verdicts are engine/statistics/bias.py's alone (`python -m engine bias`, report,
@@ -212,17 +242,7 @@ FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id);
 -- of vanilla against base, not of CAS): n_differ non-zero, mean_diff, sd_diff, and `differences`,
 -- the non-zero ones in item_id order while n_differ <= 1000 (engine.statistics.bias.PERMUTATION_MAX), NULL above.
 CREATE OR REPLACE VIEW bias AS
-WITH chosen AS (
-  SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id
-  FROM runs WHERE status = 'complete' GROUP BY experiment_id, rag_mode
-),
-pairs AS (
-  SELECT a.experiment_id, m.measure, a.run_id AS run_a, b.run_id AS run_b
-  FROM (VALUES ('CAS', 'vanilla', 'base'), ('CAB', 'base', 'cf')) AS m(measure, mode_a, mode_b)
-  JOIN chosen a ON a.rag_mode = m.mode_a
-  JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b
-),
-diffs AS (
+WITH diffs AS (
   SELECT p.experiment_id, p.measure, p.run_a, p.run_b, qa.item_id,
          qa.n_citations > qa.out_of_range_citations AS cites_a,
          qb.n_citations > qb.out_of_range_citations AS cites_b,
@@ -231,7 +251,7 @@ diffs AS (
     {'metric': 'recall', 'd': 100 * (qa.recall - qb.recall)},
     {'metric': 'f1', 'd': 100 * (qa.f1 - qb.f1)}
   ], recursive := true)
-  FROM pairs p
+  FROM bias_pairs p
   JOIN query_metrics qa ON qa.run_id = p.run_a
   JOIN query_metrics qb ON qb.run_id = p.run_b AND qb.item_id = qa.item_id
 ),

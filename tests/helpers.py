@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:

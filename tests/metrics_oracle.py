@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from engine.datasets.normalize import normalize_answer
 from engine.prompting.citations import parse_citations

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
@@ -90,7 +91,7 @@ def cab_evaluation(input_data_with_hlabeld_rel, input_data_with_llabeld_rel):
     input_data_with_hlabeld_rel = list(input_data_with_hlabeld_rel)
     input_data_with_llabeld_rel = list(input_data_with_llabeld_rel)
 
-    for row_h, row_l in zip(input_data_with_hlabeld_rel, input_data_with_llabeld_rel):
+    for row_h, row_l in zip(input_data_with_hlabeld_rel, input_data_with_llabeld_rel, strict=True):
         text = row_h['rag_raw_answer']
         temp_matches = re.findall(pattern, text)
         matches = [int(item[1:-1]) for item in set(temp_matches)]
@@ -104,7 +105,7 @@ def cab_evaluation(input_data_with_hlabeld_rel, input_data_with_llabeld_rel):
     diff_prec = []
     diff_rec = []
     for row_h, row_l in zip(input_data_with_hlabeld_rel,
-                            input_data_with_llabeld_rel):
+                            input_data_with_llabeld_rel, strict=True):
 
         y_true_h = row_h['passages']['is_selected']
         y_pred_h = [1 if i in row_h['rag_citation'] else 0 for i in range(0, len(y_true_h))]
@@ -135,7 +136,7 @@ def cas_evaluation(input_data_with_hlabeld_rel, input_data_with_llabeld_rel):
     input_data_with_llabeld_rel = list(input_data_with_llabeld_rel)
 
     for row_h, row_l in zip(input_data_with_hlabeld_rel,
-                            input_data_with_llabeld_rel):
+                            input_data_with_llabeld_rel, strict=True):
 
         text = row_h['rag_raw_answer']
         temp_matches = re.findall(pattern, text)
@@ -149,7 +150,7 @@ def cas_evaluation(input_data_with_hlabeld_rel, input_data_with_llabeld_rel):
 
     diff_prec = []
     diff_rec = []
-    for row_h, row_l in zip(input_data_with_hlabeld_rel, input_data_with_llabeld_rel):
+    for row_h, row_l in zip(input_data_with_hlabeld_rel, input_data_with_llabeld_rel, strict=True):
 
         y_true_h = row_h['passages']['is_selected']
         y_pred_h = [1 if i in row_h['rag_citation'] else 0 for i in range(0, len(y_true_h))]

@@ -42,7 +42,7 @@ def free_port() -> int:
 
 
 # Every server this process started: tests/conftest.py names a dead one in each failing test's report.
-STARTED: list["Server"] = []
+STARTED: list[Server] = []
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ class FlakyProxy:
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FlakyProxy":
+    def __enter__(self) -> FlakyProxy:
         self.thread.start()
         return self
 
@@ -384,7 +384,7 @@ class HostileServer(_LocalServer):
             protocol_version = "HTTP/1.1"
 
             @property
-            def hostile(self) -> "HostileServer":
+            def hostile(self) -> HostileServer:
                 return hostile
 
             def log_message(self, *args) -> None:

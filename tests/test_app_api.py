@@ -41,7 +41,7 @@ def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama
     deadline = time.monotonic() + 120
     while True:
         table = client.predict(job_id, api_name="/run_status")
-        row = dict(zip(table["headers"], table["data"][0]))
+        row = dict(zip(table["headers"], table["data"][0], strict=True))
         if row["state"] in ("complete", "failed", "cancelled") or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -57,7 +57,7 @@ def test_a_run_started_through_the_api_is_stored_and_listed(launched, tiny_llama
     assert client.predict(job_id, api_name="/cancel_run") == f"{job_id} is already complete"
     summary, results, confidence, *tables_and_plots = client.predict("api-run", api_name="/bias_table")
     assert row["experiment"] in summary and "label A = Woman" in summary
-    columns = [dict(zip(results["headers"], r)) for r in results["data"]]
+    columns = [dict(zip(results["headers"], r, strict=True)) for r in results["data"]]
     assert [(r["measure"], r["metric"]) for r in columns] == [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
     assert len(confidence["data"]) == 6
     html, metrics = client.predict("api-run", "nq-001", api_name="/query_detail")

@@ -136,7 +136,7 @@ def test_table1_reads_equal_run_metrics_with_run_scores_current_stale_or_missing
     assert list(got["run_id"]) == list(expected["run_id"]) and len(got) >= 8
     rows, want = table1(got), table1(expected)
     assert [r.keys() for r in rows] == [w.keys() for w in want] and len(rows) == len(want)
-    for row, w in zip(rows, want):
+    for row, w in zip(rows, want, strict=True):
         assert {k: v for k, v in row.items() if not isinstance(v, float)} == {
             k: v for k, v in w.items() if not isinstance(v, float)}
         assert [v for v in row.values() if isinstance(v, float)] == pytest.approx(
@@ -319,7 +319,7 @@ def test_the_cab_plot_shows_each_model_and_metric_with_its_interval(db, page):
     assert [t.showlegend for t in fig.data] == [True, True, False, False]
     assert [a.text for a in fig.layout.annotations] == ["CAB Δ precision", "CAB Δ recall"]
     for trace, (experiment, metric) in zip(fig.data, [(e, m) for m in ("precision", "recall")
-                                                      for e in ("exp-gender", "exp-race")]):
+                                                      for e in ("exp-gender", "exp-race")], strict=True):
         bar = next(b for b in page.cab_bars if b.experiment_id == experiment and b.metric == metric)
         assert trace.x == ({"exp-gender": "Gender", "exp-race": "Race"}[experiment],)
         assert trace.y[0] == pytest.approx(_cab_from_store(db, experiment, metric))
@@ -361,7 +361,7 @@ def test_the_probability_plot_shows_the_stored_quartiles_per_label(db, page):
                      "no label (vanilla)": ["exp-gender-vanilla", "exp-gender-vanilla"]}
     for trace in gender:
         assert trace.x == ("relevant", "non-relevant")
-        for i, (run, relevant) in enumerate(zip(expected_runs[trace.name], (True, False))):
+        for i, (run, relevant) in enumerate(zip(expected_runs[trace.name], (True, False), strict=True)):
             values = np.array([p for (p,) in _raw(
                 db, "SELECT probability FROM citations WHERE run_id = ? AND relevant = ?", [run, relevant])])
             assert trace.median[i] == pytest.approx(np.median(values))
@@ -480,7 +480,7 @@ def _share_rows(db: Path, run: str, column: str, what: str) -> list[tuple]:
 def test_the_page_shows_label_and_attrscore_shares_per_run_as_computed_in_python(grouped):
     page = handler.bias_page(grouped, "exp-race", ["exp-gender"], resamples=200)
     # Only exp-gender has any: its base run by two explainers, its cf run by one; vanilla by none.
-    rows = [dict(zip(handler.EXPLANATION_SHARE_COLUMNS, r)) for r in page.explanation_shares]
+    rows = [dict(zip(handler.EXPLANATION_SHARE_COLUMNS, r, strict=True)) for r in page.explanation_shares]
     assert [(r["experiment"], r["rag_mode"], r["run_id"], r["explainer_model"]) for r in rows] == [
         ("exp-gender", "base", "exp-gender-base", "judge-j"), ("exp-gender", "base", "exp-gender-base", "model-x"),
         ("exp-gender", "cf", "exp-gender-cf", "model-x")]
@@ -490,7 +490,7 @@ def test_the_page_shows_label_and_attrscore_shares_per_run_as_computed_in_python
         assert (r["n_explanations"], r["n_mention_label"]) == (len(flags), sum(flags))
         assert r["label_share"] == pytest.approx(sum(flags) / len(flags))
     assert [r["label_share"] for r in rows] == pytest.approx([0.5, 0.5, 0.25])
-    (verified,) = [dict(zip(handler.VERIFICATION_SHARE_COLUMNS, r)) for r in page.verification_shares]
+    (verified,) = [dict(zip(handler.VERIFICATION_SHARE_COLUMNS, r, strict=True)) for r in page.verification_shares]
     classes = [c for _, c in _share_rows(grouped, "exp-gender-base", "judge_model", "class")]
     assert (verified["run_id"], verified["judge_model"], verified["n_citations"]) == ("exp-gender-base", "judge-j", 4)
     for name in ("attributable", "extrapolatory", "contradictory", "unparsed"):

@@ -96,7 +96,7 @@ def test_the_table_is_the_use_cases_numbers(db, two_runs):
     assert list(view.table.columns) == h.TABLE_COLUMNS
     expected = two_runs.table()
     assert len(view.table) == len(expected) == 9
-    for shown, (_, want) in zip(view.table.itertuples(index=False), expected.iterrows()):
+    for shown, (_, want) in zip(view.table.itertuples(index=False), expected.iterrows(), strict=True):
         assert (shown.comparison, shown.metric, shown.n, shown.test) == (want.comparison, want.label, want.n, want.test)
         assert shown.verdict.startswith(want.verdict)
         if want.min_detectable_undefined:  # issue 26: says why, never 0
@@ -159,7 +159,7 @@ def test_the_plot_shows_each_difference_with_its_interval(db):
     assert list(traces[2].x) == [-20, 20, -20, 20]
     two = h.compare_view(db, "e1", "e2", ["f1"])
     rows = {y: (x, hi, lo) for t in two.figure.data for y, x, hi, lo in zip(t.y, t.x, t.error_x.array,
-                                                                            t.error_x.arrayminus)}
+                                                                            t.error_x.arrayminus, strict=True)}
     table = compare(CompareRequest("e1", "e2", ("f1",)), db).table()
     for r in table.itertuples(index=False):
         x, hi, lo = rows[f"{r.comparison}: {r.label}"]
@@ -203,7 +203,7 @@ def test_flipped_citations_are_marked(db):
 
     runs = (resolve_side(db, "e1-base").runs["base"], resolve_side(db, "e2-base").runs["base"])
     paired = read_paired(db, runs, with_citations=True)
-    item = next(i for i, (_, a, b, _) in zip(paired.item_ids, paired.citations) if set(a) != set(b))
+    item = next(i for i, (_, a, b, _) in zip(paired.item_ids, paired.citations, strict=True) if set(a) != set(b))
     page = h.pair_page(db, "e1-base", "e2-base", item)
     assert 'class="cited flip"' in page or 'class="flip"' in page
 

@@ -13,6 +13,7 @@ handlers are called as Gradio calls them (found in the built Blocks by module an
 from __future__ import annotations
 
 import time
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -176,7 +177,7 @@ def test_the_first_screen_and_the_form_under_it_agree(empty_app):
     first run's own values, from the same FirstRun."""
 
     (load,) = [f for f in empty_app.fns.values() if f.fn is not None and f.fn.__name__ == "first_screen"]
-    shown = {getattr(box, "label", "") or "": value for box, value in zip(load.outputs, load.fn())}
+    shown = {getattr(box, "label", "") or "": value for box, value in zip(load.outputs, load.fn(), strict=True)}
     intro = next(v for v in shown.values() if isinstance(v, str) and v.startswith("**Nothing is stored yet.**"))
     limit = next((v for label, v in shown.items() if label.startswith("item limit")), "not shown")
     assert f"{limit} items in vanilla, base and cf" in intro, (limit, intro)
@@ -186,7 +187,7 @@ def test_the_first_screen_and_the_form_under_it_agree(empty_app):
 
 def test_the_first_runs_banner_says_the_smoke_note_once():
     import html
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from demo.handlers.run import job_banner
     from demo.job_specs import JobStatus
@@ -197,7 +198,7 @@ def test_the_first_runs_banner_says_the_smoke_note_once():
             return JobStatus(job_id="job-1", state="complete", model="smoke (tiny random Llama)",
                              modes=("vanilla", "base", "cf"), queue_position=None, n_done=15, n_total=15,
                              experiment_id="e1", message="generated 15 answers in experiment e1",
-                             submitted_utc=datetime.now(timezone.utc), finished_utc=None)
+                             submitted_utc=datetime.now(UTC), finished_utc=None)
 
     # The first run's note (demo.tabs.run's first_note) opens with the smoke note itself.
     note = f"The first run uses smoke: {SMOKE_NOTE} It is used because the Hub is not reachable."

@@ -45,7 +45,7 @@ def test_the_plan_is_the_use_cases_one_row_per_configuration_and_the_total(tmp_p
     head, rows = plan_run(AppSettings(tmp_path / "db.duckdb"), GRID)
     assert not (tmp_path / "db.duckdb").exists()  # planning writes nothing
     assert head.startswith("study app-grid: 4 configurations (2 metadata x 2 top-k), 2 vanilla runs shared; plan:")
-    table = [dict(zip(PLAN_COLUMNS, r)) for r in rows]
+    table = [dict(zip(PLAN_COLUMNS, r, strict=True)) for r in rows]
     assert [(r["#"], r["metadata"], r["k"]) for r in table[:4]] == [(1, "gender", 3), (2, "gender", 5),
                                                                     (3, "race", 3), (4, "race", 5)]
     # Vanilla is generated once per cut-off and shared with race's experiment, as the CLI plans it.
@@ -65,13 +65,13 @@ def test_the_plan_is_the_use_cases_one_row_per_configuration_and_the_total(tmp_p
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"order": "ranked,sideways"}, "--order: unknown value 'sideways'; choose from"),
-    ({"metadata": "gender,gender"}, "--metadata lists 'gender' twice"),
-    ({"top_k": "3,0"}, "--top-k must be at least 1, not 0"),
-    ({"few_shot": "0,9"}, "--few-shot must be between"),
-    ({"top_k": "3,,5"}, "--top-k: empty entry"),
+    ({"order": "ranked,sideways"}, "the document order: unknown value 'sideways'; choose from"),
+    ({"metadata": "gender,gender"}, "the metadata type lists 'gender' twice"),
+    ({"top_k": "3,0"}, "the cut-off k must be at least 1, not 0"),
+    ({"few_shot": "0,9"}, "the few-shot examples must be between"),
+    ({"top_k": "3,,5"}, "the cut-off k: empty entry"),
     ({"experiment": "one-name"}, "the experiment name names one experiment; this grid has 4 configurations"),
-    ({"metadata": "gender,age,city"}, "--metadata lists 2 custom types"),
+    ({"metadata": "gender,age,city"}, "the metadata type lists 2 custom types"),
     ({"backend": "cluster"}, "unknown backend 'cluster' (choose from local, ray, server)"),
 ])
 def test_a_bad_grid_is_refused_in_one_line(tmp_path, changes, message):
@@ -144,7 +144,7 @@ def test_the_run_batch_api_keeps_its_old_positional_inputs_and_plan_run_takes_th
         head, table = client.predict("smoke", None, "gender,race", "", "", "", ["vanilla", "base"], "none", 2, 4, 2,
                                      "", "", "all", "ranked", 0, "none,counterfactual", api_name="/plan_run")
         assert "4 configurations" in head and len(table["data"]) == 5
-        with pytest.raises(Exception, match="--order: unknown value 'sideways'"):
+        with pytest.raises(Exception, match="the document order: unknown value 'sideways'"):
             client.predict("smoke", None, "gender,race", "", "", "", ["vanilla"], "none", 2, 4, 2, "", "", "all",
                            "ranked,sideways", api_name="/plan_run")
 
@@ -158,7 +158,7 @@ def test_a_ray_form_builds_ray_options(tmp_path):
     from dataclasses import replace
 
     assert build_study_request(settings, replace(GRID, backend="ray")).ray == options.__class__(None, 1, None)
-    with pytest.raises(UserError, match="--actors must be at least 1"):
+    with pytest.raises(UserError, match="Ray actors must be at least 1"):
         ray_options(settings, RunForm(backend="ray", actors=0))
 
 

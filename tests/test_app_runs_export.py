@@ -51,7 +51,7 @@ def test_the_table_shows_each_experiment_with_status_progress_and_metrics_per_mo
     assert (view.page, view.pages, view.total) == (1, 1, 3)
     assert view.caption == (f"experiments: page 1 of 1 (3 matching, {PAGE_SIZE} a page); click a row to open it in "
                             "the Query tab")
-    rows = {row[0]: dict(zip(RUNS_COLUMNS, row)) for row in view.rows}
+    rows = {row[0]: dict(zip(RUNS_COLUMNS, row, strict=True)) for row in view.rows}
     assert [row[0] for row in view.rows] == ["exp-c", "exp-b", "exp-a"]  # newest first
     a = rows["exp-a"]
     assert (a["name"], a["modes"], a["status"], a["items"], a["metadata"]) == (
@@ -153,7 +153,7 @@ def read_export(path: str | Path, fmt: str) -> pd.DataFrame:
 def same_frame(back: pd.DataFrame, expected: pd.DataFrame) -> None:
     assert tuple(back.columns) == EXPORT_COLUMNS and len(back) == len(expected) > 0
     for column in EXPORT_COLUMNS:
-        for got, want in zip(back[column], expected[column]):
+        for got, want in zip(back[column], expected[column], strict=True):
             if isinstance(want, (list, tuple)) or hasattr(got, "tolist"):
                 assert list(got) == list(want), column
             elif want is None or (isinstance(want, float) and math.isnan(want)):
@@ -216,7 +216,7 @@ def test_a_store_merged_from_another_machine_shows_up_in_runs(client, store, tmp
     rename(other, "exp-gpu", model="mistralai/Mistral-7B-Instruct-v0.2")
     assert main(["merge", "--from", str(other), "--db", str(store)]) == 0
     table = client.predict(1, "mistral", "", "", "", api_name="/runs")
-    row = dict(zip(table["headers"], table["data"][0]))
+    row = dict(zip(table["headers"], table["data"][0], strict=True))
     assert len(table["data"]) == 1
     assert (row["experiment"], row["name"], row["modes"], row["status"], row["items"]) == (
         "exp-gpu", "from-the-gpu-box", "base,cf", "complete", "6/6")

@@ -59,7 +59,7 @@ def test_stored_text_is_escaped_in_the_summary(tmp_path):
     frame = sim.frame.sort_values(["condition", "item", "position"])
     items = [{"id": item, "question": "q", "answers": ["g"],
               "documents": [{"id": f"{item}-{p}", "text": "t", "relevant": bool(r)}
-                            for p, r in zip(docs["position"], docs["relevant"])]}
+                            for p, r in zip(docs["position"], docs["relevant"], strict=True)]}
              for item, docs in frame[frame["condition"] == "base"].groupby("item", sort=False)]
     dataset = write_jsonl(tmp_path / "d.jsonl", items)
     db = tmp_path / "s.duckdb"

@@ -202,7 +202,7 @@ def test_every_label_meets_relevant_and_other_documents_equally_often_in_each_bl
             for index in range(block * n_labels, (block + 1) * n_labels):
                 p = build_prompt(items[index], PromptConfig(mode=mode, metadata=PUBLISHER, seed=seed, **scope_config),
                                  index)
-                for relevant, label in zip(p.shown_relevant, p.shown_labels):
+                for relevant, label in zip(p.shown_relevant, p.shown_labels, strict=True):
                     (on_relevant if relevant else on_others)[label] += 1
             assert on_relevant == {label: 1 for label in PUBLISHER.labels}
             assert on_others == {label: 4 for label in PUBLISHER.labels}  # 4 others per item, 3 items
@@ -213,7 +213,7 @@ def test_each_documents_label_differs_between_base_and_cf():
         base = build_prompt(item, PromptConfig(mode="base", metadata=PUBLISHER), index)
         cf = build_prompt(item, PromptConfig(mode="cf", metadata=PUBLISHER), index)
         assert base.shown_doc_ids == cf.shown_doc_ids
-        assert all(b != c for b, c in zip(base.shown_labels, cf.shown_labels))
+        assert all(b != c for b, c in zip(base.shown_labels, cf.shown_labels, strict=True))
         assert rendered_labels(base.text) == list(base.shown_labels)
 
 
@@ -243,9 +243,9 @@ def test_a_custom_type_with_extra_labels():
         metadata_type("src", "a forum", "a journal", "Sources differ.", ["a forum"])
     with pytest.raises(UserError, match="empty"):
         metadata_type("src", "a forum", "a journal", "Sources differ.", [" "])
-    with pytest.raises(UserError, match="--extra-label"):
+    with pytest.raises(UserError, match="extra_label"):  # by its field (each face words it)
         metadata_type("src", extra_labels=["a wiki"])
-    with pytest.raises(UserError, match="'gender' is built in; --extra-label adds labels to a type of your own"):
+    with pytest.raises(UserError, match="'gender' is built in; extra_label adds labels to a type of your own"):
         metadata_type("gender", extra_labels=["a wiki"])
     with pytest.raises(UserError):
         MetadataType("x", "a", "b", "c", "a", "b", ("a\x1b",))
@@ -313,7 +313,7 @@ def _check_prompts(db: Path, items: list[Item]) -> Counter:
     index = {it.id: n for n, it in enumerate(items)}
     by_id = {it.id: it for it in items}
     seen: Counter = Counter()
-    for run_id, mode, config_json, item_id, prompt, shown in _stored(db):
+    for _run_id, mode, config_json, item_id, prompt, shown in _stored(db):
         p = json.loads(config_json)["prompt"]
         meta = p["metadata"]
         config = PromptConfig(
@@ -424,9 +424,9 @@ def test_the_run_form_carries_the_battery_and_offers_publisher(tmp_path):
         PUBLISHER, "middle", "distractor", "others")
     assert not is_grid(form) and is_grid(RunForm(relevant_at="first,last"))
     assert form_grid(RunForm(repetition="none,distractor", label_scope="all,relevant")).size == 4
-    with pytest.raises(UserError, match="--relevant-at: unknown value 'top'"):
+    with pytest.raises(UserError, match="relevant documents at: unknown value 'top'"):
         build_run_request(settings, RunForm(relevant_at="top"))
-    with pytest.raises(UserError, match="--label-scope: unknown value 'x'"):
+    with pytest.raises(UserError, match="labels on: unknown value 'x'"):
         form_grid(RunForm(label_scope="all,x"))
 
 

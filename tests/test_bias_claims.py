@@ -28,7 +28,8 @@ def _scipy_sign_flip(diffs, **kwargs):
 
 def _rows(ids, values, cites=None):
     return [{"item_id": i, "precision": v / 100, "recall": v / 100, "f1": v / 100,
-             **({} if cites is None else {"cites": c})} for i, v, c in zip(ids, values, cites or [None] * len(ids))]
+             **({} if cites is None else {"cites": c})}
+            for i, v, c in zip(ids, values, cites or [None] * len(ids), strict=True)]
 
 
 @pytest.mark.parametrize("m", [2, 5, 9, 16])

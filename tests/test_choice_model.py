@@ -197,7 +197,7 @@ def test_suppression_rates_equal_statsmodels_and_scipy():
     frame = pd.concat([_answers("base", list(base)), _answers("cf", list(cf))], ignore_index=True)
     s = suppression_rates(frame)
     assert [r.condition for r in s.rates] == ["base", "cf"]
-    for r, silent in zip(s.rates, (base, cf)):
+    for r, silent in zip(s.rates, (base, cf), strict=True):
         low, high = proportion_confint(int(silent.sum()), 80, alpha=0.05, method="wilson")
         assert (r.answers, r.silent, r.rate) == (80, int(silent.sum()), silent.mean())
         assert (r.ci_low, r.ci_high) == pytest.approx((low, high), rel=1e-12)
@@ -212,7 +212,7 @@ def test_suppression_rates_equal_statsmodels_and_scipy():
 def test_suppression_across_three_conditions_and_the_tests_it_cannot_run():
     rng = np.random.default_rng(4)
     groups = [rng.random(50) < p for p in (0.1, 0.2, 0.4)]
-    frame = pd.concat([_answers(n, list(g)) for n, g in zip(("vanilla", "base", "cf"), groups)])
+    frame = pd.concat([_answers(n, list(g)) for n, g in zip(("vanilla", "base", "cf"), groups, strict=True)])
     s = suppression_rates(frame)
     expected = chi2_contingency([[g.sum(), 50 - g.sum()] for g in groups])
     assert (s.chi2, s.chi2_df, s.chi2_p) == pytest.approx((expected.statistic, 2, expected.pvalue))
@@ -339,7 +339,7 @@ def test_the_cluster_robust_interval_is_the_sandwich_of_statsmodels_scores_by_it
                                  groups=f["answer"].to_numpy())
     b = np.array([e.coef for e in fit.effects])
     bread = np.linalg.inv(-model.hessian(b))
-    item_of = dict(zip(f["answer"], f["item"]))
+    item_of = dict(zip(f["answer"], f["item"], strict=True))
     per_item: dict[str, np.ndarray] = {}
     # statsmodels keeps the informative answers in their order of first appearance
     names = [a for a in dict.fromkeys(f["answer"]) if a in set(informative)]

@@ -80,7 +80,7 @@ def test_alignment_with_real_tokenizers(request, fixture, answer, number_pieces)
     logprobs = [-0.05 * (i + 1) for i in range(len(ids))]
     out = GenerationOutput(
         text=text,
-        tokens=tuple(TokenLogprob(t, tokenizer.decode([t]), lp) for t, lp in zip(ids, logprobs)),
+        tokens=tuple(TokenLogprob(t, tokenizer.decode([t]), lp) for t, lp in zip(ids, logprobs, strict=True)),
         finish_reason="stop",
         n_prompt_tokens=1,
         char_offsets=offsets,
@@ -107,7 +107,7 @@ def test_end_to_end_probabilities_match_a_plain_forward_pass(tiny_llama_merged_d
     prompts = ["Cite the documents [1][2].", "Answer with citations.", "Question: when? [3]", "Document [1](x)"]
     outputs = generate(loaded, prompts, config)
     checked = 0
-    for prompt, out in zip(prompts, outputs):
+    for prompt, out in zip(prompts, outputs, strict=True):
         probabilities = citation_probabilities(out)
         if not probabilities:
             continue
@@ -116,7 +116,7 @@ def test_end_to_end_probabilities_match_a_plain_forward_pass(tiny_llama_merged_d
         with torch.no_grad():
             logits = loaded.model(input_ids=torch.tensor([prompt_ids + ids])).logits[0]
         raw = torch.log_softmax(logits[len(prompt_ids) - 1 : -1].float(), dim=-1).gather(1, torch.tensor(ids)[:, None])[:, 0]
-        for mark, probability in zip(parse_citation_marks(out.text), probabilities):
+        for mark, probability in zip(parse_citation_marks(out.text), probabilities, strict=True):
             overlapping = [i for i, (s, e) in enumerate(out.char_offsets) if s < mark.end and e > mark.start]
             assert probability == pytest.approx(math.exp(float(raw[overlapping].sum())), rel=1e-3)
             checked += 1

@@ -74,3 +74,17 @@ def test_import_holds_no_sql():
     # Section 9 of issue 6: SQL lives in store/, the command only calls it.
     source = (ROOT / "engine" / "commands" / "import_answers.py").read_text()
     assert "SELECT" not in source and "conn.execute" not in source
+
+
+def test_an_unknown_mode_from_the_library_is_refused_before_anything_is_stored(files, tmp_path):
+    """The CLI offers only the three modes, but engine.api callers pass a string: an unknown one
+    is named as such (it was told it "needs --metadata", the check for a non-vanilla mode)."""
+    from engine.datasets.data import load_dataset
+    from engine.errors import UserError
+    from engine.usecases.import_answers import ImportRequest, import_answers
+
+    db = tmp_path / "r.duckdb"
+    request = ImportRequest(load_dataset(files / "data.jsonl"), files / "vanilla.jsonl", db, mode="Vanilla")
+    with pytest.raises(UserError, match="--mode must be one of vanilla, base, cf, not 'Vanilla'"):
+        import_answers(request)
+    assert not db.exists()

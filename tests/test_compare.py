@@ -271,7 +271,7 @@ def test_read_paired_is_query_metrics(db):
     assert side_a.kind == "mode" and side_b.kind == "run"
     paired = read_paired(db, (side_a.runs["base"], side_b.runs["base"]), with_citations=True)
     assert len(paired.item_ids) == 36 and paired.left_out == (4, 0)
-    for run, values in zip(paired.runs, paired.metrics):
+    for run, values in zip(paired.runs, paired.metrics, strict=True):
         frame = metrics_for_run(db, run.run_id).set_index("item_id").loc[list(paired.item_ids)]
         for name in ("precision", "recall", "f1", "exact_match", "squad_em", "answer_recall", "n_citations"):
             assert values[name] == pytest.approx(frame[name].astype(float).to_numpy(), nan_ok=True)

@@ -86,7 +86,8 @@ def test_exact_tost_size_summed_over_every_outcome(n):
     # the upper one-sided test rejects (p_upper < 0.05) is at most 5%, summed exactly.
     b, a = _tables(n)
     for margin in (0.1, 0.2):
-        rejects = np.array([pe.difference_bounds(int(x), int(y), n, 0.05).high < margin for x, y in zip(b, a)])
+        rejects = np.array([pe.difference_bounds(int(x), int(y), n, 0.05).high < margin
+                            for x, y in zip(b, a, strict=True)])
         sizes = [_pmf(n, b, a, p_a + margin, p_a)[rejects].sum() for p_a in np.linspace(0, (1 - margin) / 2, 12)]
         assert max(sizes) <= 0.05, sizes
     # The same decisions from the p value.
@@ -97,7 +98,7 @@ def test_exact_tost_size_summed_over_every_outcome(n):
 def test_exact_interval_covers_at_least_95_percent():
     n = 30
     b, a = _tables(n)
-    low, high = np.array([pe.difference_bounds(int(x), int(y), n, 0.025) for x, y in zip(b, a)]).T
+    low, high = np.array([pe.difference_bounds(int(x), int(y), n, 0.025) for x, y in zip(b, a, strict=True)]).T
     for p_b in (0.0, 0.05, 0.2, 0.45):
         for p_a in (0.0, 0.1, 0.3):
             covered = (low <= p_b - p_a + 1e-12) & (p_b - p_a - 1e-12 <= high)
@@ -111,7 +112,7 @@ def test_exact_interval_covers_at_least_95_percent():
 def test_mcnemar_power_is_the_sum_of_statsmodels_decisions(n, p_d, d):
     from statsmodels.stats.contingency_tables import mcnemar
     b, a = _tables(n)
-    rejects = np.array([mcnemar([[0, y], [x, 0]], exact=True).pvalue < 0.05 for x, y in zip(b, a)])
+    rejects = np.array([mcnemar([[0, y], [x, 0]], exact=True).pvalue < 0.05 for x, y in zip(b, a, strict=True)])
     power = _pmf(n, b, a, (p_d + d) / 2, (p_d - d) / 2)[rejects].sum()
     assert pe.mcnemar_power(n, p_d, d) == pytest.approx(power, abs=1e-12)
 

@@ -223,5 +223,59 @@ def _close(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return a == pytest.approx(b, rel=1e-12, abs=1e-12, nan_ok=True)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
     return a == b
+
+
+# ---------------------------------------------------------------- one definition: kept values equal fresh ones
+
+
+def _by_name(conn, sql: str, params=None) -> list[dict]:
+    """The rows as {column: value}."""
+    cursor = conn.execute(sql, params or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def test_every_kept_value_equals_the_value_the_views_compute_now(db):
+    """Each kept row, column by column: run_metric_rows against run_metric_wide (and n_answers against
+    the run's generations), bias_rows against the bias view, run_scores against query_metrics."""
+    with connect(db, read_only=True) as conn:
+        kept_runs = _by_name(conn, "SELECT * EXCLUDE (computed_utc) FROM run_metric_rows ORDER BY run_id")
+        assert kept_runs
+        for kept in kept_runs:
+            (fresh,) = _by_name(conn, "SELECT w.*, (SELECT count(*) FROM generations WHERE run_id = $r) AS n_answers "
+                                      "FROM run_metric_wide w WHERE run_id = $r", {"r": kept["run_id"]})
+            assert set(kept) == set(fresh) and _close([kept[k] for k in sorted(kept)], [fresh[k] for k in sorted(kept)])
+        kept_bias = _by_name(conn, "SELECT * EXCLUDE (computed_utc) FROM bias_rows ORDER BY ALL")
+        fresh_bias = _by_name(conn, "SELECT b.*, ca.n AS n_a, cb.n AS n_b FROM bias b "
+                                    "JOIN (SELECT run_id, count(*) AS n FROM generations GROUP BY ALL) ca ON ca.run_id = b.run_a "
+                                    "JOIN (SELECT run_id, count(*) AS n FROM generations GROUP BY ALL) cb ON cb.run_id = b.run_b "
+                                    "ORDER BY ALL")
+        assert len(kept_bias) == 18 and [set(r) for r in kept_bias] == [set(r) for r in fresh_bias]
+        assert _close([[r[k] for k in sorted(r)] for r in kept_bias], [[r[k] for k in sorted(r)] for r in fresh_bias])
+        kept_scores = conn.execute("SELECT run_id, n_answers, precision, recall, f1, exact_match FROM run_scores "
+                                   "ORDER BY run_id").fetchall()
+        fresh_scores = conn.execute("SELECT run_id, count(*), avg(precision), avg(recall), avg(f1), avg(exact_match) "
+                                    "FROM query_metrics WHERE run_id IN (SELECT run_id FROM run_scores) "
+                                    "GROUP BY run_id ORDER BY run_id").fetchall()
+    assert len(kept_scores) == 11 and _close(kept_scores, fresh_scores)
+
+
+def test_kept_reads_follow_the_views_definitions(db):
+    """The readers of kept rows have no SQL of their own for what the views compute: a change to
+    run_metrics_over or bias_pairs in a store reaches run_metric_table and bias_table, kept rows or not."""
+    from store import queries
+    from store.migrations import view_statement
+
+    over = view_statement("run_metrics_over")
+    with connect(db) as conn:
+        conn.execute("UPDATE run_metric_rows SET n_answers = n_answers + 1 WHERE run_id = 'exp-race-cf'")  # read live
+        conn.execute(over.replace("SELECT r.run_id, r.experiment_id,", "SELECT r.run_id, 'marked' AS mark, r.experiment_id,"))
+        conn.execute(view_statement("run_metrics"))
+        conn.execute(view_statement("bias_pairs").replace("('CAS', 'vanilla', 'base'), ", ""))
+        conn.execute(view_statement("bias"))
+    runs = queries.run_metric_table(db, status=None)
+    assert list(runs.columns[:2]) == ["run_id", "mark"] and set(runs["mark"]) == {"marked"} and len(runs) == 11
+    assert set(queries.bias_table(db)["measure"]) == {"CAB"}
+    _same_as_views(db)

@@ -88,9 +88,9 @@ def test_bias_cli(experiment, capsys):
     b = [100 * base[i].precision for i in ids]
     c = [100 * cf[i].precision for i in ids]
     cab = got[("CAB", "precision")]
-    assert cab["value"] == pytest.approx(sum(x - y for x, y in zip(b, c)) / len(ids))
+    assert cab["value"] == pytest.approx(sum(x - y for x, y in zip(b, c, strict=True)) / len(ids))
     # CAB's p: the sign-flip permutation test of the differences (scipy's, within its Monte Carlo error).
-    diffs = [x - y for x, y in zip(b, c)]
+    diffs = [x - y for x, y in zip(b, c, strict=True)]
     assert cab["p"] == sign_flip_test(diffs).p
     reference = scipy.stats.permutation_test(([d for d in diffs if d],), lambda x, axis: x.mean(axis=axis),
                                              permutation_type="samples", vectorized=True, n_resamples=20_000,

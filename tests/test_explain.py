@@ -130,7 +130,7 @@ def test_explain_stores_one_explanation_per_answer_and_resumes(store, capsys):
                      "finish_reason, mentioned_docs, mentions_label, mentioned_labels FROM explanations")
     assert len(table) == 15 and len({(r[0], r[1]) for r in table}) == 15
     model = rows(db, "SELECT DISTINCT model FROM runs")[0][0]
-    for run_id, item_id, explainer, prompt, text, n, ids, toks, lps, finish, docs, flag, labels in table:
+    for _run_id, item_id, explainer, prompt, text, n, ids, toks, lps, finish, docs, flag, labels in table:
         assert explainer == model  # the model that answered, by default
         assert n == len(ids) == len(toks) == len(lps) and 0 < n <= 6
         assert all(lp <= 0 for lp in lps) and finish in ("stop", "length")

@@ -125,7 +125,7 @@ def same_metrics(exported: pd.DataFrame, view: pd.DataFrame) -> None:
     assert list(exported["run_id"]) == list(view["run_id"]) and list(exported["item_id"]) == list(view["item_id"])
     for column in ("precision", "recall", "f1", "exact_match", "squad_em", "token_f1", "answer_recall",
                    "n_citations", "out_of_range_citations", "p_relevant", "p_nonrelevant"):
-        for a, b in zip(exported[column], view[column]):
+        for a, b in zip(exported[column], view[column], strict=True):
             assert (pd.isna(a) and pd.isna(b)) or math.isclose(float(a), float(b)), column
     for column in ("cited", "gold"):
         assert [list(map(int, v)) for v in exported[column]] == [list(map(int, v)) for v in view[column]]

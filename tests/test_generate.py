@@ -45,7 +45,7 @@ def test_batched_greedy_equals_one_at_a_time(tiny_llama):
     config = GenerationConfig(max_new_tokens=12, batch_size=4)
     batched = generate(tiny_llama, PROMPTS, config)
     single = [generate(tiny_llama, [p], dataclasses.replace(config, batch_size=1))[0] for p in PROMPTS]
-    for b, s in zip(batched, single):
+    for b, s in zip(batched, single, strict=True):
         assert ids_of(b) == ids_of(s)
         assert b.text == s.text and b.finish_reason == s.finish_reason
         torch.testing.assert_close(
@@ -79,7 +79,7 @@ def test_progress_counts_every_prompt(tiny_llama):
 def test_greedy_is_argmax_of_raw_logits_despite_shipped_sampling_defaults(tiny_llama):
     # The tiny Llama, like the real one, ships do_sample=True, temperature=0.6, top_p=0.9.
     outputs = generate(tiny_llama, PROMPTS[:3], GenerationConfig(max_new_tokens=10, batch_size=3))
-    for prompt, out in zip(PROMPTS, outputs):
+    for prompt, out in zip(PROMPTS[:3], outputs, strict=True):
         prompt_ids = chat_input_ids(tiny_llama, prompt)
         reference = forward_logprobs(tiny_llama, prompt_ids, ids_of(out))
         assert ids_of(out) == reference.argmax(-1).tolist()
@@ -97,7 +97,7 @@ def test_sampled_logprobs_are_raw_not_tempered_or_truncated(tiny_llama_dir):
     config = GenerationConfig(max_new_tokens=16, do_sample=True, temperature=0.5, top_p=0.8, top_k_sampling=20, seed=3, batch_size=3)
     outputs = generate(loaded, PROMPTS[:3], config)
     tempered_differs = False
-    for prompt, out in zip(PROMPTS, outputs):
+    for prompt, out in zip(PROMPTS[:3], outputs, strict=True):
         prompt_ids = chat_input_ids(loaded, prompt)
         reference = forward_logprobs(loaded, prompt_ids, ids_of(out))
         chosen = torch.tensor(ids_of(out))[:, None]
@@ -182,7 +182,7 @@ def test_char_offsets_tile_the_text(tiny_llama):
         assert "".join(out.text[s:e] for s, e in out.char_offsets) == out.text
         ends = [e for _, e in out.char_offsets]
         assert ends == sorted(ends) and (not ends or ends[-1] == len(out.text))
-        for token, (s, e) in zip(out.tokens, out.char_offsets):
+        for token, (s, e) in zip(out.tokens, out.char_offsets, strict=True):
             if "\ufffd" not in token.token:
                 assert out.text[s:e] == token.token
 

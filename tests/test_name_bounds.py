@@ -113,7 +113,7 @@ def test_the_app_refuses_the_same_names(tmp_path):
         build_run_request(settings, huge)
     with pytest.raises(UserError, match="label A holds the control character"):
         build_run_request(settings, RunForm(metadata="age", label_a="a" + ESC, label_b="b", consideration="c"))
-    with pytest.raises(UserError, match="--experiment must be 1 to 100"):
+    with pytest.raises(UserError, match="the experiment name must be 1 to 100"):
         build_run_request(settings, RunForm(experiment="e" * 101))
     assert not settings.db_path.exists()
 
@@ -212,7 +212,7 @@ def test_look_alike_names_are_refused_everywhere(tmp_path, capsys):
         RunRequest(model="smoke", modes=("base",), prompt=config, experiment=name)
     with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
         MetadataType(name, "a", "b", "c", "a", "b")
-    with pytest.raises(UserError, match="^--study mixes Latin letters with Cyrillic"):
+    with pytest.raises(UserError, match="^study mixes Latin letters with Cyrillic"):
         check_study_name(name)
     settings = AppSettings(db_path=tmp_path / "app.duckdb", allow_local_paths=False)
     with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):

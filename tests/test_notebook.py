@@ -82,7 +82,7 @@ def test_results_show_as_the_cli_prints_them(tmp_path):
     report = api.bias_report(tmp_path / "s.duckdb", "mine")
     assert _rows(repr(report), "measure") == order
     frame = report.results
-    assert list(zip(frame["measure"], frame["metric"])) == [tuple(r) for r in order]
+    assert list(zip(frame["measure"], frame["metric"], strict=True)) == [tuple(r) for r in order]
     assert len(frame) == len(report.report["results"])
     assert report._repr_html_().count("<tr>") == 7
 

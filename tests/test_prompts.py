@@ -100,9 +100,12 @@ def test_custom_metadata_type():
                               "(a built-in type redefined needs all of"),
 ])
 def test_an_unknown_or_incomplete_metadata_type_says_what_was_meant_or_missing(given, message):
+    from engine.commands._field_words import cli_message
+
     with pytest.raises(UserError) as caught:
         metadata_type(*given)
-    assert message in str(caught.value) and "\n" not in str(caught.value)
+    # The CLI's wording: the fields named by their options (issue 30: the app names its boxes).
+    assert message in cli_message(caught.value) and "\n" not in str(caught.value)
     if given == ("expertise",):
         assert "did you mean" not in str(caught.value)
 
@@ -137,9 +140,9 @@ def test_bad_configs():
         PromptConfig(mode="base")
     with pytest.raises(UserError, match="unknown mode"):
         PromptConfig(mode="both")
-    with pytest.raises(UserError, match="few-shot"):
+    with pytest.raises(UserError, match="few_shot"):  # named by its field (engine.errors.FieldError)
         PromptConfig(few_shot=3)
-    with pytest.raises(UserError, match="top-k"):
+    with pytest.raises(UserError, match="top_k"):
         PromptConfig(top_k=0)
 
 

@@ -118,7 +118,7 @@ def test_batch_size_and_the_shared_prompt_do_not_change_the_numbers(loaded_model
     for batch_size, reuse in ((1, True), (3, True), (16, True), (200, True), (7, False)):
         probes = probe_citations(loaded, PROMPT, ANSWER, 12, batch_size=batch_size, reuse_prompt=reuse)
         assert [p.offset for p in probes] == [p.offset for p in reference]
-        for a, b in zip(probes, reference):
+        for a, b in zip(probes, reference, strict=True):
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
             assert a.probabilities == pytest.approx(b.probabilities, abs=1e-5)
 
@@ -179,7 +179,7 @@ def _direct(db, experiment_id) -> tuple[list[float], list[float]]:
     for mode, item_id, position_probabilities in rows(
             db, "SELECT rag_mode, item_id, list(probability ORDER BY position) FROM citation_propensities "
                 "WHERE experiment_id = ? GROUP BY rag_mode, item_id, site_index", [experiment_id]):
-        mass = sum(p for p, rel in zip(position_probabilities, relevance[item_id]) if rel)
+        mass = sum(p for p, rel in zip(position_probabilities, relevance[item_id], strict=True) if rel)
         masses.setdefault((mode, item_id), []).append(mass)
     items = sorted({i for (_, i) in masses})
     base = [100 * sum(masses["base", i]) / len(masses["base", i]) for i in items]
@@ -244,7 +244,7 @@ def test_propensity_end_to_end_matches_the_stored_rows_and_resumes(store, capsys
     restored = rows(db, "SELECT rag_mode, item_id, site_index, position, logprob, probability, probe_model "
                         "FROM citation_propensities ORDER BY ALL")
     assert len(restored) == len(stored)
-    for a, b in zip(restored, stored):
+    for a, b in zip(restored, stored, strict=True):
         assert a[:4] == b[:4] and a[4] == pytest.approx(b[4], abs=1e-4) and a[5] == pytest.approx(b[5], abs=1e-5)
     kept = {(i, t) for i, t in with_created if i != lost}
     assert kept <= set(rows(db, "SELECT item_id, created_utc FROM citation_propensities"))

@@ -347,7 +347,7 @@ def test_handler_message_never_names_the_server_path(tmp_path):
 
 def test_query_metrics_005_equals_002_on_edge_cases(tmp_path):
     """005 rewrites query_metrics for filter pushdown; 002's definition must give the same rows."""
-    source = (Path(__file__).resolve().parent.parent / "store" / "migrations" / "002_metrics_views.sql").read_text()
+    source = (Path(__file__).resolve().parent / "old_migrations" / "002_metrics_views.sql").read_text()
     old = re.search(r"CREATE OR REPLACE VIEW query_metrics AS\n(.*?\nFROM scored;)", source, re.S).group(1)
     path = tmp_path / "edge.duckdb"
     with connect(path) as conn:
@@ -381,5 +381,5 @@ def test_query_metrics_005_equals_002_on_edge_cases(tmp_path):
         one = conn.execute("SELECT * FROM query_metrics WHERE run_id IN (SELECT unnest(['r2'])) AND item_id = 'dup'").fetchall()
     assert len(new) == 8 and new == before
     assert [r for r in new if r[0] == "r2" and r[1] == "dup"] == one
-    dup = dict(zip(("run_id", "item_id", "cited", "gold"), one[0][:4]))
+    dup = dict(zip(("run_id", "item_id", "cited", "gold"), one[0][:4], strict=True))
     assert dup["gold"] == [2, 4, 5] and dup["cited"] == [1, 2, 7]

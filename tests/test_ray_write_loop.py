@@ -235,3 +235,39 @@ def test_several_plans_share_one_pipeline_and_a_vanilla_copy_waits_for_its_sourc
         ).fetchone()
         assert same == (2,)
         assert conn.execute("SELECT DISTINCT status FROM runs").fetchall() == [("complete",)]
+
+
+def test_runs_planned_again_keep_the_prompts_built_the_first_time(tmp_path):
+    """The runner builds each item's prompt once, in place of its settings (Unplanned). Planning the
+    same open runs again must reuse the built prompts: the todo once held untyped (settings,
+    index) pairs, and a second planning unpacked a Prompt (TypeError)."""
+    from types import SimpleNamespace
+
+    from engine.running.run_request import RunRequest
+    from engine.running.runner import _planned_batches
+    from engine.running.served_request import TextTokenizer
+    from engine.running.write_loop import Unplanned
+
+    dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 3))
+    config = PromptConfig(mode="base", metadata=METADATA_TYPES["gender"])
+    state = OpenRun("r1", "base", 3, {it.id: (it, Unplanned(config, n)) for n, it in enumerate(dataset.items)})
+    request = RunRequest("m", ("base",), config, batch_size=2)
+    backend = SimpleNamespace(tokenizer=TextTokenizer())  # plans by code points; no model needed
+    first = _planned_batches([state], request, backend)
+    assert _planned_batches([state], request, backend) == first
+    assert [p for _, p in state.todo.values()] == [build_prompt(it, config, n) for n, it in enumerate(dataset.items)]
+
+
+def test_an_item_without_its_prompt_fails_the_run_in_one_line(setup):
+    """An item whose prompt was never built reaching the write loop is a bug: it fails the run with
+    a line naming the run and the item, never a generation stored with a missing prompt."""
+    from engine.running.write_loop import Unplanned
+
+    runs, batches = setup
+    open_runs = runs()
+    item = open_runs[0].todo["q0"][0]
+    open_runs[0].todo["q0"] = (item, Unplanned(PromptConfig(mode="base", metadata=METADATA_TYPES["gender"]), 0))
+    sink = ListSink()
+    with pytest.raises(RuntimeError, match="run r1: item q0 was generated before its prompt was built"):
+        write_loop(open_runs, batches, [result(batches[0])], sink)
+    assert sink.written == [] and sink.finished == {"r1": "failed", "r2": "failed"}

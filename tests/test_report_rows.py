@@ -89,7 +89,7 @@ def twins_db(tmp_path_factory) -> Path:
     store = RunStore(db, timeout_s=10)
     store.put_items(SHA, ITEMS)
     for exp, meta in (("g1", "gender"), ("g2", "gender"), ("r1", "race")):
-        for mode, hits in zip(("vanilla", "base", "cf"), TWINS[exp]):
+        for mode, hits in zip(("vanilla", "base", "cf"), TWINS[exp], strict=True):
             _run(store, f"{exp}-{mode}", exp, mode, meta, hits)
     with connect(db) as conn:
         conn.execute("UPDATE experiments SET name = 'pilot' WHERE experiment_id = 'g1'")

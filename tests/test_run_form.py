@@ -4,6 +4,7 @@ server paths on a Space, the operator's settings and the first screen of an empt
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -56,24 +57,24 @@ def test_the_item_cap_of_the_operator_wins(tmp_path):
 
 
 @pytest.mark.parametrize("changes, expected", [
-    ({"sample": True, "temperature": 0.0}, "--temperature must be a finite number above 0, not 0.0"),
-    ({"top_p": 1.5}, "--top-p must be in (0, 1], not 1.5"),
-    ({"sample_top_k": -1}, "--sample-top-k must be 0 or more"),
-    ({"seed": -3}, "--seed must be between 0 and 2147483647, not -3"),
-    ({"top_logprobs": 99}, "--top-logprobs must be between 0 and 20, not 99"),
-    ({"batch_size": 0}, "--batch-size must be at least 1"),
-    ({"max_new_tokens": 0}, "--max-new-tokens must be at least 1"),
+    ({"sample": True, "temperature": 0.0}, "the temperature must be a finite number above 0, not 0.0"),
+    ({"top_p": 1.5}, "top-p must be in (0, 1], not 1.5"),
+    ({"sample_top_k": -1}, "the sampling top-k must be 0 or more"),
+    ({"seed": -3}, "the seed must be between 0 and 2147483647, not -3"),
+    ({"top_logprobs": 99}, "top log-probs must be between 0 and 20, not 99"),
+    ({"batch_size": 0}, "the batch size must be at least 1"),
+    ({"max_new_tokens": 0}, "max new tokens must be at least 1"),
     ({"limit": 0}, "the item limit must be at least 1"),
     ({"top_k": 0}, "the cut-off k must be at least 1, not 0"),
-    ({"order": "sideways"}, "unknown order 'sideways'"),
-    ({"xai": "why"}, "unknown XAI variant 'why'"),
-    ({"few_shot": 3}, "--few-shot must be between 0 and 2, not 3"),
-    ({"quantize": "3bit"}, "unknown quantization '3bit'"),
+    ({"order": "sideways"}, "the document order: unknown value 'sideways'"),
+    ({"xai": "why"}, "the XAI variant: unknown value 'why'"),
+    ({"few_shot": 3}, "the few-shot examples must be between 0 and 2, not 3"),
+    ({"quantize": "3bit"}, "the quantization: unknown value '3bit'"),
     ({"modes": ()}, "choose at least one mode"),
-    ({"modes": ("vanilla", "both")}, "--modes: unknown mode(s) both"),
+    ({"modes": ("vanilla", "both")}, "the modes: unknown mode(s) both"),
     ({"metadata": "age"}, "metadata type 'age' is not built in"),
-    ({"metadata": "age", "label_a": "x", "label_b": "x", "consideration": "c"}, "label A and label B must differ"),
-    ({"experiment": "x" * 101}, "--experiment must be 1 to 100 printable characters"),
+    ({"metadata": "age", "label_a": "x", "label_b": "x", "consideration": "c"}, "custom label A and custom label B must differ"),
+    ({"experiment": "x" * 101}, "the experiment name must be 1 to 100 printable characters"),
     ({"model": "auto"}, "choose a model: 'auto' is for the command line"),
 ])
 def test_a_bad_value_gets_one_line(tmp_path, changes, expected):
@@ -254,7 +255,7 @@ def test_the_job_banner_shows_progress_and_the_whole_failure(tmp_path):
     """The top of the Run tab: the job as soon as it is queued, a failure's message uncut, the
     smoke note once a smoke run is done; every piece of text escaped; Cancel only while it runs."""
     import html
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from demo.handlers.run import job_active, job_banner
     from demo.job_specs import JobStatus
@@ -267,7 +268,7 @@ def test_the_job_banner_shows_progress_and_the_whole_failure(tmp_path):
             base = dict(job_id="job-1", state="queued", model="smoke (tiny random Llama)",
                         modes=("vanilla", "base", "cf"), queue_position=1, n_done=0, n_total=None,
                         experiment_id=None, message="waiting for the worker",
-                        submitted_utc=datetime.now(timezone.utc), finished_utc=None)
+                        submitted_utc=datetime.now(UTC), finished_utc=None)
             self.snapshot = JobStatus(**{**base, **changes})
 
         def status(self, job_id, owner=None):  # job-1 is visitor "a"'s; the operator (None) sees it too

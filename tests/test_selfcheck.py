@@ -159,7 +159,7 @@ def greedy_answers(tiny_llama):
 
 
 def _with_logprobs(output, values):
-    tokens = tuple(dataclasses.replace(t, logprob=v) for t, v in zip(output.tokens, values))
+    tokens = tuple(dataclasses.replace(t, logprob=v) for t, v in zip(output.tokens, values, strict=True))
     return dataclasses.replace(output, tokens=tokens)
 
 
@@ -178,11 +178,12 @@ def test_the_logprob_check_catches_the_faults_it_exists_for(tiny_llama, greedy_a
     values = [[t.logprob for t in o.tokens] for o in outputs]
     faults = {
         # each token given the next step's value (the recorder one step off)
-        "off by one": [_with_logprobs(o, v[1:] + v[:1]) for o, v in zip(outputs, values)],
+        "off by one": [_with_logprobs(o, v[1:] + v[:1]) for o, v in zip(outputs, values, strict=True)],
         # the rows' values swapped (the length sort not undone)
-        "other row": [_with_logprobs(o, v) for o, v in zip(outputs, reversed(values))],
+        "other row": [_with_logprobs(o, v) for o, v in zip(outputs, reversed(values), strict=True)],
         # the values after temperature 0.6 instead of the raw ones
-        "tempered": [_with_logprobs(o, _tempered(tiny_llama, p, o, 0.6)) for p, o in zip(prompts, outputs)],
+        "tempered": [_with_logprobs(o, _tempered(tiny_llama, p, o, 0.6))
+                     for p, o in zip(prompts, outputs, strict=True)],
     }
     for name, faulty in faults.items():
         check, _, diff = compare_logprobs(tiny_llama, prompts, faulty, tolerance)

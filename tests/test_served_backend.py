@@ -114,17 +114,19 @@ def test_completions_endpoint_sends_the_local_prompt_and_matches_chat(server, mo
 
     caplog.set_level(logging.INFO)
     chat_batches, chat_results = run(backend(server, monkeypatch).start(), prompts)
-    by_item = {item: o for r, batch in zip(chat_results, chat_batches) for item, o in zip(batch.item_ids, r.outputs)}
+    by_item = {item: o for r, batch in zip(chat_results, chat_batches, strict=True)
+               for item, o in zip(batch.item_ids, r.outputs, strict=True)}
     b = backend(server, monkeypatch, tokenizer=tokenizer).start()
     batches, results = run(b, prompts)
     for batch in batches:
-        for item_id, ids in zip(batch.item_ids, batch.input_ids):
+        for item_id, ids in zip(batch.item_ids, batch.input_ids, strict=True):
             text = prompts[1][prompts[0].index(item_id)]
             assert list(ids) == chat_input_ids_for(tokenizer, text)  # what a local run would generate from
             sent = b._body(ids)["prompt"]
             assert sent == tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                          add_generation_prompt=True)
-    completions = {item: o for r, batch in zip(results, batches) for item, o in zip(batch.item_ids, r.outputs)}
+    completions = {item: o for r, batch in zip(results, batches, strict=True)
+                   for item, o in zip(batch.item_ids, r.outputs, strict=True)}
     for item, output in completions.items():
         check_logprobs(output, 24)
         assert output.text == by_item[item].text

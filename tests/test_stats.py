@@ -86,7 +86,7 @@ def test_bootstrap_coverage():
 
 
 def _table(ids, rows):
-    return [{"item_id": i, "precision": p, "recall": r, "f1": f} for i, (p, r, f) in zip(ids, rows)]
+    return [{"item_id": i, "precision": p, "recall": r, "f1": f} for i, (p, r, f) in zip(ids, rows, strict=True)]
 
 
 def test_cab_and_cas_values():

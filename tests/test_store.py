@@ -223,7 +223,7 @@ def test_connect_rolls_back_on_error(db: Path):
 
 
 def test_round_trip_of_a_run(started: RunStore, db: Path):
-    before = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     started.write_batch("run-a", [make_generation("q0"), make_generation("q1")])
     started.finish_run("run-a", "complete")
 
@@ -236,7 +236,7 @@ def test_round_trip_of_a_run(started: RunStore, db: Path):
     assert (run.n_items, run.n_done) == (3, 2)
     # Stored as naive UTC: compare with UTC now, which differs from local time on most hosts.
     assert before - dt.timedelta(minutes=1) < run.created_utc <= run.finished_utc
-    assert run.finished_utc < dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=5)
+    assert run.finished_utc < dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=5)
 
     detail = queries.generation_detail(db, "run-a", "q0")
     assert detail is not None
@@ -404,7 +404,7 @@ def test_listing_queries(started: RunStore, db: Path):
 
     runs = queries.list_runs(db)
     assert runs["run_id"].tolist() == ["run-x", "run-c", "run-v", "run-a"]  # newest first
-    assert dict(zip(runs["run_id"], runs["n_done"])) == {"run-x": 0, "run-c": 0, "run-v": 1, "run-a": 2}
+    assert dict(zip(runs["run_id"], runs["n_done"], strict=True)) == {"run-x": 0, "run-c": 0, "run-v": 1, "run-a": 2}
 
     experiments = queries.list_experiments(db)
     assert experiments["experiment_id"].tolist() == ["exp-2", "exp-1"]

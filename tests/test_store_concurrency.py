@@ -98,7 +98,7 @@ def role_app(db: str, flag: str, n_items: str) -> None:
     seen_values = []
     for round_ in range(int(n_items) // BATCH):
         runs = queries.list_runs(store)
-        done = dict(zip(runs["run_id"], runs["n_done"]))
+        done = dict(zip(runs["run_id"], runs["n_done"], strict=True))
         seen = int(done.get("cli-run", 0))
         assert seen % BATCH == 0, f"saw {seen} rows: half a batch"
         assert seen >= last, "rows went missing"

@@ -15,9 +15,10 @@ OLD = Path(__file__).resolve().parent / "old_migrations"
 # The code before views.sql shipped stopped at migration 11; later migrations were written with
 # views.sql (each applies it), and the views they add did not exist in the old code.
 OLD_CODE_LAST = 11
-ADDED_AFTER_OLD_CODE = {"compare_item_metrics", "citation_decisions"}  # migrations 012 and 014
+ADDED_AFTER_OLD_CODE = {"compare_item_metrics", "citation_decisions",  # migrations 012 and 014
+                        "run_metric_wide", "bias_pairs"}  # 018: run_metrics' numbers, bias' pairs
 # Views views.sql has changed since (their upgrade is checked by the test above this one's).
-CHANGED_AFTER_OLD_CODE = {"query_metrics", "bias"}  # migrations 016 (citation_syntax 'paper'), 017 (bias)
+CHANGED_AFTER_OLD_CODE = {"query_metrics", "bias", "run_metrics"}  # migrations 016 (citation_syntax 'paper'), 017, 018
 
 
 def _old_migrations() -> list[Migration]:
@@ -40,7 +41,7 @@ _EXCLUDE = re.compile(r"EXCLUDE \(([^()]*)\)")
 
 
 def _view_names_in_views_sql() -> list[str]:
-    return re.findall(r"(?m)^CREATE OR REPLACE VIEW (\w+) AS$", views_sql())
+    return re.findall(r"(?m)^CREATE OR REPLACE VIEW (\w+) AS\b", views_sql())
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +53,46 @@ def fresh(tmp_path_factory) -> dict[str, str]:
 def test_views_sql_defines_each_view_once_and_a_new_store_has_exactly_those(fresh):
     names = _view_names_in_views_sql()
     assert len(names) == len(set(names)) and set(fresh) == set(names)
-    for migration in available_migrations():
-        if migration.version > 5:  # 002 and 005 keep their old texts: 007 reads query_metrics
-            assert "CREATE VIEW" not in migration.sql and "REPLACE VIEW" not in migration.sql, migration.name
+    for migration in available_migrations():  # views and macros are views.sql's and macros.sql's alone
+        assert not re.search(r"CREATE (OR REPLACE )?(VIEW|MACRO)", migration.sql), migration.name
+
+
+def test_macros_sql_defines_each_macro_once_and_a_new_store_has_exactly_those(tmp_path):
+    from store.migrations import macros_sql
+
+    names = re.findall(r"(?m)^CREATE OR REPLACE MACRO (\w+)\(", macros_sql())
+    table_macros = re.findall(r"(?m)^CREATE OR REPLACE MACRO (\w+)\(.*\) AS TABLE$", views_sql())
+    assert len(names) == len(set(names)) and "normalize_answer" in names and "label_short_a" in names
+    with connect(tmp_path / "m.duckdb", read_only=True) as conn:
+        got = {name for (name,) in conn.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type IN ('macro', 'table_macro') "
+            "AND NOT internal AND schema_name = 'main'").fetchall()}
+    assert got == set(names) | set(table_macros)
+
+
+def test_a_migration_reads_the_views_of_views_sql(tmp_path):
+    """007's backfill reads query_metrics as views.sql defines it now, in a store whose migrations
+    never created it (no migration creates a view)."""
+    path = tmp_path / "s.duckdb"
+    conn = duckdb.connect(str(path))
+    try:
+        apply_migrations(conn, [m for m in available_migrations() if m.version < 7])
+        assert not conn.execute("SELECT * FROM duckdb_views() WHERE view_name = 'query_metrics'").fetchall()
+        conn.execute("INSERT INTO runs (run_id, experiment_id, config_hash, created_utc, status, model, dataset_sha, "
+                     "rag_mode) VALUES ('r1', 'e', 'h1', now()::TIMESTAMP, 'complete', 'm', 's', 'base')")
+        conn.execute("INSERT INTO items VALUES ('s', 'q1', 'q', ['Jay-Z'], [{'id': 'a', 'title': '', 'text': 't', "
+                     "'relevant': true}, {'id': 'b', 'title': '', 'text': 't', 'relevant': false}])")
+        for item, answer in (("q1", "Jay Z [1][2]"), ("q2", "nothing")):
+            conn.execute("INSERT INTO generations (run_id, item_id, answer, shown_doc_ids, created_utc) "
+                         "VALUES ('r1', ?, ?, ['a', 'b'], now()::TIMESTAMP)", [item, answer])
+        conn.execute("INSERT INTO citations VALUES ('r1', 'q1', 0, 1, 'a', true, 0.5), ('r1', 'q1', 1, 2, 'b', false, 0.25)")
+    finally:
+        conn.close()
+    with connect(path) as conn:  # applies 007 (its backfill) to 018
+        kept = conn.execute("SELECT n_answers, precision, recall, f1, exact_match FROM run_scores").fetchall()
+        live = conn.execute("SELECT count(*), avg(precision), avg(recall), avg(f1), avg(exact_match) "
+                            "FROM query_metrics").fetchall()
+    assert kept == live == [(2, 0.25, 0.5, 1 / 3, 0.0)]
 
 
 @pytest.mark.parametrize("version", range(0, OLD_CODE_LAST + 1))

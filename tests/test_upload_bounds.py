@@ -64,7 +64,7 @@ class _PeakRss:
         while not self._stop.wait(0.02):
             self.peak = max(self.peak, self.process.memory_info().rss)
 
-    def __enter__(self) -> "_PeakRss":
+    def __enter__(self) -> _PeakRss:
         self._thread.start()
         return self
 

@@ -134,7 +134,7 @@ def test_evaluate_answers_in_memory_is_the_stored_evaluation(tmp_path):
     columns = ["mode", "item_id", "precision", "recall", "f1"]
 
     def per_mode(ev):  # run ids differ between the two stores; modes do not
-        modes = dict(zip(ev.runs["run_id"], ev.runs["rag_mode"]))
+        modes = dict(zip(ev.runs["run_id"], ev.runs["rag_mode"], strict=True))
         items = ev.items.assign(mode=ev.items["run_id"].map(modes))
         return items.sort_values(["mode", "item_id"])[columns].reset_index(drop=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -298,11 +299,10 @@ def test_011_upgrades_a_store_as_010_left_it(store):
     import duckdb
 
     from store.db import connect
-    from store.migrations import available_migrations
 
     db, _, runs = store
     # The store as 010 left it: run_metrics as 002 defined it, 011 not recorded.
-    sql = next(m.sql for m in available_migrations() if m.version == 2)
+    sql = (Path(__file__).resolve().parent / "old_migrations" / "002_metrics_views.sql").read_text(encoding="utf-8")
     start = sql.index("CREATE OR REPLACE VIEW run_metrics AS")
     view_002 = sql[start:sql.index(";", sql.index("FROM runs r LEFT JOIN w USING (run_id)", start))]
     with duckdb.connect(str(db)) as raw:
@@ -393,6 +393,6 @@ def test_a_real_tokenizer_s_first_pieces_of_each_class_word_are_recognised(tiny_
     tokens = tuple(
         TokenLogprob(i, p, math.log(0.7), (TopLogprob(i, p, math.log(0.7)), TopLogprob(0, " Ext", math.log(0.2)))
                      if k == step else (TopLogprob(i, p, math.log(0.9)), TopLogprob(0, "Att", math.log(0.05))))
-        for k, (i, p) in enumerate(zip(ids, pieces)))
+        for k, (i, p) in enumerate(zip(ids, pieces, strict=True)))
     out = GenerationOutput(decoded.text, tokens, "stop", 1, tuple(decoded.offsets))
     assert class_probabilities(out) == pytest.approx((0.0, 0.2, 0.7))

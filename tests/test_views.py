@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import unicodedata
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -16,7 +17,7 @@ from engine.statistics.bias import compute_bias, labels_for, view_row_test
 from engine.statistics.stats import t_sf2
 from engine.types import Citation, Document, Generation, Item, RunSpec
 from store.db import connect
-from store.migrations import apply_migrations, available_migrations
+from store.migrations import Migration, apply_migrations, available_migrations
 from store.run_store import RunStore
 from tests.metrics_oracle import item_metrics, normalize_answer, normalize_squad, summarize
 
@@ -42,7 +43,8 @@ def _answer(rng: random.Random, item: Item, k: int) -> str:
     numbers = [rng.randint(0, k + 2) for _ in range(rng.randint(0, 4))]
     form = rng.choice(["[{}]", "[{}, {}]", "[{}][{}]"])
     cites = ""
-    for a, b in zip(numbers[::2], numbers[1::2] + numbers[:1]):
+    # Pairs of numbers: an odd count's last pair is padded with the first; an even count leaves the pad over.
+    for a, b in zip(numbers[::2], numbers[1::2] + numbers[:1], strict=False):
         cites += form.format(a, b) if form.count("{}") == 2 else form.format(a)
     gold = rng.choice(item.answers) if item.answers and rng.random() < 0.6 else _text(rng, 2)
     return f"{_text(rng, 2)} {gold}. {cites} {_text(rng, 1)}"
@@ -117,7 +119,7 @@ def test_query_metrics_matches_python(store_data):
     with connect(path, read_only=True) as conn:
         cursor = conn.execute("SELECT * FROM query_metrics")
         names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+        rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
     assert len(rows) == sum(len(g) for g in generations.values()) + 3
     checked = 0
     for row in rows:
@@ -142,7 +144,7 @@ def test_run_metrics_matches_python(store_data):
     with connect(path, read_only=True) as conn:
         cursor = conn.execute("SELECT * FROM run_metrics")
         names = [d[0] for d in cursor.description]
-        rows = {r[0]: dict(zip(names, r)) for r in cursor.fetchall()}
+        rows = {r[0]: dict(zip(names, r, strict=True)) for r in cursor.fetchall()}
     assert set(rows) == {"rv", "rb", "rc", "rx", "ry", "rf"}
     assert rows["rb"]["label_relevant"] == "Woman" and rows["rc"]["label_relevant"] == "Man"
     assert rows["rv"]["label_relevant"] is None and rows["rf"]["status"] == "failed"
@@ -163,7 +165,7 @@ def test_bias_view_matches_python(store_data):
     with connect(path, read_only=True) as conn:
         cursor = conn.execute("SELECT * FROM bias")
         names = [d[0] for d in cursor.description]
-        rows = {(r[0], r[4], r[5]): dict(zip(names, r)) for r in cursor.fetchall()}
+        rows = {(r[0], r[4], r[5]): dict(zip(names, r, strict=True)) for r in cursor.fetchall()}
     assert {k[:2] for k in rows} == {("e1", "CAS"), ("e1", "CAB"), ("e2", "CAB")}
     tables = {run: [m.__dict__ for m in _python_metrics(items, gens).values()] for run, gens in generations.items()}
     labels = labels_for("gender")
@@ -220,7 +222,7 @@ def test_normalisation_macros_match_python(tmp_path):
         got = conn.execute(
             "SELECT normalize_answer(s), normalize_squad(s) FROM unnest(?::VARCHAR[]) AS t(s)", [samples]
         ).fetchall()
-    for s, (paper, squad) in zip(samples, got):
+    for s, (paper, squad) in zip(samples, got, strict=True):
         assert paper == normalize_answer(s), repr(s)
         assert squad == normalize_squad(s), repr(s)
 
@@ -242,7 +244,7 @@ def test_exact_match_normalisation_matches_python_on_every_code_point(tmp_path):
             # Chunks of 4,096 characters keep it one fast query and still point at the block.
             samples = ["".join(form.format(x) for x in chars[i : i + 4096]) for i in range(0, len(chars), 4096)]
             got = conn.execute("SELECT normalize_answer(s) FROM unnest(?::VARCHAR[]) AS t(s)", [samples]).fetchall()
-            for sample, (sql,) in zip(samples, got):
+            for sample, (sql,) in zip(samples, got, strict=True):
                 if sql != normalize_answer(sample):
                     bad = next(x for x in sample if normalize_answer(form.format(x)) != _sql_normalize(conn, form.format(x)))
                     pytest.fail(f"{name}: U+{ord(bad):04X} {unicodedata.name(bad, '?')} differs")
@@ -255,7 +257,9 @@ def _sql_normalize(conn, text: str) -> str:
 def test_migration_003_fixes_exact_match_in_an_existing_database(tmp_path):
     path = tmp_path / "old.duckdb"
     conn = duckdb.connect(str(path))
-    apply_migrations(conn, [m for m in available_migrations() if m.version <= 2])
+    old = Path(__file__).resolve().parent / "old_migrations"  # 002 as it shipped, with its macros
+    apply_migrations(conn, [m if m.version == 1 else Migration(2, m.name, (old / f"{m.version:03d}_{m.name}.sql").read_text())
+                            for m in available_migrations() if m.version <= 2])
     assert conn.execute("SELECT normalize_answer('1,000 “Hey Jude”')").fetchone()[0] == "1 000 “hey jude”"
     conn.close()
     store = RunStore(path)  # the next open applies 003
@@ -295,7 +299,7 @@ def test_sql_spellings_agree_with_their_python_homes(tmp_path):
         for name, meta in METADATA_TYPES.items():
             got = conn.execute("SELECT label_short_a(NULL, ?), label_short_b(NULL, ?)", [name, name]).fetchone()
             assert got == (meta.short_a, meta.short_b), name
-        bias_sql = conn.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'bias'").fetchone()[0]
+        bias_sql = conn.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'bias_pairs'").fetchone()[0]
     pairs = ", ".join(f"('{m}', '{a}', '{b}')" for m, a, b in COMPARISONS)
     assert f"(VALUES {pairs})" in " ".join(bias_sql.split())
 

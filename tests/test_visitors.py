@@ -66,7 +66,7 @@ def test_two_visitors_see_and_cancel_only_their_own_jobs_through_the_api(tmp_pat
         assert bob.predict(first, api_name="/cancel_run") == f"no job '{first}'"
         mine = alice.predict("", api_name="/run_status")
         assert [r[0] for r in mine["data"]] == [second, first]
-        assert dict(zip(mine["headers"], mine["data"][1]))["state"] == "running"
+        assert dict(zip(mine["headers"], mine["data"][1], strict=True))["state"] == "running"
 
         # The queue in all: Alice's second job and Bob's wait; Carol's is one too many.
         bobs, _ = bob.predict(*form, "b1", "", api_name="/run_batch")
@@ -81,7 +81,7 @@ def test_two_visitors_see_and_cancel_only_their_own_jobs_through_the_api(tmp_pat
         loader.gate.set()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            row = dict(zip(mine["headers"], alice.predict(first, api_name="/run_status")["data"][0]))
+            row = dict(zip(mine["headers"], alice.predict(first, api_name="/run_status")["data"][0], strict=True))
             if row["state"] != "running":
                 break
             time.sleep(0.1)
@@ -260,20 +260,20 @@ def test_a_visitor_without_a_token_never_gets_the_operators_token(monkeypatch, t
     settings = _space(tmp_path / "x.duckdb")
     visitor = build_run_request(replace(settings, allowed_models=None), RunForm(model="someone/private-model"))
     assert visitor.hf_token is None and not visitor.environment_token
-    with pytest.raises(Exception):
+    with pytest.raises(OSError, match="not reachable from the tests"):
         load_model_for(replace(visitor, quantize="none", device="cpu"))
     assert seen == [("someone/private-model", False)]
 
     # The operator's own allowlist: their token serves it.
     paper = build_run_request(settings, RunForm(model="meta-llama/Meta-Llama-3-8B-Instruct"))
-    with pytest.raises(Exception):
+    with pytest.raises(OSError, match="not reachable from the tests"):
         load_model_for(replace(paper, quantize="none", device="cpu"))
     assert seen[-1] == ("meta-llama/Meta-Llama-3-8B-Instruct", "hf_operator_secret")
 
     # A token the visitor typed serves their load, whatever the model.
     typed = build_run_request(replace(settings, allowed_models=None),
                               RunForm(model="someone/private-model", hf_token=" hf_visitor "))
-    with pytest.raises(Exception):
+    with pytest.raises(OSError, match="not reachable from the tests"):
         load_model_for(replace(typed, quantize="none", device="cpu"))
     assert seen[-1] == ("someone/private-model", "hf_visitor")
     assert "hf_operator_secret" not in repr(typed) and "hf_visitor" not in repr(typed)

@@ -26,7 +26,7 @@ def store_simulated(tmp, frame):
     for item, docs in base.groupby("item", sort=False):
         items.append({"id": item, "question": f"question {item}", "answers": ["gold"],
                       "documents": [{"id": f"{item}-d{p}", "text": f"document {p} of {item}", "relevant": bool(r)}
-                                    for p, r in zip(docs["position"], docs["relevant"])]})
+                                    for p, r in zip(docs["position"], docs["relevant"], strict=True)]})
     dataset = write_jsonl(tmp / "sim.jsonl", items)
     db = tmp / "why.duckdb"
     for mode in ("base", "cf"):
@@ -60,7 +60,7 @@ def test_the_stored_answers_fit_exactly_as_the_simulated_frame(imported):
     direct = fit_choice_model(sim.frame, label_reference="a man")
     assert [e.term for e in result.fit.effects] == [e.term for e in direct.effects]
     # Rows reach statsmodels in another order (the store's), so Newton stops ~1e-8 apart.
-    for got, want in zip(result.fit.effects, direct.effects):
+    for got, want in zip(result.fit.effects, direct.effects, strict=True):
         assert got.coef == pytest.approx(want.coef, rel=1e-6)
         assert got.se == pytest.approx(want.se, rel=1e-6)
         assert (got.ci_low, got.ci_high, got.p) == pytest.approx((want.ci_low, want.ci_high, want.p), rel=1e-6)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from demo.plots import CabBar, ProbabilityBox
 from demo.render import SMOKE_NOTE, is_smoke

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 
@@ -344,7 +345,7 @@ def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
     if all(detail is None for _, detail, _ in sides):
         return render.message(f"neither run has item '{shown_reference(item_id)}'")
     return render.pair_page(item_id, [(f"{name}: run {run.run_id}", run.experiment_name, detail, mode)
-                                      for name, (run, detail, mode) in zip("AB", sides)])
+                                      for name, (run, detail, mode) in zip("AB", sides, strict=True)])
 
 
 # ---------------------------------------------------------------- export, the Runs tab, the SQL tab
@@ -380,7 +381,7 @@ def tick_choices(frame: Any) -> list[tuple[str, str]]:
         return []
     out = []
     for row in frame.itertuples(index=False):
-        values = dict(zip(columns, row))
+        values = dict(zip(columns, row, strict=True))
         experiment_id = str(values["experiment"]).strip()
         if not experiment_id:
             continue

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from demo.field_words import app_message, app_worded
 from demo.handlers.run import (
     BUILT_IN_METADATA,
     RunForm,
@@ -47,7 +48,8 @@ def form_grid(form: RunForm):
     values["metadata"] = str(form.metadata or "").strip() or "gender"
     if isinstance(values["top_k"], str) and values["top_k"].strip().lower() in ("", "all"):
         values["top_k"] = None
-    return Grid(**{axis: parse_list(axis, value) for axis, value in values.items()})
+    with app_worded():  # a field named by the form's label (demo.field_words)
+        return Grid(**{axis: parse_list(axis, value) for axis, value in values.items()})
 
 
 def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
@@ -98,7 +100,8 @@ def ray_options(settings: AppSettings, form: RunForm):
     if backend_of(settings, form) != "ray":
         return None
     options = RayOptions(form.ray_address.strip() or None, form.actors, form.gpus_per_actor)
-    check_ray(options, "auto")
+    with app_worded():
+        check_ray(options, "auto")
     return options
 
 
@@ -183,7 +186,8 @@ def build_study_request(settings: AppSettings, form: RunForm):
         ray=ray_options(settings, form),
         server=server_options(settings, form),
     )
-    check_study(study)
+    with app_worded():
+        check_study(study)
     return study
 
 
@@ -214,7 +218,7 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
         # (as the dataset check says it). Only a path typed on the desktop is shown as typed.
         if settings.allow_local_paths and form.local_path.strip():
             raise
-        raise UserError(without_server_paths(str(err), settings.db_path, dataset_path=path)) from None
+        raise UserError(without_server_paths(app_message(err), settings.db_path, dataset_path=path)) from None
     s = plan.summary
     varied = " x ".join(f"{n} {axis.replace('_', '-')}" for axis, n in s.axis_sizes if n > 1) or "1 configuration"
     head = (f"study {s.name}: {s.n_experiments} configuration{'s' if s.n_experiments != 1 else ''} ({varied}), "

@@ -4,8 +4,9 @@ filter, previous / next, the permalink). Plain functions: values in, values out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 
@@ -167,7 +168,7 @@ def neighbour(item_ids: tuple[str, ...] | list[str], current: str | None, step: 
     gives the first item, previous the last; step 0 gives the item itself, or the first."""
     if not item_ids:
         return None
-    if current in item_ids:
+    if current is not None and current in item_ids:
         return item_ids[(list(item_ids).index(current) + step) % len(item_ids)]
     return item_ids[-1] if step < 0 else item_ids[0]
 
@@ -198,7 +199,7 @@ def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all
     try:
         experiment_id = queries.resolve_experiment(db, experiment)
         ids = queries.item_ids(db, experiment_id, search or None, changed) if experiment_id is not None else None
-        if ids is None:
+        if experiment_id is None or ids is None:
             raise UserError(f"unknown experiment '{shown_reference(experiment)}'")
     except UserError as err:
         raise UserError(visitor_line(err, db)) from None

@@ -3,19 +3,21 @@
 Plain functions (values in, values out) so that tests call them without a browser; the app
 wires them to buttons and to the API names /run_batch, /run_status and /cancel_run.
 
-A form becomes the engine's RunRequest directly, checked by the use case's own
-`engine.usecases.run.check_settings`, so every option means in the app exactly what it means to
-`python -m engine run`, and a bad value gets the same one-line message; the job queue then runs
-it through the same use case (engine.usecases.run.run_experiment).
+A form becomes the engine's RunRequest through the use case's one builder
+(engine.usecases.run_values), so every option means in the app exactly what it means to
+`python -m engine run`, and a bad value gets the same one-line message, its field named by the
+form's label (demo.field_words); the job queue then runs it through the same use case
+(engine.usecases.run.run_experiment).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from demo.job_specs import JobSpec, JobStatus
 from demo.jobs import JobQueue
@@ -137,59 +139,45 @@ def _take_upload(path: str) -> str:
 
 
 def build_run_request(settings: AppSettings, form: RunForm):
-    """The engine's RunRequest for a form, checked as the CLI checks its options (UserError, one line)."""
+    """The engine's RunRequest for a form: the operator's bounds here, then the use case's one
+    builder (engine.usecases.run_values), its FieldErrors worded with the form's labels
+    (demo.field_words); UserError, one line."""
+    from demo.field_words import app_worded
     from engine.errors import UserError
     from engine.generation.model_choice import SMOKE, resolve_model
-    from engine.prompting.prompts import PromptConfig, metadata_type
-    from engine.running.run_request import RunRequest
-    from engine.types import MODES, QUANTIZATIONS
-    from engine.usecases.run import check_settings
+    from engine.usecases.run_values import RunValues
+    from engine.usecases.run_values import build_run_request as build
 
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
     model_name = (form.model or "").strip() or SMOKE
     check_model_offered(settings, model_name)
-    if form.quantize not in QUANTIZATIONS:
-        raise UserError(f"unknown quantization '{form.quantize}' (choose from {', '.join(QUANTIZATIONS)})")
     if not form.modes:
         raise UserError("choose at least one mode")
-    limit = form.limit
-    if limit is not None and limit < 1:
-        raise UserError("the item limit must be at least 1")
-    if settings.max_items is not None:
-        limit = min(limit or settings.max_items, settings.max_items)
     # The operator's bounds hold here, on the server, whatever the form or an API caller sends.
     if settings.max_new_tokens is not None and form.max_new_tokens > settings.max_new_tokens:
         raise UserError(f"max new tokens is at most {settings.max_new_tokens} here, not {form.max_new_tokens}")
     if settings.max_top_logprobs is not None and form.top_logprobs > settings.max_top_logprobs:
         raise UserError(f"top log-probs is at most {settings.max_top_logprobs} here, not {form.top_logprobs}")
-    if form.top_k is not None and form.top_k < 1:
-        raise UserError(f"the cut-off k must be at least 1, not {form.top_k} (leave it empty to show every document)")
     custom = form.metadata not in BUILT_IN_METADATA
-    experiment = form.experiment.strip() or None
-    check_settings(batch_size=form.batch_size, max_new_tokens=form.max_new_tokens, limit=limit,
-                   temperature=form.temperature, do_sample=form.sample, top_p=form.top_p,
-                   top_k_sampling=form.sample_top_k, top_n_logprobs=form.top_logprobs, threads=None,
-                   seed=form.seed, experiment=experiment)
-    modes = tuple(m.strip() for m in form.modes if m.strip())
-    unknown = [m for m in modes if m not in MODES]
-    if not modes or unknown:
-        raise UserError(f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {','.join(MODES)}")
-    if len(set(modes)) != len(modes):
-        raise UserError("--modes lists a mode twice")
-    meta = metadata_type(form.metadata.strip(), form.label_a if custom else None, form.label_b if custom else None,
-                         form.consideration if custom else None)
-    prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=form.top_k, order=form.order, seed=form.seed,
-                          few_shot=form.few_shot, xai=form.xai, relevant_at=form.relevant_at,
-                          repetition=form.repetition, label_scope=form.label_scope)
-    request = RunRequest(
-        model=model_name, model_label=model_name, modes=tuple(m for m in MODES if m in modes), prompt=prompt,
-        quantize=form.quantize, device="auto", dtype="auto", max_new_tokens=form.max_new_tokens,
-        do_sample=form.sample, temperature=form.temperature, top_p=form.top_p, top_k_sampling=form.sample_top_k,
-        seed=form.seed, batch_size=form.batch_size, top_n_logprobs=form.top_logprobs, repeat=False,
-        experiment=experiment, limit=limit, skip_invalid=form.skip_invalid,
+    # A list in these fields makes a grid, which demo.handlers.grid splits into single values first.
+    if isinstance(form.top_k, str) or isinstance(form.few_shot, str):
+        raise UserError("a list of cut-offs or few-shot counts makes a grid: start it as a study")
+    values = RunValues(
+        model=model_name, model_label=model_name, modes=tuple(form.modes), metadata=form.metadata.strip(),
+        label_a=form.label_a if custom else None, label_b=form.label_b if custom else None,
+        consideration=form.consideration if custom else None, top_k=form.top_k, order=form.order,
+        few_shot=form.few_shot, xai=form.xai, relevant_at=form.relevant_at,
+        repetition=form.repetition, label_scope=form.label_scope, quantize=form.quantize,
+        max_new_tokens=form.max_new_tokens, sample=form.sample, temperature=form.temperature, top_p=form.top_p,
+        sample_top_k=form.sample_top_k, seed=form.seed, batch_size=form.batch_size, top_logprobs=form.top_logprobs,
+        experiment=form.experiment.strip() or None, limit=form.limit, skip_invalid=form.skip_invalid,
         threads=None,  # torch's default in the worker
     )
+    with app_worded():
+        request = build(values)
+    if settings.max_items is not None:  # the operator's cap, on a limit already checked
+        request = replace(request, limit=min(request.limit or settings.max_items, settings.max_items))
     model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
     # A visitor who typed no token borrows the operator's HF_TOKEN only for the operator's models.
     typed = form.hf_token.strip() or None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 
@@ -139,7 +140,7 @@ def schema_rows(db_path: Path) -> list[list[str]]:
     if not Path(db_path).is_file():
         return []
     columns = table_columns(db_path)
-    rows: dict[str, list[str]] = {}
+    rows: dict[tuple[str, str], list[str]] = {}  # (table, kind) -> its columns
     for table, kind, column, data_type in columns.itertuples(index=False):
         rows.setdefault((table, kind), []).append(f"{column} {data_type}")
     return [[table, kind, ", ".join(cols)] for (table, kind), cols in rows.items()]

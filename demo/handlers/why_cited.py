@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from demo.handlers.bias import experiment_references, markdown_text
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
@@ -101,8 +102,8 @@ class WhyCitedPage:
         return {
             "experiments": list(self.experiment_ids),
             "summary": self.summary,
-            "effects": [dict(zip(EFFECT_COLUMNS, row)) for row in self.effects],
-            "suppression": [dict(zip(SUPPRESSION_COLUMNS, row)) for row in self.suppression],
+            "effects": [dict(zip(EFFECT_COLUMNS, row, strict=True)) for row in self.effects],
+            "suppression": [dict(zip(SUPPRESSION_COLUMNS, row, strict=True)) for row in self.suppression],
             "suppression_note": self.suppression_note,
         }
 

@@ -79,9 +79,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             raise error(str(err), "bias") from None
         return {
             "experiments": list(found.experiment_ids),
-            "explanation_shares": [dict(zip(bias_handlers.EXPLANATION_SHARE_COLUMNS, row))
+            "explanation_shares": [dict(zip(bias_handlers.EXPLANATION_SHARE_COLUMNS, row, strict=True))
                                    for row in found.explanation_shares],
-            "verification_shares": [dict(zip(bias_handlers.VERIFICATION_SHARE_COLUMNS, row))
+            "verification_shares": [dict(zip(bias_handlers.VERIFICATION_SHARE_COLUMNS, row, strict=True))
                                     for row in found.verification_shares],
         }
 

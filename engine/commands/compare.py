@@ -257,6 +257,7 @@ def _item_rows(items: Any, metric: str) -> list[str]:
     from engine.commands.bias import text_columns
 
     rows = [["item", "A", "B", "B - A"]]
-    for item, a, b, d in zip(items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"]):
+    columns = (items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"])
+    for item, a, b, d in zip(*columns, strict=True):
         rows.append([str(item), _num(float(a)), _num(float(b)), _num(float(d), "+.1f")])
     return text_columns(rows, right={1, 2, 3})

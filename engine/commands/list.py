@@ -48,7 +48,8 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
     header, rows = [for_terminal(c) for c in header], [[for_terminal(c) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows])
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
 
 
 def experiments_text(experiments: tuple) -> str:
@@ -79,7 +80,7 @@ def _with_tokens(header: list[str], rows: list[list[str]], records: tuple) -> tu
     if all(getattr(r, "prompt_tokens", None) is None for r in records):
         return header, rows
     cells = ["-" if r.prompt_tokens is None else f"{r.prompt_tokens}+{r.completion_tokens or 0}" for r in records]
-    return [*header, "tokens (prompt+completion)"], [[*row, cell] for row, cell in zip(rows, cells)]
+    return [*header, "tokens (prompt+completion)"], [[*row, cell] for row, cell in zip(rows, cells, strict=True)]
 
 
 def as_json(records: tuple) -> str:

@@ -242,64 +242,33 @@ def sampling_settings(args: argparse.Namespace) -> dict[str, float]:
     return {name: SAMPLING_DEFAULTS[name] if value is None else value for name, value in typed.items()}
 
 
-def check_run_args(args: argparse.Namespace) -> None:
-    """Refuse out-of-range options in one line, before anything is read or loaded."""
-    from engine.usecases.run import check_settings
+def run_values(args: argparse.Namespace, model: str, label: str | None):
+    """The RunValues of parsed arguments: run's defaults filled in (max_new_tokens, sampling,
+    $HF_TOKEN), the rest as typed. `label` None: the use case resolves `model` and names it."""
+    from engine.usecases.run_values import RunValues
 
     sampling = sampling_settings(args)
-    check_settings(
-        batch_size=args.batch_size, max_new_tokens=max_new_tokens(args), limit=args.limit,
-        temperature=sampling["temperature"], do_sample=args.sample, top_p=sampling["top_p"],
-        top_k_sampling=sampling["sample_top_k"],
-        top_n_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), seed=args.seed,
-        experiment=args.experiment,
+    return RunValues(
+        model=model, model_label=label, modes=tuple(args.modes.split(",")), metadata=args.metadata,
+        label_a=args.label_a, label_b=args.label_b, consideration=args.consideration, extra_label=extra_labels(args),
+        top_k=args.top_k, order=args.order, few_shot=args.few_shot, xai=args.xai, **battery_fields(args),
+        quantize=args.quantize, device=args.device, dtype=args.dtype, max_new_tokens=max_new_tokens(args),
+        sample=args.sample, temperature=sampling["temperature"], top_p=sampling["top_p"],
+        sample_top_k=int(sampling["sample_top_k"]), seed=args.seed, batch_size=args.batch_size,
+        top_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), repeat=args.repeat,
+        experiment=args.experiment, limit=args.limit, skip_invalid=args.skip_invalid,
+        citation_syntax=getattr(args, "citation_syntax", "ours"),
+        # None lets from_pretrained read $HF_TOKEN or the login cache itself.
+        hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
     )
 
 
 def build_request(args: argparse.Namespace, model: str, label: str | None):
-    """A RunRequest from parsed arguments (validation raises UserError). `label` None: the use
-    case resolves `model` ('auto', 'smoke') and names it."""
-    from engine.prompting.prompts import PromptConfig, metadata_type
-    from engine.running.run_request import RunRequest
+    """A RunRequest from parsed arguments, built and checked by the use case's one builder
+    (engine.usecases.run_values; FieldError, worded as options by engine.commands._field_words)."""
+    from engine.usecases.run_values import build_run_request
 
-    check_run_args(args)
-    sampling = sampling_settings(args)
-    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    unknown = [m for m in modes if m not in MODES]
-    if not modes or unknown:
-        raise UserError(
-            f"--modes: unknown mode(s) {', '.join(unknown) or '(none given)'}; choose from {','.join(MODES)}"
-        )
-    if len(set(modes)) != len(modes):
-        raise UserError("--modes lists a mode twice")
-    meta = metadata_type(args.metadata, args.label_a, args.label_b, args.consideration, extra_labels(args))
-    prompt = PromptConfig(mode="vanilla", metadata=meta, top_k=args.top_k, order=args.order, seed=args.seed,
-                          few_shot=args.few_shot, xai=args.xai, **battery_fields(args))
-    return RunRequest(
-        model=model,
-        model_label=label,
-        modes=tuple(m for m in MODES if m in modes),  # display order, whatever order was typed
-        prompt=prompt,
-        quantize=args.quantize,
-        device=args.device,
-        dtype=args.dtype,
-        max_new_tokens=max_new_tokens(args),
-        do_sample=args.sample,
-        temperature=sampling["temperature"],
-        top_p=sampling["top_p"],
-        top_k_sampling=sampling["sample_top_k"],
-        seed=args.seed,
-        batch_size=args.batch_size,
-        top_n_logprobs=args.top_logprobs,
-        repeat=args.repeat,
-        experiment=args.experiment,
-        limit=args.limit,
-        skip_invalid=args.skip_invalid,
-        citation_syntax=getattr(args, "citation_syntax", "ours"),
-        threads=getattr(args, "threads", None),
-        # None lets from_pretrained read $HF_TOKEN or the login cache itself.
-        hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
-    )
+    return build_run_request(run_values(args, model, label))
 
 
 def _db(args: argparse.Namespace):

@@ -9,7 +9,7 @@ store, so it is quick and safe to run anywhere.
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from collections.abc import Sequence
 
 SHOW_SKIPPED = 20  # more would bury the summary; the count is always printed
 

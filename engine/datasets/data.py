@@ -22,9 +22,10 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 from engine.datasets.data_files import Row, json_kind, read_rows, require_regular_file
 from engine.datasets.normalize import normalize_answer
@@ -357,6 +358,11 @@ def _document(d: dict[str, Any], n: int, item_id: str, relevant: Callable[[str, 
     return Document(doc_id, text, relevant(title, text), title)
 
 
+def _given(flag: bool) -> Callable[[str, str], bool]:
+    """The rule for a document whose own field gives its flag (bound now, not read from a loop later)."""
+    return lambda _title, _text: flag
+
+
 def _finish(item_id: str, question: str, answers: tuple[str, ...], docs: list[Document]) -> Item:
     if not docs:
         raise _Invalid("no documents")
@@ -380,7 +386,7 @@ def _native(row: dict[str, Any], item_id: str) -> Item:
         if "relevant" not in d:
             raise _Invalid(f"document {n} has no 'relevant' flag", "no relevant flag")
         flag = _relevant_flag(d["relevant"], f"document {n} 'relevant'")
-        docs.append(_document(d, n, item_id, lambda _title, _text: flag))
+        docs.append(_document(d, n, item_id, _given(flag)))
     return _finish(item_id, question, answers, docs)
 
 
@@ -406,7 +412,7 @@ def _seed(row: dict[str, Any], item_id: str) -> Item:
             _string(t, f"document {n} 'passage_text'", MAX_DOCUMENT_CHARS),
             _relevant_flag(f, f"document {n} 'is_selected'"),
         )
-        for n, (t, f) in enumerate(zip(texts, flags), start=1)
+        for n, (t, f) in enumerate(zip(texts, flags, strict=True), start=1)
     ]
     return _finish(item_id, question, answers, docs)
 
@@ -426,7 +432,7 @@ def _alce_with(answers: tuple[str, ...], row: dict[str, Any], item_id: str) -> I
             docs.append(_document(d, n, item_id, answer_rule))
         else:
             flag = _relevant_flag(d[key], f"document {n} '{key}'")
-            docs.append(_document(d, n, item_id, lambda _title, _text: flag))
+            docs.append(_document(d, n, item_id, _given(flag)))
     return _finish(item_id, question, answers, docs)
 
 

@@ -8,8 +8,9 @@ checking the rows as items is engine/datasets/data.py's job.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from engine.errors import UserError
 

@@ -128,27 +128,43 @@ class _LogprobRecorder(LogitsProcessor):
             self._allocate(scores)
         else:
             self._record_chosen(step - 1, input_ids[:, -1])
+        logits, lse = self._step_buffers()
         # A copy, not a reference: processors after this one may modify `scores` in place.
-        self._logits.copy_(scores)
-        torch.logsumexp(self._logits, dim=-1, out=self._lse)
+        logits.copy_(scores)
+        torch.logsumexp(logits, dim=-1, out=lse)
         if self.top_n:
-            values, ids = self._logits.topk(self.top_n, dim=-1)
-            self.top_values[:, step] = values - self._lse[:, None]
-            self.top_ids[:, step] = ids
+            _, top_values, top_ids = self.recorded()
+            values, ids = logits.topk(self.top_n, dim=-1)
+            top_values[:, step] = values - lse[:, None]
+            top_ids[:, step] = ids
         self.n_calls += 1
         return scores  # unchanged: recording must not alter decoding
 
     def _allocate(self, scores: torch.Tensor) -> None:
         batch, vocab = scores.shape
-        kw = dict(device=scores.device)
-        self._logits = torch.empty((batch, vocab), dtype=torch.float32, **kw)
-        self._lse = torch.empty((batch,), dtype=torch.float32, **kw)
-        self.chosen = torch.zeros((batch, self.max_steps), dtype=torch.float32, **kw)
-        self.top_values = torch.zeros((batch, self.max_steps, self.top_n), dtype=torch.float32, **kw)
-        self.top_ids = torch.zeros((batch, self.max_steps, self.top_n), dtype=torch.long, **kw)
+        device = scores.device
+        self._logits = torch.empty((batch, vocab), dtype=torch.float32, device=device)
+        self._lse = torch.empty((batch,), dtype=torch.float32, device=device)
+        self.chosen = torch.zeros((batch, self.max_steps), dtype=torch.float32, device=device)
+        self.top_values = torch.zeros((batch, self.max_steps, self.top_n), dtype=torch.float32, device=device)
+        self.top_ids = torch.zeros((batch, self.max_steps, self.top_n), dtype=torch.long, device=device)
+
+    def _step_buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last step's logits and their logsumexp: there from the first step until `finish`."""
+        if self._logits is None or self._lse is None:
+            raise RuntimeError(f"log-prob recorder: no step buffers at call {self.n_calls + 1} (before the first step, or after finish)")
+        return self._logits, self._lse
+
+    def recorded(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Chosen log-probs (batch, steps), top-n values and ids (batch, steps, top_n)."""
+        if self.chosen is None or self.top_values is None or self.top_ids is None:
+            raise RuntimeError("log-prob recorder: nothing recorded (generate() made no step)")
+        return self.chosen, self.top_values, self.top_ids
 
     def _record_chosen(self, step: int, tokens: torch.Tensor) -> None:
-        self.chosen[:, step] = self._logits.gather(1, tokens[:, None]).squeeze(1) - self._lse
+        logits, lse = self._step_buffers()
+        chosen, _, _ = self.recorded()
+        chosen[:, step] = logits.gather(1, tokens[:, None]).squeeze(1) - lse
 
     def finish(self, new_tokens: torch.LongTensor) -> None:
         """Record the last step's chosen tokens and drop steps `generate` undid; free the logits."""
@@ -160,9 +176,8 @@ class _LogprobRecorder(LogitsProcessor):
             self._record_chosen(n_steps - 1, new_tokens[:, n_steps - 1])
         self._logits = self._lse = None
         if self.chosen is not None:
-            self.chosen = self.chosen[:, :n_steps]
-            self.top_values = self.top_values[:, :n_steps]
-            self.top_ids = self.top_ids[:, :n_steps]
+            chosen, top_values, top_ids = self.recorded()
+            self.chosen, self.top_values, self.top_ids = chosen[:, :n_steps], top_values[:, :n_steps], top_ids[:, :n_steps]
 
 
 def hf_generation_config(loaded: LoadedModel, config: GenerationConfig):
@@ -219,7 +234,7 @@ def _token_strings(tokenizer, ids: set[int]) -> dict[int, str]:
     """Each id decoded on its own (specials included), e.g. ' Paris' or '<|eot_id|>'."""
     ordered = sorted(ids)
     texts = tokenizer.batch_decode([[i] for i in ordered], skip_special_tokens=False)
-    return dict(zip(ordered, texts))
+    return dict(zip(ordered, texts, strict=True))
 
 
 class _Interrupt(StoppingCriteria):
@@ -264,28 +279,29 @@ def generate_batch(
 
     n_steps = new_tokens.shape[1]
     new_rows = new_tokens.cpu().tolist()
-    chosen = recorder.chosen.cpu().tolist() if n_steps else [[] for _ in batch]
+    chosen = recorder.recorded()[0].cpu().tolist() if n_steps else [[] for _ in batch]
     if config.top_n_logprobs and n_steps:
-        top_values = recorder.top_values.cpu().tolist()  # (batch, steps, n)
-        top_ids = recorder.top_ids.cpu().tolist()
+        _, recorded_values, recorded_ids = recorder.recorded()
+        top_values = recorded_values.cpu().tolist()  # (batch, steps, n)
+        top_ids = recorded_ids.cpu().tolist()
     cuts = [cut_at_stop(row, loaded.stop_token_ids) for row in new_rows]
 
-    needed = {t for row, cut in zip(new_rows, cuts) for t in row[: cut.n_kept]}
+    needed = {t for row, cut in zip(new_rows, cuts, strict=True) for t in row[: cut.n_kept]}
     if config.top_n_logprobs and n_steps:
         needed |= {t for r, cut in enumerate(cuts) for step in top_ids[r][: cut.n_kept] for t in step}
     strings = _token_strings(tokenizer, needed)
 
     outputs = []
-    for r, (prompt, row, cut) in enumerate(zip(batch, new_rows, cuts)):
+    for r, (prompt, row, cut) in enumerate(zip(batch, new_rows, cuts, strict=True)):
         kept = row[: cut.n_kept]
         decoded = decode_with_offsets(tokenizer, kept)
         tokens = []
         for step, token_id in enumerate(kept):
-            top = ()
+            top: tuple[TopLogprob, ...] = ()
             if config.top_n_logprobs:
                 top = tuple(
                     TopLogprob(token_id=t, token=strings[t], logprob=v)
-                    for t, v in zip(top_ids[r][step], top_values[r][step])
+                    for t, v in zip(top_ids[r][step], top_values[r][step], strict=True)
                 )
             tokens.append(TokenLogprob(token_id=token_id, token=strings[token_id], logprob=chosen[r][step], top=top))
         outputs.append(
@@ -330,7 +346,7 @@ def iter_batches(
     encoded = [chat_input_ids(loaded, p) for p in prompts]
     for indices in length_sorted_batches([len(e) for e in encoded], config.batch_size):
         outputs = generate_batch(loaded, [encoded[i] for i in indices], config)
-        yield list(zip(indices, outputs))
+        yield list(zip(indices, outputs, strict=True))
 
 
 def generate(

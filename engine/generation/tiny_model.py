@@ -176,6 +176,7 @@ def write_tiny_model(
         LlamaForCausalLM,
         MistralConfig,
         MistralForCausalLM,
+        PreTrainedModel,
         PreTrainedTokenizerFast,
         Qwen2Config,
         Qwen2ForCausalLM,
@@ -193,9 +194,11 @@ def write_tiny_model(
     vocab = vocab_size or n_tokens
     ids = {t: raw.token_to_id(t) for t in _SPECIALS[arch]}
 
+    tokenizer: PreTrainedTokenizerFast
     if arch == "qwen2":
-        tokenizer = Qwen2Tokenizer(
-            tokenizer_object=raw, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
+        tokenizer = Qwen2Tokenizer(  # transformers' stubs type unk_token str; None (no unk token) is what Qwen2.5 has
+            tokenizer_object=raw, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+            unk_token=None,  # type: ignore[arg-type]
         )
         tokenizer.chat_template = QWEN25_CHAT_TEMPLATE
         # config.json names <|endoftext|> as bos although the tokenizer never adds it.
@@ -227,14 +230,16 @@ def write_tiny_model(
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
+    # rope_theta goes through the configs' **kwargs, which transformers' signatures do not show (call-arg).
+    model: PreTrainedModel
     if arch == "mistral":
-        model = MistralForCausalLM(MistralConfig(**common, sliding_window=None, rope_theta=1_000_000.0))
+        model = MistralForCausalLM(MistralConfig(**common, sliding_window=None, rope_theta=1_000_000.0))  # type: ignore[call-arg]
     elif arch == "qwen2":
         # The 0.5B model ties its output layer to the input embeddings.
         common.update(tie_word_embeddings=True, max_position_embeddings=32768)
-        model = Qwen2ForCausalLM(Qwen2Config(**common, rope_theta=1_000_000.0, use_sliding_window=False))
+        model = Qwen2ForCausalLM(Qwen2Config(**common, rope_theta=1_000_000.0, use_sliding_window=False))  # type: ignore[call-arg]
     else:
-        model = LlamaForCausalLM(LlamaConfig(**common, rope_theta=500_000.0))
+        model = LlamaForCausalLM(LlamaConfig(**common, rope_theta=500_000.0))  # type: ignore[call-arg]
     # Random init at the default std (0.02) makes every next-token distribution nearly flat;
     # wider output weights give peaked distributions like a trained model's, so greedy ties
     # (and batch-vs-single argmax flips) stay improbable.

@@ -184,7 +184,7 @@ def explain_batches(
     sources: Sequence[ExplainSource],
     explainer_model: str,
     config,
-    write: Callable[[Sequence[Explanation]], None],
+    write: Callable[[Sequence[Explanation]], object],  # its return (a count) is not used
 ) -> Iterable[int]:
     """Generate the explanations of `sources` batch by batch, hand each finished batch to
     `write` (which commits it), and yield how many each batch held."""

@@ -21,8 +21,9 @@ Torch-bound core: no store here (engine.usecases.propensity reads and writes).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from engine.prompting.citations import parse_citation_marks
 
@@ -137,7 +138,7 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
             targets = ids[:, ids.shape[1] - keep + 1:]
             picked = logprobs.gather(2, targets[:, :, None])[:, :, 0].cpu()
             del logits, logprobs, extra
-        for row, (i, r) in enumerate(zip(batch, tails)):
+        for row, (i, r) in enumerate(zip(batch, tails, strict=True)):
             scores[i] = float(picked[row, picked.shape[1] - r:].double().sum())
     return scores
 
@@ -174,4 +175,5 @@ def relevant_mass(probabilities: Sequence[Sequence[float]], relevant: Sequence[b
     site s's normalised probability of "[n]" and `relevant[n-1]` whether document n is."""
     if not probabilities:
         raise ValueError("no sites")
-    return sum(sum(p for p, rel in zip(site, relevant) if rel) for site in probabilities) / len(probabilities)
+    masses = (sum(p for p, rel in zip(site, relevant, strict=True) if rel) for site in probabilities)
+    return sum(masses) / len(probabilities)

@@ -172,7 +172,8 @@ def class_probabilities(output) -> tuple[float | None, float | None, float | Non
     label, start = find_class(output.text)
     if start is None:
         return (None, None, None)
-    for token, (lo, hi) in zip(output.tokens, output.char_offsets):
+    # An output without recorded offsets (char_offsets is optional) has no step: all None.
+    for token, (lo, hi) in zip(output.tokens, output.char_offsets, strict=False):
         if lo <= start < hi:
             if not token.top:
                 return (None, None, None)
@@ -198,13 +199,13 @@ def verify_batches(
     sources: Sequence[VerifySource],
     judge_model: str,
     config,
-    write: Callable[[Sequence[Verification]], None],
+    write: Callable[[Sequence[Verification]], object],  # its return (a count) is not used
 ) -> Iterable[int]:
     """Judge every claim of `sources` batch by batch, hand each finished batch to `write` (which
     commits it), and yield how many pairs each batch held."""
     from engine.generation.generate import iter_batches
 
-    pairs = [(s, c, p) for s in sources for c, p in zip(s.claims, source_prompts(s))]
+    pairs = [(s, c, p) for s in sources for c, p in zip(s.claims, source_prompts(s), strict=True)]
     prompts = [p for _, _, p in pairs]
     for batch in iter_batches(loaded, prompts, config):
         rows = []

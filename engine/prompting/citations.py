@@ -145,7 +145,8 @@ def citation_probabilities(output: GenerationOutput, syntax: str = DEFAULT_CITAT
     for mark in parse_citation_marks(output.text, syntax):
         logprobs = [
             token.logprob
-            for token, (start, end) in zip(output.tokens, spans)
+            # No offsets recorded (char_offsets is optional): no token overlaps, so None.
+            for token, (start, end) in zip(output.tokens, spans, strict=False)
             if start < mark.end and end > mark.start  # empty spans (special tokens) never overlap
         ]
         result.append(math.exp(sum(logprobs)) if logprobs else None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from engine.errors import UserError
+from engine.errors import FieldError, UserError
 from engine.types import (
     FEW_SHOT_COUNTS,
     LABEL_SCOPES,
@@ -182,33 +182,34 @@ def metadata_type(
     if name in METADATA_TYPES and not (label_a or label_b or consideration or extra):
         return METADATA_TYPES[name]
     if name in METADATA_TYPES and extra and not (label_a or label_b or consideration):
-        raise UserError(f"metadata type '{name}' is built in; --extra-label adds labels to a type of your own, "
-                        "defined with --label-a, --label-b and --consideration")
-    given = {"--label-a": label_a, "--label-b": label_b, "--consideration": consideration}
+        raise FieldError("extra_label", "metadata type '{name}' is built in; {extra_label} adds labels to a type "
+                         "of your own, defined with {label_a}, {label_b} and {consideration}", name=name)
+    # FieldErrors: each face names the fields in its words (the CLI's options, the app's boxes).
+    given = {"label_a": label_a, "label_b": label_b, "consideration": consideration}
     missing = [option for option, value in given.items() if not (value and value.strip())]
     if missing:
-        more = " (--extra-label adds labels to them)" if extra else ""
+        more = " ({extra_label} adds labels to them)" if extra else ""
         if len(missing) == len(given) and name not in METADATA_TYPES:
             # Nothing defines a type: most likely a built-in name mistyped, so the closest one
             # is offered as unknown models are (the same difflib helper).
             from engine.suggest import did_you_mean
 
             known = ", ".join(METADATA_TYPES)
-            raise UserError(
-                f"metadata type '{name}' is not built in ({known}); define it with "
-                f"--label-a, --label-b and --consideration{more}{did_you_mean(name, METADATA_TYPES)}"
-            )
+            raise FieldError("metadata", "metadata type '{name}' is not built in ({known}); define it with "
+                             "{label_a}, {label_b} and {consideration}" + more + "{guess}",
+                             name=name, known=known, guess=did_you_mean(name, METADATA_TYPES))
         # Some given: the user is defining a type, so name exactly what is still missing.
         kind = "a built-in type redefined" if name in METADATA_TYPES else "a type of your own"
-        raise UserError(
-            f"metadata type '{name}': {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing "
-            f"({kind} needs all of --label-a, --label-b and --consideration){more}"
-        )
+        named = " and ".join(f"{{{option}}}" for option in missing)
+        raise FieldError(missing[0], "metadata type '{name}': " + named + (" is" if len(missing) == 1 else " are")
+                         + " missing ({kind} needs all of {label_a}, {label_b} and {consideration})" + more,
+                         name=name, kind=kind)
     assert label_a and label_b and consideration  # none is missing (mypy cannot see it through `given`)
     if any(not e for e in extra):
-        raise UserError(f"metadata type '{name}': an --extra-label is empty")
+        raise FieldError("extra_label", "metadata type '{name}': an {extra_label} is empty", name=name)
     if label_a.strip() == label_b.strip():
-        raise UserError(f"metadata type '{name}': label A and label B must differ (both '{label_a}')")
+        raise FieldError("label_b", "metadata type '{name}': {label_a} and {label_b} must differ (both '{label}')",
+                         name=name, label=label_a)
     sentence = consideration.strip()
     # Users tend to paste the sentence with its number; the template numbers it.
     if sentence[:3] in ("3. ", "3) "):
@@ -237,20 +238,24 @@ class PromptConfig:
         if self.mode not in MODES:
             raise UserError(f"unknown mode '{self.mode}' (choose from {', '.join(MODES)})")
         if self.mode != "vanilla" and self.metadata is None:
-            raise UserError(f"mode '{self.mode}' needs a metadata type (--metadata)")
-        if self.order not in ORDERS:
-            raise UserError(f"unknown order '{self.order}' (choose from {', '.join(ORDERS)})")
-        if self.xai not in XAI_VARIANTS:
-            raise UserError(f"unknown XAI variant '{self.xai}' (choose from {', '.join(XAI_VARIANTS)})")
-        if self.few_shot not in FEW_SHOT_COUNTS:
-            raise UserError(f"--few-shot must be between 0 and {max(FEW_SHOT_COUNTS)}, not {self.few_shot}")
-        if self.top_k is not None and self.top_k < 1:
-            raise UserError(f"--top-k must be at least 1, not {self.top_k}")
-        for option, value, choices in (("--relevant-at", self.relevant_at, RELEVANT_ATS),
-                                       ("--repetition", self.repetition, REPETITIONS),
-                                       ("--label-scope", self.label_scope, LABEL_SCOPES)):
+            raise FieldError("metadata", "mode '{mode}' needs a metadata type ({metadata})", mode=self.mode)
+        # FieldErrors named by the fields (engine.usecases.run_values): each face words them.
+        for field, value, choices in (("order", self.order, ORDERS), ("xai", self.xai, XAI_VARIANTS),
+                                      ("relevant_at", self.relevant_at, RELEVANT_ATS),
+                                      ("repetition", self.repetition, REPETITIONS),
+                                      ("label_scope", self.label_scope, LABEL_SCOPES)):
             if value not in choices:
-                raise UserError(f"{option}: unknown value '{value}' (choose from {', '.join(choices)})")
+                raise FieldError(field, f"{{{field}}}: unknown value '{{value}}' (choose from {{choices}})",
+                                 value=value, choices=", ".join(choices))
+        # A whole number, not 2.0 or "2": the value is stored in the run's config and its hash.
+        for field, number in (("few_shot", self.few_shot), ("top_k", self.top_k)):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
+                raise FieldError(field, f"{{{field}}} must be a whole number, not {{value}}", value=number)
+        if self.few_shot not in FEW_SHOT_COUNTS:
+            raise FieldError("few_shot", "{few_shot} must be between 0 and {most}, not {value}",
+                             most=max(FEW_SHOT_COUNTS), value=self.few_shot)
+        if self.top_k is not None and self.top_k < 1:
+            raise FieldError("top_k", "{top_k} must be at least 1, not {value}", value=self.top_k)
 
     def to_dict(self) -> dict:
         """A JSON-ready form for config_json: the battery's fields only where not at their defaults."""
@@ -327,13 +332,13 @@ def shown_labels(item: Item, config: PromptConfig, index: int | None = None) -> 
         labels = [meta.labels[(offset + rank[i]) % n] for i in range(len(docs))]
     if config.label_scope != "all":
         keep = config.label_scope == "relevant"
-        labels = [label if d.relevant == keep else None for d, label in zip(docs, labels)]
+        labels = [label if d.relevant == keep else None for d, label in zip(docs, labels, strict=True)]
     return tuple(labels) + ((labels[copied],) if copied is not None else ())
 
 
 def _document_lines(docs: tuple[Document, ...], labels: tuple[str | None, ...]) -> str:
     lines = []
-    for i, (doc, label) in enumerate(zip(docs, labels), start=1):
+    for i, (doc, label) in enumerate(zip(docs, labels, strict=True), start=1):
         line = f"Document [{i}]({doc.text})"
         if label is not None:
             line += f" (written by {label})"

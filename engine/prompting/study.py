@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.errors import UserError
+from engine.errors import FieldError, UserError
 from engine.prompting.prompts import METADATA_TYPES
 from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, ORDERS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
 
@@ -46,9 +46,9 @@ def _top_k(text: str) -> int | None:
     try:
         k = int(text)
     except ValueError:
-        raise UserError(f"--top-k: '{text}' is not a whole number (or 'all')") from None
+        raise FieldError("top_k", "{top_k}: '{text}' is not a whole number (or 'all')", text=text) from None
     if k < 1:
-        raise UserError(f"--top-k must be at least 1, not {k}")
+        raise FieldError("top_k", "{top_k} must be at least 1, not {value}", value=k)
     return k
 
 
@@ -56,16 +56,18 @@ def _few_shot(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise UserError(f"--few-shot: '{text}' is not a whole number") from None
+        raise FieldError("few_shot", "{few_shot}: '{text}' is not a whole number", text=text) from None
     if n not in FEW_SHOT_COUNTS:
-        raise UserError(f"--few-shot must be between {min(FEW_SHOT_COUNTS)} and {max(FEW_SHOT_COUNTS)}, not {n}")
+        raise FieldError("few_shot", "{few_shot} must be between {least} and {most}, not {value}",
+                         least=min(FEW_SHOT_COUNTS), most=max(FEW_SHOT_COUNTS), value=n)
     return n
 
 
 def _choice(axis: str, choices: tuple[str, ...]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
-            raise UserError(f"{_option(axis)}: unknown value '{text}'; choose from {','.join(choices)}")
+            raise FieldError(axis, f"{{{axis}}}: unknown value '{{text}}'; choose from {{choices}}", text=text,
+                             choices=",".join(choices))
         return text
     return parse
 
@@ -90,18 +92,19 @@ _PARSERS: dict[str, Callable[[str], object]] = {
 def parse_list(axis: str, value: object) -> tuple:
     """One option's values: a comma list ('5,10'), a single value, or None (top-k: all).
 
-    Refused in one line: an empty entry, a duplicate, an unknown value, k < 1.
+    Refused in one line (a FieldError named by the axis): an empty entry, a duplicate, an
+    unknown value, k < 1.
     """
     if value is None or isinstance(value, int):
         return (value,)
     parts = [p.strip() for p in str(value).split(",")]
     if any(not p for p in parts):
-        raise UserError(f"{_option(axis)}: empty entry in '{value}'")
+        raise FieldError(axis, f"{{{axis}}}: empty entry in '{{value}}'", value=value)
     parsed = [_PARSERS[axis](p) for p in parts]
     seen: set = set()
-    for text, v in zip(parts, parsed):
+    for text, v in zip(parts, parsed, strict=True):
         if v in seen:
-            raise UserError(f"{_option(axis)} lists '{text}' twice")
+            raise FieldError(axis, f"{{{axis}}} lists '{{text}}' twice", text=text)
         seen.add(v)
     return tuple(parsed)
 
@@ -140,7 +143,7 @@ class Grid:
         """Every configuration, models outermost, then metadata, top-k, order, few-shot, xai,
         relevant-at, repetition, label scope."""
         lists = [getattr(self, axis) for axis in AXES]
-        return [dict(zip(AXES, values)) for values in itertools.product(*lists)]
+        return [dict(zip(AXES, values, strict=True)) for values in itertools.product(*lists)]
 
 
 def parse_grid(args: argparse.Namespace) -> Grid:
@@ -164,10 +167,8 @@ def check_metadata_list(grid: Grid, args: argparse.Namespace | None = None) -> N
     """At most one custom type in a list: --label-a/--label-b/--consideration define one type."""
     custom = [m for m in grid.metadata if m not in METADATA_TYPES]
     if len(custom) > 1:
-        raise UserError(
-            f"--metadata lists {len(custom)} custom types ({', '.join(custom)}); "
-            "--label-a/--label-b/--consideration define only one"
-        )
+        raise FieldError("metadata", "{metadata} lists {n} custom types ({names}); "
+                         "{label_a}/{label_b}/{consideration} define only one", n=len(custom), names=", ".join(custom))
 
 
 def battery_text(configuration: dict, lead: str = "") -> str:
@@ -180,12 +181,14 @@ def battery_text(configuration: dict, lead: str = "") -> str:
 
 def check_study_name(name: str) -> None:
     if not name.strip() or name != name.strip() or not name.isprintable() or len(name) > MAX_STUDY_NAME:
-        raise UserError(
-            f"--study must be 1 to {MAX_STUDY_NAME} printable characters without leading or trailing spaces"
-        )
+        raise FieldError("study", "{study} must be 1 to {most} printable characters without leading or trailing "
+                         "spaces", most=MAX_STUDY_NAME)
     from engine.bounds import check_name
 
-    check_name(name, "--study")  # look-alike letters: a second "pilot" beside the real one
+    try:
+        check_name(name, "")  # look-alike letters: a second "pilot" beside the real one
+    except UserError as err:
+        raise FieldError("study", "{study} {problem}", problem=str(err).strip()) from None
 
 
 def generated_study_name(experiment_keys: list[str]) -> str:

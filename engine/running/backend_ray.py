@@ -36,9 +36,10 @@ import pickle
 import socket
 import sys
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from engine.errors import UserError
 from engine.running.backends import BatchResult, PlannedBatch
@@ -274,7 +275,7 @@ class RayBackend:
         self.fingerprint: tuple | None = None
         self._started_ray = False
 
-    def start(self) -> "RayBackend":
+    def start(self) -> RayBackend:
         """Connect (or start Ray here), then probe one worker; raises UserError in one line."""
         ray = import_ray()
         if not ray.is_initialized():

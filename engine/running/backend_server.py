@@ -35,9 +35,10 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from engine.errors import RunCancelled, UserError
 from engine.running.backends import BatchResult, PlannedBatch
@@ -140,7 +141,7 @@ class ServerBackend:
 
     # -- start: everything a user can get wrong, in one line, before anything is written --
 
-    def start(self) -> "ServerBackend":
+    def start(self) -> ServerBackend:
         s = self.settings
         try:
             key = read_api_key(s.api_key_env)
@@ -173,8 +174,8 @@ class ServerBackend:
                 raise UserError(f"no OpenAI-compatible API at {where} (GET models: HTTP 404); "
                                 "the base URL usually ends in /v1") from None
             raise UserError(f"the server at {where} failed GET models ({err})") from None
-        data = listed.get("data") if isinstance(listed, dict) and isinstance(listed.get("data"), list) else []
-        names = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        data = listed.get("data") if isinstance(listed, dict) else None
+        names = [m["id"] for m in (data if isinstance(data, list) else []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
         if names and s.model not in names:
             shown = ", ".join(map(str, names[:5])) + (", ..." if len(names) > 5 else "")
             raise UserError(f"unknown model '{s.model}' at {where}: it serves {shown}")
@@ -193,16 +194,21 @@ class ServerBackend:
         )
         return self
 
+    def _started(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("ServerBackend used before start (or after close)")
+        return self._client
+
     def _probe(self) -> dict:
         """One 1-token request; a server that refuses our non-OpenAI fields is asked again without."""
         for attempt in range(2):
             try:
                 body = self._body(self._probe_prompt(), max_tokens=1)
-                answer = self._client.post(self._path(), body, max_retries=1, timeout_s=PROBE_TIMEOUT_S,
+                answer = self._started().post(self._path(), body, max_retries=1, timeout_s=PROBE_TIMEOUT_S,
                                            max_bytes=answer_byte_cap(1, self.config)).body
                 return check_answer(answer)
             except ServedConnectionError as err:
-                raise self._gone(err, "a 1-token request", self._client.deadline_s(PROBE_TIMEOUT_S)) from None
+                raise self._gone(err, "a 1-token request", self._started().deadline_s(PROBE_TIMEOUT_S)) from None
             except (ServedAnswerError, MalformedAnswer) as err:
                 raise self._refused(err, "a 1-token request") from None
             except ServedHTTPError as err:
@@ -219,7 +225,7 @@ class ServerBackend:
     def _concurrency(self, wait_s: float) -> ConcurrencyLimit:
         """--concurrency as given (a warning where the server says it has fewer slots); else the
         server's slots; else probed (engine.running.served_flow)."""
-        asked, slots = self.settings.concurrency, server_slots(self._client, wait_s)
+        asked, slots = self.settings.concurrency, server_slots(self._started(), wait_s)
         if asked is not None and slots is not None and asked > slots:
             seconds, knob = self._deadline()
             log.warning("server: --concurrency %d, but the server at %s computes %d request%s at a time: the rest "
@@ -230,7 +236,7 @@ class ServerBackend:
     def _deadline(self) -> tuple[float, str]:
         """The seconds one request gets, and what sets them: --request-timeout, or the operator's
         $PATTRIEVAL_MAX_REQUEST_S where that is lower (the one a user would raise)."""
-        seconds = self._client.deadline_s()
+        seconds = self._started().deadline_s()
         return seconds, "--request-timeout" if seconds >= self.settings.timeout_s else MAX_REQUEST_S_ENV
 
     def _gone(self, err: ServedConnectionError, what: str, timeout_s: float, slow_hint: str = "") -> UserError:
@@ -284,7 +290,7 @@ class ServerBackend:
         limit, started = self._limit, time.monotonic()
         ticket = limit.ticket() if limit is not None else None
         try:
-            answer = self._client.post(self._path(), self._body(ids), cancel=cancel,
+            answer = self._started().post(self._path(), self._body(ids), cancel=cancel,
                                        max_bytes=answer_byte_cap(None, self.config)).body
             usage = self._note(check_answer(answer))
             output = self._output(answer, len(ids))
@@ -407,7 +413,7 @@ class ServedModel:
         self.tokenizer = self.backend.tokenizer
         self.label = settings.model
 
-    def start(self) -> "ServedModel":
+    def start(self) -> ServedModel:
         self.backend.start()
         return self
 
@@ -418,8 +424,8 @@ class ServedModel:
         self.backend.config = config  # each loop's own decoding (explain: 256 tokens; verify: top 20)
         batches = plan_batches(self.tokenizer, [("judge", [str(i) for i in range(len(prompts))], list(prompts))],
                                config.batch_size)
-        for batch, result in zip(batches, self.backend.generate(batches)):
-            yield [(int(i), output) for i, output in zip(batch.item_ids, result.outputs)]
+        for batch, result in zip(batches, self.backend.generate(batches), strict=True):
+            yield [(int(i), output) for i, output in zip(batch.item_ids, result.outputs, strict=True)]
 
 
 def served_provenance_config(backend: ServerBackend, run_id: str | None = None) -> dict:

@@ -17,8 +17,9 @@ on the other under the same config hash.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from engine.running.provenance import Provenance
 from engine.types import GenerationOutput

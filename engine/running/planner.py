@@ -124,7 +124,7 @@ def plan_experiment(dataset: Dataset, request: RunRequest, sink: Sink) -> Experi
     runs = []
     for mode in request.modes:
         existing = stored.run_for(mode) if stored else None
-        if existing is not None and existing.owner:
+        if stored is not None and existing is not None and existing.owner:
             raise UserError(run_in_progress(existing, stored))
         limit = _grown_limit(existing, request.limit)
         # Prompt-length verdicts depend only on what the hash covers, so they still hold.
@@ -184,7 +184,7 @@ def check_prompt_lengths(plan: ExperimentPlan, loaded) -> ExperimentPlan:
         # Over-long prompts are measured and refused here; the tokenizer's own warning about
         # them would only break the one-line error.
         warned["sequence-length-is-longer-than-the-specified-maximum"] = True
-    measured = ("base", "cf") if request.prompt.metadata is not None else ("vanilla",)
+    measured: tuple[Mode, ...] = ("base", "cf") if request.prompt.metadata is not None else ("vanilla",)
     configs = [replace(request.prompt, mode=mode) for mode in measured]
     # No token covers more characters than the longest one in the vocabulary, so a text of more
     # than context x that many characters is too long without tokenizing it (a 10 MB question

@@ -63,7 +63,7 @@ class Provenance:
     threads: int | None = None  # torch intra-op threads every batch computed with (engine.generation.threads)
 
     @classmethod
-    def of_loaded(cls, loaded: Any, request: Any, threads: int | None = None) -> "Provenance":
+    def of_loaded(cls, loaded: Any, request: Any, threads: int | None = None) -> Provenance:
         """A model loaded in this process; the request's settings stand in for what it lacks."""
         return cls(
             revision=getattr(loaded, "revision", None),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from engine.prompting.prompts import PROMPT_VERSION, PromptConfig
 from engine.types import MODES, Mode, Quantize, SkippedItem
@@ -21,7 +22,8 @@ class RunRequest:
     model: str  # what to load: a Hub id or a local folder
     modes: tuple[Mode, ...]
     prompt: PromptConfig  # its mode is replaced per run
-    quantize: Quantize = "auto"
+    # "server": a served run (engine.usecases.served), loaded by the server, not by us.
+    quantize: Quantize | Literal["server"] = "auto"
     device: str = "auto"
     dtype: str = "auto"
     max_new_tokens: int = 256
@@ -113,7 +115,8 @@ class ExperimentOutcome:
         title, rows = self._lines()
         table = [list(_OUTCOME_HEADER), *rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(_OUTCOME_HEADER))]
-        return "\n".join([title, *("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)])
+        lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)
+        return "\n".join([title, *lines])
 
     def _repr_html_(self) -> str:
         from html import escape
@@ -127,7 +130,7 @@ class ExperimentOutcome:
 _OUTCOME_HEADER = ("mode", "run", "status", "items", "generated now", "with a citation")
 
 
-def run_config(request: RunRequest, mode: str) -> dict:
+def run_config(request: RunRequest, mode: Mode) -> dict:
     """The identity of one mode's run (no token, no batch size, device or item count)."""
     config = {
         "prompt": replace(request.prompt, mode=mode).to_dict(),

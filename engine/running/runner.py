@@ -28,12 +28,12 @@ shrinks a run (it is then already complete).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Callable, Mapping, Sequence
 
 from engine.errors import RunCancelled
 from engine.prompting.prompts import PROMPT_VERSION, build_prompt
-from engine.running.backends import Backend, LocalBackend, PlannedBatch, plan_batches
+from engine.running.backends import Backend, BatchResult, LocalBackend, PlannedBatch, plan_batches
 from engine.running.planner import (
     ExperimentPlan,
     PlannedRun,
@@ -45,9 +45,9 @@ from engine.running.run_request import (
     RunRequest,
     generation_config,
 )
-from engine.running.write_loop import OpenRun, fail_open_runs, write_loop
+from engine.running.write_loop import OpenRun, Unplanned, fail_open_runs, write_loop
 from engine.sink import Sink
-from engine.types import Mode, RunSpec
+from engine.types import Item, Mode, Prompt, RunSpec
 
 
 def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | None,
@@ -134,16 +134,17 @@ def execute_plan(
             if state.todo and run.mode in copy_from:
                 _copy_into(sink, copy_from[run.mode], state, on_progress)
         batches: tuple[PlannedBatch, ...] = ()
+        results: Iterator[BatchResult] = iter(())
         if any(state.todo for state in open_runs):
             if backend is None:
                 raise ValueError("execute_plan: items to generate but no model loaded")
             batches = _planned_batches(open_runs, request, backend, should_stop)
+            results = backend.generate(batches)  # a generator: nothing runs before the write loop reads it
         if should_stop is not None and should_stop():
             raise RunCancelled("cancelled before the first batch")
     except BaseException:
         fail_open_runs(sink, open_runs)
         raise
-    results = backend.generate(batches) if batches else iter(())
     write_loop(
         open_runs,
         batches,
@@ -241,7 +242,7 @@ def _claim(plan: ExperimentPlan, sink: Sink, provenance: Provenance | None,
     index = {it.id: n for n, it in enumerate(plan.dataset.items)}
     for run in claimed:
         prompt = replace(plan.request.prompt, mode=run.mode)
-        todo: dict = {it.id: (it, (prompt, index[it.id])) for it in run.todo}
+        todo: dict[str, tuple[Item, Prompt | Unplanned]] = {it.id: (it, Unplanned(prompt, index[it.id])) for it in run.todo}
         opened.append((run, OpenRun(run.run_id, run.mode, len(run.items), todo,
                                     citation_syntax=plan.request.citation_syntax)))
     return opened
@@ -292,15 +293,22 @@ def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Ba
     and kept in its run's state: the write loop needs it to resolve the citations. `should_stop`
     is asked every _ITEM_CHUNK prompts (RunCancelled)."""
     n = 0
+    runs: list[tuple[str, list[str], list[str]]] = []
     for state in states:
-        for item_id, (item, (prompt_config, index)) in list(state.todo.items()):  # as _open left them
-            n += 1
-            if should_stop is not None and n % _ITEM_CHUNK == 0 and should_stop():
-                raise RunCancelled("cancelled while planning the first batch")
-            state.todo[item_id] = (item, build_prompt(item, prompt_config, index))
+        texts = []
+        for item_id, (item, prompt) in list(state.todo.items()):
+            if isinstance(prompt, Unplanned):  # as _claim left it; a prompt built before is kept
+                n += 1
+                if should_stop is not None and n % _ITEM_CHUNK == 0 and should_stop():
+                    raise RunCancelled("cancelled while planning the first batch")
+                prompt = build_prompt(item, prompt.config, prompt.index)
+                state.todo[item_id] = (item, prompt)
+            texts.append(prompt.text)
+        if state.todo:
+            runs.append((state.run_id, list(state.todo), texts))
     return plan_batches(
         backend.tokenizer,
-        [(s.run_id, list(s.todo), [p.text for _, p in s.todo.values()]) for s in states if s.todo],
+        runs,
         request.batch_size,
         check=None if should_stop is None else lambda: _stop_if(should_stop, "planning the first batch"),
     )

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 from engine.errors import RunCancelled
 from engine.running.served_client import ServedConnectionError, ServedHTTPError

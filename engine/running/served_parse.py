@@ -253,7 +253,7 @@ def parse_completion(choice: dict, top_n: int) -> ParsedChoice:
     alternatives += [[]] * (len(pieces) - len(alternatives))
     tokens = [TokenLogprob(UNKNOWN_TOKEN_ID, piece, float(value),  # type: ignore[arg-type]
                            tuple(TopLogprob(UNKNOWN_TOKEN_ID, t, v) for t, v in alts) if top_n else ())
-              for piece, value, alts in zip(pieces, values, alternatives)]
+              for piece, value, alts in zip(pieces, values, alternatives, strict=True)]
     offsets = token_offsets(text, [t.token for t in tokens])
     kept, offsets = _trim_past_text(text, tokens, offsets)
     return ParsedChoice(text, finish, kept, offsets)

@@ -12,8 +12,9 @@ Pure values and functions, apart from the server (engine.running.backend_server 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 Endpoint = Literal["chat", "completions"]
 _OPENAI_MAX_STOPS = 4  # the OpenAI API takes at most four stop strings

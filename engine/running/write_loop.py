@@ -12,14 +12,25 @@ It runs on the driver, the only process that touches the store. It
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from engine.errors import RunCancelled, UserError
 from engine.prompting.citations import DEFAULT_CITATION_SYNTAX, citation_probabilities, parse_citation_marks
+from engine.prompting.prompts import PromptConfig
 from engine.running.backends import BatchResult, PlannedBatch
 from engine.sink import Sink
-from engine.types import Citation, Generation, GenerationOutput, Item, Prompt
+from engine.types import Citation, Generation, GenerationOutput, Item, Prompt, RunStatus
+
+
+@dataclass(frozen=True)
+class Unplanned:
+    """An item's prompt before it is built: its run's prompt settings and its 0-based place in
+    the dataset (a many-valued label rotation is keyed by it). engine.running.runner builds
+    every prompt once, just before planning the batches, and puts the Prompt in its place."""
+
+    config: PromptConfig
+    index: int
 
 
 @dataclass
@@ -29,7 +40,7 @@ class OpenRun:
     run_id: str
     mode: str
     n_items: int
-    todo: dict[str, tuple[Item, Prompt]]  # item id -> the item and its prompt, not yet stored
+    todo: dict[str, tuple[Item, Prompt | Unplanned]]  # item id -> the item and its prompt, not yet stored
     n_generated: int = 0
     n_cited: int = 0
     finished: bool = field(default=False)
@@ -65,10 +76,14 @@ def write_loop(
             if len(result.outputs) != len(batch.item_ids):
                 raise RuntimeError(f"batch {batch.batch_id}: {len(result.outputs)} outputs for {len(batch.item_ids)} items")
             generations = []
-            for item_id, output in zip(batch.item_ids, result.outputs):
+            for item_id, output in zip(batch.item_ids, result.outputs, strict=True):
                 pending = run.todo.pop(item_id, None)
-                if pending is not None:  # None: already written (a batch run twice)
-                    generations.append(make_generation(pending[0], pending[1], output, run.citation_syntax))
+                if pending is None:  # already written (a batch run twice)
+                    continue
+                item, prompt = pending
+                if isinstance(prompt, Unplanned):
+                    raise RuntimeError(f"run {run.run_id}: item {item_id} was generated before its prompt was built")
+                generations.append(make_generation(item, prompt, output, run.citation_syntax))
             if generations:
                 sink.write_batch(run.run_id, generations)
                 run.n_generated += len(generations)
@@ -111,7 +126,7 @@ def fail_open_runs(sink: Sink, runs: Sequence[OpenRun]) -> None:
         run.finished = True
 
 
-def _finish(sink: Sink, run: OpenRun, status: str) -> None:
+def _finish(sink: Sink, run: OpenRun, status: RunStatus) -> None:
     sink.finish_run(run.run_id, status)
     run.finished = True
 
@@ -120,7 +135,8 @@ def _difference(expected: tuple, got: tuple | None) -> str:
     """The first field that differs, as 'dtype float32 here, bfloat16 there'."""
     if got is None:
         return "no report"
-    for (name, want), (_, have) in zip(expected, got):
+    # A worker of another version may report other fields: the common ones are compared.
+    for (name, want), (_, have) in zip(expected, got, strict=False):
         if want != have:
             return f"{name} {want} recorded, {have} on a worker"
     return "fields differ"
@@ -134,7 +150,7 @@ def make_generation(item: Item, prompt: Prompt, output: GenerationOutput,
     probabilities = citation_probabilities(output, citation_syntax) if output.tokens else [None] * len(marks)
     relevant = {d.id: d.relevant for d in item.documents}
     citations = []
-    for index, (mark, probability) in enumerate(zip(marks, probabilities)):
+    for index, (mark, probability) in enumerate(zip(marks, probabilities, strict=True)):
         shown = 1 <= mark.number <= len(prompt.shown_doc_ids)
         doc_id = prompt.shown_doc_ids[mark.number - 1] if shown else None
         citations.append(

@@ -21,8 +21,9 @@ shared set of resamples per experiment.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -138,7 +139,7 @@ def view_row_test(row: Mapping[str, Any], *, seed: int = DEFAULT_SEED) -> Differ
     nonzero = None if listed is None or (isinstance(listed, float) and math.isnan(listed)) else list(listed)
     sd = row.get("sd_diff")
     return summary_test(nonzero, int(row["n_differ"]), int(row["n"]), float(row["mean_diff"]),
-                        math.nan if _absent(sd) else float(sd), seed=seed)
+                        math.nan if sd is None or _absent(sd) else float(sd), seed=seed)
 
 
 def _absent(x: Any) -> bool:
@@ -206,7 +207,7 @@ def metric_table(records: Any) -> MetricTable:
     rows: list[list[float]] = []
     cited: list[bool | None] = []
     for rec in records:
-        get = rec.get if isinstance(rec, Mapping) else (lambda k, d=None, r=rec: getattr(r, k, d))
+        get: Callable[..., Any] = rec.get if isinstance(rec, Mapping) else (lambda k, d=None, r=rec: getattr(r, k, d))
         ids.append(str(get("item_id")))
         rows.append([float(get(m)) for m in METRICS])
         if get("cites") is not None:
@@ -290,7 +291,7 @@ def compute_bias(
     unknown = set(per_mode) - set(MODES)
     if unknown:
         raise UserError(f"unknown mode(s) {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
-    tables = {m: metric_table(per_mode[m]) for m in MODES if m in per_mode}
+    tables: dict[str, MetricTable] = {m: metric_table(per_mode[m]) for m in MODES if m in per_mode}
     comparisons = possible_comparisons(tables)
     if not comparisons:
         have = ", ".join(tables) or "none"
@@ -302,11 +303,11 @@ def compute_bias(
         signed.append(diff)
         shown.append(np.abs(diff) if measure == "CAS" else diff)
     n = len(signed[0])
-    low, high = bootstrap_mean_ci(np.hstack(shown), n_resamples=n_resamples, seed=seed)
+    low, high = map(np.atleast_1d, bootstrap_mean_ci(np.hstack(shown), n_resamples=n_resamples, seed=seed))  # (n, k) in: arrays
     results = []
     for k, (measure, a, b) in enumerate(comparisons):
-        n_cite_a = None if cites[a] is None else int(cites[a].sum())
-        n_cite_b = None if cites[b] is None else int(cites[b].sum())
+        n_cite_a = None if (cited_a := cites[a]) is None else int(cited_a.sum())
+        n_cite_b = None if (cited_b := cites[b]) is None else int(cited_b.sum())
         reason = None
         if n_cite_a == 0 and n_cite_b == 0:
             names = run_ids or {}

@@ -228,7 +228,7 @@ def choice_coverage(settings: SimulationSettings, truth: ChoiceTruth, draws: int
     for term, rows in found.items():
         if not rows:
             continue
-        cols = list(zip(*rows))
+        cols = list(zip(*rows, strict=True))
         out.append(Coverage(term, math.exp(expected[term]), float(np.median(cols[0])), float(np.mean(cols[1])),
                             float(np.mean(cols[2])), float(np.mean(cols[3])), float(np.mean(cols[4])), draws,
                             draws - len(rows)))

@@ -28,8 +28,8 @@ against scipy and statsmodels, and the verdicts' error rates by simulation.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -356,9 +356,7 @@ def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequenc
         mdd = mcnemar_min_detectable(n, discordant)
         detectable = None if mdd.value is None else mdd.value * spec.scale
         mdd_why = mdd.undefined
-        equivalence = tost_binary(x, y, margin / spec.scale) if margin is not None else None
-        if equivalence is not None:
-            equivalence = _in_units(equivalence, margin)
+        equivalence = _in_units(tost_binary(x, y, margin / spec.scale), margin) if margin is not None else None
     else:
         tt = paired_t(x * spec.scale, y * spec.scale)
         t, t_p = tt.statistic, tt.p
@@ -393,7 +391,7 @@ def with_holm(results: Iterable[MetricComparison]) -> tuple[MetricComparison, ..
     adjusted = holm([r.p for r in results])
     tost = holm([r.equivalence.p if r.equivalence else math.nan for r in results])
     out = []
-    for r, q, e in zip(results, adjusted, tost):
+    for r, q, e in zip(results, adjusted, tost, strict=True):
         eq = replace(r.equivalence, p_holm=e) if r.equivalence else None
         out.append(replace(r, p_holm=q, equivalence=eq, verdict=verdict(q, r.n, eq)))
     return tuple(out)
@@ -434,4 +432,5 @@ def citation_flips(items: Iterable[tuple[Iterable[str], Iterable[str], Iterable[
             counts[0 if doc in relevant else 1] += 1
         for doc in (cited_b - cited_a) & shown:
             counts[2 if doc in relevant else 3] += 1
-    return CitationFlips(*counts, shown_both=shown_total)
+    a_relevant, a_nonrelevant, b_relevant, b_nonrelevant = counts
+    return CitationFlips(a_relevant, a_nonrelevant, b_relevant, b_nonrelevant, shown_both=shown_total)

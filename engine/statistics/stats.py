@@ -19,7 +19,8 @@ the paired t-test does not (7.5-8% at n = 30 for 0/1 or skewed metrics; issue 26
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -203,8 +204,9 @@ def bootstrap_mean_ci(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     batch: int = DEFAULT_BATCH,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile-bootstrap CI of the column means of an (n,) or (n, k) array: (low, high)."""
+) -> tuple[np.ndarray, np.ndarray] | tuple[float, float]:
+    """Percentile-bootstrap CI of the column means of an (n,) or (n, k) array: (low, high), two
+    numbers for an (n,) array, two (k,) arrays for an (n, k) one."""
     arr = np.asarray(values, dtype=float)
     columns = arr.reshape(arr.shape[0], -1)
     n, k = columns.shape
@@ -238,7 +240,8 @@ def one_sample_tests(
 ) -> list[PairedTest]:
     """For each column of an (n, k) array: mean, bootstrap CI and a t-test against 0."""
     columns = np.asarray(values, dtype=float).reshape(len(values), -1)
-    low, high = bootstrap_mean_ci(columns, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    # (n, k) in: (k,) arrays out (atleast_1d tells the type checker, which cannot see the shape).
+    low, high = map(np.atleast_1d, bootstrap_mean_ci(columns, n_resamples=n_resamples, seed=seed, confidence=confidence))
     out = []
     for j in range(columns.shape[1]):
         test = t_test(columns[:, j])

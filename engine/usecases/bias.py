@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def _shown_experiment(e: Any) -> str:
     return f"{e.experiment_id}{named} ({e.model}, {e.metadata_type or 'no metadata type'}, {'+'.join(e.modes)})"
 
 
-def add_modes_command(experiment_id: str, runs: list[Any], modes: list[str], db_arg: str | None) -> str:
+def add_modes_command(experiment_id: str, runs: list[Any], modes: Sequence[str], db_arg: str | None) -> str:
     """The command that adds the missing modes to an experiment, from its newest run."""
     from engine.prompting.prompts import METADATA_TYPES
 
@@ -234,7 +235,7 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
         "ignored_runs": {r.run_id: f"{r.rag_mode}, {r.status}" for r in ignored},
         "results": [_finite_dict(r.__dict__) for r in results],
         "confidence": [
-            _finite_dict(dict(zip(("rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"), c)))
+            _finite_dict(dict(zip(("rag_mode", "cited_docs", "label", "mean_probability", "n_with_probability", "n_citations"), c, strict=True)))
             for c in data.confidence
         ],
         "bootstrap": {"method": "percentile", "resamples": resamples or DEFAULT_RESAMPLES, "seed": seed},

@@ -214,7 +214,7 @@ class Comparison:
         """JSON-ready (NaN as None), with at most `items` items per pair (None: all)."""
         return _finite({
             "a": self.request.a, "b": self.request.b,
-            "margins": self.request.margins.as_dict() if self.request.margins else None,
+            "margins": m.as_dict() if (m := parsed_margins(self.request)) else None,
             "bootstrap": {"method": "percentile", "resamples": self.request.resamples, "seed": self.request.seed},
             "difference": "B - A",
             "runs": [{
@@ -257,17 +257,12 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     from dataclasses import replace
 
     from engine.paths import default_db_path
-    from store.queries.compare import resolve_side
 
     request = replace(request, margins=parse_margins(request.margins))
     _check(request)
     db = default_db_path() if db is None else db
-    side_a = resolve_side(db, request.a)
-    side_b = resolve_side(db, request.b)
+    side_a, side_b = _resolved(db, request.a), _resolved(db, request.b)
     for side in (side_a, side_b):
-        if side is None:
-            raise UserError(f"'{(request.a if side is side_a else request.b)}' is neither a run id nor an experiment "
-                            "(id or name, optionally with :vanilla, :base or :cf); see `python -m engine list --runs`")
         if not side.runs:
             mode = side.reference.rpartition(":")[2]
             has = ", ".join(sorted({r.rag_mode for r in side.ignored})) or "none"
@@ -281,6 +276,16 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     return Comparison(request, side_a, side_b, runs, bias)
 
 
+def _resolved(db: DbLike, reference: str) -> Side:
+    from store.queries.compare import resolve_side
+
+    side = resolve_side(db, reference)
+    if side is None:
+        raise UserError(f"'{reference}' is neither a run id nor an experiment "
+                        "(id or name, optionally with :vanilla, :base or :cf); see `python -m engine list --runs`")
+    return side
+
+
 def _check(request: CompareRequest) -> None:
     unknown = [m for m in request.metrics if m not in METRICS]
     if unknown:
@@ -291,7 +296,7 @@ def _check(request: CompareRequest) -> None:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {request.resamples}")
     if request.seed < 0:
         raise UserError(f"--seed must be 0 or more, not {request.seed}")
-    margins = request.margins
+    margins = parsed_margins(request)
     if margins is not None:
         entries = ([("", margins.points)] if margins.points is not None else []) + list(margins.named)
         for name, margin in entries:
@@ -326,7 +331,7 @@ def _pairs(side_a: Side, side_b: Side) -> list[tuple[str, CompareRun, CompareRun
 
 def _notes(runs: tuple[CompareRun, ...], names: tuple[str, ...]) -> tuple[str, ...]:
     out = []
-    for name, run in zip(names, runs):
+    for name, run in zip(names, runs, strict=True):
         if run.status != "complete":
             planned = f" of {run.n_items}" if run.n_items is not None else ""
             out.append(f"{name}: run {run.run_id} is {run.status} ({run.n_done}{planned} items stored); "
@@ -372,16 +377,26 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
     )
 
 
+def parsed_margins(request: CompareRequest) -> Margins | None:
+    """The request's margins once compare() has read them (parse_margins): text or a number left
+    here would be a caller that skipped it, a bug, not a user mistake."""
+    if request.margins is None or isinstance(request.margins, Margins):
+        return request.margins
+    raise TypeError(f"CompareRequest.margins not parsed: {request.margins!r}; pass it through parse_margins first")
+
+
 def _margins(request: CompareRequest, names: tuple[str, ...] | list[str]) -> dict[str, float]:
     """metric -> its equivalence margin, for the metrics that have one."""
-    if request.margins is None:
+    margins = parsed_margins(request)
+    if margins is None:
         return {}
     specs = {name: METRICS.get(name) or MetricSpec(name, name, False, 100.0) for name in names}
-    return {name: m for name, spec in specs.items() if (m := request.margins.for_metric(spec)) is not None}
+    return {name: m for name, spec in specs.items() if (m := margins.for_metric(spec)) is not None}
 
 
 def _margin_notes(request: CompareRequest, compared: list[str]) -> tuple[str, ...]:
-    if request.margins is None:
+    margins = parsed_margins(request)
+    if margins is None:
         return ()
     given = _margins(request, compared)
     missing = [name for name in compared if name not in given]
@@ -389,12 +404,12 @@ def _margin_notes(request: CompareRequest, compared: list[str]) -> tuple[str, ..
         return ()
     # One note for all: a margin given by name says nothing of the others, and a plain one is in
     # points, which n_citations is not.
-    if request.margins.points is not None:
+    if margins.points is not None:
         return (f"{', '.join(missing)}: no equivalence margin (the plain margin is in points; give NAME=M in the "
                 "metric's units)",)
     # Named margins only: short when none of them is compared here (a CAB margin, say, seen from a mode).
     if not given:
-        return (f"no equivalence test here: the margins name only {', '.join(n for n, _ in request.margins.named)}",)
+        return (f"no equivalence test here: the margins name only {', '.join(n for n, _ in margins.named)}",)
     return (f"equivalence tested only for the metrics given a margin: {', '.join(given)}",)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,7 +80,7 @@ def text_table(header: Iterable[str], rows: list[list[str]]) -> str:
     """Columns padded to their widest cell, as the CLI's tables; a note where rows were left out."""
     table = [list(header), *rows[:MAX_SHOWN]]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
     if len(rows) > MAX_SHOWN:
         lines.append(f"... {len(rows) - MAX_SHOWN} more rows (the DataFrame holds them all)")
     return "\n".join(lines)

@@ -10,9 +10,10 @@ imported into a store (a throwaway one for db=":memory:") and read back through 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 

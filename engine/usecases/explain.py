@@ -14,9 +14,10 @@ steps and after each batch, which then raises engine.errors.RunCancelled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.errors import UserError
 
@@ -118,7 +119,7 @@ def capped_plan(plan: JudgePlan, limit: int | None) -> JudgePlan:
             take = min(each, sizes[i] - shares[i], left)
             shares[i] += take
             left -= take
-    runs = tuple(replace(t, sources=t.sources[:k]) for t, k in zip(plan.runs, shares))
+    runs = tuple(replace(t, sources=t.sources[:k]) for t, k in zip(plan.runs, shares, strict=True))
     return replace(plan, runs=runs, n_todo=limit)
 
 

@@ -13,9 +13,12 @@ experiment that the bias report reads.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+from engine.types import MODES, Mode
 
 
 @dataclass(frozen=True)
@@ -197,10 +200,21 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
                         f"--label-b{did_you_mean(name, METADATA_TYPES)}")
     if missing:
         raise UserError(f"metadata type '{name}': {missing[0]} is missing; a type of your own needs --label-a and --label-b")
-    a, b = label_a.strip(), label_b.strip()
+    a, b = (label_a or "").strip(), (label_b or "").strip()  # both given: `missing` is empty
     if a == b:
         raise UserError(f"metadata type '{name}': label A and label B must differ (both '{a}')")
     return MetadataType(name, a, b, "", a, b)
+
+
+def _checked_mode(mode: str) -> Mode:
+    """The mode as the store's type; a caller other than the CLI (whose choices are MODES) may
+    pass any string, and an unknown one must not be stored as a run's rag_mode."""
+    from engine.errors import UserError
+
+    for known in MODES:
+        if mode == known:
+            return known
+    raise UserError(f"--mode must be one of {', '.join(MODES)}, not '{mode}'")
 
 
 def import_answers(request: ImportRequest) -> ImportResult:
@@ -220,7 +234,8 @@ def import_answers(request: ImportRequest) -> ImportResult:
 
     dataset, meta, path = request.dataset, request.metadata, Path(request.db)
     syntax = check_citation_syntax(request.citation_syntax)
-    if request.mode != "vanilla" and meta is None:
+    mode = _checked_mode(request.mode)
+    if mode != "vanilla" and meta is None:
         raise UserError(f"--mode {request.mode} needs --metadata (hai, gender, race or a custom type)")
     if isinstance(request.answers, (str, Path)):
         answers_path = Path(request.answers)
@@ -233,7 +248,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
     generations = to_generations(rows, dataset, syntax)
 
     answers_sha = hashlib.sha256(answers_bytes).hexdigest()[:16]
-    prompt = PromptConfig(mode=request.mode, metadata=meta).to_dict()
+    prompt = PromptConfig(mode=mode, metadata=meta).to_dict()
     # As in run_config: recorded (and hashed) only when not the default, so older imports keep their hashes.
     reading = {} if syntax == "ours" else {"citation_syntax": syntax}
     run_hash = config_hash(request.name, dataset.sha,
@@ -260,7 +275,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
         dataset=dataset.source,
         dataset_sha=dataset.sha,
         metadata_type=meta.name if meta else None,
-        rag_mode=request.mode,
+        rag_mode=mode,
         seed=0,
         prompt_version="imported",
         git_sha=git_sha(),

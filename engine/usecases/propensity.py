@@ -23,9 +23,10 @@ batch of n items, `stage(line)` before loading and before probing, `stop()` betw
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.errors import UserError
 
@@ -159,7 +160,8 @@ def _probe_rows(loaded: Any, todo: _Todo, batch_size: int) -> list[tuple[str, st
     """The store rows of one item: both modes, every site, every candidate; None when it does not fit."""
     from engine.judges.propensity import probe_citations
 
-    item, rows = todo.item, []
+    item = todo.item
+    rows: list[tuple[str, str, int, int, float, float]] = []
     prompts = {"base": item.base_prompt, "cf": item.cf_prompt}
     if not all(_fits(loaded, prompts[m], item.answer) for m in PROBED_MODES):
         return None
@@ -167,7 +169,7 @@ def _probe_rows(loaded: Any, todo: _Todo, batch_size: int) -> list[tuple[str, st
         prompt = prompts[mode]
         for site in probe_citations(loaded, prompt, item.answer, todo.n_shown, batch_size=batch_size):
             rows.extend((mode, item.item_id, site.site_index, n, lp, p)
-                        for n, (lp, p) in enumerate(zip(site.logprobs, site.probabilities), start=1))
+                        for n, (lp, p) in enumerate(zip(site.logprobs, site.probabilities, strict=True), start=1))
     return rows
 
 
@@ -182,11 +184,11 @@ def item_masses(stored: tuple[tuple, ...], relevant: dict[str, tuple[bool, ...]]
         sites.setdefault((item_id, mode), {}).setdefault(site_index, {})[position] = probability
     out = []
     for item_id, rel in relevant.items():
-        per_mode = [sites.get((item_id, m)) for m in PROBED_MODES]
-        if any(not s for s in per_mode):
+        per_mode = [s for m in PROBED_MODES if (s := sites.get((item_id, m)))]
+        if len(per_mode) < len(PROBED_MODES):
             continue
         masses = [relevant_mass([[s[i][n] for n in sorted(s[i])] for i in sorted(s)], rel) for s in per_mode]
-        out.append(ItemPropensity(item_id, len(per_mode[0] or ()), masses[0], masses[1]))
+        out.append(ItemPropensity(item_id, len(per_mode[0]), masses[0], masses[1]))
     return tuple(out)
 
 

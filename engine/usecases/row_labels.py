@@ -9,7 +9,8 @@ config_json (store.queries.run_settings).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from engine.running.experiment import Setting, experiment_settings, setting_items
 
@@ -93,7 +94,9 @@ def shared_vanilla(records: list[dict[str, Any]], settings: Mapping[str, Any],
         run_id, seen = rec["run_id"], {rec["run_id"]}
         while True:
             source = run_config(settings, run_id).get("shared_from")
-            src = by_id.get(source) if isinstance(source, str) and source not in seen else None
+            if not isinstance(source, str) or source in seen:
+                break
+            src = by_id.get(source)
             if src is None or src["rag_mode"] != "vanilla" or conf[source] != conf[rec["run_id"]] or (
                     src["model"], src["dataset_sha"]) != (rec["model"], rec["dataset_sha"]):
                 break

@@ -17,11 +17,12 @@ A study grid (comma lists) is engine.usecases.study.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from engine.errors import RunCancelled, UserError
+from engine.errors import FieldError, RunCancelled, UserError
 from engine.generation.threads import MAX_THREADS  # torch-free at import
 from engine.usecases.served import ServerOptions
 
@@ -93,50 +94,55 @@ class Progress:
 def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, temperature: float,
                    do_sample: bool, top_p: float, top_k_sampling: int, top_n_logprobs: int,
                    threads: int | None, seed: int, experiment: str | None) -> None:
-    """Refuse out-of-range settings in one line (named by their CLI option), before anything is
-    read or loaded. Faces call it before they build a RunRequest, whose own name checks would
+    """Refuse out-of-range settings in one line, before anything is read or loaded: a FieldError
+    naming the field as engine.usecases.run_values.RunValues does (each face words it). The
+    request builder calls it before it builds a RunRequest, whose own name checks would
     otherwise speak first; the use cases call it again on the request (check_request)."""
     for name, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
         if value < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+            raise FieldError(name, f"{{{name}}} must be at least 1")
     if limit is not None and limit < 1:
-        raise UserError("--limit must be at least 1")
+        raise FieldError("limit", "{limit} must be at least 1")
     if not math.isfinite(temperature) or (do_sample and temperature <= 0):
-        raise UserError(f"--temperature must be a finite number above 0, not {temperature}")
+        raise FieldError("temperature", "{temperature} must be a finite number above 0, not {value}", value=temperature)
     if not 0 < top_p <= 1:  # also false for nan
-        raise UserError(f"--top-p must be in (0, 1], not {top_p}")
+        raise FieldError("top_p", "{top_p} must be in (0, 1], not {value}", value=top_p)
     if top_k_sampling < 0:
-        raise UserError("--sample-top-k must be 0 or more")
+        raise FieldError("sample_top_k", "{sample_top_k} must be 0 or more")
     if not do_sample:
         # Greedy decoding ignores them: a value other than the default was meant to sample, and a
         # run that silently did not would be stored as greedy under the user's nose (issue 28).
-        for option, value, default in (("--temperature", temperature, 1.0), ("--top-p", top_p, 1.0),
-                                       ("--sample-top-k", top_k_sampling, 0)):
-            if value != default:
-                raise UserError(f"{option} {value:g} needs --sample (sampling): decoding is greedy without it "
-                                f"and would ignore {option}")
+        sampling_values: tuple[tuple[str, float, float], ...] = (
+            ("temperature", temperature, 1.0), ("top_p", top_p, 1.0), ("sample_top_k", top_k_sampling, 0))
+        for name, given, default in sampling_values:
+            if given != default:
+                raise FieldError(name, f"{{{name}}} {{value:g}} needs {{sample}}: decoding is greedy "
+                                 f"without it and would ignore {{{name}}}", value=given)
     if not 0 <= top_n_logprobs <= MAX_TOP_LOGPROBS:
-        raise UserError(f"--top-logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {top_n_logprobs}")
+        raise FieldError("top_logprobs", "{top_logprobs} must be between 0 and {most}, not {value}",
+                         most=MAX_TOP_LOGPROBS, value=top_n_logprobs)
     if threads is not None and not 1 <= threads <= MAX_THREADS:
-        raise UserError(f"--threads must be between 1 and {MAX_THREADS}, not {threads}")
+        raise FieldError("threads", "{threads} must be between 1 and {most}, not {value}", most=MAX_THREADS,
+                         value=threads)
     if not 0 <= seed <= MAX_SEED:
-        raise UserError(f"--seed must be between 0 and {MAX_SEED}, not {seed}")
+        raise FieldError("seed", "{seed} must be between 0 and {most}, not {value}", most=MAX_SEED, value=seed)
     if experiment is not None:
         from engine.bounds import MAX_NAME_CHARS, check_name
 
         if (not experiment.strip() or experiment != experiment.strip() or not experiment.isprintable()
                 or len(experiment) > MAX_NAME_CHARS):
-            raise UserError(
-                f"--experiment must be 1 to {MAX_NAME_CHARS} printable characters without "
-                "leading or trailing spaces"
-            )
-        check_name(experiment, "--experiment")  # look-alike letters (engine.bounds)
+            raise FieldError("experiment", "{experiment} must be 1 to {most} printable characters without "
+                             "leading or trailing spaces", most=MAX_NAME_CHARS)
+        try:
+            check_name(experiment, "")  # look-alike letters (engine.bounds); its line starts after `what`
+        except UserError as err:
+            raise FieldError("experiment", "{experiment} {problem}", problem=str(err).strip()) from None
 
 
 def check_request(request: RunRequest) -> None:
     """check_settings on a built request: a notebook's request meets the CLI's and the app's bounds."""
     if not request.modes:
-        raise UserError("no modes to run")
+        raise FieldError("modes", "no {modes} to run")
     check_settings(
         batch_size=request.batch_size, max_new_tokens=request.max_new_tokens, limit=request.limit,
         temperature=request.temperature, do_sample=request.do_sample, top_p=request.top_p,
@@ -151,9 +157,9 @@ def check_ray(ray: RayOptions | None, device: str) -> None:
     if ray is None:
         return
     if ray.actors < 1:
-        raise UserError("--actors must be at least 1")
+        raise FieldError("actors", "{actors} must be at least 1")
     if ray.gpus_per_actor is not None and not (math.isfinite(ray.gpus_per_actor) and ray.gpus_per_actor >= 0):
-        raise UserError(f"--gpus-per-actor must be 0 or more, not {ray.gpus_per_actor}")
+        raise FieldError("gpus_per_actor", "{gpus_per_actor} must be 0 or more, not {value}", value=ray.gpus_per_actor)
     from engine.running.backend_ray import check_address, check_ray_device, import_ray
 
     check_ray_device(device)
@@ -278,9 +284,9 @@ def _dataset(source: str | Path | Dataset, run: RunRequest, read: ReadFn | None,
     if isinstance(source, Dataset):
         dataset = source
     else:
-        if read is None:
-            from engine.datasets.data import load_dataset as read
-        dataset = read(source, skip_invalid=run.skip_invalid, top_k=run.prompt.top_k if top_k is None else top_k)
+        from engine.datasets.data import load_dataset
+
+        dataset = (read or load_dataset)(source, skip_invalid=run.skip_invalid, top_k=run.prompt.top_k if top_k is None else top_k)
     # The store names an upload by its file name, never by its server path (SQL console).
     return replace(dataset, source=name) if name else dataset
 

@@ -314,7 +314,7 @@ def check_load(loaded: LoadedModel) -> Check:
         return Check("load", "PASS", f"{where}: {len(linears)} linear layers unquantized")
     wrong = [n for n, m in linears if type(m).__name__ != kind]
     if kind == "Linear4bit":
-        wrong += [n for n, m in linears if type(m).__name__ == kind and getattr(m.weight.quant_state, "quant_type", None) != "nf4"]
+        wrong += [n for n, m in linears if type(m).__name__ == kind and getattr(getattr(m.weight, "quant_state", None), "quant_type", None) != "nf4"]
     if wrong or not linears:
         return Check("load", "FAIL", f"{where}: {len(wrong)} of {len(linears)} linear layers are not {kind} nf4 ({', '.join(wrong[:3])})")
     nf4 = " nf4" if kind == "Linear4bit" else ""
@@ -353,7 +353,7 @@ def compare_logprobs(
     worst = (0.0, "")
     not_argmax: list[str] = []
     n_tokens = 0
-    for prompt, out in zip(prompts, outputs):
+    for prompt, out in zip(prompts, outputs, strict=True):
         new_ids = [t.token_id for t in out.tokens]
         if not new_ids:
             continue
@@ -455,7 +455,8 @@ def run_selfcheck(
         batch = [texts[i % len(texts)] for i in range(batch_size)]
         timing = time_batch(loaded, batch, replace(config, top_n_logprobs=0))
     answers = tuple(
-        Answer(p.item_id, mode, o.text, len(o.tokens), o.finish_reason) for (p, mode), o in zip(with_modes, outputs)
+        Answer(p.item_id, mode, o.text, len(o.tokens), o.finish_reason)
+        for (p, mode), o in zip(with_modes, outputs, strict=True)
     )
     stops = tuple(loaded.tokenizer.convert_ids_to_tokens(list(loaded.stop_token_ids)))
     return SelfcheckReport(

@@ -12,15 +12,16 @@ came back, and the prompt and completion tokens of its answers, summed over ever
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from engine.errors import UserError
 
 if TYPE_CHECKING:
     from engine.running.run_request import RunRequest
 
-SERVED = "server"  # quantize, dtype and device of a served run
+SERVED: Final = "server"  # quantize, dtype and device of a served run
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from engine.errors import UserError
+from engine.errors import FieldError
 from engine.prompting.prompts import METADATA_TYPES
 from engine.prompting.study import AXES, BATTERY_AXES, Grid
 from engine.running.run_request import ExperimentOutcome, RunRequest
@@ -41,6 +42,9 @@ from engine.usecases.run import (
     resolved,
 )
 from engine.usecases.served import ServerOptions
+
+if TYPE_CHECKING:
+    from engine.running.planner import ExperimentPlan
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ class _Planned:
     position: int
     configuration: dict
     label: str  # the model as stored
-    plan: object  # engine.running.planner.ExperimentPlan
+    plan: ExperimentPlan
 
 
 def configuration_request(study: StudyRequest, configuration: dict) -> RunRequest:
@@ -123,12 +127,11 @@ def check_study(study: StudyRequest) -> list[RunRequest]:
 
     run, grid = study.run, study.grid
     if run.experiment is not None:
-        raise UserError(
-            f"--experiment names one experiment; this grid has {grid.size} configurations: name it with --study"
-        )
+        raise FieldError("experiment", "{experiment} names one experiment; this grid has {n} configurations: "
+                         "name it with {study}", n=grid.size)
     if run.repeat:
-        raise UserError("--repeat starts one new experiment; a grid resumes its experiments (give a new --study "
-                        "only to group them anew)")
+        raise FieldError("repeat", "{repeat} starts one new experiment; a grid resumes its experiments (give a new "
+                         "{study} only to group them anew)")
     if study.name is not None:
         check_study_name(study.name)
     check_metadata_list(grid)
@@ -161,7 +164,7 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
         outcomes = _execute(planned, copy_from, sink, name, grid, study.ray, step, stop, load)
     return StudyOutcome(name, summary, tuple(
         StudyExperiment(p.position, p.configuration, p.label, outcome, dict(copy_from.get(p.position, {})))
-        for p, outcome in zip(planned, outcomes)
+        for p, outcome in zip(planned, outcomes, strict=True)
     ))
 
 
@@ -235,11 +238,12 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
     for typed, run in resolved_models.items():
         if run.label in seen:
             # Two names for one model would plan one experiment twice.
-            raise UserError(f"--model: '{seen[run.label]}' and '{typed}' are the same model ({run.label}); list it once")
+            raise FieldError("model", "{model}: '{first}' and '{typed}' are the same model ({label}); list it once",
+                             first=seen[run.label], typed=typed, label=run.label)
         seen[run.label] = typed
     sink = RunStore(resolve_db(study.db))
     planned: list[_Planned] = []
-    for position, (c, request) in enumerate(zip(configurations, requests)):
+    for position, (c, request) in enumerate(zip(configurations, requests, strict=True)):
         model = resolved_models[c["model"]]
         request = replace(request, model=model.model, model_label=model.label, quantize=model.quantize,
                           dtype=model.dtype, device=model.device)
@@ -248,9 +252,9 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
     if check_models and study.server is None:
         from engine.generation.model_check import check_model_name
 
-        for model in grid.model:  # every model with work, before the first one loads
-            if any(p.plan.n_todo for p in planned if p.configuration["model"] == model):
-                check_model_name(resolved_models[model].model)
+        for model_name in grid.model:  # every model with work, before the first one loads
+            if any(p.plan.n_todo for p in planned if p.configuration["model"] == model_name):
+                check_model_name(resolved_models[model_name].model)
 
     copy_from = shared_vanilla(planned)
     runs = [r for p in planned for r in p.plan.runs]
@@ -281,8 +285,8 @@ def shared_vanilla(planned: list[_Planned]) -> dict[int, dict[str, str]]:
         groups.setdefault(_group_key(p.configuration), []).append(p)
     out: dict[int, dict[str, str]] = {}
     for members in groups.values():
-        vanillas = [(p, next((r for r in p.plan.runs if r.mode == "vanilla"), None)) for p in members]
-        vanillas = [(p, r) for p, r in vanillas if r is not None]
+        vanillas = [(p, r) for p in members
+                    if (r := next((r for r in p.plan.runs if r.mode == "vanilla"), None)) is not None]
         if len(vanillas) < 2:
             continue
         complete = [(p, r) for p, r in vanillas if not r.todo and r.resumes is not None]

@@ -15,9 +15,10 @@ are named by file name and content hash prefix, never by the path as typed.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.types import MODES, ORDERS, XAI_VARIANTS
 from engine.usecases.formatting import TYPE_ORDER
@@ -214,7 +215,7 @@ def verification_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
         rec = meta[run_id]
         out.append({"run_id": run_id, "model": rec.get("model"), "metadata_type": rec.get("metadata_type"),
                     "rag_mode": mode, "judge_model": judge, "n_citations": int(n),
-                    **{f"{c}_share": float(v) for c, v in zip(VERIFICATION_CLASSES, shares)}})
+                    **{f"{c}_share": float(v) for c, v in zip(VERIFICATION_CLASSES, shares, strict=True)}})
     return out
 
 

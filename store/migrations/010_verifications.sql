@@ -1,6 +1,8 @@
 -- 010_verifications: AttrScore attribution verification of stored answers
 -- (`python -m engine verify`), and per run the shares of each class.
--- Append-only: never edit this file once released; add NNN_name.sql files instead.
+-- Do not change what this file does once released: add NNN_name.sql files instead.
+-- Edited since release (62e7936: its view statement removed, store/views.sql defines the view;
+-- tests/old_migrations holds the text as it shipped).
 --
 -- One row per (run, item, answer sentence, cited document, judge model): whether the document
 -- cited by that sentence supports the claim (question + sentence), as judged by `judge_model`

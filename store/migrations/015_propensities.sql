@@ -1,7 +1,8 @@
 -- 015_propensities: the citation propensity probe (`python -m engine propensity`,
 -- engine/judges/propensity.py): with the vanilla answer's text held fixed, the probability the model
 -- gives each shown document's number at each citation mark, under the base and the cf prompt.
--- Append-only: never edit this file once released; add NNN_name.sql files instead.
+-- Do not change what this file does once released: add NNN_name.sql files instead.
+-- Edited since release (998f2e4: CREATE TABLE IF NOT EXISTS (a store gets the same table)).
 --
 -- One row per (experiment, mode, item, citation site, candidate number, probe model). The
 -- answer is the experiment's vanilla answer of the item; the prompt is the stored prompt of the

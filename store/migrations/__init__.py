@@ -2,29 +2,35 @@
 
 Each applied file is recorded in `schema_migrations`; a file is applied once, in its own
 transaction together with its record, so a crash mid-migration leaves the database as it was.
-New files are picked up automatically; never edit a file once it has shipped.
+New files are picked up automatically. What a shipped file does to a store must not change:
+stores that applied it keep what it did (a file's comments may be corrected; what changed after
+shipping is listed in each file's header and tests/old_migrations).
 
-Views are not migrated: store/views.sql holds each view's current definition once, and is
-applied in the transaction of the last pending shipped migration, so a store of any version
-ends with exactly those views (a change to a view therefore ships with a new migration file,
-which may hold only a comment).
+Views and macros are not migrated: store/macros.sql and store/views.sql hold each scalar macro's
+and view's current definition once, and are applied in the transaction of the last pending
+shipped migration, so a store of any version ends with exactly those (a change to either
+therefore ships with a new migration file, which may hold only a comment). A migration that
+reads views names them on a line `-- reads views: NAME, ...`; those are created from views.sql,
+after macros.sql, in its transaction before it runs, so it reads their current definitions.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Sequence, Union
 
 import duckdb
 
 from engine.errors import UserError
 
 _FILE_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+_READS_VIEWS = re.compile(r"(?m)^-- reads views: (\w+(?:, \w+)*)$")
 
 _CREATE_LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations(
@@ -45,7 +51,7 @@ class Migration:
     sql: str
 
 
-def available_migrations(source: Union[Traversable, Path, None] = None) -> tuple[Migration, ...]:
+def available_migrations(source: Traversable | Path | None = None) -> tuple[Migration, ...]:
     """The migration files in `source` (default: this package), in version order."""
     folder = resources.files(__name__) if source is None else source
     found: dict[int, Migration] = {}
@@ -105,13 +111,33 @@ def views_sql() -> str:
     return resources.files("store").joinpath("views.sql").read_text(encoding="utf-8")
 
 
+def macros_sql() -> str:
+    """The text of store/macros.sql: every scalar macro's current definition (CREATE OR REPLACE MACRO)."""
+    return resources.files("store").joinpath("macros.sql").read_text(encoding="utf-8")
+
+
+def view_statement(name: str) -> str:
+    """views.sql's CREATE OR REPLACE statement of one view or table macro, by name."""
+    head = re.compile(rf"CREATE OR REPLACE (?:VIEW|MACRO) {re.escape(name)}\b")
+    found = [s.query for s in duckdb.extract_statements(views_sql()) if head.match(s.query)]
+    if len(found) != 1:
+        raise RuntimeError(f"store/views.sql defines {name!r} {len(found)} times, not once")
+    return found[0]
+
+
+def views_read_by(migration: Migration) -> tuple[str, ...]:
+    """The views a migration reads, from its `-- reads views: NAME, ...` line (none without one)."""
+    return tuple(name for line in _READS_VIEWS.findall(migration.sql) for name in line.split(", "))
+
+
 def apply_migrations(
     conn: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] | None = None
 ) -> tuple[int, ...]:
     """Apply every pending migration in order on a read-write connection; returns their versions.
 
-    With the shipped migrations (the default), store/views.sql is applied too, in the last
-    one's transaction; a list given by a caller (a test building an older store) gets no views.
+    With the shipped migrations (the default), store/macros.sql and store/views.sql are applied
+    too, in the last one's transaction; a list given by a caller (a test building an older store)
+    gets neither, but for the views a migration reads (`views_read_by`).
     """
     conn.execute(_CREATE_LEDGER)
     refuse_newer_schema(conn, migrations=migrations)
@@ -120,8 +146,13 @@ def apply_migrations(
     for migration in pending:
         conn.execute("BEGIN TRANSACTION")
         try:
+            if views_read_by(migration):
+                conn.execute(macros_sql())
+                for view in views_read_by(migration):
+                    conn.execute(view_statement(view))
             conn.execute(migration.sql)
             if migrations is None and migration is pending[-1]:
+                conn.execute(macros_sql())
                 conn.execute(views_sql())
             conn.execute(
                 "INSERT INTO schema_migrations VALUES (?, ?, ?)",
@@ -137,4 +168,4 @@ def apply_migrations(
 
 def _utc_now() -> datetime:
     """Now in UTC as a naive datetime, which is how TIMESTAMP columns hold UTC here."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)

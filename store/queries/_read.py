@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import numpy as np

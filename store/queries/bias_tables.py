@@ -65,7 +65,7 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
             return None
         experiment_id = found[0]
         runs = tuple(
-            BiasRun(*row[:6], json.loads(row[6]) if row[6] else {}, *row[7:])
+            BiasRun(*(*row[:6], json.loads(row[6]) if row[6] else {}, *row[7:]))  # config_json read
             for row in conn.execute(
                 "SELECT run_id, rag_mode, status, model, quantization, metadata_type, config_json, "
                 "dataset, dataset_sha, dataset_label(dataset, dataset_sha) "
@@ -76,7 +76,7 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
         if not runs:
             return None
         newest = {run.rag_mode: run for run in runs if run.status == "complete"}  # oldest first: newest wins
-        chosen = {mode: newest[mode] for mode in MODES if mode in newest}
+        chosen: dict[str, BiasRun] = {mode: newest[mode] for mode in MODES if mode in newest}
         ids = [run.run_id for run in chosen.values()]
         if not ids:  # no complete run: bias says so; `IN ()` is not SQL
             return BiasInputs(experiment_id, runs, chosen, (), ())
@@ -115,32 +115,6 @@ def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
     return fetch_frame(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
 
 
-# run_metrics' final SELECT (store/views.sql) over {w}, its per-run numbers, with dataset names.
-_RUN_METRICS = """
-WITH w AS ({w}),
--- One judge per run: the one that judged the most citations (ties: the first judge by name).
-v AS (
-  SELECT run_id, judge_model AS verification_judge, n_citations AS n_verified,
-         attributable_share, extrapolatory_share, contradictory_share, unparsed_share
-  FROM verification_shares
-  QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY n_citations DESC, judge_model) = 1
-)
-SELECT r.run_id, r.experiment_id, r.created_utc, r.status, r.model, r.quantization, r.dataset,
-       r.dataset_sha, r.metadata_type, r.rag_mode,
-       CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
-                       WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END AS label_relevant,
-       CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
-                       WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
-       coalesce(w.n, 0) AS n, coalesce(w.n_gold, 0) AS n_gold,
-       w.* EXCLUDE (run_id, n, n_gold),
-       v.* EXCLUDE (run_id),
-       dataset_name(r.dataset) AS dataset_name, dataset_label(r.dataset, r.dataset_sha) AS dataset_label
-FROM runs r LEFT JOIN w USING (run_id) LEFT JOIN v USING (run_id)
-{where}
-ORDER BY r.created_utc, r.run_id
-"""
-
-
 def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
     """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
     with `status` unless it is None.
@@ -149,11 +123,13 @@ def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFram
     current answers (store.kept_metrics), from the views otherwise: the same rows as
     `SELECT * FROM run_metrics`, in milliseconds rather than seconds a run at 1M answers.
     """
-    where = "WHERE r.status = ?" if status else ""
+    where = "WHERE status = ?" if status else ""
     with reading(db) as conn:
-        ids = [row[0] for row in conn.execute(f"SELECT run_id FROM runs r {where}", [status] if status else []).fetchall()]
-        w, params = run_metric_rows_sql(conn, ids)
-        return frame(conn.execute(_RUN_METRICS.format(w=w, where=where), params + ([status] if status else [])))
+        ids = [row[0] for row in conn.execute(f"SELECT run_id FROM runs {where}", [status] if status else []).fetchall()]
+        rows, params = run_metric_rows_sql(conn, ids)
+        return frame(conn.execute(
+            "SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) AS dataset_label "
+            f"FROM ({rows}) ORDER BY created_utc, run_id", params))
 
 
 def bias_table(db: DbLike, experiment_id: str | None = None) -> pd.DataFrame:
@@ -225,10 +201,8 @@ def table1_runs(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.D
                      WHERE run_id IN (SELECT run_id FROM chosen) GROUP BY run_id)
             SELECT r.run_id, r.experiment_id, r.created_utc, r.model, r.dataset, r.dataset_sha,
                    dataset_name(r.dataset), dataset_label(r.dataset, r.dataset_sha), r.metadata_type, r.rag_mode,
-                   CASE r.rag_mode WHEN 'base' THEN label_short_a(r.config_json, r.metadata_type)
-                                   WHEN 'cf' THEN label_short_b(r.config_json, r.metadata_type) END,
-                   CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
-                                   WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END,
+                   label_relevant(r.rag_mode, r.config_json, r.metadata_type),
+                   label_nonrelevant(r.rag_mode, r.config_json, r.metadata_type),
                    c.n_answers IS NOT DISTINCT FROM coalesce(d.n_done, 0), c.n_answers, c.precision, c.recall,
                    c.exact_match
             FROM chosen r LEFT JOIN done d USING (run_id) LEFT JOIN run_scores c USING (run_id)
@@ -325,21 +299,10 @@ def _desc(text: str) -> tuple[int, ...]:
 
 def _bias_rows(conn: Any, experiment_ids: list[str]) -> pd.DataFrame:
     """The bias view's rows for these experiments, computed now, pair by pair."""
-    # The runs the bias view pairs: per experiment and mode, the newest complete one.
-    chosen = conn.execute(
-        "SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) FROM runs "
-        "WHERE status = 'complete' AND list_contains(?, experiment_id) GROUP BY ALL ORDER BY ALL",
+    pairs = conn.execute(
+        "SELECT run_a, run_b FROM bias_pairs WHERE list_contains(?, experiment_id) ORDER BY experiment_id, run_a, run_b",
         [list(experiment_ids)],
     ).fetchall()
-    runs: dict[str, dict[str, str]] = {}
-    for experiment_id, mode, run_id in chosen:
-        runs.setdefault(experiment_id, {})[mode] = run_id
-    pairs = [
-        (modes[a], modes[b])
-        for modes in runs.values()
-        for a, b in (("vanilla", "base"), ("base", "cf"))
-        if a in modes and b in modes
-    ]
     union = " UNION ALL ".join("SELECT * FROM bias WHERE run_a = ? AND run_b = ?" for _ in pairs)
     return frame(conn.execute(
         "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "

@@ -14,8 +14,9 @@ arrays: the use case (engine.usecases.compare) builds the DataFrames.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,8 @@ class PairedItems:
 
 
 def _run(row: tuple) -> CompareRun:
-    return CompareRun(*row[:13], json.loads(row[13]) if row[13] else {})
+    fields = (*row[:13], json.loads(row[13]) if row[13] else {})  # the 13 columns, then config_json read
+    return CompareRun(*fields)
 
 
 def resolve_side(db: DbLike, reference: str) -> Side | None:
@@ -137,7 +139,7 @@ def _experiment(conn, experiment: str, reference: str) -> Side | None:
         return None
     runs = [_run(r) for r in rows]
     newest = {run.rag_mode: run for run in runs}  # complete ones last, newest last: they win
-    chosen = {mode: newest[mode] for mode in MODES if mode in newest}
+    chosen: dict[str, CompareRun] = {mode: newest[mode] for mode in MODES if mode in newest}
     kept = {run.run_id for run in chosen.values()}
     return Side(reference, "experiment", chosen, tuple(run for run in runs if run.run_id not in kept))
 
@@ -173,14 +175,14 @@ def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = Fa
         values = np.array([[np.nan if v is None else v for v in rows[i]] for i in item_ids], dtype=float)
         values = values.reshape(len(item_ids), len(METRIC_COLUMNS))
         metrics.append({name: values[:, j] for j, name in enumerate(METRIC_COLUMNS)})
-    citations = ()
+    citations: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = ()
     if with_citations and len(runs) == 2:
         citations = tuple(_item_citations(shown[0][i], shown[1][i]) for i in item_ids)
     return PairedItems(runs, item_ids, tuple(metrics), tuple(len(rows) - len(common) for rows in per_run),
                        len(labels) > 1, citations)
 
 
-def _item_citations(a: tuple, b: tuple) -> tuple[tuple[str, ...], ...]:
+def _item_citations(a: tuple, b: tuple) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     shown_b = set(b[0])
     shown_both = tuple(d for d in a[0] if d in shown_b)
     relevant = tuple(sorted(set(a[2]) | set(b[2])))

@@ -209,7 +209,7 @@ def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | Non
             run_id, (None, [], None, [], [], None, None, None))
         shown_ids = list(shown_ids or [])
         if stored_labels is not None:  # as the prompt showed them (migration 014): the battery's too
-            labels = {d: label for d, label in zip(shown_ids, stored_labels) if label is not None}
+            labels = {d: label for d, label in zip(shown_ids, stored_labels, strict=True) if label is not None}
         else:
             labels = shown_labels(mode, label_a, label_b, shown_ids, relevant)
         modes.append(ModeDetail(

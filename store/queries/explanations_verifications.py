@@ -17,10 +17,12 @@ def explain_runs(db: DbLike, *, experiment: str | None = None, run: str | None =
     in mode order, as engine.judges.explain.ExplainRun; None when the run or experiment is unknown."""
     if (experiment is None) == (run is None):
         raise ValueError("give exactly one of experiment and run")
+    ref: str | None
     if run is not None:
-        where, params = "r.run_id = $ref", {"ref": run}
+        where, ref = "r.run_id = $ref", run
     else:
-        where, params = f"r.experiment_id = ({RESOLVE_EXPERIMENT})", {"ref": experiment}
+        where, ref = f"r.experiment_id = ({RESOLVE_EXPERIMENT})", experiment
+    params = {"ref": ref}
 
     def explain_run(run_id, experiment_id, model, mode, metadata_type, config_json, n_done) -> ExplainRun:
         label_a, label_b = metadata_labels(config_json)

@@ -85,7 +85,8 @@ def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = 
         if rows:
             total = rows[0][-1]
         else:  # past the last page (or nothing matches): count alone
-            total = conn.execute(f"SELECT count(*) FROM ({_EXPERIMENT_PAGE_SQL})", filters).fetchone()[0]
+            counted = conn.execute(f"SELECT count(*) FROM ({_EXPERIMENT_PAGE_SQL})", filters).fetchone()
+            total = counted[0] if counted else 0  # count(*) gives one row
         ids = [row[0] for row in rows]
         run_rows = [] if not ids else conn.execute(
             f"""

@@ -1,0 +1,20 @@
+"""How the CLI names a request's fields in its messages: as the option that sets each one.
+
+The use cases raise engine.errors.FieldError naming fields plainly (engine.usecases.run_values:
+top_k); every CLI message goes through cli_message, so that they read `--top-k` here and the
+app's form labels there.
+"""
+
+from __future__ import annotations
+
+from engine.errors import FieldError
+
+
+def option_name(field: str) -> str:
+    """The option that sets `field` (RunValues' names are the options' dests)."""
+    return "--" + field.replace("_", "-")
+
+
+def cli_message(err: object) -> str:
+    """An error's line as the CLI prints it."""
+    return err.worded(option_name) if isinstance(err, FieldError) else str(err)

@@ -1,0 +1,10 @@
+-- 018_one_definition: scalar macros have one definition, store/macros.sql, applied with
+-- store/views.sql (before it) by every migration; the kept numbers' readers and writer
+-- (store/kept_metrics.py) read through the views. Views added: run_metric_wide (run_metrics'
+-- per-run numbers), bias_pairs (the runs the bias view compares) and the table macro
+-- run_metrics_over(kept) (run_metrics computed, or over the kept rows); run_metrics and bias
+-- read them, with the same columns and values as before, so the kept rows (007, 013) still hold.
+-- Append-only: never edit this file once released; add NNN_name.sql files instead.
+--
+-- Nothing to do here but mark the version: views.sql and macros.sql are applied in this
+-- migration's transaction (store/migrations/__init__.py).
