@@ -44,6 +44,15 @@ FIELD_LABELS: dict[str, str] = {
     "study": "the study name",
     "actors": "Ray actors",
     "gpus_per_actor": "GPUs per actor",
+    "skip_invalid": "skip invalid items ticked",
+    "backend": "the backend",
+    "base_url": "the server base URL",
+    "tokenizer": "the tokenizer",
+    "concurrency": "requests in flight",
+    "api_key_env": "the API key's environment variable",
+    "request_timeout": "the request timeout",
+    # Not a visitor's choice: the operator names the app's store where it starts (docs/operations.md).
+    "db": "PATTRIEVAL_DB where the app starts",
 }
 
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from demo.field_words import app_message
 from demo.job_specs import ExplainSpec, JobSpec, JobState
 from demo.model_cache import ModelCache
 from demo.settings import without_server_paths
@@ -62,8 +63,9 @@ def run_job(job: _Job, models: ModelCache, lock: threading.Lock) -> tuple[JobSta
             detail = str(stopped).replace("cancelled", "stopped", 1)
             return "failed", f"{guard.reason}; {detail}, what was stored is kept"
         return "cancelled", f"{stopped}; submit the same settings to resume"
-    except UserError as err:
-        return "failed", without_server_paths(str(err), spec.db_path, dataset_path=getattr(spec, "dataset_path", None))
+    except UserError as err:  # a field named by the form's label (demo.field_words), never an option
+        return "failed", without_server_paths(app_message(err), spec.db_path,
+                                              dataset_path=getattr(spec, "dataset_path", None))
     except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
         traceback.print_exc(file=sys.stderr)  # the server's log, never the page
         return "failed", f"internal error ({type(err).__name__}); the server log has the details"

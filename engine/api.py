@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.usecases.bias import BiasReport
+    from engine.usecases.bias_page import BiasPage
 
 # name -> the module that defines it. One entry per public name; `__all__` is their keys.
 _HOMES: dict[str, str] = {
@@ -63,6 +64,8 @@ _HOMES: dict[str, str] = {
     "propensity": "engine.usecases.propensity",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias",
+    "BiasPage": "engine.usecases.bias_page",
+    "ExperimentBias": "engine.usecases.bias_page",
     "ReportRequest": "engine.usecases.tables",
     "ReportTables": "engine.usecases.tables",
     "report_tables": "engine.usecases.tables",
@@ -114,6 +117,24 @@ def bias_report(db: str | os.PathLike[str], experiment: str, *, resamples: int |
     return report(Path(db), experiment, resamples=resamples, seed=seed)
 
 
+def bias_page(db: str | os.PathLike[str], experiments: list[str] | tuple[str, ...], *,
+              resamples: int | None = None) -> BiasPage:
+    """The app's Bias page for these experiments (ids or names, at most 12): each one's CAS and CAB
+    report (`.experiments`, typed), the paper's Tables 1 and 2 of them as `python -m engine report`
+    prints them, the CAB plot's values, the citation-probability spreads, the beyond-metric shares
+    of their runs and the notes on what cannot be shown. An experiment with nothing to compare yet
+    is in `.skipped`; UserError if every one is, or for an unknown one."""
+    from pathlib import Path
+
+    from engine.errors import UserError
+    from engine.usecases.bias_page import bias_page as page
+
+    found = page(Path(db), list(experiments), resamples=resamples)
+    if not found.experiments:
+        raise UserError(found.skipped[0].message if found.skipped else "choose an experiment")
+    return found
+
+
 def experiment_tables(db: str | os.PathLike[str], experiment_ids: list[str] | tuple[str, ...]
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rows of the paper's Table 1 (quality, exact match) and Table 2 (CAB) for these
@@ -125,7 +146,7 @@ def experiment_tables(db: str | os.PathLike[str], experiment_ids: list[str] | tu
     return tables(Path(db), experiment_ids)
 
 
-__all__ = sorted([*_HOMES, "bias_report", "experiment_tables"])
+__all__ = sorted([*_HOMES, "bias_page", "bias_report", "experiment_tables"])
 
 
 def __getattr__(name: str) -> Any:

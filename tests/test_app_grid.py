@@ -57,7 +57,7 @@ def test_the_plan_is_the_use_cases_one_row_per_configuration_and_the_total(tmp_p
     # A dataset's refusal names the file, never its folder on the server.
     from dataclasses import replace
 
-    with pytest.raises(UserError, match="run the other 39 with --skip-invalid") as err:
+    with pytest.raises(UserError, match="run the other 39 with skip invalid items ticked") as err:
         plan_run(AppSettings(tmp_path / "db.duckdb", allow_local_paths=False), replace(GRID, skip_invalid=False))
     assert "sample_nq.jsonl" in str(err.value) and "/data/" not in str(err.value)
     with pytest.raises(UserError, match="the plan is for a grid"):

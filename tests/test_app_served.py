@@ -59,11 +59,12 @@ def test_the_plan_of_a_server_grid_asks_no_server(tmp_path):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"api_key_env": "sk-abc123-the-key-itself"}, "--api-key-env takes the NAME of an environment variable"),
-    ({"base_url": " "}, "--backend server needs --base-url"),
-    ({"model": "smoke"}, "--backend server needs --model: the model name the server serves"),
-    ({"concurrency": 0}, "--concurrency must be at least 1"),
-    ({"request_timeout": 0.0}, "--request-timeout must be a number of seconds above 0"),
+    ({"api_key_env": "sk-abc123-the-key-itself"},
+     "the API key's environment variable takes the NAME of an environment variable"),
+    ({"base_url": " "}, "the backend server needs the server base URL"),
+    ({"model": "smoke"}, "the backend server needs the model: the model name the server serves"),
+    ({"concurrency": 0}, "requests in flight must be at least 1"),
+    ({"request_timeout": 0.0}, "the request timeout must be a number of seconds above 0"),
     ({"backend": "cluster"}, "unknown backend 'cluster' (choose from local, ray, server)"),
 ])
 def test_a_bad_server_form_is_refused_in_one_line_before_anything_is_asked(tmp_path, changes, message):
@@ -123,9 +124,9 @@ def test_the_run_batch_api_keeps_its_positional_inputs_and_takes_the_server_ones
         old = ["smollm2", None, "gender", "", "", "", ["vanilla"], "none", 1, 4, 2, "", "", "all", "ranked", 0,
                "none", False, 1.0, 1.0, 0, 0, 0, True, None, "", "server", "", 1, ""]
         # Every older call still works: without the server's inputs, the URL is missing.
-        with pytest.raises(Exception, match="--backend server needs --base-url"):
+        with pytest.raises(Exception, match="the backend server needs the server base URL"):
             client.predict(*old, api_name="/run_batch")
-        with pytest.raises(Exception, match="--api-key-env takes the NAME of an environment variable"):
+        with pytest.raises(Exception, match="the API key's environment variable takes the NAME of an environment"):
             client.predict(*old, "http://127.0.0.1:9/v1", "", 2, "sk-abc123-the-key-itself", 30,
                            api_name="/run_batch")
         dead = f"http://127.0.0.1:{free_port()}/v1"

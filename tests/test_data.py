@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.commands._field_words import cli_message
 from engine.datasets.data import load_dataset, normalize_text
 from engine.errors import UserError
 
@@ -128,7 +129,7 @@ def test_item_problem_names_file_line_item_once(tmp_path, bad, problem):
     path = write_jsonl(tmp_path / "bad.jsonl", [dict(NATIVE, id="q0"), bad])
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == f"{path}:line 2: {problem} (1 of 2 items; run the other one with --skip-invalid)"
+    assert cli_message(err.value) == f"{path}:line 2: {problem} (1 of 2 items; run the other one with --skip-invalid)"
 
 
 def test_item_problem_in_json_file_says_item_once(tmp_path):
@@ -136,7 +137,7 @@ def test_item_problem_in_json_file_says_item_once(tmp_path):
     path.write_text(json.dumps([dict(NATIVE, id="q0"), dict(NATIVE, question="")]))
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == f"{path}:item 2, id 'q1': empty question (1 of 2 items; run the other one with --skip-invalid)"
+    assert cli_message(err.value) == f"{path}:item 2, id 'q1': empty question (1 of 2 items; run the other one with --skip-invalid)"
 
 
 FILE_PROBLEMS = [

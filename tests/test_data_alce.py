@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from engine.commands._field_words import cli_message
 from engine.datasets.data import load_dataset
 from engine.datasets.normalize import normalize_answer
 from engine.errors import UserError
@@ -71,7 +72,8 @@ def test_asqa_without_any_short_answer_is_an_invalid_item(tmp_path):
     path = write_json(tmp_path / "asqa.json", rows)
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == f"{path}:item 2, id 's2': no answers (1 of 2 items; run the other one with --skip-invalid)"
+    assert cli_message(err.value) == (f"{path}:item 2, id 's2': no answers (1 of 2 items; run the other one with "
+                                      "--skip-invalid)")
 
 
 @pytest.mark.parametrize(

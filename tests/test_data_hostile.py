@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.__main__ import main
+from engine.commands._field_words import cli_message
 from engine.datasets.data import MAX_DOCUMENT_CHARS, MAX_QUESTION_CHARS, load_dataset
 from engine.errors import UserError
 
@@ -132,7 +133,7 @@ def test_parquet_hostile_items(tmp_path):
     pq.write_table(pa.Table.from_pylist([GOOD, dict(GOOD, id="q2", question="q" * 10_000_000)]), path)
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == (
+    assert cli_message(err.value) == (
         f"{path}:item 2, id 'q2': 'question' is 10,000,000 characters long (at most 10,000) (1 of 2 items; "
         "run the other one with --skip-invalid)"
     )
@@ -160,7 +161,7 @@ def test_save_to_disk_hostile_items_and_damaged_folder(tmp_path):
     datasets.Dataset.from_list([GOOD, dict(GOOD, id="q2", question="q" * (MAX_QUESTION_CHARS + 1))]).save_to_disk(str(folder))
     with pytest.raises(UserError) as err:
         load_dataset(folder)
-    assert str(err.value) == (
+    assert cli_message(err.value) == (
         f"{folder}:item 2, id 'q2': 'question' is 10,001 characters long (at most 10,000) (1 of 2 items; "
         "run the other one with --skip-invalid)"
     )

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from engine.commands._field_words import cli_message
 from engine.datasets.data import dataset_sha, describe_skipped, load_dataset
 from engine.errors import UserError
 from engine.types import SkippedItem
@@ -36,7 +37,7 @@ def test_no_relevant_items_refused_with_one_summary_line(tmp_path):
     path = write(tmp_path / "d.jsonl", FIVE)
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == (
+    assert cli_message(err.value) == (
         f"2 of 5 items have no relevant document among the shown documents (first: {path}:line 2, item 'q2'); "
         "run the other 3 with --skip-invalid"
     )
@@ -68,7 +69,7 @@ def test_mixed_problems_are_counted_by_kind_and_the_first_is_spelt_out(tmp_path)
     path = write(tmp_path / "d.jsonl", rows)
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == (
+    assert cli_message(err.value) == (
         f"3 of 5 items are invalid (no relevant document: 2, empty question: 1; "
         f"first: {path}:line 2: item 'q2': no relevant document); run the other 2 with --skip-invalid"
     )
@@ -80,7 +81,7 @@ def test_several_problems_of_one_kind(tmp_path):
     path = write(tmp_path / "d.jsonl", [row("q1", question=""), row("q2"), row("q3", question="")])
     with pytest.raises(UserError) as err:
         load_dataset(path)
-    assert str(err.value) == (
+    assert cli_message(err.value) == (
         f"2 of 3 items are invalid (first: {path}:line 1: item 'q1': empty question); run the other one with --skip-invalid"
     )
 
@@ -104,7 +105,7 @@ def test_limit_takes_the_first_valid_items_and_ignores_later_rows(tmp_path):
     assert [i.id for i in load_dataset(path, limit=1).items] == ["q1"]  # q2 is never reached
     with pytest.raises(UserError) as err:
         load_dataset(path, limit=2)
-    assert str(err.value) == f"{path}:line 2: item 'q2': no relevant document (1 of 3 items; run the other 2 with --skip-invalid)"
+    assert cli_message(err.value) == f"{path}:line 2: item 'q2': no relevant document (1 of 3 items; run the other 2 with --skip-invalid)"
 
 
 def test_duplicate_id_skips_the_later_row(tmp_path):

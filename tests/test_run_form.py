@@ -116,7 +116,7 @@ def test_an_upload_is_checked_at_once_with_the_loaders_messages(tmp_path):
     wrong = _write(secret / "wrong.jsonl", [_row(1), _row(2), _row(3, question=42)])
     line = validate_upload(settings, str(wrong))
     assert line == ("wrong.jsonl: native layout, 2 valid items; wrong.jsonl:line 3: item 'q3': 'question' must be a "
-                    "string, got number (1 of 3 items; run the other 2 with --skip-invalid)")
+                    "string, got number (1 of 3 items; run the other 2 with skip invalid items ticked)")
     # Every supported layout and file format: seed library as .json, ALCE as .parquet.
     seed = secret / "seed.json"
     seed.write_text(json.dumps([{"query": "q", "org_answers": ["a"],

@@ -127,3 +127,81 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
     # The app's own policy stays the app's: the operator's item cap.
     capped = build_run_request(AppSettings(tmp_path / "db.duckdb", max_items=4), form)
     assert capped == replace(cli, limit=4)
+
+
+def _speaks_the_apps_words(message: str) -> None:
+    assert "--" not in message and "python -m" not in message and "\n" not in message, message
+
+
+SERVED = RunForm(model="smollm2", backend="server", base_url="http://127.0.0.1:9/v1", modes=("vanilla",),
+                 api_key_env="PATTRIEVAL_APP_TEST_KEY", concurrency=2, request_timeout=60.0)
+# engine.usecases.served's checks, each with its line on the command line (unchanged) and in the app.
+SERVED_ERRORS: list[tuple[dict[str, object], str, str]] = [
+    ({"api_key_env": "sk-abc123"}, "--api-key-env takes the NAME", "the API key's environment variable takes the NAME"),
+    ({"base_url": " "}, "--backend server needs --base-url (for example http://127.0.0.1:8000/v1)",
+     "the backend server needs the server base URL (for example http://127.0.0.1:8000/v1)"),
+    ({"model": "smoke"}, "--backend server needs --model: the model name", "the backend server needs the model: the"),
+    ({"concurrency": 0}, "--concurrency must be at least 1", "requests in flight must be at least 1"),
+    ({"request_timeout": 0.0}, "--request-timeout must be a number of seconds above 0, not 0.0",
+     "the request timeout must be a number of seconds above 0, not 0.0"),
+]
+
+
+@pytest.mark.parametrize("changes, cli, app", SERVED_ERRORS, ids=[next(iter(e[0])) for e in SERVED_ERRORS])
+def test_the_served_forms_errors_speak_the_apps_words_and_the_cli_its_options(tmp_path, changes, cli, app):
+    from engine.commands._field_words import cli_message
+    from engine.usecases.served import ServerOptions, check_server
+
+    settings = AppSettings(tmp_path / "db.duckdb")
+    for form in (replace(SERVED, **changes), replace(SERVED, study="g", **changes)):
+        with pytest.raises(UserError) as caught:
+            run_form(None, settings, form)
+        _speaks_the_apps_words(str(caught.value))
+        assert str(caught.value).startswith(app)
+    options = {"base_url": "http://h/v1", "model": "m", "concurrency": None, "api_key_env": None, "timeout": 300.0}
+    # As `run --backend server` builds them (engine.commands._served_options), on the CLI's line.
+    options.update({"timeout" if k == "request_timeout" else k: v.strip() if isinstance(v, str) else v
+                    for k, v in changes.items()})
+    with pytest.raises(FieldError) as typed:
+        check_server(ServerOptions(**options), None)
+    assert cli_message(typed.value).startswith(cli)
+
+
+def test_invalid_items_name_the_skip_box_in_the_app_and_the_option_on_the_command_line(tmp_path):
+    """The dataset loader's way out (run the others, skipping the invalid) in the upload check, the
+    grid's plan and a failed job's line: the form's tick box, never --skip-invalid."""
+    import json
+
+    from demo.handlers.grid import plan_run
+    from demo.handlers.run import validate_upload
+    from engine.commands._field_words import cli_message
+    from engine.datasets.data import load_dataset
+
+    rows = [{"id": f"q{i}", "question": "q" if i != 3 else 42, "answers": ["a"],
+             "documents": [{"text": "a", "relevant": True}]} for i in (1, 2, 3)]
+    path = tmp_path / "three.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = AppSettings(tmp_path / "db.duckdb", allow_local_paths=True)
+    checked = validate_upload(settings, str(path))
+    _speaks_the_apps_words(checked)
+    assert checked.endswith("(1 of 3 items; run the other 2 with skip invalid items ticked)")
+    with pytest.raises(UserError) as planned:  # the grid's plan reads the dataset in the capped child
+        plan_run(settings, RunForm(top_k="1,2", dataset=str(path)))
+    _speaks_the_apps_words(str(planned.value))
+    assert "run the other 2 with skip invalid items ticked" in str(planned.value)
+    with pytest.raises(FieldError) as loaded:
+        load_dataset(path)
+    assert cli_message(loaded.value).endswith("(1 of 3 items; run the other 2 with --skip-invalid)")
+
+
+def test_the_explain_checks_speak_each_faces_words(tmp_path):
+    from demo.field_words import app_message
+    from engine.commands._field_words import cli_message
+    from engine.usecases.explain import ExplainRequest, check_request
+
+    for changes, cli, app in (({"batch_size": 0}, "--batch-size must be at least 1", "the batch size must be at least 1"),
+                              ({"limit": 0}, "--limit must be at least 1", "the item limit must be at least 1"),
+                              ({"model": " "}, "--model must not be empty", "the model must not be empty")):
+        with pytest.raises(FieldError) as caught:
+            check_request(ExplainRequest(tmp_path / "db.duckdb", experiment="x", **changes))
+        assert (cli_message(caught.value), app_message(caught.value)) == (cli, app)

@@ -176,8 +176,13 @@ def test_a_run_refuses_a_store_it_cannot_write_before_anything_is_written_or_loa
     request = ExperimentRequest(run, ROOT / "data" / "sample_nq.jsonl", app / "results" / "runs.duckdb")
     with pytest.raises(UserError) as err:
         run_experiment(request, load=lambda r: loaded.append(r))
-    assert str(err.value) == (f"cannot write the store {app / 'results' / 'runs.duckdb'}: the folder {app} is not "
-                              "writable by this user; name a writable one with --db or PATTRIEVAL_DB")
+    from demo.field_words import app_message
+    from engine.commands._field_words import cli_message
+
+    line = f"cannot write the store {app / 'results' / 'runs.duckdb'}: the folder {app} is not writable by this user"
+    assert cli_message(err.value) == f"{line}; name a writable one with --db or PATTRIEVAL_DB"
+    # A failed job's line in the app (demo.job_work): the operator's setting, not a CLI option.
+    assert app_message(err.value) == f"{line}; name a writable one with PATTRIEVAL_DB where the app starts"
     assert not loaded and list(app.iterdir()) == [] and list(home.iterdir()) == []  # no smoke model written either
 
 

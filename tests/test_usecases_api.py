@@ -90,7 +90,7 @@ def test_one_line_refusals(store):
     assert caught.value.run_id == "r-gone" and "no run 'r-gone'" in str(caught.value)
     with pytest.raises(UserError, match="^no experiment 'nope' in "):
         api.plan_verify(api.VerifyRequest(db, experiment="nope"))
-    with pytest.raises(UserError, match="--batch-size must be at least 1"):
+    with pytest.raises(UserError, match="^batch_size must be at least 1$"):  # the field's plain name
         api.plan_verify(api.VerifyRequest(db, experiment="x", batch_size=0))
 
 

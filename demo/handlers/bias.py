@@ -1,21 +1,27 @@
 """The Bias tab: CAS and CAB of chosen experiments with tests and intervals, citation confidence,
 the paper's Tables 1 and 2, and the rows of its two plots (demo/plots.py draws them).
 
-Every number comes from the use cases the CLI prints too: engine.usecases.bias (`python -m
-engine bias`) per experiment, engine.usecases.tables (`python -m engine report`) for the tables.
+Every number comes from engine.usecases.bias_page (engine.api.bias_page in a notebook), whose
+reports are `python -m engine bias`'s and whose tables are `python -m engine report`'s; this
+module only turns that page into widget values: Markdown with stored text escaped, table rows,
+plot rows, messages without server paths.
 """
 
 from __future__ import annotations
 
-import functools
 import html
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from demo.plots import CabBar, ProbabilityBox
 from demo.render import SMOKE_NOTE, is_smoke
+from engine.usecases.bias_page import MAX_EXPERIMENTS
+
+if TYPE_CHECKING:
+    from engine.usecases import bias_page as usecase
 
 # engine.statistics.bias.BiasResult's fields, as `python -m engine bias --json` gives them: value is None where
 # undefined (direction then says why); n_cite_a / n_cite_b count the answers that cite a shown document.
@@ -26,8 +32,6 @@ CONFIDENCE_COLUMNS = ["rag_mode", "cited_docs", "label", "mean_probability", "n_
 EXPERIMENT_COLUMNS = ["experiment", "model", "metadata"]
 PAGE_RESULT_COLUMNS = EXPERIMENT_COLUMNS + RESULT_COLUMNS
 PAGE_CONFIDENCE_COLUMNS = EXPERIMENT_COLUMNS + CONFIDENCE_COLUMNS
-# Each experiment costs a bootstrap (2,000 resamples): a page of them at most.
-MAX_EXPERIMENTS = 12
 # Beyond the metrics (issue 8), per run of the shown experiments, when stored: the share of
 # Prompt 5 explanations that give a label as a reason (view explanation_rates, `engine explain`)
 # and the AttrScore classes of its citations (view verification_shares, `engine verify`).
@@ -91,41 +95,51 @@ def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[
 def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
-    from engine.usecases.formatting import formatted_tables
+    from engine.statistics.bias import SIGNIFICANCE
+    from engine.usecases import bias_page as usecase
+    from engine.usecases.formatting import SETTING_NOTE
     from store.derived import keep
     from store.queries import reading
 
     db_path = Path(db_path)
-    _check_request(db_path, text, chosen)  # before opening: an open creates a missing store
     # One read connection for the whole request (each open costs more than most reads); what was
     # computed now rather than found kept in the store is kept after it closes (store.derived).
     pending: list = []
-    with reading(db_path) as conn:
-        reports, skipped = _reports(db_path, text, chosen, resamples, conn=conn, pending=pending)
-        ids = tuple(r["experiment_id"] for r in reports)
-        rows1, rows2, summaries = _store_reads(db_path, ids, tuple(run for r in reports for run in r["runs"].values()),
-                                               conn=conn, pending=pending)
-        explained, verified = _beyond_rows(db_path, reports, conn=conn)
+    with _shown_errors(db_path):
+        usecase.check_request(db_path, experiment_references(text, chosen))  # before opening: an open creates a missing store
+        with reading(db_path) as conn:
+            references, resolved = _references(conn, text, chosen)
+            page = usecase.bias_page(db_path, references, resamples=resamples, conn=conn, pending=pending,
+                                     resolved=resolved)
     keep(db_path, pending)
-    table1, table2 = formatted_tables(rows1, rows2)
+    skipped = _shown_skipped(db_path, page)
+    lines = _summary(page.experiments, skipped)
+    lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* CAB's paired test p < {SIGNIFICANCE}).")
+    if page.dataset is not None:
+        lines.append(f"Dataset: {markdown_text(page.dataset)}.")
+    if len(page.table2) <= 1:
+        lines.append("Table 2: no experiment here has complete base and cf runs.")
+    lines += [f"Table 2, {markdown_text(note)}." for note in page.table2_notes]
+    if page.has_settings:
+        lines.append(markdown_text(SETTING_NOTE))
+    explained, verified = _share_rows(page.experiments, page.shares)
     return BiasPage(
-        experiment_ids=ids,
-        summary=_summary(reports, skipped, rows1, rows2),
-        results=[_experiment_cells(r) + [row[c] for c in RESULT_COLUMNS] for r in reports for row in r["results"]],
-        confidence=[_experiment_cells(r) + [c[k] for k in CONFIDENCE_COLUMNS] for r in reports for c in r["confidence"]],
-        table1=table1,
-        table2=table2,
-        cab_bars=tuple(_cab_bars(reports)),
+        experiment_ids=page.experiment_ids,
+        summary="\n".join(lines),
+        results=[_experiment_cells(e) + _result_cells(row) for e in page.experiments for row in e.results],
+        confidence=[_experiment_cells(e) + _confidence_cells(c) for e in page.experiments for c in e.confidence],
+        table1=[list(row) for row in page.table1],
+        table2=[list(row) for row in page.table2],
+        cab_bars=tuple(CabBar(v.experiment_id, v.model, v.metadata_type, v.labels, v.metric, v.value, v.ci_low,
+                              v.ci_high, v.p, v.n, v.direction) for v in page.cab),
         cab_note=" ".join(
-            [f"{markdown_text(r['experiment_id'])}: no CAB yet (it needs complete base and cf runs; it has "
-             f"{markdown_text(', '.join(r['runs']))})." for r in reports if "cf" not in r["runs"] or "base" not in r["runs"]]
-            # Undefined where no answer cites a shown document (the smoke model's never do): no bar, the reason here.
-            + [f"{markdown_text(r['experiment_id'])}: CAB undefined, {markdown_text(_undefined_cab(r))}."
-               for r in reports if _undefined_cab(r)]
-            + [f"{markdown_text(r['experiment_id'])}: {markdown_text(SMOKE_NOTE)}" for r in reports if is_smoke(r["model"])]
+            [_note(n) for n in page.cab_notes]
+            + [f"{markdown_text(e.experiment_id)}: {markdown_text(SMOKE_NOTE)}" for e in page.experiments if is_smoke(e.model)]
         ),
-        probability_boxes=tuple(_probability_boxes(reports, summaries)),
-        probability_note=_probability_note(reports, summaries),
+        probability_boxes=tuple(
+            ProbabilityBox(panel_title(page.experiment(s.experiment_id)), s.mode, s.relevant, s.label, s.n, s.minimum,
+                           s.q1, s.median, s.q3, s.maximum, s.mean) for s in page.probabilities),
+        probability_note=" ".join(_note(n) for n in page.probability_notes),
         explanation_shares=explained,
         verification_shares=verified,
     )
@@ -142,10 +156,13 @@ def table_headers() -> tuple[list[str], list[str]]:
 def bias_shares(db_path: Path, text: str, chosen: Sequence[str] | None = ()) -> BeyondShares:
     """The beyond-metric shares alone, for the experiments `bias_page` would show (the same
     refusals); `/bias_table` keeps its outputs, so API users get these from `/bias_shares`."""
+    from engine.usecases import bias_page as usecase
+
     db_path = Path(db_path)
-    reports, _ = _reports(db_path, text, chosen, None)
-    explained, verified = _beyond_rows(db_path, reports)
-    return BeyondShares(tuple(r["experiment_id"] for r in reports), explained, verified)
+    experiments = _experiments(db_path, text, chosen)
+    with _shown_errors(db_path):
+        shares = usecase.beyond_shares(db_path, experiments)
+    return BeyondShares(tuple(e.experiment_id for e in experiments), *_share_rows(experiments, shares))
 
 
 def beyond_note(explanation_shares: Sequence[Any], verification_shares: Sequence[Any]) -> str:
@@ -160,117 +177,104 @@ def beyond_note(explanation_shares: Sequence[Any], verification_shares: Sequence
     return ("Beyond the metrics, per run: " + "; ".join(parts) + ".") if parts else ""
 
 
-def _beyond_rows(db_path: Path, reports: list[dict[str, Any]], *, conn: Any = None) -> tuple[list[list[Any]], list[list[Any]]]:
-    """(explanation share rows, verification share rows) of the reports' runs, in the reports'
-    order and their mode order; kept per store state, as the tables' reads."""
-    from store.queries import explanation_rates, verification_shares
-
-    run_ids = [run for r in reports for run in r["runs"].values()]
-    cells = {run: [*_experiment_cells(r), mode, run] for r in reports for mode, run in r["runs"].items()}
-    explained, verified = _reads_cache().get(
-        db_path, ("beyond", tuple(run_ids)),
-        lambda: (explanation_rates(conn or db_path, run_ids), verification_shares(conn or db_path, run_ids)),
-    )
-    # The views' rag_mode repeats the run's, already in the experiment cells.
-    return ([[*cells[row[0]], row[1], *row[3:]] for row in explained],
-            [[*cells[row[0]], row[1], *row[3:]] for row in verified])
-
-
-# Every visitor of the tab asks for the same few experiments: the tables' and boxes' reads
-# (0.1-0.8 s from 10k to 1M answers, mostly planning and computing the views) are kept per store
-# state (store.state_cache), as bias_report keeps its reports.
-@functools.cache
-def _reads_cache():
-    from store.state_cache import StoreStateCache
-
-    return StoreStateCache(16)
-
-
 def clear_cache() -> None:
     """Forget the kept reads and reports (scripts/bench_app.py times a visitor's first look with it)."""
-    from engine.usecases.bias import clear_report_cache
+    from engine.usecases.bias_page import clear_cache as clear
 
-    _reads_cache().clear()
-    clear_report_cache()
-
-
-def _store_reads(db_path: Path, experiment_ids: tuple[str, ...], run_ids: tuple[str, ...], *, conn: Any = None,
-                 pending: list | None = None) -> Any:
-    """(Table 1 rows, Table 2 rows, probability summaries) of these experiments and runs; kept
-    only while the store is unchanged, so a write that lands meanwhile is never hidden."""
-    from engine.usecases.tables import experiment_tables
-    from store.queries import citation_probability_summaries
-
-    return _reads_cache().get(
-        db_path, (experiment_ids, run_ids),
-        lambda: (*experiment_tables(conn or db_path, experiment_ids, pending=pending),
-                 citation_probability_summaries(conn or db_path, run_ids)),
-    )
+    clear()
 
 
 def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], list[list[Any]]]:
     """One experiment: (its summary, the CAS/CAB rows in RESULT_COLUMNS, the confidence rows),
     without the tables and plots of the tab (scripts/bench_app.py times this part alone)."""
-    reports, skipped = _reports(Path(db_path), "", [experiment] if experiment.strip() else [], None)
-    (report,) = reports
-    return (_summary(reports, skipped), [[row[c] for c in RESULT_COLUMNS] for row in report["results"]],
-            [[c[k] for k in CONFIDENCE_COLUMNS] for c in report["confidence"]])
+    db_path = Path(db_path)
+    experiments, skipped = _experiments_and_skipped(db_path, "", [experiment] if experiment.strip() else [])
+    (shown,) = experiments
+    return ("\n".join(_summary(experiments, skipped)), [_result_cells(row) for row in shown.results],
+            [_confidence_cells(c) for c in shown.confidence])
 
 
-def _check_request(db_path: Path, text: str, chosen: Sequence[str] | None) -> None:
-    """UserError for a request with no experiment, or a store that does not exist yet."""
+def _references(db: Any, text: str, chosen: Sequence[str] | None) -> tuple[list[str], dict[str, str | None]]:
+    """The references of the text box and the multiselect, and those looked up here: a name that
+    contains a comma is tried whole first, typed alone (then it is not looked up again)."""
+    from store.queries import resolve_experiment
+
+    whole = (text or "").strip()
+    if "," not in whole:
+        return experiment_references(text, chosen), {}
+    resolved = {whole: resolve_experiment(db, whole)}
+    if resolved[whole]:
+        return experiment_references("", [whole, *(chosen or ())]), resolved
+    return experiment_references(text, chosen), resolved
+
+
+def _experiments_and_skipped(db_path: Path, text: str, chosen: Sequence[str] | None
+                             ) -> tuple[tuple[usecase.ExperimentBias, ...], list[str]]:
+    """The reports of the chosen experiments (at least one) and a line for each one skipped."""
     from engine.errors import UserError
+    from engine.usecases import bias_page as usecase
+    from store.queries import reading
 
-    if not (text or "").strip() and not chosen:
-        raise UserError("choose an experiment (its id or name, from the Runs tab)")
-    if not db_path.is_file():
-        raise UserError("nothing is stored yet: start a run first")
+    with _shown_errors(db_path):
+        usecase.check_request(db_path, experiment_references(text, chosen))
+        with reading(db_path) as conn:
+            references, resolved = _references(conn, text, chosen)
+            experiments, skipped = usecase.experiment_reports(db_path, references, None, conn=conn, resolved=resolved)
+    page_skipped = [_shown_message(db_path, s) for s in skipped]
+    if not experiments:  # nothing else chosen: the note is the error
+        raise UserError(page_skipped[0] if page_skipped else "choose an experiment (its id or name, from the Runs tab)")
+    return experiments, page_skipped
 
 
-def _reports(db_path: Path, text: str, chosen: Sequence[str] | None, resamples: int | None, *,
-             conn: Any = None, pending: list | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """`python -m engine bias`'s report of each chosen experiment, and a line for each one skipped
-    (read through `conn` when given; reports computed now are appended to `pending`)."""
+def _experiments(db_path: Path, text: str, chosen: Sequence[str] | None) -> tuple[usecase.ExperimentBias, ...]:
+    return _experiments_and_skipped(db_path, text, chosen)[0]
+
+
+@contextmanager
+def _shown_errors(db_path: Path) -> Iterator[None]:
+    """UserErrors of the use case as a visitor sees them: no server path."""
     from demo.settings import without_server_paths
     from engine.errors import UserError
-    from engine.usecases.bias import bias_report, unknown_experiment
-    from store.queries import experiment_dataset_paths, resolve_experiment
 
-    _check_request(db_path, text, chosen)
-    db = conn or db_path
-    whole = (text or "").strip()
-    references = experiment_references(text, chosen)
-    if "," in whole and resolve_experiment(db, whole):
-        references = experiment_references("", [whole, *(chosen or ())])
-    if len(references) > MAX_EXPERIMENTS:
-        raise UserError(f"choose at most {MAX_EXPERIMENTS} experiments at once, not {len(references)}")
-
-    reports: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    first_error: UserError | None = None
-    for reference in references:
-        experiment_id = resolve_experiment(db, reference)
-        if experiment_id is None:  # a typo: said at once, whatever else was chosen
-            raise UserError(without_server_paths(unknown_experiment(db_path, reference), db_path))
-        if any(r["experiment_id"] == experiment_id for r in reports):
-            continue
-        try:
-            reports.append(bias_report(db_path, experiment_id, resamples=resamples, conn=conn, pending=pending).report)
-        except UserError as err:
-            # An experiment without two complete modes has nothing to compare yet: a note, unless
-            # nothing else was chosen.
-            message = str(err)
-            # Its hint names the dataset as typed at the run (a server path on a Space): the file name only.
-            for dataset in experiment_dataset_paths(db_path, experiment_id):
-                message = without_server_paths(message, db_path, dataset_path=dataset)
-            message = without_server_paths(message, db_path)
-            first_error = first_error or UserError(message)
-            skipped.append(message)
-    if not reports:
-        raise first_error or UserError("choose an experiment (its id or name, from the Runs tab)")
-    return reports, skipped
+    try:
+        yield
+    except UserError as err:
+        raise UserError(without_server_paths(str(err), db_path)) from None
 
 
+def _shown_message(db_path: Path, skipped: usecase.Skipped) -> str:
+    """bias's message on a skipped experiment without server paths: its hint names the dataset as
+    typed at the run (a server path on a Space), shown by file name only."""
+    from demo.settings import without_server_paths
+
+    message = skipped.message
+    for dataset in skipped.dataset_paths:
+        message = without_server_paths(message, db_path, dataset_path=dataset)
+    return without_server_paths(message, db_path)
+
+
+def _shown_skipped(db_path: Path, page: usecase.BiasPage) -> list[str]:
+    from engine.errors import UserError
+
+    skipped = [_shown_message(db_path, s) for s in page.skipped]
+    if not page.experiments:  # nothing else chosen: the note is the error
+        raise UserError(skipped[0] if skipped else "choose an experiment (its id or name, from the Runs tab)")
+    return skipped
+
+
+def _note(note: usecase.Note) -> str:
+    return f"{markdown_text(note.experiment_id)}: {markdown_text(note.text)}"
+
+
+def _share_rows(experiments: Sequence[usecase.ExperimentBias], shares: usecase.BeyondShares
+                ) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The rows of the beyond-metric tables (EXPLANATION_SHARE_COLUMNS, VERIFICATION_SHARE_COLUMNS)."""
+    by_id = {e.experiment_id: e for e in experiments}
+    return ([[*_experiment_cells(by_id[s.experiment_id]), s.rag_mode, s.run_id, s.explainer_model, s.n_explanations,
+              s.n_mention_label, s.label_share] for s in shares.explanations],
+            [[*_experiment_cells(by_id[s.experiment_id]), s.rag_mode, s.run_id, s.judge_model, s.n_citations,
+              s.attributable_share, s.extrapolatory_share, s.contradictory_share, s.unparsed_share]
+             for s in shares.verifications])
 
 
 @dataclass(frozen=True)
@@ -321,108 +325,49 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
     return StudySelection(chosen, note)
 
 
-def panel_title(report: dict[str, Any]) -> str:
+def panel_title(experiment: usecase.ExperimentBias) -> str:
     """An experiment as a plot names it: id, model, metadata type and its labels."""
     from demo.plots import type_name
 
-    title = f"{report['experiment_id']} · {report['model']} · {type_name(report['metadata_type'])}"
-    if report["label_a"]:
-        title += f" (A = {report['label_a']}, B = {report['label_b']})"
+    title = f"{experiment.experiment_id} · {experiment.model} · {type_name(experiment.metadata_type)}"
+    if experiment.label_a:
+        title += f" (A = {experiment.label_a}, B = {experiment.label_b})"
     return title
 
 
-def _experiment_cells(report: dict[str, Any]) -> list[Any]:
-    return [report["experiment_id"], report["model"], report["metadata_type"] or "-"]
+def _experiment_cells(experiment: usecase.ExperimentBias) -> list[Any]:
+    return [experiment.experiment_id, experiment.model, experiment.metadata_type or "-"]
 
 
-def _summary(reports: list[dict[str, Any]], skipped: list[str], rows1: list[dict] | None = None,
-             rows2: list[dict] | None = None) -> str:
-    """One line per experiment (with the equal-labels warning), the skipped ones, and the tables' notes."""
-    from engine.statistics.bias import SIGNIFICANCE
-    from engine.usecases.formatting import SETTING_NOTE, has_settings, single_dataset, table2_notes
+def _result_cells(row: usecase.BiasRow) -> list[Any]:
+    return [getattr(row, c) for c in RESULT_COLUMNS]
 
+
+def _confidence_cells(row: usecase.ConfidenceRow) -> list[Any]:
+    return [getattr(row, c) for c in CONFIDENCE_COLUMNS]
+
+
+def _summary(experiments: Sequence[usecase.ExperimentBias], skipped: Sequence[str]) -> list[str]:
+    """One line per experiment (with the equal-labels warning), the skipped ones, and what the numbers are."""
     lines = []
-    for r in reports:
-        line = (f"- Experiment {markdown_text(r['experiment_id'])}: {markdown_text(r['model'])} on "
-                f"{markdown_text(r['dataset'])}, metadata {markdown_text(r['metadata_type'] or 'none')}")
-        if r["label_a"]:
-            line += (f" (label A = {markdown_text(r['label_a'])} on relevant documents in base, "
-                     f"{markdown_text(r['label_b'])} in cf)")
-            if r["label_a"] == r["label_b"]:
+    for e in experiments:
+        line = (f"- Experiment {markdown_text(e.experiment_id)}: {markdown_text(e.model)} on "
+                f"{markdown_text(e.dataset)}, metadata {markdown_text(e.metadata_type or 'none')}")
+        if e.label_a:
+            line += (f" (label A = {markdown_text(e.label_a)} on relevant documents in base, "
+                     f"{markdown_text(e.label_b)} in cf)")
+            if e.label_a == e.label_b:
                 # The seed library's race type did this: base and cf then show the same prompt, CAB is 0 by construction.
                 line += ". **WARNING: cf labels equal base labels, so CAB is 0 by construction**"
-        if r.get("label_note"):
-            line += f"; {markdown_text(r['label_note'])}"
+        if e.label_note:
+            line += f"; {markdown_text(e.label_note)}"
         lines.append(line + ".")
     lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
-    if any(is_smoke(r["model"]) for r in reports):  # every number below is 0: said before them
+    if any(is_smoke(e.model) for e in experiments):  # every number below is 0: said before them
         lines = [f"**{markdown_text(SMOKE_NOTE)}**", ""] + lines
     lines.append("")
     lines.append("CAB > 0 favours label A. CAS and CAB: x100, bootstrap 95% intervals, undefined where no answer "
                  "cites a shown document (as `python -m engine bias`). CAB's p and verdict: the paired test of base "
                  "vs cf named in `test` (null: base and cf cite alike); CAS's p is a signed test of vanilla vs base, "
                  "not a test of CAS.")
-    if rows1 is None or rows2 is None:
-        return "\n".join(lines)
-    lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* CAB's paired test p < {SIGNIFICANCE}).")
-    dataset = single_dataset(rows1, rows2)
-    if dataset is not None:
-        lines.append(f"Dataset: {markdown_text(dataset)}.")
-    if not rows2:
-        lines.append("Table 2: no experiment here has complete base and cf runs.")
-    lines += [f"Table 2, {markdown_text(note)}." for note in table2_notes(rows2)]
-    if has_settings(rows1) or has_settings(rows2):
-        lines.append(markdown_text(SETTING_NOTE))
-    return "\n".join(lines)
-
-
-def _undefined_cab(report: dict[str, Any]) -> str:
-    """Why the experiment's CAB is undefined, with the share of answers that cite; "" if it is not."""
-    for row in report["results"]:
-        if row["measure"] == "CAB" and row.get("undefined_reason"):
-            return (f"{row['undefined_reason']} (citing: {row['n_cite_a']}/{row['n']} in base, "
-                    f"{row['n_cite_b']}/{row['n']} in cf)")
-    return ""
-
-
-def _cab_bars(reports: list[dict[str, Any]]) -> list[CabBar]:
-    bars = []
-    for r in reports:
-        labels = f"{r['label_a']} vs {r['label_b']}" if r["label_a"] else "label A vs label B"
-        for row in r["results"]:
-            if row["measure"] == "CAB":
-                bars.append(CabBar(r["experiment_id"], r["model"], r["metadata_type"], labels, row["metric"], row["value"],
-                                   row["ci_low"], row["ci_high"], row["p"], row["n"], row["direction"]))
-    return bars
-
-
-def _probability_boxes(reports: list[dict[str, Any]], summaries: Sequence[Any]) -> list[ProbabilityBox]:
-    by_run = {}
-    for s in summaries:
-        by_run.setdefault(s.run_id, []).append(s)
-    boxes = []
-    for r in reports:
-        # The label each kind of cited document carried in each mode, as citation_confidence gives it.
-        labels = {(c["rag_mode"], c["cited_docs"]): c["label"] for c in r["confidence"]}
-        for mode, run_id in r["runs"].items():
-            for s in by_run.get(run_id, ()):
-                kind = "relevant" if s.relevant else "non-relevant"
-                boxes.append(ProbabilityBox(panel_title(r), mode, s.relevant, labels.get((mode, kind)), s.n, s.minimum,
-                                            s.q1, s.median, s.q3, s.maximum, s.mean))
-    return boxes
-
-
-def _probability_note(reports: list[dict[str, Any]], summaries: Sequence[Any]) -> str:
-    """What the probability plot cannot show: experiments without probabilities, or without cf yet."""
-    with_probabilities = {s.run_id for s in summaries}
-    notes = []
-    for r in reports:
-        missing = [mode for mode, run in r["runs"].items() if run not in with_probabilities]
-        name = markdown_text(r["experiment_id"])
-        if len(missing) == len(r["runs"]):
-            notes.append(f"{name}: no citation probabilities (imported answers, or no citation of a shown document).")
-        elif missing:
-            notes.append(f"{name}: no citation probabilities in {markdown_text(', '.join(missing))}.")
-        if "cf" not in r["runs"]:
-            notes.append(f"{name}: no complete cf run yet, so label B on relevant documents is not shown.")
-    return " ".join(notes)
+    return lines

@@ -163,7 +163,8 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
         raise UserError(f"{what} has no answers to explain yet")
     models = sorted({r.model for r in answered})
     if len(models) > 1:
-        raise UserError(f"the runs were answered by {len(models)} models; use `python -m engine explain --model`")
+        raise UserError(f"the runs were answered by {len(models)} models; explain them run by run "
+                        "(every answer of the chosen run)")
     name = SMOKE if models[0] == SMOKE_LABEL else models[0]
     if settings.allowed_models is not None and name not in settings.allowed_models + (SMOKE,):
         raise UserError(f"model '{shown_reference(name)}' is not offered here")

@@ -129,7 +129,8 @@ def server_options(settings: AppSettings, form: RunForm):
                             tokenizer=form.tokenizer.strip() or None, concurrency=form.concurrency,
                             api_key_env=form.api_key_env.strip() or None, timeout=form.request_timeout)
     # A grid's list of models is checked model by model by check_study; its first one here.
-    check_server(replace(options, model=options.model.split(",")[0].strip()), None)
+    with app_worded():  # the server's fields by the form's labels, not --base-url
+        check_server(replace(options, model=options.model.split(",")[0].strip()), None)
     return options
 
 
@@ -141,7 +142,8 @@ def probe_server(run: Any, server: Any, models: tuple[str, ...]) -> None:
 
     for model in models:
         options = replace(server, model=model)
-        server_backend(served_run(run, options), options).close()
+        with app_worded():  # e.g. a tokenizer that cannot load, by the form's label
+            server_backend(served_run(run, options), options).close()
 
 
 def build_study_request(settings: AppSettings, form: RunForm):

@@ -235,6 +235,7 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
 
     The file is read in a child process with a memory cap and a time limit (engine.datasets.load_child):
     a small upload can decode to gigabytes, which must not happen in the app's own process."""
+    from demo.field_words import app_message
     from engine.datasets.load_child import check_dataset_bounded
     from engine.errors import UserError
 
@@ -248,11 +249,12 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
     if top_k is not None and top_k < 1:
         top_k = None
     check = check_dataset_bounded(path, top_k=top_k)
+    error = app_message(check.error) if check.error else None  # the skip-invalid box by its label
     if check.broken:
-        return _visible(settings, check.error or "the dataset could not be read", path)
-    if check.error:
+        return _visible(settings, error or "the dataset could not be read", path)
+    if error:
         # Invalid items: the loader's own line, after what a run with skip_invalid would keep.
-        return _visible(settings, f"{name}: {check.layout} layout, {check.n_items} valid items; {check.error}", path)
+        return _visible(settings, f"{name}: {check.layout} layout, {check.n_items} valid items; {error}", path)
     return f"{name}: {check.layout} layout, {check.n_items} items, ready to run"
 
 

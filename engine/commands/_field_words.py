@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from engine.errors import FieldError
 
+# Fields the CLI sets in more than one way: the store is --db or, for every command, $PATTRIEVAL_DB.
+OTHER_WORDS: dict[str, str] = {"db": "--db or PATTRIEVAL_DB"}
+
 
 def option_name(field: str) -> str:
     """The option that sets `field` (RunValues' names are the options' dests)."""
-    return "--" + field.replace("_", "-")
+    return OTHER_WORDS.get(field) or "--" + field.replace("_", "-")
 
 
 def cli_message(err: object) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
 from engine.usecases.bias import bias_report
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(sign-flip permutation test) and its verdict; undefined where no answer cites a shown document.",
     )
     p.add_argument("--experiment", required=True, help="experiment id, or the name given with `run --experiment` (see `python -m engine list`)")
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed, 0 or more (default 0)")

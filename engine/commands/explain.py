@@ -14,7 +14,7 @@ import shlex
 import sys
 from typing import Any
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
@@ -36,8 +36,8 @@ def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: 
                    help="auto = 4bit on a GPU, none on CPU (default: %(default)s)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
-    from engine.commands import add_server_args
+    add_db_arg(p)
+    from engine.commands._served_options import add_server_args
 
     p.add_argument("--backend", default="local", choices=("local", "server"),
                    help=f"local = load the {role} here; server = ask an OpenAI-compatible server (--base-url), "
@@ -65,7 +65,7 @@ def build_request(kind: type, args: argparse.Namespace) -> Any:
     from dataclasses import replace
     from pathlib import Path
 
-    from engine.commands import server_options
+    from engine.commands._served_options import server_options
     from engine.commands.bias import db_path
     from engine.usecases.explain import check_request
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 from engine.types import EXPORT_FORMATS
 
 
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", choices=("answers", "decisions"), default="answers",
                    help="answers: one row per stored answer (default); decisions: one row per shown "
                         "document per answer")
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.set_defaults(main=main)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 from engine.prompting.citations import CITATION_SYNTAXES
 from engine.types import MODES
 
@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "counts against precision) or paper (the PAttriEval code's [n] only, numbers not shown "
         "ignored), to reproduce the paper's numbers (default: %(default)s)",
     )
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.set_defaults(main=main)
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 
 START_HINT = "python -m engine quickstart"
 
@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="List the experiments in the store, newest first: id, model, dataset, metadata "
         "type, modes, status, items done out of the total and when it started (UTC).",
     )
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.add_argument("--runs", action="store_true", help="one row per run instead of per experiment")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--study", default=None, metavar="NAME",

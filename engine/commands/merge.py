@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "their experiments. The source is never modified.",
     )
     p.add_argument("--from", dest="source", required=True, metavar="OTHER.duckdb", help="the store to copy runs from")
-    p.add_argument("--db", default=None, help=f"DuckDB file to merge into (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p, "DuckDB file to merge into")
     p.set_defaults(main=main)
 
 

@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "are stored as they go and a re-run resumes.",
     )
     p.add_argument("--experiment", required=True, help="experiment id or name (see `python -m engine list`)")
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.add_argument("--model", default=None,
                    help="Hugging Face id or local folder of the model that answered (default: the stored one)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")

@@ -26,7 +26,7 @@ import shlex
 import sys
 from typing import Any
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 
 # The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
 # names stay importable from here for callers.
@@ -53,7 +53,7 @@ from engine.usecases.tables import (
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="the paper's Table 1 (quality, EM) and Table 2 (CAB) from the store")
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown", help="output format (default: markdown)")
     p.add_argument("--table", choices=("1", "2", "all"), default="all", help="which table (default: both)")
     p.add_argument("--experiment", default=None, help="only the runs of this experiment, by id or name (see `python -m engine list`)")

@@ -13,16 +13,17 @@ import shlex
 import sys
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.commands import (
+from engine.commands._options import (
+    RunBar,
     add_battery_args,
+    add_db_arg,
     add_extra_label_arg,
-    add_server_args,
     battery_fields,
     extra_labels,
-    server_options,
+    store_path,
 )
+from engine.commands._served_options import add_server_args, server_options
 from engine.errors import UserError
-from engine.paths import DEFAULT_DB_HELP
 from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 
 # engine.types, not engine.prompting.prompts: every command builds this parser, and bias should not pay
@@ -113,10 +114,7 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         help=f"also record the top N alternatives per token, 0 to {MAX_TOP_LOGPROBS} (default: %(default)s)",
     )
     s = p.add_argument_group("experiment and store")
-    s.add_argument(
-        "--db", default=None,
-        help=f"DuckDB file (default: {DEFAULT_DB_HELP})",
-    )
+    add_db_arg(s)
     s.add_argument(
         "--experiment", default=None, metavar="NAME",
         help="create or extend the experiment NAME (or an experiment id); refused when its model, "
@@ -271,43 +269,6 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
     return build_run_request(run_values(args, model, label))
 
 
-def _db(args: argparse.Namespace):
-    from engine.paths import moved_default_note
-    from engine.usecases.run import resolve_db
-
-    path = resolve_db(args.db)
-    note = None if args.db else moved_default_note(path)
-    if note:  # the default store is not where the docs say: said once, before the run
-        print(note, file=sys.stderr)
-    return path
-
-
-class _Bar:
-    """The use case's progress as one tqdm bar on stderr, made when its total is known."""
-
-    def __init__(self, desc, *, on_planned=None):
-        self.desc, self.on_planned, self.bar = desc, on_planned, None
-
-    def __call__(self, event) -> None:
-        if event.stage == "planned" and event.study is not None:
-            if self.on_planned is not None:
-                self.on_planned(event.study)
-            self._open(event.total, f"study {event.study.name}", disable=event.total == 0)
-        elif event.stage == "generating" and self.bar is None:
-            self._open(event.total, f"{event.label} {self.desc}")
-        elif event.stage == "stored" and self.bar is not None:
-            self.bar.update(event.step)
-
-    def _open(self, total, desc, disable=False) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, unit="item", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=disable)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint: bool = True):
     """Check everything, run with a progress bar, print the outcome; returns the ExperimentOutcome.
 
@@ -321,8 +282,8 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     server = server_options(args, model_arg)
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)
-    db_path = _db(args)
-    bar = _Bar(f"x {len(request.modes)} mode(s)")
+    db_path = store_path(args)
+    bar = RunBar(f"x {len(request.modes)} mode(s)")
     try:
         outcome = run_experiment(ExperimentRequest(request, dataset_path, db_path, ray=ray_options(args),
                                                    server=server), progress=bar)
@@ -406,17 +367,13 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- study grids (comma lists)
-
-
 def run_study(args: argparse.Namespace, grid):
-    """`run` with comma lists: the study grid (engine.usecases.study), its plan printed before
-    the first model loads, then one line per experiment."""
+    """`run` with comma lists: the StudyRequest of the grid, run and reported by engine.commands._study."""
     from dataclasses import replace
 
+    from engine.commands._study import run_study as run_grid
     from engine.prompting.study import configuration_args
     from engine.usecases.study import StudyRequest
-    from engine.usecases.study import run_study as run_grid
 
     check_backend_args(args)
     first = grid.configurations()[0]
@@ -424,52 +381,11 @@ def run_study(args: argparse.Namespace, grid):
     single = argparse.Namespace(**{**vars(configuration_args(args, first, grid)), "experiment": None, "repeat": False})
     base = replace(build_request(single, first["model"], None), experiment=args.experiment, repeat=args.repeat)
     study = StudyRequest(
-        grid=grid, run=base, dataset=args.dataset, db=_db(args), name=args.study,
+        grid=grid, run=base, dataset=args.dataset, db=store_path(args), name=args.study,
         label_a=args.label_a, label_b=args.label_b, consideration=args.consideration, ray=ray_options(args),
         extra_labels=tuple(args.extra_label or ()),
         server=server_options(args, first["model"]),
     )
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)
-    bar = _Bar("", on_planned=_print_plan)
-    try:
-        outcome = run_grid(study, progress=bar)
-    finally:
-        bar.close()
-    _study_report(outcome, args)
-    return outcome
-
-
-def _print_plan(summary) -> None:
-    from engine.prompting.study import AXES, plan_line
-
-    sizes = dict(summary.axis_sizes)
-    varied = [a for a in AXES if sizes.get(a, 1) > 1] or ["model"]
-    print(f"study {summary.name}: {summary.n_experiments} experiment(s) "
-          f"({' x '.join(f'{sizes[a]} {a}' for a in varied)}), {summary.n_shared} vanilla run(s) to share")
-    print(plan_line(summary.n_runs, summary.n_items, summary.n_generations, summary.n_todo, summary.n_copied))
-    if summary.n_todo == 0 and summary.n_copied == 0:
-        print("already complete, nothing to do")
-
-
-def _shown_configuration(configuration: dict) -> str:
-    from engine.prompting.study import battery_text
-
-    k = "all" if configuration["top_k"] is None else configuration["top_k"]
-    return (f"{configuration['metadata']:<8} k={k:<4} {configuration['order']:<8} "
-            f"few-shot {configuration['few_shot']}  xai {configuration['xai']}{battery_text(configuration, '  ')}")
-
-
-def _study_report(outcome, args: argparse.Namespace) -> None:
-    """One line per experiment, then the command that shows the study."""
-    for e in outcome.experiments:
-        shared = e.copied_from
-        runs = ", ".join(
-            f"{r.mode} {r.run_id} {r.status}" + (f" (copied from {shared[r.mode]})" if r.mode in shared else
-                                                 f" ({r.n_generated} new)")
-            for r in e.outcome.runs
-        )
-        print(f"  experiment {e.outcome.experiment_id}  {e.label}  {_shown_configuration(e.configuration)}  {runs}")
-    db_part = f" --db {shlex.quote(args.db)}" if args.db else ""
-    print(f"see the study with: python -m engine report --study {shlex.quote(outcome.name)}{db_part} "
-          "(--layout xai: the cut-off x order tables)")
+    return run_grid(study, args)

@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.commands._options import add_db_arg
 from engine.types import MODES
 
 
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the label the others are compared with (default: label B of the experiments' "
                         "metadata type, so an odds ratio above 1 favours label A, as CAB > 0 does)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
+    add_db_arg(p)
     p.set_defaults(main=main)
 
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from engine.datasets.data_files import Row, json_kind, read_rows, require_regular_file
 from engine.datasets.normalize import normalize_answer
-from engine.errors import UserError
+from engine.errors import FieldError, UserError
 from engine.types import Document, Item, SkippedItem
 
 # The name tests and older callers use; relevance must normalise exactly as exact match does.
@@ -106,7 +106,7 @@ def load_dataset(
     items = [o for o in considered if isinstance(o, Item)]
     problems = [o for o in considered if isinstance(o, _Problem)]
     if problems and not skip_invalid:
-        raise UserError(_summary(str(p), problems, len(considered)))
+        raise _summary(str(p), problems, len(considered))
     if not items:
         first = _located(str(p), problems[0])
         raise UserError(f"none of the {len(problems)} items is valid, nothing to run (first: {first})")
@@ -169,18 +169,23 @@ def _located(source: str, problem: _Problem) -> str:
     return f"{_at(source, problem.where, problem.item_id, ': ')}: {problem.reason}"
 
 
-def _summary(source: str, problems: list[_Problem], total: int) -> str:
-    """One line for all invalid items: the count, the kinds, the first one, and the way out."""
+def _summary(source: str, problems: list[_Problem], total: int) -> FieldError:
+    """One line for all invalid items: the count, the kinds, the first one, and the way out (the
+    skip_invalid field, which each face names its own way: --skip-invalid, the app's tick box)."""
     n, first, left = len(problems), problems[0], total - len(problems)
-    hint = f"; run the other {'one' if left == 1 else left} with --skip-invalid" if left else ""
+    hint = "; run the other {left} with {skip_invalid}" if left else ""
+    values = {"left": "one" if left == 1 else left}
     if n == 1:  # a one-item dataset needs no count
-        return _located(source, first) + (f" (1 of {total} items{hint})" if left else "")
+        tail = f" (1 of {total} items{hint})" if left else ""
+        return FieldError("skip_invalid", "{line}" + tail, line=_located(source, first), **values)
     kinds = Counter(p.kind for p in problems)
     if set(kinds) == {NO_RELEVANT}:
         where = _at(source, first.where, first.item_id, ", ")
-        return f"{n} of {total} items have no relevant document among the shown documents (first: {where}){hint}"
+        return FieldError("skip_invalid", f"{n} of {total} items have no relevant document among the shown documents "
+                          "(first: {where})" + hint, where=where, **values)
     breakdown = "" if len(kinds) == 1 else ", ".join(f"{kind}: {k}" for kind, k in kinds.most_common()) + "; "
-    return f"{n} of {total} items are invalid ({breakdown}first: {_located(source, first)}){hint}"
+    return FieldError("skip_invalid", f"{n} of {total} items are invalid ({{breakdown}}first: {{first}}){hint}",
+                      breakdown=breakdown, first=_located(source, first), **values)
 
 
 # ---------------------------------------------------------------- checking rows

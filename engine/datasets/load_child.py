@@ -22,7 +22,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.errors import FieldError, UserError
 from engine.limits import limit_address_space
 
 # A normal load (50 MB of JSONL, ~10,000 items) stays well under these; see README "Security".
@@ -62,7 +62,8 @@ class DatasetCheck:
 
     layout: str | None = None
     n_items: int = 0  # valid items
-    error: str | None = None  # the strict load's message (invalid items, or a broken file)
+    # The strict load's message (invalid items, or a broken file); a FieldError whole, for each face to word.
+    error: str | FieldError | None = None
     broken: bool = False  # the file itself is unusable: nothing would run
 
 
@@ -72,8 +73,9 @@ def load_dataset_bounded(path: str | os.PathLike[str], limit: int | None = None,
     request = LoadRequest(str(path), limit, skip_invalid, top_k, False, bounds.max_address_space,
                           bounds.max_reply_bytes)
     reply = _call(request, bounds)
-    if reply.get("error"):
-        raise UserError(reply["error"])
+    error = reply.get("error")
+    if error:
+        raise error if isinstance(error, FieldError) else UserError(error)
     return reply["dataset"]
 
 
@@ -128,6 +130,12 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def _carried(err: UserError) -> str | FieldError:
+    """What a reply carries of a user error: a FieldError whole (pickled with its field, so that the
+    app words it with its form's labels, the CLI as options), any other as its line."""
+    return err if isinstance(err, FieldError) else str(err)
+
+
 def _serve(request: LoadRequest) -> dict:
     from engine.datasets.data import load_dataset
 
@@ -143,10 +151,10 @@ def _serve(request: LoadRequest) -> dict:
             try:
                 kept = load_dataset(request.path, top_k=request.top_k, skip_invalid=True)
             except UserError:
-                return {"check": asdict(DatasetCheck(error=str(strict), broken=True))}
-            return {"check": asdict(DatasetCheck(kept.layout, len(kept.items), str(strict)))}
+                return {"check": asdict(DatasetCheck(error=_carried(strict), broken=True))}
+            return {"check": asdict(DatasetCheck(kept.layout, len(kept.items), _carried(strict)))}
     except UserError as err:
-        return {"error": str(err)}
+        return {"error": _carried(err)}
     except MemoryError:
         return {"error": _memory_message(name, request.max_address_space)}
     except RecursionError:

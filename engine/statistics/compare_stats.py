@@ -215,6 +215,30 @@ def paired_permutation(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
     return TestResult(float(res.statistic), float(res.pvalue))
 
 
+def paired_permutations(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_resamples: int = PERMUTATIONS,
+                        seed: int = DEFAULT_SEED) -> list[TestResult]:
+    """paired_permutation of each (a, b), with the same p values: the Monte Carlo tests of pairs
+    with the same number of items share one draw of sign patterns (engine.statistics.sign_flips),
+    which is what made a comparison of many metrics on 1M items take minutes (issue 31)."""
+    from engine.statistics.sign_flips import sign_flip_pvalues
+
+    out: list[TestResult | None] = [None] * len(pairs)
+    by_n: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for k, (a, b) in enumerate(pairs):
+        x, y = _clean(a, b)
+        d = y - x
+        if x.size < 2 or np.all(d == 0) or 2**x.size <= n_resamples:
+            out[k] = paired_permutation(x, y, n_resamples=n_resamples, seed=seed)  # the exact or trivial p
+        else:
+            by_n.setdefault(int(x.size), []).append((k, d))
+    for n, group in by_n.items():
+        ps = sign_flip_pvalues([d for _, d in group], n_resamples=n_resamples, seed=seed,
+                               batch=max(1, _PERMUTATION_CELLS // n))
+        for (k, d), p in zip(group, ps, strict=True):
+            out[k] = TestResult(float(np.mean(d)), p)
+    return [r for r in out if r is not None]
+
+
 def _mean_difference(y: np.ndarray, x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(y - x, axis=axis)
 
@@ -335,9 +359,10 @@ def verdict(p_holm: float, n: int, equivalence: Equivalence | None, alpha: float
 
 def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
                    margin: float | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                   permutations: int = PERMUTATIONS) -> MetricComparison:
+                   permutations: int = PERMUTATIONS, permutation: TestResult | None = None) -> MetricComparison:
     """One metric of B against A (margin in the units shown; None: no TOST); p_holm is p, and
-    the equivalence's p_holm its p, until with_holm corrects a set of them."""
+    the equivalence's p_holm its p, until with_holm corrects a set of them. `permutation`: the
+    paired permutation test of a continuous metric when paired_permutations has made it already."""
     x, y = _clean(a, b)
     n = int(x.size)
     d = (y - x) * spec.scale
@@ -360,7 +385,8 @@ def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequenc
     else:
         tt = paired_t(x * spec.scale, y * spec.scale)
         t, t_p = tt.statistic, tt.p
-        test, name = paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed), PERMUTATION
+        test = permutation or paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed)
+        name = PERMUTATION
         ci_why = FEW if n < 2 else NO_SPREAD if no_spread else ""
         low, high = (math.nan, math.nan) if ci_why else bootstrap_diff_ci(x * spec.scale, y * spec.scale,
                                                                           n_resamples=n_resamples, seed=seed)
@@ -403,15 +429,15 @@ def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics:
     """Every metric of B against A (per-item arrays aligned by item), Holm-corrected together;
     `margins` maps a metric to its equivalence margin (units shown). Metrics with no item known
     on both sides are left out."""
-    out = []
     margins = margins or {}
-    for name in metrics:
-        spec = METRICS[name]
-        x, _ = _clean(a[name], b[name])
-        if x.size:
-            out.append(compare_metric(spec, a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
-                                      seed=seed, permutations=permutations))
-    return with_holm(out)
+    known = [name for name in metrics if _clean(a[name], b[name])[0].size]
+    continuous = [name for name in known if not METRICS[name].binary]
+    scaled = [(np.asarray(a[name], dtype=float) * METRICS[name].scale, np.asarray(b[name], dtype=float) * METRICS[name].scale)
+              for name in continuous]
+    tests = dict(zip(continuous, paired_permutations(scaled, n_resamples=permutations, seed=seed), strict=True))
+    return with_holm(compare_metric(METRICS[name], a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
+                                    seed=seed, permutations=permutations, permutation=tests.get(name))
+                     for name in known)
 
 
 def em_flips(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> EmFlips:

@@ -112,7 +112,8 @@ def clear_report_cache() -> None:
 
 
 def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
-                db_arg: str | None = None, conn: Any = None, pending: list | None = None) -> BiasReport:
+                db_arg: str | None = None, conn: Any = None, pending: list | None = None,
+                explanations: bool = True) -> BiasReport:
     """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
 
     The same request on an unchanged store returns the report computed before (a copy; see
@@ -120,7 +121,8 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     A report kept in the store (store.derived) is used while the experiment's runs are as they
     were; one computed now is appended to `pending` (store.derived.Derived) when given, for the
     caller to keep after its read (the app does; `python -m engine bias` only reads). `conn` is
-    an open read connection to use instead of opening one per read.
+    an open read connection to use instead of opening one per read. `explanations=False` leaves
+    out the explanation rates (the Bias page reads them once for all its experiments).
     """
     from engine.errors import UserError
 
@@ -129,8 +131,8 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     if seed < 0:
         raise UserError(f"--seed must be 0 or more, not {seed}")
     return _report_cache().get(
-        path, (experiment, resamples, seed, db_arg),
-        lambda: _kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending),
+        path, (experiment, resamples, seed, db_arg, explanations),
+        lambda: _kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations),
     )
 
 
@@ -139,7 +141,7 @@ BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined
 
 
 def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
-                      conn: Any, pending: list | None) -> BiasReport:
+                      conn: Any, pending: list | None, explanations: bool = True) -> BiasReport:
     """The report kept in the store for this request, else computed now; explanations are
     always read now (`engine explain` adds them without changing the runs)."""
     import json
@@ -158,7 +160,7 @@ def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: 
             pending.append(Derived(BIAS_REPORT, found[0], key, found[1],
                                    json.dumps({"report": report, "hint": hint}, default=_plain_json)))
     # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
-    explained = explanation_rates(db, list(report["runs"].values()))
+    explained = explanation_rates(db, list(report["runs"].values())) if explanations else ()
     if explained:
         report["explanations"] = [
             {"rag_mode": mode, "run_id": run_id, "explainer_model": model, "n_explanations": n,

@@ -33,6 +33,7 @@ from engine.statistics.compare_stats import (
     compare_metric,
     compare_metrics,
     em_flips,
+    paired_permutations,
     with_holm,
 )
 from engine.statistics.stats import DEFAULT_RESAMPLES
@@ -421,15 +422,21 @@ def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Sid
     paired = _read(db, request, runs, with_citations=False)
     columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
     results = []
+    per_metric = {}
     for name in BIAS_METRICS:
         per_item = []
         for first, second in (paired.metrics[:2], paired.metrics[2:]):
             d = first[name] - second[name]
             per_item.append(np.abs(d) if measure == "CAS" else d)
+        per_metric[name] = per_item
+    # One draw of sign patterns for the three metrics' permutation tests (issue 31), same p values.
+    tests = paired_permutations([(p[0] * 100, p[1] * 100) for p in per_metric.values()],
+                                n_resamples=request.permutations, seed=request.seed)
+    for (name, per_item), test in zip(per_metric.items(), tests, strict=True):
         spec = MetricSpec(f"{measure}_{name}", f"{measure} {METRICS[name].label}", False, 100.0)
         results.append(compare_metric(spec, per_item[0], per_item[1], margin=_margins(request, [spec.name]).get(spec.name),
                                       n_resamples=request.resamples, seed=request.seed,
-                                      permutations=request.permutations))
+                                      permutations=request.permutations, permutation=test))
         columns[f"{spec.name}_a"] = per_item[0] * 100
         columns[f"{spec.name}_b"] = per_item[1] * 100
         columns[f"{spec.name}_diff"] = (per_item[1] - per_item[0]) * 100

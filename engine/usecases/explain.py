@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UserError
+from engine.errors import FieldError, UserError
 
 Progress = Callable[[int], None]
 Stage = Callable[[str], None]
@@ -132,14 +132,14 @@ class UnknownRun(UserError):
 
 
 def check_request(request: Any) -> None:
-    """One line for a bad number or an empty model name (the CLI's option names)."""
+    """One line for a bad number or an empty model name (FieldError: each face names the field)."""
     for name in ("batch_size", "max_new_tokens"):
         if getattr(request, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+            raise FieldError(name, f"{{{name}}} must be at least 1")
     if request.limit is not None and request.limit < 1:
-        raise UserError("--limit must be at least 1")
+        raise FieldError("limit", "{limit} must be at least 1")
     if request.model is not None and not request.model.strip():
-        raise UserError("--model must not be empty")
+        raise FieldError("model", "{model} must not be empty")
     if (request.experiment is None) == (not request.runs):
         raise ValueError("give exactly one of experiment and runs")
 
@@ -182,8 +182,8 @@ def judge_model(request: Any, answered: list[Any]) -> tuple[str, str]:
         models = {r.model for r in answered}
         name = server.model or request.model
         if not name and len(models) > 1:
-            raise UserError(f"the runs were answered by {len(models)} models ({', '.join(sorted(models))}); "
-                            "choose the served one with --model")
+            raise FieldError("model", "the runs were answered by {n} models ({names}); choose the served one with "
+                             "{model}", n=len(models), names=", ".join(sorted(models)))
         name = name or next(iter(models))
         return name, name
     return choose_model(request.model, answered)

@@ -181,7 +181,9 @@ def check_store_writable(db: Path) -> None:
 
     problem = store_writable_problem(db)
     if problem:
-        raise UserError(f"cannot write the store {db}: {problem}; name a writable one with --db or PATTRIEVAL_DB")
+        # The CLI says "--db or PATTRIEVAL_DB" (engine.commands._field_words), the app its operator's setting.
+        raise FieldError("db", "cannot write the store {path}: {problem}; name a writable one with {db}", path=db,
+                         problem=problem)
 
 
 def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = None, stop: StopFn | None = None,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from engine.errors import UserError
+from engine.errors import FieldError
 
 if TYPE_CHECKING:
     from engine.running.run_request import RunRequest
@@ -43,8 +43,9 @@ def check_api_key_env(name: str | None) -> None:
 
     if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         # Refused, not used: a key typed here would sit in the shell history and in `ps`.
-        raise UserError("--api-key-env takes the NAME of an environment variable holding the key, not the key "
-                        "(export it first, e.g. export OPENAI_API_KEY=...; keys are never taken on the command line)")
+        raise FieldError("api_key_env", "{api_key_env} takes the NAME of an environment variable holding the key, "
+                         "not the key (export it first, e.g. export OPENAI_API_KEY=...; keys are never taken on the "
+                         "command line)")
 
 
 def check_server(server: ServerOptions | None, ray: Any) -> None:
@@ -52,16 +53,18 @@ def check_server(server: ServerOptions | None, ray: Any) -> None:
     if server is None:
         return
     if ray is not None:
-        raise UserError("--backend server and --backend ray exclude each other: choose one")
+        raise FieldError("backend", "{backend} server and {backend} ray exclude each other: choose one")
     check_api_key_env(server.api_key_env)
     if not server.base_url:
-        raise UserError("--backend server needs --base-url (for example http://127.0.0.1:8000/v1)")
+        raise FieldError("base_url", "{backend} server needs {base_url} (for example http://127.0.0.1:8000/v1)")
     if not server.model or server.model in ("auto", "smoke"):
-        raise UserError("--backend server needs --model: the model name the server serves (GET /v1/models lists them)")
+        raise FieldError("model", "{backend} server needs {model}: the model name the server serves "
+                         "(GET /v1/models lists them)")
     if server.concurrency is not None and server.concurrency < 1:
-        raise UserError("--concurrency must be at least 1")
+        raise FieldError("concurrency", "{concurrency} must be at least 1")
     if not (math.isfinite(server.timeout) and server.timeout > 0):
-        raise UserError(f"--request-timeout must be a number of seconds above 0, not {server.timeout}")
+        raise FieldError("request_timeout", "{request_timeout} must be a number of seconds above 0, not {timeout}",
+                         timeout=server.timeout)
 
 
 def served_run(run: RunRequest, server: ServerOptions) -> RunRequest:
@@ -94,7 +97,8 @@ def load_tokenizer(name: str, run: RunRequest | None) -> Any:
         return AutoTokenizer.from_pretrained(name, token=(run.hf_token if run is not None else None) or None)
     except (OSError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"--tokenizer {name}: cannot load a tokenizer ({first})") from None
+        raise FieldError("tokenizer", "{tokenizer} {name}: cannot load a tokenizer ({first})", name=name,
+                         first=first) from None
 
 
 def record_served(sink: Any, backend: Any) -> None:
@@ -133,7 +137,7 @@ def served_model(server: ServerOptions, stop: Callable[[], bool] | None = None):
     from engine.running.served_request import ServerSettings
 
     if not server.model:
-        raise UserError("--backend server needs --model: the model name the server serves")
+        raise FieldError("model", "{backend} server needs {model}: the model name the server serves")
     tokenizer = load_tokenizer(server.tokenizer, None) if server.tokenizer else None
     settings = ServerSettings(server.base_url, server.model, concurrency=server.concurrency, timeout_s=server.timeout,
                               api_key_env=server.api_key_env)
