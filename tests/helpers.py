@@ -6,10 +6,13 @@ The datasets are written byte for byte as the modules that used to define them w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
-from collections.abc import Iterable
+import subprocess
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +139,43 @@ def load_script(name: str) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def served_app(db: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`python -m demo --db DB ARGS` on a free port, as a visitor reaches it over HTTP; yields
+    (its URL, the process) once it accepts connections, and stops it afterwards. `env` adds to
+    this process's environment (offline, no analytics)."""
+    import socket
+    import sys
+    import time
+
+    import pytest
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = Path(__file__).resolve().parents[1]
+    full_env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False",
+                    **(env or {}))
+    proc = subprocess.Popen([sys.executable, "-m", "demo", "--db", str(db), "--port", str(port), *args],
+                            cwd=root, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("the app did not start")
+            time.sleep(0.3)
+    try:
+        yield f"http://127.0.0.1:{port}/", proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

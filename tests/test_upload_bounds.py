@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from engine.datasets.data import MAX_DOCUMENTS, MAX_ITEMS, load_dataset
 from engine.datasets.load_child import LoadBounds, check_dataset_bounded, load_dataset_bounded
 from engine.errors import UserError
+from tests.helpers import served_app
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 2**20
@@ -41,12 +40,6 @@ def _bomb_parquet(path: Path, rows: int = 2_500, string_mb: int = 1) -> Path:
 def _empty_objects_json(path: Path, size: int = 10 * MB) -> Path:
     path.write_text("[" + ",".join(["{}"] * (size // 3)) + "]")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _PeakRss:
@@ -76,31 +69,8 @@ class _PeakRss:
 @pytest.fixture
 def app_process(tmp_path):
     """`python -m demo` as a Space serves it (no local paths), on a free port; (url, pid)."""
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "demo", "--db", str(tmp_path / "app.duckdb"), "--port", str(port), "--no-local-paths"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("the app did not start")
-            time.sleep(0.5)
-    try:
-        yield f"http://127.0.0.1:{port}/", proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_app(tmp_path / "app.duckdb", "--no-local-paths") as (url, proc):
+        yield url, proc.pid
 
 
 @pytest.mark.parametrize("kind", ["parquet", "json"])

@@ -6,11 +6,7 @@ HTTP from fresh clients (httpx, gradio_client), as a looping stranger would."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +14,7 @@ import httpx
 import pytest
 
 from demo.uploads import UploadLimits, folder_bytes, upload_problem
+from tests.helpers import served_app
 
 ROOT = Path(__file__).resolve().parents[1]
 KB, MB = 1024, 1024 * 1024
@@ -26,33 +23,9 @@ KB, MB = 1024, 1024 * 1024
 @pytest.fixture
 def app(tmp_path):
     """`python -m demo` with a 1 MB bound on uploads; (url, its upload folder)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     uploads = tmp_path / "gradio"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False",
-               GRADIO_TEMP_DIR=str(uploads), PATTRIEVAL_MAX_UPLOADS_MB="1")
-    proc = subprocess.Popen([sys.executable, "-m", "demo", "--db", str(tmp_path / "app.duckdb"), "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("the app did not start")
-            time.sleep(0.3)
-    try:
-        yield f"http://127.0.0.1:{port}/", uploads
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with served_app(tmp_path / "app.duckdb", env=dict(GRADIO_TEMP_DIR=str(uploads), PATTRIEVAL_MAX_UPLOADS_MB="1")) as (url, _):
+        yield url, uploads
 
 
 def _upload(url: str, n: int, size: int = 300 * KB) -> httpx.Response:
