@@ -1,6 +1,6 @@
 """Time the paired tests of `compare` (issue 31): every default metric of two synthetic runs of
-N items, the code at HEAD (loaded from git into a temporary module) against the working tree,
-in CPU seconds, with both p values checked equal.
+N items, the code before issue 31 (--old-rev, loaded from git into a temporary module) against
+the working tree, in CPU seconds, with both p values checked equal.
 
     python scripts/bench_compare.py --sizes 10000 100000 --new-only 1000000
 """
@@ -30,8 +30,12 @@ def synthetic(n: int, seed: int) -> dict[str, np.ndarray]:
             "cites_nothing": (rng.random(n) < 0.1).astype(float), "mean_probability": rng.random(n)}
 
 
-def old_module():
-    text = subprocess.run(["git", "show", "HEAD:engine/statistics/compare_stats.py"], cwd=ROOT,
+# The last commit before issue 31's shared sign flips (HEAD has them since they were committed).
+BEFORE_ISSUE_31 = "9f0f8025c152ffd594e193e3a73c519621010e19"
+
+
+def old_module(rev: str):
+    text = subprocess.run(["git", "show", f"{rev}:engine/statistics/compare_stats.py"], cwd=ROOT,
                           capture_output=True, text=True, check=True).stdout
     path = Path(tempfile.mkdtemp()) / "compare_stats_head.py"
     path.write_text(text)
@@ -52,10 +56,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--new-only", type=int, nargs="*", default=[])
+    parser.add_argument("--old-rev", default=BEFORE_ISSUE_31, help="the commit whose compare_stats is 'old'")
     args = parser.parse_args()
     from engine.statistics import compare_stats as new
 
-    old = old_module()
+    old = old_module(args.old_rev) if args.sizes else None
     print("items  old_cpu_s  new_cpu_s  ratio  p_equal")
     for n in [*args.sizes, *args.new_only]:
         a, b = synthetic(n, 1), synthetic(n, 2)
@@ -63,6 +68,7 @@ def main() -> None:
         if n in args.new_only:
             print(f"{n:>9,}  {'-':>9}  {t_new:9.1f}      -  -", flush=True)
             continue
+        assert old is not None
         want, t_old = timed(lambda a=a, b=b: old.compare_metrics(a, b))
         same = [g.p for g in got] == [w.p for w in want]
         print(f"{n:>9,}  {t_old:9.1f}  {t_new:9.1f}  {t_old / t_new:5.1f}  {same}", flush=True)

@@ -253,3 +253,49 @@ def test_the_layers_are_the_designs():
     assert [layer(m) for m in ("engine.prompting.prompts", "store.db", "engine.usecases.run", "engine.api",
                                "engine.commands.run", "engine.__main__", "demo.app")] == [
         "core", "store", "usecases", "usecases", "cli", "cli", "app"]
+
+
+# What the CLI may import of the project: the use cases, the API's values, its own modules and the
+# ground. Everything below the use cases (the core's folders, the store) is reached through them.
+CLI_MAY_IMPORT = ("engine.usecases", "engine.api", "engine.commands", "engine.__main__")
+GROUND = ("engine", "engine.errors", "engine.types", "engine.paths", "engine.bounds", "engine.limits",
+          "engine.suggest", "engine.sink")
+# Named exceptions, each with its reason; keep them few.
+CLI_EXCEPTIONS = {
+    # OWASP's rule against formula injection, one home for every CSV cell the tool writes (the
+    # app's too). Pure: it reads no store; routing it through a use case would only rename it.
+    "store.csv_safe": "the one rule for CSV cells a spreadsheet could run",
+}
+
+
+def face_imports_past_the_use_cases(face: str) -> list[str]:
+    """Imports of a face's modules that reach past the use cases (the ground and third-party
+    modules are fine; a face's own modules too)."""
+    wrong = []
+    for module in MODULES:
+        if layer(module) != face:
+            continue
+        for name in sorted(imports_of(module)):
+            target = _project(name)
+            if target is None or target in GROUND or target in CLI_EXCEPTIONS:
+                continue
+            if face == "cli" and any(target == p or target.startswith(p + ".") for p in CLI_MAY_IMPORT):
+                continue
+            if face == "app" and (target.startswith("demo") or layer(target) == "usecases"):
+                continue
+            wrong.append(f"{module} imports {name}")
+    return wrong
+
+
+def test_the_cli_imports_only_use_cases_the_api_and_the_ground():
+    assert face_imports_past_the_use_cases("cli") == []
+
+
+def test_the_face_checker_sees_an_import_past_the_use_cases(tmp_path, monkeypatch):
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW\n"
+                    "from store.queries import explanation_rates\nfrom engine.usecases.run import SMOKE\n"
+                    "from engine.errors import UserError\nimport pandas\n")
+    monkeypatch.setitem(MODULES, "engine.commands.probe", path)
+    assert face_imports_past_the_use_cases("cli") == [
+        "engine.commands.probe imports engine.statistics.stats", "engine.commands.probe imports store.queries"]

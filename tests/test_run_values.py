@@ -105,7 +105,7 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
              "--top-p", "0.9", "--sample-top-k", "5", "--seed", "11", "--batch-size", "3", "--max-new-tokens", "21",
              "--top-logprobs", "2", "--limit", "7", "--experiment", "same-values", "--skip-invalid"]
     args = build_parser().parse_args(typed)
-    from engine.prompting.study import configuration_args, parse_grid
+    from engine.usecases.study import configuration_args, parse_grid
 
     grid = parse_grid(args)  # as `run` does: its list options parsed, then one configuration's values
     cli = build_request(configuration_args(args, grid.configurations()[0], grid), model, model)

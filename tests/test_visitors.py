@@ -235,7 +235,9 @@ def test_a_running_job_is_cancelled_within_seconds_before_its_first_batch(tiny_l
         jobs.shutdown(timeout=60)
     assert status.state == "cancelled", status
     assert took < 3.0, f"cancel took {took:.1f} s"
-    assert stored(db, "SELECT count(*) FROM generations")[0][0] <= 64
+    # At most the batch in flight is kept. A cancel that lands before the runs are claimed leaves
+    # no store at all (nothing is written half-way), which holds as well.
+    assert not db.exists() or stored(db, "SELECT count(*) FROM generations")[0][0] <= 64
 
 
 # ---------------------------------------------------------------- §4: the operator's token

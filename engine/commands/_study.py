@@ -26,23 +26,19 @@ def run_study(study, args: argparse.Namespace):
 
 
 def _print_plan(summary) -> None:
-    from engine.prompting.study import AXES, plan_line
-
     sizes = dict(summary.axis_sizes)
-    varied = [a for a in AXES if sizes.get(a, 1) > 1] or ["model"]
     print(f"study {summary.name}: {summary.n_experiments} experiment(s) "
-          f"({' x '.join(f'{sizes[a]} {a}' for a in varied)}), {summary.n_shared} vanilla run(s) to share")
-    print(plan_line(summary.n_runs, summary.n_items, summary.n_generations, summary.n_todo, summary.n_copied))
+          f"({' x '.join(f'{sizes[a]} {a}' for a in summary.varied_axes)}), {summary.n_shared} vanilla run(s) to share")
+    print(summary.plan_line)
     if summary.n_todo == 0 and summary.n_copied == 0:
         print("already complete, nothing to do")
 
 
-def _shown_configuration(configuration: dict) -> str:
-    from engine.prompting.study import battery_text
-
+def _shown_configuration(experiment) -> str:
+    configuration = experiment.configuration
     k = "all" if configuration["top_k"] is None else configuration["top_k"]
     return (f"{configuration['metadata']:<8} k={k:<4} {configuration['order']:<8} "
-            f"few-shot {configuration['few_shot']}  xai {configuration['xai']}{battery_text(configuration, '  ')}")
+            f"few-shot {configuration['few_shot']}  xai {configuration['xai']}{experiment.battery_text('  ')}")
 
 
 def _study_report(outcome, args: argparse.Namespace) -> None:
@@ -54,7 +50,7 @@ def _study_report(outcome, args: argparse.Namespace) -> None:
                                                  f" ({r.n_generated} new)")
             for r in e.outcome.runs
         )
-        print(f"  experiment {e.outcome.experiment_id}  {e.label}  {_shown_configuration(e.configuration)}  {runs}")
+        print(f"  experiment {e.outcome.experiment_id}  {e.label}  {_shown_configuration(e)}  {runs}")
     db_part = f" --db {shlex.quote(args.db)}" if args.db else ""
     print(f"see the study with: python -m engine report --study {shlex.quote(outcome.name)}{db_part} "
           "(--layout xai: the cut-off x order tables)")

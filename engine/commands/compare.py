@@ -165,28 +165,26 @@ def _short_verdict(m: Any) -> str:
     return f"{m.metric}: {m.verdict} ({why})"
 
 
-def _verdicts(metrics: Any, explain: bool) -> list[str]:
-    from engine.statistics.compare_stats import TOO_FEW
-
+def _verdicts(metrics: Any, explain: bool, approximate_below: int) -> list[str]:
     if explain:
-        return [_verdict_line(m) for m in metrics]
-    # Metrics with fewer than two pairs have no test at all: one line names them together.
-    few = [m.metric for m in metrics if m.n < 2]
+        return [_verdict_line(m, approximate_below) for m in metrics]
+    # Metrics with fewer than two pairs have no test at all: one line names them together, with
+    # the verdict the use case gave each of them (the same one: too few items).
+    few = [m for m in metrics if m.n < 2]
     lines = [_short_verdict(m) for m in metrics if m.n >= 2]
-    return lines + ([f"{', '.join(few)}: {TOO_FEW} (fewer than 2 paired; no test)"] if few else [])
+    return lines + ([f"{', '.join(m.metric for m in few)}: {few[0].verdict} (fewer than 2 paired; no test)"]
+                    if few else [])
 
 
-def _verdict_line(m: Any) -> str:
+def _verdict_line(m: Any, approximate_below: int) -> str:
     """One sentence per metric (--explain): the difference and its interval, which test gave p, Holm beside
     it, TOST, the detectable difference; what is undefined says why."""
-    from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
-
     if m.ci_undefined:
         ci = f"; interval undefined: {m.ci_undefined}"
     else:
         how = "exact" if m.ci_method.startswith("exact") else m.ci_method
         if m.ci_approximate:
-            how += f", approximate below {BOOTSTRAP_APPROXIMATE_BELOW} items"
+            how += f", approximate below {approximate_below} items"
         ci = f" [{_num(m.ci_low, '+.1f')}, {_num(m.ci_high, '+.1f')}] ({how})"
     t = ""
     if m.t is not None:
@@ -209,7 +207,7 @@ def _verdict_line(m: Any) -> str:
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = False) -> str:
     """The human-readable comparison: the tables and one short verdict line per metric, or with
     `explain` one sentence per metric and the tests in full."""
-    from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
+    approximate_below = result.approximate_below
 
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
              "shares and scores in points (x100)"]
@@ -220,7 +218,7 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = Fa
                      + ("; datasets differ, paired by id on request" if p.pair_by_id else ""))
         lines += [f"note: {n}" for n in r.notes]
         lines += ["", *_metric_rows(r.metrics), ""]
-        lines += _verdicts(r.metrics, explain)
+        lines += _verdicts(r.metrics, explain, approximate_below)
         if r.em_flips:
             f = r.em_flips
             lines.append(f"exact match flips over {f.n} items: right->wrong {f.right_to_wrong}, "
@@ -237,10 +235,10 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = Fa
                   f"A: runs {' and '.join(x.run_id for x in b.runs_a)}; B: runs {' and '.join(x.run_id for x in b.runs_b)}",
                   f"paired {b.pairing.n_paired} items held by all four runs; left out: up to {b.pairing.only_a} "
                   f"of A's, {b.pairing.only_b} of B's", "", *_metric_rows(b.metrics), ""]
-        lines += _verdicts(b.metrics, explain)
+        lines += _verdicts(b.metrics, explain, approximate_below)
     if not explain:
         lines += ["", f"p Holm: over the metrics of one comparison, at 0.05; *: bootstrap on fewer than "
-                  f"{BOOTSTRAP_APPROXIMATE_BELOW} items, approximate;",
+                  f"{approximate_below} items, approximate;",
                   "MDD 80%: smallest |B - A| detectable at 80% power; --explain: every test in full "
                   "(docs/method.md, 'Comparing two runs')"]
         return "\n".join(lines)
@@ -248,7 +246,7 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = Fa
               "paired permutation test (sign flips; null: A and B exchangeable within items) otherwise, the "
               "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "
               "'equivalent' apart. 95% CI: exact (Clopper-Pearson on the discordant pairs) for 0/1 metrics, "
-              f"percentile bootstrap otherwise (*: fewer than {BOOTSTRAP_APPROXIMATE_BELOW} items, where it covers less than "
+              f"percentile bootstrap otherwise (*: fewer than {approximate_below} items, where it covers less than "
               "95%). MDD: smallest |B - A| detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'."]
     return "\n".join(lines)
 

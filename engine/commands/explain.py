@@ -106,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
     if plan.n_todo == 0:
         for todo in plan.runs:
             print(f"  run {todo.run.run_id}  {todo.run.rag_mode:<7}  already explained by {plan.label}")
-        _print_rates(plan.db, plan.run_ids)
+        _print_rates(plan)
         return 0
     bar = Bar(plan.n_todo, "item", f"explain with {plan.label}")
     try:
@@ -116,14 +116,14 @@ def main(args: argparse.Namespace) -> int:
     for done in result.runs:
         n = done.n_done
         print(f"  run {done.run.run_id}  {done.run.rag_mode:<7}  explained {n} answer{'s' if n != 1 else ''} with {plan.label}")
-    _print_rates(plan.db, plan.run_ids)
+    _print_rates(plan)
     db = f" --db {shlex.quote(args.db)}" if args.db else ""
     print(f"see the shares beside the bias with: python -m engine bias --experiment {plan.experiment_id}{db}", file=sys.stderr)
     return 0
 
 
-def _print_rates(path, run_ids: list[str]) -> None:
-    from store.queries import explanation_rates
+def _print_rates(plan: Any) -> None:
+    from engine.usecases.explain import explanation_rates
 
-    for run_id, model, mode, n, n_label, share in explanation_rates(path, run_ids):
+    for run_id, model, mode, n, n_label, share in explanation_rates(plan):
         print(f"  {mode:<7} run {run_id}  {model}: {n_label} of {n} explanations give a label as a reason ({share:.0%})")

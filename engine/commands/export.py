@@ -43,13 +43,9 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.commands.bias import db_path
-    from engine.errors import UserError
-    from engine.usecases.export import ExportRequest, export
-    from store.export import format_from_suffix
+    from engine.usecases.export import ExportRequest, export, export_format
 
-    fmt = args.format or format_from_suffix(args.out)
-    if fmt is None:  # before the store is looked for, as always
-        raise UserError(f"give --format csv or parquet (the name {args.out} does not say which)")
+    fmt = export_format(args.format, args.out)  # before the store is looked for, as always
     result = export(ExportRequest(db_path(args.db), tuple(args.experiment), Path(args.out), fmt, args.force,
                                   args.rows))
     print(f"wrote {result.n_rows} {'decision ' if args.rows == 'decisions' else ''}rows ({result.n_runs} runs of {len(result.experiment_ids)} "

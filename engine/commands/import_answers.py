@@ -17,8 +17,8 @@ import argparse
 from pathlib import Path
 
 from engine.commands._options import add_db_arg
-from engine.prompting.citations import CITATION_SYNTAXES
 from engine.types import MODES
+from engine.usecases.run_values import CITATION_SYNTAXES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.datasets.data import load_dataset
+    from engine.api import load_dataset
     from engine.errors import UserError
     from engine.paths import default_db_path
     from engine.usecases.import_answers import ImportRequest, import_answers, import_metadata

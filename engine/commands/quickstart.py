@@ -33,14 +33,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from engine.commands.run import sampling_settings
-    from engine.generation.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS, choose_auto_model
     from engine.paths import SAMPLE_DATASET
+    from engine.usecases.run import SMOKE, auto_model, default_max_new_tokens
 
     sampling_settings(args)  # --temperature without --sample: refused before torch or the Hub is asked
     gpu = _gpu(args.device)
     model = args.model
     if model == "auto":
-        choice = choose_auto_model(gpu=gpu)
+        choice = auto_model(gpu=gpu)
         print(f"note: {choice.why}", file=sys.stderr)
         model = choice.name
     if args.limit is None and not gpu and model != SMOKE:
@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_new_tokens is None:
         # The smoke model's answers are noise: 48 tokens show the pipeline. A real model on a
         # CPU writes a concise answer well within 128.
-        args.max_new_tokens = SMOKE_MAX_NEW_TOKENS if model == SMOKE else REAL_MAX_NEW_TOKENS if gpu else 128
+        args.max_new_tokens = default_max_new_tokens({model}, cpu=not gpu)
     outcome = execute(args, str(SAMPLE_DATASET), model, hint=False)
     print(next_steps(args.db, outcome, smoke=model == SMOKE, reference=args.experiment))
     return 0

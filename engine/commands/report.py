@@ -30,9 +30,9 @@ from engine.commands._options import add_db_arg
 
 # The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
 # names stay importable from here for callers.
-from engine.statistics.bias import SIGNIFICANCE
 from engine.usecases.formatting import (
     SETTING_NOTE,
+    SIGNIFICANCE,
     STAR_TEST,
     formatted_tables,
     has_settings,

@@ -24,12 +24,12 @@ from engine.commands._options import (
 )
 from engine.commands._served_options import add_server_args, server_options
 from engine.errors import UserError
-from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 
 # engine.types, not engine.prompting.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
 from engine.usecases.run import MAX_SEED, MAX_TOP_LOGPROBS  # light at import
+from engine.usecases.run_values import CITATION_SYNTAXES  # light: re, math and engine.types
 
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 # The sampling options' values when not typed; their argparse default is None, so that one typed
@@ -219,12 +219,11 @@ def ray_options(args: argparse.Namespace):
 def max_new_tokens(args: argparse.Namespace) -> int:
     """--max-new-tokens, or run's default: short for the smoke model (every model of a grid
     smoke), the real models' 256 otherwise. The quickstart sets its own before this is asked."""
-    from engine.generation.model_choice import REAL_MAX_NEW_TOKENS, SMOKE, SMOKE_MAX_NEW_TOKENS
+    from engine.usecases.run import default_max_new_tokens
 
     if args.max_new_tokens is not None:
         return args.max_new_tokens
-    models = {m.strip() for m in str(args.model).split(",") if m.strip()}
-    return SMOKE_MAX_NEW_TOKENS if models == {SMOKE} else REAL_MAX_NEW_TOKENS
+    return default_max_new_tokens({m.strip() for m in str(args.model).split(",") if m.strip()})
 
 
 def sampling_settings(args: argparse.Namespace) -> dict[str, float]:
@@ -352,7 +351,7 @@ def _print_skipped(skipped) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.prompting.study import configuration_args, parse_grid
+    from engine.usecases.study import configuration_args, parse_grid
 
     grid = parse_grid(args)  # before anything is read: a bad list is one line
     sampling_settings(args)  # a sampling option without --sample: one line, before anything loads
@@ -372,8 +371,7 @@ def run_study(args: argparse.Namespace, grid):
     from dataclasses import replace
 
     from engine.commands._study import run_study as run_grid
-    from engine.prompting.study import configuration_args
-    from engine.usecases.study import StudyRequest
+    from engine.usecases.study import StudyRequest, configuration_args
 
     check_backend_args(args)
     first = grid.configurations()[0]

@@ -98,37 +98,22 @@ def print_report(report, dataset_source: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     import json
-    from dataclasses import replace
     from pathlib import Path
 
     _check_args(args)
 
-    from transformers.utils import logging as hf_logging
-
     from engine.commands.run import HF_TOKEN_WARNING
-    from engine.datasets.data import load_dataset
     from engine.errors import UserError
-    from engine.generation.model_choice import resolve_model
-    from engine.generation.models import load_model
-    from engine.paths import SAMPLE_DATASET
-    from engine.usecases.selfcheck import run_selfcheck
+    from engine.usecases.selfcheck_model import SelfcheckRequest, selfcheck
 
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)
-    dataset = load_dataset(args.dataset or SAMPLE_DATASET)
-    model, label = resolve_model(args.model)
-    hf_logging.disable_progress_bar()  # as `run`: transformers' per-shard bars are noise here
-    print(f"loading {label} ...", file=sys.stderr)
-    # The same call `run` makes (engine.running.runner.load_model_for); None lets from_pretrained read
-    # $HF_TOKEN or the login cache itself.
-    loaded = load_model(model, quantize=args.quantize, device=args.device, hf_token=args.hf_token or None,
-                        dtype=args.dtype)
-    report = run_selfcheck(
-        loaded, dataset.items, n_answers=args.answers, max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size, on_step=lambda message: print(f"{message} ...", file=sys.stderr),
-    )
-    report = replace(report, model_id=label)  # "smoke (tiny random Llama)", not a cache path
-    print_report(report, dataset.source)
+    request = SelfcheckRequest(args.model, args.dataset, args.quantize, args.device, args.dtype, args.answers,
+                               args.max_new_tokens, args.batch_size, args.hf_token)
+    outcome = selfcheck(request, on_loading=lambda label: print(f"loading {label} ...", file=sys.stderr),
+                        on_step=lambda message: print(f"{message} ...", file=sys.stderr))
+    report = outcome.report
+    print_report(report, outcome.dataset_source)
     if args.json is not None:
         try:
             Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")

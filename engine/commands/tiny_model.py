@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.errors import UserError
-from engine.generation.tiny_model import ARCHS  # light: that module imports torch only when it writes a model
+from engine.usecases.tiny_model import ARCHS  # light: torch only when a model is written
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,14 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
-    from engine.generation.tiny_model import write_tiny_model
+    from engine.usecases.tiny_model import TinyModelRequest, tiny_model
 
     hf_logging.disable_progress_bar()  # the command's output is the folder path, nothing else
-    try:
-        path = write_tiny_model(
-            args.dir, arch=args.arch, vocab_size=args.vocab, seed=args.seed, merged_citation_tokens=args.merged_citations
-        )
-    except ValueError as err:
-        raise UserError(str(err)) from None
-    print(path)
+    print(tiny_model(TinyModelRequest(args.dir, args.arch, args.vocab, args.seed, args.merged_citations)))
     return 0

@@ -44,22 +44,21 @@ def _spread(values: Sequence[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.datasets.data import describe_skipped, load_dataset
     from engine.errors import UserError
+    from engine.usecases.validate import validate
 
     if args.top_k is not None and args.top_k < 1:
         raise UserError("--top-k must be at least 1")
-    ds = load_dataset(args.dataset, skip_invalid=args.skip_invalid, top_k=args.top_k)
-    shown = [item.documents[: args.top_k] if args.top_k else item.documents for item in ds.items]
-    print(f"dataset   {ds.source}")
-    print(f"layout    {ds.layout}")
-    print(f"items     {len(ds.items)} valid (sha {ds.sha})")
-    print(f"documents per item           {_spread([len(docs) for docs in shown])}")
-    print(f"relevant documents per item  {_spread([sum(d.relevant for d in docs) for docs in shown])}")
-    if ds.skipped:
-        print(f"skipped   {len(ds.skipped)} invalid item(s):")
-        for skipped in ds.skipped[:SHOW_SKIPPED]:
-            print(f"  {describe_skipped(ds.source, skipped)}")
-        if len(ds.skipped) > SHOW_SKIPPED:
-            print(f"  ... and {len(ds.skipped) - SHOW_SKIPPED} more")
+    shape = validate(args.dataset, skip_invalid=args.skip_invalid, top_k=args.top_k)
+    print(f"dataset   {shape.source}")
+    print(f"layout    {shape.layout}")
+    print(f"items     {shape.n_items} valid (sha {shape.sha})")
+    print(f"documents per item           {_spread(shape.documents)}")
+    print(f"relevant documents per item  {_spread(shape.relevant)}")
+    if shape.skipped:
+        print(f"skipped   {len(shape.skipped)} invalid item(s):")
+        for skipped in shape.skipped[:SHOW_SKIPPED]:
+            print(f"  {skipped}")
+        if len(shape.skipped) > SHOW_SKIPPED:
+            print(f"  ... and {len(shape.skipped) - SHOW_SKIPPED} more")
     return 0

@@ -10,6 +10,7 @@ has not judged. Here: the options, a progress bar, and what is printed.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from engine.commands.explain import Bar, add_model_options, add_target_options, build_request
 
@@ -36,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     if plan.n_todo == 0:
         for todo in plan.runs:
             print(f"  run {todo.run.run_id}  {todo.run.rag_mode:<7}  no citations left to verify by {plan.label}")
-        _print_shares(plan.db, plan.run_ids)
+        _print_shares(plan)
         return 0
     bar = Bar(plan.n_todo, "citation", f"verify with {plan.label}")
     try:
@@ -46,13 +47,13 @@ def main(args: argparse.Namespace) -> int:
     for done in result.runs:
         n = done.n_done
         print(f"  run {done.run.run_id}  {done.run.rag_mode:<7}  verified {n} citation{'s' if n != 1 else ''} with {plan.label}")
-    _print_shares(plan.db, plan.run_ids)
+    _print_shares(plan)
     return 0
 
 
-def _print_shares(path, run_ids: list[str]) -> None:
-    from store.queries import verification_shares
+def _print_shares(plan: Any) -> None:
+    from engine.usecases.verify import verification_shares
 
-    for run_id, model, mode, n, att, ext, con, unp in verification_shares(path, run_ids):
+    for run_id, model, mode, n, att, ext, con, unp in verification_shares(plan):
         print(f"  {mode:<7} run {run_id}  {model}: {n} citations, attributable {att:.0%}, extrapolatory {ext:.0%}, "
               f"contradictory {con:.0%}, unparsed {unp:.0%}")

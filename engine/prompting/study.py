@@ -146,23 +146,6 @@ class Grid:
         return [dict(zip(AXES, values, strict=True)) for values in itertools.product(*lists)]
 
 
-def parse_grid(args: argparse.Namespace) -> Grid:
-    """The grid of a parsed `run` command line (its list options as typed; a battery option a
-    command lacks is at its default)."""
-    return Grid(**{axis: parse_list(axis, getattr(args, axis, None) or BATTERY_AXES[axis][0])
-                   if axis in BATTERY_AXES else parse_list(axis, getattr(args, axis)) for axis in AXES})
-
-
-def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid) -> argparse.Namespace:
-    """A copy of `args` with one value per list option: what a single `run` would get."""
-    values = dict(vars(args))
-    values.update(configuration)
-    if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in grid.metadata):
-        # The labels define the list's one custom type; its built-in types ignore them.
-        values.update(label_a=None, label_b=None, consideration=None, extra_label=None)
-    return argparse.Namespace(**values)
-
-
 def check_metadata_list(grid: Grid, args: argparse.Namespace | None = None) -> None:
     """At most one custom type in a list: --label-a/--label-b/--consideration define one type."""
     custom = [m for m in grid.metadata if m not in METADATA_TYPES]

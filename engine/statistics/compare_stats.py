@@ -33,7 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci
+from engine.statistics.stats import (
+    BOOTSTRAP_APPROXIMATE_BELOW,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap_mean_ci,
+    bootstrap_mean_cis,
+)
 
 ALPHA = 0.05
 POWER = 0.8
@@ -254,6 +260,19 @@ def bootstrap_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.n
     return float(low), float(high)
 
 
+def bootstrap_diff_cis(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_resamples: int = DEFAULT_RESAMPLES,
+                       seed: int = DEFAULT_SEED) -> list[tuple[float, float]]:
+    """bootstrap_diff_ci of each (a, b), the same intervals: pairs with the same number of items
+    share one draw of resamples (issue 31; the draws were most of each interval's time)."""
+    diffs = [y - x for x, y in (_clean(a, b) for a, b in pairs)]
+    out = [(math.nan, math.nan)] * len(diffs)
+    for n in {d.size for d in diffs} - {0}:
+        ks = [k for k, d in enumerate(diffs) if d.size == n]
+        for k, ci in zip(ks, bootstrap_mean_cis([diffs[k] for k in ks], n_resamples=n_resamples, seed=seed), strict=True):
+            out[k] = ci
+    return out
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p values (as statsmodels' multipletests(method='holm')); NaN
     entries stay NaN and do not count among the tests."""
@@ -359,10 +378,12 @@ def verdict(p_holm: float, n: int, equivalence: Equivalence | None, alpha: float
 
 def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
                    margin: float | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                   permutations: int = PERMUTATIONS, permutation: TestResult | None = None) -> MetricComparison:
+                   permutations: int = PERMUTATIONS, permutation: TestResult | None = None,
+                   interval: tuple[float, float] | None = None) -> MetricComparison:
     """One metric of B against A (margin in the units shown; None: no TOST); p_holm is p, and
     the equivalence's p_holm its p, until with_holm corrects a set of them. `permutation`: the
-    paired permutation test of a continuous metric when paired_permutations has made it already."""
+    paired permutation test of a continuous metric when paired_permutations has made it already,
+    `interval` its bootstrap interval when bootstrap_diff_cis has."""
     x, y = _clean(a, b)
     n = int(x.size)
     d = (y - x) * spec.scale
@@ -388,8 +409,8 @@ def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequenc
         test = permutation or paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed)
         name = PERMUTATION
         ci_why = FEW if n < 2 else NO_SPREAD if no_spread else ""
-        low, high = (math.nan, math.nan) if ci_why else bootstrap_diff_ci(x * spec.scale, y * spec.scale,
-                                                                          n_resamples=n_resamples, seed=seed)
+        low, high = ((math.nan, math.nan) if ci_why else interval if interval is not None
+                     else bootstrap_diff_ci(x * spec.scale, y * spec.scale, n_resamples=n_resamples, seed=seed))
         approximate = not ci_why and n < BOOTSTRAP_APPROXIMATE_BELOW
         detectable = min_detectable_difference(sd, n)
         mdd_why = "" if detectable is not None else (FEW if n < 2 else NO_SPREAD)
@@ -435,8 +456,10 @@ def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics:
     scaled = [(np.asarray(a[name], dtype=float) * METRICS[name].scale, np.asarray(b[name], dtype=float) * METRICS[name].scale)
               for name in continuous]
     tests = dict(zip(continuous, paired_permutations(scaled, n_resamples=permutations, seed=seed), strict=True))
+    intervals = dict(zip(continuous, bootstrap_diff_cis(scaled, n_resamples=n_resamples, seed=seed), strict=True))
     return with_holm(compare_metric(METRICS[name], a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
-                                    seed=seed, permutations=permutations, permutation=tests.get(name))
+                                    seed=seed, permutations=permutations, permutation=tests.get(name),
+                                    interval=intervals.get(name))
                      for name in known)
 
 

@@ -112,10 +112,12 @@ def _check_counts(b_only: int, a_only: int, n: int) -> None:
         raise ValueError(f"discordant counts {b_only} and {a_only} do not fit {n} pairs")
 
 
-def mcnemar_power(n: int, p_discordant: float, difference: float, alpha: float = ALPHA) -> float:
+def mcnemar_power(n: int, p_discordant: float, difference: float, alpha: float = ALPHA, *,
+                  critical: np.ndarray | None = None) -> float:
     """Power of the two-sided exact McNemar test at level alpha with n pairs, a discordant share
     p_discordant and a difference B - A (|difference| <= p_discordant), summed exactly over the
-    number of discordant pairs."""
+    number of discordant pairs. `critical`: _critical(np.arange(n + 1), alpha) where the caller
+    has it already (it depends on n and alpha only, and is most of the cost at large n)."""
     from scipy.stats import binom
 
     if not 0 <= p_discordant <= 1 or abs(difference) > p_discordant + 1e-12:
@@ -124,7 +126,7 @@ def mcnemar_power(n: int, p_discordant: float, difference: float, alpha: float =
         return 0.0
     m = np.arange(n + 1)
     pi = min(1.0, max(0.0, 0.5 + difference / (2 * p_discordant)))
-    c = _critical(m, alpha)
+    c = _critical(m, alpha) if critical is None else critical
     reject = np.where(c >= 0, binom.cdf(c, m, pi) + binom.sf(m - c - 1, m, pi), 0.0)
     return float(np.sum(binom.pmf(m, n, p_discordant) * reject))
 
@@ -152,12 +154,18 @@ def mcnemar_min_detectable(n: int, discordant: int, power: float = POWER, alpha:
     if discordant == 0:
         return Detectable(None, "no discordant pair (every paired difference is 0)")
     p_d = discordant / n
-    if mcnemar_power(n, p_d, p_d, alpha) < power:
+    # One rejection region for the ~20 power evaluations below (issue 31: 80% of the time at 100k).
+    critical = _critical(np.arange(n + 1), alpha)
+
+    def power_at(difference: float) -> float:
+        return mcnemar_power(n, p_d, difference, alpha, critical=critical)
+
+    if power_at(p_d) < power:
         return Detectable(None, f"{discordant} discordant of {n} pairs: below {power:.0%} power even if all went one way")
     # Power grows with |d| (the rejection region is symmetric, the binomial shifts outward); a grid
     # first, so that the root is the smallest even where discreteness makes it step.
     grid = np.linspace(0.0, p_d, 9)
-    powers = [mcnemar_power(n, p_d, d, alpha) for d in grid]
+    powers = [power_at(d) for d in grid]
     k = next(i for i, x in enumerate(powers) if x >= power)
-    d = brentq(lambda x: mcnemar_power(n, p_d, x, alpha) - power, grid[k - 1], grid[k], xtol=1e-10)
+    d = brentq(lambda x: power_at(x) - power, grid[k - 1], grid[k], xtol=1e-10)
     return Detectable(float(d), "")

@@ -36,7 +36,7 @@ from engine.statistics.compare_stats import (
     paired_permutations,
     with_holm,
 )
-from engine.statistics.stats import DEFAULT_RESAMPLES
+from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES
 from engine.types import MODES
 
 if TYPE_CHECKING:
@@ -192,6 +192,12 @@ class Comparison:
     side_b: Side
     runs: tuple[RunComparison, ...]  # one, or one per mode both experiments hold
     bias: tuple[BiasComparison, ...]  # between two whole experiments: CAS and CAB where both have the modes
+
+    @property
+    def approximate_below(self) -> int:
+        """Bootstrap intervals on fewer items than this are approximate (each metric's ci_approximate):
+        what a face says beside them."""
+        return BOOTSTRAP_APPROXIMATE_BELOW
 
     def table(self) -> pd.DataFrame:
         """Every metric of every comparison, one row each, the comparison named in `comparison`."""

@@ -291,6 +291,15 @@ def run_explain(plan: ExplainPlan, request: ExplainRequest, *, load: Load | None
     )
 
 
+def explanation_rates(plan: JudgePlan) -> tuple[tuple, ...]:
+    """What the explanations of the plan's runs say, per run and explainer: (run_id, explainer_model,
+    rag_mode, n_explanations, n_mention_label, label_share), in the plan's order; empty when none
+    of its runs has explanations. What a face prints after `run_explain`, or instead of it."""
+    from store.queries import explanation_rates as stored_rates
+
+    return stored_rates(plan.db, plan.run_ids)
+
+
 def explain(request: ExplainRequest, *, load: Load | None = None, progress: Progress | None = None,
             stop: Stop | None = None, stage: Stage | None = None) -> ExplainResult:
     """Plan and explain in one call (engine.api's entry)."""

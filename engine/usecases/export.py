@@ -20,17 +20,27 @@ class ExportRequest:
     rows: str = "answers"  # or "decisions": one row per shown document per answer (citation_decisions)
 
 
+def export_format(format: str | None, out: Path | str) -> str:
+    """The format to write: `format` as given, or else the one the file name's suffix names. One
+    line when neither says; a face asks this before it looks for the store, so the wording wins."""
+    from engine.errors import UserError
+    from store.export import format_from_suffix
+
+    fmt = format or format_from_suffix(out)
+    if fmt is None:
+        raise UserError(f"give --format csv or parquet (the name {out} does not say which)")
+    return fmt
+
+
 def export(request: ExportRequest):
     """Write the file; store.export.ExportResult says what was written. One line for an unknown
     experiment (naming the newest ones) or a file name that names no format."""
     from engine.errors import UserError
     from engine.usecases.bias import unknown_experiment
-    from store.export import export_results, format_from_suffix
+    from store.export import export_results
     from store.queries import UnknownExperiment
 
-    fmt = request.format or format_from_suffix(request.out)
-    if fmt is None:
-        raise UserError(f"give --format csv or parquet (the name {request.out} does not say which)")
+    fmt = export_format(request.format, request.out)
     try:
         return export_results(request.db, list(request.experiments), fmt, request.out, overwrite=request.force,
                               rows=request.rows)

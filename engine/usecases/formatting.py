@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from engine.prompting.prompts import TYPE_TITLES
-from engine.statistics.bias import SIGNIFICANCE
+from engine.statistics.bias import SIGNIFICANCE  # Table 2's stars; a value of this API: faces word them
 
 # The paper's Table 2 names and order of the built-in types (engine.prompting.prompts.METADATA_TYPES);
 # custom types follow under their own names.

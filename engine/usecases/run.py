@@ -17,12 +17,13 @@ A study grid (comma lists) is engine.usecases.study.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.errors import FieldError, RunCancelled, UserError
+from engine.generation.model_choice import SMOKE  # a value of this API (default_max_new_tokens); torch-free
 from engine.generation.threads import MAX_THREADS  # torch-free at import
 from engine.usecases.served import ServerOptions
 
@@ -75,6 +76,18 @@ class StudySummary:
     n_generations: int  # answers the runs hold once complete
     n_todo: int  # to generate now
     n_copied: int  # to copy now
+
+    @property
+    def varied_axes(self) -> list[str]:
+        """The axes with more than one value, in the grid's order; ["model"] when none is."""
+        return [axis for axis, n in self.axis_sizes if n > 1] or ["model"]
+
+    @property
+    def plan_line(self) -> str:
+        """'plan: 28 runs x 50 items = 1,400 generations; 300 to generate, 100 copied' (one line)."""
+        from engine.prompting.study import plan_line
+
+        return plan_line(self.n_runs, self.n_items, self.n_generations, self.n_todo, self.n_copied)
 
 
 @dataclass(frozen=True)
@@ -331,3 +344,22 @@ def ray_backend(run: RunRequest, ray: RayOptions):
     backend = RayBackend(run, driver.tokenizer, address=ray.address, actors=ray.actors,
                          gpus_per_actor=ray.gpus_per_actor)
     return backend, driver
+
+
+def default_max_new_tokens(models: Collection[str], *, cpu: bool = False) -> int:
+    """The most new tokens per answer when none is asked for: short for the smoke model alone (its
+    answers are noise: a few tokens show the pipeline), a real model's 256 otherwise, or 128 where
+    `cpu` asks for a concise answer that a CPU writes in time (the quickstart)."""
+    from engine.generation.model_choice import REAL_MAX_NEW_TOKENS, SMOKE_MAX_NEW_TOKENS
+
+    if set(models) == {SMOKE}:
+        return SMOKE_MAX_NEW_TOKENS
+    return 128 if cpu else REAL_MAX_NEW_TOKENS
+
+
+def auto_model(*, gpu: bool) -> Any:
+    """The model `--model auto` runs here (engine.generation.model_choice.ModelChoice: its name and
+    why): Mistral on a GPU, Qwen2.5-0.5B on a CPU, the smoke model offline."""
+    from engine.generation.model_choice import choose_auto_model
+
+    return choose_auto_model(gpu=gpu)

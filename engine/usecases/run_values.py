@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 from engine.types import MODES
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ def build_run_request(values: RunValues) -> RunRequest:
     if values.quantize not in QUANTIZATIONS:
         raise FieldError("quantize", "{quantize}: unknown value '{value}' (choose from {choices})",
                          value=values.quantize, choices=", ".join(QUANTIZATIONS))
+    if values.citation_syntax not in CITATION_SYNTAXES:
+        raise FieldError("citation_syntax", "{citation_syntax}: unknown value '{value}' (choose from {choices})",
+                         value=values.citation_syntax, choices=", ".join(CITATION_SYNTAXES))
     modes = tuple(m.strip() for m in values.modes if m.strip())
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:

@@ -14,6 +14,7 @@ Running the same request again completes what is missing.
 
 from __future__ import annotations
 
+import argparse
 import gc
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from engine.errors import FieldError
 from engine.prompting.prompts import METADATA_TYPES
-from engine.prompting.study import AXES, BATTERY_AXES, Grid
+from engine.prompting.study import AXES, BATTERY_AXES, Grid, parse_list
 from engine.running.run_request import ExperimentOutcome, RunRequest
 from engine.usecases.run import (
     LoadFn,
@@ -88,6 +89,13 @@ class StudyExperiment:
     outcome: ExperimentOutcome
     copied_from: dict = field(default_factory=dict, hash=False)  # mode -> the run its answers were copied from
 
+    def battery_text(self, lead: str = "") -> str:
+        """The configuration's battery settings not at their defaults ('relevant-at first, repetition
+        distractor'), after `lead`; empty when all are."""
+        from engine.prompting.study import battery_text
+
+        return battery_text(self.configuration, lead)
+
 
 @dataclass(frozen=True)
 class StudyOutcome:
@@ -102,6 +110,23 @@ class _Planned:
     configuration: dict
     label: str  # the model as stored
     plan: ExperimentPlan
+
+
+def parse_grid(args: argparse.Namespace) -> Grid:
+    """The grid of a parsed `run` command line (its list options as typed; a battery option a
+    command lacks is at its default). FieldError (one line) on a bad list, before anything is read."""
+    return Grid(**{axis: parse_list(axis, getattr(args, axis, None) or BATTERY_AXES[axis][0])
+                   if axis in BATTERY_AXES else parse_list(axis, getattr(args, axis)) for axis in AXES})
+
+
+def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid) -> argparse.Namespace:
+    """A copy of `args` with one value per list option: what a single `run` would get."""
+    values = dict(vars(args))
+    values.update(configuration)
+    if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in grid.metadata):
+        # The labels define the list's one custom type; its built-in types ignore them.
+        values.update(label_a=None, label_b=None, consideration=None, extra_label=None)
+    return argparse.Namespace(**values)
 
 
 def configuration_request(study: StudyRequest, configuration: dict) -> RunRequest:

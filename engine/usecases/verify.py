@@ -90,6 +90,15 @@ def run_verify(plan: VerifyPlan, request: VerifyRequest, *, load: Load | None = 
     )
 
 
+def verification_shares(plan: VerifyPlan) -> tuple[tuple, ...]:
+    """The judged shares of the plan's runs, per run and judge: (run_id, judge_model, rag_mode,
+    n_citations, attributable, extrapolatory, contradictory, unparsed shares), in the plan's order;
+    empty when none of its runs has verifications. What a face prints after `run_verify`, or instead."""
+    from store.queries import verification_shares as stored_shares
+
+    return stored_shares(plan.db, plan.run_ids)
+
+
 def verify(request: VerifyRequest, *, load: Load | None = None, progress: Progress | None = None,
            stop: Stop | None = None, stage: Stage | None = None) -> VerifyResult:
     """Plan and verify in one call (engine.api's entry)."""
