@@ -10,8 +10,7 @@ with the tiny model's tokenizer (engine.generation.tiny_model), and loaded by `e
 as `run` loads a checkpoint; batches planned by `plan_batches` go through `LocalBackend`, the
 code path of `run`, recording raw log-probs. Prompts: the sample's items as Prompt 2 (gender
 labels), documents lengthened to `--prompt-tokens`; greedy; exactly `--new-tokens` per answer.
-docs/gpu.md says what each reported figure means, and how to run this on a lent GPU machine.
-Output: bench_gpu.json and bench_gpu.md (the table for docs/figures.md) in --out.
+Output: bench_gpu.json, bench_gpu.md (the table for docs/figures.md) in --out; docs/gpu.md explains.
 """
 
 from __future__ import annotations
@@ -265,8 +264,7 @@ def bench_one(arch: Architecture, precision: str, path: Path, device: str, args)
     prompts = paper_shaped_prompts(loaded.tokenizer, largest, args.prompt_tokens)
     encoded = [chat_input_ids(loaded, p) for p in prompts]
     out["prompt_tokens_mean"] = sum(len(e) for e in encoded) / len(encoded)
-    warm = GenerationConfig(max_new_tokens=4, batch_size=1)
-    generate_batch(loaded, encoded[:1], warm)  # kernels, allocator, bitsandbytes' first call
+    generate_batch(loaded, encoded[:1], GenerationConfig(max_new_tokens=4, batch_size=1))  # kernels, first calls
 
     last = None  # (batch, seconds) of the last size timed
     for batch in args.batches:
