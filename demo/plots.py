@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.statistics.bias import SIGNIFICANCE
+from engine.usecases.bias_page import CabValue
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -25,23 +26,6 @@ RELEVANCE = ("relevant", "non-relevant")
 # cf (engine.prompting.prompts), so one colour follows one label across modes.
 SLOTS = ("label A", "label B", "no label (vanilla)")
 SLOT_COLOURS = {"label A": "#1f77b4", "label B": "#ff7f0e", "no label (vanilla)": "#7f7f7f"}
-
-
-@dataclass(frozen=True)
-class CabBar:
-    """One CAB value (x100) of one experiment and metric, with its bootstrap 95% interval."""
-
-    experiment_id: str
-    model: str
-    metadata_type: str | None
-    labels: str  # "Woman vs Man": label A vs label B
-    metric: str  # precision, recall or f1
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p: float | None
-    n: int
-    direction: str | None  # "favours Woman", in words
 
 
 @dataclass(frozen=True)
@@ -88,7 +72,7 @@ def _type_order(types: Sequence[str | None]) -> list[str | None]:
     return sorted(dict.fromkeys(types), key=lambda t: (known.get(t or "", len(known)), str(t)))
 
 
-def series_names(bars: Sequence[CabBar]) -> dict[str, str]:
+def series_names(bars: Sequence[CabValue]) -> dict[str, str]:
     """Per experiment, its colour's name: the model, or model and experiment where one model has
     several experiments of one metadata type (another dataset, another label pair)."""
     per_key: dict[tuple[str, str | None], list[str]] = {}
@@ -103,13 +87,13 @@ def series_names(bars: Sequence[CabBar]) -> dict[str, str]:
     return names
 
 
-def bar_text(bar: CabBar) -> str:
+def bar_text(bar: CabValue) -> str:
     """A CAB bar's label: its value as Table 2 writes it (+12.3, * where p < 0.05)."""
     star = "*" if bar.p is not None and bar.p < SIGNIFICANCE else ""
     return "" if bar.value is None else f"{bar.value:+.1f}{star}"
 
 
-def cab_figure(bars: Sequence[CabBar], metrics: Sequence[str] = CAB_METRICS) -> go.Figure:
+def cab_figure(bars: Sequence[CabValue], metrics: Sequence[str] = CAB_METRICS) -> go.Figure:
     """Grouped bars of CAB with 95% error bars: x = metadata type, one colour per model, one panel per metric."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative

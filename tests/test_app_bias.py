@@ -22,6 +22,7 @@ from demo.handlers import bias as handler
 from engine.errors import UserError
 from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig
 from engine.types import Citation, Document, Generation, Item, RunSpec
+from engine.usecases.bias_page import CabValue
 from store import RunStore, connect, queries
 
 SHA = "sha-bias"
@@ -338,9 +339,9 @@ def test_the_cab_plot_shows_each_model_and_metric_with_its_interval(db, page):
 
 
 def test_one_model_with_two_experiments_of_a_type_gets_two_colours():
-    bars = [plots.CabBar(e, "m", "gender", "A vs B", "precision", v, v - 1, v + 2, 0.5, 3, "favours A")
+    bars = [CabValue(e, "m", "gender", "A vs B", "precision", v, v - 1, v + 2, 0.5, 3, "favours A")
             for e, v in (("e1", 1.0), ("e2", -2.0))]
-    bars.append(plots.CabBar("e3", "m", "custom", "X vs Y", "precision", 4.0, None, None, None, 1, None))
+    bars.append(CabValue("e3", "m", "custom", "X vs Y", "precision", 4.0, None, None, None, 1, None))
     fig = plots.cab_figure(bars, metrics=("precision",))
     assert [t.name for t in fig.data] == ["m (e1)", "m (e2)", "m"]
     assert fig.data[2].error_y.array == (None,) and list(fig.layout.xaxis.categoryarray) == ["Gender", "custom"]

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from demo.plots import CabBar, ProbabilityBox
+from demo.plots import ProbabilityBox
 from demo.render import SMOKE_NOTE, is_smoke
-from engine.usecases.bias_page import MAX_EXPERIMENTS
+from engine.usecases.bias_page import MAX_EXPERIMENTS, CabValue
 
 if TYPE_CHECKING:
     from engine.usecases import bias_page as usecase
@@ -51,7 +51,7 @@ class BiasPage:
     confidence: list[list[Any]]  # PAGE_CONFIDENCE_COLUMNS
     table1: list[list[str]]  # header row first, cells as `python -m engine report` prints them
     table2: list[list[str]]
-    cab_bars: tuple[CabBar, ...]  # CAB of every metric; the plot shows precision and recall
+    cab_bars: tuple[CabValue, ...]  # CAB of every metric; the plot shows precision and recall
     cab_note: str  # one line per experiment without CAB (no complete cf run yet); "" if none
     probability_boxes: tuple[ProbabilityBox, ...]
     probability_note: str
@@ -130,8 +130,7 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
         confidence=[_experiment_cells(e) + _confidence_cells(c) for e in page.experiments for c in e.confidence],
         table1=[list(row) for row in page.table1],
         table2=[list(row) for row in page.table2],
-        cab_bars=tuple(CabBar(v.experiment_id, v.model, v.metadata_type, v.labels, v.metric, v.value, v.ci_low,
-                              v.ci_high, v.p, v.n, v.direction) for v in page.cab),
+        cab_bars=tuple(page.cab),
         cab_note=" ".join(
             [_note(n) for n in page.cab_notes]
             + [f"{markdown_text(e.experiment_id)}: {markdown_text(SMOKE_NOTE)}" for e in page.experiments if is_smoke(e.model)]
