@@ -9,7 +9,9 @@ a tab opened again puts it back only where that output still holds nothing or a 
 from __future__ import annotations
 
 import html
+import json
 import os
+from typing import Any
 
 NO_RUNS = "No runs yet: start one in the Run tab."
 # Where runs exist, but this tab shows nothing yet.
@@ -61,3 +63,22 @@ def _no_runs(db_path: str | os.PathLike[str]) -> bool:
         return count_runs(db_path) == 0
     except UserError:  # busy or damaged for a moment: not "no runs" (the tab's own check says what)
         return False
+
+
+def hint_guard_js() -> str:
+    """A browser function (hint, shown) -> what the output should hold: the hint where the output
+    holds nothing or a hint when the hint arrives, else what it shows. Why in the browser: a tab's
+    select event reads the output when the tab is clicked, and on a loaded server it may answer
+    after a Compare or Show clicked meanwhile; only the page knows what it shows at that moment
+    (issue 28's browser tests, then CI: a refusal replaced by the hint that came late)."""
+    texts = json.dumps([NO_RUNS, *PICK.values()])
+    prefix = json.dumps(f'<p class="{_CLASS}">')
+    return (f"(hint, shown) => {{ const s = (shown ?? '').trim(); "
+            f"const isHint = !s || {texts}.includes(s) || s.startsWith({prefix}); "
+            f"return (isHint && hint) ? hint : shown; }}")
+
+
+def show_hint_when_free(event: Any, carrier: Any, output: Any) -> Any:
+    """After `event` has put a tab's hint into `carrier` (a hidden box), write it into `output`
+    only if `output` still holds nothing or a hint (hint_guard_js, decided in the browser)."""
+    return event.then(None, [carrier, output], output, js=hint_guard_js(), api_visibility="private")

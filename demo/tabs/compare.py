@@ -19,7 +19,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.downloads import limits_of
     from demo.handlers import compare as handlers
-    from demo.hints import fresh_hint
+    from demo.hints import hint_html, show_hint_when_free
     from demo.tabs.style import TABLE
     from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
@@ -63,12 +63,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         """One item with run A's and run B's answers, citations and documents side by side (HTML)."""
         return handlers.pair_page(db, run_a, run_b, item_id)
 
-    def choices(shown):
+    def choices():
         # The choices only: a value typed meanwhile stays (the tab's select answers after a click);
-        # where nothing is compared yet, the line that says where to start.
+        # and the line that says where to start, which the page shows only where nothing is compared.
         listed = handlers.side_choices(db)
-        return (gr.Dropdown(choices=listed), gr.Dropdown(choices=listed),
-                gr.skip() if (new := fresh_hint(db, "compare", shown)) is None else new)
+        return gr.Dropdown(choices=listed), gr.Dropdown(choices=listed), hint_html(db, "compare")
 
     with gr.Tab("Compare", id=TAB_ID) as compare_tab:
         gr.Markdown("Compare **B against A** on the items both hold: two runs, two experiments (mode by mode, "
@@ -92,6 +91,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 pair_by_id = gr.Checkbox(value=False, label="pair by id",
                                          info="pair items by id even when the two datasets differ in content")
         summary = gr.HTML()
+        hint = gr.Textbox(visible="hidden")  # the hint, until the page knows it may show it
         table = gr.Dataframe(**TABLE, headers=handlers.TABLE_COLUMNS, label="per metric (B − A)", interactive=False)
         plot = gr.Plot(label="differences with 95% intervals", visible=False)
         gr.Markdown("**The items that differ most** (by F1 where compared; Δ = B − A): click a row to open it in "
@@ -119,7 +119,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     export_button.click(export, [*inputs, export_format], export_out, api_name="compare_export",
                         api_visibility="public")
     for trigger in (app.load, compare_tab.select):
-        trigger(choices, summary, [side_a, side_b, summary], api_visibility="private")
+        show_hint_when_free(trigger(choices, None, [side_a, side_b, hint], api_visibility="private"), hint, summary)
 
     # app.build_app wires these to the other tabs: a clicked item opens the Query tab (pair view),
     # and the Runs tab's two ticked experiments fill A and B here and compare them.

@@ -116,3 +116,17 @@ def test_an_unknown_run_in_compare_is_one_message(page, stored_app):
     page.wait_for_timeout(500)
     _shot(page, "compare-unknown-run")
     assert page.get_by_text("Error", exact=True).count() == 0  # no pill, no toast
+
+
+def test_a_late_hint_replaces_only_nothing_or_a_hint(page, empty_app):
+    """The guard a tab's hint passes in the browser (demo.hints.hint_guard_js), run in Chromium:
+    a hint that arrives after a refusal or a result leaves it (CI saw a refusal replaced)."""
+    from demo.hints import hint_guard_js, hint_html
+
+    open_app(page, empty_app)
+    hint = hint_html(empty_app.db, "compare")
+    guard = f"([hint, shown]) => ({hint_guard_js()})(hint, shown)"
+    for shown, kept in (("", False), (None, False), (hint, False), (PICK["bias"], False), (NO_RUNS, False),
+                        ('<div class="pe-refusal">Not compared</div>', True), ("**bias** table", True)):
+        assert page.evaluate(guard, [hint, shown]) == (shown if kept else hint), shown
+    assert page.evaluate(guard, ["", ""]) == ""  # no hint yet: nothing written
