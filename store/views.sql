@@ -461,3 +461,36 @@ SELECT
 FROM relevance s
 LEFT JOIN cited c ON c.run_id = s.run_id AND c.item_id = s.item_id AND c.position = s.position
 LEFT JOIN citing a ON a.run_id = s.run_id AND a.item_id = s.item_id;
+
+-- ---------------------------------------------------------------- judgements (as of migration 019)
+-- Every judge's verdict per (run, item, cited document): a model's from its sentence-level rows
+-- in verifications (attributable only where every sentence citing the document is judged
+-- attributable; NULL where any of them is unparsed), a person's from judge_labels. `kind` is
+-- judges.kind, 'llm' for a judge stored before 019.
+CREATE OR REPLACE VIEW judgements AS
+SELECT v.run_id, v.item_id, v.position, v.judge_model AS judge, coalesce(any_value(j.kind), 'llm') AS kind,
+       any_value(v.doc_id) AS doc_id, count(*) AS n_sentences,
+       CASE WHEN bool_or(v.class = 'unparsed') THEN NULL ELSE bool_and(v.class = 'attributable') END AS attributable
+FROM verifications v LEFT JOIN judges j ON j.judge = v.judge_model
+GROUP BY v.run_id, v.item_id, v.position, v.judge_model
+UNION ALL
+SELECT run_id, item_id, position, judge, 'human' AS kind, doc_id, NULL AS n_sentences,
+       label = 'attributable' AS attributable
+FROM judge_labels;
+
+-- ---------------------------------------------------------------- judge_agreement (as of migration 019)
+-- Per pair of judges (judge_a < judge_b): the cited documents both gave a verdict on, how many
+-- each called attributable, and how many they agree on (raw agreement). Cohen's kappa and its
+-- interval come from `python -m engine agreement` (statsmodels), not from SQL.
+CREATE OR REPLACE VIEW judge_agreement AS
+SELECT a.judge AS judge_a, b.judge AS judge_b, count(*) AS n,
+       count(*) FILTER (WHERE a.attributable AND b.attributable) AS n_both_attributable,
+       count(*) FILTER (WHERE a.attributable AND NOT b.attributable) AS n_only_a,
+       count(*) FILTER (WHERE NOT a.attributable AND b.attributable) AS n_only_b,
+       count(*) FILTER (WHERE NOT a.attributable AND NOT b.attributable) AS n_neither,
+       avg(CASE WHEN a.attributable = b.attributable THEN 1.0 ELSE 0.0 END) AS raw_agreement
+FROM judgements a
+JOIN judgements b ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.position = b.position
+                 AND a.judge < b.judge
+WHERE a.attributable IS NOT NULL AND b.attributable IS NOT NULL
+GROUP BY a.judge, b.judge;
