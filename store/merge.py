@@ -17,6 +17,9 @@ modified and the target gets all of the merge or none of it. Rules:
   holds already, come along, for the answers the target holds as the source does (same answer,
   same documents shown): what they explain or judge. One the target holds already (same key) is
   kept; one held with another prompt refuses the merge, as a run held with another configuration;
+- the judges (migration 019) whose verifications or imported labels come along, and those
+  labels, as the explanations and verifications are; a judge the target names as another judge
+  (kind, model or mapping), or a label it holds otherwise, refuses the merge;
 - the studies that group the experiments it copies into (or finds in the target, holding runs
   the target holds already) come along with those memberships. A study name the target has
   already keeps the target's axes and gains the memberships, as `run --study` does when a name
@@ -90,6 +93,8 @@ class MergeResult:
     n_study_experiments: int = 0  # memberships (study, experiment) new in the target
     n_left_out: int = 0  # explanations and verifications of answers that differ between the stores
     n_propensities: int = 0  # citation_propensities rows (issue 19)
+    n_judges_new: int = 0  # judges rows (migration 019) the target lacked
+    n_judge_labels: int = 0  # imported human labels (judge_labels) copied
 
 
 def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
@@ -190,6 +195,7 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         clashes.append(f"run {run_id}: item '{item_id}' of dataset {sha[:8]} differs between the stores")
     carried = ids + already  # the runs whose explanations and verifications come along
     clashes += _annotation_clashes(conn, carried)
+    clashes += _judge_clashes(conn, carried)
     if clashes:
         more = f"; and {len(clashes) - _MAX_NAMED} more" if len(clashes) > _MAX_NAMED else ""
         raise MergeRefused("merge refused, nothing written: " + "; ".join(clashes[:_MAX_NAMED]) + more)
@@ -226,11 +232,12 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         # written by older code), and the items are the target's now (checked equal above).
         store_scores(conn, run_id)
     n_explanations, n_verifications, n_left_out = _copy_annotations(conn, carried)
+    n_judges, n_judge_labels, n_labels_left_out = _copy_judges(conn, carried)
     n_studies, n_memberships = _copy_studies(conn, carried)
     n_propensities = _copy_propensities(conn, carried)
     return MergeResult(tuple(ids), n_generations, n_citations, n_items, experiments_new, tuple(already),
                        tuple(skipped), tuple(moved), tuple(unnamed), n_explanations, n_verifications, n_studies,
-                       n_memberships, n_left_out, n_propensities)
+                       n_memberships, n_left_out + n_labels_left_out, n_propensities, n_judges, n_judge_labels)
 
 
 # Explanations and verifications, keyed as in migrations 008 and 010. Each explains or judges one
@@ -279,6 +286,54 @@ def _copy_annotations(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tu
         left_out += _count(conn.execute(
             f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}))
     return counts[0], counts[1], left_out
+
+
+# Imported human labels (judge_labels, migration 019) of the answers the target holds as the
+# source does, and the judges (their kind, model and provenance) whose verdicts come along.
+_LABEL_KEY = ("run_id", "item_id", "position", "judge")
+_JUDGED_BY = (f"SELECT judge_model FROM {_SOURCE}.verifications WHERE run_id IN (SELECT unnest($ids)) "
+              f"UNION SELECT judge FROM {_SOURCE}.judge_labels WHERE run_id IN (SELECT unnest($ids))")
+
+
+def _judge_clashes(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> list[str]:
+    """A line for each judge both stores name but as another judge (kind, model or mapping), and
+    each label both hold under one key with another label or document."""
+    clashes = [f"judge '{judge}' exists in the target as another judge (kind, model or mapping)"
+               for judge, in conn.execute(
+                   f"SELECT s.judge FROM {_SOURCE}.judges s JOIN judges t USING (judge) "
+                   f"WHERE s.judge IN ({_JUDGED_BY}) AND (s.kind IS DISTINCT FROM t.kind "
+                   "OR s.model_id IS DISTINCT FROM t.model_id OR s.mapping IS DISTINCT FROM t.mapping) "
+                   f"ORDER BY ALL LIMIT {_MAX_NAMED + 1}", {"ids": carried}).fetchall()]
+    same_key = " AND ".join(f"t.{k} = s.{k}" for k in _LABEL_KEY)
+    for run_id, item_id, position, judge in conn.execute(
+        f"SELECT s.run_id, s.item_id, s.position, s.judge FROM {_SOURCE}.judge_labels s JOIN judge_labels t "
+        f"ON {same_key} WHERE s.run_id IN (SELECT unnest($ids)) "
+        f"AND (s.label IS DISTINCT FROM t.label OR s.doc_id IS DISTINCT FROM t.doc_id) ORDER BY ALL LIMIT {_MAX_NAMED + 1}",
+        {"ids": carried},
+    ).fetchall():
+        clashes.append(f"run {run_id}: the label of item '{item_id}', document [{position}] by {judge} "
+                       "exists in the target with another label")
+    return clashes
+
+
+def _copy_judges(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int, int]:
+    """(judges new, labels copied, labels left out as their answer differs)."""
+    n_judges = _count(conn.execute(
+        f"INSERT INTO judges BY NAME SELECT s.* FROM {_SOURCE}.judges s WHERE s.judge IN ({_JUDGED_BY}) "
+        "AND NOT EXISTS (SELECT 1 FROM judges t WHERE t.judge = s.judge)", {"ids": carried}))
+    same_key = " AND ".join(f"t.{k} = s.{k}" for k in _LABEL_KEY)
+    same_answer = "sg.answer IS NOT DISTINCT FROM tg.answer AND sg.shown_doc_ids IS NOT DISTINCT FROM tg.shown_doc_ids"
+    todo = (f"FROM {_SOURCE}.judge_labels s "
+            f"JOIN {_SOURCE}.generations sg ON sg.run_id = s.run_id AND sg.item_id = s.item_id "
+            "LEFT JOIN generations tg ON tg.run_id = s.run_id AND tg.item_id = s.item_id "
+            "WHERE s.run_id IN (SELECT unnest($ids)) "
+            f"AND NOT EXISTS (SELECT 1 FROM judge_labels t WHERE {same_key})")
+    n_labels = _count(conn.execute(
+        f"INSERT INTO judge_labels BY NAME SELECT s.* {todo} AND tg.run_id IS NOT NULL AND {same_answer}",
+        {"ids": carried}))
+    left_out = _count(conn.execute(
+        f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}))
+    return n_judges, n_labels, left_out
 
 
 def _copy_studies(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int]:

@@ -66,8 +66,11 @@ def summary(result, source: str, target: str) -> list[str]:
     if result.n_propensities:
         lines.append(f"also copied: {_plural(result.n_propensities, 'citation propensity row')} "
                      "(`python -m engine propensity`)")
+    if result.n_judge_labels or result.n_judges_new:
+        lines.append(f"also copied: {_plural(result.n_judge_labels, 'human label')} (`import-labels`), "
+                     f"{_plural(result.n_judges_new, 'judge')} new")
     if result.n_left_out:
-        lines.append(f"left out {result.n_left_out} of the explanations and verifications: they are of answers "
+        lines.append(f"left out {result.n_left_out} of the explanations, verifications and labels: they are of answers "
                      "that differ between the stores")
     return lines
 

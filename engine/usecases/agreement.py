@@ -1,0 +1,155 @@
+"""How far the judges of citations agree: `python -m engine agreement` and engine.api.agreement
+(issue 32).
+
+Reads the store's `judgements` view (every judge's verdict per run, item and cited document) for
+an experiment's runs or chosen runs, and hands each judge's binary verdicts (attributable or
+not_attributable) to engine.statistics.agreement: per pair of judges Cohen's kappa (statsmodels),
+for the panel Fleiss' kappa (statsmodels) and Krippendorff's alpha (`krippendorff`), each model
+judge against each human judge (accuracy, precision and recall of "attributable", Wilson
+intervals), and where a human labelled part of what a model judge judged, the attribution rate
+corrected by prediction-powered inference. A NULL verdict (an output the parser could not read)
+is left out of every statistic and counted per judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+Citation = tuple[str, str, int]  # (run, item, position)
+
+
+@dataclass(frozen=True)
+class AgreementRequest:
+    db: Path
+    experiment: str | None = None  # id or name; or else `runs`
+    runs: tuple[str, ...] = ()
+    judges: tuple[str, ...] = ()  # () = every judge of these runs
+
+
+@dataclass(frozen=True)
+class JudgeCount:
+    """One judge's verdicts on the runs: those with a label, and the NULL ones left out."""
+
+    judge: str
+    kind: str  # llm | nli | human
+    n_verdicts: int
+    n_null: int
+
+
+@dataclass(frozen=True)
+class PairRow:
+    judge_a: str
+    judge_b: str
+    agreement: Any  # engine.statistics.agreement.PairAgreement
+
+
+@dataclass(frozen=True)
+class HumanRow:
+    judge: str
+    human: str
+    scores: Any  # engine.statistics.agreement.AgainstHuman
+
+
+@dataclass(frozen=True)
+class PpiRow:
+    judge: str
+    human: str
+    rate: Any  # engine.statistics.agreement.CorrectedRate
+
+
+@dataclass(frozen=True)
+class Agreement:
+    experiment_id: str | None
+    run_ids: tuple[str, ...]
+    judges: tuple[JudgeCount, ...]
+    pairs: tuple[PairRow, ...]
+    panel: Any  # engine.statistics.agreement.PanelAgreement
+    against_human: tuple[HumanRow, ...]
+    ppi: tuple[PpiRow, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: tuples as lists, every statistic's fields by name."""
+        return asdict(self)
+
+
+def agreement_runs(request: AgreementRequest) -> tuple[str | None, tuple[str, ...]]:
+    """(experiment id or None, the run ids) the request names; UserError for an unknown one."""
+    from engine.errors import UserError
+    from store.queries import label_runs, resolve_experiment
+
+    if (request.experiment is None) == (not request.runs):
+        raise UserError("give --experiment or --runs (one of them)")
+    runs = label_runs(request.db)
+    if request.experiment is not None:
+        experiment_id = resolve_experiment(request.db, request.experiment)
+        if experiment_id is None:
+            raise UserError(f"unknown experiment '{request.experiment}' (see `python -m engine list`)")
+        return experiment_id, tuple(r.run_id for r in runs if r.experiment_id == experiment_id)
+    known = {r.run_id for r in runs}
+    for run_id in request.runs:
+        if run_id not in known:
+            raise UserError(f"unknown run '{run_id}' (see `python -m engine list`)")
+    return None, tuple(dict.fromkeys(request.runs))
+
+
+def agreement(request: AgreementRequest) -> Agreement:
+    """Every agreement statistic of the judges of these runs (see the module's docstring)."""
+    from engine.errors import UserError
+    from engine.statistics.agreement import BINARY, against_human, pair_agreement, panel_agreement, ppi_rate
+    from store.queries import judge_kinds, judgements
+
+    if not Path(request.db).is_file():
+        raise UserError(f"no database at {request.db} (give --db PATH or set PATTRIEVAL_DB)")
+    experiment_id, run_ids = agreement_runs(request)
+    chosen = tuple(dict.fromkeys(request.judges))
+    if chosen:
+        kinds = judge_kinds(request.db)
+        for judge in chosen:
+            if judge not in kinds:
+                known = ", ".join(sorted(kinds)) or "none yet"
+                raise UserError(f"unknown judge '{judge}' (judges in the store: {known})")
+    rows = judgements(request.db, run_ids, chosen or None)
+    if not rows:
+        what = f"experiment {experiment_id}" if experiment_id else "these runs"
+        raise UserError(f"no verdicts on {what}: judge them first (`python -m engine verify`, `import-labels`)")
+
+    verdicts: dict[str, dict[Citation, str]] = {}
+    kind: dict[str, str] = {}
+    nulls: dict[str, int] = {}
+    for r in rows:
+        kind[r.judge] = r.kind
+        verdicts.setdefault(r.judge, {})
+        nulls.setdefault(r.judge, 0)
+        if r.attributable is None:
+            nulls[r.judge] += 1
+        else:
+            verdicts[r.judge][(r.run_id, r.item_id, r.position)] = BINARY[0] if r.attributable else BINARY[1]
+    names = [j for j in chosen if j in kind] if chosen else sorted(kind)
+    counts = tuple(JudgeCount(j, kind[j], len(verdicts[j]), nulls[j]) for j in names)
+
+    pairs = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            both = sorted(verdicts[a].keys() & verdicts[b].keys())
+            pairs.append(PairRow(a, b, pair_agreement([verdicts[a][c] for c in both], [verdicts[b][c] for c in both],
+                                                      categories=BINARY)))
+    citations = sorted(set().union(*(verdicts[j].keys() for j in names)))
+    panel = panel_agreement([[verdicts[j].get(c) for j in names] for c in citations], categories=BINARY)
+
+    humans = [j for j in names if kind[j] == "human"]
+    models = [j for j in names if kind[j] != "human"]
+    scored, corrected = [], []
+    for judge in models:
+        for human in humans:
+            both = sorted(verdicts[judge].keys() & verdicts[human].keys())
+            scored.append(HumanRow(judge, human, against_human([verdicts[judge][c] for c in both],
+                                                               [verdicts[human][c] for c in both])))
+            rest = sorted(verdicts[judge].keys() - verdicts[human].keys())
+            if both and rest:  # the human labelled a part of what the judge judged
+                corrected.append(PpiRow(judge, human, ppi_rate(
+                    [verdicts[human][c] == BINARY[0] for c in both],
+                    [verdicts[judge][c] == BINARY[0] for c in both],
+                    [verdicts[judge][c] == BINARY[0] for c in rest])))
+    return Agreement(experiment_id, run_ids, counts, tuple(pairs), panel, tuple(scored), tuple(corrected))

@@ -1,0 +1,239 @@
+"""Import a person's labels of cited documents as a judge: `python -m engine import-labels` and
+engine.api.import_labels (issue 32).
+
+A labels file is CSV (a header row) or JSONL (one object a line) with the fields `item_id`, `run`
+(a run id) or `experiment` (id or name) and `mode` (vanilla, base or cf), `position` (the cited
+document's number as shown, 1-based) and `label` (attributable or not_attributable; true/false,
+yes/no and 1/0 are read as those). The whole file is checked before anything is written, and the
+first problem refuses it in one line `FILE:line N: what is wrong`; then every label and the
+judge's row go into the store in one transaction. Labels stored already are kept, so the same
+file again adds nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.types import MODES
+
+ATTRIBUTABLE = ("attributable", "true", "1", "yes")
+NOT_ATTRIBUTABLE = ("not_attributable", "false", "0", "no")
+FIELDS = ("item_id", "run", "experiment", "mode", "position", "label")
+
+
+@dataclass(frozen=True)
+class ImportLabelsRequest:
+    """A labels file, the store it goes into and the judge's name (a person, or a team)."""
+
+    db: Path
+    labels: Path
+    judge: str
+
+
+@dataclass(frozen=True)
+class ImportLabelsResult:
+    judge: str
+    n_labels: int  # rows in the file
+    n_added: int  # rows new in the store (0: imported before)
+    sha256: str
+    run_ids: tuple[str, ...]  # the runs the labels are of, in the order first named
+
+    @property
+    def already(self) -> bool:
+        return self.n_added == 0
+
+
+def read_label_file(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) for each row of a CSV or JSONL file (by its suffix; else by its first
+    character, '{' for JSONL); UserError on unreadable bytes, bad JSON or a missing column."""
+    from engine.datasets.data_files import read_jsonl
+    from engine.errors import UserError
+
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    try:
+        head = path.read_bytes()[:4096].decode("utf-8-sig", errors="replace").lstrip()
+    except OSError as err:
+        raise UserError(f"{path}: cannot read ({err.strerror or err})") from None
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson") or (suffix != ".csv" and head.startswith("{")):
+        return [(int(where.split()[-1]), row) for where, row in read_jsonl(path)]
+    return _read_csv(path)
+
+
+def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    import csv
+
+    from engine.errors import UserError
+
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            columns = [c.strip() for c in reader.fieldnames or ()]
+            reader.fieldnames = columns
+            if not columns:
+                raise UserError(f"{path}: empty file (a CSV needs a header row: {', '.join(FIELDS)})")
+            for need in ("item_id", "position", "label"):
+                if need not in columns:
+                    raise UserError(f"{path}:line 1: no column '{need}' (the header has: {', '.join(columns)})")
+            if "run" not in columns and not ("experiment" in columns and "mode" in columns):
+                raise UserError(f"{path}:line 1: no column 'run', nor 'experiment' and 'mode' (the header has: "
+                                f"{', '.join(columns)})")
+            rows = []
+            for row in reader:
+                if not any((v or "").strip() for k, v in row.items() if k is not None):
+                    continue  # a blank line
+                rows.append((reader.line_num, {k: v.strip() if isinstance(v, str) else v
+                                               for k, v in row.items() if k in FIELDS}))
+            return rows
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except csv.Error as err:
+        raise UserError(f"{path}: not a readable CSV ({err})") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def parse_label(value: Any) -> str | None:
+    """'attributable' or 'not_attributable' for what a file may hold, None for anything else."""
+    if isinstance(value, bool):
+        return "attributable" if value else "not_attributable"
+    if isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    word = value.strip().lower()
+    if word in ATTRIBUTABLE:
+        return "attributable"
+    return "not_attributable" if word in NOT_ATTRIBUTABLE else None
+
+
+def _text(value: Any) -> str | None:
+    """A cell as text: numbers (JSON writers turn numeric ids into numbers) as their digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _position(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, judge: str) -> tuple:
+    """The rows as store.judge_labels_store.LabelRow, each checked against the store: its run,
+    item, shown and cited document, label, and against the other rows and the judge's stored
+    labels; UserError `PATH:line N: problem` on the first bad one."""
+    from engine.errors import UserError
+    from store.judge_labels_store import LabelRow
+    from store.queries import cited_answers, label_runs, stored_labels
+
+    runs = {r.run_id: r for r in label_runs(db)}
+    by_mode: dict[tuple[str, str], str] = {}
+    names: dict[str, str] = {}
+    for r in runs.values():
+        by_mode[(r.experiment_id, r.mode)] = r.run_id
+        names.setdefault(r.experiment_id, r.experiment_id)
+        if r.experiment_name:
+            names.setdefault(r.experiment_name, r.experiment_id)
+
+    def run_of(row: dict[str, Any]) -> str | None:
+        run, experiment, mode = _text(row.get("run")), _text(row.get("experiment")), _text(row.get("mode"))
+        if experiment is None:
+            return run
+        found = by_mode.get((names.get(experiment, ""), mode or ""))
+        return found if run is None or found == run else None
+
+    named = list(dict.fromkeys(r for r in (run_of(row) for _, row in rows) if r in runs))
+    answers = cited_answers(db, named)
+    stored = stored_labels(db, judge, named)
+    first: dict[tuple[str, str, int], int] = {}
+    out = []
+    for line, row in rows:
+
+        def bad(problem: str, line: int = line) -> UserError:
+            return UserError(f"{path}:line {line}: {problem}")
+
+        item_id = _text(row.get("item_id"))
+        if item_id is None:
+            raise bad("no item_id")
+        run, experiment, mode = _text(row.get("run")), _text(row.get("experiment")), _text(row.get("mode"))
+        if experiment is not None or mode is not None:
+            if experiment is None or mode is None:
+                raise bad("give experiment and mode together (or a run id)")
+            if experiment not in names:
+                raise bad(f"unknown experiment '{experiment}'")
+            if mode not in MODES:
+                raise bad(f"unknown mode '{mode}' (one of {', '.join(MODES)})")
+            found = by_mode.get((names[experiment], mode))
+            if found is None:
+                raise bad(f"experiment '{experiment}' has no {mode} run")
+            if run is not None and run != found:
+                raise bad(f"run '{run}' is not the {mode} run of experiment '{experiment}' ({found} is)")
+            run = found
+        elif run is None:
+            raise bad("no run (give run, or experiment and mode)")
+        elif run not in runs:
+            raise bad(f"unknown run '{run}'")
+        answer = answers.get((run, item_id))
+        if answer is None:
+            raise bad(f"unknown item '{item_id}': run {run} holds no answer for it")
+        position = _position(row.get("position"))
+        if position is None or position < 1:
+            raise bad(f"position must be a document number (1, 2, ...), not {row.get('position')!r}")
+        if position > len(answer.shown_doc_ids):
+            raise bad(f"position {position} is beyond the {len(answer.shown_doc_ids)} documents shown for item "
+                      f"'{item_id}' in run {run}")
+        if position not in answer.cited:
+            cites = ", ".join(f"[{p}]" for p in sorted(answer.cited)) or "nothing"
+            raise bad(f"the answer to item '{item_id}' in run {run} does not cite [{position}] (it cites {cites})")
+        label = parse_label(row.get("label"))
+        if label is None:
+            raise bad(f"label must be attributable or not_attributable (or true/false, yes/no, 1/0), "
+                      f"not {row.get('label')!r}")
+        key = (run, item_id, position)
+        if key in first:
+            raise bad(f"duplicate: item '{item_id}', [{position}] in run {run} is labelled at line {first[key]} already")
+        if key in stored and stored[key] != label:
+            raise bad(f"judge '{judge}' labelled item '{item_id}', [{position}] in run {run} '{stored[key]}' "
+                      f"already (stored labels are kept; use another --judge)")
+        first[key] = line
+        out.append(LabelRow(run, item_id, position, answer.shown_doc_ids[position - 1], label,
+                            f"{path.name}:line {line}"))
+    return tuple(out)
+
+
+def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
+    """Check every label of the file, then store them and the judge in one transaction."""
+    import hashlib
+
+    from engine.bounds import MAX_MODEL_CHARS, check_name
+    from engine.errors import UserError
+    from store.judge_labels_store import write_labels
+    from store.queries import judge_kinds
+
+    db, path = Path(request.db), Path(request.labels)
+    judge = check_name((request.judge or "").strip(), "--judge", MAX_MODEL_CHARS)
+    if not judge:
+        raise UserError("--judge must name who labelled (a person or a team)")
+    if not db.is_file():
+        raise UserError(f"no database at {db} (give --db PATH or set PATTRIEVAL_DB)")
+    kind = judge_kinds(db).get(judge)
+    if kind is not None and kind != "human":
+        raise UserError(f"--judge '{judge}' is an {kind} judge in {db}; name the person another way")
+    rows = read_label_file(path)
+    if not rows:
+        raise UserError(f"{path}: no labels")
+    checked = check_labels(path, rows, db, judge)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    added = write_labels(db, judge, {"file": path.name, "sha256": sha, "rows": len(checked)}, checked)
+    return ImportLabelsResult(judge, len(checked), added, sha, tuple(dict.fromkeys(r.run_id for r in checked)))
