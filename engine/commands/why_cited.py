@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from engine.commands._options import add_db_arg
+from engine.errors import UserError
 from engine.types import MODES
 
 
@@ -30,7 +31,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--experiment", action="append", default=[], metavar="ID",
                    help="experiment id or name (see `python -m engine list`); repeat for several")
-    p.add_argument("--study", default=None, metavar="NAME", help="every experiment of this study (a grid)")
+    p.add_argument("--study", default=None, metavar="NAME",
+                   help="a study (a grid): one model across it, the label effect in each configuration with "
+                        "intervals cluster-robust by item, the Wald test of whether it differs between "
+                        "configurations (jointly and per axis) and every two configurations' difference with "
+                        "Holm's correction (docs/method.md); with --pooled or --experiment, one pooled choice "
+                        "model of all its experiments instead")
+    p.add_argument("--pooled", action="store_true",
+                   help="with --study: fit the pooled choice model of its experiments (as --experiment does)")
+    p.add_argument("--save", action="store_true",
+                   help="with --study: keep the per-configuration effects in the store's table "
+                        "study_label_effects (replacing the study's rows of the same modes)")
     p.add_argument("--mode", action="append", default=None, metavar="MODE",
                    help=f"only these modes' answers ({', '.join(MODES)}); repeatable or comma-separated "
                         "(default: all)")
@@ -58,6 +69,10 @@ def main(args: argparse.Namespace) -> int:
     from engine.commands.bias import db_path
     from engine.usecases.why_cited import WhyCitedRequest, why_cited
 
+    if args.study is not None and not args.experiment and not args.pooled:
+        return _study(args)
+    if args.save:
+        raise UserError("--save keeps the study model's effects: give --study NAME without --pooled or --experiment")
     request = WhyCitedRequest(tuple(args.experiment), args.study, _modes(args.mode), args.position,
                               tuple(args.interaction), args.reference)
     result = why_cited(request, db_path(args.db))
@@ -66,6 +81,69 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(for_terminal(format_text(result), keep_newlines=True))
     return 0
+
+
+def _study(args: argparse.Namespace) -> int:
+    from engine.bounds import for_terminal, json_for_terminal
+    from engine.commands.bias import db_path
+    from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+
+    for option, given in (("--interaction", args.interaction), ("--reference", args.reference)):
+        if given:
+            raise UserError(f"{option} applies to the pooled choice model: add --pooled (the study model compares "
+                            "label A with label B of each configuration's metadata type)")
+    result = why_cited_study(StudyEffectsRequest(args.study, _modes(args.mode), args.position, args.save),
+                             db_path(args.db))
+    if args.json:
+        print(json_for_terminal(json.dumps(result.as_dict(), indent=2, ensure_ascii=False)))
+    else:
+        print(for_terminal(format_study_text(result), keep_newlines=True))
+    return 0
+
+
+def format_study_text(result: Any) -> str:
+    """The study model: per-configuration label effects, the interaction tests, the pairwise differences."""
+    from engine.commands.bias import text_columns
+    from engine.usecases.formatting import format_p
+
+    fit = result.fit
+    lines = [
+        f"one model of label bias across study '{result.study}' ({len(result.experiment_ids)} experiments): "
+        f"{fit.n_answers:,} answers, {fit.n_informative:,} of them cite some but not all of their documents "
+        f"({fit.n_items:,} items)",
+        "conditional logit of which shown document is cited (each answer a stratum) with relevance, position, the "
+        "label and the label x configuration interactions; intervals " + fit.covariance
+        + (f" over axes {', '.join(fit.axes)}" if fit.axes else " (one configuration)"),
+    ]
+    lines += [f"not an axis: {axis}: {why}" for axis, why in fit.dropped_axes]
+    if not fit.converged:
+        lines.append("warning: the fit did not converge; read the intervals with care")
+    table = [["configuration", "label A vs B", "answers", "items", "log odds", "odds ratio", "95% CI", "p"]]
+    for e in fit.configurations:
+        table.append([e.configuration, f"{e.label_a} vs {e.label_b}", f"{e.n_answers:,}", f"{e.n_items:,}",
+                      f"{e.log_odds:+.3f}", _ratio(e.odds_ratio), f"[{_ratio(e.or_low)}, {_ratio(e.or_high)}]",
+                      format_p(e.p)])
+    body = text_columns(table, right={2, 3, 4, 5, 7})
+    lines += ["", body[0], "-" * max(len(x) for x in body), *body[1:], ""]
+    if fit.interaction is None:
+        lines.append("one configuration: no test between configurations")
+    else:
+        tests = [fit.interaction, *fit.per_axis]
+        for t in tests:
+            lines.append(f"Wald test: {t.hypothesis}: chi2 = {t.chi2:.2f}, df = {t.df}, p {format_p(t.p)}")
+        rows = [["configuration b", "minus configuration a", "difference (log odds)", "95% CI", "p",
+                 f"p ({fit.correction})"]]
+        for d in fit.pairwise:
+            rows.append([d.b, d.a, f"{d.difference:+.3f}", f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]", format_p(d.p),
+                         format_p(d.p_adjusted) + (" *" if d.reject else "")])
+        body = text_columns(rows, right={2, 4, 5})
+        lines += ["", f"pairwise differences of the label effect, {fit.correction}-corrected over "
+                      f"{len(fit.pairwise)} pairs (* : adjusted p < 0.05)",
+                  body[0], "-" * max(len(x) for x in body), *body[1:]]
+    lines += [f"note: {n}" for n in fit.notes]
+    if result.saved is not None:
+        lines.append(f"saved {result.saved} rows to the table study_label_effects")
+    return "\n".join(lines)
 
 
 def _ratio(x: float) -> str:

@@ -1,0 +1,155 @@
+"""The label effect in each configuration of a study, from one model across it (issue 33).
+
+`why_cited_study(StudyEffectsRequest("grid"), db)` reads the study's citation decisions (one row per
+shown document per answer, every experiment of the study), labels each document A, B or neither by
+its experiment's metadata type, gives each row its configuration (the levels of the axes the study
+varies: model, metadata type, cut-off, order, few-shot, XAI, the battery's axes) and fits
+engine.statistics.study_model: the label effect per configuration with cluster-robust intervals by
+item, the Wald tests of whether it differs between configurations, and every two configurations'
+difference with Holm's correction. With `save` the per-configuration effects replace the study's
+rows in the table study_label_effects (migration 021). `python -m engine why-cited --study NAME`,
+the API and notebooks call this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import UserError
+from engine.types import MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.statistics.study_model import StudyModelFit
+
+# The rows' columns of each axis the study model can read (engine.prompting.study.AXES' names).
+_ROW_AXES = {"model": "model", "metadata": "metadata_type", "relevant_at": "relevant_at",
+             "repetition": "repetition", "label_scope": "label_scope"}
+_RUN_AXES = ("top_k", "order", "few_shot", "xai")
+
+
+@dataclass(frozen=True)
+class StudyEffectsRequest:
+    """The study (by name), the modes (None: all), position as first/middle/last ("group") or a
+    number, whether to keep the effects in the store, and the bounds of why_cited's request."""
+
+    study: str
+    modes: tuple[str, ...] | None = None
+    position: str = "group"
+    save: bool = False
+    max_answers: int | None = None
+    max_decisions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.position not in ("group", "number"):
+            raise UserError(f"position must be group or number, not '{self.position}'")
+        for mode in self.modes or ():
+            if mode not in MODES:
+                raise UserError(f"unknown mode '{mode}' (choose from {', '.join(MODES)})")
+
+
+@dataclass(frozen=True)
+class StudyEffectsResult:
+    """The fitted study model and what it was fitted on."""
+
+    study: str
+    experiment_ids: tuple[str, ...]
+    fit: StudyModelFit
+    saved: int | None = None  # rows written to study_label_effects (None: not saved)
+
+    def effects(self) -> pd.DataFrame:
+        """One row per configuration: its label effect (log odds and odds ratio) with 95% intervals."""
+        import pandas as pd
+
+        return pd.DataFrame(effect_rows(self.fit))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (what `why-cited --study NAME --json` prints)."""
+        from engine.usecases.why_cited import _plain
+
+        return {"study": self.study, "experiments": list(self.experiment_ids), "saved": self.saved,
+                "configurations": _plain(effect_rows(self.fit)),
+                "fit": _plain({k: v for k, v in asdict(self.fit).items() if k != "configurations"})}
+
+
+def effect_rows(fit: StudyModelFit) -> list[dict[str, Any]]:
+    """The per-configuration effects as plain rows (study_label_effects' columns)."""
+    test = fit.interaction
+    return [{"configuration": e.configuration, "configuration_json": dict(e.levels), "label_a": e.label_a,
+             "label_b": e.label_b, "n_answers": e.n_answers, "n_items": e.n_items, "log_odds": e.log_odds,
+             "se": e.se, "ci_low": e.ci_low, "ci_high": e.ci_high, "odds_ratio": e.odds_ratio, "or_low": e.or_low,
+             "or_high": e.or_high, "p": e.p, "interaction_chi2": test.chi2 if test else None,
+             "interaction_df": test.df if test else None, "interaction_p": test.p if test else None}
+            for e in fit.configurations]
+
+
+def study_decisions(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, str]]]:
+    """The study's decision rows with `label_side` and one column per axis; the axes to fit (those
+    with two or more levels, in the grid's order) and (axis, why) for the others its grid lists."""
+    from engine.prompting.study import AXES
+    from engine.usecases.why_cited import WhyCitedRequest, citation_decisions
+    from store.queries import label_pairs
+    from store.queries.study_effects import run_grid_settings, study_axes
+
+    listed = study_axes(db, request.study)
+    if listed is None:
+        raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
+    rows = citation_decisions(WhyCitedRequest(study=request.study, modes=request.modes,
+                                              max_answers=request.max_answers,
+                                              max_decisions=request.max_decisions), db)
+    experiments = list(dict.fromkeys(rows["experiment_id"]))
+    import pandas as pd
+
+    side = pd.Series(None, index=rows.index, dtype=object)
+    for eid in experiments:
+        pairs = label_pairs(db, [eid])
+        if pairs:
+            mine = (rows["experiment_id"] == eid).to_numpy()
+            a, b = pairs[0]
+            side[mine & (rows["label"] == a).to_numpy()] = "A"
+            side[mine & (rows["label"] == b).to_numpy()] = "B"
+    rows["label_side"] = side
+    settings = run_grid_settings(db, list(dict.fromkeys(rows["run_id"])))
+    for axis in _RUN_AXES:
+        rows[axis] = rows["run_id"].map(lambda r, a=axis: settings.get(r, {}).get(a, ""))
+    for axis, column in _ROW_AXES.items():
+        rows[axis] = rows[column].astype(object).where(rows[column].notna(), "default").astype(str)
+    # A configuration is an experiment's: its vanilla answers (copied into every metadata type's
+    # experiment, with no metadata of their own) take the levels of its labelled runs.
+    labelled = rows[rows["mode"] != "vanilla"]
+    for axis in AXES:
+        per = labelled.groupby("experiment_id", sort=False)[axis].first()
+        rows[axis] = rows["experiment_id"].map(per).where(rows["experiment_id"].isin(per.index), rows[axis])
+    # The axes are every axis of the grid with two or more levels in the answers. An axis the grid
+    # lists with one level, or the answers hold one level of, is no axis: it is named; one the grid
+    # does not list and the answers do not vary is left unsaid.
+    from engine.statistics.study_model import varying_axes
+
+    axes, one_level = varying_axes(rows, AXES)
+    dropped = [(axis, f"one level ({', '.join(map(str, listed[axis]))}) in the study's grid: not an axis")
+               if len(listed[axis]) == 1 else (axis, why) for axis, why in one_level if axis in listed]
+    return rows, axes, dropped
+
+
+def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:
+    """Fit the study model across the study's answers; with `save`, keep its effects in the store."""
+    from dataclasses import replace
+
+    from engine.statistics.study_model import fit_study_model
+
+    rows, axes, dropped = study_decisions(request, db)
+    try:
+        fit = fit_study_model(rows, axes, position=request.position)
+    except UserError as err:  # name the study in the one line
+        raise UserError(f"study '{request.study}': {err}") from None
+    fit = replace(fit, dropped_axes=tuple(dropped))
+    saved = None
+    if request.save:
+        from store.study_effects import save_study_effects
+
+        saved = save_study_effects(db, request.study, ",".join(request.modes) if request.modes else "all",
+                                   effect_rows(fit))
+    return StudyEffectsResult(request.study, tuple(dict.fromkeys(rows["experiment_id"])), fit, saved)
