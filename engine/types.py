@@ -289,6 +289,9 @@ class VerifySource:
     answer: str
     shown_doc_ids: tuple[str, ...]
     claims: tuple[Claim, ...]
+    # The label shown beside each shown document, for a judge that is to see it (`verify
+    # --show-label`); empty: the judge sees no label.
+    labels: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)

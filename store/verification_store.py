@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.types import Verification
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
+
+
+@dataclass(frozen=True)
+class JudgeRow:
+    """What a judge is (migration 019's `judges`): written with its first batch, never replaced."""
+
+    judge: str  # verifications.judge_model
+    kind: str  # llm | nli
+    model_id: str
+    mapping: str  # nli: its labels -> classes (JSON); llm: the prompt's name
+    provenance: str  # JSON
 
 _ROW = (
     "STRUCT(item_id VARCHAR, sentence_index INTEGER, position INTEGER, doc_id VARCHAR, prompt VARCHAR, "
@@ -27,13 +39,17 @@ class VerificationStore:
     def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.database = Database(Path(path), timeout_s)
 
-    def write_batch(self, verifications: Sequence[Verification]) -> int:
-        """Store one finished batch in a single transaction; returns the rows added."""
+    def write_batch(self, verifications: Sequence[Verification], judge: JudgeRow | None = None) -> int:
+        """Store one finished batch in a single transaction, with the `judges` row of its judge
+        when given (kept as first written); returns the rows added."""
         if not verifications:
             return 0
         added = 0
         with self.database.connect() as conn:
             now = utc_now()
+            if judge is not None:
+                conn.execute("INSERT INTO judges VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                             [judge.judge, judge.kind, judge.model_id, judge.mapping, judge.provenance, now])
             by_key: dict[tuple[str, str], list[Verification]] = {}
             for v in verifications:
                 by_key.setdefault((v.run_id, v.judge_model), []).append(v)

@@ -26,19 +26,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_target_options(p)
     add_model_options(p, role="judge", max_new_tokens=16)
+    p.add_argument("--judge", action="append", default=None, metavar="SPEC",
+                   help="a judge, repeatable, each judging the same pairs in turn after --model's: nli:MODEL (an NLI "
+                   "model: entailment -> attributable), llm:MODEL or MODEL (AttrScore's prompt)")
+    p.add_argument("--show-label", action="store_true",
+                   help="the judge sees each document's label as the run's prompt showed it (stored as JUDGE+label; "
+                   "base and cf runs only), then prints the judge's own CAB (base - cf share judged attributable)")
     p.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.verify import VerifyRequest, plan_verify, run_verify
+    from dataclasses import replace
 
-    request = build_request(VerifyRequest, args)
-    plan = plan_verify(request)
+    from engine.usecases.verify import VerifyRequest, plan_verify, run_verify
+    from engine.usecases.verify_nli import judge_requests
+
+    request = replace(build_request(VerifyRequest, args), judges=tuple(args.judge or ()), show_label=args.show_label)
+    requests = judge_requests(request)
+    plans = [plan_verify(one) for one in requests]  # every judge's plan before any judge loads
+    for one, plan in zip(requests, plans, strict=True):
+        _judge(one, plan, run_verify)
+    if args.show_label:
+        _print_judge_cabs(plans)
+    return 0
+
+
+def _judge(request: Any, plan: Any, run_verify: Any) -> None:
     if plan.n_todo == 0:
         for todo in plan.runs:
             print(f"  run {todo.run.run_id}  {todo.run.rag_mode:<7}  no citations left to verify by {plan.label}")
         _print_shares(plan)
-        return 0
+        return
     bar = Bar(plan.n_todo, "citation", f"verify with {plan.label}")
     try:
         result = run_verify(plan, request, progress=bar.update, stage=bar.stage)
@@ -47,8 +65,25 @@ def main(args: argparse.Namespace) -> int:
     for done in result.runs:
         n = done.n_done
         print(f"  run {done.run.run_id}  {done.run.rag_mode:<7}  verified {n} citation{'s' if n != 1 else ''} with {plan.label}")
+    cut = getattr(result, "n_truncated", None)
+    if cut is not None:
+        print(f"  {plan.label}: {cut} of {result.n_done} pairs had their document cut to fit the model's input")
     _print_shares(plan)
-    return 0
+
+
+def _print_judge_cabs(plans: list[Any]) -> None:
+    from engine.usecases.judge_label_bias import judge_cab
+
+    for plan in plans:
+        if plan.experiment_id is None:
+            continue
+        c = judge_cab(plan.db, plan.experiment_id, plan.label)
+        if c.n_pairs == 0:
+            print(f"  judge CAB of {c.judge}: no pair judged in both base and cf (run both with --show-label)")
+            continue
+        print(f"  judge CAB of {c.judge}: {c.cab:+.1%} (attributable {c.base_share:.0%} in base, {c.cf_share:.0%} in cf; "
+              f"{c.n_pairs} paired citations, exact McNemar p = {c.p:.3g}; base gives relevant documents "
+              f"'{c.label_a}', cf '{c.label_b}')")
 
 
 def _print_shares(plan: Any) -> None:

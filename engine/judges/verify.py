@@ -107,11 +107,18 @@ def reference_text(document: Document) -> str:
     return f"{document.title}: {document.text}" if document.title else document.text
 
 
-def verify_prompt(question: str, sentence: str, document: Document) -> str:
-    """The judge's user turn for one pair."""
+def verify_prompt(question: str, sentence: str, document: Document, label: str | None = None) -> str:
+    """The judge's user turn for one pair; `label`: the label line the answering model saw after
+    the document, repeated for a judge that is to see it (`verify --show-label`)."""
     # The layout of AttrScore's own evaluation script: instruction, blank line, "Claim: ...", blank
     # line, "Reference: ...".
-    return f"{INSTRUCTION}\n\nClaim: {claim_text(question, sentence)}\n\nReference: {reference_text(document)}\n"
+    shown = f" (written by {label})" if label is not None else ""
+    return f"{INSTRUCTION}\n\nClaim: {claim_text(question, sentence)}\n\nReference: {reference_text(document)}{shown}\n"
+
+
+def shown_label(source: VerifySource, position: int) -> str | None:
+    """The label shown beside document `position` (1-based), for a judge that sees labels."""
+    return source.labels[position - 1] if source.labels else None
 
 
 # ------------------------------------------------------------------ reading the judge
@@ -191,7 +198,8 @@ def class_probabilities(output) -> tuple[float | None, float | None, float | Non
 
 def source_prompts(source: VerifySource) -> list[str]:
     docs = {d.id: d for d in source.item.documents}
-    return [verify_prompt(source.item.question, c.sentence, docs[c.doc_id]) for c in source.claims]
+    return [verify_prompt(source.item.question, c.sentence, docs[c.doc_id], shown_label(source, c.position))
+            for c in source.claims]
 
 
 def verify_batches(

@@ -9,10 +9,11 @@ judges only the pairs the same judge has not judged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.errors import FieldError
 from engine.usecases.explain import (
     JudgePlan,
     JudgeResult,
@@ -54,18 +55,37 @@ class VerifyRequest:
     dtype: str = "auto"
     # An OpenAI-compatible server judges (engine.usecases.served); its model "" = the one that answered.
     server: Any = None
+    # More judges (engine.usecases.verify_nli): "nli:MODEL", "llm:MODEL" or "MODEL" (llm), judged one
+    # after another on the same pairs after `model`'s; plan_verify plans one (see judge_requests).
+    judges: tuple[str, ...] = ()
+    # The judge sees the label each document had in the run's prompt; stored as "<judge>+label".
+    show_label: bool = False
 
 
 def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPlan:
-    """The (sentence, cited document) pairs still to judge by the chosen judge; reads the store only."""
+    """The (sentence, cited document) pairs still to judge by the request's one judge; reads the
+    store only. A request naming several judges is planned one judge at a time (judge_requests)."""
     from engine.judges.verify import sources_to_verify
+    from engine.usecases.verify_nli import SHOWN, judge_requests, nli_model, with_labels
     from store.queries import answers_to_verify
 
     check_request(request)
+    requests = judge_requests(request)
+    if len(requests) > 1:
+        raise FieldError("judge", "plan_verify plans one judge; judge_requests(request) gives one request per judge")
+    request = requests[0]  # a lone "llm:M" judge as `model`
     answered = answered_runs(request, "verify", stop)
-    model, label = judge_model(request, answered)
+    nli = nli_model(request)
+    if nli is not None:
+        model, label = nli, f"nli:{nli}"
+    else:
+        model, label = judge_model(replace(request, judges=()), answered)
+    if request.show_label:
+        label += SHOWN
     todo = tuple(RunTodo(run, tuple(sources_to_verify(answers_to_verify(request.db, run, label, request.limit))))
                  for run in answered)
+    if request.show_label:
+        todo = with_labels(request.db, todo)
     return JudgePlan(Path(request.db), todo, model, label, sum(len(s.claims) for t in todo for s in t.sources))
 
 
@@ -76,16 +96,22 @@ def run_verify(plan: VerifyPlan, request: VerifyRequest, *, load: Load | None = 
     is to do. `progress(n)` counts judged pairs."""
     from engine.generation.generate import GenerationConfig
     from engine.judges.verify import source_prompts, verify_batches
+    from engine.usecases.verify_nli import judge_requests, judge_row, nli_model, run_nli
     from store.verification_store import VerificationStore
 
+    request = judge_requests(request)[0]
+    if nli_model(request) is not None:
+        return run_nli(plan, request, progress=progress, stop=stop, stage=stage)
     if plan.n_todo == 0:
         return JudgeResult(plan.label, plan.experiment_id, tuple(RunDone(t.run, 0) for t in plan.runs), 0)
     store = VerificationStore(plan.db)
+    row = judge_row(plan.label, "llm", plan.model, "attrscore")
     config = GenerationConfig(max_new_tokens=request.max_new_tokens, batch_size=request.batch_size, top_n_logprobs=TOP_N)
     return generate_plan(
         plan, what="verification", unit="verification", doing="verifying", max_new_tokens=request.max_new_tokens,
         prompts=lambda t: ((s, p) for s in t.sources for p in source_prompts(s)),
-        batches=lambda loaded, t: verify_batches(loaded, t.sources, plan.label, config, store.write_batch),
+        batches=lambda loaded, t: verify_batches(loaded, t.sources, plan.label, config,
+                                                  lambda rows: store.write_batch(rows, row)),
         load=load or load_judge(request), progress=progress, stop=stop, stage=stage,
     )
 
@@ -101,5 +127,15 @@ def verification_shares(plan: VerifyPlan) -> tuple[tuple, ...]:
 
 def verify(request: VerifyRequest, *, load: Load | None = None, progress: Progress | None = None,
            stop: Stop | None = None, stage: Stage | None = None) -> VerifyResult:
-    """Plan and verify in one call (engine.api's entry)."""
+    """Plan and verify in one call with the request's one judge (engine.api's entry)."""
     return run_verify(plan_verify(request, stop=stop), request, load=load, progress=progress, stop=stop, stage=stage)
+
+
+def verify_judges(request: VerifyRequest, *, progress: Progress | None = None, stop: Stop | None = None,
+                  stage: Stage | None = None) -> tuple[VerifyResult, ...]:
+    """Every judge of the request (its `model`, then each of `judges`), one after another on the
+    same pairs: one result each, in order (an NLI judge's is engine.usecases.verify_nli.NliResult,
+    with how many pairs it judged on a cut document)."""
+    from engine.usecases.verify_nli import judge_requests
+
+    return tuple(verify(one, progress=progress, stop=stop, stage=stage) for one in judge_requests(request))

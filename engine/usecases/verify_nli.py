@@ -1,0 +1,137 @@
+"""Judges for `verify` beside the LLM: an NLI model (`--judge nli:MODEL`), the panel of judges one
+request names, the `judges` row each judge writes with its first batch, and the labels a judge
+sees under `--show-label`.
+
+An NLI judge goes through the same plan as the LLM judge (engine.usecases.verify.plan_verify:
+the pairs the judge has not judged yet, so a second request judges only what is missing) and
+stores its verdicts in the same `verifications` table, under `nli:<model as given>`
+(`+label` when it saw the labels). It loads, and counts the pairs whose document it must cut,
+before anything is written; then each batch is committed on its own with the judge's row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.errors import FieldError, UserError
+from engine.usecases.explain import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop
+
+SHOWN = "+label"  # what a judge that sees the labels adds to its stored name
+
+
+@dataclass(frozen=True)
+class NliResult(JudgeResult):
+    """What an NLI judge judged, and how many of those pairs had their document cut to fit."""
+
+    n_truncated: int = 0
+
+
+def parse_judge(spec: str) -> tuple[str, str]:
+    """(kind, model) of a judge spec: "nli:MODEL", "llm:MODEL", or a plain MODEL (llm)."""
+    kind, sep, model = spec.partition(":")
+    if sep and kind in ("nli", "llm"):
+        name = model.strip()
+    else:  # a Hub id or folder holds no "nli:"/"llm:" prefix; "C:\\..." stays whole
+        kind, name = "llm", spec.strip()
+    if not name:
+        raise FieldError("judge", "{judge} needs a model: nli:MODEL, llm:MODEL or MODEL, not {spec!r}", spec=spec)
+    return kind, name
+
+
+def judge_requests(request: Any) -> tuple[Any, ...]:
+    """One request per judge of `request`, in order: its `model` first (an LLM judge, as before),
+    then each of `judges`; an NLI judge's request names it in `judges` alone, an LLM judge's in
+    `model`. A request naming no judge is returned as is (the model that answered judges)."""
+    out: list[Any] = []
+    seen: set[tuple[str, str]] = set()
+    if request.model is not None:
+        out.append(replace(request, judges=()))
+        seen.add(("llm", request.model))
+    for spec in request.judges:
+        kind, model = parse_judge(spec)
+        if (kind, model) in seen:
+            continue
+        seen.add((kind, model))
+        if kind == "llm":
+            out.append(replace(request, model=model, label=None, judges=()))
+        else:
+            out.append(replace(request, model=None, label=None, judges=(f"nli:{model}",)))
+    return tuple(out) or (request,)
+
+
+def nli_model(request: Any) -> str | None:
+    """The NLI model a one-judge request names, else None (an LLM judge)."""
+    if len(request.judges) == 1 and request.model is None:
+        kind, model = parse_judge(request.judges[0])
+        return model if kind == "nli" else None
+    return None
+
+
+def with_labels(db: Any, todo: tuple[RunTodo, ...]) -> tuple[RunTodo, ...]:
+    """The plan's runs whose prompts showed labels, each source carrying the labels its model
+    saw; one line when none of the runs showed any (vanilla)."""
+    from store.queries.verify_labels import labels_as_shown
+
+    out = []
+    for t in todo:
+        labels = labels_as_shown(db, t.run)
+        if not any(label is not None for shown in labels.values() for label in shown):
+            continue
+        out.append(RunTodo(t.run, tuple(replace(s, labels=labels.get(s.item.id, ())) for s in t.sources)))
+    if not out:
+        raise UserError(f"run {', '.join(t.run.run_id for t in todo)} showed no labels: --show-label judges "
+                        "base and cf runs")
+    return tuple(out)
+
+
+def judge_row(label: str, kind: str, model: str, mapping: str) -> Any:
+    """The `judges` row of a judge, with the library versions that judged."""
+    import importlib.metadata as md
+
+    from store.verification_store import JudgeRow
+
+    versions: dict[str, str | None] = {}
+    for package in ("transformers", "torch"):
+        try:
+            versions[package] = md.version(package)
+        except md.PackageNotFoundError:
+            versions[package] = None
+    provenance = {**versions, "shows_label": label.endswith(SHOWN)}
+    return JudgeRow(label, kind, model, mapping, json.dumps(provenance))
+
+
+def run_nli(plan: JudgePlan, request: Any, *, progress: Progress | None = None, stop: Stop | None = None,
+            stage: Stage | None = None) -> NliResult:
+    """Load the NLI judge, count the pairs it must cut, then judge and store batch by batch.
+    Loads nothing when nothing is to do; refuses a model it cannot load before any write."""
+    from engine.judges.nli import count_truncated, load_nli, mapping_json, nli_batches, nli_pairs
+    from store.verification_store import VerificationStore
+
+    if plan.n_todo == 0:
+        return NliResult(plan.label, plan.experiment_id, tuple(RunDone(t.run, 0) for t in plan.runs), 0)
+    check_stop(stop, "cancelled before judging")
+    if stage is not None:
+        stage(f"loading {plan.label}")
+    judge = load_nli(plan.model, request.device)
+    pairs = {t.run.run_id: nli_pairs(t.sources) for t in plan.runs}
+    n_cut = sum(count_truncated(judge, ps, lambda p: f"run {p.source.run_id}, item '{p.claim.item_id}'")
+                for ps in pairs.values())
+    row = judge_row(plan.label, "nli", plan.model, mapping_json(judge))
+    store = VerificationStore(plan.db)
+    if stage is not None:
+        stage("verifying")
+    done: list[RunDone] = []
+    total = 0
+    for todo in plan.runs:
+        n_run = 0
+        for n in nli_batches(judge, pairs[todo.run.run_id], plan.label, request.batch_size,
+                             lambda rows: store.write_batch(rows, row)):
+            n_run += n
+            total += n
+            if progress is not None:
+                progress(n)
+            check_stop(stop, f"stopped after {total} verification{'s' if total != 1 else ''}")
+        done.append(RunDone(todo.run, n_run))
+    return NliResult(plan.label, plan.experiment_id, tuple(done), plan.n_todo, n_cut)
