@@ -138,6 +138,14 @@ def test_a_judge_that_cannot_load_writes_nothing(store, tmp_path, capsys):
     assert err.startswith(f"error: cannot load NLI judge {tmp_path / 'none'}: ") and "\n" not in err
     assert cli("verify", "--experiment", experiment_id, "--judge", "nli:", "--db", str(db)) == 2
     assert "--judge needs a model" in capsys.readouterr().err
+    # A judge that loads, then one that cannot (misspelt): refused before the first one writes.
+    good = write_nli_model(tmp_path / "good", "bert")
+    for second in (f"nli:{tmp_path / 'nlii'}", f"llm:{tmp_path / 'misspelt'}"):
+        assert cli("verify", "--experiment", experiment_id, "--judge", f"nli:{good}", "--judge", second,
+                   "--device", "cpu", "--db", str(db)) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: cannot load ") and ("misspelt" in err or "nlii" in err), err
+        assert "\n" not in err
     assert db.read_bytes() == before
 
 

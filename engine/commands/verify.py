@@ -38,16 +38,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from engine.usecases.verify import VerifyRequest, plan_verify, run_verify
-    from engine.usecases.verify_nli import judge_requests
+    from engine.usecases.verify import VerifyRequest, plan_judges, run_verify
 
     request = replace(build_request(VerifyRequest, args), judges=tuple(args.judge or ()), show_label=args.show_label)
-    requests = judge_requests(request)
-    plans = [plan_verify(one) for one in requests]  # every judge's plan before any judge loads
-    for one, plan in zip(requests, plans, strict=True):
+    planned = plan_judges(request)  # every judge planned and its config read before any judge loads
+    for one, plan in planned:
         _judge(one, plan, run_verify)
     if args.show_label:
-        _print_judge_cabs(plans)
+        _print_judge_cabs([plan for _, plan in planned])
     return 0
 
 

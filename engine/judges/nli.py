@@ -77,24 +77,43 @@ def max_pair_length(config: Any, tokenizer: Any) -> int:
     return limit or 512
 
 
+def check_nli(model: str) -> tuple[tuple[tuple[str, str], ...], Any]:
+    """(label mapping, tokenizer) of an NLI judge, its weights not loaded: what `verify` reads of
+    every judge before any judge writes, so that one that cannot load is refused in one line first."""
+    import os
+
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        token = os.environ.get("HF_TOKEN") or None
+        config = AutoConfig.from_pretrained(model, token=token)
+        mapping = nli_mapping(dict(config.id2label or {}), model)
+        return mapping, AutoTokenizer.from_pretrained(model, token=token)
+    except UserError:
+        raise
+    except Exception as error:  # OSError, ValueError, KeyError (unknown model type), ...
+        raise UserError(f"cannot load NLI judge {model}: {_first_line(error)}") from None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def load_nli(model: str, device: str = "auto") -> NliJudge:
     """The model and its tokenizer (a local folder or a Hub id, $HF_TOKEN when set), in eval mode;
     one line when it cannot load or its labels name no entailment class. Nothing is written."""
     import os
 
     try:
-        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoModelForSequenceClassification
 
-        token = os.environ.get("HF_TOKEN") or None
-        config = AutoConfig.from_pretrained(model, token=token)
-        mapping = nli_mapping(dict(config.id2label or {}), model)  # refused before the weights load
-        tokenizer = AutoTokenizer.from_pretrained(model, token=token)
-        loaded = AutoModelForSequenceClassification.from_pretrained(model, token=token)
+        mapping, tokenizer = check_nli(model)  # refused before the weights load
+        loaded = AutoModelForSequenceClassification.from_pretrained(model, token=os.environ.get("HF_TOKEN") or None)
     except UserError:
         raise
     except Exception as error:  # OSError, ValueError, KeyError (unknown model type), ...
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(f"cannot load NLI judge {model}: {first}") from None
+        raise UserError(f"cannot load NLI judge {model}: {_first_line(error)}") from None
     if device == "auto":
         import torch
 

@@ -131,11 +131,22 @@ def verify(request: VerifyRequest, *, load: Load | None = None, progress: Progre
     return run_verify(plan_verify(request, stop=stop), request, load=load, progress=progress, stop=stop, stage=stage)
 
 
+def plan_judges(request: VerifyRequest, *, stop: Stop | None = None) -> tuple[tuple[VerifyRequest, VerifyPlan], ...]:
+    """(request, plan) of every judge of the request (its `model`, then each of `judges`), each
+    judge's config read (engine.usecases.verify_nli.check_loadable): one that cannot load is
+    refused in one line before any judge writes."""
+    from engine.usecases.verify_nli import check_loadable, judge_requests
+
+    planned = tuple((one, plan_verify(one, stop=stop)) for one in judge_requests(request))
+    for one, plan in planned:
+        check_loadable(one, plan)
+    return planned
+
+
 def verify_judges(request: VerifyRequest, *, progress: Progress | None = None, stop: Stop | None = None,
                   stage: Stage | None = None) -> tuple[VerifyResult, ...]:
-    """Every judge of the request (its `model`, then each of `judges`), one after another on the
-    same pairs: one result each, in order (an NLI judge's is engine.usecases.verify_nli.NliResult,
-    with how many pairs it judged on a cut document)."""
-    from engine.usecases.verify_nli import judge_requests
-
-    return tuple(verify(one, progress=progress, stop=stop, stage=stage) for one in judge_requests(request))
+    """Every judge of the request, one after another on the same pairs (plan_judges): one result
+    each, in order (an NLI judge's is engine.usecases.verify_nli.NliResult, with how many pairs
+    it judged on a cut document)."""
+    return tuple(run_verify(plan, one, progress=progress, stop=stop, stage=stage)
+                 for one, plan in plan_judges(request, stop=stop))

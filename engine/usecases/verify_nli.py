@@ -61,6 +61,31 @@ def judge_requests(request: Any) -> tuple[Any, ...]:
     return tuple(out) or (request,)
 
 
+def check_loadable(request: Any, plan: JudgePlan) -> None:
+    """Refuse in one line a judge of `plan` that cannot load, reading its config only (an NLI
+    judge's labels and tokenizer too): run for every judge before any judge writes, so that a
+    misspelt second judge leaves the store as it was. A served judge and one with nothing to do
+    are not read; an LLM judge whose folder holds a config but broken weights still fails at its
+    own load, after the judges before it have written."""
+    if plan.n_todo == 0 or getattr(request, "server", None) is not None:
+        return
+    model = nli_model(request)
+    if model is not None:
+        from engine.judges.nli import check_nli
+
+        check_nli(model)
+        return
+    import os
+
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(plan.model, token=os.environ.get("HF_TOKEN") or None)
+    except Exception as error:  # OSError (no such folder or Hub id offline), ValueError, KeyError
+        text = str(error).strip()
+        raise UserError(f"cannot load judge {plan.label}: {text.splitlines()[0] if text else type(error).__name__}") from None
+
+
 def nli_model(request: Any) -> str | None:
     """The NLI model a one-judge request names, else None (an LLM judge)."""
     if len(request.judges) == 1 and request.model is None:
