@@ -20,10 +20,17 @@ modified and the target gets all of the merge or none of it. Rules:
 - the judges (migration 019) whose verifications or imported labels come along, and those
   labels, as the explanations and verifications are; a judge the target names as another judge
   (kind, model or mapping), or a label it holds otherwise, refuses the merge;
+- the necessity and sufficiency of the documents those runs showed (document_use, migration 020,
+  `python -m engine used`), as the explanations are: for the answers the target holds as the
+  source does. One the target holds already (same key) is kept: the same answer read again by
+  the same model is the same measurement (its numbers may differ in the last digits between
+  machines), so it never refuses the merge;
 - the studies that group the experiments it copies into (or finds in the target, holding runs
   the target holds already) come along with those memberships. A study name the target has
   already keeps the target's axes and gains the memberships, as `run --study` does when a name
-  is used again. A run moved into an experiment of its own leaves its study behind.
+  is used again. A run moved into an experiment of its own leaves its study behind;
+- a study's fitted label effects (study_label_effects, migration 021) never come along: see
+  _studies_to_refit.
 
 So a second merge of the same source adds nothing.
 """
@@ -95,6 +102,8 @@ class MergeResult:
     n_propensities: int = 0  # citation_propensities rows (issue 19)
     n_judges_new: int = 0  # judges rows (migration 019) the target lacked
     n_judge_labels: int = 0  # imported human labels (judge_labels) copied
+    n_document_use: int = 0  # document_use rows (migration 020) copied
+    refit: tuple[str, ...] = ()  # studies whose label effects (migration 021) to refit after this merge
 
 
 def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
@@ -233,11 +242,13 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
         store_scores(conn, run_id)
     n_explanations, n_verifications, n_left_out = _copy_annotations(conn, carried)
     n_judges, n_judge_labels, n_labels_left_out = _copy_judges(conn, carried)
-    n_studies, n_memberships = _copy_studies(conn, carried)
+    n_use, n_use_left_out = _copy_same_answers(conn, "document_use", _USE_KEY, carried)
+    n_studies, n_memberships, related, gained = _copy_studies(conn, carried)
     n_propensities = _copy_propensities(conn, carried)
     return MergeResult(tuple(ids), n_generations, n_citations, n_items, experiments_new, tuple(already),
                        tuple(skipped), tuple(moved), tuple(unnamed), n_explanations, n_verifications, n_studies,
-                       n_memberships, n_left_out + n_labels_left_out, n_propensities, n_judges, n_judge_labels)
+                       n_memberships, n_left_out + n_labels_left_out + n_use_left_out, n_propensities, n_judges,
+                       n_judge_labels, n_use, _studies_to_refit(conn, ids, related, gained))
 
 
 # Explanations and verifications, keyed as in migrations 008 and 010. Each explains or judges one
@@ -268,24 +279,29 @@ def _annotation_clashes(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> 
 
 def _copy_annotations(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int, int]:
     """(explanations copied, verifications copied, rows left out as their answer differs)."""
-    counts = []
-    left_out = 0
-    for table, key, _ in _ANNOTATIONS:
-        same_key = " AND ".join(f"t.{k} = s.{k}" for k in key)
-        # The answer as explained or judged: its text and the documents it was shown, numbered.
-        same_answer = ("sg.answer IS NOT DISTINCT FROM tg.answer "
-                       "AND sg.shown_doc_ids IS NOT DISTINCT FROM tg.shown_doc_ids")
-        todo = (f"FROM {_SOURCE}.{table} s "
-                f"JOIN {_SOURCE}.generations sg ON sg.run_id = s.run_id AND sg.item_id = s.item_id "
-                f"LEFT JOIN generations tg ON tg.run_id = s.run_id AND tg.item_id = s.item_id "
-                f"WHERE s.run_id IN (SELECT unnest($ids)) "
-                f"AND NOT EXISTS (SELECT 1 FROM {table} t WHERE {same_key})")
-        counts.append(_count(conn.execute(
-            f"INSERT INTO {table} BY NAME SELECT s.* {todo} AND tg.run_id IS NOT NULL AND {same_answer}",
-            {"ids": carried})))
-        left_out += _count(conn.execute(
-            f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}))
-    return counts[0], counts[1], left_out
+    (n_explanations, left_explanations), (n_verifications, left_verifications) = (
+        _copy_same_answers(conn, table, key, carried) for table, key, _ in _ANNOTATIONS)
+    return n_explanations, n_verifications, left_explanations + left_verifications
+
+
+def _copy_same_answers(conn: duckdb.DuckDBPyConnection, table: str, key: tuple[str, ...],
+                       carried: list[str]) -> tuple[int, int]:
+    """(rows copied, rows left out as their answer differs) of a table of rows about one stored
+    answer of the carried runs: copied where the target holds that answer as the source does and
+    lacks the row's key; a row the target holds under that key is kept."""
+    same_key = " AND ".join(f"t.{k} = s.{k}" for k in key)
+    # The answer as explained, judged or read: its text and the documents it was shown, numbered.
+    same_answer = "sg.answer IS NOT DISTINCT FROM tg.answer AND sg.shown_doc_ids IS NOT DISTINCT FROM tg.shown_doc_ids"
+    todo = (f"FROM {_SOURCE}.{table} s "
+            f"JOIN {_SOURCE}.generations sg ON sg.run_id = s.run_id AND sg.item_id = s.item_id "
+            "LEFT JOIN generations tg ON tg.run_id = s.run_id AND tg.item_id = s.item_id "
+            "WHERE s.run_id IN (SELECT unnest($ids)) "
+            f"AND NOT EXISTS (SELECT 1 FROM {table} t WHERE {same_key})")
+    copied = _count(conn.execute(
+        f"INSERT INTO {table} BY NAME SELECT s.* {todo} AND tg.run_id IS NOT NULL AND {same_answer}", {"ids": carried}))
+    left_out = _count(conn.execute(
+        f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}))
+    return copied, left_out
 
 
 # Imported human labels (judge_labels, migration 019) of the answers the target holds as the
@@ -321,33 +337,31 @@ def _copy_judges(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[i
     n_judges = _count(conn.execute(
         f"INSERT INTO judges BY NAME SELECT s.* FROM {_SOURCE}.judges s WHERE s.judge IN ({_JUDGED_BY}) "
         "AND NOT EXISTS (SELECT 1 FROM judges t WHERE t.judge = s.judge)", {"ids": carried}))
-    same_key = " AND ".join(f"t.{k} = s.{k}" for k in _LABEL_KEY)
-    same_answer = "sg.answer IS NOT DISTINCT FROM tg.answer AND sg.shown_doc_ids IS NOT DISTINCT FROM tg.shown_doc_ids"
-    todo = (f"FROM {_SOURCE}.judge_labels s "
-            f"JOIN {_SOURCE}.generations sg ON sg.run_id = s.run_id AND sg.item_id = s.item_id "
-            "LEFT JOIN generations tg ON tg.run_id = s.run_id AND tg.item_id = s.item_id "
-            "WHERE s.run_id IN (SELECT unnest($ids)) "
-            f"AND NOT EXISTS (SELECT 1 FROM judge_labels t WHERE {same_key})")
-    n_labels = _count(conn.execute(
-        f"INSERT INTO judge_labels BY NAME SELECT s.* {todo} AND tg.run_id IS NOT NULL AND {same_answer}",
-        {"ids": carried}))
-    left_out = _count(conn.execute(
-        f"SELECT count(*) {todo} AND (tg.run_id IS NULL OR NOT ({same_answer}))", {"ids": carried}))
-    return n_judges, n_labels, left_out
+    return n_judges, *_copy_same_answers(conn, "judge_labels", _LABEL_KEY, carried)
 
 
-def _copy_studies(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int]:
-    """(studies new, memberships new): the source's memberships of every experiment that holds
-    a carried run in both stores under the same id, and the studies they name."""
+# document_use (migration 020): one row per (run, item, shown position, model that read it).
+_USE_KEY = ("run_id", "item_id", "position", "model")
+
+
+def _copy_studies(conn: duckdb.DuckDBPyConnection,
+                  carried: list[str]) -> tuple[int, int, frozenset[str], frozenset[str]]:
+    """(studies new, memberships new, the studies they are of, those that gained one): the
+    source's memberships of every experiment that holds a carried run in both stores under the
+    same id, and the studies they name."""
     experiments = [row[0] for row in conn.execute(
         f"SELECT DISTINCT s.experiment_id FROM {_SOURCE}.runs s JOIN runs t USING (run_id) "
         "WHERE s.run_id IN (SELECT unnest($ids)) AND t.experiment_id = s.experiment_id",
         {"ids": carried},
     ).fetchall()]
     if not experiments:
-        return 0, 0
+        return 0, 0, frozenset(), frozenset()
     params = {"experiments": experiments}
     memberships = (f"SELECT * FROM {_SOURCE}.study_experiments m WHERE m.experiment_id IN (SELECT unnest($experiments))")
+    new = "NOT EXISTS (SELECT 1 FROM study_experiments t WHERE t.study = m.study AND t.experiment_id = m.experiment_id)"
+    related = frozenset(row[0] for row in conn.execute(f"SELECT DISTINCT study FROM ({memberships})", params).fetchall())
+    gained = frozenset(row[0] for row in conn.execute(
+        f"SELECT DISTINCT study FROM ({memberships}) m WHERE {new}", params).fetchall())
     n_studies = _count(conn.execute(
         f"INSERT INTO studies BY NAME SELECT s.* FROM {_SOURCE}.studies s "
         f"WHERE s.name IN (SELECT study FROM ({memberships})) "
@@ -355,11 +369,31 @@ def _copy_studies(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[
         params,
     ))
     n_memberships = _count(conn.execute(
-        f"INSERT INTO study_experiments BY NAME SELECT m.* FROM ({memberships}) m "
-        "WHERE NOT EXISTS (SELECT 1 FROM study_experiments t WHERE t.study = m.study AND t.experiment_id = m.experiment_id)",
-        params,
-    ))
-    return n_studies, n_memberships
+        f"INSERT INTO study_experiments BY NAME SELECT m.* FROM ({memberships}) m WHERE {new}", params))
+    return n_studies, n_memberships, related, gained
+
+
+def _studies_to_refit(conn: duckdb.DuckDBPyConnection, ids: list[str], related: frozenset[str],
+                      gained: frozenset[str]) -> tuple[str, ...]:
+    """The studies whose label effects (study_label_effects) to refit after this merge: every
+    study of the target that this merge changed (gained an experiment, or a run in one of its
+    experiments) and that either store holds a fit of, and every study the merge relates to
+    whose fit the source holds and the target does not.
+
+    The effects are never copied. They are one model fitted over all of a study's experiments,
+    so a copy is right only where the target's study ends up with exactly the source's
+    experiments and runs, and checking that (every experiment, run and answer of the study on
+    both sides) is more code and more reading than the refit, which needs no model
+    (`why-cited --study NAME --save` reads only the store). A fit the target holds of a study
+    this merge changed is stale likewise, and kept as it is: a refit of the same modes replaces it."""
+    touched = set(gained) | {row[0] for row in conn.execute(
+        "SELECT DISTINCT m.study FROM study_experiments m JOIN runs r USING (experiment_id) "
+        "WHERE r.run_id IN (SELECT unnest($ids))", {"ids": ids}).fetchall()}
+    fitted_source = {row[0] for row in conn.execute(f"SELECT DISTINCT study FROM {_SOURCE}.study_label_effects").fetchall()}
+    fitted_target = {row[0] for row in conn.execute("SELECT DISTINCT study FROM study_label_effects").fetchall()}
+    return tuple(sorted(
+        {s for s in touched if s in fitted_source | fitted_target}
+        | {s for s in related - touched if s in fitted_source and s not in fitted_target}))
 
 
 def _copy_propensities(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> int:

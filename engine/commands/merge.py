@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "stores, refuse the whole merge. A run whose mode its experiment already has in the target goes "
         "into an experiment of its own (EXPERIMENT~RUN_ID). The explanations and verifications of the runs "
         "copied (and of complete runs the target holds already) come along, as do the studies that group "
-        "their experiments. The source is never modified.",
+        "their experiments, and the document use (`used`) of those answers; a study's fitted label effects do "
+        "not (refit them: the output names the studies). The source is never modified.",
     )
     p.add_argument("--from", dest="source", required=True, metavar="OTHER.duckdb", help="the store to copy runs from")
     add_db_arg(p, "DuckDB file to merge into")
@@ -69,9 +70,14 @@ def summary(result, source: str, target: str) -> list[str]:
     if result.n_judge_labels or result.n_judges_new:
         lines.append(f"also copied: {_plural(result.n_judge_labels, 'human label')} (`import-labels`), "
                      f"{_plural(result.n_judges_new, 'judge')} new")
+    if result.n_document_use:
+        lines.append(f"also copied: {_plural(result.n_document_use, 'document-use row')} (`python -m engine used`)")
     if result.n_left_out:
-        lines.append(f"left out {result.n_left_out} of the explanations, verifications and labels: they are of answers "
-                     "that differ between the stores")
+        lines.append(f"left out {result.n_left_out} of the explanations, verifications, labels and document-use rows: "
+                     "they are of answers that differ between the stores")
+    for study in result.refit:
+        lines.append(f"study effects not carried: refit with `python -m engine why-cited --study {study} --save` "
+                     "(this merge changed the study, or the target lacks its fit)")
     return lines
 
 
