@@ -94,10 +94,21 @@ def agreement_runs(request: AgreementRequest) -> tuple[str | None, tuple[str, ..
     return None, tuple(dict.fromkeys(request.runs))
 
 
-def agreement(request: AgreementRequest) -> Agreement:
-    """Every agreement statistic of the judges of these runs (see the module's docstring)."""
+@dataclass(frozen=True)
+class _Verdicts:
+    """The judges' binary verdicts on the request's runs, as agreement and disagreements read them."""
+
+    experiment_id: str | None
+    run_ids: tuple[str, ...]
+    names: tuple[str, ...]  # the judges, chosen order or sorted
+    kind: dict[str, str]
+    verdicts: dict[str, dict[Citation, str]]
+    nulls: dict[str, int]
+
+
+def _read_verdicts(request: AgreementRequest) -> _Verdicts:
     from engine.errors import UserError
-    from engine.statistics.agreement import BINARY, against_human, pair_agreement, panel_agreement, ppi_rate
+    from engine.statistics.agreement import BINARY
     from store.queries import judge_kinds, judgements
 
     if not Path(request.db).is_file():
@@ -126,8 +137,17 @@ def agreement(request: AgreementRequest) -> Agreement:
             nulls[r.judge] += 1
         else:
             verdicts[r.judge][(r.run_id, r.item_id, r.position)] = BINARY[0] if r.attributable else BINARY[1]
-    names = [j for j in chosen if j in kind] if chosen else sorted(kind)
-    counts = tuple(JudgeCount(j, kind[j], len(verdicts[j]), nulls[j]) for j in names)
+    names = tuple(j for j in chosen if j in kind) if chosen else tuple(sorted(kind))
+    return _Verdicts(experiment_id, run_ids, names, kind, verdicts, nulls)
+
+
+def agreement(request: AgreementRequest) -> Agreement:
+    """Every agreement statistic of the judges of these runs (see the module's docstring)."""
+    from engine.statistics.agreement import BINARY, against_human, pair_agreement, panel_agreement, ppi_rate
+
+    read = _read_verdicts(request)
+    experiment_id, run_ids, names, kind, verdicts = read.experiment_id, read.run_ids, read.names, read.kind, read.verdicts
+    counts = tuple(JudgeCount(j, kind[j], len(verdicts[j]), read.nulls[j]) for j in names)
 
     pairs = []
     for i, a in enumerate(names):
@@ -153,3 +173,46 @@ def agreement(request: AgreementRequest) -> Agreement:
                     [verdicts[judge][c] == BINARY[0] for c in both],
                     [verdicts[judge][c] == BINARY[0] for c in rest])))
     return Agreement(experiment_id, run_ids, counts, tuple(pairs), panel, tuple(scored), tuple(corrected))
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A cited document two judges gave different verdicts on, with every judge's verdict on it
+    (None: that judge gave none) and the document as shown."""
+
+    run_id: str
+    item_id: str
+    position: int
+    verdicts: tuple[tuple[str, str | None], ...]  # (judge, attributable | not_attributable | None), judge order
+    doc_id: str | None
+    title: str | None
+    text: str | None  # its first words (DISAGREEMENT_TEXT_CHARS characters)
+
+
+DISAGREEMENT_TEXT_CHARS = 200
+
+
+def disagreements(request: AgreementRequest, judge_a: str, judge_b: str, *,
+                  limit: int | None = None) -> tuple[tuple[Disagreement, ...], int]:
+    """(the first `limit` citations judge_a and judge_b disagree on, in run, item and position
+    order; how many there are in all). UserError for a judge not among the runs' judges."""
+    from engine.errors import UserError
+    from store.queries import cited_documents
+
+    read = _read_verdicts(request)
+    for judge in (judge_a, judge_b):
+        if judge not in read.kind:
+            listed = ", ".join(read.names)
+            raise UserError(f"judge '{judge}' gave no verdict on these runs (their judges: {listed})")
+    if judge_a == judge_b:
+        raise UserError("choose two different judges")
+    a, b = read.verdicts[judge_a], read.verdicts[judge_b]
+    differ = sorted(c for c in a.keys() & b.keys() if a[c] != b[c])
+    shown = differ if limit is None else differ[:limit]
+    docs = cited_documents(request.db, shown, DISAGREEMENT_TEXT_CHARS)
+    out = []
+    for c in shown:
+        doc = docs.get(c)
+        out.append(Disagreement(c[0], c[1], c[2], tuple((j, read.verdicts[j].get(c)) for j in read.names),
+                                doc.doc_id if doc else None, doc.title if doc else None, doc.text if doc else None))
+    return tuple(out), len(differ)

@@ -92,3 +92,33 @@ def stored_labels(db: DbLike, judge: str, run_ids: list[str] | tuple[str, ...]) 
     rows = fetch(db, f"SELECT run_id, item_id, position, label FROM judge_labels WHERE judge = ? "
                      f"AND run_id IN ({marks(run_ids)})", [judge, *run_ids])
     return {(r, i, int(p)): label for r, i, p, label in rows}
+
+
+@dataclass(frozen=True)
+class CitedDocument:
+    """A cited document as the Judges tab lists a disagreement on it: its id, title and first words."""
+
+    run_id: str
+    item_id: str
+    position: int
+    doc_id: str | None  # None: the number was not shown (out of range)
+    title: str | None
+    text: str | None  # its first `chars` characters
+
+
+def cited_documents(db: DbLike, keys: list[tuple[str, str, int]] | tuple[tuple[str, str, int], ...],
+                    chars: int = 200) -> dict[tuple[str, str, int], CitedDocument]:
+    """(run, item, position) -> the document shown there, read from the run's dataset items."""
+    if not keys:
+        return {}
+    wanted = [{"run_id": r, "item_id": i, "position": int(p)} for r, i, p in dict.fromkeys(keys)]
+    rows = fetch(
+        db,
+        "WITH k AS (SELECT unnest(?::STRUCT(run_id VARCHAR, item_id VARCHAR, position INTEGER)[], recursive := true)), "
+        "s AS (SELECT k.run_id, k.item_id, k.position, g.shown_doc_ids[k.position] AS doc_id, r.dataset_sha "
+        "      FROM k JOIN generations g USING (run_id, item_id) JOIN runs r USING (run_id)), "
+        "d AS (SELECT s.*, list_filter(i.documents, lambda x: x.id = s.doc_id)[1] AS doc FROM s "
+        "      LEFT JOIN items i ON i.dataset_sha = s.dataset_sha AND i.item_id = s.item_id) "
+        "SELECT run_id, item_id, position, doc_id, doc.title, left(doc.text, ?) FROM d",
+        [wanted, chars], into=CitedDocument)
+    return {(d.run_id, d.item_id, d.position): d for d in rows}

@@ -19,7 +19,7 @@ from tests.browser.test_app_browser import ARTIFACTS, FIRST_SCREEN, RUN_LIMIT, R
 from tests.test_app_first_use import one_run_store
 
 SIZE = {"width": 1440, "height": 900}
-TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Explain", "SQL")
+TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Explain", "Judges", "SQL")
 SHOTS = ARTIFACTS / "first-use"
 COMPARE_A = "A (run, experiment or EXP:mode)"
 COMPARE_B = "B (run, experiment or EXP:mode)"
@@ -52,7 +52,7 @@ def test_the_empty_tabs_say_where_to_start_and_the_tab_bar_names_each_once(page,
     page.wait_for_timeout(500)
     _shot(page, "tab-bar-after-sql")
     assert _tab_names(page) == list(TABS)
-    for tab in ("Compare", "Query", "Bias", "Explain"):
+    for tab in ("Compare", "Query", "Bias", "Explain", "Judges"):
         open_tab(page, tab).get_by_text(NO_RUNS, exact=True).wait_for(timeout=WAIT_MS)
         _shot(page, f"empty-{tab.lower()}")
 
