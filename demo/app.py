@@ -18,7 +18,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     from demo.handlers.run import store_note
     from demo.jobs import JobQueue
-    from demo.tabs import bias, compare, explain, query, run, runs, sql
+    from demo.tabs import bias, compare, explain, judges, query, run, runs, sql
     from demo.tabs.style import APP_CSS
 
     if jobs is None:
@@ -32,10 +32,11 @@ def build_app(settings: AppSettings, jobs: Any = None):
         gr.Markdown(" ".join(filter(None, (_gpu_banner(), store_note(settings)))))
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
-            for tab in (run, runs, compare, query, bias, explain, sql):  # in the order shown
+            for tab in (run, runs, compare, query, bias, explain, judges, sql):  # in the order shown
                 tab.build(app, settings, jobs)
         _open_clicked_rows(app)
         _wire_compare(app)
+        _wire_judges(app)
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
 
@@ -101,6 +102,33 @@ def _wire_compare(app) -> None:
             return fill(a, b)
 
         then(button.click(compare_ticked, ticked, [tabs, *sides], api_visibility="private"))
+
+
+def _wire_judges(app) -> None:
+    """A disagreement clicked in the Judges tab opens its item in the Query tab (issue 32): the
+    Compare tab's opener on the one run, with the side-by-side view left closed."""
+    import gradio as gr
+
+    from demo.handlers.judges import clicked_disagreement
+
+    table = getattr(app, "judges_disagreements", None)
+    opener = getattr(app, "open_pair_in_query", None)
+    if table is None or opener is None:
+        return
+    open_pair, outputs, then = opener
+
+    def clicked(event):
+        chosen = clicked_disagreement(getattr(event, "row_value", None))
+        if chosen is None:  # a click on an empty table
+            return tuple(gr.skip() for _ in outputs)
+        run_id, item_id = chosen
+        # outputs: tabs, the side-by-side box, its HTML, then the Query tab's own view
+        opened = list(open_pair(run_id, run_id, item_id))
+        opened[1], opened[2] = gr.Column(visible=False), gr.skip()
+        return tuple(opened)
+
+    clicked.__annotations__ = {"event": gr.SelectData}  # see _open_clicked_rows
+    then(table.select(clicked, None, outputs, api_visibility="private"))
 
 
 def _gpu_banner() -> str:

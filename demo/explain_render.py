@@ -8,13 +8,12 @@ reaches a tag or an attribute. No JavaScript: which explanation names what is in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from demo.render import CSS, answer_html, cell_html, escape_text
 
 if TYPE_CHECKING:
     from engine.types import ExplainRun
-    from store.queries import ModeDetail, QueryDetail, StoredExplanation
 
 EXPLAIN_CSS = """<style>
 .pe-q .named{outline:2px solid #e0a000;outline-offset:-2px;background:#fff4c2}
@@ -25,7 +24,7 @@ EXPLAIN_CSS = """<style>
 </style>"""
 
 
-def _named_doc_ids(mode: ModeDetail, explanations: list[StoredExplanation]) -> dict[str, list[str]]:
+def _named_doc_ids(mode: Any, explanations: list[Any]) -> dict[str, list[str]]:
     """doc_id -> the explainer models whose explanation of this mode's answer names it. Numbers
     are as shown to the answering model, so they are read through that run's positions."""
     by_position = {p: d for d, p in mode.positions.items()}
@@ -37,11 +36,11 @@ def _named_doc_ids(mode: ModeDetail, explanations: list[StoredExplanation]) -> d
     return named
 
 
-def _named_labels(explanations: list[StoredExplanation]) -> set[str]:
+def _named_labels(explanations: list[Any]) -> set[str]:
     return {label for e in explanations for label in e.mentioned_labels}
 
 
-def documents_grid(detail: QueryDetail, by_mode: dict[str, list[StoredExplanation]]) -> str:
+def documents_grid(detail: Any, by_mode: dict[str, list[Any]]) -> str:
     """The shown documents x modes: per mode the position, the label shown (highlighted when an
     explanation of that mode names it), whether the answer cited it, and whether an explanation
     names it (the cell highlighted, the explainers in its hover)."""
@@ -81,7 +80,7 @@ def documents_grid(detail: QueryDetail, by_mode: dict[str, list[StoredExplanatio
     return f'<table class="grid">{header}{"".join(rows)}</table>'
 
 
-def explanation_html(e: StoredExplanation) -> str:
+def explanation_html(e: Any) -> str:
     """One explanation: who explained, the text, and chips for what it names."""
     docs = ", ".join(f"[{n}]" for n in e.mentioned_docs)
     chips = [f'<span class="chip">names documents {escape_text(docs)}</span>' if docs
@@ -96,9 +95,9 @@ def explanation_html(e: StoredExplanation) -> str:
             f'<div class="explanation">{escape_text(e.text)}</div>{"".join(chips)}</div>')
 
 
-def explain_page(detail: QueryDetail, explanations: tuple[StoredExplanation, ...]) -> str:
+def explain_page(detail: Any, explanations: tuple[Any, ...]) -> str:
     """The whole tab's view of one item."""
-    by_mode: dict[str, list[StoredExplanation]] = {}
+    by_mode: dict[str, list[Any]] = {}
     for e in explanations:
         by_mode.setdefault(e.rag_mode, []).append(e)
     columns = []

@@ -20,6 +20,8 @@ PICK = {
     "bias": "Choose one or more experiments above (or a study), then Show bias.",
     "explain": "Choose an experiment above: its items' explanations show here.",
     "compare": "Pick two runs or experiments above as A and B, then Compare (or tick two in the Runs tab).",
+    "judges": "Choose an experiment or runs above, then Show agreement; judge them first (verify) or import "
+              "people's labels below.",
 }
 _CLASS = "pe-hint"
 
@@ -55,12 +57,12 @@ def _no_runs(db_path: str | os.PathLike[str]) -> bool:
     from pathlib import Path
 
     from engine.errors import UserError
-    from store.queries import count_runs
+    from engine.usecases.listing import holds_runs
 
     if not Path(db_path).is_file():
         return True
     try:
-        return count_runs(db_path) == 0
+        return not holds_runs(Path(db_path))
     except UserError:  # busy or damaged for a moment: not "no runs" (the tab's own check says what)
         return False
 

@@ -10,12 +10,11 @@ shows as typed. plotly is imported inside the functions: nothing loads at import
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from engine.statistics.bias import SIGNIFICANCE
-from engine.usecases.bias_page import CabValue
+from engine.usecases.bias_page import CabValue, ProbabilitySpread
+from engine.usecases.formatting import SIGNIFICANCE
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -28,29 +27,11 @@ SLOTS = ("label A", "label B", "no label (vanilla)")
 SLOT_COLOURS = {"label A": "#1f77b4", "label B": "#ff7f0e", "no label (vanilla)": "#7f7f7f"}
 
 
-@dataclass(frozen=True)
-class ProbabilityBox:
-    """The spread of citation probability over one run's citations to relevant, or to
-    non-relevant, documents (store.queries.ProbabilitySummary with its experiment and label)."""
-
-    panel: str  # the experiment as its subplot names it
-    mode: str  # vanilla, base or cf
-    relevant: bool
-    label: str | None  # the label those documents carried; None in vanilla
-    n: int
-    minimum: float
-    q1: float
-    median: float
-    q3: float
-    maximum: float
-    mean: float
-
-    @property
-    def slot(self) -> str:
-        """label A, label B or no label: which of the experiment's labels the cited documents carried."""
-        if self.mode not in ("base", "cf"):
-            return SLOTS[2]
-        return SLOTS[0] if (self.mode == "base") == self.relevant else SLOTS[1]
+def slot(spread: ProbabilitySpread) -> str:
+    """label A, label B or no label: which of the experiment's labels the cited documents carried."""
+    if spread.mode not in ("base", "cf"):
+        return SLOTS[2]
+    return SLOTS[0] if (spread.mode == "base") == spread.relevant else SLOTS[1]
 
 
 def _text(value: object) -> str:
@@ -146,24 +127,28 @@ def cab_figure(bars: Sequence[CabValue], metrics: Sequence[str] = CAB_METRICS) -
     return fig
 
 
-def probability_figure(boxes: Sequence[ProbabilityBox]) -> go.Figure:
+def probability_figure(boxes: Sequence[ProbabilitySpread], titles: Mapping[str, str] | None = None) -> go.Figure:
     """Box plots of citation probability for relevant vs non-relevant documents, one colour per
-    label the documents carried (A, B, none in vanilla), one panel per experiment."""
+    label the documents carried (A, B, none in vanilla), one panel per experiment, titled by
+    `titles` (experiment id -> title; the id where it has none)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    def panel_of(box: ProbabilitySpread) -> str:
+        return (titles or {}).get(box.experiment_id, box.experiment_id)
+
     shown = [b for b in boxes if b.n]
-    panels = list(dict.fromkeys(b.panel for b in shown)) or [""]
+    panels = list(dict.fromkeys(panel_of(b) for b in shown)) or [""]
     fig = make_subplots(rows=len(panels), cols=1, vertical_spacing=min(0.12, 0.5 / len(panels)),
                         subplot_titles=[_text(p) for p in panels])
     legend: set[str] = set()
     for row, panel in enumerate(panels, start=1):
-        for slot in SLOTS:
-            mine = sorted((b for b in shown if b.panel == panel and b.slot == slot), key=lambda b: not b.relevant)
+        for label in SLOTS:
+            mine = sorted((b for b in shown if panel_of(b) == panel and slot(b) == label), key=lambda b: not b.relevant)
             if not mine:
                 continue
             fig.add_trace(go.Box(
-                name=slot, legendgroup=slot, showlegend=slot not in legend, marker_color=SLOT_COLOURS[slot],
+                name=label, legendgroup=label, showlegend=label not in legend, marker_color=SLOT_COLOURS[label],
                 x=[RELEVANCE[0] if b.relevant else RELEVANCE[1] for b in mine],
                 # Precomputed in the store: a box needs five numbers, not every citation's value.
                 q1=[b.q1 for b in mine], median=[b.median for b in mine], q3=[b.q3 for b in mine],
@@ -172,7 +157,7 @@ def probability_figure(boxes: Sequence[ProbabilityBox]) -> go.Figure:
                 hovertext=[f"{b.mode}: {b.n} citations of documents labelled {_text(b.label or 'nothing')}"
                            for b in mine],
             ), row=row, col=1)
-            legend.add(slot)
+            legend.add(label)
         fig.update_xaxes(categoryorder="array", categoryarray=list(RELEVANCE), row=row, col=1)
         fig.update_yaxes(range=[0, 1.05], title_text="citation probability", row=row, col=1)
     fig.update_layout(boxmode="group", height=max(360, 300 * len(panels)), margin=dict(t=60, b=40),

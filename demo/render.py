@@ -12,23 +12,14 @@ import html
 import math
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from engine.prompting.citations import parse_citation_marks
-
-if TYPE_CHECKING:
-    from store.queries import ModeDetail, QueryDetail, QueryToken
+from engine.usecases.model_names import is_smoke
 
 # Said wherever a smoke run's numbers are shown (issue 15): all zeros would otherwise look like a finding.
 SMOKE_NOTE = ("The smoke model has random weights and never cites, so its scores are 0: run a real model "
               "to see attribution.")
-
-
-def is_smoke(model: object) -> bool:
-    """True for the smoke model as the store names it (engine.generation.model_choice.SMOKE_LABEL) or as typed."""
-    from engine.generation.model_choice import SMOKE, SMOKE_LABEL
-
-    return str(model) in (SMOKE, SMOKE_LABEL)
 
 
 CSS = """<style>
@@ -77,7 +68,7 @@ def cell_html(content: str, classes: Iterable[str] = (), title: str | None = Non
     return f"<td{attrs}>{content}</td>"
 
 
-def documents_grid(detail: QueryDetail) -> str:
+def documents_grid(detail: Any) -> str:
     """The shown documents x modes table: position per mode, labels in base and cf, relevance,
     citation per mode with its probability; cited cells that differ between modes get `flip`."""
     modes = detail.modes
@@ -121,7 +112,7 @@ def documents_grid(detail: QueryDetail) -> str:
     return f'<table class="grid">{header}{"".join(rows)}</table>'
 
 
-def answer_html(mode: ModeDetail) -> str:
+def answer_html(mode: Any) -> str:
     """The answer with each [n] highlighted, coloured by its citation probability (hover: value)."""
     if mode.answer is None:
         return '<div class="answer">(no answer stored yet)</div>'
@@ -146,7 +137,7 @@ def answer_html(mode: ModeDetail) -> str:
     return f'<div class="answer">{"".join(out)}</div>'
 
 
-def _token_title(token: QueryToken) -> str:
+def _token_title(token: Any) -> str:
     p = math.exp(token.logprob) if token.logprob is not None else None
     lines = [f"{token.token!r}: p = {_number(p, 4)}, log-prob = {_number(token.logprob, 4)}"]
     for alt in token.top:
@@ -155,7 +146,7 @@ def _token_title(token: QueryToken) -> str:
     return "\n".join(lines)
 
 
-def token_heatmap(mode: ModeDetail) -> str:
+def token_heatmap(mode: Any) -> str:
     """Each generated token coloured by exp(log-prob); hover: the value and the alternatives."""
     if not mode.tokens:
         return '<div class="heat">(no tokens recorded)</div>'
@@ -167,7 +158,7 @@ def token_heatmap(mode: ModeDetail) -> str:
     return f'<div class="heat">{"".join(spans)}</div>'
 
 
-def prompt_html(mode: ModeDetail) -> str:
+def prompt_html(mode: Any) -> str:
     """The prompt the model was given for this item, escaped, with each document's label
     (`(written by …)`, label A and label B in two colours) highlighted."""
     if not mode.prompt:
@@ -189,7 +180,7 @@ def prompt_html(mode: ModeDetail) -> str:
     return f'<pre class="prompt">{"".join(out)}</pre>'
 
 
-def metrics_table(detail: QueryDetail) -> str:
+def metrics_table(detail: Any) -> str:
     """Citation precision, recall, F1 and exact match per mode."""
     names = ("precision", "recall", "f1", "exact_match")
     rows = []
@@ -200,7 +191,7 @@ def metrics_table(detail: QueryDetail) -> str:
     return f'<table class="metrics">{header}{"".join(rows)}</table>'
 
 
-def query_page(detail: QueryDetail) -> str:
+def query_page(detail: Any) -> str:
     """The whole drill-down: question, gold answers, grid, answers and heat maps, metrics."""
     golds = ", ".join(escape_text(a) for a in detail.gold_answers) or "–"
     columns = "".join(

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
-from engine.generation.model_choice import CPU_MODEL, PAPER_MODELS
+from engine.usecases.model_names import offered_models
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
 # Where strangers are served (a Space, --share), unless the operator sets otherwise: the models
 # visitors may run and the operator's HF_TOKEN may load (the paper's three, the CPU model; smoke
 # needs no token and is always offered), and the bounds on what one visitor may ask of the worker
 # and the store (~1.7 MB of store per answer at 20 top log-probs and 4,000 new tokens).
-SPACE_MODELS = (*PAPER_MODELS, CPU_MODEL)
+SPACE_MODELS = offered_models()
 SPACE_MAX_ITEMS = 1000
 SPACE_MAX_NEW_TOKENS = 512
 SPACE_MAX_TOP_LOGPROBS = 5

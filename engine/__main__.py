@@ -17,7 +17,7 @@ from engine import __version__
 from engine.errors import UserError
 
 # Module names under engine/commands, in the order --help lists them.
-COMMANDS = ("quickstart", "run", "selfcheck", "validate", "list", "bias", "report", "compare", "why_cited", "propensity", "explain", "verify", "export", "merge", "import_answers", "tiny_model")
+COMMANDS = ("quickstart", "run", "selfcheck", "validate", "list", "bias", "report", "compare", "why_cited", "propensity", "used", "explain", "verify", "agreement", "export", "merge", "import_answers", "import_labels", "tiny_model")
 
 DESCRIPTION = """\
 PAttriEval: do retrieval-augmented LLMs cite the right sources, and does a label on a source

@@ -58,10 +58,26 @@ _HOMES: dict[str, str] = {
     "plan_verify": "engine.usecases.verify",
     "run_verify": "engine.usecases.verify",
     "verify": "engine.usecases.verify",
+    "verify_judges": "engine.usecases.verify",
+    "judge_cab": "engine.usecases.judge_label_bias",
+    # judges of citations: human labels in, agreement between the judges out (issue 32)
+    "ImportLabelsRequest": "engine.usecases.import_labels",
+    "ImportLabelsResult": "engine.usecases.import_labels",
+    "import_labels": "engine.usecases.import_labels",
+    "AgreementRequest": "engine.usecases.agreement",
+    "Agreement": "engine.usecases.agreement",
+    "agreement": "engine.usecases.agreement",
     # propensity CAB: the label bias on the probabilities of citing, the answer text held fixed
     "PropensityRequest": "engine.usecases.propensity",
     "PropensityResult": "engine.usecases.propensity",
     "propensity": "engine.usecases.propensity",
+    # cited or used: each document's necessity, by ablation with the answer held fixed
+    "UsedRequest": "engine.usecases.used",
+    "UsedPlan": "engine.usecases.used",
+    "UsedResult": "engine.usecases.used_figures",
+    "plan_used": "engine.usecases.used",
+    "run_used": "engine.usecases.used",
+    "used": "engine.usecases.used",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias",
     "BiasPage": "engine.usecases.bias_page",
@@ -81,6 +97,11 @@ _HOMES: dict[str, str] = {
     "why_cited": "engine.usecases.why_cited",
     "citation_decisions": "engine.usecases.why_cited",
     "fit_choice_model": "engine.statistics.choice_model",
+    # one model of label bias across a study: the label effect per configuration (issue 33)
+    "StudyEffectsRequest": "engine.usecases.study_effects",
+    "StudyEffectsResult": "engine.usecases.study_effects",
+    "why_cited_study": "engine.usecases.study_effects",
+    "fit_study_model": "engine.statistics.study_model",
     "suppression_rates": "engine.statistics.choice_model",
     # metrics as DataFrames, from a store or from answers in memory
     "Evaluation": "engine.usecases.evaluate",

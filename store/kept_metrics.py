@@ -75,11 +75,13 @@ def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM bias", [utc_now()])
 
 
-def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> tuple[str, list]:
+def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str],
+                        current: dict[str, int] | None = None) -> tuple[str, list]:
     """A SELECT giving run_metrics' rows for these runs, and its parameters: run_metrics_over the
     kept numbers where they are current (or the run has no answers, and so no numbers), the
-    run_metrics view for the others (one `run_id = ?` each, pushed into the tables)."""
-    current = counts(conn, run_ids)
+    run_metrics view for the others (one `run_id = ?` each, pushed into the tables). `current`:
+    `counts` of these runs (or more), when the caller has read them in this transaction."""
+    current = counts(conn, run_ids) if current is None else current
     kept = dict(conn.execute("SELECT run_id, n_answers FROM run_metric_rows").fetchall())
     fresh = [r for r in run_ids if kept.get(r) == current.get(r)]
     stale = [r for r in run_ids if kept.get(r) != current.get(r)]
@@ -90,15 +92,18 @@ def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> 
         ([fresh] if fresh else []) + stale
 
 
-def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | None) -> tuple[str, list]:
+def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | None,
+                  current: dict[str, int] | None = None) -> tuple[str, list]:
     """A SELECT giving the bias view's rows for these experiments (all when None), and its
     parameters: kept rows where their pair is the one chosen now and its counts are current,
-    the view for the other pairs (`run_a = ? AND run_b = ?`, pushed into the tables)."""
+    the view for the other pairs (`run_a = ? AND run_b = ?`, pushed into the tables).
+    `current`: as in run_metric_rows_sql."""
     pairs = conn.execute(
         "SELECT experiment_id, run_a, run_b FROM bias_pairs "
         "WHERE ?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], experiment_id) ORDER BY ALL",
         [experiment_ids, experiment_ids]).fetchall()
-    current = counts(conn, sorted({run for _, a, b in pairs for run in (a, b)}))
+    if current is None:
+        current = counts(conn, sorted({run for _, a, b in pairs for run in (a, b)}))
     kept = {(a, b): (n_a, n_b, k) for a, b, n_a, n_b, k in conn.execute(
         "SELECT run_a, run_b, n_a, n_b, count(*) FROM bias_rows GROUP BY ALL").fetchall()}
     fresh, parts, params = [], [], []

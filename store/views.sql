@@ -184,19 +184,19 @@ SELECT run_id,
   max(ci_high) FILTER (WHERE metric = 'answer_recall') AS answer_recall_ci_high
 FROM run_metric_summary GROUP BY run_id;
 
--- ---------------------------------------------------------------- run_metrics (as of migration 018)
+-- ---------------------------------------------------------------- run_metrics (as of migration 022)
 -- One row per run (every status; filter on it): provenance, the labels on relevant and
 -- non-relevant documents, n answers, per metric its mean and 95% interval, and the verification
 -- shares of one judge. run_metrics_over(false) computes the numbers (run_metric_wide);
 -- run_metrics_over(true) reads those the writer kept (run_metric_rows), which hold only while the
 -- run's count of generations equals their n_answers: store/kept_metrics.py reads through it for
--- such runs, and through run_metrics for the others. The branch not asked for is a constant
--- false filter, which DuckDB removes before planning the scans.
+-- such runs, and through run_metrics for the others. query_table names the one source asked
+-- for, so the other is never bound: binding run_metric_wide costs ~25 ms of every kept read
+-- (`report` on the whole store, issue 31), and the kept rows' extra columns are left out by name.
 CREATE OR REPLACE MACRO run_metrics_over(kept) AS TABLE
 WITH w AS (
-  SELECT * FROM run_metric_wide WHERE NOT kept
-  UNION ALL BY NAME
-  SELECT * EXCLUDE (n_answers, computed_utc) FROM run_metric_rows WHERE kept
+  SELECT COLUMNS(lambda c: c NOT IN ('n_answers', 'computed_utc'))
+  FROM query_table(CASE WHEN kept THEN 'run_metric_rows' ELSE 'run_metric_wide' END)
 ),
 -- One judge per run: the one that judged the most citations (ties: the first judge by name);
 -- verification_shares keeps every judge.
@@ -494,3 +494,13 @@ JOIN judgements b ON a.run_id = b.run_id AND a.item_id = b.item_id AND a.positio
                  AND a.judge < b.judge
 WHERE a.attributable IS NOT NULL AND b.attributable IS NOT NULL
 GROUP BY a.judge, b.judge;
+
+-- ---------------------------------------------------------------- citation_use (as of migration 020)
+-- Per (run, item, shown document, model) that `python -m engine used` measured: whether the answer
+-- cites it, its necessity (log P(answer | full prompt) - log P(answer | prompt without it), in
+-- nats) and whether it is used: necessity > 0.5, the answer at least e^0.5 = 1.65 times less
+-- likely without it (the default of `used --threshold`; docs/method.md, "Cited or used").
+CREATE OR REPLACE VIEW citation_use AS
+SELECT run_id, item_id, position, model, cited, necessity, sufficiency, necessity > 0.5 AS used,
+       cited AND NOT necessity > 0.5 AS post_rationalised
+FROM document_use;

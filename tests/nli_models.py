@@ -6,6 +6,7 @@ vocabulary (every architecture takes its ids; RoBERTa is given two token types f
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 NLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
 
@@ -16,12 +17,12 @@ _CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:()[]-'?!")
 
 
 def write_tokenizer(folder: Path, max_length: int = 64):
-    from transformers import BertTokenizerFast
+    from transformers import BertTokenizer  # the fast (tokenizers) one in transformers 5
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS, *_CHARS, *(f"##{c}" for c in _CHARS)]
     folder.mkdir(parents=True, exist_ok=True)
     # transformers 5 builds the WordPiece tokenizer from the vocabulary itself (a dict of ids).
-    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(dict.fromkeys(words))}, do_lower_case=True,
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(dict.fromkeys(words))}, do_lower_case=True,
                             model_max_length=max_length)
     tok.save_pretrained(folder)
     return tok
@@ -38,13 +39,15 @@ def write_nli_model(folder: Path, arch: str = "bert", labels: dict[int, str] | N
     common = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=37, id2label=labels, label2id={v: k for k, v in labels.items()},
                   pad_token_id=tok.pad_token_id, initializer_range=0.5)
+    config: Any
     if arch == "bert":
         config = BertConfig(max_position_embeddings=max_length, **common)
     elif arch == "roberta":  # positions start after the padding index
         config = RobertaConfig(max_position_embeddings=max_length + 2, type_vocab_size=2, **common)
     elif arch == "deberta-v2":
-        config = DebertaV2Config(max_position_embeddings=max_length, relative_attention=True, position_buckets=16,
-                                 pos_att_type=["p2c", "c2p"], position_biased_input=False, type_vocab_size=0, **common)
+        deberta = dict(relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"],
+                       position_biased_input=False, type_vocab_size=0)  # as DeBERTa-v3's config has them
+        config = DebertaV2Config(max_position_embeddings=max_length, **deberta, **common)
     else:
         raise ValueError(arch)
     torch.manual_seed(seed)

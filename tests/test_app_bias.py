@@ -272,7 +272,7 @@ def test_equal_labels_warn_and_stored_text_is_escaped(db):
     assert "<img" not in page.summary and "&lt;img src=x onerror=alert(1)&gt;\\*x\\*" in page.summary
     fig = plots.cab_figure(page.cab_bars)
     assert "<img" not in fig.to_json() and "&lt;img" in fig.data[0].customdata[0][1]
-    boxes = plots.probability_figure(page.probability_boxes)
+    boxes = plots.probability_figure(page.probability_boxes, page.panels)
     assert "<img" not in boxes.to_json()
 
 
@@ -350,7 +350,7 @@ def test_one_model_with_two_experiments_of_a_type_gets_two_colours():
 
 
 def test_the_probability_plot_shows_the_stored_quartiles_per_label(db, page):
-    fig = plots.probability_figure(page.probability_boxes)
+    fig = plots.probability_figure(page.probability_boxes, page.panels)
     assert fig.layout.boxmode == "group"
     panels = [a.text for a in fig.layout.annotations]
     assert panels == ["exp-gender · model-x · Gender (A = Woman, B = Man)", "exp-hai · model-x · Human vs. LLM (A = Human, B = LLM)",

@@ -43,7 +43,7 @@ def test_the_typed_page_is_what_the_tab_shows(db):
     assert [[e.experiment_id, *astuple(c)] for e in page.experiments for c in e.confidence] == [
         [row[0], *row[3:]] for row in shown.confidence]
     assert [astuple(v) for v in page.cab] == [astuple(b) for b in shown.cab_bars]
-    assert [astuple(s)[1:] for s in page.probabilities] == [astuple(b)[1:] for b in shown.probability_boxes]
+    assert page.probabilities == shown.probability_boxes
     # exp-hai has no cf run: no CAB, and no label B box; the notes say so.
     assert [(n.experiment_id, n.text) for n in page.cab_notes] == [
         ("exp-hai", "no CAB yet (it needs complete base and cf runs; it has vanilla, base).")]

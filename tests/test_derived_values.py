@@ -279,3 +279,59 @@ def test_kept_reads_follow_the_views_definitions(db):
     assert list(runs.columns[:2]) == ["run_id", "mark"] and set(runs["mark"]) == {"marked"} and len(runs) == 11
     assert set(queries.bias_table(db)["measure"]) == {"CAB"}
     _same_as_views(db)
+
+
+def test_a_request_computes_each_experiments_signature_once(db, monkeypatch):
+    """A Bias page request reads each experiment's kept report and kept Table 2 rows, which both
+    need its signature (about 40 ms at 1M answers): computed once, whether the values are
+    computed and kept or read back (issue 31)."""
+    import store.derived
+    import store.queries.bias_tables
+
+    computed: list[str] = []
+    real = store.derived.experiment_signature
+
+    def counted(conn, experiment_id):
+        computed.append(experiment_id)
+        return real(conn, experiment_id)
+
+    monkeypatch.setattr(store.derived, "experiment_signature", counted)
+    # Before issue 31 the readers imported it by name.
+    monkeypatch.setattr(store.queries.bias_tables, "experiment_signature", counted, raising=False)
+    for kept_before in (0, 6):  # the first request computes and keeps; the second reads back
+        assert sum(_kept(db).values()) == kept_before
+        computed.clear()
+        _page(db)
+        assert sorted(computed) == ["exp-gender", "exp-hai", "exp-race"]
+
+
+def test_kept_numbers_are_read_without_planning_the_views_that_compute_them(db):
+    """run_metrics_over(true) names only the kept rows (query_table): binding run_metric_wide cost
+    ~25 ms of every whole-store `report` (issue 31). A store without that view still reads them."""
+    from store import queries
+
+    before = queries.run_metric_table(db, status=None)
+    with connect(db) as conn:
+        conn.execute("DROP VIEW run_metric_wide")
+    after = queries.run_metric_table(db, status=None)
+    assert len(after) == 11 and after.equals(before)
+
+
+def test_the_report_counts_the_runs_answers_once(db, monkeypatch):
+    """Whether a kept row is current depends on its runs' counts of answers (a scan of every
+    generation): the report's runs and Table 2 share one count (issue 31)."""
+    import store.kept_metrics
+    import store.queries.bias_tables
+    from engine.usecases.tables import ReportRequest, report_tables
+
+    calls: list[int] = []
+    real = store.kept_metrics.counts
+
+    def counted(conn, run_ids):
+        calls.append(len(run_ids))
+        return real(conn, run_ids)
+
+    monkeypatch.setattr(store.kept_metrics, "counts", counted)
+    monkeypatch.setattr(store.queries.bias_tables, "counts", counted, raising=False)
+    tables = report_tables(ReportRequest(db=db))
+    assert tables.table1 and tables.table2 and calls == [11]

@@ -135,7 +135,7 @@ def test_a_judge_that_cannot_load_writes_nothing(store, tmp_path, capsys):
     assert err == f"error: model {unnamed}'s labels (LABEL_0, LABEL_1, LABEL_2) name no entailment class"
     assert cli("verify", "--experiment", experiment_id, "--judge", f"nli:{tmp_path / 'none'}", "--db", str(db)) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: cannot load NLI judge {tmp_path / 'none'}: ") and "\n" not in err
+    assert err.startswith(f"error: unknown model '{tmp_path / 'none'}': not a local folder") and "\n" not in err
     assert cli("verify", "--experiment", experiment_id, "--judge", "nli:", "--db", str(db)) == 2
     assert "--judge needs a model" in capsys.readouterr().err
     # A judge that loads, then one that cannot (misspelt): refused before the first one writes.
@@ -144,7 +144,7 @@ def test_a_judge_that_cannot_load_writes_nothing(store, tmp_path, capsys):
         assert cli("verify", "--experiment", experiment_id, "--judge", f"nli:{good}", "--judge", second,
                    "--device", "cpu", "--db", str(db)) == 2
         err = capsys.readouterr().err.strip()
-        assert err.startswith("error: cannot load ") and ("misspelt" in err or "nlii" in err), err
+        assert err.startswith("error: unknown model ") and ("misspelt" in err or "nlii" in err), err
         assert "\n" not in err
     assert db.read_bytes() == before
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from demo.plots import ProbabilityBox
-from demo.render import SMOKE_NOTE, is_smoke
-from engine.usecases.bias_page import MAX_EXPERIMENTS, CabValue
+from demo.render import SMOKE_NOTE
+from engine.usecases.bias_page import MAX_EXPERIMENTS, CabValue, ProbabilitySpread
+from engine.usecases.model_names import is_smoke
 
 if TYPE_CHECKING:
     from engine.usecases import bias_page as usecase
@@ -53,8 +53,10 @@ class BiasPage:
     table2: list[list[str]]
     cab_bars: tuple[CabValue, ...]  # CAB of every metric; the plot shows precision and recall
     cab_note: str  # one line per experiment without CAB (no complete cf run yet); "" if none
-    probability_boxes: tuple[ProbabilityBox, ...]
+    probability_boxes: tuple[ProbabilitySpread, ...]
     probability_note: str
+    # Each experiment as its probability plot's panel names it (demo.plots.probability_figure).
+    panels: dict[str, str] = field(default_factory=dict)
     # Beyond the metrics: empty when no shown run has explanations (verifications).
     explanation_shares: list[list[Any]] = field(default_factory=list)  # EXPLANATION_SHARE_COLUMNS
     verification_shares: list[list[Any]] = field(default_factory=list)  # VERIFICATION_SHARE_COLUMNS
@@ -84,34 +86,15 @@ def markdown_text(value: object) -> str:
     return "".join("\\" + ch if ch in "\\`*_[]|~$" else ch for ch in text)
 
 
-def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[str]:
-    """The experiments named in the text box (an id or name, or several separated by commas) and
-    the multiselect, in order, without repeats. A name that contains a comma still works typed
-    alone: the whole text is tried first (see _reports)."""
-    refs = [r.strip() for r in (text or "").split(",")] + [str(c).strip() for c in (chosen or ())]
-    return list(dict.fromkeys(r for r in refs if r))
-
-
 def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
-    from engine.statistics.bias import SIGNIFICANCE
-    from engine.usecases import bias_page as usecase
-    from engine.usecases.formatting import SETTING_NOTE
-    from store.derived import keep
-    from store.queries import reading
+    from engine.usecases.bias_choice import chosen_page
+    from engine.usecases.formatting import SETTING_NOTE, SIGNIFICANCE
 
     db_path = Path(db_path)
-    # One read connection for the whole request (each open costs more than most reads); what was
-    # computed now rather than found kept in the store is kept after it closes (store.derived).
-    pending: list = []
     with _shown_errors(db_path):
-        usecase.check_request(db_path, experiment_references(text, chosen))  # before opening: an open creates a missing store
-        with reading(db_path) as conn:
-            references, resolved = _references(conn, text, chosen)
-            page = usecase.bias_page(db_path, references, resamples=resamples, conn=conn, pending=pending,
-                                     resolved=resolved)
-    keep(db_path, pending)
+        page = chosen_page(db_path, text, chosen, resamples=resamples)
     skipped = _shown_skipped(db_path, page)
     lines = _summary(page.experiments, skipped)
     lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* CAB's paired test p < {SIGNIFICANCE}).")
@@ -135,9 +118,8 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
             [_note(n) for n in page.cab_notes]
             + [f"{markdown_text(e.experiment_id)}: {markdown_text(SMOKE_NOTE)}" for e in page.experiments if is_smoke(e.model)]
         ),
-        probability_boxes=tuple(
-            ProbabilityBox(panel_title(page.experiment(s.experiment_id)), s.mode, s.relevant, s.label, s.n, s.minimum,
-                           s.q1, s.median, s.q3, s.maximum, s.mean) for s in page.probabilities),
+        probability_boxes=tuple(page.probabilities),
+        panels={e.experiment_id: panel_title(e) for e in page.experiments},
         probability_note=" ".join(_note(n) for n in page.probability_notes),
         explanation_shares=explained,
         verification_shares=verified,
@@ -193,32 +175,14 @@ def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], li
             [_confidence_cells(c) for c in shown.confidence])
 
 
-def _references(db: Any, text: str, chosen: Sequence[str] | None) -> tuple[list[str], dict[str, str | None]]:
-    """The references of the text box and the multiselect, and those looked up here: a name that
-    contains a comma is tried whole first, typed alone (then it is not looked up again)."""
-    from store.queries import resolve_experiment
-
-    whole = (text or "").strip()
-    if "," not in whole:
-        return experiment_references(text, chosen), {}
-    resolved = {whole: resolve_experiment(db, whole)}
-    if resolved[whole]:
-        return experiment_references("", [whole, *(chosen or ())]), resolved
-    return experiment_references(text, chosen), resolved
-
-
 def _experiments_and_skipped(db_path: Path, text: str, chosen: Sequence[str] | None
                              ) -> tuple[tuple[usecase.ExperimentBias, ...], list[str]]:
     """The reports of the chosen experiments (at least one) and a line for each one skipped."""
     from engine.errors import UserError
-    from engine.usecases import bias_page as usecase
-    from store.queries import reading
+    from engine.usecases.bias_choice import chosen_reports
 
     with _shown_errors(db_path):
-        usecase.check_request(db_path, experiment_references(text, chosen))
-        with reading(db_path) as conn:
-            references, resolved = _references(conn, text, chosen)
-            experiments, skipped = usecase.experiment_reports(db_path, references, None, conn=conn, resolved=resolved)
+        experiments, skipped = chosen_reports(db_path, text, chosen)
     page_skipped = [_shown_message(db_path, s) for s in skipped]
     if not experiments:  # nothing else chosen: the note is the error
         raise UserError(page_skipped[0] if page_skipped else "choose an experiment (its id or name, from the Runs tab)")
@@ -287,12 +251,12 @@ class StudySelection:
 def study_choices(db_path: Path) -> list[tuple[str, str]]:
     """(label, name) of every stored study, newest first: the tab's study picker."""
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from store.queries import study_listing
+    from engine.usecases.listing import studies
 
     if not Path(db_path).is_file():
         return []
     return [(for_page(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})"), s.name)
-            for s in study_listing(db_path)[:PAGE_MAX_CHOICES]]
+            for s in studies(db_path)[:PAGE_MAX_CHOICES]]
 
 
 def study_selection(db_path: Path, study: str | None) -> StudySelection:
@@ -301,18 +265,17 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
     for an unknown study."""
     from demo.handlers.query import shown_reference
     from engine.errors import UserError
-    from store.queries import experiment_choices, study_experiment_ids
+    from engine.usecases.listing import study_experiments
 
     name = (study or "").strip()
     if not name:
         return StudySelection([], "")
     if not Path(db_path).is_file():
         raise UserError("nothing is stored yet: start a run first")
-    ids = study_experiment_ids(db_path, name)
-    if ids is None:
+    found = study_experiments(db_path, name)
+    if found is None:
         raise UserError(f"no study '{shown_reference(name)}' in the store (`python -m engine list --studies` names them)")
-    with_runs = {c.experiment_id for c in experiment_choices(db_path)}
-    chosen = [e for e in ids if e in with_runs]
+    ids, chosen = found.experiment_ids, list(found.with_runs)
     notes = []
     if len(chosen) < len(ids):
         notes.append(f"{len(ids) - len(chosen)} of its experiments have no run yet.")

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from engine.usecases.compare import CompareRequest, Comparison, Margins
-    from store.db import DbLike
 
 EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compare them here"
 # The metric table as the page shows it (the exact values: /compare).
@@ -47,18 +46,17 @@ VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7
 # ---------------------------------------------------------------- choosing A and B
 
 
-def side_choices(db: DbLike) -> list[tuple[str, str]]:
+def side_choices(db: Path) -> list[tuple[str, str]]:
     """(label, reference) for the A and B pickers: every experiment (compared mode by mode),
     then every run, newest first; "EXP:mode" can be typed. Empty when nothing is stored."""
     from demo.handlers.query import experiment_choices
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from store import queries
-    from store.db import as_database
+    from engine.usecases.listing import experiments
 
-    if not as_database(db).path.is_file():
+    if not Path(db).is_file():
         return []
     choices = [(for_page(f"experiment {label}"), e) for label, e in experiment_choices(db, with_modes=True)]
-    for r in queries.run_listing(db)[:PAGE_MAX_CHOICES]:
+    for r in experiments(db, runs=True)[:PAGE_MAX_CHOICES]:
         label = f"run {r.run_id} · {r.experiment_id}:{r.mode} · {for_page(r.model, 60)} · {r.status}"
         choices.append((for_page(label), r.run_id))
     return choices
@@ -66,9 +64,9 @@ def side_choices(db: DbLike) -> list[tuple[str, str]]:
 
 def metric_choices() -> list[tuple[str, str]]:
     """(label, name) of every metric compare knows, in its table order."""
-    from engine.statistics.compare_stats import METRICS
+    from engine.usecases.compare_sides import metric_choices as choices
 
-    return [(spec.label, name) for name, spec in METRICS.items()]
+    return list(choices())
 
 
 def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
@@ -76,15 +74,15 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
     """The use case's request from the page's values (text, a list, margins as text or a number
     or blank, a tick); one-line UserError for a blank side, no metric, or a margin that does not read."""
     from demo.handlers.query import clean_input
-    from engine.statistics.compare_stats import DEFAULT_METRICS
     from engine.usecases.compare import CompareRequest
+    from engine.usecases.compare_sides import default_metrics
 
     a, b = clean_input(a, "run A"), clean_input(b, "run B")
     if not a or not b:
         raise UserError("choose A and B: a run id, an experiment (id or name) or EXP:mode")
     if isinstance(metrics, str):  # an API caller's "f1, exact_match"
         metrics = [m for m in re.split(r"[,\s]+", metrics) if m]
-    chosen = tuple(dict.fromkeys(m for m in (metrics if metrics is not None else DEFAULT_METRICS) if m))
+    chosen = tuple(dict.fromkeys(m for m in (metrics if metrics is not None else default_metrics()) if m))
     if not chosen:
         raise UserError("tick at least one metric to compare")
     return CompareRequest(a, b, chosen, _margin(margin), bool(pair_by_id))
@@ -100,14 +98,13 @@ def _margin(value: Any) -> Margins | None:
     return parse_margins(value)
 
 
-def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+def run_compare(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
                 pair_by_id: Any = False) -> Comparison:
     """The comparison, or a one-line UserError (nothing stored, an unknown side, disjoint items…)."""
     from engine.usecases.compare import compare
-    from store.db import as_database
 
     request = request_from(a, b, metrics, margin, pair_by_id)
-    if not as_database(db).path.is_file():
+    if not Path(db).is_file():
         raise UserError(EMPTY_STORE)
     try:
         return compare(request, db)
@@ -120,7 +117,7 @@ def run_compare(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None
         raise UserError(line.replace("--margin", "the equivalence margin")) from None
 
 
-def compare_api(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+def compare_api(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
                 pair_by_id: Any = False) -> dict[str, Any]:
     """`/compare`: the JSON-ready comparison, with the TOP_ITEMS items that differ most per pair."""
     return run_compare(db, a, b, metrics, margin, pair_by_id).as_dict(items=TOP_ITEMS)
@@ -141,7 +138,7 @@ class CompareView:
     result: dict[str, Any]  # /compare's answer
 
 
-def compare_view(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
+def compare_view(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
                  pair_by_id: Any = False) -> CompareView:
     """The whole page for one comparison (UserError in one line when it cannot be made)."""
     from demo import render
@@ -166,13 +163,13 @@ def metric_rows(result: Comparison) -> pd.DataFrame:
     undefined reads "undefined" (the verdict says why)."""
     import pandas as pd
 
-    from engine.statistics.compare_stats import PERMUTATION
+    from engine.usecases.compare_sides import t_test_beside
 
     table = result.table()
     rows = []
     for r in table.itertuples(index=False):
         rows.append([r.comparison, r.label, int(r.n), _num(r.mean_a), _num(r.mean_b), _num(r.diff, signed=True),
-                     _ci(r), r.test, format_p(r.p), format_p(r.p_holm), format_p(r.p_t) if r.test == PERMUTATION else "",
+                     _ci(r), r.test, format_p(r.p), format_p(r.p_holm), format_p(r.p_t) if t_test_beside(r.test) else "",
                      "undefined" if r.min_detectable_undefined else _num(r.min_detectable), _verdict(r)])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
@@ -315,51 +312,42 @@ def clicked_item(pairs: dict[str, tuple[str, str]] | None, row: Sequence[Any] | 
 # ---------------------------------------------------------------- one item, both runs side by side
 
 
-def pair_page(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> str:
+def pair_page(db: Path, run_a: Any, run_b: Any, item_id: Any) -> str:
     """`/compare_item`: one item with run A's and run B's answers, citations and the documents
     grid side by side (demo.render HTML); a one-line message when a run or the item is unknown."""
     from demo import render
     from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from store import queries
-    from store.db import as_database
-    from store.queries.compare import resolve_side
+    from engine.usecases.compare_sides import UnknownRun, item_of_runs
 
     try:
         refs = [clean_input(run_a, "run A"), clean_input(run_b, "run B")]
         item_id = clean_input(item_id, "item id")
         if not all(refs) or not item_id:
             return render.message("choose two runs and an item")
-        if not as_database(db).path.is_file():
+        if not Path(db).is_file():
             return render.message(EMPTY_STORE)
-        sides = []
-        for ref in refs:
-            side = resolve_side(db, ref)
-            if side is None or side.kind != "run":
-                return render.message(f"unknown run '{shown_reference(ref)}'")
-            (run,) = side.runs.values()
-            detail = queries.query_detail(db, run.experiment_id, item_id)
-            mode = next((m for m in detail.modes if m.run_id == run.run_id), None) if detail else None
-            sides.append((run, detail, mode))
+        sides = item_of_runs(db, refs, item_id)
+    except UnknownRun as err:
+        return render.message(f"unknown run '{shown_reference(err.reference)}'")
     except UserError as err:
         return render.message(visitor_line(err, db))
-    if all(detail is None for _, detail, _ in sides):
+    if all(side.detail is None for side in sides):
         return render.message(f"neither run has item '{shown_reference(item_id)}'")
-    return render.pair_page(item_id, [(f"{name}: run {run.run_id}", run.experiment_name, detail, mode)
-                                      for name, (run, detail, mode) in zip("AB", sides, strict=True)])
+    return render.pair_page(item_id, [(f"{name}: run {s.run.run_id}", s.run.experiment_name, s.detail, s.mode)
+                                      for name, s in zip("AB", sides, strict=True)])
 
 
 # ---------------------------------------------------------------- export, the Runs tab, the SQL tab
 
 
-def export_items(db: DbLike, a: Any, b: Any, metrics: Sequence[str] | None, margin: Any, pair_by_id: Any,
+def export_items(db: Path, a: Any, b: Any, metrics: Sequence[str] | None, margin: Any, pair_by_id: Any,
                  fmt: Any, *, owner: str | None = None, limits: Any = None) -> Path:
     """The per-item comparison (Comparison.items(): every item of every pair, exact values, units
     as shown) written to a new temporary `pattrieval-compare.csv|parquet`."""
     from demo.downloads import new_download
-    from store.export import check_format
+    from engine.usecases.export import export_format
 
-    fmt = str(fmt or "").strip()
-    check_format(fmt)
+    fmt = export_format(str(fmt or "").strip())
     frame = run_compare(db, a, b, metrics, margin, pair_by_id).items()
     # `limits` (demo.downloads.DownloadLimits): the temp disk's room, `owner`'s and everyone's.
     out = new_download(f"pattrieval-compare.{fmt}", owner=owner, limits=limits)
@@ -399,26 +387,14 @@ def two_ticked(ticked: Sequence[str] | None) -> tuple[str, str]:
     return chosen[0], chosen[1]
 
 
-def sql_example(db: DbLike) -> str:
+def sql_example(db: Path) -> str:
     """The SQL tab's compare_runs example, on two stored runs of one dataset and mode where the
     store has them (the newest such pair), else on placeholders to replace."""
-    from store import queries
-    from store.db import as_database
+    from engine.usecases.compare_sides import example_pair
 
     a, b = "RUN_A", "RUN_B"
-    if as_database(db).path.is_file():
-        try:
-            runs = [r for r in queries.run_listing(db) if r.n_done]
-        except UserError:
-            runs = []
-        # Of the newest runs, the pair of one dataset and mode most likely to share many items:
-        # complete ones first, then the most answers in the smaller run; the older run is A.
-        runs = runs[:200]
-        pairs = [(x, y) for i, y in enumerate(runs) for x in runs[i + 1:]
-                 if (x.dataset_sha, x.mode) == (y.dataset_sha, y.mode)]
-        if pairs:
-            x, y = max(pairs, key=lambda p: (p[0].status == p[1].status == "complete", min(p[0].n_done, p[1].n_done)))
-            a, b = x.run_id, y.run_id
+    if Path(db).is_file():
+        a, b = example_pair(db) or (a, b)
     quote = lambda s: s.replace("'", "''")  # noqa: E731 - a run id inside a SQL string
     return (f"-- The items that drive the F1 difference between two runs (B - A); compare_runs and the\n"
             f"-- compare_item_metrics view pair the runs' per-item metrics by item id (store/views.sql)\n"
@@ -427,20 +403,16 @@ def sql_example(db: DbLike) -> str:
             f"FROM compare_runs('{quote(a)}', '{quote(b)}') ORDER BY abs(f1_diff) DESC NULLS LAST LIMIT 20")
 
 
-def pair_view(db: DbLike, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]:
+def pair_view(db: Path, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]:
     """(pair_page's HTML, run A's experiment id or "" when run A is unknown): the Query tab opens
     that experiment on the item below the side-by-side view."""
     from demo.handlers.query import clean_input
-    from store.db import as_database
-    from store.queries.compare import resolve_side
+    from engine.usecases.compare_sides import stored_run
 
     page = pair_page(db, run_a, run_b, item_id)
     try:
         run_a = clean_input(run_a, "run A")
-        side = resolve_side(db, run_a) if run_a and as_database(db).path.is_file() else None
+        run = stored_run(db, run_a) if run_a and Path(db).is_file() else None
     except UserError:
-        side = None
-    if side is None or side.kind != "run":
-        return page, ""
-    (run,) = side.runs.values()
-    return page, run.experiment_id
+        run = None
+    return page, run.experiment_id if run is not None else ""

@@ -7,6 +7,7 @@ the same refusals of an unknown experiment or an over-long reference."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
@@ -14,13 +15,12 @@ from engine.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from store.db import DbLike
 
 EXPLANATION_COLUMNS = ("mode", "run_id", "explainer_model", "mentioned_docs", "mentioned_labels",
                        "mentions_label", "finish_reason", "text")
 
 
-def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame]:
+def explain_view(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame]:
     """The page's HTML (question, documents with what the explanations name, per mode the answer
     and its explanations) and a table of the explanations, one row each; a one-line message and
     an empty table for a missing choice, an unknown experiment or item, or an unreadable store."""
@@ -28,7 +28,7 @@ def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.Dat
 
     from demo import explain_render, render
     from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from store import queries
+    from engine.usecases.items import item_detail
 
     empty = pd.DataFrame(columns=list(EXPLANATION_COLUMNS))
     try:
@@ -38,12 +38,12 @@ def explain_view(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.Dat
             return render.message("choose an experiment"), empty
         if not item_id:
             return render.message("choose an item"), empty
-        detail = queries.query_detail(db, experiment, item_id)
+        lookup = item_detail(db, experiment, item_id, with_explanations=True)
+        detail, explanations = lookup.detail, lookup.explanations
         if detail is None:
-            if queries.resolve_experiment(db, experiment) is None:
+            if not lookup.known_experiment:
                 return render.message(f"unknown experiment '{shown_reference(experiment)}'"), empty
             return render.message(f"experiment '{shown_reference(experiment)}' has no item '{shown_reference(item_id)}'"), empty
-        explanations = queries.item_explanations(db, [m.run_id for m in detail.modes], detail.item_id)
     except UserError as err:
         return render.message(visitor_line(err, db)), empty
     frame = pd.DataFrame(
@@ -60,22 +60,21 @@ RUN_EXPLANATION_COLUMNS = ("item", "explainer_model", "mentioned_docs", "labels_
 TEXT_SHOWN = 200  # characters of an explanation in the run table; the item view shows it whole
 
 
-def run_choices(db: DbLike, experiment: Any) -> list[tuple[str, str]]:
+def run_choices(db: Path, experiment: Any) -> list[tuple[str, str]]:
     """(label, run id) of the experiment's runs, in mode order, for the run picker; empty for a
     missing or unknown experiment."""
     from demo.handlers.query import clean_input
-    from store import queries
-    from store.db import as_database
+    from engine.usecases.items import explainable_runs
 
     experiment = clean_input(experiment, "experiment")
-    if not experiment or not as_database(db).path.is_file():
+    if not experiment or not Path(db).is_file():
         return []
-    runs = queries.explain_runs(db, experiment=experiment) or ()
+    runs = explainable_runs(db, experiment) or ()
     return [(f"{r.rag_mode} · {r.run_id} ({r.n_answers} answer{'' if r.n_answers == 1 else 's'})", r.run_id)
             for r in runs]
 
 
-def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.DataFrame]:
+def explain_run_view(db: Path, experiment: Any, run_id: Any) -> tuple[str, pd.DataFrame]:
     """A run's stored explanations: the HTML line with its label share (per explainer model, from
     the explanation_rates view) and a table, one row per explanation (RUN_EXPLANATION_COLUMNS,
     the text cut at TEXT_SHOWN characters); a one-line message and an empty table for a missing
@@ -84,7 +83,7 @@ def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.
 
     from demo import explain_render, render
     from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from store import queries
+    from engine.usecases.items import run_explanations
 
     empty = pd.DataFrame(columns=list(RUN_EXPLANATION_COLUMNS))
     try:
@@ -94,14 +93,12 @@ def explain_run_view(db: DbLike, experiment: Any, run_id: Any) -> tuple[str, pd.
             return render.message("choose an experiment"), empty
         if not run_id:
             return render.message("choose a run"), empty
-        runs = queries.explain_runs(db, experiment=experiment)
-        if runs is None:
+        found = run_explanations(db, experiment, run_id)
+        if found is None:
             return render.message(f"unknown experiment '{shown_reference(experiment)}'"), empty
-        run = next((r for r in runs if r.run_id == run_id), None)
+        run, explanations, rates = found.run, found.explanations, found.rates
         if run is None:
             return render.message(f"experiment '{shown_reference(experiment)}' has no run '{shown_reference(run_id)}'"), empty
-        explanations = queries.run_explanations(db, run.run_id)
-        rates = queries.explanation_rates(db, [run.run_id])
     except UserError as err:
         return render.message(visitor_line(err, db)), empty
     frame = pd.DataFrame(
@@ -132,10 +129,10 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     from demo.handlers.run import _looks_like_path, operator_token_serves
     from demo.job_specs import ExplainSpec
     from demo.quotas import check_explain_quota
-    from engine.generation.model_choice import SMOKE, SMOKE_LABEL, resolve_model
-    from engine.prompting.prompts import PromptConfig
-    from engine.running.run_request import RunRequest
-    from store import queries
+    from engine.api import PromptConfig, RunRequest
+    from engine.usecases.items import explainable_runs
+    from engine.usecases.model_names import SMOKE, typed_name
+    from engine.usecases.run import resolved
 
     if settings.read_only:
         raise UserError("this app is read-only: explanations are made elsewhere")
@@ -150,7 +147,7 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
         raise UserError("choose an item")
     if scope == "run" and not run_id:
         raise UserError("choose a run")
-    runs = queries.explain_runs(settings.db_path, experiment=experiment)
+    runs = explainable_runs(settings.db_path, experiment)
     if runs is None:
         raise UserError(f"unknown experiment '{shown_reference(experiment)}'")
     if scope == "run":
@@ -165,14 +162,14 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     if len(models) > 1:
         raise UserError(f"the runs were answered by {len(models)} models; explain them run by run "
                         "(every answer of the chosen run)")
-    name = SMOKE if models[0] == SMOKE_LABEL else models[0]
+    name = typed_name(models[0])
     if settings.allowed_models is not None and name not in settings.allowed_models + (SMOKE,):
         raise UserError(f"model '{shown_reference(name)}' is not offered here")
     if not settings.allow_local_paths and name != SMOKE and _looks_like_path(name):
         raise UserError("the runs were answered by a model folder on another machine; explain them there")
-    model, label = resolve_model(name)
-    request = RunRequest(model=model, modes=tuple(r.rag_mode for r in answered), prompt=PromptConfig(),
-                         model_label=label, environment_token=operator_token_serves(settings, name))
+    # What loads and how the store names it, after every check: smoke writes its model on first use.
+    request = resolved(RunRequest(model=name, modes=tuple(r.rag_mode for r in answered), prompt=PromptConfig(),
+                                  environment_token=operator_token_serves(settings, name)))
     # The operator's bounds on a run bound every job a visitor queues (issue 29): answers per job
     # (the item cap) and new tokens per answer.
     tokens = min(ExplainSpec.max_new_tokens, settings.max_new_tokens or ExplainSpec.max_new_tokens)

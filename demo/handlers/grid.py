@@ -40,22 +40,26 @@ PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "batt
 def form_grid(form: RunForm):
     """The form's engine.prompting.study.Grid: each list box parsed as `run` parses its option (UserError,
     one line: an unknown value, a duplicate, an empty entry, k < 1)."""
-    from engine.generation.model_choice import SMOKE
-    from engine.prompting.study import AXES, Grid, parse_list
+    from engine.usecases.model_names import SMOKE
+    from engine.usecases.study import grid_of
 
-    values = {axis: getattr(form, axis) for axis in AXES}
-    values["model"] = (str(form.model or "").strip() or SMOKE)
-    values["metadata"] = str(form.metadata or "").strip() or "gender"
-    if isinstance(values["top_k"], str) and values["top_k"].strip().lower() in ("", "all"):
-        values["top_k"] = None
+    top_k = form.top_k
+    if isinstance(top_k, str) and top_k.strip().lower() in ("", "all"):
+        top_k = None
     with app_worded():  # a field named by the form's label (demo.field_words)
-        return Grid(**{axis: parse_list(axis, value) for axis, value in values.items()})
+        return grid_of(form, model=str(form.model or "").strip() or SMOKE,
+                       metadata=str(form.metadata or "").strip() or "gender", top_k=top_k)
 
 
 def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
              client: str | None = None) -> str:
     """Queue the Run tab's form, a single run or a grid, on its backend; the job id (UserError, one
     line). What /run_batch calls: demo.handlers.run.run_batch with the request built here."""
+    # A model that cannot load here is refused at Start, before anything is queued: the CLI's own
+    # check, one line in a few seconds (queued, the job met it only after its dataset and store
+    # checks, about a minute later).
+    from engine.usecases.model_names import check_models_load
+
     if is_grid(form):
         # One job for the whole grid; the StudyRequest carries its own RayOptions or ServerOptions.
         study = build_study_request(settings, form)
@@ -73,18 +77,6 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
     else:
         check_models_load((request.model,))
     return run_batch(jobs, settings, form, visitor, request=request, ray=ray, server=server, client=client)
-
-
-def check_models_load(models: tuple[str, ...]) -> None:
-    """Refuse at Start, before anything is queued, a model that cannot load here: the CLI's own
-    check (engine.generation.model_check: not a folder, not cached, the Hub off or unreachable; with "did
-    you mean"), one line in a few seconds. Queued, the job met it only after its dataset and
-    store checks, about a minute later. Names as the form gives them ("smoke" resolved)."""
-    from engine.generation.model_check import check_model_name
-    from engine.generation.model_choice import resolve_model
-
-    for name in models:
-        check_model_name(resolve_model(name)[0])
 
 
 def is_grid(form: RunForm) -> bool:
@@ -150,7 +142,7 @@ def build_study_request(settings: AppSettings, form: RunForm):
     """The engine's StudyRequest for a grid form (dataset and store are the job's), checked as
     `run` with lists checks it, plus this app's bounds on every model and on the grid's size."""
     from engine.errors import UserError
-    from engine.generation.model_choice import SMOKE
+    from engine.usecases.model_names import SMOKE, check_hub_ids
     from engine.usecases.study import StudyRequest, check_study
 
     backend_of(settings, form)  # a backend not offered here is the first thing said
@@ -169,13 +161,7 @@ def build_study_request(settings: AppSettings, form: RunForm):
     if not settings.allow_local_paths and SMOKE in grid.model:
         # The shared request cannot say "Hub only" for one model and not for the smoke model's
         # folder: each other model is refused here as load_model_for refuses it (hub_only).
-        from pathlib import Path
-
-        from engine.generation.models import unknown_model
-
-        for model in grid.model:
-            if model != SMOKE and Path(model).exists():
-                raise unknown_model(model)
+        check_hub_ids(grid.model)
     custom = any(m not in BUILT_IN_METADATA for m in grid.metadata)
     study = StudyRequest(
         grid=grid,
@@ -199,7 +185,6 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     Nothing is loaded or written; the dataset is read in the capped child process."""
     from engine.datasets.load_child import load_dataset_bounded
     from engine.errors import UserError
-    from engine.prompting.study import battery_text, plan_line
     from engine.usecases.study import plan_study
 
     if not is_grid(form):
@@ -225,7 +210,7 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     varied = " x ".join(f"{n} {axis.replace('_', '-')}" for axis, n in s.axis_sizes if n > 1) or "1 configuration"
     head = (f"study {s.name}: {s.n_experiments} configuration{'s' if s.n_experiments != 1 else ''} ({varied}), "
             f"{s.n_shared} vanilla run{'s' if s.n_shared != 1 else ''} shared; "
-            + plan_line(s.n_runs, s.n_items, s.n_generations, s.n_todo, s.n_copied))
+            + s.plan_line)
     rows = []
     for c in plan.configurations:
         v = c.configuration
@@ -236,7 +221,7 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
         else:
             vanilla = "its own"
         rows.append([c.position + 1, c.label, v["metadata"], "all" if v["top_k"] is None else v["top_k"],
-                     v["order"], v["few_shot"], v["xai"], battery_text(v) or "-", ", ".join(c.modes), c.n_items, c.n_runs, c.n_todo,
+                     v["order"], v["few_shot"], v["xai"], c.battery_text() or "-", ", ".join(c.modes), c.n_items, c.n_runs, c.n_todo,
                      vanilla])
     # The total's name in the wide model column: the narrow "#" column would break the word.
     rows.append(["", "total", "", "", "", "", "", "", "", s.n_items, sum(c.n_runs for c in plan.configurations),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
@@ -13,7 +14,6 @@ from engine.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from store.db import DbLike
 
 METRIC_COLUMNS = ("mode", "run_id", "precision", "recall", "f1", "exact_match")
 _LONGEST_SHOWN = 200  # characters of a visitor's reference echoed back in a message
@@ -32,19 +32,19 @@ _CHANGED_WORDS = {"modes": "whose citations changed between modes", "base_cf": "
 ITEM_CHOICES_MAX = 1000
 
 
-def query_detail(db: DbLike, experiment: str, item_id: str) -> tuple[str, pd.DataFrame]:
+def query_detail(db: Path, experiment: str, item_id: str) -> tuple[str, pd.DataFrame]:
     """The drill-down HTML and a per-mode metrics table; a one-line message (and an empty
     table) for an unknown experiment or item, or a store that cannot be read."""
     page, frame, _ = _detail(db, experiment, item_id)
     return page, frame
 
 
-def _detail(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame, str | None]:
+def _detail(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame, str | None]:
     """(HTML, metrics, the experiment's id when the item was found, else None)."""
     import pandas as pd
 
     from demo import render
-    from store import queries
+    from engine.usecases.items import item_detail
 
     empty = pd.DataFrame(columns=list(METRIC_COLUMNS))
     try:
@@ -54,9 +54,10 @@ def _detail(db: DbLike, experiment: Any, item_id: Any) -> tuple[str, pd.DataFram
             return render.message("choose an experiment"), empty, None
         if not item_id:
             return render.message("choose an item"), empty, None
-        detail = queries.query_detail(db, experiment, item_id)
+        lookup = item_detail(db, experiment, item_id)
+        detail = lookup.detail
         if detail is None:
-            if queries.resolve_experiment(db, experiment) is None:
+            if not lookup.known_experiment:
                 return render.message(f"unknown experiment '{shown_reference(experiment)}'"), empty, None
             return render.message(f"experiment '{shown_reference(experiment)}' has no item '{shown_reference(item_id)}'"), empty, None
     except UserError as err:
@@ -77,12 +78,11 @@ def shown_reference(reference: str) -> str:
     return one_line if len(one_line) <= _LONGEST_SHOWN else one_line[: _LONGEST_SHOWN - 1] + "…"
 
 
-def visitor_line(err: UserError, db: DbLike) -> str:
+def visitor_line(err: UserError, db: Path) -> str:
     """A store's message for a visitor: one line, the database file named only as "file"."""
     from demo.settings import without_server_paths
-    from store.db import as_database
 
-    return without_server_paths(str(err), as_database(db).path, shown="file")
+    return without_server_paths(str(err), db, shown="file")
 
 
 def clean_input(value: Any, what: str) -> str:
@@ -101,19 +101,18 @@ def clean_input(value: Any, what: str) -> str:
 # ---------------------------------------------------------------- choosing an experiment
 
 
-def experiment_choices(db: DbLike, *, with_modes: bool = False) -> list[tuple[str, str]]:
+def experiment_choices(db: Path, *, with_modes: bool = False) -> list[tuple[str, str]]:
     """The stored experiments, newest first, as (label, experiment id) for a dropdown: the label
     shows the name (when given), the id and the model (and the stored modes, `with_modes`). Empty
     when nothing is stored yet. Every tab that picks an experiment (Query, Explain, the Runs
     tab's export, Compare) lists them with this."""
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from store import queries
-    from store.db import as_database
+    from engine.usecases.listing import experiments
 
-    if not as_database(db).path.is_file():
+    if not Path(db).is_file():
         return []
     choices = []
-    for e in queries.experiment_listing(db)[:PAGE_MAX_CHOICES]:  # the browser gets a bounded list
+    for e in experiments(db)[:PAGE_MAX_CHOICES]:  # the browser gets a bounded list
         parts = (e.name, e.experiment_id, for_page(e.model, 60), ",".join(e.modes) if with_modes else "")
         choices.append((for_page(" · ".join(part for part in parts if part)), e.experiment_id))
     return choices
@@ -175,21 +174,21 @@ def neighbour(item_ids: tuple[str, ...] | list[str], current: str | None, step: 
 
 def changed_filter(value: Any) -> str | None:
     """The filter's value as store.queries.item_ids takes it: None for all items."""
-    from store import queries
+    from engine.usecases.items import item_filters
 
     text = "" if value is None else str(value).strip()
     if text in ("", "all"):
         return None
-    if text not in queries.CHANGED_FILTERS:
-        raise UserError(f"unknown filter '{shown_reference(text)}' (choose from all, {', '.join(queries.CHANGED_FILTERS)})")
+    if text not in item_filters():
+        raise UserError(f"unknown filter '{shown_reference(text)}' (choose from all, {', '.join(item_filters())})")
     return text
 
 
-def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all") -> ItemList:
+def item_list(db: Path, experiment: Any, search: Any = "", changed: Any = "all") -> ItemList:
     """The experiment's items in dataset order whose question or item id contains `search`
     (case-insensitive, literal text), kept by the filter ("all", "modes" or "base_cf").
     UserError in one line for an unknown experiment or filter, or a store that cannot be read."""
-    from store import queries
+    from engine.usecases.items import item_ids
 
     experiment = clean_input(experiment, "experiment")
     search = clean_input(search, "search text")
@@ -197,16 +196,15 @@ def item_list(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all
     if not experiment:
         raise UserError("choose an experiment")
     try:
-        experiment_id = queries.resolve_experiment(db, experiment)
-        ids = queries.item_ids(db, experiment_id, search or None, changed) if experiment_id is not None else None
-        if experiment_id is None or ids is None:
+        found = item_ids(db, experiment, search or None, changed)
+        if found is None:
             raise UserError(f"unknown experiment '{shown_reference(experiment)}'")
     except UserError as err:
         raise UserError(visitor_line(err, db)) from None
-    return ItemList(experiment_id, tuple(ids), search, changed)
+    return ItemList(found.experiment_id, found.item_ids, search, changed)
 
 
-def query_items(db: DbLike, experiment: Any, search: Any = "", changed: Any = "all") -> list[str]:
+def query_items(db: Path, experiment: Any, search: Any = "", changed: Any = "all") -> list[str]:
     """The `/query_items` endpoint: the item ids `item_list` keeps, in dataset order."""
     return list(item_list(db, experiment, search, changed).item_ids)
 
@@ -226,7 +224,7 @@ class QueryView:
     choices: tuple[str, ...]  # item ids for the dropdown (the first ITEM_CHOICES_MAX of the list)
 
 
-def open_view(db: DbLike, experiment: Any, item_id: Any = "", search: Any = "", changed: Any = "all",
+def open_view(db: Path, experiment: Any, item_id: Any = "", search: Any = "", changed: Any = "all",
               step: int = 0) -> QueryView:
     """The view of `item_id` (step 0), or of the item `step` places from it in the filtered list.
     With no item, the list's first item; an item outside the list is still shown when it exists."""
@@ -254,10 +252,10 @@ def open_view(db: DbLike, experiment: Any, item_id: Any = "", search: Any = "", 
     return QueryView(item_id, page, frame, listing.describe(item_id), permalink(found, item_id), choices)
 
 
-def locate(db: DbLike, experiment: Any, item_id: Any, search: Any = "", changed: Any = "all") -> tuple[tuple[str, ...], str, str]:
+def locate(db: Path, experiment: Any, item_id: Any, search: Any = "", changed: Any = "all") -> tuple[tuple[str, ...], str, str]:
     """(dropdown choices, position line, permalink) for an item that `/query_detail` draws: the
     same as `open_view` gives, without drawing the page again."""
-    from store import queries
+    from engine.usecases.items import item_ids
 
     try:
         listing = item_list(db, experiment, search, changed)
@@ -267,7 +265,8 @@ def locate(db: DbLike, experiment: Any, item_id: Any, search: Any = "", changed:
             return choices, listing.describe(), ""
         exists = item_id in listing.item_ids
         if not exists and (listing.search or listing.changed):  # filtered out, but it may be there
-            exists = item_id in (queries.item_ids(db, listing.experiment_id) or ())
+            whole = item_ids(db, listing.experiment_id)
+            exists = whole is not None and item_id in whole.item_ids
     except UserError as err:
         return (), visitor_line(err, db), ""
     if not exists:

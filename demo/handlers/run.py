@@ -21,12 +21,13 @@ from typing import Any
 
 from demo.job_specs import JobSpec, JobStatus
 from demo.jobs import JobQueue
-from demo.render import SMOKE_NOTE, is_smoke
+from demo.render import SMOKE_NOTE
 from demo.settings import AppSettings, without_server_paths
-from engine.prompting.prompts import TYPE_TITLES
+from engine.usecases.formatting import TYPE_NAMES
+from engine.usecases.model_names import is_smoke
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
-BUILT_IN_METADATA = tuple(TYPE_TITLES)  # engine.prompting.prompts' built-in types, in the paper's order
+BUILT_IN_METADATA = tuple(TYPE_NAMES)  # engine.prompting.prompts' built-in types, in the paper's order
 NO_SERVER_PATHS = "this app takes the bundled sample or an uploaded file, not a path on the server"
 FIRST_RUN_LIMIT_CPU = 5  # the one-click first run: seconds with the smoke model on a CPU
 FIRST_RUN_LIMIT_GPU = 10
@@ -144,7 +145,8 @@ def build_run_request(settings: AppSettings, form: RunForm):
     (demo.field_words); UserError, one line."""
     from demo.field_words import app_worded
     from engine.errors import UserError
-    from engine.generation.model_choice import SMOKE, resolve_model
+    from engine.usecases.model_names import SMOKE
+    from engine.usecases.run import resolved
     from engine.usecases.run_values import RunValues
     from engine.usecases.run_values import build_run_request as build
 
@@ -178,19 +180,19 @@ def build_run_request(settings: AppSettings, form: RunForm):
         request = build(values)
     if settings.max_items is not None:  # the operator's cap, on a limit already checked
         request = replace(request, limit=min(request.limit or settings.max_items, settings.max_items))
-    model, label = resolve_model(model_name)  # after every check: smoke writes its model on first use
+    request = resolved(replace(request, model_label=None))  # after every check: smoke writes its model on first use
     # A visitor who typed no token borrows the operator's HF_TOKEN only for the operator's models.
     typed = form.hf_token.strip() or None
     # Where visitors are strangers, a Hub id that is also a folder here is unknown like any other.
     hub_only = not settings.allow_local_paths and model_name != SMOKE
-    return replace(request, model=model, model_label=label, hf_token=typed,
+    return replace(request, hf_token=typed,
                    environment_token=operator_token_serves(settings, model_name), hub_only=hub_only)
 
 
 def check_model_offered(settings: AppSettings, model_name: str) -> None:
     """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
     from engine.errors import UserError
-    from engine.generation.model_choice import SMOKE
+    from engine.usecases.model_names import SMOKE
 
     if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
         raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
@@ -202,7 +204,7 @@ def check_model_offered(settings: AppSettings, model_name: str) -> None:
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
     """Whether the operator's HF_TOKEN may load `model_name` for a visitor (smoke needs none)."""
-    from engine.generation.model_choice import SMOKE
+    from engine.usecases.model_names import SMOKE
 
     allowed = settings.operator_token_models
     return allowed is None or model_name in allowed or model_name == SMOKE
@@ -260,9 +262,9 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
 
 def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
     """True when the store holds no run yet (or does not exist): the first screen offers a run."""
-    from store.queries import count_runs
+    from engine.usecases.listing import holds_runs
 
-    return not Path(db_path).is_file() or count_runs(db_path) == 0
+    return not holds_runs(Path(db_path))
 
 
 def store_note(settings: AppSettings) -> str:
@@ -289,24 +291,22 @@ def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool]
     (engine.generation.model_choice): Mistral in 4-bit on a GPU, Qwen2.5-0.5B on a CPU, the smoke model
     only where neither can be had (no Hub, nothing cached) or the operator offers neither.
     `available(model_id)` says whether a model can be loaded (default: the Hub cache or the Hub)."""
-    from engine.generation.model_choice import CPU_MODEL, DEFAULT_MODEL, SMOKE, hub_model_available
-
-    available = available or hub_model_available
+    from engine.usecases.model_names import first_model
 
     def offered(model_id: str) -> bool:
         return settings.allowed_models is None or model_id in settings.allowed_models
 
-    if gpu and offered(DEFAULT_MODEL) and available(DEFAULT_MODEL):
-        model, why = DEFAULT_MODEL, "a GPU is here: the paper's first model, in 4-bit"
-    elif offered(CPU_MODEL) and available(CPU_MODEL):
-        model = CPU_MODEL
+    choice = first_model(gpu, offered, available)
+    model = choice.name
+    if choice.why == "gpu":
+        why = "a GPU is here: the paper's first model, in 4-bit"
+    elif choice.why == "cpu":
         why = ("a small real instruct model that runs on a CPU (no GPU here)" if not gpu
                else "a small real instruct model (the paper's Mistral cannot be had here)")
     else:
-        model = SMOKE
         why = (SMOKE_NOTE + " It is used because " + ("this app offers no other model that can be loaded"
                if settings.allowed_models is not None else "the Hugging Face Hub is not reachable and no real "
-               "model is cached") + f"; with the Hub, the first run uses {CPU_MODEL} on a CPU.")
+               "model is cached") + f"; with the Hub, the first run uses {choice.cpu_model} on a CPU.")
     limit = FIRST_RUN_LIMIT_GPU if gpu else FIRST_RUN_LIMIT_CPU
     if settings.max_items is not None:
         limit = min(limit, settings.max_items)
@@ -342,26 +342,26 @@ def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None, v
     """The job's experiment as it stands: per run, the answers stored so far and their metrics (x100)."""
     import pandas as pd
 
-    from store.queries import run_summaries, runs_for_experiment
+    from engine.usecases.listing import experiment_run_metrics
 
     status = jobs.status(job_id, visitor) if job_id else None
     if status is None or not status.experiment_id or not Path(settings.db_path).is_file():
         return pd.DataFrame(columns=METRIC_COLUMNS)
-    run_ids = list(runs_for_experiment(settings.db_path, status.experiment_id)["run_id"])
-    return run_summaries(settings.db_path, run_ids)[METRIC_COLUMNS] if run_ids else pd.DataFrame(columns=METRIC_COLUMNS)
+    found = experiment_run_metrics(settings.db_path, status.experiment_id)
+    return found[METRIC_COLUMNS] if found is not None else pd.DataFrame(columns=METRIC_COLUMNS)
 
 
 def store_progress(settings: AppSettings) -> list[list[Any]]:
     """Every run in progress in the store, this app's or a command line's on the same file, as
     table rows (STORE_PROGRESS_COLUMNS); none before the first run (no file is created)."""
-    from store.queries import active_runs
+    from engine.usecases.listing import runs_in_progress
 
     if not Path(settings.db_path).is_file():
         return []
     return [
         [r.experiment_id, r.mode, r.model, r.status, f"{r.n_done}/{r.n_total}", r.run_id,
          r.created_utc.strftime("%Y-%m-%d %H:%M:%S") if r.created_utc else "-"]
-        for r in active_runs(settings.db_path)
+        for r in runs_in_progress(settings.db_path)
     ]
 
 

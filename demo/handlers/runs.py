@@ -49,9 +49,9 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
     """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
     from demo.handlers.query import shown_reference
-    from demo.render import is_smoke
     from engine.bounds import for_page
-    from store.queries import experiment_page, experiment_studies, study_experiment_ids
+    from engine.usecases.listing import experiments_page, study_experiments
+    from engine.usecases.model_names import is_smoke
 
     page = page_number(page)
     filtered = any(_clean(v) for v in (model, dataset, metadata, mode, study))
@@ -59,12 +59,12 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
         return RunsView([], 1, 1, 0)  # nothing stored yet: the Run tab offers a first run
     study = _clean(study)
     # A typo in a study name would look like an empty study: said instead.
-    if study is not None and study_experiment_ids(db_path, study) is None:
+    if study is not None and study_experiments(db_path, study) is None:
         raise UserError(f"no study '{shown_reference(study)}' in the store (`python -m engine list --studies` names them)")
     filters = dict(model=_clean(model), dataset=_clean(dataset), metadata=_clean(metadata), mode=_clean(mode), study=study)
-    found = experiment_page(db_path, (page - 1) * page_size, page_size, **filters)
+    listed = experiments_page(db_path, (page - 1) * page_size, page_size, **filters)
+    found, studies = listed.page, listed.studies
     last = max(1, math.ceil(found.total / page_size))
-    studies = experiment_studies(db_path, [e.experiment_id for e in found.experiments])
     rows = []
     for e in found.experiments:
         newest = {run.mode: run for run in found.runs.get(e.experiment_id, ())}  # oldest first: newest wins
@@ -135,9 +135,9 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
     The same store state and request give the same file, written once; `limits`
     (demo.downloads.DownloadLimits) bound what `owner` and everyone keep on disk."""
     from demo.settings import without_server_paths
-    from store.export import check_format, export_results
+    from engine.usecases.export import export_format, write_export
 
-    check_format(fmt or "")
+    export_format(fmt or "")
     references = list(dict.fromkeys([*(c for c in chosen or () if c), *re.split(r"[,\s]+", typed or "")]))
     references = [r for r in references if r]
     if not references:
@@ -150,7 +150,7 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
     try:
         # Written aside and moved in whole (nothing half-written is handed out); the same key
         # returns the file already written.
-        return bounded_download(f"pattrieval-export.{fmt}", lambda out: export_results(db_path, references, fmt, out),
+        return bounded_download(f"pattrieval-export.{fmt}", lambda out: write_export(db_path, references, fmt, out),
                                 key=key, owner=owner, limits=limits)
     except OSError as err:  # a full temp disk: "[Errno 28] ...: '/tmp/...'", masked below
         raise UserError(without_server_paths(f"cannot write the export: {err}", db_path)) from None

@@ -74,7 +74,7 @@ def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: 
     """Run `sql` through store.queries.run_readonly_sql; every refusal is a one-line UserError
     (the sandbox already masks server paths in rows, column names and messages). `limits`
     (demo.downloads.DownloadLimits) bound the CSV's disk, `owner`'s and everyone's."""
-    from store.queries import run_readonly_sql
+    from store.queries.console import run_readonly_sql
 
     if not Path(db_path).is_file():
         raise UserError(EMPTY_STORE)  # before the sandbox: it would report a missing file
@@ -135,7 +135,7 @@ def _cell(value: Any) -> Any:
 
 def schema_rows(db_path: Path) -> list[list[str]]:
     """The tables and views a visitor can query, one row each with its columns and their types."""
-    from store.queries import table_columns
+    from store.queries.console import table_columns
 
     if not Path(db_path).is_file():
         return []

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from demo.handlers.bias import experiment_references, markdown_text
+from demo.handlers.bias import markdown_text
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 from engine.errors import UserError
+from engine.usecases.bias_choice import experiment_references
 
 if TYPE_CHECKING:
     from demo.fit_child import FitBounds
-    from engine.statistics.choice_model import Effect
 
 T = TypeVar("T")
 EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p", "robust_ci_low", "robust_ci_high", "robust_p"]
@@ -88,7 +88,7 @@ class WhyCitedPage:
 
     experiment_ids: tuple[str, ...]
     summary: str  # Markdown: what was fitted, each effect in words, what could not be estimated
-    forest: tuple[Effect, ...]  # the fit's effects, as the forest plot draws them
+    forest: tuple[Any, ...]  # the fit's effects (engine.statistics.choice_model.Effect), as the forest plot draws them
     suppression: list[list[Any]]  # SUPPRESSION_COLUMNS
     suppression_note: str  # Markdown: the tests across conditions
 

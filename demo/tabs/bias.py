@@ -53,7 +53,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             page.cab_note,
             plots.cab_figure(page.cab_bars) if has_cab else None,
             page.probability_note,
-            plots.probability_figure(page.probability_boxes) if has_boxes else None,
+            plots.probability_figure(page.probability_boxes, page.panels) if has_boxes else None,
             # Through a State, which the API leaves out: /bias_table keeps its nine outputs
             # (callers unpack them); API users get the shares from /bias_shares.
             (page.explanation_shares, page.verification_shares),
@@ -92,7 +92,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def choices(current=None):
         """The stored experiments; the only one is chosen when nothing is (no blank first page)."""
-        from store.queries import experiment_choices
+        from engine.usecases.listing import experiment_choices
 
         if not settings.db_path.is_file():
             return gr.Dropdown(choices=[])

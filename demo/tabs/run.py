@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
-from engine.generation.model_choice import CPU_MODEL, PAPER_MODELS, SMOKE
+from engine.usecases.model_names import SMOKE, offered_models
 
-PAPER_MODELS_CHOICES = (SMOKE, *PAPER_MODELS, CPU_MODEL)
+PAPER_MODELS_CHOICES = (SMOKE, *offered_models())
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
 # readers by position keep working.
 STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message", "kind"]
@@ -377,7 +377,7 @@ _SHOW_BANNER_JS = """() => {
 # that contains the typed text and Enter takes it: `smok` + Enter became `smoke`, a model the
 # visitor never named. Here Enter only commits the text (the box allows custom values; leaving
 # it keeps the text exactly), unless a choice was picked with the arrow keys. The server then
-# checks the name as the CLI does (demo.handlers.grid.check_models_load: "did you mean smoke?").
+# checks the name as the CLI does (engine.usecases.model_names.check_models_load: "did you mean smoke?").
 _MODEL_ENTER_JS = """() => {
   if (window.__peModelEnter) { return; }
   window.__peModelEnter = true;

@@ -113,7 +113,7 @@ def clear_report_cache() -> None:
 
 def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
                 db_arg: str | None = None, conn: Any = None, pending: list | None = None,
-                explanations: bool = True) -> BiasReport:
+                explanations: bool = True, signatures: dict[str, str] | None = None) -> BiasReport:
     """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
 
     The same request on an unchanged store returns the report computed before (a copy; see
@@ -123,6 +123,8 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     caller to keep after its read (the app does; `python -m engine bias` only reads). `conn` is
     an open read connection to use instead of opening one per read. `explanations=False` leaves
     out the explanation rates (the Bias page reads them once for all its experiments).
+    `signatures`: experiment signatures computed already in `conn`'s transaction, shared with
+    the request's other readers (store.derived.known_signature).
     """
     from engine.errors import UserError
 
@@ -132,7 +134,8 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
         raise UserError(f"--seed must be 0 or more, not {seed}")
     return _report_cache().get(
         path, (experiment, resamples, seed, db_arg, explanations),
-        lambda: _kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations),
+        lambda: _kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,
+                                  signatures),
     )
 
 
@@ -141,7 +144,8 @@ BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined
 
 
 def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
-                      conn: Any, pending: list | None, explanations: bool = True) -> BiasReport:
+                      conn: Any, pending: list | None, explanations: bool = True,
+                      signatures: dict[str, str] | None = None) -> BiasReport:
     """The report kept in the store for this request, else computed now; explanations are
     always read now (`engine explain` adds them without changing the runs)."""
     import json
@@ -151,7 +155,7 @@ def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: 
 
     db = conn if conn is not None else path
     key = json.dumps([experiment, resamples, seed, db_arg])
-    found = kept_derived(db, BIAS_REPORT, experiment, key)
+    found = kept_derived(db, BIAS_REPORT, experiment, key, signatures)
     if found is not None and found[2] is not None:
         report, hint = found[2]["report"], found[2]["hint"]
     else:

@@ -225,13 +225,16 @@ def bias_page(db_path: Path, references: Sequence[str], *, resamples: int | None
     check_request(db_path, references)  # before opening: an open creates a missing store
     with reading(conn if conn is not None else db_path) as opened:
         db: Any = opened  # the queries take an open connection where they take a store
+        # Each experiment's signature once for the request: its kept report and Table 2 rows both need it.
+        signatures: dict[str, str] = {}
         experiments, skipped = experiment_reports(db_path, references, resamples, conn=db, pending=pending,
-                                                  resolved=resolved)
+                                                  resolved=resolved, signatures=signatures)
         ids = tuple(e.experiment_id for e in experiments)
         run_ids = tuple(run for e in experiments for _, run in e.runs)
         rows1, rows2, summaries = _reads_cache().get(
             db_path, (ids, run_ids),
-            lambda: (*experiment_tables(db, ids, pending=pending), citation_probability_summaries(db, run_ids)),
+            lambda: (*experiment_tables(db, ids, pending=pending, signatures=signatures),
+                     citation_probability_summaries(db, run_ids)),
         )
         shares = beyond_shares(db_path, experiments, conn=db)
     table1, table2 = formatted_tables(rows1, rows2)
@@ -267,10 +270,12 @@ def check_request(db_path: Path, references: Sequence[str]) -> None:
 
 
 def experiment_reports(db_path: Path, references: Sequence[str], resamples: int | None, *, conn: Any = None,
-                       pending: list | None = None, resolved: Mapping[str, str | None] | None = None
+                       pending: list | None = None, resolved: Mapping[str, str | None] | None = None,
+                       signatures: dict[str, str] | None = None
                        ) -> tuple[tuple[ExperimentBias, ...], tuple[Skipped, ...]]:
     """bias's report of each referenced experiment (each once, in order), and those skipped for
-    having nothing to compare yet; UserError for an unknown reference, before any report."""
+    having nothing to compare yet; UserError for an unknown reference, before any report.
+    `signatures`: shared with the request's other readers of `conn` (store.derived.known_signature)."""
     from engine.errors import UserError
     from engine.usecases.bias import bias_report, unknown_experiment
     from store.queries import experiment_dataset_paths, resolve_experiment
@@ -294,7 +299,7 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     for experiment_id in ids:
         try:
             found = bias_report(db_path, experiment_id, resamples=resamples, conn=conn, pending=pending,
-                                explanations=False)
+                                explanations=False, signatures=signatures)
         except UserError as err:  # no two complete modes: nothing to compare yet
             skipped.append(Skipped(experiment_id, str(err), experiment_dataset_paths(db, experiment_id)))
             continue

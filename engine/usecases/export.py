@@ -4,6 +4,7 @@ an existing file is replaced only when asked."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,16 +21,29 @@ class ExportRequest:
     rows: str = "answers"  # or "decisions": one row per shown document per answer (citation_decisions)
 
 
-def export_format(format: str | None, out: Path | str) -> str:
-    """The format to write: `format` as given, or else the one the file name's suffix names. One
-    line when neither says; a face asks this before it looks for the store, so the wording wins."""
+def export_format(format: str | None, out: Path | str | None = None) -> str:
+    """The format to write: `format` as given (one line naming csv and parquet for any other), or
+    else the one the file name `out`'s suffix names (one line when it names none). A face asks this
+    before it looks for the store, so the wording wins."""
     from engine.errors import UserError
-    from store.export import format_from_suffix
+    from store.export import check_format, format_from_suffix
 
-    fmt = format or format_from_suffix(out)
+    if format or out is None:
+        return check_format(format or "")
+    fmt = format_from_suffix(out)
     if fmt is None:
         raise UserError(f"give --format csv or parquet (the name {out} does not say which)")
     return fmt
+
+
+def write_export(db: Path, experiments: Sequence[str], fmt: str, out: Path, *, overwrite: bool = False,
+                 rows: str = "answers"):
+    """Write the experiments' (ids or names) rows to `out` in `fmt` (store.export.ExportResult says
+    what was written); store.queries.UnknownExperiment, one line naming only the reference, for
+    one that is not in the store: each face says more in its own words (`export` names the newest)."""
+    from store.export import export_results
+
+    return export_results(db, list(experiments), fmt, out, overwrite=overwrite, rows=rows)
 
 
 def export(request: ExportRequest):
@@ -37,12 +51,11 @@ def export(request: ExportRequest):
     experiment (naming the newest ones) or a file name that names no format."""
     from engine.errors import UserError
     from engine.usecases.bias import unknown_experiment
-    from store.export import export_results
     from store.queries import UnknownExperiment
 
     fmt = export_format(request.format, request.out)
     try:
-        return export_results(request.db, list(request.experiments), fmt, request.out, overwrite=request.force,
-                              rows=request.rows)
+        return write_export(request.db, request.experiments, fmt, request.out, overwrite=request.force,
+                            rows=request.rows)
     except UnknownExperiment as err:
         raise UserError(unknown_experiment(Path(request.db), err.reference)) from err

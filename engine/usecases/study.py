@@ -119,6 +119,12 @@ def parse_grid(args: argparse.Namespace) -> Grid:
                    if axis in BATTERY_AXES else parse_list(axis, getattr(args, axis)) for axis in AXES})
 
 
+def grid_of(source: object, **given: object) -> Grid:
+    """The grid of a form's values: each axis from `given`, else `source`'s attribute of its name,
+    parsed as `run` parses its list option (FieldError, one line, on a bad list)."""
+    return Grid(**{axis: parse_list(axis, given[axis] if axis in given else getattr(source, axis)) for axis in AXES})
+
+
 def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid) -> argparse.Namespace:
     """A copy of `args` with one value per list option: what a single `run` would get."""
     values = dict(vars(args))
@@ -207,6 +213,13 @@ class PlannedConfiguration:
     n_todo: int  # answers to generate
     n_copied: int  # vanilla answers copied from another metadata type's experiment
     shared_from: int | None  # the grid position whose vanilla run is copied, if any
+
+    def battery_text(self, lead: str = "") -> str:
+        """The configuration's battery settings not at their defaults ('relevant-at first, repetition
+        distractor'), after `lead`; empty when all are."""
+        from engine.prompting.study import battery_text
+
+        return battery_text(self.configuration, lead)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,10 @@ def _dataset(rec: dict[str, Any]) -> str:
     return rec.get("dataset_label") or rec.get("dataset") or "-"
 
 
+_TABLE1_READS = ("run_id", "experiment_id", "model", "dataset", "dataset_label", "dataset_sha", "metadata_type",
+                 "rag_mode", "label_relevant", "label_nonrelevant", "precision", "recall", "exact_match", "n")
+
+
 def table1(runs: Any, settings: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first): one per run.
 
@@ -58,7 +62,8 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
     the experiments sharing one vanilla run, form a block: its vanilla row, then its labelled rows.
     """
     settings = settings or {}
-    records = runs.to_dict("records")
+    # Only the columns read: records of run_metrics' 43 columns cost more than the table (issue 31).
+    records = runs[[c for c in _TABLE1_READS if c in runs.columns]].to_dict("records")
     conf = {r["run_id"]: configuration(run_config(settings, r["run_id"])) for r in records}
     copies = shared_vanilla(records, settings, conf)
     runs_by_id = {r["run_id"]: r for r in records}
@@ -138,6 +143,8 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
 
     settings = settings or {}
     experiments: dict[str, dict[str, Any]] = {}
+    if not bias.empty:  # CAS rows are not shown: not made into records either
+        bias = bias[bias["measure"] == "CAB"]
     for rec in bias.to_dict("records"):
         if rec["measure"] != "CAB":
             continue
@@ -181,20 +188,22 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
              **{k: r[k] for k in ("precision_undefined", "recall_undefined") if k in r}} for r in rows]
 
 
-def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
-                      pending: list | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *, pending: list | None = None,
+                      signatures: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
 
     Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
     cost the same in a store of a million answers as alone (the app's Bias tab). `path` may be
     an open read connection; Table 2's rows kept in the store are used while their experiment is
     unchanged, and those computed now are appended to `pending` (store.queries.report_bias_rows).
+    `signatures`: the experiments' signatures the request has computed in that connection's
+    transaction, shared with its other readers (store.derived.known_signature).
     """
     from store.queries import report_bias_rows, run_settings, table1_runs
 
     settings = run_settings(path, experiment_ids)
     return (table1(table1_runs(path, experiment_ids), settings),
-            table2(report_bias_rows(path, experiment_ids, pending), settings))
+            table2(report_bias_rows(path, experiment_ids, pending, signatures), settings))
 
 
 VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
@@ -412,21 +421,31 @@ def _covered_runs(request: ReportRequest, db: Any = None) -> tuple[Any, str | No
     """(the complete runs the request covers, its experiment as an id, its study's experiments);
     a filter that matches nothing is refused in one line naming what there is. Read through
     `db` (an open connection) when given."""
-    from store.queries import resolve_experiment, run_metric_table
+    from store.queries import run_metric_table
 
+    db = Path(request.db) if db is None else db
+    experiment = _experiment_id(request, db)
+    runs, study = _covered(request, run_metric_table(db, status=None), experiment)
+    return runs, experiment, study
+
+
+def _experiment_id(request: ReportRequest, db: Any) -> str | None:
+    """The request's experiment as an id: a `run --experiment` name works as well as the id; an
+    unknown one is refused by _covered."""
+    from store.queries import resolve_experiment
+
+    return None if request.experiment is None else resolve_experiment(db, request.experiment) or request.experiment
+
+
+def _covered(request: ReportRequest, all_runs: Any, experiment: str | None) -> tuple[Any, list[str] | None]:
+    """_covered_runs' complete runs and study from run_metric_table's rows of every run."""
     path = Path(request.db)
-    db = path if db is None else db
-    experiment = request.experiment
-    if experiment is not None:
-        # A `run --experiment` name works as well as the id; an unknown one is refused below.
-        experiment = resolve_experiment(db, experiment) or experiment
-    all_runs = run_metric_table(db, status=None)
     check_filters(path, all_runs, experiment, request.model, request.dataset)
     runs = narrow(all_runs[all_runs["status"] == "complete"], experiment, request.model, request.dataset)
     study = study_experiments(path, request.study)
     if study is not None:
         runs = runs[runs["experiment_id"].isin(study)]
-    return runs, experiment, study
+    return runs, study
 
 
 def report_tables(request: ReportRequest) -> ReportTables:
@@ -443,10 +462,12 @@ def report_tables(request: ReportRequest) -> ReportTables:
 
 def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
     """report_tables, reading through `db` (a path or an open connection)."""
-    from store.queries import bias_table, run_settings
+    from store.queries import report_frames, run_settings
 
-    runs, experiment, study = _covered_runs(request, db)
-    bias = narrow(bias_table(db, experiment), experiment, request.model, request.dataset)
+    experiment = _experiment_id(request, db)
+    all_runs, bias = report_frames(db, experiment)  # read together: the runs' answers counted once
+    runs, study = _covered(request, all_runs, experiment)
+    bias = narrow(bias, experiment, request.model, request.dataset)
     if study is not None and not bias.empty:
         bias = bias[bias["experiment_id"].isin(study)]
     ids = list(dict.fromkeys(runs["experiment_id"].tolist()

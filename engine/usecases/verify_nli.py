@@ -62,28 +62,21 @@ def judge_requests(request: Any) -> tuple[Any, ...]:
 
 
 def check_loadable(request: Any, plan: JudgePlan) -> None:
-    """Refuse in one line a judge of `plan` that cannot load, reading its config only (an NLI
-    judge's labels and tokenizer too): run for every judge before any judge writes, so that a
-    misspelt second judge leaves the store as it was. A served judge and one with nothing to do
-    are not read; an LLM judge whose folder holds a config but broken weights still fails at its
-    own load, after the judges before it have written."""
+    """Refuse in one line a judge of `plan` that cannot load: its name (a folder, a cached or
+    reachable Hub id), and an NLI judge's config, labels and tokenizer. Run for every judge before
+    any judge writes, so that a misspelt second judge leaves the store as it was. A served judge
+    and one with nothing to do are not read; a judge whose folder exists but whose weights do not
+    load still fails at its own load, after the judges before it have written."""
     if plan.n_todo == 0 or getattr(request, "server", None) is not None:
         return
+    from engine.generation.model_check import check_model_name
+
     model = nli_model(request)
+    check_model_name(model if model is not None else plan.model)  # "unknown model 'x'", did you mean
     if model is not None:
         from engine.judges.nli import check_nli
 
         check_nli(model)
-        return
-    import os
-
-    try:
-        from transformers import AutoConfig
-
-        AutoConfig.from_pretrained(plan.model, token=os.environ.get("HF_TOKEN") or None)
-    except Exception as error:  # OSError (no such folder or Hub id offline), ValueError, KeyError
-        text = str(error).strip()
-        raise UserError(f"cannot load judge {plan.label}: {text.splitlines()[0] if text else type(error).__name__}") from None
 
 
 def nli_model(request: Any) -> str | None:

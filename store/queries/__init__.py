@@ -23,6 +23,7 @@ from store.queries.bias_tables import (
     kept_derived,
     metrics_for_run,
     report_bias_rows,
+    report_frames,
     report_run_metrics,
     run_metric_table,
     run_settings,
@@ -78,6 +79,18 @@ from store.queries.export_rows import (
     export_results_chunks,
     export_results_frame,
 )
+from store.queries.judgements import (
+    CitedAnswer,
+    CitedDocument,
+    Judgement,
+    LabelRun,
+    cited_answers,
+    cited_documents,
+    judge_kinds,
+    judgements,
+    label_runs,
+    stored_labels,
+)
 from store.queries.propensities import ProbeItem, ProbeRun, probe_items, probe_runs, stored_propensities
 from store.queries.runs import (
     GenerationDetail,
@@ -113,9 +126,11 @@ __all__ = [
     "export_columns", "export_results_chunks", "export_results_frame", "generation_detail", "generations_for_run",
     "get_run", "item_explanations", "item_ids", "label_pairs", "list_experiments", "list_runs", "metrics_for_run",
     "newest_experiments", "probe_items", "probe_runs", "stored_propensities",
-    "query_detail", "report_bias_rows", "report_run_metrics", "resolve_experiment", "run_explanations",
+    "query_detail", "report_bias_rows", "report_frames", "report_run_metrics", "resolve_experiment", "run_explanations",
     "run_listing", "run_metric_table", "run_prompt_settings", "run_readonly_sql", "run_settings", "run_summaries",
     "runs_for_experiment",
     "study_experiment_ids", "study_listing", "table1_runs", "table_columns",
     "verification_shares",
+    "CitedAnswer", "Judgement", "LabelRun", "cited_answers", "judge_kinds", "judgements", "label_runs", "stored_labels",
+    "CitedDocument", "cited_documents",
 ]

@@ -1,0 +1,99 @@
+"""One experiment's items as a face browses them: the item list that a search and a filter keep,
+one item in every mode, its explanations, a run's explanations with their label share. The app's
+Query, Explain and Compare tabs read them here, so that a notebook gets the same views.
+
+Reads only the store; never creates it. An unknown experiment, item or run is a value here (None,
+or a lookup that says which is missing): each face words it in its own vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.types import ExplainRun
+    from store.db import DbLike
+    from store.queries import QueryDetail, StoredExplanation
+
+
+def item_filters() -> tuple[str, ...]:
+    """The filters an item list takes besides every item: "modes" (the answer differs between
+    modes) and "base_cf" (between base and cf)."""
+    from store.queries import CHANGED_FILTERS
+
+    return CHANGED_FILTERS
+
+
+@dataclass(frozen=True)
+class ItemIds:
+    """An experiment's item ids in dataset order, as a search and a filter keep them."""
+
+    experiment_id: str
+    item_ids: tuple[str, ...]
+
+
+def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: str | None = None) -> ItemIds | None:
+    """The items of the experiment (id or name) whose question or item id contains `search`
+    (case-insensitive, literal), kept by the filter `changed` (None: all, or one of
+    item_filters()); None for an unknown experiment."""
+    from store import queries
+
+    experiment_id = queries.resolve_experiment(db, experiment)
+    ids = queries.item_ids(db, experiment_id, search, changed) if experiment_id is not None else None
+    return None if experiment_id is None or ids is None else ItemIds(experiment_id, tuple(ids))
+
+
+@dataclass(frozen=True)
+class ItemLookup:
+    """One item of an experiment in every mode; which of the two is unknown when it is not found."""
+
+    known_experiment: bool  # False: no experiment has this id or name
+    detail: QueryDetail | None  # None: the experiment is unknown, or none of its runs holds the item
+    explanations: tuple[StoredExplanation, ...] = ()  # with_explanations: of the item's answers, mode by mode
+
+
+def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations: bool = False) -> ItemLookup:
+    """The item `item_id` of the experiment (id or name) across its modes, with the stored
+    explanations of its answers when asked."""
+    from store import queries
+
+    detail = queries.query_detail(db, experiment, item_id)
+    if detail is None:
+        return ItemLookup(queries.resolve_experiment(db, experiment) is not None, None)
+    explanations = (queries.item_explanations(db, [m.run_id for m in detail.modes], detail.item_id)
+                    if with_explanations else ())
+    return ItemLookup(True, detail, explanations)
+
+
+def explainable_runs(db: DbLike, experiment: str) -> tuple[ExplainRun, ...] | None:
+    """The experiment's runs in mode order with their answer counts:
+    what `explain` can work on; None for an unknown experiment."""
+    from store.queries import explain_runs
+
+    return explain_runs(db, experiment=experiment)
+
+
+@dataclass(frozen=True)
+class RunExplanations:
+    """A run's stored explanations and their label share per explainer model; `run` is None when
+    the experiment has no such run, and the lookup itself None when the experiment is unknown."""
+
+    run: ExplainRun | None
+    explanations: tuple[StoredExplanation, ...] = ()
+    rates: tuple[tuple, ...] = ()  # rows of the explanation_rates view (engine.usecases.explain.explanation_rates)
+
+
+def run_explanations(db: DbLike, experiment: str, run_id: str) -> RunExplanations | None:
+    """The explanations of the run `run_id` of the experiment (id or name), with the label share
+    of its explanations per explainer model."""
+    from store import queries
+
+    runs = queries.explain_runs(db, experiment=experiment)
+    if runs is None:
+        return None
+    run = next((r for r in runs if r.run_id == run_id), None)
+    if run is None:
+        return RunExplanations(None)
+    return RunExplanations(run, tuple(queries.run_explanations(db, run.run_id)),
+                           tuple(queries.explanation_rates(db, [run.run_id])))
