@@ -1,4 +1,4 @@
-"""Fit the Bias tab's citation choice model in a child process: `python -m demo.fit_child`.
+"""Fit the Bias tab's citation choice model (or a study's model) in a child process: `python -m demo.fit_child`.
 
 Why a process of its own: a fit at the app's bound (PATTRIEVAL_MAX_FIT_DECISIONS) takes seconds
 of pandas and statsmodels work, much of it holding the GIL, so in the web server's process it
@@ -8,7 +8,8 @@ hard address-space limit (RLIMIT_AS), a time limit after which it is killed (CPU
 runs at a lower priority than the web process; and a wall clock), a bounded reply, one BLAS
 thread, and an environment without tokens (store.sandbox.child_environment).
 
-The child runs the same engine.usecases.why_cited as the CLI, reading the store through the
+The child runs the same engine.usecases.why_cited as the CLI (for a study model,
+engine.usecases.study_effects.why_cited_study, as `why-cited --study`), reading the store through the
 store's ordinary short read-only transactions (store.queries): it holds the file only while
 reading, as the app's own reads do, and a writer holding it makes the open wait (store.db).
 Its one-line UserErrors come back as they are; the handler masks server paths in them.
@@ -57,8 +58,10 @@ class FitBounds:
 
 
 def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -> Any:
-    """engine.usecases.why_cited(request, db_path) run in a bounded child: its WhyCitedResult,
-    or UserError in one line (the use case's own, or why the child was stopped)."""
+    """engine.usecases.why_cited(request, db_path) run in a bounded child: its WhyCitedResult
+    (a StudyEffectsRequest: why_cited_study's StudyEffectsResult, the study model), or UserError
+    in one line (the use case's own, or why the child was stopped)."""
+    what, fewer = _words(request)
     from store.sandbox import child_environment
 
     env = {**child_environment(os.environ, _python_path()), **_ONE_THREAD}
@@ -72,7 +75,7 @@ def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -
     except subprocess.TimeoutExpired:
         child.kill()
         child.communicate()
-        raise UserError(f"the choice model was not fitted within {bounds.wall_s:g} s (the server or the store is "
+        raise UserError(f"{what} was not fitted within {bounds.wall_s:g} s (the server or the store is "
                         "busy); try again in a moment") from None
     try:
         reply = pickle.loads(out) if out else None
@@ -80,23 +83,33 @@ def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -
         reply = None
     if not isinstance(reply, dict):
         if child.returncode == -getattr(signal, "SIGPROF", 27):
-            raise UserError(time_message(bounds.timeout_s))
+            raise UserError(time_message(bounds.timeout_s, what, fewer))
         if child.returncode is not None and child.returncode < 0:
             # Killed by a signal: the kernel, or a C allocation that failed without a MemoryError.
-            raise UserError(memory_message(bounds.max_address_space))
-        raise UserError("the choice model could not be fitted (the fit ended without a reply)")
+            raise UserError(memory_message(bounds.max_address_space, what, fewer))
+        raise UserError(f"{what} could not be fitted (the fit ended without a reply)")
     if reply.get("error"):
         raise UserError(reply["error"])
     return reply["result"]
 
 
-def time_message(cpu_s: float) -> str:
-    return f"the choice model took more than {cpu_s:g} s of CPU to fit (the time limit here); {FEWER}"
+def time_message(cpu_s: float, what: str = "the choice model", fewer: str = FEWER) -> str:
+    return f"{what} took more than {cpu_s:g} s of CPU to fit (the time limit here); {fewer}"
 
 
-def memory_message(limit: int | None) -> str:
+def memory_message(limit: int | None, what: str = "the choice model", fewer: str = FEWER) -> str:
     cap = f" (at most {limit / 2**20:,.0f} MB)" if limit else ""
-    return f"the choice model needs more memory than a fit may take here{cap}; {FEWER}"
+    return f"{what} needs more memory than a fit may take here{cap}; {fewer}"
+
+
+def _words(request: Any) -> tuple[str, str]:
+    """What the request fits, and what a visitor past the bounds can do instead."""
+    from engine.usecases.study_effects import StudyEffectsRequest
+
+    if isinstance(request, StudyEffectsRequest):
+        return ("the study model",
+                f"choose fewer modes, or run `python -m engine why-cited --study {request.study}` on the store")
+    return "the choice model", FEWER
 
 
 def _python_path() -> str:
@@ -108,14 +121,19 @@ def _python_path() -> str:
 def _serve(message: dict) -> dict:
     import duckdb
 
+    from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
     from engine.usecases.why_cited import why_cited
 
+    request = message["request"]
+    what, fewer = _words(request)
     try:
-        return {"result": why_cited(message["request"], Path(message["db"]))}
+        if isinstance(request, StudyEffectsRequest):
+            return {"result": why_cited_study(request, Path(message["db"]))}
+        return {"result": why_cited(request, Path(message["db"]))}
     except UserError as err:
-        return {"error": str(err).splitlines()[0] if str(err).strip() else "the choice model could not be fitted"}
+        return {"error": str(err).splitlines()[0] if str(err).strip() else f"{what} could not be fitted"}
     except (MemoryError, duckdb.OutOfMemoryException):
-        return {"error": memory_message(message["max_address_space"])}
+        return {"error": memory_message(message["max_address_space"], what, fewer)}
 
 
 def _limit_cpu(cpu_s: float) -> None:
@@ -133,16 +151,17 @@ def main() -> int:
     message = pickle.loads(sys.stdin.buffer.read())  # the app's own process wrote it
     from engine.limits import limit_address_space
 
+    what, fewer = _words(message["request"])  # before the limits: a failure past them still says what it was
     limit_address_space(message["max_address_space"])
     _limit_cpu(message["cpu_s"])
     try:
         payload = pickle.dumps(_serve(message), protocol=pickle.HIGHEST_PROTOCOL)
     except MemoryError:
-        payload = pickle.dumps({"error": memory_message(message["max_address_space"])})
+        payload = pickle.dumps({"error": memory_message(message["max_address_space"], what, fewer)})
     except Exception as err:  # noqa: BLE001 - a bug or a library's failure: one line, not a dump
-        payload = pickle.dumps({"error": f"the choice model could not be fitted ({type(err).__name__})"})
+        payload = pickle.dumps({"error": f"{what} could not be fitted ({type(err).__name__})"})
     if len(payload) > MAX_REPLY_BYTES:
-        payload = pickle.dumps({"error": "the choice model's result is larger than this app returns"})
+        payload = pickle.dumps({"error": f"{what}'s result is larger than this app returns"})
     sys.stdout.buffer.write(payload)
     sys.stdout.buffer.flush()
     return 0

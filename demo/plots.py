@@ -169,8 +169,9 @@ def probability_figure(boxes: Sequence[ProbabilitySpread], titles: Mapping[str, 
     return fig
 
 
-def forest_figure(rows: Sequence) -> go.Figure:
-    """Odds ratios with their 95% intervals on a log axis, one row per effect (engine.statistics.choice_model.Effect)."""
+def forest_figure(rows: Sequence, title: str | None = None, axis_title: str | None = None) -> go.Figure:
+    """Odds ratios with their 95% intervals on a log axis, one row per effect (engine.statistics.choice_model.Effect,
+    or anything with its term, odds_ratio, ci_low, ci_high and p: the study model's configurations)."""
     import plotly.graph_objects as go
 
     from engine.usecases.formatting import format_p
@@ -190,11 +191,12 @@ def forest_figure(rows: Sequence) -> go.Figure:
     high = max([r.ci_high for r in shown if r.ci_high < float("inf")] + [1.0])
     ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.75, 1, 1.5, 2, 5, 10, 20, 50, 100)
              if low / 1.5 <= t <= high * 1.5]
-    fig.update_xaxes(type="log", title_text="odds ratio of being cited (log scale; 1 = no effect)",
+    fig.update_xaxes(type="log", title_text=axis_title or "odds ratio of being cited (log scale; 1 = no effect)",
                      tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=max(260, 70 + 48 * len(shown)), margin=dict(t=50, b=40, l=10, r=10), showlegend=False,
-                      title_text=f"Why was a document cited? Odds ratios with 95% intervals (blue: p < {SIGNIFICANCE})")
+                      title_text=f"{title or 'Why was a document cited? Odds ratios'} with 95% intervals "
+                                 f"(blue: p < {SIGNIFICANCE})")
     if not shown:
         fig.add_annotation(text="no effect to plot", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     return fig

@@ -151,23 +151,34 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
         raise UserError("nothing is stored yet: start a run first")
     request = WhyCitedRequest(tuple(references), None, tuple(modes) if modes else None, position or "group",
                               interactions_of(interactions), max_answers=MAX_ANSWERS, max_decisions=max_decisions)
+    return kept_fit(db_path, request, functools.partial(_fitted, request, db_path, bounds), owner, gate)
+
+
+def kept_fit(db_path: Path, request: Any, fitted: Callable[[], T], owner: str | None, gate: FitGate | None) -> T:
+    """The page kept for `request` at the store's present state, else `fitted()` in its turn at
+    `gate` (the process's, fit_gate(), when None), kept. The panel's pooled fits and the study
+    model's share the cache and the gate: a visitor has one fit of either kind at a time."""
     gate = gate or fit_gate()
     # A kept page is served without queuing; a fit that waited looks again, since the same
     # request may have been fitted (and kept) while it waited.
-    fitted = functools.partial(_fitted, request, db_path, bounds)
     return _pages().get(db_path, request, lambda: gate.run(owner, lambda: _pages().get(db_path, request, fitted)))
 
 
 def _fitted(request: Any, db_path: Path, bounds: FitBounds | None) -> WhyCitedPage:
     """The page of a fit made now in a bounded child process (UserError, one line, not kept)."""
+    return _page(fitted_in_child(request, db_path, bounds))
+
+
+def fitted_in_child(request: Any, db_path: Path, bounds: FitBounds | None) -> Any:
+    """The use case's result of a fit made now in a bounded child process (demo.fit_child), or
+    UserError in one line naming no server path."""
     from demo.fit_child import FitBounds, fit_in_child
     from demo.settings import without_server_paths
 
     try:
-        result = fit_in_child(request, db_path, bounds or FitBounds())
+        return fit_in_child(request, db_path, bounds or FitBounds())
     except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor
         raise UserError(without_server_paths(str(err), db_path)) from None
-    return _page(result)
 
 
 def _page(result: Any) -> WhyCitedPage:

@@ -26,7 +26,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo import plots
     from demo.handlers import bias as bias_handlers
-    from demo.hints import fresh_hint, is_hint
+    from demo.hints import hint_text, is_hint, show_hint_when_free
     from demo.tabs import why_cited
     from demo.tabs.style import TABLE
     from demo.toasts import error
@@ -108,16 +108,17 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def first_show(text, chosen, summary):
         """After the tab opens: the chosen experiments shown if nothing is shown yet; with none
-        chosen, the line that says where to start."""
+        chosen, the line that says where to start, into the hidden box (the last output): the
+        summary shows it only if it still holds nothing or a hint when it arrives, so that a
+        Show bias clicked meanwhile keeps its result (demo.hints.show_hint_when_free)."""
         if not is_hint(summary):
-            return tuple(gr.skip() for _ in bias_outputs)
+            return (*(gr.skip() for _ in bias_outputs), "")
         if not (chosen or (text or "").strip()):
-            new = fresh_hint(settings.db_path, "bias", summary, as_html=False)
-            return (gr.skip() if new is None else new, *(gr.skip() for _ in bias_outputs[1:]))
+            return (*(gr.skip() for _ in bias_outputs), hint_text(settings.db_path, "bias"))
         try:
-            return bias(text, chosen)
+            return (*bias(text, chosen), "")
         except gr.Error:
-            return cleared(text, chosen)
+            return (*cleared(text, chosen), "")
 
     def cleared(text, chosen):
         """After a refusal: every panel emptied and the one line in the summary, so that nothing
@@ -160,6 +161,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             bias_button = gr.Button("Show bias", variant="primary", scale=0)
         study_note = gr.Markdown()
         bias_summary = gr.Markdown()
+        hint = gr.Textbox(visible="hidden")  # the hint, until the page knows it may show it
         bias_results = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_RESULT_COLUMNS, label="CAS and CAB (x100)",
                                     interactive=False)
         bias_confidence = gr.Dataframe(**TABLE, headers=bias_handlers.PAGE_CONFIDENCE_COLUMNS,
@@ -183,7 +185,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                            label="AttrScore verification of citations, per run", visible=False)
         # API only (inside the tab: gr.Tabs holds nothing but tabs).
         gr.api(shares_api, api_name="bias_shares", api_visibility="public")
-        why_cited.build(settings, bias_experiment, bias_chosen)
+        why_cited.build(settings, bias_experiment, bias_chosen, bias_study)
         bias_outputs = [bias_summary, bias_results, bias_confidence, table1, table2, cab_note, cab_plot,
                         probability_note, probability_plot, beyond]
 
@@ -199,8 +201,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         for trigger in (app.load, bias_tab.select):
             trigger(studies, None, bias_study, api_visibility="private")
         app.load(choices, None, bias_chosen, api_visibility="private")
-        after(bias_tab.select(choices, bias_chosen, bias_chosen, api_visibility="private").then(
-            first_show, [bias_experiment, bias_chosen, bias_summary], bias_outputs, api_visibility="private"))
+        opened = bias_tab.select(choices, bias_chosen, bias_chosen, api_visibility="private").then(
+            first_show, [bias_experiment, bias_chosen, bias_summary], [*bias_outputs, hint], api_visibility="private")
+        after(opened)
+        show_hint_when_free(opened, hint, bias_summary)
         # After the multiselect's choices are loaded; only a visitor's choice (input) fires it.
         bias_study.input(choose_study, bias_study, [bias_chosen, study_note], api_name="bias_study",
                          api_visibility="public")

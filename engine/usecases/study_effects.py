@@ -97,9 +97,8 @@ def study_decisions(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFram
     listed = study_axes(db, request.study)
     if listed is None:
         raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
-    rows = citation_decisions(WhyCitedRequest(study=request.study, modes=request.modes,
-                                              max_answers=request.max_answers,
-                                              max_decisions=request.max_decisions), db)
+    check_bounds(request, db)
+    rows = citation_decisions(WhyCitedRequest(study=request.study, modes=request.modes), db)
     experiments = list(dict.fromkeys(rows["experiment_id"]))
     import pandas as pd
 
@@ -132,6 +131,27 @@ def study_decisions(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFram
     dropped = [(axis, f"one level ({', '.join(map(str, listed[axis]))}) in the study's grid: not an axis")
                if len(listed[axis]) == 1 else (axis, why) for axis, why in one_level if axis in listed]
     return rows, axes, dropped
+
+
+def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
+    """Refuse in one line, from a count and before a decision row is read, a study past the
+    request's bounds (the app's), pointing at the command that has none."""
+    if request.max_answers is None and request.max_decisions is None:
+        return
+    from store.queries import count_answers, study_experiment_ids
+
+    ids = study_experiment_ids(db, request.study)
+    if ids is None:
+        raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
+    n = count_answers(db, tuple(ids), request.modes)
+    cli = f"run `python -m engine why-cited --study {request.study}` on the store (no bound there)"
+    if request.max_answers is not None and n.answers > request.max_answers:
+        raise UserError(f"study '{request.study}' holds {n.answers:,} answers, more than the "
+                        f"{request.max_answers:,} fitted here; choose fewer modes, or {cli}")
+    if request.max_decisions is not None and n.decisions > request.max_decisions:
+        raise UserError(f"study '{request.study}': {n.answers:,} answers x their shown documents make "
+                        f"{n.decisions:,} citation decisions, more than the {request.max_decisions:,} fitted here; "
+                        f"choose fewer modes, or {cli}")
 
 
 def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:
