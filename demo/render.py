@@ -41,6 +41,9 @@ CSS = """<style>
 .pe-q .cite{border-radius:3px;padding:0 2px;font-weight:bold}
 .pe-q .tok{border-radius:2px}
 .pe-q .modes{display:flex;gap:1em;flex-wrap:wrap}
+.pe-q .used{background:#dff3df}
+.pe-q .posthoc{background:#fde2c8;font-weight:bold}
+.pe-q p.legend{font-size:.9em;color:#444}
 .pe-q .mode{flex:1;min-width:18em}
 </style>"""
 
@@ -68,10 +71,16 @@ def cell_html(content: str, classes: Iterable[str] = (), title: str | None = Non
     return f"<td{attrs}>{content}</td>"
 
 
-def documents_grid(detail: Any) -> str:
+def documents_grid(detail: Any, use: Iterable[Any] = ()) -> str:
     """The shown documents x modes table: position per mode, labels in base and cf, relevance,
-    citation per mode with its probability; cited cells that differ between modes get `flip`."""
-    modes = detail.modes
+    citation per mode with its probability; cited cells that differ between modes get `flip`.
+    With `use` (engine.usecases.items.DocumentUse rows), a column per mode whose answer `used`
+    read: each document's necessity and whether it is used."""
+    modes, use = detail.modes, tuple(use)
+    by_run: dict[str, dict[int, Any]] = {}
+    for u in use:
+        by_run.setdefault(u.run_id, {})[u.position] = u
+    read = [m for m in modes if m.answer is not None and m.run_id in by_run]
     shown = [d for d in detail.documents if any(d.doc_id in m.positions for m in modes)]
     head = ["#", "document", "relevant"]
     # One position column when every mode showed the documents in the same order (ranked or
@@ -81,6 +90,7 @@ def documents_grid(detail: Any) -> str:
     head += ["position"] if same_order else [f"{m.mode} position" for m in modes]
     head += [f"{m.mode} label" for m in modes if m.mode in ("base", "cf")]
     head += [f"{m.mode} cited (p)" for m in modes]
+    use_head = [f"{m.mode} used (nats)" for m in read]
     rows = []
     for doc in shown:
         answered = [m for m in modes if m.answer is not None]
@@ -107,9 +117,43 @@ def documents_grid(detail: Any) -> str:
             if flipped:
                 hover += "; the citation differs between modes"
             cells.append(cell_html(label, classes, hover))
+        cells += [use_cell(m.mode, by_run[m.run_id].get(m.positions.get(doc.doc_id, 0))) for m in read]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{escape_text(h)}</th>" for h in head) + "</tr>"
-    return f'<table class="grid">{header}{"".join(rows)}</table>'
+    header = ("<tr>" + "".join(f"<th>{escape_text(h)}</th>" for h in head)
+              + "".join(f'<th title="{escape_text(use_rule(use[0].threshold))}">{escape_text(h)}</th>' for h in use_head)
+              + "</tr>")
+    legend = use_legend(u for u in use if u.run_id in {m.run_id for m in read})
+    return f'<table class="grid">{header}{"".join(rows)}</table>{legend}'
+
+
+def use_rule(threshold: float) -> str:
+    """The rule a document's use is read by, in words (said in the header's tooltip and under the grid)."""
+    return (f"necessity = log P(answer | all documents) − log P(answer | without this one), in nats; used: "
+            f"necessity above {threshold:g} nats (the answer at least {math.exp(threshold):.2f} times less likely "
+            "without it); post-rationalised: cited but not used")
+
+
+def use_cell(mode: str, use: Any | None) -> str:
+    """One document's use in one answer: a word (used, not used, post-rationalised) and its
+    necessity; a dash where `used` stored nothing for it (an answer it skipped)."""
+    if use is None:
+        return cell_html("–", title=f"{mode}: not read by `python -m engine used`")
+    word, classes = ("used", ["used"]) if use.used else (("post-rationalised", ["posthoc"]) if use.cited
+                                                         else ("not used", []))
+    hover = (f"{mode}: {'cited' if use.cited else 'not cited'}, {word}; necessity = {use.necessity:.3f} nats, "
+             f"sufficiency of the cited documents = {use.sufficiency:.3f} nats (read by {use.model}); "
+             f"used: necessity > {use.threshold:g} nats")
+    return cell_html(f"{word} ({use.necessity:.2f})", classes, hover)
+
+
+def use_legend(use: Iterable[Any]) -> str:
+    """The line under the grid that says the rule and who read the answers; "" without use."""
+    rows = list(use)
+    if not rows:
+        return ""
+    models = ", ".join(sorted({u.model for u in rows}))
+    return (f'<p class="legend">Used (nats), from <code>python -m engine used</code> read by {escape_text(models)}: '
+            f"{escape_text(use_rule(rows[0].threshold))}.</p>")
 
 
 def answer_html(mode: Any) -> str:
@@ -191,8 +235,9 @@ def metrics_table(detail: Any) -> str:
     return f'<table class="metrics">{header}{"".join(rows)}</table>'
 
 
-def query_page(detail: Any) -> str:
-    """The whole drill-down: question, gold answers, grid, answers and heat maps, metrics."""
+def query_page(detail: Any, use: Iterable[Any] = ()) -> str:
+    """The whole drill-down: question, gold answers, grid (with the documents' use where `used`
+    read the answers), answers and heat maps, metrics."""
     golds = ", ".join(escape_text(a) for a in detail.gold_answers) or "–"
     columns = "".join(
         f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)} ({escape_text(m.status)})</small></h4>'
@@ -206,7 +251,7 @@ def query_page(detail: Any) -> str:
         f'{CSS}<div class="pe-q">'
         f"<h3>{escape_text(detail.question)}</h3>"
         f"<p>item {escape_text(detail.item_id)} · experiment {escape_text(detail.experiment_id)} · gold: {golds}</p>"
-        f"{note}{documents_grid(detail)}"
+        f"{note}{documents_grid(detail, use)}"
         f'<div class="modes">{columns}</div>'
         f"{metrics_table(detail)}</div>"
     )

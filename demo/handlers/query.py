@@ -54,7 +54,7 @@ def _detail(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame,
             return render.message("choose an experiment"), empty, None
         if not item_id:
             return render.message("choose an item"), empty, None
-        lookup = item_detail(db, experiment, item_id)
+        lookup = item_detail(db, experiment, item_id, with_use=True)
         detail = lookup.detail
         if detail is None:
             if not lookup.known_experiment:
@@ -69,7 +69,7 @@ def _detail(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame,
         ],
         columns=list(METRIC_COLUMNS),
     )
-    return render.query_page(detail), frame, detail.experiment_id
+    return render.query_page(detail, lookup.use), frame, detail.experiment_id
 
 
 def shown_reference(reference: str) -> str:

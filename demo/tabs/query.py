@@ -21,7 +21,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
     from demo.handlers import query as query_handlers
-    from demo.hints import fresh_hint, hint_html
+    from demo.hints import hint_html, show_hint_when_free
     from demo.tabs.style import TABLE
     from demo.toasts import error
     from engine.errors import UserError
@@ -83,7 +83,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return gr.Dropdown(choices=list(choices)), line, permalink
 
     def on_load(request):
-        """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab."""
+        """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab.
+        The last output is the hidden hint box (the page shows the hint only where it is free)."""
         experiments = experiments_update()
         params = query_handlers.view_from_params(dict(request.query_params) if request is not None else None)
         if params is None and stored() and len(experiments.choices) == 1:
@@ -93,15 +94,16 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             experiment = gr.Dropdown(choices=experiments.choices, value=only)
             item, position, _, page, metrics = view_outputs(view)
             # No permalink here: the address bar would take it, and a reload would then open Query.
-            return (experiment, item, position, "", page, metrics, gr.skip(), gr.skip())
+            return (experiment, item, position, "", page, metrics, gr.skip(), gr.skip(), "")
         if params is None or not stored():
-            # Nothing opened: the page says where to start (no runs yet, or choose an experiment).
-            return experiments, *([gr.skip()] * 3), hint_html(settings.db_path, "query"), *([gr.skip()] * 3)
+            # Nothing opened: the page says where to start (no runs yet, or choose an experiment),
+            # unless the visitor opened an item before this answer came (show_hint_when_free).
+            return experiments, *([gr.skip()] * 7), hint_html(settings.db_path, "query")
         experiment_ref, item_id = params
         view = query_handlers.open_view(settings.db_path, experiment_ref, item_id)
         tabs = gr.Tabs(selected=TAB_ID) if getattr(app, "tabs", None) is not None else gr.skip()
         experiment = gr.Dropdown(choices=experiments.choices, value=experiment_ref, allow_custom_value=True)
-        return (experiment, *view_outputs(view), "all", tabs)
+        return (experiment, *view_outputs(view), "all", tabs, "")
 
     with gr.Tab("Query", id=TAB_ID) as query_tab:
         # The Compare tab's drill-down (issue 17): one item of two runs side by side, shown above
@@ -128,6 +130,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                               interactive=False, buttons=["copy"], scale=3)
         # Rendered by demo.render, which escapes every piece of model and dataset text.
         query_html = gr.HTML()
+        hint = gr.Textbox(visible="hidden")  # the hint, until the page knows it may show it
         # The page's HTML shows the metrics per mode already; this table is /query_detail's second
         # output for API users (exact values, one row per mode), so it stays off the page.
         query_metrics = gr.Dataframe(**TABLE, label="metrics per mode", interactive=False, visible=False)
@@ -192,28 +195,29 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         app.open_pair_in_query = (open_pair, [app.tabs, pair_box, pair_html, query_experiment, *view, search, changed],
                                   lambda event: then_url(event))
 
-    def select_tab(current, shown):
+    def select_tab(current):
         """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank
-        page); where nothing is open, the line that says where to start."""
+        page); where nothing is chosen, the line that says where to start, into the hidden box
+        (last): the page shows it only where it holds nothing or a hint when the answer arrives,
+        which on a loaded server may be after the visitor opened an item (show_hint_when_free)."""
         experiments = experiments_update()
         if (current or "").strip() or len(experiments.choices) != 1 or not stored():
-            new = None if (current or "").strip() else fresh_hint(settings.db_path, "query", shown)
-            hint = gr.skip() if new is None else new
-            return (experiments, *([gr.skip()] * 3), hint, gr.skip())
+            new = "" if (current or "").strip() else hint_html(settings.db_path, "query")
+            return (experiments, *([gr.skip()] * 5), new)
         only = experiments.choices[0][1]
         view_ = query_handlers.open_view(settings.db_path, only, "")
-        return (gr.Dropdown(choices=experiments.choices, value=only), *view_outputs(view_))
+        return (gr.Dropdown(choices=experiments.choices, value=only), *view_outputs(view_), "")
 
-    then_url(query_tab.select(select_tab, [query_experiment, query_html], [query_experiment, *view],
-                              api_visibility="private"))
+    then_url(show_hint_when_free(query_tab.select(select_tab, [query_experiment], [query_experiment, *view, hint],
+                                                  api_visibility="private"), hint, query_html))
     tabs = getattr(app, "tabs", None)
-    load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else [])
+    load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else []) + [hint]
 
     def load(request):
         out = on_load(request)
-        return out if tabs is not None else out[:-1]
+        return out if tabs is not None else (*out[:-2], out[-1])
 
     # Gradio passes the request to a parameter annotated gr.Request; with postponed annotations
     # the string "gr.Request" cannot be resolved from this module's globals, so it is set here.
     load.__annotations__ = {"request": gr.Request}
-    then_url(app.load(load, None, load_outputs, api_visibility="private"))
+    then_url(show_hint_when_free(app.load(load, None, load_outputs, api_visibility="private"), hint, query_html))

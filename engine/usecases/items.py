@@ -45,17 +45,44 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
 
 
 @dataclass(frozen=True)
+class DocumentUse:
+    """What `python -m engine used` stored for one shown document of one answer (migration 020):
+    necessity = log P(answer | full prompt) - log P(answer | prompt without it), in nats."""
+
+    run_id: str
+    position: int  # the shown document's number (1-based)
+    model: str  # the model that read the answer
+    necessity: float
+    sufficiency: float
+    cited: bool
+    threshold: float  # nats of necessity above which it counts as used (the view citation_use's)
+
+    @property
+    def used(self) -> bool:
+        return self.necessity > self.threshold
+
+    @property
+    def post_rationalised(self) -> bool:
+        """Cited, but the answer hardly needs it: the citation was added after the fact."""
+        return self.cited and not self.used
+
+
+@dataclass(frozen=True)
 class ItemLookup:
     """One item of an experiment in every mode; which of the two is unknown when it is not found."""
 
     known_experiment: bool  # False: no experiment has this id or name
     detail: QueryDetail | None  # None: the experiment is unknown, or none of its runs holds the item
     explanations: tuple[StoredExplanation, ...] = ()  # with_explanations: of the item's answers, mode by mode
+    # with_use: per shown document of each mode's answer, what `used` stored (one model per run); empty
+    # where `used` has not read the item's answers.
+    use: tuple[DocumentUse, ...] = ()
 
 
-def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations: bool = False) -> ItemLookup:
+def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations: bool = False,
+                with_use: bool = False) -> ItemLookup:
     """The item `item_id` of the experiment (id or name) across its modes, with the stored
-    explanations of its answers when asked."""
+    explanations of its answers and their documents' use when asked."""
     from store import queries
 
     detail = queries.query_detail(db, experiment, item_id)
@@ -63,7 +90,27 @@ def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations:
         return ItemLookup(queries.resolve_experiment(db, experiment) is not None, None)
     explanations = (queries.item_explanations(db, [m.run_id for m in detail.modes], detail.item_id)
                     if with_explanations else ())
-    return ItemLookup(True, detail, explanations)
+    use = _item_use(db, detail) if with_use else ()
+    return ItemLookup(True, detail, explanations, use)
+
+
+def _item_use(db: DbLike, detail: QueryDetail) -> tuple[DocumentUse, ...]:
+    """The stored use of the item's shown documents, per run read by one model: the model that
+    answered where it read the run (the usual `used`), else the first by name, so that a
+    document never shows two necessities side by side without saying whose."""
+    from engine.usecases.used import DEFAULT_THRESHOLD
+    from store.queries.document_use import item_document_use
+
+    rows = item_document_use(db, [m.run_id for m in detail.modes], detail.item_id)
+    answered_by = {m.run_id: m.model for m in detail.modes}
+    models: dict[str, set[str]] = {}
+    for run_id, _, model, *_ in rows:
+        models.setdefault(run_id, set()).add(model)
+    chosen = {run_id: answered_by[run_id] if answered_by.get(run_id) in found else min(found)
+              for run_id, found in models.items()}
+    return tuple(DocumentUse(run_id, int(position), model, float(necessity), float(sufficiency), bool(cited),
+                             DEFAULT_THRESHOLD)
+                 for run_id, position, model, necessity, sufficiency, cited in rows if chosen[run_id] == model)
 
 
 def explainable_runs(db: DbLike, experiment: str) -> tuple[ExplainRun, ...] | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.db import DbLike
-from store.queries._read import MODE_ORDER, RESOLVE_EXPERIMENT, fetch, reading
+from store.queries._read import MODE_ORDER, RESOLVE_EXPERIMENT, fetch, marks, reading
 
 
 @dataclass(frozen=True)
@@ -104,4 +104,19 @@ def stored_document_use(db: DbLike, run_ids: list[str], model: str) -> tuple[tup
         "FROM document_use WHERE run_id IN (SELECT unnest($runs)) AND model = $model "
         "ORDER BY run_id, item_id, position",
         {"runs": run_ids, "model": model},
+    )
+
+
+def item_document_use(db: DbLike, run_ids: list[str], item_id: str) -> tuple[tuple, ...]:
+    """One item's stored rows in the runs, every model that read them: (run_id, position, model,
+    necessity, sufficiency, cited), ordered. Keyed by the table's primary key (run, item) first,
+    so the Query tab's read does not grow with the store."""
+    if not run_ids:
+        return ()
+    # Placeholders, not IN (SELECT unnest(...)): a constant list DuckDB pushes into the scan.
+    return fetch(
+        db,
+        "SELECT run_id, position, model, necessity, sufficiency, cited FROM document_use "
+        f"WHERE run_id IN ({marks(run_ids)}) AND item_id = ? ORDER BY run_id, model, position",
+        [*run_ids, item_id],
     )

@@ -1,9 +1,11 @@
 """The Query tab's navigation in a real browser: a permalink opens its view in the Query tab,
 previous / next, the filter and the search move through the item list, the address bar follows,
-and a hostile permalink shows as text.
+and a hostile permalink shows as text; where `used` read the answers, each document's necessity
+and use beside its citations (issue 33 §1), screenshotted at 1440x900.
 
 The store is tests/test_query_detail.py's: experiment exp-q ("hamlet-study") over hamlet, paris,
-madrid and mona, in that order; hamlet and paris change citations between base and cf.
+madrid and mona, in that order; hamlet and paris change citations between base and cf; with
+tests/test_query_use.py's document_use rows for hamlet's base and cf answers.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.browser.test_app_browser import ARTIFACTS
 from tests.test_query_detail import db  # noqa: F401  (the module's store, built before launch)
+from tests.test_query_use import used_db  # noqa: F401  (the same, with document_use rows)
 
 WAIT_MS = 30_000
 Q_TITLE = ".pe-q h3"
 
 
 @pytest.fixture(scope="module")
-def app(launch_app, db):  # noqa: F811
-    return launch_app(db)
+def app(launch_app, used_db):  # noqa: F811
+    return launch_app(used_db)
 
 
 def query_panel(page):
@@ -119,3 +123,23 @@ def test_a_hostile_permalink_shows_as_text(page, app):
     time.sleep(0.3)
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert box_value(query_panel(page), "permalink") == ""
+
+
+def test_each_documents_use_shows_beside_its_citations(page, app):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{app.url}?experiment=exp-q&item=hamlet")
+    wait_for_title(page, "Who wrote")
+    grid = page.locator(".pe-q table.grid")
+    header = grid.locator("th", has_text="base used (nats)")
+    assert "above 0.5 nats" in header.get_attribute("title")
+    assert grid.locator("th", has_text="vanilla used").count() == 0
+    # d3, cited by base but hardly needed: a word, not only a colour.
+    posthoc = grid.locator("td.posthoc", has_text="post-rationalised (0.10)")
+    assert posthoc.is_visible()
+    assert "necessity = 0.100 nats" in posthoc.get_attribute("title")
+    assert grid.locator("td.used", has_text="used (2.00)").is_visible()
+    legend = page.locator(".pe-q p.legend")
+    assert "post-rationalised: cited but not used" in legend.inner_text()
+    grid.scroll_into_view_if_needed()
+    (ARTIFACTS / "query-use").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "query-use" / "hamlet-1440x900.png"))
