@@ -88,7 +88,11 @@ def test_enter_in_the_model_box_keeps_the_typed_name_and_start_refuses_it(page, 
     toast.wait_for(timeout=WAIT_MS)
     assert "did you mean smoke?" in toast.inner_text()
     _shot(page, "smok-refused")
-    assert page.locator("#pe-job-banner").inner_text().strip() == ""  # nothing queued
+    # Nothing queued. A loaded server may still show Gradio's timer ("0.1s") on the banner while
+    # a pending tick answers (seen at load 12): wait for it to go, then the banner must be empty.
+    page.wait_for_function("() => !/^\\s*[\\d.]+s\\s*$/.test(document.getElementById('pe-job-banner').innerText)",
+                           timeout=WAIT_MS)
+    assert page.locator("#pe-job-banner").inner_text().strip() == ""
     # A choice picked with the arrow keys is still taken by Enter.
     box.click()
     box.fill("")
@@ -130,3 +134,31 @@ def test_a_late_hint_replaces_only_nothing_or_a_hint(page, empty_app):
                         ('<div class="pe-refusal">Not compared</div>', True), ("**bias** table", True)):
         assert page.evaluate(guard, [hint, shown]) == (shown if kept else hint), shown
     assert page.evaluate(guard, ["", ""]) == ""  # no hint yet: nothing written
+
+
+def test_a_late_bias_hint_replaces_only_nothing_or_a_hint_in_its_markdown(page, empty_app):
+    """The Bias tab's summary is Markdown: its hint is the plain text (no marked paragraph), and
+    the guard knows it by the text itself; a refusal or a shown summary stays (demo.tabs.bias)."""
+    from demo.hints import hint_guard_js, hint_text
+
+    open_app(page, empty_app)
+    hint = hint_text(empty_app.db, "bias")
+    assert hint == NO_RUNS
+    guard = f"([hint, shown]) => ({hint_guard_js()})(hint, shown)"
+    for shown, kept in (("", False), (None, False), (NO_RUNS, False), (PICK["bias"], False),
+                        (f"\n{PICK['bias']}  ", False),
+                        ("**Not shown:** 'nope' is not a stored experiment", True),
+                        ("**gender pilot** (e1): 12 items, modes vanilla, base, cf", True),
+                        (f"{PICK['bias']} **and more**", True)):
+        assert page.evaluate(guard, [hint, shown]) == (shown if kept else hint), shown
+    # In the tab itself: the hint arrives through the guard, and a refusal shown then stays when
+    # the tab is opened again (its select event answers with no hint over a refusal).
+    panel = open_tab(page, "Bias")
+    panel.get_by_text(NO_RUNS, exact=True).wait_for(timeout=WAIT_MS)
+    panel.get_by_label("experiment (id or name)").fill("nope")
+    panel.get_by_role("button", name="Show bias", exact=True).click()
+    panel.get_by_text("Not shown:").wait_for(timeout=WAIT_MS)
+    open_tab(page, "Explain").get_by_text(NO_RUNS, exact=True).wait_for(timeout=WAIT_MS)
+    open_tab(page, "Bias")
+    page.wait_for_timeout(1000)
+    assert panel.get_by_text("Not shown:").is_visible() and panel.get_by_text(NO_RUNS, exact=True).count() == 0
