@@ -42,17 +42,6 @@ def is_hint(shown: str | None) -> bool:
     return not text or text in (NO_RUNS, *PICK.values()) or text.startswith(f'<p class="{_CLASS}">')
 
 
-def fresh_hint(db_path: str | os.PathLike[str], tab: str, shown: str | None, *, as_html: bool = True) -> str | None:
-    """The hint for a tab opened again, or None where the output must be left as it is: it shows
-    results, or already this very hint. Why the second: the tab's select event reads the output
-    when the tab is clicked and may answer after a Show clicked just then (a loaded server), so an
-    unchanged hint written back would replace the results just shown (issue 28's browser tests)."""
-    if not is_hint(shown):
-        return None
-    new = hint_html(db_path, tab) if as_html else hint_text(db_path, tab)
-    return None if (shown or "").strip() == new.strip() else new
-
-
 def _no_runs(db_path: str | os.PathLike[str]) -> bool:
     from pathlib import Path
 

@@ -267,19 +267,3 @@ def test_a_tabs_hint_reaches_its_output_only_through_the_browser_guard(empty_app
     assert len(written) == len(handler.outputs) and NO_RUNS in written[-1]
     page = handler.outputs.index(shown)
     assert isinstance(written[page], type(gr.skip())), written[page]  # the output itself is left alone
-
-
-def test_a_tab_opened_again_never_writes_back_the_hint_it_already_shows(tmp_path):
-    """The select event reads the output when the tab is clicked and may answer after a Show
-    clicked just then: writing the unchanged hint back replaced the results just shown (seen in
-    CI's browser tests on a loaded machine). Only a hint that changed, over a hint, is written."""
-    from demo.hints import NO_RUNS, PICK, fresh_hint, hint_html
-
-    empty = tmp_path / "none.duckdb"  # no store: no runs
-    assert fresh_hint(empty, "query", "") == hint_html(empty, "query")
-    assert NO_RUNS in fresh_hint(empty, "query", "")
-    assert fresh_hint(empty, "query", hint_html(empty, "query")) is None  # unchanged: left alone
-    assert fresh_hint(empty, "query", '<div class="pe-q"><h3>q?</h3></div>') is None  # results: left alone
-    stale = f'<p class="pe-hint">{PICK["query"]}</p>'
-    assert fresh_hint(empty, "query", stale) == hint_html(empty, "query")  # changed: written
-    assert fresh_hint(empty, "bias", NO_RUNS, as_html=False) is None

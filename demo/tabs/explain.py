@@ -22,7 +22,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.handlers import explain as explain_handlers
     from demo.handlers import query as query_handlers
-    from demo.hints import fresh_hint
+    from demo.hints import hint_html, show_hint_when_free
     from demo.jobs import QueueFull
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
@@ -122,6 +122,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         timer = gr.Timer(1.0, active=False)
         # Rendered by demo.explain_render, which escapes every piece of model and dataset text.
         page = gr.HTML()
+        hint = gr.Textbox(visible="hidden")  # the hint, until the page knows it may show it
         # /explain's second output for API users: one row per explanation, exact values.
         table = gr.Dataframe(**TABLE, label="explanations", interactive=False, visible=False)
         gr.Markdown("#### A whole run")
@@ -165,25 +166,27 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return {"choices": choices, "open": (only, ids[: query_handlers.ITEM_CHOICES_MAX], first, runs_, first_run,
                                              views)}
 
-    def apply(current, prepared, shown):
+    def apply(current, prepared):
         """The prepared views, only if the visitor has still chosen nothing: read when this step
-        starts, so that a slow preparation never replaces the visitor's own choice."""
+        starts, so that a slow preparation never replaces the visitor's own choice. With nothing
+        chosen, the hint goes to the hidden box, never to the page: the page shows it only if it
+        still holds nothing or a hint when it arrives (a Show clicked meanwhile keeps its result)."""
         prepared = prepared or {"choices": [], "open": None}
         if prepared["open"] is None or (current or "").strip():
-            # Nothing chosen and nothing shown: the page says where to start.
-            new = None if (current or "").strip() else fresh_hint(settings.db_path, "explain", shown)
-            page_ = gr.skip() if new is None else new
-            return (gr.Dropdown(choices=prepared["choices"]), gr.skip(), page_, *([gr.skip()] * 4))
+            hint_ = "" if (current or "").strip() else hint_html(settings.db_path, "explain")
+            return (gr.Dropdown(choices=prepared["choices"]), *([gr.skip()] * 6), hint_)
         only, ids, first, runs_, first_run, (page_, table_, run_page_, run_table_) = prepared["open"]
+        # No hint: a stale one left in the box must not replace an opened page that reads empty.
         return (gr.Dropdown(choices=prepared["choices"], value=only),
                 gr.Dropdown(choices=ids, value=first or None, allow_custom_value=True), page_, table_,
-                gr.Dropdown(choices=runs_, value=first_run or None), run_page_, run_table_)
+                gr.Dropdown(choices=runs_, value=first_run or None), run_page_, run_table_, "")
 
     # At page load too, so that the only experiment is open before the tab is.
     for trigger in (app.load, explain_tab.select):
-        trigger(prepare, experiment, prepared, api_visibility="private").then(
-            apply, [experiment, prepared, page], [experiment, item, page, table, run, run_page, run_table],
+        applied = trigger(prepare, experiment, prepared, api_visibility="private").then(
+            apply, [experiment, prepared], [experiment, item, page, table, run, run_page, run_table, hint],
             api_visibility="private")
+        show_hint_when_free(applied, hint, page)
     generate_button.click(generate, [experiment, item, scope, run], [job_id, job_status, timer],
                           api_visibility="private")
     timer.tick(follow, [job_id, experiment, item, run], [job_status, page, table, run_page, run_table, timer],
