@@ -8,8 +8,9 @@ them:
 - bias:   demo.handlers.bias.bias_page for one experiment, what /bias_table does: CAS and CAB
           (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data; a visitor's first
           request (the report and Table 2 read from what the store keeps, store.derived), the
-          same repeated, and "computed": with nothing kept (once after every change to the
-          experiment's runs);
+          same repeated, "after run": the first request after the experiment's last run ended
+          (its values kept by the writer, engine.usecases.bias_kept), "writer keeps": that
+          keeping, and "computed": with nothing kept (other resamples, or a writer that could not keep);
 - report: with --report, `python -m engine report`'s tables for one experiment and for the
           whole store (engine.usecases.tables.report_tables);
 - memory: with --memory, each handler's peak resident memory in a fresh child process.
@@ -207,9 +208,13 @@ REPORTS = ("report --experiment", "report (all)")
 # with those caches emptied before each call (a visitor's first look), "  cached" with them warm.
 # "  bias_inputs" is not a handler but the CAS/CAB report's store reads (store.queries.bias_inputs),
 # so the table tells reading the experiment from the bootstrap that follows.
-# "  computed" is bias_page with the values kept in the store (store.derived) removed too: what
-# the very first visitor of an experiment waits for, once after each change to its runs.
-PARTS = ("  cached", "  computed", "  bias_inputs")
+# "  after run" is the first request after the experiment's last run ended: the values kept in
+# the store removed, then kept again as the writer keeps them when a run ends (untimed:
+# engine.usecases.bias_kept, issue 31); "  writer keeps" times that keeping itself, the work it
+# adds to the end of a run. "  computed" is bias_page with nothing kept in the store (store.derived):
+# what a request for other resamples waits for, or one after a writer that could not keep them.
+PARTS = ("  cached", "  after run", "  writer keeps", "  computed", "  bias_inputs")
+BIAS_PAGES = ("bias_page", "  cached", "  after run", "  computed")
 
 
 def call(handler: str, store: BenchStore):
@@ -222,10 +227,14 @@ def call(handler: str, store: BenchStore):
         from demo.handlers.runs import runs_page
 
         return runs_page(store.path, 1)
-    if handler in ("bias_page", "  cached", "  computed"):
+    if handler in BIAS_PAGES:
         from demo.handlers.bias import bias_page
 
         return bias_page(store.path, store.experiment_id)
+    if handler == "  writer keeps":
+        from engine.usecases.bias_kept import keep_experiments
+
+        return keep_experiments(store.path, [store.experiment_id])
     if handler in REPORTS:
         from engine.usecases.tables import ReportRequest, report_tables
 
@@ -237,12 +246,16 @@ def call(handler: str, store: BenchStore):
 
 def prepare(handler: str, store: BenchStore) -> None:
     """What precedes a timed call, untimed: bias_page's first look empties the caches."""
-    if handler in ("bias_page", "  computed"):
+    if handler in ("bias_page", "  after run", "  computed"):
         from demo.handlers.bias import clear_cache
 
         clear_cache()
-    if handler == "  computed":
+    if handler in ("  after run", "  writer keeps", "  computed"):
         forget_kept(store.path)
+    if handler == "  after run":
+        from engine.usecases.bias_kept import keep_experiments
+
+        keep_experiments(store.path, [store.experiment_id])
 
 
 def forget_kept(path: Path) -> None:
@@ -265,7 +278,10 @@ def check(handler: str, store: BenchStore, result) -> None:
     elif handler in REPORTS:
         if not result.table1 or not result.table2:
             raise SystemExit(f"{handler} returned no tables on {store.path.name}")
-    elif handler in ("bias_page", "  cached", "  computed"):
+    elif handler == "  writer keeps":
+        if result is not True:
+            raise SystemExit(f"the writer kept nothing on {store.path.name}")
+    elif handler in BIAS_PAGES:
         from demo.handlers.bias import RESULT_COLUMNS
 
         # Each row is the experiment's cells, then RESULT_COLUMNS.

@@ -1,14 +1,20 @@
 """Time the paired tests of `compare` (issue 31): every default metric of two synthetic runs of
-N items, the code before issue 31 (--old-rev, loaded from git into a temporary module) against
-the working tree, in CPU seconds, with both p values checked equal.
+N items, the engine at --old-rev (default HEAD: the code before the working tree's change,
+exported from git) against the working tree, each side in its own process one after the other:
+CPU seconds, wall seconds, peak RSS, and every p value, interval and detectable difference
+checked equal to the bit.
 
-    python scripts/bench_compare.py --sizes 10000 100000 --new-only 1000000
+    python scripts/bench_compare.py --sizes 100000 1000000
+    python scripts/bench_compare.py --sizes --new-only 1000000   # the working tree alone
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
+import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def synthetic(n: int, seed: int) -> dict[str, np.ndarray]:
@@ -30,48 +35,62 @@ def synthetic(n: int, seed: int) -> dict[str, np.ndarray]:
             "cites_nothing": (rng.random(n) < 0.1).astype(float), "mean_probability": rng.random(n)}
 
 
-# The last commit before issue 31's shared sign flips (HEAD has them since they were committed).
-BEFORE_ISSUE_31 = "9f0f8025c152ffd594e193e3a73c519621010e19"
+def worker(root: str, n: int) -> None:
+    """One side: compare_metrics of the engine under `root`, its figures as one JSON line."""
+    sys.path.insert(0, root)
+    from engine.statistics import compare_stats
+
+    a, b = synthetic(n, 1), synthetic(n, 2)
+    rss_data = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu, wall = time.process_time(), time.perf_counter()
+    got = compare_stats.compare_metrics(a, b)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    values = [[r.metric, repr(r.p), repr(r.ci_low), repr(r.ci_high), repr(r.min_detectable), repr(r.p_t)] for r in got]
+    print(json.dumps({"cpu": cpu, "wall": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "data_mb": rss_data / 1024, "values": values}))
 
 
-def old_module(rev: str):
-    text = subprocess.run(["git", "show", f"{rev}:engine/statistics/compare_stats.py"], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout
-    path = Path(tempfile.mkdtemp()) / "compare_stats_head.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location("compare_stats_head", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def export(rev: str) -> str:
+    """The engine package at `rev`, in a temporary folder (imported from there by the old side)."""
+    folder = tempfile.mkdtemp(prefix="bench_compare_")
+    archive = subprocess.run(["git", "archive", rev, "engine"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+    return folder
 
 
-def timed(fn):
-    start = time.process_time()
-    out = fn()
-    return out, time.process_time() - start
+def side(root: str, n: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", root, str(n)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--new-only", type=int, nargs="*", default=[])
-    parser.add_argument("--old-rev", default=BEFORE_ISSUE_31, help="the commit whose compare_stats is 'old'")
+    parser.add_argument("--old-rev", default="HEAD", help="the commit whose engine is 'old' (default HEAD)")
+    parser.add_argument("--worker", nargs=2, metavar=("ROOT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from engine.statistics import compare_stats as new
-
-    old = old_module(args.old_rev) if args.sizes else None
-    print("items  old_cpu_s  new_cpu_s  ratio  p_equal")
+    if args.worker:
+        worker(args.worker[0], int(args.worker[1]))
+        return
+    old_root = export(args.old_rev) if args.sizes else ""
+    print(f"old = {args.old_rev}, new = working tree; CPU and wall seconds, peak RSS MB (the synthetic runs "
+          "alone in brackets), load average at the start of each side")
+    print("    items  side  cpu_s  wall_s  peak_mb (data)  load1  same_values")
     for n in [*args.sizes, *args.new_only]:
-        a, b = synthetic(n, 1), synthetic(n, 2)
-        got, t_new = timed(lambda a=a, b=b: new.compare_metrics(a, b))
-        if n in args.new_only:
-            print(f"{n:>9,}  {'-':>9}  {t_new:9.1f}      -  -", flush=True)
-            continue
-        assert old is not None
-        want, t_old = timed(lambda a=a, b=b: old.compare_metrics(a, b))
-        same = [g.p for g in got] == [w.p for w in want]
-        print(f"{n:>9,}  {t_old:9.1f}  {t_new:9.1f}  {t_old / t_new:5.1f}  {same}", flush=True)
+        rows = [("old", old_root)] if n in args.sizes else []
+        results = {}
+        for name, root in [*rows, ("new", str(ROOT))]:
+            load = os.getloadavg()[0]
+            results[name] = r = side(root, n)
+            same = "" if name == "old" or "old" not in results else str(r["values"] == results["old"]["values"])
+            print(f"{n:>9,}  {name:>4}  {r['cpu']:5.1f}  {r['wall']:6.1f}  {r['peak_mb']:7.0f} ({r['data_mb']:4.0f})"
+                  f"  {load:5.2f}  {same}", flush=True)
+        if "old" in results:
+            print(f"{'':>9}  ratio old/new: cpu {results['old']['cpu'] / results['new']['cpu']:.1f}x, "
+                  f"peak {results['old']['peak_mb'] / results['new']['peak_mb']:.1f}x", flush=True)
+    if old_root:
+        shutil.rmtree(old_root)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-"""Where compare_metrics' CPU goes at N items (issue 31): each part timed alone, CPU seconds.
+"""Where compare_metrics' CPU goes at N items (issue 31): each part timed alone, then the whole, CPU
+seconds, and the peak RSS.
 
     /usr/bin/time -v python scripts/profile_compare.py 1000000
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -34,9 +37,13 @@ def main() -> None:
     timed(f"sign flips, {len(pairs)} continuous metrics", lambda: cs.paired_permutations(pairs))
     d = pairs[0][1] - pairs[0][0]
     timed("one bootstrap_mean_ci (2,000 resamples)", lambda: bootstrap_mean_ci(d))
+    timed(f"bootstrap, {len(pairs)} continuous metrics (one draw)", lambda: cs.bootstrap_diff_cis(pairs))
     timed("paired t-tests, every continuous metric", lambda: [cs.paired_t(x, y) for x, y in pairs])
     em = cs.METRICS["exact_match"]
     timed("one 0/1 metric (compare_metric exact_match)", lambda: cs.compare_metric(em, a[em.name], b[em.name]))
+    timed("the whole compare_metrics", lambda: cs.compare_metrics(a, b))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{'peak RSS, MB':48s} {peak:7.0f}   load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -60,8 +60,12 @@ class RunConflict(UserError):
 class RunStore:
     """Implements engine.sink.Sink over a DuckDB file; safe to use from several processes."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 on_finished: Callable[[str], None] | None = None):
+        """`on_finished(run_id)`: called after a run's final status is committed (finish_run),
+        outside its transaction; the use cases keep the Bias page's values with it (issue 31)."""
         self.database = Database(Path(path), timeout_s)
+        self.on_finished = on_finished
 
     @property
     def path(self) -> Path:
@@ -234,6 +238,8 @@ class RunStore:
                 # as the status so the two cannot disagree: a few ms for a small run, ~0.2 s for
                 # 10,000 answers.
                 store_scores(conn, run_id)
+        if self.on_finished is not None:
+            self.on_finished(run_id)
 
 
     def update_run_config(self, run_id: str, key: str, update: Callable[[Any], Any]) -> None:

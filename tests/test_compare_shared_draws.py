@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine.statistics import compare_stats as cs
-from engine.statistics.paired_exact import ALPHA, _critical, mcnemar_min_detectable, mcnemar_power
+from engine.statistics.paired_exact import ALPHA, _critical, _discordant_weights, mcnemar_min_detectable, mcnemar_power
 from engine.statistics.stats import bootstrap_mean_ci, bootstrap_mean_cis
 
 
@@ -47,3 +47,44 @@ def test_compare_metrics_gives_every_metric_its_own_interval():
     got = cs.compare_metrics(a, b)
     alone = cs.with_holm(cs.compare_metric(cs.METRICS[r.metric], a[r.metric], b[r.metric]) for r in got)
     assert [(r.metric, r.ci_low, r.ci_high, r.p) for r in got] == [(r.metric, r.ci_low, r.ci_high, r.p) for r in alone]
+
+
+def test_power_sums_the_same_terms_where_most_weights_are_zero():
+    """At 50k pairs the discordant count's weight underflows to 0 on ~90% of 0..n: the rejection
+    probability is computed only where it is not (issue 31), and the power is the full sum's."""
+    from scipy.stats import binom
+
+    n, p_d, difference = 50_000, 0.3, 0.01
+    m = np.arange(n + 1)
+    c = _critical(m, ALPHA)
+    pi = 0.5 + difference / (2 * p_d)
+    reject = np.where(c >= 0, binom.cdf(c, m, pi) + binom.sf(m - c - 1, m, pi), 0.0)
+    assert np.count_nonzero(_discordant_weights(n, p_d)) < n / 5
+    assert mcnemar_power(n, p_d, difference) == float(np.sum(binom.pmf(m, n, p_d) * reject))
+
+
+def test_detectable_difference_at_300k_pairs_takes_seconds_not_tens():
+    """Before issue 31's second pass: ~9 s of CPU at 300k pairs (30 s at 1M), the rejection
+    probability of every possible number of discordant pairs, ~20 times; now ~0.6 s."""
+    import time
+
+    start = time.process_time()
+    mcnemar_min_detectable(300_000, 120_000)
+    assert time.process_time() - start < 4.0
+
+
+def test_bootstrap_memory_is_bounded_by_cells_not_resamples():
+    """500 resamples x 100k items at once were ~1 GB (14 GB at 1M: issue 31); now a block holds at
+    most BOOTSTRAP_CELLS counts. The resamples are the same whatever the block; BLAS sums a row of
+    the product in an order that depends on the block's shape, so a mean may move in its last bit."""
+    import tracemalloc
+
+    rng = np.random.default_rng(4)
+    cols = [rng.random(100_000), np.round(rng.random(100_000) * 3)]
+    tracemalloc.start()
+    got = bootstrap_mean_cis(cols, n_resamples=400, seed=1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 200e6, peak
+    one_a_block = bootstrap_mean_cis(cols, n_resamples=400, seed=1, cells=1)
+    assert np.allclose(got, one_a_block, rtol=1e-12, atol=0)

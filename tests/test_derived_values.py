@@ -335,3 +335,117 @@ def test_the_report_counts_the_runs_answers_once(db, monkeypatch):
     monkeypatch.setattr(store.queries.bias_tables, "counts", counted, raising=False)
     tables = report_tables(ReportRequest(db=db))
     assert tables.table1 and tables.table2 and calls == [11]
+
+
+# ---------------------------------------------------------------- kept by the writer when an experiment's runs end (issue 31)
+
+
+def _kept_rows(db: Path, experiment: str) -> list[tuple]:
+    with connect(db, read_only=True) as conn:
+        return conn.execute("SELECT kind, key, signature, value_json FROM derived_values WHERE experiment_id = ? "
+                            "ORDER BY ALL", [experiment]).fetchall()
+
+
+def _end_run(db: Path, run_id: str, experiment: str, mode: str, status: str | None = "complete") -> RunStore:
+    """A run written and ended as `run` and `import` end theirs: through the use cases' RunStore hook."""
+    from engine.usecases.bias_kept import after_run
+
+    store = RunStore(db, timeout_s=10, on_finished=after_run(db))
+    model, meta, _ = EXPERIMENTS[experiment]
+    store.start_run(_spec(run_id, experiment, model, meta, mode))
+    store.write_batch(run_id, [_generation(item, 0.3, random.Random(3)) for item in ITEMS])
+    if status:
+        store.finish_run(run_id, status)
+    return store
+
+
+def _counting(monkeypatch) -> list[str]:
+    """Every bootstrap report and Table 2 computation a request makes (none when it reads kept values)."""
+    import store.queries.bias_tables as bias_tables
+
+    computed: list[str] = []
+    real_report, real_rows = usecase._bias_report, bias_tables._bias_rows
+
+    def report(*args, **kwargs):
+        computed.append("report")
+        return real_report(*args, **kwargs)
+
+    def rows(conn, ids):
+        if ids:
+            computed.append("rows")
+        return real_rows(conn, ids)
+
+    monkeypatch.setattr(usecase, "_bias_report", report)
+    monkeypatch.setattr(bias_tables, "_bias_rows", rows)
+    return computed
+
+
+def test_the_writer_keeps_exactly_what_the_first_visitor_would_compute(db, monkeypatch):
+    """The report (default resamples and seed: the bootstrap is seeded) and Table 2 rows kept when
+    the experiment's last run ends are, byte for byte and with the same signature, what a visitor's
+    request computes and keeps from nothing; the first visitor reads them without computing."""
+    _end_run(db, "exp-hai-cf", "exp-hai", "cf")
+    by_writer = _kept_rows(db, "exp-hai")
+    from engine.usecases.bias import BIAS_REPORT
+
+    assert sorted(kind for kind, *_ in by_writer) == [BIAS_REPORT, "bias_rows/2"]
+    computed = _counting(monkeypatch)
+    handler.clear_cache()
+    read = handler.bias_page(db, "exp-hai")
+    assert computed == [] and read.results
+    monkeypatch.undo()
+    with connect(db) as conn:
+        conn.execute("DELETE FROM derived_values")
+    handler.clear_cache()
+    fresh = handler.bias_page(db, "exp-hai")  # computed now and kept by the request, as before issue 31
+    assert _kept_rows(db, "exp-hai") == by_writer
+    assert (fresh.results, fresh.table1, fresh.table2, fresh.confidence) == (read.results, read.table1, read.table2,
+                                                                            read.confidence)
+
+
+def test_a_request_for_other_resamples_computes_on_demand(db, monkeypatch):
+    _end_run(db, "exp-hai-cf", "exp-hai", "cf")
+    computed = _counting(monkeypatch)
+    handler.clear_cache()
+    handler.bias_page(db, "exp-hai", resamples=100)
+    assert computed == ["report"]  # Table 2 does not depend on resamples: read back
+
+
+def test_values_are_kept_when_the_experiments_last_run_ends_and_not_before(db):
+    """A run that ends while another of its experiment is being written keeps nothing (the other's
+    end will, over every run), a merge keeps the values of the experiments it adds runs to."""
+    running = _end_run(db, "exp-base-vanilla", "exp-base", "vanilla", status=None)
+    _end_run(db, "exp-base-cf", "exp-base", "cf")
+    assert _kept_rows(db, "exp-base") == []
+    running.finish_run("exp-base-vanilla", "complete")
+    assert len(_kept_rows(db, "exp-base")) == 2
+
+
+def test_a_merge_through_the_use_case_keeps_the_values(db, tmp_path):
+    from engine.usecases.merge import merge
+
+    source = tmp_path / "source.duckdb"
+    shutil.copy(db, source)
+    _add_run(source, "exp-hai-cf", "exp-hai", "cf")
+    merge(db, source)
+    merged = _kept_rows(db, "exp-hai")
+    assert len(merged) == 2
+    with connect(db) as conn:
+        conn.execute("DELETE FROM derived_values")
+    handler.clear_cache()
+    handler.bias_page(db, "exp-hai")
+    assert _kept_rows(db, "exp-hai") == merged
+
+
+def test_a_failure_to_keep_never_fails_the_run(db, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(usecase, "_kept_or_computed", broken)
+    _end_run(db, "exp-hai-cf", "exp-hai", "cf")  # raises nothing
+    with connect(db, read_only=True) as conn:
+        assert conn.execute("SELECT status FROM runs WHERE run_id = 'exp-hai-cf'").fetchone() == ("complete",)
+    assert _kept_rows(db, "exp-hai") == [] and "disk on fire" in caplog.text
+    monkeypatch.undo()
+    handler.clear_cache()
+    assert handler.bias_page(db, "exp-hai").results  # computed on demand, as before

@@ -52,3 +52,17 @@ def test_memory_stays_bounded() -> None:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 40e6, peak
+
+
+def test_many_small_blocks_give_scipys_p_values() -> None:
+    """Blocks of 7 patterns and a partial last one (cells forced small), n odd (a block starts
+    mid-draw): each p is scipy's permutation_test's, equal, not close (issue 31: blocks bound the
+    memory at 1M items)."""
+    from engine.statistics.compare_stats import _PERMUTATION_CELLS
+
+    n = 1_501
+    cols = _columns(n, np.random.default_rng(9))
+    zeros = np.zeros(n)
+    want = [paired_permutation(zeros, c, n_resamples=2_999, seed=2).p for c in cols]
+    got = sign_flip_pvalues(cols, n_resamples=2_999, seed=2, batch=max(1, _PERMUTATION_CELLS // n), cells=n * 7 + 5)
+    assert got == want

@@ -167,8 +167,10 @@ def _interaction_pairs(interactions: Iterable[str]) -> list[tuple[str, str]]:
 
 def label_levels(frame: pd.DataFrame) -> list[str]:
     """The label levels in the frame: the labels in alphabetical order, then NO_LABEL if any row has none."""
+    import pandas as pd
+
     labels = frame["label"]
-    named = sorted({str(v) for v in labels[labels.notna()]})
+    named = sorted({str(v) for v in pd.unique(labels.dropna())})
     return named + ([NO_LABEL] if labels.isna().any() else [])
 
 
@@ -182,30 +184,37 @@ def default_label_reference(levels: list[str]) -> str:
     return levels[0]
 
 
-def _design(frame: pd.DataFrame, position: str, pairs: list[tuple[str, str]],
-            label_reference: str | None) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]], str | None]:
-    """The covariate columns, each column's factors, and the label reference used."""
+def _design(frame: pd.DataFrame, position: str, pairs: list[tuple[str, str]], label_reference: str | None,
+            keep: np.ndarray | None = None) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]], str | None]:
+    """The covariate columns (of the rows `keep` marks; None: all), each column's factors, and the
+    label reference used. The levels and their checks are the whole frame's."""
     import pandas as pd
 
     blocks: dict[str, pd.DataFrame] = {}
-    blocks["relevant"] = pd.DataFrame({"relevant": frame["relevant"].astype(bool).astype(float)})
+    # Columns of float32 (exact for 0/1 and positions): half the memory of a million answers' design.
     if position == "group":
-        group = frame["position_group"].astype(str)
-        unknown = sorted(set(group) - {"first", "middle", "last"})
+        group = frame["position_group"]
+        unknown = sorted({str(v) for v in pd.unique(group)} - {"first", "middle", "last"})
         if unknown:
             raise UserError(f"position_group must be first, middle or last, not {', '.join(unknown)}")
-        blocks["position"] = pd.DataFrame({f"position[{g}]": (group == g).astype(float) for g in ("middle", "last")})
-    else:
-        blocks["position"] = pd.DataFrame({"position": frame["position"].astype(float)})
     levels = label_levels(frame)
     reference = label_reference if label_reference is not None else default_label_reference(levels)
     if reference not in levels:
         raise UserError(f"label reference {reference!r} is not a label in the data: choose from "
                         f"{', '.join(repr(v) for v in levels)}")
-    labels = frame["label"].where(frame["label"].notna(), NO_LABEL).astype(str)
-    blocks["label"] = pd.DataFrame({f"label[{v}]": (labels == v).astype(float) for v in levels if v != reference},
-                                   index=frame.index)
-    blocks["repeated"] = pd.DataFrame({"repeated": frame["repeated"].astype(bool).astype(float)})
+    if keep is not None:
+        frame = frame.loc[keep]
+    blocks["relevant"] = pd.DataFrame({"relevant": frame["relevant"].astype(bool).astype(np.float32)})
+    if position == "group":
+        group = frame["position_group"]
+        blocks["position"] = pd.DataFrame({f"position[{g}]": (group == g).astype(np.float32)
+                                           for g in ("middle", "last")})
+    else:
+        blocks["position"] = pd.DataFrame({"position": frame["position"].astype(np.float32)})
+    labels = frame["label"]
+    blocks["label"] = pd.DataFrame({f"label[{v}]": (labels.isna() if v == NO_LABEL else labels == v).astype(np.float32)
+                                    for v in levels if v != reference}, index=frame.index)
+    blocks["repeated"] = pd.DataFrame({"repeated": frame["repeated"].astype(bool).astype(np.float32)})
     columns: dict[str, pd.Series] = {}
     factors: dict[str, tuple[str, ...]] = {}
     for f in FACTORS:
@@ -219,21 +228,29 @@ def _design(frame: pd.DataFrame, position: str, pairs: list[tuple[str, str]],
     return design, factors, (reference if len(levels) > 1 else None)
 
 
-def _identify(design: pd.DataFrame, answers: pd.Series,
+def _identify(design: pd.DataFrame, answers: np.ndarray,
               factors: dict[str, tuple[str, ...]]) -> tuple[list[str], list[tuple[str, str]]]:
-    """The columns the informative answers can estimate, and (term, reason) for the others."""
-    within = design - design.groupby(answers.to_numpy()).transform("mean").to_numpy()
-    values = within.to_numpy()
+    """The columns the informative answers can estimate, and (term, reason) for the others.
+    answers: integer codes. Worked on the distinct within-answer rows: the same columns are
+    constant or collinear there as on every row, and a million answers make few distinct rows."""
+    counts = np.maximum(np.bincount(answers), 1)
+    cols = [design[c].to_numpy() for c in design.columns]
+    means = [np.bincount(answers, weights=col) / counts for col in cols]
+    step = 1 << 20  # rows centred at a time: a bounded piece of ten million rows
+    values = _distinct(np.concatenate([_distinct(np.column_stack([c[i:i + step] - m[answers[i:i + step]]
+                                                                  for c, m in zip(cols, means, strict=True)]))
+                                       for i in range(0, len(answers), step)]))
+    columns = list(design.columns)
     kept: list[str] = []
     dropped: list[tuple[str, str]] = []
-    for j, col in enumerate(design.columns):
+    for j, col in enumerate(columns):
         x = values[:, j]
-        scale = max(1.0, float(np.abs(design[col]).max()))
+        scale = max(1.0, float(np.abs(design[col].to_numpy()).max()))
         if np.abs(x).max() <= _TOL * scale:
             dropped.append((col, _constant_reason(col, factors[col])))
             continue
         if kept:
-            basis = within[kept].to_numpy()
+            basis = values[:, [columns.index(k) for k in kept]]
             coef, *_ = np.linalg.lstsq(basis, x, rcond=None)
             if np.linalg.norm(x - basis @ coef) <= 1e-7 * np.linalg.norm(x):
                 partners = [kept[i] for i in np.flatnonzero(np.abs(coef) > 1e-6)]
@@ -241,6 +258,13 @@ def _identify(design: pd.DataFrame, answers: pd.Series,
                 continue
         kept.append(col)
     return kept, dropped
+
+
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """The distinct rows of a float array (-0.0 counted as 0.0)."""
+    flat = np.ascontiguousarray(rows + 0.0)
+    keys = flat.view(np.dtype((np.void, flat.dtype.itemsize * max(1, flat.shape[1])))).ravel()
+    return flat[np.unique(keys, return_index=True)[1]]
 
 
 def _constant_reason(col: str, factors: tuple[str, ...]) -> str:
@@ -277,17 +301,19 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
         raise UserError(f"position must be one of {', '.join(POSITION_CODINGS)}, not {position!r}")
     pairs = _interaction_pairs(interactions)
     _check_frame(frame, COLUMNS)
-    answers = frame["answer"].astype(str)
-    cited = frame["cited"].astype(bool)
-    per_answer = cited.groupby(answers.to_numpy()).agg(["sum", "size"])
-    informative = per_answer.index[(per_answer["sum"] > 0) & (per_answer["sum"] < per_answer["size"])]
-    n_answers, n_informative = len(per_answer), len(informative)
+    answers = codes(frame["answer"])
+    cited = frame["cited"].to_numpy(bool)
+    size = np.bincount(answers)
+    chosen = np.bincount(answers, weights=cited).astype(int)
+    informative = (chosen > 0) & (chosen < size)
+    n_answers, n_informative = len(size), int(informative.sum())
     if n_informative == 0:
         raise UserError(f"no answer can inform the choice model: each of the {n_answers} answers cites nothing "
                         "or cites every document it was shown")
-    keep = answers.isin(set(informative)).to_numpy()
-    design, factors, reference = _design(frame, position, pairs, label_reference)
-    kept, dropped = _identify(design.loc[keep], answers[keep], factors)
+    keep = informative[answers]
+    design, factors, reference = _design(frame, position, pairs, label_reference, keep)
+    kept_answers = np.unique(answers[keep], return_inverse=True)[1].ravel()
+    kept, dropped = _identify(design, kept_answers, factors)
     if reference is None:  # one label level: the design has no label column to drop, so say why here
         only = label_levels(frame)[0]
         dropped.insert(0, ("label", "no document carries a label" if only == NO_LABEL
@@ -295,8 +321,8 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
     if not kept:
         raise UserError("nothing left to estimate: " + "; ".join(f"{t}: {r}" for t, r in dropped))
     cluster = "item" if "item" in frame.columns else "answer"
-    fit = _fit(cited.to_numpy()[keep], design.loc[keep, kept].to_numpy(), answers.to_numpy()[keep],
-               frame[cluster].astype(str).to_numpy()[keep])
+    fit = _fit(cited[keep], design[kept].to_numpy(np.float32), kept_answers, codes(frame[cluster])[keep])
+    del design
     separated = list(dict.fromkeys((kept[j], _separation_reason(kept, sep)) for sep in fit.separations
                                    for j in sep.columns))
     named = {t for t, _ in separated}
@@ -310,10 +336,18 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
         if np.isfinite(fit.params[j]):
             e = _effect(col, float(fit.params[j]), float(fit.bse[j]), float(fit.bse_cluster[j]))
             effects.append(_with_sentence(e, factors[col], main, reference))
-    counts = cited[keep].groupby(answers[keep].to_numpy()).sum().value_counts().sort_index()
+    ks, ns = np.unique(chosen[informative], return_counts=True)
     return ChoiceModelFit(tuple(effects), n_answers, n_informative, int(keep.sum()), tuple(dropped), fit.converged,
                           fit.llf, position, reference if "label" in main else None, tuple(separated),
-                          tuple((int(k), int(n)) for k, n in counts.items()), cluster, fit.n_clusters)
+                          tuple((int(k), int(n)) for k, n in zip(ks, ns, strict=True)), cluster, fit.n_clusters)
+
+
+def codes(column: pd.Series) -> np.ndarray:
+    """Integer codes of a column's values, in order of first appearance (answers and clusters as
+    numbers: a million answers' labels never become Python strings)."""
+    import pandas as pd
+
+    return np.asarray(pd.factorize(column, use_na_sentinel=False)[0], dtype=np.int64)
 
 
 def _fit(y: np.ndarray, x: np.ndarray, groups: np.ndarray, clusters: np.ndarray):
@@ -417,14 +451,23 @@ def suppression_rates(frame: pd.DataFrame) -> Suppression:
     correction for a 2 x 2 table); for exactly two conditions whose answers pair up by `item`
     (one answer per item in each), also the exact McNemar test on the discordant pairs.
     """
+    import pandas as pd
     from scipy.stats import binomtest, chi2_contingency
     from statsmodels.stats.proportion import proportion_confint
 
     _check_frame(frame, ("answer", "cited", "condition"))
     keys = ["condition", "answer"] + (["item"] if "item" in frame.columns else [])
-    per_answer = (frame.assign(cited=frame["cited"].astype(bool), condition=frame["condition"].astype(str))
-                  .groupby(keys, sort=False, dropna=False)["cited"].any().reset_index())
-    per_answer["silent"] = ~per_answer["cited"]
+    # One row per (condition, answer, item), in order of first appearance, worked out on integer
+    # codes: grouping ten million rows by their text held gigabytes.
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        code = codes(frame[key])
+        combined = combined * (int(code.max(initial=0)) + 1) + code
+    owner = codes(pd.Series(combined))
+    first = np.unique(owner, return_index=True)[1]
+    per_answer = pd.DataFrame({key: frame[key].iloc[first].to_numpy() for key in keys})
+    per_answer["condition"] = per_answer["condition"].astype(str)
+    per_answer["silent"] = np.bincount(owner, weights=frame["cited"].to_numpy(bool)) == 0
     rates = []
     for condition, group in per_answer.groupby("condition", sort=False):
         n, s = len(group), int(group["silent"].sum())

@@ -16,18 +16,21 @@ scipy's exactly, not nearly:
     scipy's way, so every comparison with the observed value comes out as scipy's does.
 
 Patterns are made in blocks of rows of the same stream, so the result does not depend on the
-block size, and memory stays at about `cells` x 8 bytes (+ the differences).
+block size, and memory stays at about `cells` x 12 bytes (+ the differences). The product is
+taken with the 0/1 pattern (2 bits.d - sum d): no pass turns the bits into +-1.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 
 import numpy as np
 
-# Sign-pattern cells (patterns x items) held at once: 4M x float64 = 32 MB, plus the raw draws.
-BLOCK_CELLS = 4_000_000
+# Sign-pattern cells (patterns x items) held at once: 8M x float64 = 64 MB, plus the raw draws
+# (32 MB). Fewer rows than ~8 a block at 1M items re-read the differences per pattern (issue 31).
+BLOCK_CELLS = 8_000_000
 _EPS = float(np.finfo(float).eps)
 
 
@@ -36,33 +39,40 @@ def sign_flip_pvalues(diffs: Sequence[np.ndarray], *, n_resamples: int, seed: in
     """Two-sided Monte Carlo p of mean(d) = 0 for each d (all of one length n, 2**n > n_resamples,
     not all zero), as scipy's permutation_test((y, x), mean difference, permutation_type="samples",
     n_resamples, rng=default_rng(seed), batch) gives it for d = y - x."""
-    d = np.column_stack([np.asarray(x, dtype=float) for x in diffs])  # (n, metrics)
-    n, m = d.shape
+    dt = np.vstack([np.asarray(x, dtype=float) for x in diffs])  # (metrics, n): each metric's row contiguous
+    m, n = dt.shape
     if 2**n <= n_resamples:
         raise ValueError(f"{n} items: the exact test enumerates every pattern; this is the Monte Carlo one")
-    observed = np.array([np.mean(d[:, j]) for j in range(m)])  # as scipy: pairwise, one column at a time
+    observed = np.array([np.mean(dt[j]) for j in range(m)])  # as scipy: pairwise, one column at a time
     gamma = np.abs(_EPS * 100 * observed)
     low, high = observed + gamma, observed - gamma  # null <= low counts as less, >= high as greater
-    # The product's sum and scipy's are each within (n + 2) eps sum|d| of the exact sum.
-    band = 2.0 * (n + 2) * _EPS * np.abs(d).sum(axis=0) / n + 4 * _EPS * (np.abs(observed) + gamma)
+    # The null sum is 2 (bits . d) - sum(d): the product and the total are each within n eps sum|d|
+    # of their exact values (the product counts twice), scipy's own sum within (n + 2) eps sum|d|:
+    # 4 (n + 2) eps sum|d| covers all of them.
+    total = dt.sum(axis=1)
+    band = 4.0 * (n + 2) * _EPS * np.abs(dt).sum(axis=1) / n + 4 * _EPS * (np.abs(observed) + gamma)
     batch = min(batch, n_resamples)
     single_from = n_resamples if batch > 1 else 0  # patterns from here on sit in a batch of one
     if batch > 1 and n_resamples % batch == 1:
         single_from = n_resamples - 1
     less = np.zeros(m, dtype=np.int64)
     greater = np.zeros(m, dtype=np.int64)
-    rows = max(1, cells // n)
+    rows = max(1, min(cells // n, n_resamples))
     stream = _HalfStream(np.random.default_rng(seed))
+    flips = np.empty((rows, n))  # one block's patterns as 0.0 / 1.0, reused (page faults were ~30%: issue 31)
     for start in range(0, n_resamples, rows):
         count = min(rows, n_resamples - start)
-        signs = stream.take(count * n).reshape(count, n).astype(np.float64)
-        signs *= 2.0
-        signs -= 1.0  # an even draw swaps the pair: -1
-        null = (signs @ d) / n  # (count, metrics)
+        block = flips[:count]
+        # Bit 0 of each draw as 1.0 (the pair kept) or 0.0 (swapped). (Masking into the float block
+        # in one ufunc casts through a buffer: twice as slow as masking, then copying.)
+        draws = stream.take(count * n)
+        np.bitwise_and(draws, np.uint32(1), out=draws)
+        block.reshape(-1)[:] = draws
+        null = (2.0 * (block @ dt.T) - total) / n  # (count, metrics); dt @ block.T is 5x slower
         less += np.count_nonzero(null <= low, axis=0)
         greater += np.count_nonzero(null >= high, axis=0)
         for r, j in zip(*np.nonzero((np.abs(null - low) <= band) | (np.abs(null - high) <= band)), strict=True):
-            exact = _scipy_sum(signs[r] * d[:, j], start + r >= single_from) / n
+            exact = _scipy_sum((2.0 * block[r] - 1.0) * dt[j], start + r >= single_from) / n
             less[j] += int(exact <= low[j]) - int(null[r, j] <= low[j])
             greater[j] += int(exact >= high[j]) - int(null[r, j] >= high[j])
     out = []
@@ -81,17 +91,20 @@ def _scipy_sum(values: np.ndarray, single: bool) -> float:
 
 
 class _HalfStream:
-    """Bit 0 of each 32-bit draw a Generator's next_uint32 would give (the low, then the high half
-    of each 64-bit draw), read on from where the last take stopped."""
+    """The 32-bit draws a Generator's next_uint32 would give (the low, then the high half of each
+    64-bit draw), read on from where the last take stopped."""
 
     def __init__(self, rng: np.random.Generator) -> None:
         self._bits = rng.bit_generator
-        self._carry: np.ndarray = np.zeros(0, dtype=np.uint8)
+        self._carry: np.ndarray = np.zeros(0, dtype=np.uint32)
 
     def take(self, k: int) -> np.ndarray:
         need = k - self._carry.size
         raw = self._bits.random_raw(math.ceil(need / 2)) if need > 0 else np.zeros(0, dtype=np.uint64)
-        halves = raw.view(np.uint8).reshape(-1, 8)[:, [0, 4]].reshape(-1) & 1  # little-endian bytes 0 and 4
-        bits = np.concatenate([self._carry, halves])
-        self._carry = bits[k:]
-        return bits[:k]
+        if sys.byteorder == "little":
+            halves = raw.view(np.uint32)  # low half first: one pass, no copy
+        else:
+            halves = np.column_stack([raw & 0xFFFFFFFF, raw >> 32]).reshape(-1).astype(np.uint32)
+        draws = np.concatenate([self._carry, halves]) if self._carry.size else halves
+        self._carry = draws[k:].copy()
+        return draws[:k]

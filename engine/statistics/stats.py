@@ -27,6 +27,9 @@ import numpy as np
 DEFAULT_RESAMPLES = 2000  # the usual minimum for 95% percentile intervals; --resamples for more
 DEFAULT_SEED = 0
 DEFAULT_BATCH = 500  # resamples per chunk: bounds memory at batch x n counts
+# ...and at most this many resample x item counts per chunk (issue 31: 500 x 1M items held 14 GB
+# at once, most of a 1M-item `compare`'s time went to page faults): ~4M x 20 bytes = 80 MB.
+BOOTSTRAP_CELLS = 4_000_000
 # Below this many items the percentile bootstrap of a mean difference covers less than 95% where
 # few items differ, the usual case between two runs (scripts/calibration.py, docs/figures.md:
 # CAB 87% at 30 items, CAS 92% at 100, 94-95% at 300): `bias` and `compare` mark it approximate.
@@ -204,16 +207,18 @@ def bootstrap_mean_ci(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     batch: int = DEFAULT_BATCH,
+    cells: int = BOOTSTRAP_CELLS,
 ) -> tuple[np.ndarray, np.ndarray] | tuple[float, float]:
     """Percentile-bootstrap CI of the column means of an (n,) or (n, k) array: (low, high), two
-    numbers for an (n,) array, two (k,) arrays for an (n, k) one."""
+    numbers for an (n,) array, two (k,) arrays for an (n, k) one. `batch` and `cells` bound the
+    resamples drawn at once (the same draws, whatever the bounds)."""
     arr = np.asarray(values, dtype=float)
     columns = arr.reshape(arr.shape[0], -1)
     n, k = columns.shape
     if n == 0:
         nan = np.full(k, np.nan)
         return (nan, nan.copy()) if arr.ndim > 1 else (math.nan, math.nan)
-    [(low, high)] = _percentile_intervals([columns], n_resamples, seed, confidence, batch)
+    [(low, high)] = _percentile_intervals([columns], n_resamples, seed, confidence, batch, cells)
     if arr.ndim == 1:
         return low[0], high[0]
     return low, high
@@ -221,32 +226,38 @@ def bootstrap_mean_ci(
 
 def bootstrap_mean_cis(values: Sequence[np.ndarray], *, n_resamples: int = DEFAULT_RESAMPLES,
                        seed: int = DEFAULT_SEED, confidence: float = 0.95,
-                       batch: int = DEFAULT_BATCH) -> list[tuple[float, float]]:
+                       batch: int = DEFAULT_BATCH, cells: int = BOOTSTRAP_CELLS) -> list[tuple[float, float]]:
     """bootstrap_mean_ci of each (n,) array, all of one length n >= 1, with the resampled items
     drawn once for all of them (issue 31): the draws depend on n and the seed only, so every
     interval is the one bootstrap_mean_ci gives alone, to the bit, for a sixth of the draws at six."""
     columns = [np.asarray(v, dtype=float).reshape(-1, 1) for v in values]
     return [(float(low[0]), float(high[0]))
-            for low, high in _percentile_intervals(columns, n_resamples, seed, confidence, batch)]
+            for low, high in _percentile_intervals(columns, n_resamples, seed, confidence, batch, cells)]
 
 
 def _percentile_intervals(arrays: list[np.ndarray], n_resamples: int, seed: int, confidence: float,
-                          batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+                          batch: int, cells: int = BOOTSTRAP_CELLS) -> list[tuple[np.ndarray, np.ndarray]]:
     n = arrays[0].shape[0]
     if any(a.shape[0] != n for a in arrays):
         raise ValueError("one draw of resamples needs arrays of one length")
     rng = np.random.default_rng(seed)
     means = [np.empty((n_resamples, a.shape[1])) for a in arrays]
+    # The draws are one stream, however it is cut into blocks. BLAS sums a row of the product in an
+    # order that depends on the block's shape: up to cells / batch items (8,000) the blocks, and so
+    # every interval, are as before issue 31 to the bit; above, a mean may move in its last bit.
+    batch = max(1, min(batch, cells // n))
+    counts = np.empty((batch, n))  # reused: a fresh block per batch was page faults (issue 31)
     for start in range(0, n_resamples, batch):
         rows = min(batch, n_resamples - start)
         # Same draws as scipy.stats.bootstrap: one (resamples, n) block of indices per batch
         # (int32 draws the same stream as scipy's int64 for n < 2**31, at half the memory).
         idx = rng.integers(0, n, (rows, n), dtype=np.int32)
-        # Counting how often each item was drawn turns every resample mean into one matmul.
-        flat = (idx + (np.arange(rows) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=rows * n).reshape(rows, n)
+        # Counting how often each item was drawn turns every resample mean into one matmul; the
+        # counts as float64 once for every array (matmul cast them again for each).
+        for r in range(rows):
+            counts[r] = np.bincount(idx[r], minlength=n)
         for m, columns in zip(means, arrays, strict=True):
-            m[start : start + rows] = counts @ columns / n
+            m[start : start + rows] = counts[:rows] @ columns / n
     alpha = (1.0 - confidence) / 2.0
     out = []
     for m in means:

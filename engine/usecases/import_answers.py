@@ -230,6 +230,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
     from engine.running.experiment import config_hash
     from engine.running.provenance import git_sha, library_versions
     from engine.types import RunSpec
+    from engine.usecases.bias_kept import after_run
     from store.run_store import RunStore
 
     dataset, meta, path = request.dataset, request.metadata, Path(request.db)
@@ -254,7 +255,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
     run_hash = config_hash(request.name, dataset.sha,
                            {"import": answers_sha, "prompt": prompt, "experiment": request.experiment, **reading})
 
-    store = RunStore(path)
+    store = RunStore(path, on_finished=after_run(path))  # the Bias page's values, kept (issue 31)
     existing = store.find_resumable(run_hash)
     if existing is not None and existing.status == "complete":
         return ImportResult(existing.run_id, existing.experiment_id, already=True)

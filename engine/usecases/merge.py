@@ -11,6 +11,10 @@ def merge(target: Path | None, source: str | os.PathLike[str]):
     """Copy `source`'s complete runs into `target` (None: the default store); store.merge.MergeResult
     says what was copied and what was left out, MergeRefused (nothing written) a clash."""
     from engine.paths import default_db_path
+    from engine.usecases.bias_kept import after_merge
     from store.merge import merge_stores
 
-    return merge_stores(Path(target) if target else default_db_path(), source)
+    path = Path(target) if target else default_db_path()
+    result = merge_stores(path, source)
+    after_merge(path, result.merged)  # the Bias page's values of the experiments merged into (issue 31)
+    return result

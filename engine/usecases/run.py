@@ -209,6 +209,7 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     can fix; RunCancelled once `stop` says yes."""
     from engine.running.planner import check_prompt_lengths, plan_experiment
     from engine.running.runner import execute_plan
+    from engine.usecases.bias_kept import after_run
     from engine.usecases.served import check_server, record_served, served_run, server_backend
     from store.run_store import RunStore
 
@@ -222,7 +223,7 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     dataset = _dataset(request.dataset, run, read_dataset, request.dataset_name)
     step.check()
     run = served_run(run, request.server) if request.server is not None else resolved(run)
-    sink = RunStore(db)
+    sink = RunStore(db, on_finished=after_run(db))  # the Bias page's values, kept as each experiment ends
     plan = plan_experiment(dataset, run, sink)
     step.emit("planned", total=plan.n_todo, experiment_id=plan.experiment_id)
     step.check()

@@ -254,6 +254,7 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
     """Every configuration planned: (planned, copy_from, summary, sink). Shared by run_study and plan_study."""
     from engine.prompting.study import generated_study_name
     from engine.running.planner import plan_experiment
+    from engine.usecases.bias_kept import after_run
     from store.run_store import RunStore
 
     step = _Steps(None, stop)
@@ -279,7 +280,8 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
             raise FieldError("model", "{model}: '{first}' and '{typed}' are the same model ({label}); list it once",
                              first=seen[run.label], typed=typed, label=run.label)
         seen[run.label] = typed
-    sink = RunStore(resolve_db(study.db))
+    db = resolve_db(study.db)
+    sink = RunStore(db, on_finished=after_run(db))  # the Bias page's values, kept as each experiment ends
     planned: list[_Planned] = []
     for position, (c, request) in enumerate(zip(configurations, requests, strict=True)):
         model = resolved_models[c["model"]]

@@ -114,17 +114,10 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
 def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     """The chosen answers' decision rows (store.queries.DECISION_COLUMNS) plus the model's
     columns: `answer` (its stratum: run and item) and `condition` (experiment and mode)."""
-    from store.queries import count_answers, decision_frame
+    from store.queries import decision_frame
 
     ids = _experiment_ids(request, db)
-    if request.max_answers is not None or request.max_decisions is not None:
-        n = count_answers(db, ids, request.modes)
-        fewer = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
-        if request.max_answers is not None and n.answers > request.max_answers:
-            raise UserError(f"{n.answers:,} answers are more than the {request.max_answers:,} fitted here; {fewer}")
-        if request.max_decisions is not None and n.decisions > request.max_decisions:
-            raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
-                            f"more than the {request.max_decisions:,} fitted here; {fewer}")
+    _check_bounds(request, db, ids)
     rows = decision_frame(db, ids, request.modes)
     if rows.empty:
         modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
@@ -136,25 +129,74 @@ def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     return rows
 
 
+def choice_rows(request: WhyCitedRequest, db: Path) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """What the choice model and the suppression rates read, as numbers (store.queries.decision_codes)
+    with the model's columns: `answer` (run x item), `item` (a code), `label` (categorical; NaN
+    where none) and `position_group` and `condition` (experiment name and mode) as categoricals.
+    And the experiment ids with rows, in order. Bounded as citation_decisions."""
+    from store.queries.decisions import POSITION_GROUPS, decision_codes
+
+    ids = _experiment_ids(request, db)
+    _check_bounds(request, db, ids)
+    coded = decision_codes(db, ids, request.modes)
+    import numpy as np
+    import pandas as pd
+
+    if len(coded) == 0:
+        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
+        raise UserError(f"no stored answers{modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
+    got = coded.rows
+    items = got["item"].astype(np.int64)
+    rows = pd.DataFrame({c: got[c] for c in ("run", "position", "n_shown", "relevant", "repeated", "cited")})
+    rows["answer"] = got["run"].astype(np.int64) * (int(items.max()) + 1) + items
+    rows["item"] = items
+    # Levels as plain Python objects: pandas' str dtype would load pyarrow (some 100 MB of address
+    # space, past what the app's fit child may take).
+    def levels(values: list[str]) -> pd.Index:
+        return pd.Index(values, dtype=object)
+
+    rows["label"] = pd.Categorical.from_codes(got["label"], categories=levels(list(coded.labels)))
+    rows["position_group"] = pd.Categorical.from_codes(got["position_group"], categories=levels(list(POSITION_GROUPS)))
+    pair = got["experiment"].astype(np.int64) * len(coded.modes) + got["mode"]
+    rows["condition"] = pd.Categorical.from_codes(
+        pair, categories=levels([f"{name}:{mode}" for name in coded.experiment_names for mode in coded.modes]))
+    present = tuple(coded.experiment_ids[i] for i in np.unique(got["experiment"]))
+    return rows, present
+
+
+def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
+    """Refuse, from a count and before a row is read, more answers or decisions than the request allows."""
+    from store.queries import count_answers
+
+    if request.max_answers is None and request.max_decisions is None:
+        return
+    n = count_answers(db, ids, request.modes)
+    fewer = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
+    if request.max_answers is not None and n.answers > request.max_answers:
+        raise UserError(f"{n.answers:,} answers are more than the {request.max_answers:,} fitted here; {fewer}")
+    if request.max_decisions is not None and n.decisions > request.max_decisions:
+        raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
+                        f"more than the {request.max_decisions:,} fitted here; {fewer}")
+
+
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     """Fit the citation choice model and the suppression rates over the chosen answers."""
     from engine.statistics.choice_model import fit_choice_model, suppression_rates
     from store.queries import label_pairs
 
-    rows = citation_decisions(request, db)
-    ids = tuple(dict.fromkeys(rows["experiment_id"]))
+    rows, ids = choice_rows(request, db)
+    shown = {str(v) for v in rows["label"].dropna().unique()}
     reference = request.label_reference
     if reference is None:
         pairs = label_pairs(db, ids)
         # Label B is the reference, so an odds ratio above 1 favours label A: the side CAB > 0
         # favours (engine/statistics/bias.py's sign convention).
-        shown = set(rows["label"].dropna())
         reference = next((b for _, b in pairs if b in shown), None)
-    elif reference not in set(rows["label"].dropna()):
+    elif reference not in shown:
         raise UserError(f"no shown document carries the label '{reference}'")
     fit = fit_choice_model(rows, position=request.position, interactions=tuple(request.interactions),
                            label_reference=reference)
-    return WhyCitedResult(ids, int(rows["run_id"].nunique()), fit, suppression_rates(rows))
+    return WhyCitedResult(ids, int(rows["run"].nunique()), fit, suppression_rates(rows))
 
 
 def not_converged(fit: Any) -> str:

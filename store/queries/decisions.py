@@ -4,14 +4,17 @@ and `export --rows decisions`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
 
+from engine.types import MODES
 from store.db import DbLike
 from store.queries._read import execute_over_runs, fetch, frame, mode_order, reading
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 
@@ -50,6 +53,80 @@ def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
     with reading(db) as conn:
         rows = frame(decisions_cursor(conn, experiment_ids, modes))
     return rows[list(DECISION_COLUMNS)]
+
+
+# What the choice model reads (engine.usecases.why_cited.choice_rows): numbers only. At a million
+# answers (ten million rows) decision_frame's text columns held 5.9 GB before the fit began. Here
+# experiment, run, mode and position group are codes into lists known before the query (SQL's
+# list_position), the item and the label codes by rank; the label's text comes once per label, on
+# the first row that carries it (numpy, not pandas: no text column is built, and pyarrow, which
+# pandas' text columns load, is not needed).
+CODED_COLUMNS = ("experiment", "run", "mode", "item", "position", "n_shown", "position_group", "label",
+                 "relevant", "repeated", "cited")
+POSITION_GROUPS = ("first", "middle", "last")
+_QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' query (decision_codes)
+
+_CODED_SQL = f"""
+SELECT (list_position($ids, d.experiment_id) - 1)::SMALLINT AS experiment,
+       (list_position([{{runs}}], d.run_id) - 1)::INTEGER AS run,
+       (list_position({list(MODES)}, d.rag_mode) - 1)::TINYINT AS mode,
+       (dense_rank() OVER (ORDER BY d.item_id) - 1)::INTEGER AS item,
+       d.position::SMALLINT AS position, d.n_shown::SMALLINT AS n_shown,
+       coalesce(list_position({list(POSITION_GROUPS)}, d.position_group) - 1, -1)::TINYINT AS position_group,
+       (CASE WHEN d.label IS NULL THEN -1 ELSE dense_rank() OVER (ORDER BY d.label NULLS LAST) - 1 END)::INTEGER
+           AS label,
+       CASE WHEN d.label IS NOT NULL AND row_number() OVER (PARTITION BY d.label) = 1 THEN d.label END
+           AS label_text,
+       coalesce(d.relevant, false) AS relevant, coalesce(d.repeated, false) AS repeated,
+       coalesce(d.cited, false) AS cited
+FROM citation_decisions d
+WHERE d.run_id IN ({{runs}})
+ORDER BY experiment, mode, run, item, position
+"""
+
+
+@dataclass(frozen=True)
+class DecisionCodes:
+    """The decision rows as numbers (CODED_COLUMNS, numpy arrays): experiment, mode, position group
+    and label are codes into the tuples here (-1: a label-less document; an unknown position
+    group), run and item a code per run and per item id."""
+
+    rows: dict[str, np.ndarray]
+    experiment_ids: tuple[str, ...]
+    experiment_names: tuple[str, ...]  # each experiment's name (its id where it has none)
+    modes: tuple[str, ...]
+    labels: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.rows["cited"])
+
+
+def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
+                   modes: tuple[str, ...] | None = None) -> DecisionCodes:
+    """The decision rows the choice model needs, ordered by experiment (as given), mode, run, item
+    and position, as integer and boolean arrays."""
+    import numpy as np
+
+    ids = list(experiment_ids)
+    with reading(db) as conn:
+        names = dict(conn.execute("SELECT experiment_id, name FROM experiments WHERE list_contains($ids, experiment_id)",
+                                  {"ids": ids}).fetchall())
+        # The view's joins, the ranks and the sort of ten million rows took 4.5 GB of DuckDB's
+        # memory at a million answers; under this limit DuckDB spills to its temporary folder
+        # (1 GB: 1.6 GB peak with the fetched arrays, at the same speed). The setting is the
+        # process's DuckDB instance's (the CLI's, or the app's fit child's): put back after.
+        before = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        conn.execute(f"SET memory_limit = '{_QUERY_MEMORY}'")
+        try:
+            got = execute_over_runs(conn, _CODED_SQL, ids, modes).fetchnumpy()
+        finally:
+            conn.execute(f"SET memory_limit = '{before}'")
+    text = got.pop("label_text")
+    first = np.flatnonzero(~np.ma.getmaskarray(text))
+    levels = dict(zip(got["label"][first].tolist(), np.asarray(text)[first].tolist(), strict=True))
+    rows = {c: np.asarray(got[c]) for c in CODED_COLUMNS}
+    return DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES),
+                         tuple(str(levels[i]) for i in range(len(levels))))
 
 
 def label_pairs(db: DbLike, experiment_ids: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
