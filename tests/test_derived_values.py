@@ -441,7 +441,7 @@ def test_a_failure_to_keep_never_fails_the_run(db, monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(usecase, "_kept_or_computed", broken)
+    monkeypatch.setattr(usecase, "kept_or_computed", broken)
     _end_run(db, "exp-hai-cf", "exp-hai", "cf")  # raises nothing
     with connect(db, read_only=True) as conn:
         assert conn.execute("SELECT status FROM runs WHERE run_id = 'exp-hai-cf'").fetchone() == ("complete",)

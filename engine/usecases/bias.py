@@ -134,7 +134,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
         raise UserError(f"--seed must be 0 or more, not {seed}")
     return _report_cache().get(
         path, (experiment, resamples, seed, db_arg, explanations),
-        lambda: _kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,
+        lambda: kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,
                                   signatures),
     )
 
@@ -143,9 +143,9 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
 BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined CAS/CAB (issue 26)
 
 
-def _kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
-                      conn: Any, pending: list | None, explanations: bool = True,
-                      signatures: dict[str, str] | None = None) -> BiasReport:
+def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
+                     conn: Any, pending: list | None, explanations: bool = True,
+                     signatures: dict[str, str] | None = None) -> BiasReport:
     """The report kept in the store for this request, else computed now; explanations are
     always read now (`engine explain` adds them without changing the runs)."""
     import json

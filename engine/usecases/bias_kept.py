@@ -30,7 +30,7 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
     whose runs are all ended (none still running: its last run will keep them); True when
     everything computed was kept. Never raises for a store or computation failure."""
     from engine.errors import UserError
-    from engine.usecases.bias import _kept_or_computed
+    from engine.usecases.bias import kept_or_computed
     from store.derived import Derived, keep
     from store.queries import reading, report_bias_rows
 
@@ -44,7 +44,7 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
                     continue
                 signatures: dict[str, str] = {}  # one per experiment, shared by its two values
                 try:  # the page's request: bias_page asks by id, default resamples and seed
-                    _kept_or_computed(path, experiment_id, None, 0, None, conn, pending, explanations=False,
+                    kept_or_computed(path, experiment_id, None, 0, None, conn, pending, explanations=False,
                                       signatures=signatures)
                 except UserError:  # nothing to compare yet: the page says so without a bootstrap
                     pass
