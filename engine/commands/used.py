@@ -60,6 +60,10 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None or math.isnan(x) else format(x, fmt)
 
 
+def _share(x: float | None, undefined: str, fmt: str = ".1%") -> str:
+    return f"({undefined})" if x is None or math.isnan(x) else format(x, fmt)
+
+
 def _cab_dict(results: Any) -> dict[str, Any]:
     return {r.metric: {"value": _clean(r.value), "ci_low": _clean(r.ci_low), "ci_high": _clean(r.ci_high),
                        "p": _clean(r.p), "n": r.n, "verdict": r.direction} for r in results}
@@ -99,11 +103,13 @@ def format_text(result: Any) -> str:
     for r in result.runs:
         lines.append(f"run {r.run_id} ({r.rag_mode}): {r.n_answers} answers, {r.n_documents} shown documents, "
                      f"{r.n_cited} citations")
-        lines.append(f"  used {_num(r.share_used, '.1%')} of citations, post-rationalised (cited, not used) "
-                     f"{_num(r.share_post_rationalised, '.1%')}, used but not cited {_num(r.share_used_not_cited, '.1%')}"
-                     f" of {r.n_used} used")
-        lines.append("  used share by threshold: " + ", ".join(f"{t:g} nats {_num(s, '.1%')}" for t, s in r.used_share_at)
-                     + f"; mean sufficiency {_num(r.mean_sufficiency, '+.3f')} nats")
+        # A share over no citations (or no used document) is undefined, and says why.
+        no_cited, no_used = "undefined: no citation", "undefined: no document used"
+        lines.append(f"  used {_share(r.share_used, no_cited)} of citations, post-rationalised (cited, not used) "
+                     f"{_share(r.share_post_rationalised, no_cited)}, used but not cited "
+                     f"{_share(r.share_used_not_cited, no_used)} of {r.n_used} used")
+        lines.append("  used share by threshold: " + ", ".join(f"{t:g} nats {_share(s, no_cited)}" for t, s in r.used_share_at)
+                     + f"; mean sufficiency {_share(r.mean_sufficiency, 'undefined: no answer read', '+.3f')} nats")
     cab = result.cab
     if cab is None:
         lines.append(result.cab_note or "no CAB split")
