@@ -23,7 +23,7 @@ from engine.judges.verify import (
 )
 from engine.types import GenerationOutput, TokenLogprob, TopLogprob, Verification
 from tests.engine_process import kill_once_stored, run_engine
-from tests.helpers import cli, make_ranked_dataset, rows
+from tests.helpers import cli, rows
 
 # ------------------------------------------------------------------ the judge's answer
 
@@ -127,32 +127,13 @@ def test_class_probabilities_read_the_step_where_the_verdict_starts():
 # ------------------------------------------------------------------ end to end with the tiny model
 
 
-
-# What the answers say once rewritten: 3 pairs each (sentence 0 cites 1, sentence 1 cites 2 and 3;
-# [9] cites no shown document; the last sentence cites nothing).
-ANSWER = "The number is {n} [1][9]. It is also given in [2, 3]. Nothing else is known."
-
-
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory, tiny_llama_dir):
-    """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite; copied per test."""
-    from engine.datasets.data import load_dataset
-    from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-    from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
-    from store.db import connect
+    """A complete gender experiment (vanilla, base, cf) of 4 items whose answers cite (3 pairs each:
+    tests/nli_models.ANSWER); copied per test."""
+    from tests.nli_models import answered_store
 
-    folder = tmp_path_factory.mktemp("verify")
-    dataset = load_dataset(make_ranked_dataset(folder / "d.jsonl", 4, titles=True))
-    request = RunRequest(model=str(tiny_llama_dir), modes=("vanilla", "base", "cf"),
-                         prompt=PromptConfig(metadata=METADATA_TYPES["gender"]),
-                         quantize="none", device="cpu", max_new_tokens=4, batch_size=4)
-    db = folder / "r.duckdb"
-    outcome = run_experiment(ExperimentRequest(request, dataset, db))
-    # A random tiny model rarely writes "[1]": give its answers citations to verify.
-    with connect(db) as con:
-        con.execute("UPDATE generations SET answer = replace(?, '{n}', item_id)", [ANSWER])
-    return db, outcome.experiment_id, {r.mode: r.run_id for r in outcome.runs}
+    return answered_store(tmp_path_factory.mktemp("verify"), tiny_llama_dir)
 
 
 @pytest.fixture
