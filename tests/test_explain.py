@@ -10,7 +10,7 @@ import pytest
 from engine.judges.explain import explain_prompt, mentioned_documents, mentioned_labels
 from engine.types import Explanation, TokenLogprob
 from tests.engine_process import kill_once_stored, run_engine
-from tests.helpers import cli, rows
+from tests.helpers import cli, copy_store, rows
 from tests.helpers import make_ranked_dataset as make_dataset
 
 # ------------------------------------------------------------------ which documents
@@ -104,12 +104,8 @@ def answered(tmp_path_factory, tiny_llama_dir):
 
 @pytest.fixture
 def store(answered, tmp_path):
-    import shutil
-
     db, experiment_id, runs = answered
-    copy = tmp_path / "s.duckdb"
-    shutil.copy(db, copy)
-    return copy, experiment_id, runs
+    return copy_store(db, tmp_path / "s.duckdb"), experiment_id, runs
 
 
 def test_explain_stores_one_explanation_per_answer_and_resumes(store, capsys):

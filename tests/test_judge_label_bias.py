@@ -6,12 +6,11 @@ it find a document attributable exactly when "woman" is among its words (tests/n
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from engine.usecases.judge_label_bias import judge_cab
-from tests.helpers import cli, rows
+from tests.helpers import cli, copy_store, rows
 from tests.nli_models import answered_store, write_rigged_nli_model
 
 
@@ -23,9 +22,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
 @pytest.fixture
 def store(answered, tmp_path):
     db, experiment_id, runs = answered
-    copy = tmp_path / "s.duckdb"
-    shutil.copy(db, copy)
-    return copy, experiment_id, runs
+    return copy_store(db, tmp_path / "s.duckdb"), experiment_id, runs
 
 
 def test_a_judge_rigged_for_one_label_shows_its_cab(store, tmp_path, capsys):

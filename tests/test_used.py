@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 
 import pytest
 
 from engine.prompting.ablation import split_documents
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt, shown_documents
 from engine.types import Document, Item
-from tests.helpers import cli, make_ranked_dataset, rows
+from tests.helpers import cli, copy_store, make_ranked_dataset, rows
 
 COMMON = ("--device", "cpu", "--quantize", "none", "--dtype", "float32")
 
@@ -97,9 +96,7 @@ def experiment(tmp_path_factory, tiny_llama_merged_dir):
 @pytest.fixture
 def store(experiment, tmp_path):
     db, experiment_id, model_dir = experiment
-    copy = tmp_path / "s.duckdb"
-    shutil.copy(db, copy)
-    return copy, experiment_id, model_dir
+    return copy_store(db, tmp_path / "s.duckdb"), experiment_id, model_dir
 
 
 def _direct_logp(loaded, prompt: str, answer: str) -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from engine.judges.verify import (
 )
 from engine.types import GenerationOutput, TokenLogprob, TopLogprob, Verification
 from tests.engine_process import kill_once_stored, run_engine
-from tests.helpers import cli, rows
+from tests.helpers import cli, copy_store, rows
 
 # ------------------------------------------------------------------ the judge's answer
 
@@ -139,9 +138,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
 @pytest.fixture
 def store(answered, tmp_path):
     db, experiment_id, runs = answered
-    copy = tmp_path / "s.duckdb"
-    shutil.copy(db, copy)
-    return copy, experiment_id, runs
+    return copy_store(db, tmp_path / "s.duckdb"), experiment_id, runs
 
 
 COMMON = ["--max-new-tokens", "5", "--batch-size", "4", "--device", "cpu", "--quantize", "none"]

@@ -5,13 +5,12 @@ architectures (tests/nli_models.py) load through from_pretrained like a Hub mode
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from engine.errors import UserError
 from engine.judges.nli import nli_mapping
-from tests.helpers import cli, rows
+from tests.helpers import cli, copy_store, rows
 from tests.nli_models import NLI_LABELS, answered_store, write_nli_model
 
 
@@ -23,9 +22,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
 @pytest.fixture
 def store(answered, tmp_path):
     db, experiment_id, runs = answered
-    copy = tmp_path / "s.duckdb"
-    shutil.copy(db, copy)
-    return copy, experiment_id, runs
+    return copy_store(db, tmp_path / "s.duckdb"), experiment_id, runs
 
 
 def direct_probabilities(folder, premise: str, hypothesis: str, max_length: int = 64) -> list[float]:
