@@ -1,12 +1,18 @@
 """The one exception type for mistakes a user can fix (bad file, unknown model, missing GPU).
 
-The CLI prints its message as a single line and exits non-zero; anything else is a bug and
-keeps its traceback.
+The CLI prints its message as a single line and exits non-zero; a Jupyter notebook shows it as
+one line too (UserError._render_traceback_); anything else is a bug and keeps its traceback.
 """
 
 
 class UserError(Exception):
     """A problem with the user's input or environment, described in one line."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython (Jupyter's kernel) shows these lines in place of the traceback: an unknown
+        # experiment in a notebook cell is one line, as on the command line, not 30 lines of
+        # engine internals. Plain Python and scripts keep the usual traceback.
+        return [f"{type(self).__name__}: {self}"]
 
 
 class FieldError(UserError):
