@@ -107,12 +107,12 @@ class _Verdicts:
 
 
 def _read_verdicts(request: AgreementRequest) -> _Verdicts:
-    from engine.errors import UserError
+    from engine.errors import FieldError, UserError
     from engine.statistics.agreement import BINARY
     from store.queries import judge_kinds, judgements
 
     if not Path(request.db).is_file():
-        raise UserError(f"no database at {request.db} (give --db PATH or set PATTRIEVAL_DB)")
+        raise FieldError("db", "no database at {path}: give {db} the path of a store", path=request.db)
     experiment_id, run_ids = agreement_runs(request)
     chosen = tuple(dict.fromkeys(request.judges))
     if chosen:

@@ -217,7 +217,7 @@ def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
     import hashlib
 
     from engine.bounds import MAX_MODEL_CHARS, check_name
-    from engine.errors import UserError
+    from engine.errors import FieldError, UserError
     from store.judge_labels_store import write_labels
     from store.queries import judge_kinds
 
@@ -226,7 +226,7 @@ def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
     if not judge:
         raise UserError("--judge must name who labelled (a person or a team)")
     if not db.is_file():
-        raise UserError(f"no database at {db} (give --db PATH or set PATTRIEVAL_DB)")
+        raise FieldError("db", "no database at {path}: give {db} the path of a store", path=db)
     kind = judge_kinds(db).get(judge)
     if kind is not None and kind != "human":
         raise UserError(f"--judge '{judge}' is an {kind} judge in {db}; name the person another way")
