@@ -17,8 +17,10 @@ Its one-line UserErrors come back as they are; the handler masks server paths in
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -41,6 +43,13 @@ MAX_REPLY_BYTES = 16 * 1024**2  # a fit's effects and rates are a few KB
 NICENESS = 10
 WALL_FACTOR = 4
 FEWER = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
+# What a library says when the address-space cap stops it: dlopen of an extension module (an
+# ImportError: "failed to map segment from shared object"), OpenBLAS ("Memory allocation still
+# failed", then exit 1), glibc ("cannot allocate memory for thread-local data: ABORT", exit 127).
+# Seen in the child's exception or, where the library ended the process itself, its stderr.
+_OUT_OF_MEMORY = re.compile(r"failed to map segment|cannot allocate memory|memory allocation|out of memory",
+                            re.IGNORECASE)
+STDERR_TAIL = 4096  # of the child's stderr, kept only to tell such an end from another
 # One thread per BLAS library: a fit takes one core, however many the server has.
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
@@ -68,10 +77,10 @@ def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -
     message = pickle.dumps({"request": request, "db": str(db_path), "max_address_space": bounds.max_address_space,
                             "cpu_s": bounds.timeout_s})
     child = subprocess.Popen([sys.executable, "-m", "demo.fit_child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, env=env)
+                             stderr=subprocess.PIPE, env=env)
     try:
         # communicate() waits in select() without the GIL: the web process serves others meanwhile.
-        out, _ = child.communicate(message, bounds.wall_s)
+        out, err = child.communicate(message, bounds.wall_s)
     except subprocess.TimeoutExpired:
         child.kill()
         child.communicate()
@@ -87,6 +96,9 @@ def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -
         if child.returncode is not None and child.returncode < 0:
             # Killed by a signal: the kernel, or a C allocation that failed without a MemoryError.
             raise UserError(memory_message(bounds.max_address_space, what, fewer))
+        if bounds.max_address_space and _OUT_OF_MEMORY.search((err or b"")[-STDERR_TAIL:].decode(errors="replace")):
+            # A library that could not allocate under the cap and ended the process itself.
+            raise UserError(memory_message(bounds.max_address_space, what, fewer))
         raise UserError(f"{what} could not be fitted (the fit ended without a reply)")
     if reply.get("error"):
         raise UserError(reply["error"])
@@ -99,7 +111,22 @@ def time_message(cpu_s: float, what: str = "the choice model", fewer: str = FEWE
 
 def memory_message(limit: int | None, what: str = "the choice model", fewer: str = FEWER) -> str:
     cap = f" (at most {limit / 2**20:,.0f} MB)" if limit else ""
-    return f"{what} needs more memory than a fit may take here{cap}; {fewer}"
+    return f"{what} needs more memory than a fit may take here{cap}; {fewer} (the operator's cap: PATTRIEVAL_FIT_MEMORY_MB)"
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether `err`, or an error it was raised from or during, is the address-space cap's doing:
+    a MemoryError, ENOMEM, or an import whose shared library could not be mapped."""
+    seen: set[int] = set()
+    at: BaseException | None = err
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if isinstance(at, MemoryError) or (isinstance(at, OSError) and at.errno == errno.ENOMEM):
+            return True
+        if _OUT_OF_MEMORY.search(str(at)):
+            return True
+        at = at.__cause__ or at.__context__
+    return False
 
 
 def _words(request: Any) -> tuple[str, str]:
@@ -159,7 +186,12 @@ def main() -> int:
     except MemoryError:
         payload = pickle.dumps({"error": memory_message(message["max_address_space"], what, fewer)})
     except Exception as err:  # noqa: BLE001 - a bug or a library's failure: one line, not a dump
-        payload = pickle.dumps({"error": f"{what} could not be fitted ({type(err).__name__})"})
+        # Under the cap an import fails as an ImportError (a library could not be mapped), or as a
+        # MemoryError inside it: the cap's refusal, not a failure of the fit.
+        if message["max_address_space"] and out_of_memory(err):
+            payload = pickle.dumps({"error": memory_message(message["max_address_space"], what, fewer)})
+        else:
+            payload = pickle.dumps({"error": f"{what} could not be fitted ({type(err).__name__})"})
     if len(payload) > MAX_REPLY_BYTES:
         payload = pickle.dumps({"error": f"{what}'s result is larger than this app returns"})
     sys.stdout.buffer.write(payload)

@@ -178,3 +178,23 @@ def test_the_operator_sets_the_fits_bounds(monkeypatch):
     monkeypatch.setenv("PATTRIEVAL_MAX_FITS", "0")
     with pytest.raises(UserError, match="PATTRIEVAL_MAX_FITS must be a whole number above 0"):
         settings_from_env("x.duckdb")
+
+
+@pytest.mark.parametrize("mb", [80, 160])
+def test_a_child_that_cannot_even_import_under_its_cap_says_memory(imported, mb):  # noqa: F811
+    """Under a tiny cap pandas' or DuckDB's libraries cannot be mapped (an ImportError), or OpenBLAS
+    gives up and ends the process: both are the memory cap's refusal, naming the setting and the
+    command without a bound. Before, they read "could not be fitted (ImportError)" or "ended
+    without a reply"."""
+    from demo.fit_child import fit_in_child
+    from engine.usecases.study_effects import StudyEffectsRequest
+
+    db, experiment, _ = imported
+    requests = [(WhyCitedRequest((experiment,)), "the choice model", "`python -m engine why-cited`"),
+                (StudyEffectsRequest("grid"), "the study model", "`python -m engine why-cited --study grid`")]
+    for request, what, command in requests:
+        with pytest.raises(UserError) as caught:
+            fit_in_child(request, db, FitBounds(max_address_space=mb * 1024**2))
+        text = str(caught.value)
+        assert text.startswith(f"{what} needs more memory than a fit may take here (at most {mb} MB)"), text
+        assert "PATTRIEVAL_FIT_MEMORY_MB" in text and command in text and "\n" not in text

@@ -152,24 +152,26 @@ class StudyModelFit:
         raise KeyError(f"no configuration {name!r}: {', '.join(c.configuration for c in self.configurations)}")
 
 
-def configuration_names(frame: pd.DataFrame, axes: Sequence[str]) -> pd.Series:
-    """Each row's configuration as text: 'axis=level, ...' over the axes given ('all' without)."""
-    if not axes:
-        import pandas as pd
+def configuration_names(frame: pd.DataFrame, axes: Sequence[str]) -> pd.Categorical:
+    """Each row's configuration as text: 'axis=level, ...' over the axes given ('all' without), a
+    categorical whose categories are the configurations in the order they first appear. Named
+    once per configuration, not per row: a million answers' ten million rows as text took seconds
+    and a gigabyte."""
+    import pandas as pd
 
-        return pd.Series("all", index=frame.index)
-    text = None
-    for axis in axes:
-        part = axis + "=" + frame[axis].astype(str)
-        text = part if text is None else text + ", " + part
-    return text
+    if not axes:
+        return pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), categories=["all"])
+    codes = frame.groupby(list(axes), sort=False, observed=True, dropna=False).ngroup().to_numpy()
+    first = np.unique(codes, return_index=True)[1]
+    names = [", ".join(f"{axis}={frame[axis].iloc[i]}" for axis in axes) for i in first]
+    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
 
 
 def varying_axes(frame: pd.DataFrame, axes: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """The axes with two or more levels in the frame, and (axis, why) for the others."""
     kept, dropped = [], []
     for axis in axes:
-        levels = list(dict.fromkeys(frame[axis].astype(str)))
+        levels = list(dict.fromkeys(str(v) for v in frame[axis].unique()))  # in the order they appear
         if len(levels) > 1:
             kept.append(axis)
         else:
@@ -185,39 +187,42 @@ def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str =
         raise UserError(f"the study's decisions frame lacks the column(s) {', '.join(missing)}")
     if position not in ("group", "number"):
         raise UserError(f"position must be group or number, not {position!r}")
+    import pandas as pd
+
     kept_axes, dropped_axes = varying_axes(frame, axes)
     config = configuration_names(frame, kept_axes)
-    order = list(dict.fromkeys(config))
-    answers = frame["answer"].astype(str).to_numpy()
+    order = list(config.categories)
+    # Answers and items as given (codes or text): they are only grouped and counted.
+    answers = frame["answer"].to_numpy()
     cited = frame["cited"].astype(bool).to_numpy()
-    per = frame.assign(_c=cited).groupby("answer", sort=False)["_c"].agg(["sum", "size"])
+    per = pd.DataFrame({"answer": answers, "_c": cited}).groupby("answer", sort=False)["_c"].agg(["sum", "size"])
     if int((per["sum"] > 0).sum()) == 0:
         raise UserError(f"no citing answers: none of the {len(per):,} answers cites a shown document")
-    informative = set(per.index[(per["sum"] > 0) & (per["sum"] < per["size"])].astype(str))
-    if not informative:
+    informative = per.index[(per["sum"] > 0) & (per["sum"] < per["size"])].to_numpy()
+    if not len(informative):
         raise UserError(f"no answer cites some but not all of its documents (of {len(per):,}): nothing to fit")
-    keep = np.isin(answers, list(informative))
+    keep = np.isin(answers, informative)
     side = frame["label_side"]
     label_a = (side == "A").to_numpy(float)
     nuisance = {"relevant": frame["relevant"].astype(bool).to_numpy(float)}
     if position == "group":
-        group = frame["position_group"].astype(str)
+        group = frame["position_group"]
         for g in ("middle", "last"):
             nuisance[f"position[{g}]"] = (group == g).to_numpy(float)
     else:
         nuisance["position"] = frame["position"].to_numpy(float)
     nuisance["label[other]"] = (~side.isin(["A", "B"])).to_numpy(float)
-    cfg = config.to_numpy()
+    cfg = config.codes  # each row's configuration, an index into order
     _check_configurations(frame, cfg, order, keep, answers, label_a, nuisance)
     label_cols = {"label[A]": label_a}
-    for c in order[1:]:
-        label_cols[f"label[A]:{c}"] = label_a * (cfg == c)
+    for i, c in enumerate(order[1:], 1):
+        label_cols[f"label[A]:{c}"] = label_a * (cfg == i)
     kept_nuisance, notes = _identified_nuisance(nuisance, label_cols, answers, keep)
     terms = [*kept_nuisance, *label_cols]
     x = np.column_stack([nuisance[t] for t in kept_nuisance] + list(label_cols.values()))
     from engine.statistics.choice_fit import fit_conditional_logit
 
-    items = frame["item"].astype(str).to_numpy()
+    items = frame["item"].to_numpy()
     try:
         fit = fit_conditional_logit(cited[keep].astype(float), x[keep], answers[keep], items[keep])
     except ValueError as err:  # a stratum too large to enumerate
@@ -238,10 +243,10 @@ def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str =
     levels = _config_levels(frame, cfg, order, kept_axes)
     effects = []
     for i, c in enumerate(order):
-        rows = keep & (cfg == c)
+        rows = keep & (cfg == i)
         est, se, se_m = _combine(contrasts[i], b, v, v_model)
         effects.append(ConfigurationEffect(
-            c, levels[c], *labels[c], len(set(answers[rows])), len(set(items[rows])), est, se,
+            c, levels[c], *labels[c], len(np.unique(answers[rows])), len(np.unique(items[rows])), est, se,
             est - _Z * se, est + _Z * se, _p(est, se), se_m))
     interaction = None
     per_axis: list[WaldTest] = []
@@ -263,13 +268,13 @@ def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str =
 
 def _check_configurations(frame, cfg, order, keep, answers, label_a, nuisance) -> None:
     """Refuse, naming it, a configuration the model cannot estimate a label effect in."""
-    items = frame["item"].astype(str).to_numpy()
-    for c in order:
-        rows = keep & (cfg == c)
+    items = frame["item"].to_numpy()
+    for i, c in enumerate(order):
+        rows = keep & (cfg == i)
         if not rows.any():
             raise UserError(f"configuration {c} has no answer that cites some but not all of its documents: "
                             "its label effect cannot be estimated")
-        n_items = len(set(items[rows]))
+        n_items = len(np.unique(items[rows]))
         if n_items < 2:
             raise UserError(f"configuration {c} has one item ({items[rows][0]}): its label effect's interval, "
                             "clustered by item, needs two or more")
@@ -319,10 +324,10 @@ def _label_words(frame, cfg, order) -> dict[str, tuple[str, str]]:
     """Per configuration the labels A and B as shown (the most frequent text of each side)."""
     out = {}
     has = "label" in frame.columns
-    for c in order:
+    for i, c in enumerate(order):
         words = []
         for s in ("A", "B"):
-            texts = frame.loc[(cfg == c) & (frame["label_side"] == s).to_numpy(), "label"] if has else None
+            texts = frame.loc[(cfg == i) & (frame["label_side"] == s).to_numpy(), "label"] if has else None
             words.append(str(texts.mode().iloc[0]) if texts is not None and len(texts.dropna()) else s)
         out[c] = (words[0], words[1])
     return out
@@ -330,8 +335,8 @@ def _label_words(frame, cfg, order) -> dict[str, tuple[str, str]]:
 
 def _config_levels(frame, cfg, order, axes) -> dict[str, tuple[tuple[str, str], ...]]:
     """Per configuration its (axis, level) pairs, read from its first row."""
-    first = {c: i for i, c in reversed(list(enumerate(cfg)))}
-    return {c: tuple((a, str(frame[a].iloc[first[c]])) for a in axes) for c in order}
+    first = np.unique(cfg, return_index=True)[1]
+    return {c: tuple((a, str(frame[a].iloc[first[i]])) for a in axes) for i, c in enumerate(order)}
 
 
 def _combine(row: np.ndarray, b: np.ndarray, v: np.ndarray, v_model: np.ndarray) -> tuple[float, float, float]:

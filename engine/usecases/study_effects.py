@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
     from engine.statistics.study_model import StudyModelFit
 
-# The rows' columns of each axis the study model can read (engine.prompting.study.AXES' names).
+# The run settings (store.queries.decisions.run_settings) of each axis the study model can read
+# (engine.prompting.study.AXES' names), and the axes store.queries.run_grid_settings reads.
 _ROW_AXES = {"model": "model", "metadata": "metadata_type", "relevant_at": "relevant_at",
              "repetition": "repetition", "label_scope": "label_scope"}
 _RUN_AXES = ("top_k", "order", "few_shot", "xai")
@@ -86,42 +87,20 @@ def effect_rows(fit: StudyModelFit) -> list[dict[str, Any]]:
             for e in fit.configurations]
 
 
-def study_decisions(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, str]]]:
-    """The study's decision rows with `label_side` and one column per axis; the axes to fit (those
-    with two or more levels, in the grid's order) and (axis, why) for the others its grid lists."""
+def study_decisions(request: StudyEffectsRequest,
+                    db: Path) -> tuple[pd.DataFrame, tuple[str, ...], list[str], list[tuple[str, str]]]:
+    """The study's decision rows as the study model reads them (engine.statistics.study_model's
+    COLUMNS, `label`, `position` and one column per axis); the experiment ids with rows; the axes to fit (those with two or more
+    levels, in the grid's order) and (axis, why) for the others its grid lists. Numbers and
+    categoricals only (store.queries.decision_codes): text columns held 5.9 GB at a million answers."""
     from engine.prompting.study import AXES
-    from engine.usecases.why_cited import WhyCitedRequest, citation_decisions
-    from store.queries import label_pairs
-    from store.queries.study_effects import run_grid_settings, study_axes
+    from store.queries.study_effects import study_axes
 
     listed = study_axes(db, request.study)
     if listed is None:
         raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
     check_bounds(request, db)
-    rows = citation_decisions(WhyCitedRequest(study=request.study, modes=request.modes), db)
-    experiments = list(dict.fromkeys(rows["experiment_id"]))
-    import pandas as pd
-
-    side = pd.Series(None, index=rows.index, dtype=object)
-    for eid in experiments:
-        pairs = label_pairs(db, [eid])
-        if pairs:
-            mine = (rows["experiment_id"] == eid).to_numpy()
-            a, b = pairs[0]
-            side[mine & (rows["label"] == a).to_numpy()] = "A"
-            side[mine & (rows["label"] == b).to_numpy()] = "B"
-    rows["label_side"] = side
-    settings = run_grid_settings(db, list(dict.fromkeys(rows["run_id"])))
-    for axis in _RUN_AXES:
-        rows[axis] = rows["run_id"].map(lambda r, a=axis: settings.get(r, {}).get(a, ""))
-    for axis, column in _ROW_AXES.items():
-        rows[axis] = rows[column].astype(object).where(rows[column].notna(), "default").astype(str)
-    # A configuration is an experiment's: its vanilla answers (copied into every metadata type's
-    # experiment, with no metadata of their own) take the levels of its labelled runs.
-    labelled = rows[rows["mode"] != "vanilla"]
-    for axis in AXES:
-        per = labelled.groupby("experiment_id", sort=False)[axis].first()
-        rows[axis] = rows["experiment_id"].map(per).where(rows["experiment_id"].isin(per.index), rows[axis])
+    rows, experiment_ids = study_frame(request, db)
     # The axes are every axis of the grid with two or more levels in the answers. An axis the grid
     # lists with one level, or the answers hold one level of, is no axis: it is named; one the grid
     # does not list and the answers do not vary is left unsaid.
@@ -130,7 +109,82 @@ def study_decisions(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFram
     axes, one_level = varying_axes(rows, AXES)
     dropped = [(axis, f"one level ({', '.join(map(str, listed[axis]))}) in the study's grid: not an axis")
                if len(listed[axis]) == 1 else (axis, why) for axis, why in one_level if axis in listed]
-    return rows, axes, dropped
+    return rows, experiment_ids, axes, dropped
+
+
+def study_frame(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The study's decision rows (no bound checked) and the experiment ids with rows, in order."""
+    import numpy as np
+    import pandas as pd
+
+    from engine.prompting.study import AXES
+    from store.queries import label_pairs, study_experiment_ids
+    from store.queries.decisions import POSITION_GROUPS, decision_codes, run_settings
+    from store.queries.study_effects import run_grid_settings
+
+    ids = study_experiment_ids(db, request.study)
+    if ids is None:
+        raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
+    coded = decision_codes(db, ids, request.modes)
+    if len(coded) == 0:
+        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
+        raise UserError(f"no stored answers{modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
+    got = coded.rows
+    items = got["item"].astype(np.int64)
+    run = got["run"].astype(np.int64)
+
+    # Levels as plain Python objects: pandas' str dtype would load pyarrow (why_cited.choice_rows).
+    def categorical(codes: np.ndarray, levels: list) -> pd.Categorical:
+        return pd.Categorical.from_codes(codes, categories=pd.Index(levels, dtype=object))
+
+    rows = pd.DataFrame({"answer": run * (int(items.max()) + 1) + items, "item": items, "cited": got["cited"],
+                         "relevant": got["relevant"], "position": got["position"],
+                         "position_group": categorical(got["position_group"], list(POSITION_GROUPS)),
+                         "label": categorical(got["label"], list(coded.labels))})
+    # Label A or B by the experiment's metadata type (its oldest labelled run's pair).
+    index = {label: i for i, label in enumerate(coded.labels)}
+    side_a = np.full(len(coded.experiment_ids), -2)
+    side_b = np.full(len(coded.experiment_ids), -2)
+    present = np.unique(got["experiment"])
+    for e in present:
+        pairs = label_pairs(db, [coded.experiment_ids[e]])
+        if pairs:
+            side_a[e], side_b[e] = index.get(pairs[0][0], -2), index.get(pairs[0][1], -2)
+    label, experiment = got["label"], got["experiment"].astype(np.int64)
+    side = np.where(label == side_a[experiment], 0, np.where(label == side_b[experiment], 1, -1))
+    rows["label_side"] = categorical(side.astype(np.int8), ["A", "B"])
+    # Each run's levels, then each row its run's. A configuration is an experiment's: its vanilla
+    # answers (copied into every metadata type's experiment, with no metadata of their own) take
+    # the levels of its first labelled run (in mode order, then oldest).
+    used = [coded.run_ids[r] for r in np.unique(run)]
+    settings, grid = run_settings(db, used), run_grid_settings(db, used)
+    levels_of = {r: {a: (grid.get(r, {}).get(a, "") if a in _RUN_AXES else _level(settings[r][_ROW_AXES[a]]))
+                     for a in AXES} for r in used}
+    first: dict[str, str] = {}
+    for r in sorted((r for r in used if settings[r]["mode"] != "vanilla"),
+                    key=lambda r: (_mode_rank(settings[r]["mode"]), settings[r]["created_utc"], r)):
+        first.setdefault(settings[r]["experiment_id"], r)
+    for r in used:
+        source = first.get(settings[r]["experiment_id"])
+        if source is not None:
+            levels_of[r] = levels_of[source]
+    code_of_run = {r: i for i, r in enumerate(coded.run_ids)}
+    for axis in AXES:
+        values = list(dict.fromkeys(levels_of[r][axis] for r in used))
+        per_run = np.full(len(coded.run_ids), -1, dtype=np.int32)
+        for r in used:
+            per_run[code_of_run[r]] = values.index(levels_of[r][axis])
+        rows[axis] = categorical(per_run[run], values)
+    return rows, tuple(coded.experiment_ids[e] for e in present)
+
+
+def _level(value: Any) -> str:
+    """A row axis's level as the model reads it: text, "default" where the run has none."""
+    return "default" if value is None else str(value)
+
+
+def _mode_rank(mode: str) -> int:
+    return MODES.index(mode) if mode in MODES else len(MODES)
 
 
 def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
@@ -160,7 +214,7 @@ def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResul
 
     from engine.statistics.study_model import fit_study_model
 
-    rows, axes, dropped = study_decisions(request, db)
+    rows, experiment_ids, axes, dropped = study_decisions(request, db)
     try:
         fit = fit_study_model(rows, axes, position=request.position)
     except UserError as err:  # name the study in the one line
@@ -172,4 +226,4 @@ def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResul
 
         saved = save_study_effects(db, request.study, ",".join(request.modes) if request.modes else "all",
                                    effect_rows(fit))
-    return StudyEffectsResult(request.study, tuple(dict.fromkeys(rows["experiment_id"])), fit, saved)
+    return StudyEffectsResult(request.study, experiment_ids, fit, saved)

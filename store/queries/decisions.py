@@ -68,7 +68,8 @@ _QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' query (decision_
 
 _CODED_SQL = f"""
 SELECT (list_position($ids, d.experiment_id) - 1)::SMALLINT AS experiment,
-       (list_position([{{runs}}], d.run_id) - 1)::INTEGER AS run,
+       -- The runs sorted, so that DecisionCodes.run_ids (read sorted) names each code.
+       (list_position(list_sort([{{runs}}]), d.run_id) - 1)::INTEGER AS run,
        (list_position({list(MODES)}, d.rag_mode) - 1)::TINYINT AS mode,
        (dense_rank() OVER (ORDER BY d.item_id) - 1)::INTEGER AS item,
        d.position::SMALLINT AS position, d.n_shown::SMALLINT AS n_shown,
@@ -96,6 +97,7 @@ class DecisionCodes:
     experiment_names: tuple[str, ...]  # each experiment's name (its id where it has none)
     modes: tuple[str, ...]
     labels: tuple[str, ...]
+    run_ids: tuple[str, ...] = ()  # the run of each run code
 
     def __len__(self) -> int:
         return len(self.rows["cited"])
@@ -121,12 +123,37 @@ def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
             got = execute_over_runs(conn, _CODED_SQL, ids, modes).fetchnumpy()
         finally:
             conn.execute(f"SET memory_limit = '{before}'")
+        find = "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)"
+        params: dict = {"ids": ids}
+        if modes is not None:
+            find += " AND list_contains($modes, rag_mode)"
+            params["modes"] = list(modes)
+        runs = tuple(r[0] for r in conn.execute(find + " ORDER BY run_id", params).fetchall())
     text = got.pop("label_text")
     first = np.flatnonzero(~np.ma.getmaskarray(text))
     levels = dict(zip(got["label"][first].tolist(), np.asarray(text)[first].tolist(), strict=True))
     rows = {c: np.asarray(got[c]) for c in CODED_COLUMNS}
     return DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES),
-                         tuple(str(levels[i]) for i in range(len(levels))))
+                         tuple(str(levels[i]) for i in range(len(levels))), runs)
+
+
+# Per run, the settings the citation_decisions view gives each of its rows, with the view's
+# defaults (the study model's axes besides store.queries.study_effects.run_grid_settings').
+_RUN_SETTINGS_SQL = """
+SELECT run_id, experiment_id, rag_mode, created_utc, model, metadata_type,
+       coalesce(json_extract_string(config_json, '$.prompt.relevant_at'), 'ranked'),
+       coalesce(json_extract_string(config_json, '$.prompt.repetition'), 'none'),
+       coalesce(json_extract_string(config_json, '$.prompt.label_scope'), 'all')
+FROM runs WHERE list_contains($runs, run_id)
+"""
+RUN_SETTINGS = ("experiment_id", "mode", "created_utc", "model", "metadata_type", "relevant_at", "repetition",
+                "label_scope")
+
+
+def run_settings(db: DbLike, run_ids: tuple[str, ...] | list[str]) -> dict[str, dict]:
+    """Per run id: RUN_SETTINGS (model and metadata_type None where the run has none)."""
+    rows = fetch(db, _RUN_SETTINGS_SQL, {"runs": list(run_ids)})
+    return {r[0]: dict(zip(RUN_SETTINGS, r[1:], strict=True)) for r in rows}
 
 
 def label_pairs(db: DbLike, experiment_ids: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
