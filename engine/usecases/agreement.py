@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the statistics' types, for annotations only: nothing loaded at import time
+    from engine.statistics.agreement import AgainstHuman, CorrectedRate, PairAgreement, PanelAgreement
 
 Citation = tuple[str, str, int]  # (run, item, position)
 
@@ -42,21 +45,21 @@ class JudgeCount:
 class PairRow:
     judge_a: str
     judge_b: str
-    agreement: Any  # engine.statistics.agreement.PairAgreement
+    agreement: PairAgreement
 
 
 @dataclass(frozen=True)
 class HumanRow:
     judge: str
     human: str
-    scores: Any  # engine.statistics.agreement.AgainstHuman
+    scores: AgainstHuman
 
 
 @dataclass(frozen=True)
 class PpiRow:
     judge: str
     human: str
-    rate: Any  # engine.statistics.agreement.CorrectedRate
+    rate: CorrectedRate
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Agreement:
     run_ids: tuple[str, ...]
     judges: tuple[JudgeCount, ...]
     pairs: tuple[PairRow, ...]
-    panel: Any  # engine.statistics.agreement.PanelAgreement
+    panel: PanelAgreement
     against_human: tuple[HumanRow, ...]
     ppi: tuple[PpiRow, ...]
 
