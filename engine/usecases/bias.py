@@ -135,7 +135,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     return _report_cache().get(
         path, (experiment, resamples, seed, db_arg, explanations),
         lambda: kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,
-                                  signatures),
+                                 signatures),
     )
 
 
