@@ -38,6 +38,16 @@ RESOLVE_EXPERIMENT = (
 DONE = "(SELECT run_id, count(*) AS n_done FROM generations GROUP BY run_id)"
 
 
+def run_or_experiment(experiment: str | None, run: str | None) -> tuple[str, dict[str, str]]:
+    """(WHERE condition on `runs r`, its parameters) for one run by id or every run of an
+    experiment (id or name): the choice `explain`, `verify` and `used` offer."""
+    if (experiment is None) == (run is None):
+        raise ValueError("give exactly one of experiment and run")
+    if run is not None:
+        return "r.run_id = $ref", {"ref": run}
+    return f"r.experiment_id = ({RESOLVE_EXPERIMENT})", {"ref": experiment or ""}
+
+
 def mode_order(column: str) -> str:
     """A SQL expression sorting modes in engine.types.MODES order (unknown modes last)."""
     cases = " ".join(f"WHEN '{mode}' THEN {i}" for i, mode in enumerate(MODES))

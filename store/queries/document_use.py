@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.db import DbLike
-from store.queries._read import MODE_ORDER, RESOLVE_EXPERIMENT, fetch, marks, reading
+from store.queries._read import MODE_ORDER, fetch, marks, reading, run_or_experiment
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,8 @@ def _run(row: tuple) -> UseRun:
 
 def use_runs(db: DbLike, *, experiment: str | None = None, run: str | None = None) -> tuple[UseRun, ...] | None:
     """One run by id, or every run of an experiment (id or name) in mode order; None when unknown."""
-    if (experiment is None) == (run is None):
-        raise ValueError("give exactly one of experiment and run")
-    ref: str | None
-    if run is not None:
-        where, ref = "r.run_id = $ref", run
-    else:
-        where, ref = f"r.experiment_id = ({RESOLVE_EXPERIMENT})", experiment
-    found = fetch(db, f"{_RUN_COLUMNS} WHERE {where} ORDER BY {MODE_ORDER}, r.created_utc, r.run_id", {"ref": ref},
+    where, params = run_or_experiment(experiment, run)
+    found = fetch(db, f"{_RUN_COLUMNS} WHERE {where} ORDER BY {MODE_ORDER}, r.created_utc, r.run_id", params,
                   into=lambda *r: _run(r))
     return tuple(found) or None
 

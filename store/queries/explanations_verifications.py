@@ -8,21 +8,14 @@ from typing import Any
 
 from engine.types import Document, ExplainRun, ExplainSource, Item, StoredAnswer
 from store.db import DbLike
-from store.queries._read import DONE, MODE_ORDER, RESOLVE_EXPERIMENT, fetch, marks, reading, rows_of_runs
+from store.queries._read import DONE, MODE_ORDER, fetch, marks, reading, rows_of_runs, run_or_experiment
 from store.queries.drilldown import metadata_labels, shown_labels
 
 
 def explain_runs(db: DbLike, *, experiment: str | None = None, run: str | None = None):
     """The runs `explain` works on: one run by id, or every run of an experiment (id or name),
     in mode order, as engine.judges.explain.ExplainRun; None when the run or experiment is unknown."""
-    if (experiment is None) == (run is None):
-        raise ValueError("give exactly one of experiment and run")
-    ref: str | None
-    if run is not None:
-        where, ref = "r.run_id = $ref", run
-    else:
-        where, ref = f"r.experiment_id = ({RESOLVE_EXPERIMENT})", experiment
-    params = {"ref": ref}
+    where, params = run_or_experiment(experiment, run)
 
     def explain_run(run_id, experiment_id, model, mode, metadata_type, config_json, n_done) -> ExplainRun:
         label_a, label_b = metadata_labels(config_json)
