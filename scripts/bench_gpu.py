@@ -217,6 +217,16 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
+def drop_kv_cache(result: Any) -> None:
+    """What a call hands back and keeps is the answers, and full-vocabulary scores for the
+    "scores" variant. return_dict_in_generate also hands back the KV cache (17 GB at batch 64),
+    which no caller of `run` would keep: dropped before counting. Through the item, not the
+    attribute: ModelOutput's __setattr__ skips None, so the dict kept the cache (the first GPU
+    run of this comparison counted it)."""
+    if isinstance(result, dict) and result.get("past_key_values") is not None:
+        result["past_key_values"] = None
+
+
 def _is_oom(err: BaseException) -> bool:
     import torch
 
@@ -280,10 +290,12 @@ def bench_one(arch: Architecture, precision: str, path: Path, device: str, args)
         ids = [f"q{i}" for i in range(batch)]
         planned = plan_batches(loaded.tokenizer, [("bench", ids, prompts[:batch])], batch)
         try:
-            # Untimed, the same prompts with 4 new tokens: the first call at a shape pays for the
-            # allocator's growth and kernel selection (measured: 2-3x the steady time).
-            list(LocalBackend(loaded, GenerationConfig(max_new_tokens=4, batch_size=batch), request).generate(planned))
+            # Untimed, the same call: the first call at a shape pays for the allocator's growth
+            # and kernel selection (measured: 2-3x the steady time). A 4-token warm-up was not
+            # enough: the KV cache still grew in the timed call, which then ran 1.2-1.6x the
+            # steady time at batch 64 (H200, 2026-11-27; the log-prob variants' plain call).
             backend = LocalBackend(loaded, GenerationConfig(max_new_tokens=args.new_tokens, batch_size=batch), request)
+            list(backend.generate(planned))
             _sync(device)
             _reset_peak(device)
             t0 = time.perf_counter()
@@ -320,6 +332,9 @@ def bench_one(arch: Architecture, precision: str, path: Path, device: str, args)
     scores_config = copy.deepcopy(hf_config)
     scores_config.output_scores = scores_config.return_dict_in_generate = True
     input_ids, mask = left_pad(encoded[:variant_batch], loaded.pad_token_id, device)
+    with torch.inference_mode():  # untimed: the sweep may not have run this shape, or ran out of memory after it
+        loaded.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=hf_config)
+    _sync(device)
     for variant in ("plain", "ours", "scores"):
         _reset_peak(device)
         before = _memory(device)[0]
@@ -334,11 +349,7 @@ def bench_one(arch: Architecture, precision: str, path: Path, device: str, args)
                                                    generation_config=scores_config if variant == "scores" else hf_config)
             _sync(device)
             seconds = time.perf_counter() - t0
-            # What the call hands back and keeps: the answers, and full-vocabulary scores for
-            # "scores". return_dict_in_generate also hands back the KV cache (17 GB at batch 64),
-            # which no caller of `run` would keep: dropped before counting.
-            if getattr(result, "past_key_values", None) is not None:
-                result.past_key_values = None
+            drop_kv_cache(result)
             gc.collect()  # not empty_cache: the next variant would time cudaMalloc (the others did not)
             held = _memory(device)[0] - before
             del result

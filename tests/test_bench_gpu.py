@@ -47,6 +47,18 @@ def test_the_table_names_a_failed_stage_and_keeps_the_rest():
     assert "stage bench llama3 failed: exit 1" in text
 
 
+def test_the_scores_variant_drops_the_kv_cache_it_is_handed():
+    import torch
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    bench = load_script("bench_gpu")
+    result = GenerateDecoderOnlyOutput(sequences=torch.zeros(1), past_key_values=[torch.zeros(4)])
+    bench.drop_kv_cache(result)
+    assert result["past_key_values"] is None and result.past_key_values is None
+    assert all(value is None for key, value in result.items() if key == "past_key_values")
+    bench.drop_kv_cache(torch.zeros(2))  # plain generate hands back a tensor: nothing to drop
+
+
 def test_an_unknown_run_is_one_line_and_a_failure(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gpu.py"), "--dry-run", "--runs",
                            "mistral:fp8", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
