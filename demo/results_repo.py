@@ -3,7 +3,7 @@
 So that even a CPU Space shows real results from the paper's models: the operator publishes a
 store (a .duckdb file made by the CLI on a GPU machine) in a Hub *dataset* repo, and every start
 downloads it (huggingface_hub's cache: a file already there is not fetched again) and merges it
-with `store.merge.merge_stores`, the merge of `python -m engine merge`. The merge is idempotent
+with `engine.usecases.merge.merge`, the merge of `python -m engine merge`. The merge is idempotent
 by run id, so restarts add nothing twice.
 
 The download is merged from a private copy: the Hub cache's file is never opened for writing,
@@ -30,8 +30,8 @@ def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str
     """Download `filename` from the Hub dataset repo `repo` and merge it into `db_path`; a MergeResult."""
     from huggingface_hub import hf_hub_download
 
+    from engine.usecases.merge import merge
     from store.db import connect
-    from store.merge import merge_stores
 
     # cache_dir None: huggingface_hub's own (HF_HUB_CACHE / HF_HOME, set by the entry point).
     downloaded = hf_hub_download(repo_id=repo, filename=filename, repo_type="dataset",
@@ -41,7 +41,9 @@ def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str
         shutil.copyfile(downloaded, copy)
         with connect(copy):  # migrates an older schema in the copy (a newer one is refused here)
             pass
-        return merge_stores(Path(db_path), copy)
+        # The merge use case, as `python -m engine merge`: it also keeps the Bias page's values of
+        # the experiments merged in, so the Space's first Bias visitor reads them (issue 31).
+        return merge(Path(db_path), copy)
 
 
 def merge_at_start(settings: AppSettings, *, out: TextIO | None = None,

@@ -296,7 +296,6 @@ def test_the_cli_imports_only_use_cases_the_api_and_the_ground():
 APP_EXCEPTIONS = {
     "demo.__main__ imports store.db": "the server checks the store once at start, before any tab reads it",
     "demo.results_repo imports store.db": "a results repository's stores are opened at start (server plumbing)",
-    "demo.results_repo imports store.merge": "and merged into the app's store at start (server plumbing)",
     "demo.jobs imports store.db": "utc_now: the job queue's times on the store's clock",
     "demo.jobs imports engine.running.run_request": "the worker's default model loader; the use cases take it as `load`",
     "demo.settings imports store.server_paths": "the one rule that masks server paths in what a visitor reads",

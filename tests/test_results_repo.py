@@ -73,6 +73,18 @@ def test_the_published_store_is_merged_once(tmp_path, published):
     assert published.read_bytes() == before  # the cache's copy is never written
 
 
+def test_the_merge_at_start_keeps_the_bias_pages_values(tmp_path, published):
+    """The Space's first Bias visitor after a start reads kept values, as after `engine merge`."""
+    app_db = tmp_path / "app.duckdb"
+    merge_results_repo(app_db, REPO, cache_dir=hub_cache(tmp_path / "hub", published))
+    con = duckdb.connect(str(app_db), read_only=True)
+    try:
+        kinds = dict(con.execute("SELECT kind, count(*) FROM derived_values GROUP BY kind").fetchall())
+    finally:
+        con.close()
+    assert {kind.split("/")[0] for kind in kinds} == {"bias_report", "bias_rows"}, kinds  # kind/version
+
+
 def test_start_up_prints_one_line_and_never_raises(tmp_path, published):
     cache = hub_cache(tmp_path / "hub", published)
     settings = AppSettings(tmp_path / "app.duckdb", results_repo=REPO)
