@@ -88,3 +88,28 @@ def test_bootstrap_memory_is_bounded_by_cells_not_resamples():
     assert peak < 200e6, peak
     one_a_block = bootstrap_mean_cis(cols, n_resamples=400, seed=1, cells=1)
     assert np.allclose(got, one_a_block, rtol=1e-12, atol=0)
+
+
+def test_the_tests_and_the_intervals_run_side_by_side_with_the_same_results(monkeypatch):
+    """compare_metrics runs the permutation tests in a second thread while the bootstrap runs
+    (issue 31: wall time at 1M items); each draws its own seeded stream, so one core or two give
+    the same comparison, and an error in the thread reaches the caller."""
+    import os
+    import threading
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    rng = np.random.default_rng(7)
+    a = {"f1": rng.random(3_000), "precision": rng.random(3_000), "recall": rng.random(3_000)}
+    b = {name: np.clip(v + rng.normal(0, 0.1, v.size), 0, 1) for name, v in a.items()}
+    two = cs.compare_metrics(a, b, ["f1", "precision", "recall"], n_resamples=300, permutations=999)
+    names = cs._side_by_side(lambda: threading.current_thread().name, lambda: threading.current_thread().name)
+    assert names[0].startswith("compare-permutations") and names[1] == threading.current_thread().name
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})  # one core: one after the other
+    assert cs.compare_metrics(a, b, ["f1", "precision", "recall"], n_resamples=300, permutations=999) == two
+
+    def fails() -> None:
+        raise ValueError("in the thread")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    with pytest.raises(ValueError, match="in the thread"):
+        cs._side_by_side(fails, lambda: None)

@@ -28,8 +28,9 @@ against scipy and statsmodels, and the verdicts' error rates by simulation.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -43,6 +44,8 @@ from engine.statistics.stats import (
 
 ALPHA = 0.05
 POWER = 0.8
+T = TypeVar("T")
+U = TypeVar("U")
 # Paired permutation test: 2**n sign patterns are enumerated exactly up to this many, else this
 # many random ones are drawn (the smallest p it can give is then 1 / (n + 1)).
 PERMUTATIONS = 9999
@@ -455,12 +458,32 @@ def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics:
     continuous = [name for name in known if not METRICS[name].binary]
     scaled = [(np.asarray(a[name], dtype=float) * METRICS[name].scale, np.asarray(b[name], dtype=float) * METRICS[name].scale)
               for name in continuous]
-    tests = dict(zip(continuous, paired_permutations(scaled, n_resamples=permutations, seed=seed), strict=True))
-    intervals = dict(zip(continuous, bootstrap_diff_cis(scaled, n_resamples=n_resamples, seed=seed), strict=True))
+    tested, bounded = _side_by_side(lambda: paired_permutations(scaled, n_resamples=permutations, seed=seed),
+                                    lambda: bootstrap_diff_cis(scaled, n_resamples=n_resamples, seed=seed))
+    tests = dict(zip(continuous, tested, strict=True))
+    intervals = dict(zip(continuous, bounded, strict=True))
     return with_holm(compare_metric(METRICS[name], a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
                                     seed=seed, permutations=permutations, permutation=tests.get(name),
                                     interval=intervals.get(name))
                      for name in known)
+
+
+def _side_by_side(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U]:
+    """first() and second() at once where the process may use two cores. The permutation tests and
+    the bootstrap draw their own seeded streams and share nothing, so their results are the same
+    either way; both spend their time in numpy and BLAS, which release the GIL, so at 1M items
+    compare's wall time is the longer of the two instead of their sum (issue 31)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2:
+        return first(), second()
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compare-permutations") as pool:
+        pending = pool.submit(first)
+        other = second()
+        return pending.result(), other
 
 
 def em_flips(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> EmFlips:

@@ -16,8 +16,11 @@ scipy's exactly, not nearly:
     scipy's way, so every comparison with the observed value comes out as scipy's does.
 
 Patterns are made in blocks of rows of the same stream, so the result does not depend on the
-block size, and memory stays at about `cells` x 12 bytes (+ the differences). The product is
-taken with the 0/1 pattern (2 bits.d - sum d): no pass turns the bits into +-1.
+block size, and memory stays at about `cells` x 4 bytes (the draws) + a tile (+ the differences).
+The product is taken with the 0/1 pattern (2 bits.d - sum d): no pass turns the bits into +-1.
+It goes tile by tile (TILE_ROWS patterns x a cache-sized run of items): turning a whole block's
+bits into floats, then multiplying, read and wrote 64 MB of floats through memory per block;
+a tile stays in the core's cache between the two (2.2x faster per pattern cell at 1M items).
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ import numpy as np
 # Sign-pattern cells (patterns x items) held at once: 8M x float64 = 64 MB, plus the raw draws
 # (32 MB). Fewer rows than ~8 a block at 1M items re-read the differences per pattern (issue 31).
 BLOCK_CELLS = 8_000_000
+# A tile of 16 patterns x 8,192 items as float64 is 1 MB: it stays in a core's L2 (1-2 MB on the
+# machines measured) between the bits' conversion and the product. 16 rows keep BLAS efficient;
+# 8 rows were 1.25x slower per cell, 64 x 4,096 2.7x (out of cache). Measured on an AMD EPYC.
+TILE_ROWS = 16
+TILE_CELLS = 131_072
 _EPS = float(np.finfo(float).eps)
 
 
@@ -59,20 +67,31 @@ def sign_flip_pvalues(diffs: Sequence[np.ndarray], *, n_resamples: int, seed: in
     greater = np.zeros(m, dtype=np.int64)
     rows = max(1, min(cells // n, n_resamples))
     stream = _HalfStream(np.random.default_rng(seed))
-    flips = np.empty((rows, n))  # one block's patterns as 0.0 / 1.0, reused (page faults were ~30%: issue 31)
+    tile_rows = min(TILE_ROWS, rows)
+    width = max(1, min(n, TILE_CELLS // tile_rows))
+    d_cols = dt.T  # (n, metrics), a view: a run of items is a (width, metrics) operand
+    tile = np.empty((tile_rows, width))  # reused: bits as 0.0 / 1.0 (a fresh one per tile was page faults)
+    bits = np.empty((tile_rows, width), dtype=np.uint32)
     for start in range(0, n_resamples, rows):
         count = min(rows, n_resamples - start)
-        block = flips[:count]
-        # Bit 0 of each draw as 1.0 (the pair kept) or 0.0 (swapped). (Masking into the float block
-        # in one ufunc casts through a buffer: twice as slow as masking, then copying.)
-        draws = stream.take(count * n)
-        np.bitwise_and(draws, np.uint32(1), out=draws)
-        block.reshape(-1)[:] = draws
-        null = (2.0 * (block @ dt.T) - total) / n  # (count, metrics); dt @ block.T is 5x slower
+        # Bit 0 of each draw: 1 keeps the pair, 0 swaps it.
+        draws = stream.take(count * n).reshape(count, n)
+        kept = np.zeros((count, m))  # bits . d per pattern and metric
+        for r0 in range(0, count, tile_rows):
+            r1 = min(r0 + tile_rows, count)
+            for c0 in range(0, n, width):
+                c1 = min(c0 + width, n)
+                b, t = bits[: r1 - r0, : c1 - c0], tile[: r1 - r0, : c1 - c0]
+                # Masking, then copying: one ufunc masking into floats casts through a buffer (2x slower).
+                np.bitwise_and(draws[r0:r1, c0:c1], np.uint32(1), out=b)
+                t[...] = b
+                kept[r0:r1] += t @ d_cols[c0:c1]  # d_cols[...] @ t.T is 5x slower
+        null = (2.0 * kept - total) / n  # (count, metrics)
         less += np.count_nonzero(null <= low, axis=0)
         greater += np.count_nonzero(null >= high, axis=0)
         for r, j in zip(*np.nonzero((np.abs(null - low) <= band) | (np.abs(null - high) <= band)), strict=True):
-            exact = _scipy_sum((2.0 * block[r] - 1.0) * dt[j], start + r >= single_from) / n
+            signs = 2.0 * (draws[r] & np.uint32(1)) - 1.0
+            exact = _scipy_sum(signs * dt[j], start + r >= single_from) / n
             less[j] += int(exact <= low[j]) - int(null[r, j] <= low[j])
             greater[j] += int(exact >= high[j]) - int(null[r, j] >= high[j])
     out = []
