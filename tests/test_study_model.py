@@ -273,3 +273,52 @@ def test_the_study_model_reads_numbers_not_text(stored):
         if isinstance(dtype, pd.CategoricalDtype):
             assert dtype.categories.dtype == object, name
     assert fit_study_model(rows, axes).params == pytest.approx(fit_study_model(frame, ["model"]).params, rel=1e-9)
+
+
+def _identified_by_least_squares(nuisance, label_a, cfg, answers, k):
+    """The check as it was before issue 31: every within-answer column at once, numpy's lstsq."""
+    from engine.statistics.study_model import _TOL, _within
+
+    cols = [label_a] + [label_a * (cfg == i) for i in range(1, k)]
+    basis = np.column_stack([_within(c, answers) for c in cols])
+    kept, notes = [], []
+    for name, column in nuisance.items():
+        x = _within(column, answers)
+        if np.abs(x).max() <= _TOL * max(1.0, float(np.abs(column).max())):
+            notes.append(name)
+            continue
+        coef, *_ = np.linalg.lstsq(basis, x, rcond=None)
+        if np.linalg.norm(x - basis @ coef) <= 1e-7 * np.linalg.norm(x):
+            notes.append(name)
+            continue
+        kept.append(name)
+        basis = np.column_stack([basis, x])
+    return kept, notes
+
+
+def test_the_identification_check_keeps_what_least_squares_keeps(study):
+    """_identified_nuisance works per configuration and by Gram-Schmidt (issue 31: the stacked
+    columns were 1.8 GB at a million answers); it keeps and drops what lstsq over all of them did:
+    columns fixed by the label columns, by kept nuisance columns or by both, and constant ones."""
+    from engine.statistics.study_model import _identified_nuisance, configuration_names
+
+    answers = study["answer"].to_numpy()
+    cfg = configuration_names(study, AXES).codes.astype(np.int64)
+    k = int(cfg.max()) + 1
+    label_a = (study["label_side"] == "A").to_numpy(float)
+    relevant = study["relevant"].to_numpy(float)
+    middle = (study["position_group"] == "middle").to_numpy(float)
+    rng = np.random.default_rng(3)
+    nuisance = {
+        "relevant": relevant, "position[middle]": middle,
+        "copy of relevant": relevant.copy(),                          # fixed by a kept column
+        "label in configuration 1": label_a * (cfg == 1),             # fixed by the label columns
+        "relevant - 2 label + middle": relevant - 2 * label_a + middle,  # fixed by both
+        "configuration": cfg.astype(float),                           # one value within each answer
+        "noise": rng.random(len(study)),                              # identified
+    }
+    got = _identified_nuisance(nuisance, {n: max(1.0, float(np.abs(c).max())) for n, c in nuisance.items()},
+                               label_a, cfg, answers)
+    want_kept, want_dropped = _identified_by_least_squares(nuisance, label_a, cfg, answers, k)
+    assert got[0] == want_kept == ["relevant", "position[middle]", "noise"]
+    assert [note.split(":")[0] for note in got[1]] == want_dropped

@@ -99,6 +99,21 @@ def _codes(labels) -> np.ndarray:
     return np.unique(a if a.dtype.kind in "iub" else a.astype(str), return_inverse=True)[1].ravel()
 
 
+@dataclass(frozen=True)
+class CodedDesign:
+    """A design whose rows take few distinct values, held as each row's code into a table of
+    them: row i is table[codes[i]]. A study's 33 configurations make 38 columns, 1.5 GB of float32
+    rows at a million answers; their codes are 4 bytes a row (issue 31). Equal codes are equal
+    rows, so strata are told apart by their rows' codes."""
+
+    codes: np.ndarray  # (rows,) int
+    table: np.ndarray  # (distinct rows, p) float
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.codes), self.table.shape[1]
+
+
 def _keys(a: np.ndarray) -> np.ndarray:
     """Each row of a 2-d array as one opaque value, for np.unique to find equal rows quickly."""
     flat = np.ascontiguousarray(a.reshape(len(a), -1))
@@ -115,13 +130,15 @@ def _block(x: np.ndarray, allowed: np.ndarray, subsets: np.ndarray, pattern: np.
                   pattern, chosen, cluster)
 
 
-def strata(y: np.ndarray, x: np.ndarray, groups: np.ndarray, clusters: np.ndarray | None = None) -> list[Strata]:
+def strata(y: np.ndarray, x: np.ndarray | CodedDesign, groups: np.ndarray,
+           clusters: np.ndarray | None = None) -> list[Strata]:
     """The informative strata (0 < k < n) grouped by shape, equal strata as one pattern. groups and
     clusters: one label per row (integer codes are used as they are); clusters constant within a
     group (None: each group its own cluster)."""
     y = np.asarray(y, dtype=float)
-    x = np.asarray(x)  # float32 stays so (exact for 0/1 and positions) until the patterns are found
-    x = x if x.dtype == np.float32 else x.astype(float)
+    if not isinstance(x, CodedDesign):
+        x = np.asarray(x)  # float32 stays so (exact for 0/1 and positions) until the patterns are found
+        x = x if x.dtype == np.float32 else x.astype(float)
     group_index = _codes(groups)
     cluster_index = _codes(clusters) if clusters is not None else group_index
     order = np.argsort(group_index, kind="stable")
@@ -143,9 +160,16 @@ def strata(y: np.ndarray, x: np.ndarray, groups: np.ndarray, clusters: np.ndarra
         codes = subsets @ weights
         sorter = np.argsort(codes)
         chosen = sorter[np.searchsorted(codes, y[rows] @ weights, sorter=sorter)]
-        xs = x[rows] + 0.0  # (G, n, p); + 0.0 turns -0.0 into 0.0, so equal rows have equal bytes
-        _, first, pattern = np.unique(_keys(xs), return_index=True, return_inverse=True)
-        out.append(_block(xs[first].astype(float), np.ones((len(first), c), dtype=bool), subsets, pattern.ravel(),
+        if isinstance(x, CodedDesign):
+            coded = x.codes[rows]  # (G, n)
+            _, first, pattern = np.unique(_keys(coded), return_index=True, return_inverse=True)
+            patterns = x.table[coded[first]].astype(float)
+        else:
+            xs = x[rows]  # (G, n, p)
+            xs += 0.0  # turns -0.0 into 0.0, so equal rows have equal bytes
+            _, first, pattern = np.unique(_keys(xs), return_index=True, return_inverse=True)
+            patterns = xs[first].astype(float)
+        out.append(_block(patterns, np.ones((len(first), c), dtype=bool), subsets, pattern.ravel(),
                           chosen, cluster_index[rows[:, 0]]))
     return out
 
@@ -254,7 +278,9 @@ def separation(blocks: list[Strata], null: np.ndarray | None = None) -> Separati
 
 def _differences(blocks: list[Strata]) -> tuple[np.ndarray, np.ndarray]:
     """The distinct differences 'an allowed subset's x sum minus its stratum's chosen one' (rows
-    all zero left out), and how many (stratum, subset) pairs give each."""
+    all zero left out), and how many (stratum, subset) pairs give each. Made distinct chunk by
+    chunk, then once more: every pair's row at once was 0.5 GB of a 33-configuration study at
+    100k answers, where the distinct rows are a few MB (issue 31)."""
     diffs, counts = [], []
     for s in blocks:
         pat, ch, cnt = _pairs(s)
@@ -264,11 +290,17 @@ def _differences(blocks: list[Strata]) -> tuple[np.ndarray, np.ndarray]:
             sums = s.subsets @ s.x[pat[sl]]
             d = sums - sums[np.arange(len(sums)), ch[sl]][:, None, :]
             allowed = s.allowed[pat[sl]]
-            diffs.append(d[allowed])
-            counts.append(np.broadcast_to(cnt[sl][:, None], allowed.shape)[allowed])
+            rows, weights = _distinct(d[allowed] + 0.0,  # + 0.0: -0.0 and 0.0 are one row
+                                      np.broadcast_to(cnt[sl][:, None], allowed.shape)[allowed].astype(float))
+            diffs.append(rows)
+            counts.append(weights)
     if not diffs:
         return np.zeros((0, 0)), np.zeros(0)
-    rows, weights = np.concatenate(diffs) + 0.0, np.concatenate(counts).astype(float)
+    return _distinct(np.concatenate(diffs), np.concatenate(counts))
+
+
+def _distinct(rows: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct nonzero rows (in np.unique's order) and the summed weights of each."""
     nonzero = np.abs(rows).max(axis=1) > 0 if rows.shape[1] else np.zeros(len(rows), dtype=bool)
     rows, weights = rows[nonzero], weights[nonzero]
     if not len(rows):
@@ -341,14 +373,14 @@ def _newton(blocks: list[Strata], basis: np.ndarray, max_iter: int = 100) -> tup
     return c, False, max_iter
 
 
-def fit_conditional_logit(y: np.ndarray, x: np.ndarray, groups: np.ndarray,
+def fit_conditional_logit(y: np.ndarray, x: np.ndarray | CodedDesign, groups: np.ndarray,
                           clusters: np.ndarray | None = None) -> LogitFit:
     """statsmodels' ConditionalLogit, fitted robustly (see the module doc). Strata are the
     `groups`; `clusters` (constant within a group, e.g. the item) define the sandwich's clusters
     (None: each group its own). The columns must be identified within strata (choice_model's
     _identify sees to it); separation is found here. x may be float32 where that is exact (0/1
     codes, positions): half the memory of a million answers' rows."""
-    x = np.asarray(x)
+    x = x if isinstance(x, CodedDesign) else np.asarray(x)
     p = x.shape[1]
     blocks = strata(y, x, groups, clusters)
     found: list[Separation] = []

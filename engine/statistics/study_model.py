@@ -61,6 +61,8 @@ from engine.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from engine.statistics.choice_fit import CodedDesign
+
 COLUMNS = ("answer", "item", "cited", "relevant", "position_group", "label_side")
 CORRECTION = "Holm"  # the pairwise differences' multiple-comparison correction (Holm's step-down; see holm)
 COVARIANCE = "cluster-robust (sandwich) by item"
@@ -214,17 +216,17 @@ def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str =
     nuisance["label[other]"] = (~side.isin(["A", "B"])).to_numpy(float)
     cfg = config.codes  # each row's configuration, an index into order
     _check_configurations(frame, cfg, order, keep, answers, label_a, nuisance)
-    label_cols = {"label[A]": label_a}
-    for i, c in enumerate(order[1:], 1):
-        label_cols[f"label[A]:{c}"] = label_a * (cfg == i)
-    kept_nuisance, notes = _identified_nuisance(nuisance, label_cols, answers, keep)
-    terms = [*kept_nuisance, *label_cols]
-    x = np.column_stack([nuisance[t] for t in kept_nuisance] + list(label_cols.values()))
+    label_terms = ["label[A]", *(f"label[A]:{c}" for c in order[1:])]
+    kept_nuisance, notes = _identified_nuisance({k: v[keep] for k, v in nuisance.items()},
+                                                {k: max(1.0, float(np.abs(v).max())) for k, v in nuisance.items()},
+                                                label_a[keep], cfg[keep], answers[keep])
+    terms = [*kept_nuisance, *label_terms]
+    x = _design(nuisance, kept_nuisance, label_a, cfg, keep, len(order))
     from engine.statistics.choice_fit import fit_conditional_logit
 
     items = frame["item"].to_numpy()
     try:
-        fit = fit_conditional_logit(cited[keep].astype(float), x[keep], answers[keep], items[keep])
+        fit = fit_conditional_logit(cited[keep].astype(float), x, answers[keep], items[keep])
     except ValueError as err:  # a stratum too large to enumerate
         raise UserError(f"the study model cannot be fitted: {err}") from None
     bad = [terms[j] for j in range(len(terms)) if not np.isfinite(fit.params[j])]
@@ -297,26 +299,75 @@ def _within(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return x - (sums / counts)[index]
 
 
-def _identified_nuisance(nuisance: dict, label_cols: dict, answers: np.ndarray,
-                         keep: np.ndarray) -> tuple[list[str], list[str]]:
-    """The nuisance columns the informative answers identify beside the label columns, and notes
-    naming the others (a column taking one value within every answer, or fixed by the others)."""
-    label = np.column_stack([_within(c[keep], answers[keep]) for c in label_cols.values()])
+def _design(nuisance: dict, kept: list[str], label_a: np.ndarray, cfg: np.ndarray, keep: np.ndarray,
+            n_configurations: int) -> CodedDesign:
+    """The informative rows' design, coded: the kept nuisance columns, label[A], then label[A] x
+    each configuration after the first. A row is fixed by its nuisance values, its label side and
+    its configuration, so the rows take a few hundred distinct values: each row keeps a code into
+    a table of them. The columns over every row were 2.6 GB (float64) of a study of 33
+    configurations at a million answers, 1.5 GB as float32 rows (issue 31)."""
+    from engine.statistics.choice_fit import CodedDesign
+
+    rows = np.flatnonzero(keep)
+    combined = np.zeros(len(rows), dtype=np.int64)
+    for name in kept:  # mixed radix: each column's value's rank among its values
+        values, rank = np.unique(nuisance[name][rows], return_inverse=True)
+        combined = combined * len(values) + rank
+    combined = (combined * 2 + label_a[rows].astype(np.int64)) * n_configurations + cfg[rows].astype(np.int64)
+    _, first, codes = np.unique(combined, return_index=True, return_inverse=True)
+    of = rows[first]  # a row of each distinct code
+    table = np.zeros((len(first), len(kept) + n_configurations))
+    for j, name in enumerate(kept):
+        table[:, j] = nuisance[name][of]
+    label, where = label_a[of], cfg[of]
+    table[:, len(kept)] = label
+    for i in range(1, n_configurations):
+        table[:, len(kept) + i] = label * (where == i)
+    return CodedDesign(codes.astype(np.int32).ravel(), table)
+
+
+def _identified_nuisance(nuisance: dict, scales: dict, label_a: np.ndarray, cfg: np.ndarray,
+                         answers: np.ndarray) -> tuple[list[str], list[str]]:
+    """The nuisance columns the informative answers (the arrays given: their rows only; `scales`
+    each column's largest magnitude over every row, at least 1) identify
+    beside the label columns, and notes naming the others (a column taking one value within every
+    answer, or fixed by the others).
+
+    Within answers, the label columns span label[A] within each configuration: an answer belongs
+    to one configuration, so those columns have disjoint rows and a column's part in their span is
+    one ratio per configuration. What is left is orthogonalised against the nuisance columns kept
+    so far (Gram-Schmidt, twice: stable to the last bits that matter at the 1e-7 test below).
+    The least-squares residual over every column at once needed them all as float64 rows, 1.8 GB
+    at a million answers (issue 31); the residual is the same."""
+    group = np.unique(answers, return_inverse=True)[1]
+    counts = np.bincount(group)
+
+    def within(column: np.ndarray) -> np.ndarray:
+        return column - (np.bincount(group, weights=column) / counts)[group]
+
+    label = within(label_a.astype(float))
+    label_norm = np.bincount(cfg, weights=label * label)
+    safe = np.where(label_norm > 0, label_norm, 1.0)
     kept: list[str] = []
     notes: list[str] = []
-    basis = label
+    basis: list[np.ndarray] = []  # orthonormal, each orthogonal to the label columns
     for name, column in nuisance.items():
-        x = _within(column[keep], answers[keep])
-        if np.abs(x).max() <= _TOL * max(1.0, float(np.abs(column).max())):
+        x = within(column)
+        if np.abs(x).max() <= _TOL * scales[name]:
             if name != "label[other]":
                 notes.append(f"{name}: takes one value within every answer, left out")
             continue
-        coef, *_ = np.linalg.lstsq(basis, x, rcond=None)
-        if np.linalg.norm(x - basis @ coef) <= 1e-7 * np.linalg.norm(x):
+        r = x.copy()
+        for _ in range(2):
+            r -= np.where(label_norm > 0, np.bincount(cfg, weights=r * label, minlength=len(label_norm)) / safe,
+                          0.0)[cfg] * label
+            for q in basis:
+                r -= (q @ r) * q
+        if np.linalg.norm(r) <= 1e-7 * np.linalg.norm(x):
             notes.append(f"{name}: fixed by the other terms within answers, left out")
             continue
         kept.append(name)
-        basis = np.column_stack([basis, x])
+        basis.append(r / np.linalg.norm(r))
     return kept, notes
 
 
