@@ -71,6 +71,11 @@ def item_id(i: int) -> str:
     return f"q{i:06d}"
 
 
+# item_id in SQL, over a column `i`: printf, not lpad, which cuts ids of 1,000,000 and more to six
+# digits (duplicates in the 10M-item store of scripts/bench_stats.py).
+ITEM_ID_SQL = "printf('q%06d', i)"
+
+
 def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
     """Write a store of n_runs x n_items generations at `path` (which must not exist yet)."""
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
@@ -113,7 +118,7 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
         conn.execute(
             f"""
             CREATE TEMP TABLE plan_items AS
-            SELECT i, 'q' || lpad(CAST(i AS VARCHAR), 6, '0') AS item_id,
+            SELECT i, {ITEM_ID_SQL} AS item_id,
                    CAST(hash(i, 'r1') % {N_DOCS} AS INTEGER) AS r1,
                    CASE WHEN hash(i, 'two') % 3 = 0 THEN CAST(hash(i, 'r2') % {N_DOCS} AS INTEGER) END AS r2
             FROM range({n_items}) t(i)

@@ -24,6 +24,7 @@ from engine.errors import UserError
 from engine.prompting.citations import parse_citations
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.statistics import compare_stats as cs
+from engine.statistics.flips import CitationFlips, citation_flips, em_flips
 from engine.types import Citation, Document, Generation, Item, RunSpec
 from engine.usecases.compare import CompareRequest, Margins, compare, parse_margins
 from store.db import connect
@@ -89,7 +90,7 @@ def test_mcnemar_hand_table_and_binomtest():
     assert res.p == pytest.approx(scipy.stats.binomtest(9, 11, 0.5).pvalue, rel=1e-12)
     # By hand: 2 * P(X <= 2), X ~ Bin(11, 1/2) = 2 * (1 + 11 + 55) / 2048.
     assert res.p == pytest.approx(2 * 67 / 2048, rel=1e-12)
-    flips = cs.em_flips(a, b)
+    flips = em_flips(a, b)
     assert (flips.right_to_wrong, flips.wrong_to_right, flips.n) == (2, 9, 36)
 
 
@@ -191,11 +192,11 @@ def test_compare_metrics_holm_and_missing_values():
 
 
 def test_citation_flips_hand_made():
-    flips = cs.citation_flips([
+    flips = citation_flips([
         (("d1", "d2", "d3"), ("d1", "d2"), ("d2", "d3"), ("d1", "d3")),  # A only d1 (rel), B only d3 (rel)
         (("d4", "d5"), ("d4", "d9"), ("d5",), ()),  # d9 not shown in both: not counted
     ])
-    assert flips == cs.CitationFlips(1, 1, 1, 1, 5)
+    assert flips == CitationFlips(1, 1, 1, 1, 5)
 
 
 # ---------------------------------------------------------------- a store

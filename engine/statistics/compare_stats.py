@@ -146,27 +146,7 @@ class MetricComparison:
     verdict: str
 
 
-@dataclass(frozen=True)
-class EmFlips:
-    """Exact match from A to B on items both score: right in A and wrong in B, and the reverse."""
-
-    right_to_wrong: int
-    wrong_to_right: int
-    n: int
-
-
-@dataclass(frozen=True)
-class CitationFlips:
-    """Documents shown in both runs of an item and cited by one only, split by relevance."""
-
-    a_only_relevant: int
-    a_only_nonrelevant: int
-    b_only_relevant: int
-    b_only_nonrelevant: int
-    shown_both: int  # (item, document) pairs shown in both runs
-
-
-def _clean(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def known_pairs(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pairs where both values are known (NaN or None on either side leaves the pair out)."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
@@ -181,7 +161,7 @@ def mcnemar_exact(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarr
     discordant pairs, as statsmodels' mcnemar(exact=True). Statistic: pairs 1 in B only."""
     from scipy.stats import binomtest
 
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     b_only, a_only = _discordant(x, y)
     if a_only + b_only == 0:
         return TestResult(float(b_only), 1.0)  # no discordant pair: no evidence either way
@@ -193,7 +173,7 @@ def paired_t(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
     every difference is equal (no spread: t is 0/0 or +-inf, where scipy warns)."""
     from scipy.stats import ttest_rel
 
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     d = y - x
     if x.size < 2 or np.all(d == d[0]):
         return TestResult(math.nan, math.nan)
@@ -210,7 +190,7 @@ def paired_permutation(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
     continuous metric."""
     from scipy.stats import permutation_test
 
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     if x.size < 2:
         return TestResult(math.nan, math.nan)  # scipy refuses one pair; two swaps say nothing
     d = y - x
@@ -234,7 +214,7 @@ def paired_permutations(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_res
     out: list[TestResult | None] = [None] * len(pairs)
     by_n: dict[int, list[tuple[int, np.ndarray]]] = {}
     for k, (a, b) in enumerate(pairs):
-        x, y = _clean(a, b)
+        x, y = known_pairs(a, b)
         d = y - x
         if x.size < 2 or np.all(d == 0) or 2**x.size <= n_resamples:
             out[k] = paired_permutation(x, y, n_resamples=n_resamples, seed=seed)  # the exact or trivial p
@@ -256,7 +236,7 @@ def bootstrap_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.n
                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                       confidence: float = 0.95) -> tuple[float, float]:
     """Paired percentile-bootstrap interval of mean(B - A): items resampled with their pair."""
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     if x.size == 0:
         return math.nan, math.nan
     low, high = bootstrap_mean_ci(y - x, n_resamples=n_resamples, seed=seed, confidence=confidence)
@@ -267,7 +247,7 @@ def bootstrap_diff_cis(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_resa
                        seed: int = DEFAULT_SEED) -> list[tuple[float, float]]:
     """bootstrap_diff_ci of each (a, b), the same intervals: pairs with the same number of items
     share one draw of resamples (issue 31; the draws were most of each interval's time)."""
-    diffs = [y - x for x, y in (_clean(a, b) for a, b in pairs)]
+    diffs = [y - x for x, y in (known_pairs(a, b) for a, b in pairs)]
     out = [(math.nan, math.nan)] * len(diffs)
     for n in {d.size for d in diffs} - {0}:
         ks = [k for k, d in enumerate(diffs) if d.size == n]
@@ -299,7 +279,7 @@ def tost_paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     from scipy.stats import ttest_1samp
 
     _check_margin(margin)
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     d = y - x
     why = FEW if x.size < 2 else NO_SPREAD if np.all(d == d[0]) else ""
     if why:
@@ -316,7 +296,7 @@ def tost_binary(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     from engine.statistics.paired_exact import exact_tost
 
     _check_margin(margin)
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     b_only, a_only = _discordant(x, y)
     if x.size == 0:
         return Equivalence(margin, TOST_EXACT, math.nan, math.nan, math.nan, math.nan, FEW)
@@ -387,7 +367,7 @@ def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequenc
     the equivalence's p_holm its p, until with_holm corrects a set of them. `permutation`: the
     paired permutation test of a continuous metric when paired_permutations has made it already,
     `interval` its bootstrap interval when bootstrap_diff_cis has."""
-    x, y = _clean(a, b)
+    x, y = known_pairs(a, b)
     n = int(x.size)
     d = (y - x) * spec.scale
     no_spread = n >= 1 and bool(np.all(d == d[0]))
@@ -454,7 +434,7 @@ def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics:
     `margins` maps a metric to its equivalence margin (units shown). Metrics with no item known
     on both sides are left out."""
     margins = margins or {}
-    known = [name for name in metrics if _clean(a[name], b[name])[0].size]
+    known = [name for name in metrics if known_pairs(a[name], b[name])[0].size]
     continuous = [name for name in known if not METRICS[name].binary]
     scaled = [(np.asarray(a[name], dtype=float) * METRICS[name].scale, np.asarray(b[name], dtype=float) * METRICS[name].scale)
               for name in continuous]
@@ -484,25 +464,3 @@ def _side_by_side(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U
         pending = pool.submit(first)
         other = second()
         return pending.result(), other
-
-
-def em_flips(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> EmFlips:
-    """Exact-match flips from A to B over items both score."""
-    x, y = _clean(a, b)
-    return EmFlips(int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1))), int(x.size))
-
-
-def citation_flips(items: Iterable[tuple[Iterable[str], Iterable[str], Iterable[str], Iterable[str]]]) -> CitationFlips:
-    """Per item (shown in both, cited in A, cited in B, relevant document ids): documents shown
-    in both runs and cited by one only, split by whether they hold the answer."""
-    counts = [0, 0, 0, 0]
-    shown_total = 0
-    for shown, cited_a, cited_b, relevant in items:
-        shown, cited_a, cited_b, relevant = set(shown), set(cited_a), set(cited_b), set(relevant)
-        shown_total += len(shown)
-        for doc in (cited_a - cited_b) & shown:
-            counts[0 if doc in relevant else 1] += 1
-        for doc in (cited_b - cited_a) & shown:
-            counts[2 if doc in relevant else 3] += 1
-    a_relevant, a_nonrelevant, b_relevant, b_nonrelevant = counts
-    return CitationFlips(a_relevant, a_nonrelevant, b_relevant, b_nonrelevant, shown_both=shown_total)

@@ -25,17 +25,14 @@ from engine.statistics.compare_stats import (
     DEFAULT_METRICS,
     METRICS,
     PERMUTATIONS,
-    CitationFlips,
-    EmFlips,
     MetricComparison,
     MetricSpec,
-    citation_flips,
     compare_metric,
     compare_metrics,
-    em_flips,
     paired_permutations,
     with_holm,
 )
+from engine.statistics.flips import CitationFlips, EmFlips, citation_flips, em_flips
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES
 from engine.types import MODES
 
