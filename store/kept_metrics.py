@@ -25,6 +25,19 @@ from store.db import utc_now
 # through the views into the tables, but neither list_contains nor an IN list.
 _LIVE_RUN = "SELECT * FROM run_metrics WHERE run_id = ?"
 _LIVE_PAIR = "SELECT * FROM bias WHERE run_a = ? AND run_b = ?"
+# One run's compare_item_metrics rows (store/views.sql defines them; tests/test_compare.py checks
+# the two agree): citations filtered by run inside the average, so the run's equality reaches
+# both tables (the view's own average groups every run's citations first).
+ITEM_METRICS = """
+SELECT q.run_id, q.item_id, q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.answer_recall,
+       CAST(q.n_citations AS DOUBLE) AS n_citations,
+       CASE WHEN q.n_citations = 0 THEN 1.0 ELSE 0.0 END AS cites_nothing,
+       p.mean_probability
+FROM query_metrics q
+LEFT JOIN (SELECT item_id, avg(probability) AS mean_probability FROM citations
+           WHERE run_id = $run GROUP BY item_id) p USING (item_id)
+WHERE q.run_id = $run
+"""
 
 
 def counts(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:
@@ -47,6 +60,10 @@ def keep_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
     if n_answers:
         conn.execute("INSERT INTO run_metric_rows BY NAME SELECT *, ? AS n_answers, ? AS computed_utc "
                      "FROM run_metric_wide WHERE run_id = ?", [n_answers, utc_now(), run_id])
+    conn.execute("DELETE FROM item_metric_rows WHERE run_id = ?", [run_id])
+    if n_answers:
+        conn.execute(f"INSERT INTO item_metric_rows BY NAME SELECT *, $now AS computed_utc FROM ({ITEM_METRICS})",
+                     {"now": utc_now(), "run": run_id})
     row = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is not None:  # the run is the caller's, in the caller's transaction: always there
         keep_experiment_bias(conn, row[0])
@@ -73,6 +90,9 @@ def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
     )
     conn.execute("DELETE FROM bias_rows")
     conn.execute("INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM bias", [utc_now()])
+    conn.execute("DELETE FROM item_metric_rows")
+    conn.execute("INSERT INTO item_metric_rows BY NAME SELECT *, ? AS computed_utc FROM compare_item_metrics",
+                 [utc_now()])
 
 
 def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str],

@@ -270,7 +270,7 @@ def build_store(path: Path) -> Path:
 def test_read_paired_is_query_metrics(db):
     side_a, side_b = resolve_side(db, "e1:base"), resolve_side(db, "e2-base")
     assert side_a.kind == "mode" and side_b.kind == "run"
-    paired = read_paired(db, (side_a.runs["base"], side_b.runs["base"]), with_citations=True)
+    paired = read_paired(db, (side_a.runs["base"], side_b.runs["base"]))
     assert len(paired.item_ids) == 36 and paired.left_out == (4, 0)
     for run, values in zip(paired.runs, paired.metrics, strict=True):
         frame = metrics_for_run(db, run.run_id).set_index("item_id").loc[list(paired.item_ids)]
@@ -283,6 +283,32 @@ def test_read_paired_is_query_metrics(db):
     expected = [probs.get(i, math.nan) for i in paired.item_ids]
     assert paired.metrics[0]["mean_probability"] == pytest.approx(expected, nan_ok=True)
     assert tuple(METRIC_COLUMNS) == cs.DEFAULT_METRICS
+
+
+def test_kept_item_metrics_are_what_the_view_computes(db, tmp_path):
+    """The writer keeps each complete run's per-item metrics (item_metric_rows, issue 31); a read
+    uses them only while they are as many as the run's answers, else computes them: the same
+    arrays either way, to the bit. A running run has none kept."""
+    import shutil
+
+    copy = tmp_path / "c.duckdb"
+    shutil.copyfile(db, copy)
+    with connect(copy, read_only=True) as conn:
+        kept = dict(conn.execute("SELECT run_id, count(*) FROM item_metric_rows GROUP BY run_id").fetchall())
+    assert kept["e1-base"] == 40 and kept["e2-base"] == 36 and "running" not in kept
+    runs = (resolve_side(copy, "e1-base").runs["base"], resolve_side(copy, "e2-base").runs["base"])
+    from_kept = read_paired(copy, runs)
+    with connect(copy) as conn:  # one row fewer than answers: e1-base's kept rows are not used
+        conn.execute("DELETE FROM item_metric_rows WHERE run_id = 'e1-base' AND item_id = 'q0'")
+        conn.execute("UPDATE item_metric_rows SET f1 = -1 WHERE run_id = 'e1-base'")
+        conn.execute("DELETE FROM item_metric_rows WHERE run_id = 'e2-base'")
+    computed = read_paired(copy, runs)
+    assert from_kept.item_ids == computed.item_ids and from_kept.left_out == computed.left_out
+    for got, want in zip(from_kept.metrics, computed.metrics, strict=True):
+        for name in METRIC_COLUMNS:
+            assert np.array_equal(got[name], want[name], equal_nan=True), name
+    running = read_paired(copy, (resolve_side(copy, "e1-base").runs["base"], resolve_side(copy, "running").runs["base"]))
+    assert len(running.item_ids) == 12
 
 
 def test_view_sql_matches_read(db):

@@ -32,7 +32,7 @@ from engine.statistics.compare_stats import (
     paired_permutations,
     with_holm,
 )
-from engine.statistics.flips import CitationFlips, EmFlips, citation_flips, em_flips
+from engine.statistics.flips import CitationFlips, EmFlips, em_flips
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES
 from engine.types import MODES
 
@@ -343,10 +343,10 @@ def _notes(runs: tuple[CompareRun, ...], names: tuple[str, ...]) -> tuple[str, .
     return tuple(out)
 
 
-def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...], with_citations: bool) -> PairedItems:
+def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...]) -> PairedItems:
     from store.queries.compare import read_paired
 
-    paired = read_paired(db, runs, pair_by_id=request.pair_by_id, with_citations=with_citations)
+    paired = read_paired(db, runs, pair_by_id=request.pair_by_id)
     if not paired.item_ids:
         held = " and ".join(f"run {r.run_id} holds {r.n_done}" for r in runs)
         raise UserError(f"no item is held by all of {', '.join(r.run_id for r in runs)} ({held}): nothing to pair")
@@ -356,7 +356,12 @@ def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...], wit
 def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: CompareRun, run_b: CompareRun) -> RunComparison:
     import pandas as pd
 
-    paired = _read(db, request, (run_a, run_b), with_citations=True)
+    from store.queries.citation_flips import citation_flip_counts
+
+    paired = _read(db, request, (run_a, run_b))
+    # Counted in the store (issue 31): pairing every item's document lists in Python cost seconds
+    # per million items; citation_flip_counts is citation_flips' definition in SQL.
+    cited = CitationFlips(*citation_flip_counts(db, run_a.run_id, run_b.run_id))
     a, b = paired.metrics
     metrics = compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
                               n_resamples=request.resamples, seed=request.seed, permutations=request.permutations)
@@ -374,7 +379,7 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
     flips = em_flips(a["exact_match"], b["exact_match"])
     return RunComparison(
         title, run_a, run_b, Pairing(len(paired.item_ids), paired.left_out[0], paired.left_out[1], paired.pair_by_id),
-        metrics, flips if flips.n else None, citation_flips(paired.citations), items, sort_metric,
+        metrics, flips if flips.n else None, cited, items, sort_metric,
         _notes((run_a, run_b), ("A", "B")) + tuple(
             f"{name}: no paired item has a value in both runs; left out" for name in request.metrics
             if name not in compared) + _margin_notes(request, compared),
@@ -422,7 +427,7 @@ def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Sid
 
     m1, m2 = BIAS_MODES[measure]
     runs = (side_a.runs[m1], side_a.runs[m2], side_b.runs[m1], side_b.runs[m2])
-    paired = _read(db, request, runs, with_citations=False)
+    paired = _read(db, request, runs)
     columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
     results = []
     per_metric = {}

@@ -5,7 +5,9 @@ The metrics are query_metrics' (the views are the one definition of every metric
 derived per item: cites_nothing (1 when the answer cites nothing) and mean_probability (the mean
 probability of its citations, NULL where none was recorded). store/views.sql defines
 the same per-item columns as SQL (the compare_item_metrics view and the compare_runs(a, b)
-table macro); tests/test_compare.py checks the two agree.
+table macro); tests/test_compare.py checks the two agree. A complete run's rows are kept by the
+writer (item_metric_rows, store/kept_metrics.py) and read from there while current. The citation
+flips are counted in SQL: store/queries/citation_flips.py.
 
 Everything is read in one read-only transaction per call and returned as tuples and numpy
 arrays: the use case (engine.usecases.compare) builds the DataFrames.
@@ -27,30 +29,6 @@ from store.db import DbLike, as_database
 # The per-item metrics, in engine.statistics.compare_stats.METRICS order (kept in step by a test).
 METRIC_COLUMNS = ("precision", "recall", "f1", "exact_match", "squad_em", "answer_recall", "n_citations",
                   "cites_nothing", "mean_probability")
-
-# One run's per-item metrics. The probability average reads citations filtered by run, so a
-# run_id filter reaches both tables (see 006 for why query_metrics is filtered the same way).
-_ITEM_METRICS = """
-SELECT q.item_id, q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.answer_recall,
-       CAST(q.n_citations AS DOUBLE) AS n_citations,
-       CASE WHEN q.n_citations = 0 THEN 1.0 ELSE 0.0 END AS cites_nothing,
-       p.mean_probability
-FROM query_metrics q
-LEFT JOIN (SELECT item_id, avg(probability) AS mean_probability FROM citations
-           WHERE run_id = $run GROUP BY item_id) p USING (item_id)
-WHERE q.run_id = $run
-ORDER BY q.item_id
-"""
-
-# One run's shown documents and cited documents (shown ones only) per item.
-_ITEM_CITATIONS = """
-SELECT g.item_id, g.shown_doc_ids,
-       coalesce(list(DISTINCT c.doc_id) FILTER (WHERE c.doc_id IS NOT NULL), []) AS cited,
-       coalesce(list(DISTINCT c.doc_id) FILTER (WHERE c.relevant), []) AS cited_relevant
-FROM generations g LEFT JOIN citations c ON c.run_id = g.run_id AND c.item_id = g.item_id
-WHERE g.run_id = $run
-GROUP BY g.item_id, g.shown_doc_ids
-"""
 
 _RUN_COLUMNS = """
 SELECT r.run_id, r.experiment_id, coalesce(e.name, r.experiment_id), r.rag_mode, r.status, r.model,
@@ -99,9 +77,6 @@ class PairedItems:
     metrics: tuple[dict[str, np.ndarray], ...]  # per run: metric -> values aligned with item_ids (NaN: none)
     left_out: tuple[int, ...]  # per run: its items that are not paired
     pair_by_id: bool  # the datasets differ and the items were paired by id on request
-    # Per paired item, for the citation flips (two runs only): shown in both runs, cited in the
-    # first, cited in the second, cited documents that hold the answer (either run).
-    citations: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
 
 
 def _run(row: tuple) -> CompareRun:
@@ -144,8 +119,7 @@ def _experiment(conn, experiment: str, reference: str) -> Side | None:
     return Side(reference, "experiment", chosen, tuple(run for run in runs if run.run_id not in kept))
 
 
-def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = False,
-                with_citations: bool = False) -> PairedItems:
+def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = False) -> PairedItems:
     """The runs' per-item metrics on the items all of them hold. Runs over different datasets
     (content hashes) are refused unless pair_by_id: the same id may be another question."""
     runs = tuple(runs)
@@ -157,33 +131,35 @@ def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = Fa
             f"{second.dataset_label}): the same item id may be another question; give --pair-by-id to pair them anyway"
         )
     with as_database(db).connect(read_only=True) as conn:
-        per_run = []
-        for run in runs:
-            cursor = conn.execute(_ITEM_METRICS, {"run": run.run_id})
-            per_run.append({row[0]: row[1:] for row in cursor.fetchall()})
-        shown = []
-        if with_citations:
-            for run in runs:
-                rows = conn.execute(_ITEM_CITATIONS, {"run": run.run_id}).fetchall()
-                shown.append({r[0]: (tuple(r[1]), tuple(r[2]), tuple(r[3])) for r in rows})
-    common = set(per_run[0])
-    for rows in per_run[1:]:
-        common &= set(rows)
-    item_ids = tuple(sorted(common))
+        per_run = [_item_metrics(conn, run.run_id) for run in runs]
+    # Each run's rows come sorted by item id, one per item: the common ids, sorted, pick each
+    # run's rows in the same order (columns of numbers: rows as Python tuples were most of a
+    # million items' read; issue 31).
+    common = per_run[0]["item_id"]
+    for columns in per_run[1:]:
+        common = np.intersect1d(common, columns["item_id"], assume_unique=True)
+    item_ids = tuple(common.tolist())
     metrics = []
-    for rows in per_run:
-        values = np.array([[np.nan if v is None else v for v in rows[i]] for i in item_ids], dtype=float)
-        values = values.reshape(len(item_ids), len(METRIC_COLUMNS))
-        metrics.append({name: values[:, j] for j, name in enumerate(METRIC_COLUMNS)})
-    citations: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = ()
-    if with_citations and len(runs) == 2:
-        citations = tuple(_item_citations(shown[0][i], shown[1][i]) for i in item_ids)
-    return PairedItems(runs, item_ids, tuple(metrics), tuple(len(rows) - len(common) for rows in per_run),
-                       len(labels) > 1, citations)
+    for columns in per_run:  # (np.isin compares object arrays pair by pair: minutes at 1M)
+        where = np.intersect1d(common, columns["item_id"], assume_unique=True, return_indices=True)[2]
+        metrics.append({name: columns[name][where] for name in METRIC_COLUMNS})
+    left_out = tuple(len(columns["item_id"]) - len(item_ids) for columns in per_run)
+    return PairedItems(runs, item_ids, tuple(metrics), left_out, len(labels) > 1)
 
 
-def _item_citations(a: tuple, b: tuple) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    shown_b = set(b[0])
-    shown_both = tuple(d for d in a[0] if d in shown_b)
-    relevant = tuple(sorted(set(a[2]) | set(b[2])))
-    return shown_both, tuple(sorted(a[1])), tuple(sorted(b[1])), relevant
+def _item_metrics(conn: Any, run_id: str) -> dict[str, np.ndarray]:
+    """One run's compare_item_metrics as columns sorted by item id (item_id an object array, the
+    metrics float with NaN for NULL): the rows the writer kept when the run completed while they
+    are as many as its answers (store/kept_metrics.py), else computed through the view."""
+    from store.kept_metrics import ITEM_METRICS
+
+    kept, answers = conn.execute(
+        "SELECT (SELECT count(*) FROM item_metric_rows WHERE run_id = $run), "
+        "(SELECT count(*) FROM generations WHERE run_id = $run)", {"run": run_id}).fetchone()
+    source = "SELECT * FROM item_metric_rows WHERE run_id = $run" if kept == answers else ITEM_METRICS
+    got = conn.execute(f"SELECT item_id, {', '.join(METRIC_COLUMNS)} FROM ({source}) ORDER BY item_id",
+                       {"run": run_id}).fetchnumpy()
+    out = {"item_id": np.asarray(got["item_id"], dtype=object)}
+    for name in METRIC_COLUMNS:
+        out[name] = np.ma.filled(np.ma.asarray(got[name], dtype=float), np.nan)
+    return out
