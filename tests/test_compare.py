@@ -478,3 +478,14 @@ def test_margin_notes_are_one_short_line(db):
     assert r.notes == ("no equivalence test here: the margins name only CAB_f1",)
     (r,) = compare(CompareRequest("e1:base", "e2:base", margins=parse_margins("f1=3,recall=2"), resamples=200), db).runs
     assert r.notes == ("equivalence tested only for the metrics given a margin: recall, f1",)
+
+
+def test_the_reads_bench_runs_and_finds_the_same_arrays(db):
+    """scripts/bench_compare_reads.py (docs/figures.md's compare reads at 1M) on a small store."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "scripts/bench_compare_reads.py", str(db), "e1-base", "e2-base"],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert "36 paired items; the same arrays: True" in done.stdout
