@@ -93,7 +93,10 @@ def test_cli_unknown_model_is_one_line(tmp_path):
 
 
 def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_llama_dir, capsys):
-    data = make_dataset(tmp_path / "d.jsonl", 40)
+    # 16 items: the kill lands after 3 stored, with 13 of the first mode's items still to go; 40
+    # made the resume generate 117 answers of 48 tokens (three minutes under load) for no more claim.
+    n = 16
+    data = make_dataset(tmp_path / "d.jsonl", n)
     db = tmp_path / "k.duckdb"
     cmd = ["run", "--model", str(tiny_llama_dir), "--dataset", str(data), "--db", str(db), "--batch-size", "1",
            "--max-new-tokens", "48", "--quantize", "none", "--device", "cpu", "--metadata", "race"]
@@ -118,14 +121,14 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     done = run_cli(*cmd, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = count_rows(db, "SELECT run_id, count(*), count(DISTINCT item_id) FROM generations GROUP BY run_id")
-    assert len(rows) == 3 and all(n == 40 and d == 40 for _, n, d in rows)
+    assert len(rows) == 3 and all(k == n and d == n for _, k, d in rows)
     assert {s for (s,) in count_rows(db, "SELECT status FROM runs")} == {"complete"}
     assert len({e for (e,) in count_rows(db, "SELECT experiment_id FROM runs")}) == 1
     # Items stored before the kill were kept, not generated again.
     after = dict(count_rows(db, "SELECT item_id || '@' || run_id, created_utc FROM generations"))
     assert all(after[k] == v for k, v in before.items())
     generated = sum(int(line.split("generated ")[1].split(" of")[0]) for line in done.stdout.splitlines() if "generated " in line)
-    assert generated == 120 - len(before)
+    assert generated == 3 * n - len(before)
 
 
 def test_the_use_case_reports_each_step_and_stops_when_asked(tmp_path, tiny_llama_dir, tiny_llama):

@@ -5,7 +5,7 @@
 -- are as many as its generations; other runs, and older stores (empty here until their runs are
 -- completed again, merged, or keep_all runs), are read through the view as before.
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.
-CREATE TABLE item_metric_rows(
+CREATE TABLE IF NOT EXISTS item_metric_rows(
   run_id VARCHAR, item_id VARCHAR,
   precision DOUBLE, recall DOUBLE, f1 DOUBLE, exact_match DOUBLE, squad_em DOUBLE, answer_recall DOUBLE,
   n_citations DOUBLE, cites_nothing DOUBLE, mean_probability DOUBLE,
