@@ -1,5 +1,7 @@
 """run_metrics' and the bias view's numbers, kept by the writer (tables run_metric_rows and
-bias_rows, migrations 013 and 017) so that whole-store reads cost milliseconds at a million answers.
+bias_rows, migrations 013 and 017) so that whole-store reads cost milliseconds at a million answers;
+and each run's per-item metrics for `compare` (item_metric_rows, migration 023: issue 31), read by
+store.queries.compare while a run's rows are as many as its answers.
 
 `python -m engine report` reads run_metrics for every run and the bias view for every
 experiment: computed from query_metrics, 12-25 s at 1M answers (issue 21). The numbers change

@@ -328,10 +328,10 @@ def _design(nuisance: dict, kept: list[str], label_a: np.ndarray, cfg: np.ndarra
 
 def _identified_nuisance(nuisance: dict, scales: dict, label_a: np.ndarray, cfg: np.ndarray,
                          answers: np.ndarray) -> tuple[list[str], list[str]]:
-    """The nuisance columns the informative answers (the arrays given: their rows only; `scales`
-    each column's largest magnitude over every row, at least 1) identify
-    beside the label columns, and notes naming the others (a column taking one value within every
-    answer, or fixed by the others).
+    """The nuisance columns the informative answers identify beside the label columns, and notes
+    naming the others (a column taking one value within every answer, or fixed by the others).
+    The arrays hold the informative rows only; `scales` is each column's largest magnitude over
+    every row, at least 1.
 
     Within answers, the label columns span label[A] within each configuration: an answer belongs
     to one configuration, so those columns have disjoint rows and a column's part in their span is
