@@ -121,3 +121,14 @@ def cache_dir() -> Path:
     if home is not None and (home.is_dir() or _folder_problem(home) is None):
         return home
     return _temp_root() / "cache"
+
+
+def require_store(db):
+    """`db` itself, where it is a store or the path of one: a read of a path that is no file
+    would create an empty store there (store.db migrates on open) and then report nothing found.
+    The command line checks its --db first; this is the Python API's check (issue 31's note)."""
+    from engine.errors import UserError
+
+    if isinstance(db, (str, os.PathLike)) and not Path(db).is_file():
+        raise UserError(f"no database at {db}: give the path of a store")
+    return db

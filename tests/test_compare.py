@@ -490,13 +490,3 @@ def test_the_reads_bench_runs_and_finds_the_same_arrays(db):
     assert done.returncode == 0, done.stderr
     assert "36 paired items; the same arrays: True" in done.stdout
 
-
-def test_a_missing_store_is_one_line_and_nothing_is_written(tmp_path):
-    """Through the Python API too (the CLI checked it already): reading used to create an empty
-    store, folder and all, before saying that the run is unknown."""
-    from engine import api
-
-    missing = tmp_path / "nowhere" / "s.duckdb"
-    with pytest.raises(UserError, match="no database at .*s.duckdb"):
-        api.compare(api.CompareRequest("a", "b"), db=missing)
-    assert not missing.parent.exists()

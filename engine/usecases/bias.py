@@ -132,6 +132,10 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
     if seed < 0:
         raise UserError(f"--seed must be 0 or more, not {seed}")
+    if conn is None:  # an open connection is a store already
+        from engine.paths import require_store
+
+        require_store(path)
     return _report_cache().get(
         path, (experiment, resamples, seed, db_arg, explanations),
         lambda: kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,

@@ -15,9 +15,7 @@ store.queries.compare'.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -262,14 +260,11 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     raise UserError."""
     from dataclasses import replace
 
-    from engine.paths import default_db_path
+    from engine.paths import default_db_path, require_store
 
     request = replace(request, margins=parse_margins(request.margins))
     _check(request)
-    db = default_db_path() if db is None else db
-    if isinstance(db, (str, os.PathLike)) and not Path(db).is_file():
-        # Reading would create an empty store there first (store.db migrates on open).
-        raise UserError(f"no database at {db}: give the path of a store")
+    db = require_store(default_db_path() if db is None else db)
     side_a, side_b = _resolved(db, request.a), _resolved(db, request.b)
     for side in (side_a, side_b):
         if not side.runs:

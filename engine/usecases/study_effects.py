@@ -212,9 +212,10 @@ def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResul
     """Fit the study model across the study's answers; with `save`, keep its effects in the store."""
     from dataclasses import replace
 
+    from engine.paths import require_store
     from engine.statistics.study_model import fit_study_model
 
-    rows, experiment_ids, axes, dropped = study_decisions(request, db)
+    rows, experiment_ids, axes, dropped = study_decisions(request, require_store(db))
     try:
         fit = fit_study_model(rows, axes, position=request.position)
     except UserError as err:  # name the study in the one line

@@ -181,10 +181,11 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
 
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     """Fit the citation choice model and the suppression rates over the chosen answers."""
+    from engine.paths import require_store
     from engine.statistics.choice_model import fit_choice_model, suppression_rates
     from store.queries import label_pairs
 
-    rows, ids = choice_rows(request, db)
+    rows, ids = choice_rows(request, require_store(db))
     shown = {str(v) for v in rows["label"].dropna().unique()}
     reference = request.label_reference
     if reference is None:
