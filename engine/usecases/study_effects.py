@@ -118,29 +118,21 @@ def study_frame(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, t
     import pandas as pd
 
     from engine.prompting.study import AXES
+    from engine.usecases.why_cited import coded_decisions, plain_categorical
     from store.queries import label_pairs, study_experiment_ids
-    from store.queries.decisions import POSITION_GROUPS, decision_codes, run_settings
+    from store.queries.decisions import POSITION_GROUPS, run_settings
     from store.queries.study_effects import run_grid_settings
 
     ids = study_experiment_ids(db, request.study)
     if ids is None:
         raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
-    coded = decision_codes(db, ids, request.modes)
-    if len(coded) == 0:
-        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
-        raise UserError(f"no stored answers{modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
+    coded, items, answers = coded_decisions(db, ids, request.modes)
     got = coded.rows
-    items = got["item"].astype(np.int64)
     run = got["run"].astype(np.int64)
-
-    # Levels as plain Python objects: pandas' str dtype would load pyarrow (why_cited.choice_rows).
-    def categorical(codes: np.ndarray, levels: list) -> pd.Categorical:
-        return pd.Categorical.from_codes(codes, categories=pd.Index(levels, dtype=object))
-
-    rows = pd.DataFrame({"answer": run * (int(items.max()) + 1) + items, "item": items, "cited": got["cited"],
+    rows = pd.DataFrame({"answer": answers, "item": items, "cited": got["cited"],
                          "relevant": got["relevant"], "position": got["position"],
-                         "position_group": categorical(got["position_group"], list(POSITION_GROUPS)),
-                         "label": categorical(got["label"], list(coded.labels))})
+                         "position_group": plain_categorical(got["position_group"], list(POSITION_GROUPS)),
+                         "label": plain_categorical(got["label"], list(coded.labels))})
     # Label A or B by the experiment's metadata type (its oldest labelled run's pair).
     index = {label: i for i, label in enumerate(coded.labels)}
     side_a = np.full(len(coded.experiment_ids), -2)
@@ -152,7 +144,7 @@ def study_frame(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, t
             side_a[e], side_b[e] = index.get(pairs[0][0], -2), index.get(pairs[0][1], -2)
     label, experiment = got["label"], got["experiment"].astype(np.int64)
     side = np.where(label == side_a[experiment], 0, np.where(label == side_b[experiment], 1, -1))
-    rows["label_side"] = categorical(side.astype(np.int8), ["A", "B"])
+    rows["label_side"] = plain_categorical(side.astype(np.int8), ["A", "B"])
     # Each run's levels, then each row its run's. A configuration is an experiment's: its vanilla
     # answers (copied into every metadata type's experiment, with no metadata of their own) take
     # the levels of its first labelled run (in mode order, then oldest).
@@ -174,7 +166,7 @@ def study_frame(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, t
         per_run = np.full(len(coded.run_ids), -1, dtype=np.int32)
         for r in used:
             per_run[code_of_run[r]] = values.index(levels_of[r][axis])
-        rows[axis] = categorical(per_run[run], values)
+        rows[axis] = plain_categorical(per_run[run], values)
     return rows, tuple(coded.experiment_ids[e] for e in present)
 
 

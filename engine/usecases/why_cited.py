@@ -134,34 +134,49 @@ def choice_rows(request: WhyCitedRequest, db: Path) -> tuple[pd.DataFrame, tuple
     with the model's columns: `answer` (run x item), `item` (a code), `label` (categorical; NaN
     where none) and `position_group` and `condition` (experiment name and mode) as categoricals.
     And the experiment ids with rows, in order. Bounded as citation_decisions."""
-    from store.queries.decisions import POSITION_GROUPS, decision_codes
+    from store.queries.decisions import POSITION_GROUPS
 
     ids = _experiment_ids(request, db)
     _check_bounds(request, db, ids)
-    coded = decision_codes(db, ids, request.modes)
+    coded, items, answers = coded_decisions(db, ids, request.modes)
     import numpy as np
     import pandas as pd
 
-    if len(coded) == 0:
-        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
-        raise UserError(f"no stored answers{modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
     got = coded.rows
-    items = got["item"].astype(np.int64)
     rows = pd.DataFrame({c: got[c] for c in ("run", "position", "n_shown", "relevant", "repeated", "cited")})
-    rows["answer"] = got["run"].astype(np.int64) * (int(items.max()) + 1) + items
+    rows["answer"] = answers
     rows["item"] = items
-    # Levels as plain Python objects: pandas' str dtype would load pyarrow (some 100 MB of address
-    # space, past what the app's fit child may take).
-    def levels(values: list[str]) -> pd.Index:
-        return pd.Index(values, dtype=object)
-
-    rows["label"] = pd.Categorical.from_codes(got["label"], categories=levels(list(coded.labels)))
-    rows["position_group"] = pd.Categorical.from_codes(got["position_group"], categories=levels(list(POSITION_GROUPS)))
+    rows["label"] = plain_categorical(got["label"], list(coded.labels))
+    rows["position_group"] = plain_categorical(got["position_group"], list(POSITION_GROUPS))
     pair = got["experiment"].astype(np.int64) * len(coded.modes) + got["mode"]
-    rows["condition"] = pd.Categorical.from_codes(
-        pair, categories=levels([f"{name}:{mode}" for name in coded.experiment_names for mode in coded.modes]))
+    rows["condition"] = plain_categorical(
+        pair, [f"{name}:{mode}" for name in coded.experiment_names for mode in coded.modes])
     present = tuple(coded.experiment_ids[i] for i in np.unique(got["experiment"]))
     return rows, present
+
+
+def coded_decisions(db: Path, ids: tuple[str, ...] | list[str], modes: tuple[str, ...] | None):
+    """store.queries.decisions.decision_codes of these experiments (refused in one line where they
+    hold no answer), each row's item code as int64 and its answer's code (run and item in one
+    number): what the choice model and the study model read."""
+    import numpy as np
+
+    from store.queries.decisions import decision_codes
+
+    coded = decision_codes(db, ids, modes)
+    if len(coded) == 0:
+        in_modes = f" in mode {', '.join(modes)}" if modes else ""
+        raise UserError(f"no stored answers{in_modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
+    items = coded.rows["item"].astype(np.int64)
+    return coded, items, coded.rows["run"].astype(np.int64) * (int(items.max()) + 1) + items
+
+
+def plain_categorical(codes, levels: list):
+    """A pandas Categorical of these codes with levels held as plain Python objects: pandas' str
+    dtype would load pyarrow (some 100 MB of address space, past what the app's fit child may take)."""
+    import pandas as pd
+
+    return pd.Categorical.from_codes(codes, categories=pd.Index(levels, dtype=object))
 
 
 def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
