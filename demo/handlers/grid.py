@@ -5,7 +5,9 @@ A form whose model, metadata type, cut-off k, order, few-shot, XAI or battery bo
 configuration, exactly `python -m engine run` with the same lists (engine.prompting.study parses them,
 engine.usecases.study plans and runs them). Start queues ONE job for the whole grid; /plan_run
 shows the use case's own plan first (plan_study: the same planning run_study does, vanilla
-shared across metadata types), so the app never works out a plan of its own.
+shared across metadata types), so the app never works out a plan of its own. Start runs the plan on
+screen or nothing (check_plan_shown): a box that changed after the plan was made (an edit, or a
+late page event such as the first screen filling the form) is refused in one line.
 
 The backend (BACKENDS) says where the answers are generated: "local", the app's worker, or
 "ray", a pool of Ray actors with `run --backend ray`'s options (the desktop only: an address
@@ -17,10 +19,10 @@ asked at Start (its URL, key and every model, one line each) before anything is 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
-from demo.field_words import app_message, app_worded
+from demo.field_words import app_message, app_worded, field_label
 from demo.handlers.run import (
     BUILT_IN_METADATA,
     RunForm,
@@ -177,6 +179,46 @@ def build_study_request(settings: AppSettings, form: RunForm):
     with app_worded():
         check_study(study)
     return study
+
+
+def planned_form(form: RunForm) -> RunForm:
+    """What a plan is of: the form without its token (a token is for one load and is never kept,
+    not even in the page's session state)."""
+    return replace(form, hf_token="")
+
+
+def check_plan_shown(shown: RunForm | None, form: RunForm) -> None:
+    """Start runs the plan on screen or nothing: UserError (one line) naming the first box whose
+    value is not the plan's. `shown` is the planned_form of the plan on screen (None: no plan
+    shown, nothing to hold Start to). A box can change after Show plan without the visitor
+    touching it: the first screen's load event fills model, limit and sizes when it answers,
+    seconds late on a loaded server, and Start then ran 5 items under a plan of 2."""
+    if shown is None:
+        return
+    now = planned_form(form)
+    changed = [f.name for f in fields(RunForm) if getattr(shown, f.name) != getattr(now, f.name)]
+    if not changed:
+        return
+    from engine.errors import UserError
+
+    name = changed[0]
+    if name in ("dataset", "local_path"):  # a path on the server: never shown
+        what = "the dataset is not the plan's"
+    else:
+        what = (f"{field_label(name)} is {_box_text(name, getattr(now, name))} in the form but "
+                f"{_box_text(name, getattr(shown, name))} in the plan shown")
+    more = f" (and {len(changed) - 1} more box{'es' if len(changed) > 2 else ''})" if len(changed) > 1 else ""
+    raise UserError(f"not started: {what}{more}; press Show plan to see the plan of the form as it is, then Start")
+
+
+def _box_text(name: str, value: Any) -> str:
+    """A box's value as a refusal quotes it (a visitor's text cut short: the line stays one line)."""
+    if value is None:
+        return "all" if name == "top_k" else "empty"
+    if isinstance(value, tuple):
+        value = ",".join(map(str, value))
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= 40 else text[:39] + "…") if isinstance(value, str) else text
 
 
 def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]]:

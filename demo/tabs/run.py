@@ -111,13 +111,17 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
               temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
               study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, base_url="", tokenizer="",
               concurrency=None, api_key_env="", request_timeout=300.0, relevant_at="ranked", repetition="none",
-              label_scope="all", request=None):
+              label_scope="all", planned=None, request=None):
+        # `planned`: the form whose plan Start's first step showed (a session State, never an API
+        # input: None for /run_batch callers, who are shown no plan).
         try:
             form = form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
                            batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
                            temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
                            backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency,
                            api_key_env, request_timeout, relevant_at, repetition, label_scope)
+            # The form is read again here, after the plan step: a box changed in between is refused.
+            grid_handlers.check_plan_shown(planned, form)
             job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings),
                                             client=client_key(request, settings))
         except UserError as err:
@@ -126,24 +130,43 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return job_id, ""
 
     def plan(*values):
+        """The grid's plan, and its form (what Start may run: the shown plan's session State)."""
+        form = form_of_values(values, "plan")
         try:
-            head, rows = grid_handlers.plan_run(settings, form_of(*values))
+            head, rows = grid_handlers.plan_run(settings, form)
         except UserError as err:
             raise error(err, "plan") from None
-        return head, pd.DataFrame(rows, columns=grid_handlers.PLAN_COLUMNS)
+        return head, pd.DataFrame(rows, columns=grid_handlers.PLAN_COLUMNS), grid_handlers.planned_form(form)
 
     def plan_before_start(*values):
-        """Start on a grid shows its plan first (a refusal stops the start); a single run hides it."""
+        """Start on a grid shows its plan first (a refusal stops the start), and refuses a form that
+        is not the plan on screen (`shown`, the last input); a single run hides the plan. Outputs:
+        the plan, the plan shown now, and the form the next step must still find (None: no check)."""
+        *values, shown = values
+        form = form_of_values(values, "run")
         try:
-            grid = grid_handlers.is_grid(form_of(*values))
+            grid = grid_handlers.is_grid(form)
+            if grid:
+                grid_handlers.check_plan_shown(shown, form)
         except UserError as err:
             raise error(err, "run") from None
         if not grid:
-            return gr.update(value=""), gr.update(value=pd.DataFrame(columns=grid_handlers.PLAN_COLUMNS))
-        return plan(*values)
+            return (gr.update(value=""), gr.update(value=pd.DataFrame(columns=grid_handlers.PLAN_COLUMNS)),
+                    None, None)
+        head, table, planned = plan(*values)
+        return head, table, planned, planned
+
+    def form_of_values(values, where):
+        try:
+            return form_of(*values)
+        except UserError as err:
+            raise error(err, where) from None
 
     # The API shows /plan_run's inputs by the form's names, with its defaults (as /run_batch).
-    plan.__signature__ = plan_before_start.__signature__ = inspect.signature(form_of)  # type: ignore[attr-defined]
+    plan.__signature__ = inspect.signature(form_of)  # type: ignore[attr-defined]
+    plan_before_start.__signature__ = inspect.signature(form_of).replace(  # type: ignore[attr-defined]
+        parameters=[*inspect.signature(form_of).parameters.values(),
+                    inspect.Parameter("shown", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
 
     # Each visitor (Gradio session) sees and cancels only their own jobs; the operator all.
     @with_request
@@ -330,10 +353,17 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                        temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
                        backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency, api_key_env,
                        request_timeout, relevant_at, repetition, label_scope]
-        plan_button.click(plan, form_inputs, [plan_text, plan_table], api_name="plan_run", api_visibility="public")
-        started = start_button.click(plan_before_start, form_inputs, [plan_text, plan_table],
-                                     api_visibility="private").success(
-            start, form_inputs, [job_id, hf_token], api_name="run_batch", api_visibility="public")
+        # Start runs the plan on screen or nothing (grid_handlers.check_plan_shown): a late page event
+        # (the first screen's load filling limit and sizes) once changed the limit between Show plan
+        # and Start, and a plan of 2 items ran 5. The plan's form is kept in the session, and Start
+        # holds the form to it twice: when it shows its plan, and when it reads the form again to queue.
+        plan_shown = gr.State(None)  # the form (no token) of the grid plan on screen, None when none is
+        to_start = gr.State(None)  # the form Start's plan step showed; None for a single run and the API
+        plan_button.click(plan, form_inputs, [plan_text, plan_table, plan_shown], api_name="plan_run",
+                          api_visibility="public")
+        started = start_button.click(plan_before_start, [*form_inputs, plan_shown],
+                                     [plan_text, plan_table, plan_shown, to_start], api_visibility="private").success(
+            start, [*form_inputs, to_start], [job_id, hf_token], api_name="run_batch", api_visibility="public")
         started.success(lambda: "", None, first_note_text, api_visibility="private").then(
             banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private").then(
             None, None, None, js=_SHOW_BANNER_JS, api_visibility="private")
