@@ -147,10 +147,11 @@ def check_request(request: Any) -> None:
 def answered_runs(request: Any, verb: str, stop: Stop | None = None) -> list[Any]:
     """The runs of the request that have answers, in mode order; one line when any is unknown or
     none has answers."""
+    from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
     from store.queries import explain_runs
 
-    path = Path(request.db)
+    path = Path(require_store(request.db))  # their first read: a missing store is no store to judge
     if request.experiment is not None:
         runs = explain_runs(path, experiment=request.experiment)
         if runs is None:

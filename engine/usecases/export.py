@@ -50,10 +50,12 @@ def export(request: ExportRequest):
     """Write the file; store.export.ExportResult says what was written. One line for an unknown
     experiment (naming the newest ones) or a file name that names no format."""
     from engine.errors import UserError
+    from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
     from store.queries import UnknownExperiment
 
     fmt = export_format(request.format, request.out)
+    require_store(request.db)  # after the format, as the CLI checks them (the wording wins)
     try:
         return write_export(request.db, request.experiments, fmt, request.out, overwrite=request.force,
                             rows=request.rows)

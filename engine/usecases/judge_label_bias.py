@@ -46,12 +46,13 @@ class JudgeCab:
 def judge_cab(db: Path, experiment: str, judge: str) -> JudgeCab:
     """The CAB of `judge` (a "+label" judge's stored name) on the experiment's base and cf runs;
     one line when the experiment is unknown or lacks either run."""
+    from engine.paths import require_store
     from engine.statistics.compare_stats import mcnemar_exact
     from engine.usecases.bias import unknown_experiment
     from store.queries import explain_runs
     from store.queries.verify_labels import paired_verdicts
 
-    runs = explain_runs(db, experiment=experiment)
+    runs = explain_runs(require_store(db), experiment=experiment)
     if runs is None:
         raise UserError(unknown_experiment(db, experiment))
     by_mode = {r.rag_mode: r for r in runs}

@@ -20,8 +20,10 @@ def experiments(db: Path, *, runs: bool = False, study: str | None = None,
     """The experiments (store.queries.ExperimentSummary) or, with `runs`, the runs (RunSummary),
     newest first; with `study`, only those of the study, in its grid order (one line for an
     unknown study)."""
+    from engine.paths import require_store
     from store.queries import experiment_listing, run_listing
 
+    require_store(db)  # a read of a missing path would create an empty store and list nothing
     if runs:
         return _of_study(db, run_listing(db), study)
     return _of_study(db, experiment_listing(db), study)
@@ -42,9 +44,10 @@ def _of_study(db: Path, records: tuple[Record, ...], study: str | None) -> tuple
 
 def studies(db: Path) -> tuple:
     """The studies (store.queries.StudySummary), newest first."""
+    from engine.paths import require_store
     from store.queries import study_listing
 
-    return study_listing(db)
+    return study_listing(require_store(db))
 
 
 def experiment_choices(db: Path) -> tuple:

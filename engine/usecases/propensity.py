@@ -105,10 +105,11 @@ def check_request(request: PropensityRequest) -> None:
 
 def _runs(request: PropensityRequest) -> tuple[str, dict[str, Any]]:
     """The experiment id and its newest run per mode; one line when any is missing or served."""
+    from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
     from store.queries import probe_runs
 
-    found = probe_runs(request.db, request.experiment)
+    found = probe_runs(require_store(request.db), request.experiment)
     if found is None:
         raise UserError(unknown_experiment(Path(request.db), request.experiment))
     experiment_id, runs = found

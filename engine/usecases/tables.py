@@ -199,9 +199,10 @@ def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
     `signatures`: the experiments' signatures the request has computed in that connection's
     transaction, shared with its other readers (store.derived.known_signature).
     """
+    from engine.paths import require_store
     from store.queries import report_bias_rows, run_settings, table1_runs
 
-    settings = run_settings(path, experiment_ids)
+    settings = run_settings(require_store(path), experiment_ids)
     return (table1(table1_runs(path, experiment_ids), settings),
             table2(report_bias_rows(path, experiment_ids, pending, signatures), settings))
 
@@ -450,11 +451,10 @@ def _covered(request: ReportRequest, all_runs: Any, experiment: str | None) -> t
 
 def report_tables(request: ReportRequest) -> ReportTables:
     """The paper's tables for the runs the request covers."""
+    from engine.paths import require_store
     from store.queries import reading
 
-    path = Path(request.db)
-    if not path.is_file():  # refused as before (an open would create the store)
-        return _report_tables(request, path)
+    path = Path(require_store(request.db))
     # One read connection for the whole report: each open costs more than most of its reads.
     with reading(path) as conn:
         return _report_tables(request, conn)
@@ -484,8 +484,10 @@ def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
 
 def report_xai_blocks(request: ReportRequest) -> list[dict[str, Any]]:
     """The self-interpretation blocks for the runs the request covers (`table` is not read)."""
+    from engine.paths import require_store
     from store.queries import run_prompt_settings, run_settings
 
+    require_store(request.db)
     runs, _, _ = _covered_runs(request)
     settings = run_prompt_settings(Path(request.db), runs["run_id"].tolist()).to_dict("records")
     configs = run_settings(Path(request.db), list(dict.fromkeys(runs["experiment_id"].tolist())))

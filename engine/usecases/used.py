@@ -117,11 +117,12 @@ def check_request(request: UsedRequest) -> None:
 
 def _runs(request: UsedRequest) -> tuple[Any, ...]:
     """The runs the request names; one line when any is unknown, none has answers, or one was served."""
+    from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
     from engine.usecases.explain import UnknownRun
     from store.queries.document_use import use_runs
 
-    path = Path(request.db)
+    path = Path(require_store(request.db))
     if request.experiment is not None:
         found = use_runs(path, experiment=request.experiment)
         if found is None:

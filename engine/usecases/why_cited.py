@@ -114,9 +114,10 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
 def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     """The chosen answers' decision rows (store.queries.DECISION_COLUMNS) plus the model's
     columns: `answer` (its stratum: run and item) and `condition` (experiment and mode)."""
+    from engine.paths import require_store
     from store.queries import decision_frame
 
-    ids = _experiment_ids(request, db)
+    ids = _experiment_ids(request, require_store(db))
     _check_bounds(request, db, ids)
     rows = decision_frame(db, ids, request.modes)
     if rows.empty:
