@@ -35,8 +35,8 @@ def main() -> None:
     args = parser.parse_args()
     import numpy as np
 
-    from store.db import connect, utc_now
-    from store.kept_metrics import ITEM_METRICS
+    from store.db import connect
+    from store.kept_metrics import keep_item_metrics
     from store.queries.citation_flips import citation_flip_counts
     from store.queries.compare import read_paired, resolve_side
 
@@ -50,8 +50,7 @@ def main() -> None:
         for run in (args.run_a, args.run_b):
             def keep(run=run):
                 with connect(db) as conn:
-                    conn.execute(f"INSERT INTO item_metric_rows BY NAME SELECT *, $now AS computed_utc FROM ({ITEM_METRICS})",
-                                 {"now": utc_now(), "run": run})
+                    keep_item_metrics(conn, run)
             timed(f"keeping {run}'s per-item metrics (the writer)", keep)
         kept = timed("read_paired, from the kept rows", lambda: read_paired(db, runs))
         timed("citation flip counts (one SQL query)", lambda: citation_flip_counts(db, args.run_a, args.run_b))

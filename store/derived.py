@@ -52,20 +52,30 @@ def experiment_signature(conn: duckdb.DuckDBPyConnection, experiment_id: str) ->
         "metadata_type, config_json, n_items FROM runs WHERE experiment_id = ? ORDER BY run_id",
         [experiment_id],
     ).fetchall()
-    complete = [r[0] for r in runs if r[1] == "complete"]
-    content: list[Any] = []
-    if complete:
-        marks = ", ".join("?" * len(complete))
-        # bit_xor of per-row hashes: the same for the same rows in any order (rows are unique by
-        # key). A generation written again gets a new created_utc (the writer stamps each row), so
-        # its key, time and length stand for its content at a third of the cost of hashing the text.
-        content += conn.execute(
-            f"SELECT run_id, count(*), bit_xor(hash(item_id, created_utc, n_tokens)) FROM generations "
-            f"WHERE run_id IN ({marks}) GROUP BY run_id ORDER BY run_id", complete).fetchall()
-        content += conn.execute(
-            f"SELECT run_id, count(*), bit_xor(hash(item_id, citation_index, position, relevant, probability)) "
-            f"FROM citations WHERE run_id IN ({marks}) GROUP BY run_id ORDER BY run_id", complete).fetchall()
-    return hashlib.sha256(repr((version, runs, content)).encode()).hexdigest()
+    content = run_contents(conn, [r[0] for r in runs if r[1] == "complete"])
+    return hashlib.sha256(repr((version, runs, sorted(content.items()))).encode()).hexdigest()
+
+
+def run_contents(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
+    """Per run (those with answers), the count and an order-free hash of its generations and of its
+    citations, as one string: it changes whenever a row of either is added, removed or rewritten,
+    by any writer (SQL typed by hand included). Used by experiment_signature and to tell whether
+    rows kept from a run (store.kept_metrics' item_metric_rows) are still its rows."""
+    if not run_ids:
+        return {}
+    marks = ", ".join("?" * len(run_ids))
+    # bit_xor of per-row hashes: the same for the same rows in any order (rows are unique by
+    # key). A generation written again gets a new created_utc (the writer stamps each row), so
+    # its key, time and length stand for its content at a third of the cost of hashing the text.
+    # One `IN (?, ...)` list: DuckDB prunes both scans to the runs' row groups.
+    rows = conn.execute(
+        f"SELECT g.run_id, g.n, g.h, c.n, c.h FROM "
+        f"(SELECT run_id, count(*) AS n, bit_xor(hash(item_id, created_utc, n_tokens)) AS h FROM generations "
+        f" WHERE run_id IN ({marks}) GROUP BY run_id) g LEFT JOIN "
+        f"(SELECT run_id, count(*) AS n, bit_xor(hash(item_id, citation_index, position, relevant, probability)) AS h "
+        f" FROM citations WHERE run_id IN ({marks}) GROUP BY run_id) c USING (run_id)",
+        run_ids + run_ids).fetchall()
+    return {run_id: f"{n}:{h}:{cn or 0}:{ch or 0}" for run_id, n, h, cn, ch in rows}
 
 
 def known_signature(conn: duckdb.DuckDBPyConnection, experiment_id: str, known: dict[str, str] | None) -> str:

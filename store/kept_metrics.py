@@ -1,7 +1,8 @@
 """run_metrics' and the bias view's numbers, kept by the writer (tables run_metric_rows and
 bias_rows, migrations 013 and 017) so that whole-store reads cost milliseconds at a million answers;
-and each run's per-item metrics for `compare` (item_metric_rows, migration 023: issue 31), read by
-store.queries.compare while a run's rows are as many as its answers.
+and each run's per-item metrics (item_metric_rows, migrations 023 and 024: issue 31), read by
+`compare` and the Bias report while the run's content is what they were kept from
+(item_metric_runs, `current_item_runs`).
 
 `python -m engine report` reads run_metrics for every run and the bias view for every
 experiment: computed from query_metrics, 12-25 s at 1M answers (issue 21). The numbers change
@@ -34,7 +35,8 @@ ITEM_METRICS = """
 SELECT q.run_id, q.item_id, q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.answer_recall,
        CAST(q.n_citations AS DOUBLE) AS n_citations,
        CASE WHEN q.n_citations = 0 THEN 1.0 ELSE 0.0 END AS cites_nothing,
-       p.mean_probability
+       p.mean_probability,
+       q.n_citations > q.out_of_range_citations AS cites_in_range
 FROM query_metrics q
 LEFT JOIN (SELECT item_id, avg(probability) AS mean_probability FROM citations
            WHERE run_id = $run GROUP BY item_id) p USING (item_id)
@@ -62,13 +64,20 @@ def keep_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
     if n_answers:
         conn.execute("INSERT INTO run_metric_rows BY NAME SELECT *, ? AS n_answers, ? AS computed_utc "
                      "FROM run_metric_wide WHERE run_id = ?", [n_answers, utc_now(), run_id])
-    conn.execute("DELETE FROM item_metric_rows WHERE run_id = ?", [run_id])
-    if n_answers:
-        conn.execute(f"INSERT INTO item_metric_rows BY NAME SELECT *, $now AS computed_utc FROM ({ITEM_METRICS})",
-                     {"now": utc_now(), "run": run_id})
+    keep_item_metrics(conn, run_id)
     row = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is not None:  # the run is the caller's, in the caller's transaction: always there
         keep_experiment_bias(conn, row[0])
+
+
+def keep_item_metrics(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Replace the run's kept per-item metrics (none when it has no answers), and note what they
+    were computed from."""
+    conn.execute("DELETE FROM item_metric_rows WHERE run_id = ?", [run_id])
+    conn.execute("DELETE FROM item_metric_runs WHERE run_id = ?", [run_id])
+    conn.execute(f"INSERT INTO item_metric_rows BY NAME SELECT *, $now AS computed_utc FROM ({ITEM_METRICS})",
+                 {"now": utc_now(), "run": run_id})
+    _note_item_runs(conn, [run_id])
 
 
 def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> None:
@@ -93,8 +102,42 @@ def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("DELETE FROM bias_rows")
     conn.execute("INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM bias", [utc_now()])
     conn.execute("DELETE FROM item_metric_rows")
+    conn.execute("DELETE FROM item_metric_runs")
     conn.execute("INSERT INTO item_metric_rows BY NAME SELECT *, ? AS computed_utc FROM compare_item_metrics",
                  [utc_now()])
+    _note_item_runs(conn, [r[0] for r in conn.execute("SELECT DISTINCT run_id FROM item_metric_rows").fetchall()])
+
+
+def _note_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> None:
+    """Record what the runs' kept item rows were computed from (store.derived.run_contents)."""
+    from store.derived import run_contents
+
+    if not run_ids:
+        return
+    marks = ", ".join("?" * len(run_ids))
+    kept = dict(conn.execute(f"SELECT run_id, count(*) FROM item_metric_rows WHERE run_id IN ({marks}) "
+                             "GROUP BY run_id", run_ids).fetchall())
+    now = utc_now()
+    rows = [(run_id, kept.get(run_id, 0), content, now) for run_id, content in run_contents(conn, run_ids).items()]
+    if rows:  # runs without answers have no content, and nothing kept
+        conn.executemany("INSERT INTO item_metric_runs VALUES (?, ?, ?, ?)", rows)
+
+
+def current_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
+    """Those of these runs whose kept item_metric_rows are still their rows: kept from the content
+    (generations and citations) the run holds now. Order kept."""
+    from store.derived import run_contents
+
+    if not run_ids:
+        return []
+    marks = ", ".join("?" * len(run_ids))
+    # Its rows all there (none deleted by hand), and the run's content what they were kept from.
+    kept = dict(conn.execute(
+        f"SELECT k.run_id, k.content FROM item_metric_runs k LEFT JOIN (SELECT run_id, count(*) AS n "
+        f"FROM item_metric_rows WHERE run_id IN ({marks}) GROUP BY run_id) r USING (run_id) "
+        f"WHERE k.run_id IN ({marks}) AND k.n_rows = coalesce(r.n, 0)", run_ids + run_ids).fetchall())
+    now = run_contents(conn, [r for r in run_ids if r in kept])
+    return [r for r in run_ids if r in kept and kept[r] == now.get(r)]
 
 
 def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str],

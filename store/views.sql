@@ -353,6 +353,8 @@ GROUP BY ALL;
 -- two agree. Metrics are query_metrics', plus two per item:
 --   cites_nothing     1.0 when the answer cites nothing, else 0.0
 --   mean_probability  mean probability of its citations; NULL where none was recorded
+--   cites_in_range    true when it cites a document it was shown (migration 024; what the Bias
+--                     report's counts of citing answers use)
 --
 --   compare_item_metrics      one row per stored answer (run_id, item_id) with those metrics
 --   compare_runs(run_a, run_b)
@@ -375,7 +377,8 @@ CREATE OR REPLACE VIEW compare_item_metrics AS
 SELECT q.run_id, q.item_id, q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.answer_recall,
        CAST(q.n_citations AS DOUBLE) AS n_citations,
        CASE WHEN q.n_citations = 0 THEN 1.0 ELSE 0.0 END AS cites_nothing,
-       p.mean_probability
+       p.mean_probability,
+       q.n_citations > q.out_of_range_citations AS cites_in_range
 FROM query_metrics q
 LEFT JOIN (SELECT run_id, item_id, avg(probability) AS mean_probability FROM citations GROUP BY run_id, item_id) p
   USING (run_id, item_id);

@@ -287,8 +287,8 @@ def test_read_paired_is_query_metrics(db):
 
 def test_kept_item_metrics_are_what_the_view_computes(db, tmp_path):
     """The writer keeps each complete run's per-item metrics (item_metric_rows, issue 31); a read
-    uses them only while they are as many as the run's answers, else computes them: the same
-    arrays either way, to the bit. A running run has none kept."""
+    uses them only while they are all there and the run's content is what they were kept from,
+    else computes them: the same arrays either way, to the bit. A running run has none kept."""
     import shutil
 
     copy = tmp_path / "c.duckdb"
@@ -298,7 +298,7 @@ def test_kept_item_metrics_are_what_the_view_computes(db, tmp_path):
     assert kept["e1-base"] == 40 and kept["e2-base"] == 36 and "running" not in kept
     runs = (resolve_side(copy, "e1-base").runs["base"], resolve_side(copy, "e2-base").runs["base"])
     from_kept = read_paired(copy, runs)
-    with connect(copy) as conn:  # one row fewer than answers: e1-base's kept rows are not used
+    with connect(copy) as conn:  # one kept row missing: e1-base's kept rows are not used
         conn.execute("DELETE FROM item_metric_rows WHERE run_id = 'e1-base' AND item_id = 'q0'")
         conn.execute("UPDATE item_metric_rows SET f1 = -1 WHERE run_id = 'e1-base'")
         conn.execute("DELETE FROM item_metric_rows WHERE run_id = 'e2-base'")

@@ -449,3 +449,42 @@ def test_a_failure_to_keep_never_fails_the_run(db, monkeypatch, caplog):
     monkeypatch.undo()
     handler.clear_cache()
     assert handler.bias_page(db, "exp-hai").results  # computed on demand, as before
+
+
+def test_the_bias_reports_item_metrics_are_the_kept_rows_and_equal_the_views(db):
+    """bias_inputs reads a run's per-item metrics from item_metric_rows (issue 31) while they are
+    current, and they equal query_metrics' (the view's rows, column by column, cites_in_range too)."""
+    from store.queries.bias_tables import bias_inputs
+
+    with connect(db, read_only=True) as conn:
+        kept = conn.execute("SELECT * EXCLUDE (computed_utc) FROM item_metric_rows ORDER BY run_id, item_id").fetchall()
+        fresh = conn.execute("SELECT * FROM compare_item_metrics WHERE run_id IN (SELECT run_id FROM item_metric_rows) "
+                             "ORDER BY run_id, item_id").fetchall()
+    assert len(kept) > 100 and _close(kept, fresh)
+    from_kept = bias_inputs(db, "exp-gender").metrics
+    with connect(db) as conn:
+        conn.execute("DELETE FROM item_metric_rows")
+    assert len(from_kept) == 3 * len(ITEMS) and _close(bias_inputs(db, "exp-gender").metrics, from_kept)
+
+
+def test_the_bias_report_and_compare_read_kept_item_rows_only_while_they_are_the_runs_rows(db):
+    """A kept run's rows are read (marked: f1 = -1) until anything the run holds changes, by the
+    writer or by hand; rows with no record of what they were kept from (kept before migration
+    024) are not read."""
+    from store.queries.bias_tables import bias_inputs
+    from store.queries.compare import _item_metrics
+
+    runs = sorted({r[0] for r in bias_inputs(db, "exp-gender").metrics})
+    with connect(db) as conn:
+        conn.execute("UPDATE item_metric_rows SET f1 = -1")
+        conn.execute("DELETE FROM citations WHERE run_id = ? AND item_id = (SELECT min(item_id) FROM citations "
+                     "WHERE run_id = ?)", [runs[0], runs[0]])  # by hand: counts of answers unchanged
+        conn.execute("DELETE FROM item_metric_runs WHERE run_id = ?", [runs[1]])
+    f1: dict[str, set] = {}
+    for run_id, _, _, _, value, _ in bias_inputs(db, "exp-gender").metrics:
+        f1.setdefault(run_id, set()).add(value)
+    assert f1[runs[2]] == {-1.0}  # still the run's rows: read from the kept ones
+    assert -1.0 not in f1[runs[0]] | f1[runs[1]]  # computed through query_metrics
+    with connect(db, read_only=True) as conn:
+        assert set(_item_metrics(conn, runs[2])["f1"]) == {-1.0}
+        assert -1.0 not in set(_item_metrics(conn, runs[0])["f1"]) | set(_item_metrics(conn, runs[1])["f1"])

@@ -150,13 +150,11 @@ def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = Fa
 def _item_metrics(conn: Any, run_id: str) -> dict[str, np.ndarray]:
     """One run's compare_item_metrics as columns sorted by item id (item_id an object array, the
     metrics float with NaN for NULL): the rows the writer kept when the run completed while they
-    are as many as its answers (store/kept_metrics.py), else computed through the view."""
-    from store.kept_metrics import ITEM_METRICS
+    are still its rows (store.kept_metrics.current_item_runs), else computed through the view."""
+    from store.kept_metrics import ITEM_METRICS, current_item_runs
 
-    kept, answers = conn.execute(
-        "SELECT (SELECT count(*) FROM item_metric_rows WHERE run_id = $run), "
-        "(SELECT count(*) FROM generations WHERE run_id = $run)", {"run": run_id}).fetchone()
-    source = "SELECT * FROM item_metric_rows WHERE run_id = $run" if kept == answers else ITEM_METRICS
+    kept = current_item_runs(conn, [run_id])
+    source = "SELECT * FROM item_metric_rows WHERE run_id = $run" if kept else ITEM_METRICS
     got = conn.execute(f"SELECT item_id, {', '.join(METRIC_COLUMNS)} FROM ({source}) ORDER BY item_id",
                        {"run": run_id}).fetchnumpy()
     out = {"item_id": np.asarray(got["item_id"], dtype=object)}
