@@ -66,3 +66,20 @@ def test_many_small_blocks_give_scipys_p_values() -> None:
     want = [paired_permutation(zeros, c, n_resamples=2_999, seed=2).p for c in cols]
     got = sign_flip_pvalues(cols, n_resamples=2_999, seed=2, batch=max(1, _PERMUTATION_CELLS // n), cells=n * 7 + 5)
     assert got == want
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 5])
+def test_any_number_of_threads_gives_scipys_p_values(workers: int) -> None:
+    """Ranges of patterns counted at once, each from a copy of the stream moved to its first
+    pattern (n odd: some ranges start mid-draw): scipy's p values, equal, on any number of threads."""
+    from engine.statistics import sign_flips
+    from engine.statistics.compare_stats import _PERMUTATION_CELLS
+
+    n, resamples = 4_001, 2_999
+    assert len(sign_flips._ranges(resamples, n, workers)) == workers
+    cols = _columns(n, np.random.default_rng(12))
+    zeros = np.zeros(n)
+    want = [paired_permutation(zeros, c, n_resamples=resamples, seed=8).p for c in cols]
+    got = sign_flip_pvalues(cols, n_resamples=resamples, seed=8, batch=max(1, _PERMUTATION_CELLS // n),
+                            cells=n * 5 + 3, workers=workers)
+    assert got == want
