@@ -23,7 +23,13 @@ A store missing from --keep is built in a fresh interpreter first, and its build
 resident memory printed (bench_app's 10M store: about 20 min and 7 GB on a loaded 2-core box).
 The file names are bench_app's (bench_ITEMSxRUNS.duckdb), so its --keep folder serves both.
 
-Run: python scripts/bench_stats.py --sizes 10k 1M [--keep FOLDER] [--repeats 7]
+Also, on the size's own store: why-cited-one, `why-cited` of its newest full experiment (30,000
+answers); compare-runs, `compare` of that experiment's base and cf runs (10,000 items each), what
+those commands read in a store of that size. --commands picks figures (10M: the compare store of
+3 x 10,000,000 items would not build in 24 GB); --limit-gb caps each command's address space, so
+that one past the machine's memory is a FAILED row, not a swapped machine.
+
+Run: python scripts/bench_stats.py --sizes 10k 1M [--keep FOLDER] [--repeats 7] [--commands ...] [--limit-gb G]
 """
 
 from __future__ import annotations
@@ -59,7 +65,10 @@ SIZES = {
     "1M": Size(10_000, 100, 1_000_000),
     "10M": Size(10_000, 1_000, 10_000_000),
 }
-COMMANDS = ("why-cited", "compare")
+# why-cited: every experiment of the size's store; why-cited-one: its newest full experiment;
+# compare: base against cf in the compare store (3 runs x N items); compare-runs: base against cf of
+# the newest full experiment in the size's store (10,000 items each: what `compare` reads in a big store).
+COMMANDS = ("why-cited", "why-cited-one", "compare", "compare-runs")
 COMPARE_RUNS = ("run-0001", "run-0002")  # base and cf of exp-0000 in a store of 3 runs
 
 
@@ -118,14 +127,20 @@ def _child(kind: str, db: str, arg: str) -> dict:
         if not result.fit.n_informative:
             raise SystemExit(f"why-cited fitted no answer on {db}")
         what = f"{len(ids)} experiments, {result.n_runs} runs, {result.fit.n_informative:,} informative answers"
-    elif kind == "compare":
+    elif kind == "why-cited-one":
+        from engine.usecases.why_cited import WhyCitedRequest, why_cited
+
+        result = why_cited(WhyCitedRequest((arg,)), Path(db))
+        what = f"experiment {arg}: {result.n_runs} runs, {result.fit.n_informative:,} informative answers"
+    elif kind in ("compare", "compare-runs"):
         from engine.usecases.compare import CompareRequest, compare
 
-        got = compare(CompareRequest(*COMPARE_RUNS), Path(db))
+        *runs, items = arg.split(",") if kind == "compare-runs" else (*COMPARE_RUNS, arg)
+        got = compare(CompareRequest(*runs), Path(db))
         n = got.runs[0].pairing.n_paired
-        if n != int(arg) or not got.runs[0].metrics:
-            raise SystemExit(f"compare paired {n} items on {db}, not {arg}")
-        what = f"{n:,} paired items, {len(got.runs[0].metrics)} metrics"
+        if n != int(items) or not got.runs[0].metrics:
+            raise SystemExit(f"compare paired {n} items on {db}, not {items}")
+        what = f"{' against '.join(runs)}: {n:,} paired items, {len(got.runs[0].metrics)} metrics"
     else:
         raise SystemExit(f"unknown child '{kind}'")
     return {"call_s": time.perf_counter() - started, "call_cpu_s": time.process_time() - cpu, "what": what,
@@ -138,7 +153,9 @@ def measure(figure: str, size: str, db: Path, arg: str) -> Row:
     before_load = load()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--child", figure, str(db), arg], capture_output=True, text=True)
+    cap = None if LIMIT_GB[0] is None or figure == "build" else int(LIMIT_GB[0] * 2**30)
+    done = subprocess.run([sys.executable, __file__, "--child", figure, str(db), arg], capture_output=True, text=True,
+                          preexec_fn=None if cap is None else lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -147,6 +164,11 @@ def measure(figure: str, size: str, db: Path, arg: str) -> Row:
         return Row(figure, size, before_load, wall, cpu, None, None, f"FAILED (exit {done.returncode}): {last[:150]}")
     got = json.loads(done.stdout.strip().splitlines()[-1])
     return Row(figure, size, before_load, wall, cpu, got["call_s"], got["peak_mb"], got["what"])
+
+
+# --limit-gb: each command child's address space (RLIMIT_AS), so that a command that would take
+# more memory than the machine has fails as a row of the table instead of swapping the box.
+LIMIT_GB: list[float | None] = [None]
 
 
 def ensure(folder: Path, size: str, items: int, runs: int) -> Row | None:
@@ -175,20 +197,22 @@ def query_detail_times(bench, store, repeats: int) -> list[tuple[float, float]]:
     return out
 
 
-def run_size(size: str, folder: Path, repeats: int) -> tuple[list[Row], list[Row]]:
+def run_size(size: str, folder: Path, repeats: int, commands: tuple[str, ...] = COMMANDS) -> tuple[list[Row], list[Row]]:
     """(build rows, measured rows) of one size: query_detail, then each command, interleaved."""
     bench = _bench_app()
     shape = SIZES[size]
     builds = [r for r in (ensure(folder, size, shape.items, shape.runs),
-                          ensure(folder, size, shape.compare_items, 3)) if r]
+                          ensure(folder, size, shape.compare_items, 3) if "compare" in commands else None) if r]
     store = bench._reuse(store_path(folder, shape.items, shape.runs), shape.items, shape.runs)
     bench.check("query_detail", store, bench.call("query_detail", store))  # and the warm-up call
-    dbs = {"why-cited": (store.path, ""), "compare": (store_path(folder, shape.compare_items, 3),
-                                                      str(shape.compare_items))}
+    base, cf = _base_and_cf(store.path, store.experiment_id)
+    dbs = {"why-cited": (store.path, ""), "why-cited-one": (store.path, store.experiment_id),
+           "compare": (store_path(folder, shape.compare_items, 3), str(shape.compare_items)),
+           "compare-runs": (store.path, f"{base},{cf},{shape.items}")}
     query_load = load()
     times: list[tuple[float, float]] = []
     rows = []
-    for figure in COMMANDS:
+    for figure in commands:
         times += query_detail_times(bench, store, repeats)
         db, arg = dbs[figure]
         rows.append(measure(figure, size, db, arg))
@@ -198,6 +222,14 @@ def run_size(size: str, folder: Path, repeats: int) -> tuple[list[Row], list[Row
                 statistics.median(c for _, c in times), None, None,
                 f"median of {len(times)} calls, {store.n_generations:,} generations")
     return builds, [query, *rows]
+
+
+def _base_and_cf(db: Path, experiment_id: str) -> tuple[str, str]:
+    from store.db import connect
+
+    with connect(db, read_only=True) as conn:
+        runs = dict(conn.execute("SELECT rag_mode, run_id FROM runs WHERE experiment_id = ?", [experiment_id]).fetchall())
+    return runs["base"], runs["cf"]
 
 
 def table(rows: list[Row]) -> str:
@@ -224,6 +256,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", type=Path, default=None,
                         help="folder for the stores, kept for reuse (a store already there is reused)")
     parser.add_argument("--repeats", type=int, default=7, help="query_detail calls before each command and after")
+    parser.add_argument("--commands", nargs="+", default=list(COMMANDS), metavar="COMMAND",
+                        help=f"any of {', '.join(COMMANDS)} (default: all; 'compare' builds a store of 3 runs x N items)")
+    parser.add_argument("--limit-gb", type=float, default=None,
+                        help="cap each command's address space (a command past it fails as a row of the table)")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "DB", "ARG"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -234,6 +270,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"bench_stats.py: unknown size '{unknown[0]}' (choose from {', '.join(SIZES)})")
     if args.repeats < 1:
         raise SystemExit(f"bench_stats.py: --repeats must be at least 1, not {args.repeats}")
+    wrong = [c for c in args.commands if c not in COMMANDS]
+    if wrong:
+        raise SystemExit(f"bench_stats.py: unknown command '{wrong[0]}' (choose from {', '.join(COMMANDS)})")
+    if args.limit_gb is not None and args.limit_gb <= 0:
+        raise SystemExit(f"bench_stats.py: --limit-gb must be positive, not {args.limit_gb}")
+    LIMIT_GB[0] = args.limit_gb
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
           f"python scripts/bench_stats.py {' '.join(argv if argv is not None else sys.argv[1:])}", flush=True)
     builds, rows = [], []
@@ -241,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for size in dict.fromkeys(args.sizes):
-            built, measured = run_size(size, folder, args.repeats)
+            built, measured = run_size(size, folder, args.repeats, tuple(dict.fromkeys(args.commands)))
             builds += built
             rows += measured
     print()

@@ -19,13 +19,15 @@ def test_a_tiny_run_prints_each_figure_with_its_ratio(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = {m.group(1): m.groups() for m in re.finditer(
-        r"^\| (query_detail|why-cited|compare) \| 2k \| ([\d.]+ / [\d.]+ / [\d.]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) "
-        r"\| ([\d,.]+)× \| ([^|]+) \|$", done.stdout, re.M)}
-    assert set(rows) == {"query_detail", "why-cited", "compare"}, done.stdout
+        r"^\| (query_detail|why-cited|why-cited-one|compare|compare-runs) \| 2k \| ([\d.]+ / [\d.]+ / [\d.]+) \| "
+        r"([^|]+) \| ([^|]+) \| ([^|]+) \| ([\d,.]+)× \| ([^|]+) \|$", done.stdout, re.M)}
+    assert set(rows) == {"query_detail", "why-cited", "why-cited-one", "compare", "compare-runs"}, done.stdout
     assert rows["query_detail"][5] == "1"
     assert float(rows["compare"][5].replace(",", "")) > 1  # a whole child process against one request
     assert "2,000 paired items, 9 metrics" in rows["compare"][6]
+    assert "run-0016 against run-0017: 100 paired items, 9 metrics" in rows["compare-runs"][6]
     assert "7 experiments, 20 runs" in rows["why-cited"][6]
+    assert "experiment exp-0005: 3 runs" in rows["why-cited-one"][6]
     assert re.search(r"^- 2k: 6,000 generations in \d+ s wall, .* peak [\d,]+ MB resident while building", done.stdout,
                      re.M), done.stdout
     # The stores are kept under bench_app's names, and reused by the next run.
@@ -58,3 +60,13 @@ def test_item_ids_stay_unique_past_a_million_items():
     at = [0, 999_999, 1_000_000, 9_999_999]
     got = duckdb.sql(f"SELECT {bench.ITEM_ID_SQL} FROM unnest({at}) t(i)").fetchall()
     assert [g[0] for g in got] == [bench.item_id(i) for i in at]
+
+
+def test_a_command_past_its_memory_cap_is_a_failed_row(tmp_path):
+    """--limit-gb: a command that needs more than the cap is a FAILED row of the table, the run goes on."""
+    done = subprocess.run([sys.executable, str(SCRIPT), "--sizes", "2k", "--repeats", "1", "--keep", str(tmp_path),
+                           "--commands", "why-cited-one", "--limit-gb", "0.05"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\| why-cited-one \| 2k \| .* \| - \| FAILED \(exit \d+\): ", done.stdout, re.M), done.stdout
+    assert {p.name for p in tmp_path.glob("*.duckdb")} == {"bench_100x20.duckdb"}  # no compare store: not asked for
