@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from store.db import DbLike
+    from store.queries._read import Readable
     from store.queries.compare import CompareRun, PairedItems, Side
 
 MIN_RESAMPLES = 100
@@ -343,7 +344,7 @@ def _notes(runs: tuple[CompareRun, ...], names: tuple[str, ...]) -> tuple[str, .
     return tuple(out)
 
 
-def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...]) -> PairedItems:
+def _read(db: Readable, request: CompareRequest, runs: tuple[CompareRun, ...]) -> PairedItems:
     from store.queries.compare import read_paired
 
     paired = read_paired(db, runs, pair_by_id=request.pair_by_id)
@@ -356,12 +357,16 @@ def _read(db: DbLike, request: CompareRequest, runs: tuple[CompareRun, ...]) -> 
 def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: CompareRun, run_b: CompareRun) -> RunComparison:
     import pandas as pd
 
+    from store.queries import reading
     from store.queries.citation_flips import citation_flip_counts
 
-    paired = _read(db, request, (run_a, run_b))
-    # Counted in the store (issue 31): pairing every item's document lists in Python cost seconds
-    # per million items; citation_flip_counts is citation_flips' definition in SQL.
-    cited = CitationFlips(*citation_flip_counts(db, run_a.run_id, run_b.run_id))
+    # The metrics and the citation flips in one read transaction: of a run still being written,
+    # both count the same answers.
+    with reading(db) as conn:
+        paired = _read(conn, request, (run_a, run_b))
+        # Counted in the store (issue 31): pairing every item's document lists in Python cost
+        # seconds per million items; citation_flip_counts is citation_flips' definition in SQL.
+        cited = CitationFlips(*citation_flip_counts(conn, run_a.run_id, run_b.run_id))
     a, b = paired.metrics
     metrics = compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
                               n_resamples=request.resamples, seed=request.seed, permutations=request.permutations)

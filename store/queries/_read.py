@@ -57,8 +57,12 @@ def mode_order(column: str) -> str:
 MODE_ORDER = mode_order("r.rag_mode")
 
 
+# What a reader takes: a store (path, Database, RunStore), or a request's open read connection.
+Readable = DbLike | duckdb.DuckDBPyConnection
+
+
 @contextmanager
-def reading(db: DbLike) -> Iterator[duckdb.DuckDBPyConnection]:
+def reading(db: Readable) -> Iterator[duckdb.DuckDBPyConnection]:
     """One short read-only transaction on `db` (a path, a Database or a RunStore), or the open
     connection `db` itself: a request that reads several things opens one connection and passes
     it down (each open costs 15-40 ms, more than most of the reads; issue 21)."""

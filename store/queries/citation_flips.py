@@ -15,7 +15,7 @@ citation_flips, which tests/test_citation_flips_sql.py checks this against:
 
 from __future__ import annotations
 
-from store.db import DbLike, as_database
+from store.queries._read import Readable, reading
 
 # Shown in both: each document of A's list at its first position (list_position, 1-based, finds
 # a NULL element as Python's `in` does, so a NULL in both lists counts once, as in
@@ -49,11 +49,11 @@ SELECT (SELECT count(*) FILTER (WHERE by_a AND relevant) FROM flips),
 """
 
 
-def citation_flip_counts(db: DbLike, run_a: str, run_b: str) -> tuple[int, int, int, int, int]:
+def citation_flip_counts(db: Readable, run_a: str, run_b: str) -> tuple[int, int, int, int, int]:
     """engine.statistics.flips.CitationFlips' fields for runs A and B, in its order: cited by A
     only and relevant, A only not relevant, B only relevant, B only not relevant, and the (item,
     document) pairs shown in both runs."""
-    with as_database(db).connect(read_only=True) as conn:
+    with reading(db) as conn:
         row = conn.execute(_CITATION_FLIPS, {"a": run_a, "b": run_b}).fetchone()
     assert row is not None  # an aggregate of scalar subqueries: always one row
     a_rel, a_non, b_rel, b_non, shown = (int(v) for v in row)

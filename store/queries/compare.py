@@ -25,6 +25,7 @@ import numpy as np
 from engine.errors import UserError
 from engine.types import MODES
 from store.db import DbLike, as_database
+from store.queries._read import Readable, reading
 
 # The per-item metrics, in engine.statistics.compare_stats.METRICS order (kept in step by a test).
 METRIC_COLUMNS = ("precision", "recall", "f1", "exact_match", "squad_em", "answer_recall", "n_citations",
@@ -119,7 +120,7 @@ def _experiment(conn, experiment: str, reference: str) -> Side | None:
     return Side(reference, "experiment", chosen, tuple(run for run in runs if run.run_id not in kept))
 
 
-def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = False) -> PairedItems:
+def read_paired(db: Readable, runs: Sequence[CompareRun], *, pair_by_id: bool = False) -> PairedItems:
     """The runs' per-item metrics on the items all of them hold. Runs over different datasets
     (content hashes) are refused unless pair_by_id: the same id may be another question."""
     runs = tuple(runs)
@@ -130,7 +131,7 @@ def read_paired(db: DbLike, runs: Sequence[CompareRun], *, pair_by_id: bool = Fa
             f"run {first.run_id} and run {second.run_id} use different datasets ({first.dataset_label} and "
             f"{second.dataset_label}): the same item id may be another question; give --pair-by-id to pair them anyway"
         )
-    with as_database(db).connect(read_only=True) as conn:
+    with reading(db) as conn:
         per_run = [_item_metrics(conn, run.run_id) for run in runs]
     # Each run's rows come sorted by item id, one per item: the common ids, sorted, pick each
     # run's rows in the same order (columns of numbers: rows as Python tuples were most of a
