@@ -30,10 +30,10 @@ from typing import Any
 
 from engine.errors import UserError
 
-# Address space, not resident memory: a fit at the default decisions bound (100,000) peaked at
-# 2.7 GB of it (DuckDB reserves per thread; ~450 MB resident). It used ~4 s of CPU (1.5 s of it
-# importing numpy, pandas, statsmodels and DuckDB).
-DEFAULT_FIT_MEMORY_MB = 4096
+# Address space, not resident memory: a fit at the default bounds (100,000 answers, 1,000,000
+# decisions) peaked at 2.95 GB of it (1.2 GB is the libraries' and DuckDB's reservations before a
+# row is read; ~0.67 GB resident) and 4.6 s of CPU: a 2x margin on both caps (docs/figures.md).
+DEFAULT_FIT_MEMORY_MB = 6144
 DEFAULT_FIT_TIMEOUT_S = 30
 MAX_REPLY_BYTES = 16 * 1024**2  # a fit's effects and rates are a few KB
 # Below the web process, so that where cores are scarce (a 2-vCPU Space) visitors' pages get the
