@@ -149,3 +149,40 @@ def test_a_coded_design_fits_as_its_rows_and_the_separation_rows_do_not_depend_o
     chunked = _differences(strata(y, x, groups))
     assert whole[0].shape[0] > 10
     assert np.array_equal(whole[0], chunked[0]) and np.array_equal(whole[1], chunked[1])
+
+
+def test_the_decision_codes_decode_to_the_decision_rows(tmp_path):
+    """Each code of store.queries.decision_codes names the row's experiment, run, mode, item and
+    label in the lists it returns (item codes in item id order, labels sorted, -1 for none): the
+    rows decoded are citation_decisions' rows, in the model's order."""
+    from store.queries.decisions import POSITION_GROUPS, decision_codes, decision_frame
+    from tests.test_app_bias import build_store
+
+    db = build_store(tmp_path / "s.duckdb")
+    ids = ["exp-race", "exp-gender", "exp-hai"]  # not sorted: codes follow the order given
+    coded = decision_codes(db, ids)
+    frame = decision_frame(db, ids)
+    assert len(coded) == len(frame) > 300 and len(coded.run_ids) == 8
+    items = sorted(set(frame["item_id"]))
+    c = coded.rows
+    decoded = pd.DataFrame({
+        "experiment_id": np.asarray(coded.experiment_ids, dtype=object)[c["experiment"]],
+        "run_id": np.asarray(coded.run_ids, dtype=object)[c["run"]],
+        "mode": np.asarray(coded.modes, dtype=object)[c["mode"]],
+        "item_id": np.asarray(items, dtype=object)[c["item"]],
+        "position": c["position"].astype(int),
+        "position_group": np.asarray(POSITION_GROUPS, dtype=object)[c["position_group"]],
+        "label": [coded.labels[k] if k >= 0 else "(none)" for k in c["label"]],
+        "cited": c["cited"], "relevant": c["relevant"]})
+    assert list(coded.labels) == sorted(set(frame["label"].dropna())) and (c["label"] == -1).any()
+    want = frame[list(decoded.columns)].copy()
+    want["label"] = [v if isinstance(v, str) else "(none)" for v in want["label"]]
+    want["relevant"] = want["relevant"].fillna(False).astype(bool)
+    want["cited"] = want["cited"].fillna(False).astype(bool)
+    want["position"] = want["position"].astype(int)
+    rank = {e: k for k, e in enumerate(ids)}
+    for f in (decoded, want):
+        f["_e"] = f["experiment_id"].map(rank)
+        f["_m"] = f["mode"].map({m: k for k, m in enumerate(coded.modes)})
+    want = want.sort_values(["_e", "_m", "run_id", "item_id", "position"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(decoded.reset_index(drop=True), want, check_dtype=False)

@@ -4,6 +4,7 @@ and `export --rows decisions`."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -58,30 +59,36 @@ def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
 # What the choice model reads (engine.usecases.why_cited.choice_rows): numbers only. At a million
 # answers (ten million rows) decision_frame's text columns held 5.9 GB before the fit began. Here
 # experiment, run, mode and position group are codes into lists known before the query (SQL's
-# list_position), the item and the label codes by rank; the label's text comes once per label, on
-# the first row that carries it (numpy, not pandas: no text column is built, and pyarrow, which
-# pandas' text columns load, is not needed).
+# list_position), the item and the label codes into the sorted distinct items and labels (numpy,
+# not pandas: no text column is built, and pyarrow, which pandas' text columns load, is not needed).
 CODED_COLUMNS = ("experiment", "run", "mode", "item", "position", "n_shown", "position_group", "label",
                  "relevant", "repeated", "cited")
 POSITION_GROUPS = ("first", "middle", "last")
-_QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' query (decision_codes)
+_QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' queries (decision_codes)
 
+# The view's rows are computed once into a temporary table (a read-only connection may hold one),
+# then coded from there: the item and label codes were window functions over every row (ranks
+# and a first row per label), two sorts of ten million rows that were 25 of the query's 35 s at a
+# million answers; from the table they are a join with the distinct items and a position in the
+# list of distinct labels (17 s, the same arrays).
+_ROWS_SQL = """
+CREATE TEMP TABLE {table} AS
+SELECT experiment_id, run_id, rag_mode, item_id, position, n_shown, position_group, label, relevant, repeated, cited
+FROM citation_decisions WHERE run_id IN ({runs}) AND len($ids) >= 0  -- $ids: execute_over_runs binds it
+"""
 _CODED_SQL = f"""
 SELECT (list_position($ids, d.experiment_id) - 1)::SMALLINT AS experiment,
-       -- The runs sorted, so that DecisionCodes.run_ids (read sorted) names each code.
-       (list_position(list_sort([{{runs}}]), d.run_id) - 1)::INTEGER AS run,
+       (list_position($runs, d.run_id) - 1)::INTEGER AS run,
        (list_position({list(MODES)}, d.rag_mode) - 1)::TINYINT AS mode,
-       (dense_rank() OVER (ORDER BY d.item_id) - 1)::INTEGER AS item,
+       i.item,
        d.position::SMALLINT AS position, d.n_shown::SMALLINT AS n_shown,
        coalesce(list_position({list(POSITION_GROUPS)}, d.position_group) - 1, -1)::TINYINT AS position_group,
-       (CASE WHEN d.label IS NULL THEN -1 ELSE dense_rank() OVER (ORDER BY d.label NULLS LAST) - 1 END)::INTEGER
-           AS label,
-       CASE WHEN d.label IS NOT NULL AND row_number() OVER (PARTITION BY d.label) = 1 THEN d.label END
-           AS label_text,
+       coalesce(list_position($labels, d.label) - 1, -1)::INTEGER AS label,
        coalesce(d.relevant, false) AS relevant, coalesce(d.repeated, false) AS repeated,
        coalesce(d.cited, false) AS cited
-FROM citation_decisions d
-WHERE d.run_id IN ({{runs}})
+FROM {{table}} d
+JOIN (SELECT item_id, (row_number() OVER (ORDER BY item_id) - 1)::INTEGER AS item
+      FROM (SELECT DISTINCT item_id FROM {{table}})) i USING (item_id)
 ORDER BY experiment, mode, run, item, position
 """
 
@@ -113,28 +120,34 @@ def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
     with reading(db) as conn:
         names = dict(conn.execute("SELECT experiment_id, name FROM experiments WHERE list_contains($ids, experiment_id)",
                                   {"ids": ids}).fetchall())
-        # The view's joins, the ranks and the sort of ten million rows took 4.5 GB of DuckDB's
-        # memory at a million answers; under this limit DuckDB spills to its temporary folder
-        # (1 GB: 1.6 GB peak with the fetched arrays, at the same speed). The setting is the
-        # process's DuckDB instance's (the CLI's, or the app's fit child's): put back after.
-        before = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
-        conn.execute(f"SET memory_limit = '{_QUERY_MEMORY}'")
-        try:
-            got = execute_over_runs(conn, _CODED_SQL, ids, modes).fetchnumpy()
-        finally:
-            conn.execute(f"SET memory_limit = '{before}'")
         find = "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)"
         params: dict = {"ids": ids}
         if modes is not None:
             find += " AND list_contains($modes, rag_mode)"
             params["modes"] = list(modes)
-        runs = tuple(r[0] for r in conn.execute(find + " ORDER BY run_id", params).fetchall())
-    text = got.pop("label_text")
-    first = np.flatnonzero(~np.ma.getmaskarray(text))
-    levels = dict(zip(got["label"][first].tolist(), np.asarray(text)[first].tolist(), strict=True))
+        run_ids = [r[0] for r in conn.execute(find + " ORDER BY run_id", params).fetchall()]
+        # The view's joins and the sort of ten million rows took 4.5 GB of DuckDB's memory at a
+        # million answers; under this limit DuckDB spills to its temporary folder (1 GB: 1.7 GB
+        # peak with the fetched arrays). The setting is the process's DuckDB instance's (the
+        # CLI's, or the app's fit child's): put back after.
+        before = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        conn.execute(f"SET memory_limit = '{_QUERY_MEMORY}'")
+        table = f"decision_rows_{uuid.uuid4().hex}"  # the caller's connection may hold others
+        try:
+            execute_over_runs(conn, _ROWS_SQL.replace("{table}", table), ids, modes)
+            try:
+                found = conn.execute(f"SELECT list(DISTINCT label ORDER BY label) FROM {table} "
+                                     "WHERE label IS NOT NULL").fetchone()
+                labels = list((found and found[0]) or [])
+                got = conn.execute(_CODED_SQL.replace("{table}", table),
+                                   {"ids": ids, "runs": run_ids, "labels": labels}).fetchnumpy()
+            finally:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+        finally:
+            conn.execute(f"SET memory_limit = '{before}'")
     rows = {c: np.asarray(got[c]) for c in CODED_COLUMNS}
     return DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES),
-                         tuple(str(levels[i]) for i in range(len(levels))), runs)
+                         tuple(str(v) for v in labels), tuple(run_ids))
 
 
 # Per run, the settings the citation_decisions view gives each of its rows, with the view's
