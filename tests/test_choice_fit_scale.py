@@ -151,13 +151,17 @@ def test_a_coded_design_fits_as_its_rows_and_the_separation_rows_do_not_depend_o
     assert np.array_equal(whole[0], chunked[0]) and np.array_equal(whole[1], chunked[1])
 
 
-def test_the_decision_codes_decode_to_the_decision_rows(tmp_path):
+@pytest.mark.parametrize("per_run", [True, False], ids=["run by run", "in one statement"])
+def test_the_decision_codes_decode_to_the_decision_rows(tmp_path, monkeypatch, per_run):
     """Each code of store.queries.decision_codes names the row's experiment, run, mode, item and
     label in the lists it returns (item codes in item id order, labels sorted, -1 for none): the
-    rows decoded are citation_decisions' rows, in the model's order."""
+    rows decoded are citation_decisions' rows, in the model's order, whether the rows were read
+    run by run (a few runs of a big store) or in one statement."""
+    from store.queries import decisions
     from store.queries.decisions import POSITION_GROUPS, decision_codes, decision_frame
     from tests.test_app_bias import build_store
 
+    monkeypatch.setattr(decisions, "_CITATIONS_PER_RUN_STATEMENT", 0 if per_run else 10**12)
     db = build_store(tmp_path / "s.duckdb")
     ids = ["exp-race", "exp-gender", "exp-hai"]  # not sorted: codes follow the order given
     coded = decision_codes(db, ids)
@@ -186,3 +190,21 @@ def test_the_decision_codes_decode_to_the_decision_rows(tmp_path):
         f["_m"] = f["mode"].map({m: k for k, m in enumerate(coded.modes)})
     want = want.sort_values(["_e", "_m", "run_id", "item_id", "position"], kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(decoded.reset_index(drop=True), want, check_dtype=False)
+
+
+@pytest.mark.parametrize("per_run", [True, False], ids=["run by run", "in one statement"])
+def test_every_decision_row_is_read_past_a_row_group(tmp_path, monkeypatch, per_run):
+    """More decision rows than a DuckDB row group (122,880): every one is read, run by run or in
+    one statement (an INSERT of that many rows into a temporary table of a read-only connection
+    lost them to scans in DuckDB 2.0)."""
+    from store.db import connect
+    from store.queries import decisions
+    from tests.helpers import load_script
+
+    monkeypatch.setattr(decisions, "_CITATIONS_PER_RUN_STATEMENT", 0 if per_run else 10**12)
+    built = load_script("bench_app").build_store(tmp_path / "big.duckdb", n_items=5_000, n_runs=3)
+    with connect(built.path, read_only=True) as conn:
+        (want,) = conn.execute("SELECT count(*) FROM citation_decisions").fetchall()[0]
+    coded = decisions.decision_codes(built.path, [built.experiment_id])
+    assert len(coded) == want == 150_000
+    assert len(np.unique(coded.rows["item"])) == 5_000 and coded.rows["cited"].sum() > 10_000

@@ -70,12 +70,14 @@ _QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' queries (decisio
 # then coded from there: the item and label codes were window functions over every row (ranks
 # and a first row per label), two sorts of ten million rows that were 25 of the query's 35 s at a
 # million answers; from the table they are a join with the distinct items and a position in the
-# list of distinct labels (17 s, the same arrays).
-_ROWS_SQL = """
-CREATE TEMP TABLE {table} AS
-SELECT experiment_id, run_id, rag_mode, item_id, position, n_shown, position_group, label, relevant, repeated, cited
-FROM citation_decisions WHERE run_id IN ({runs}) AND len($ids) >= 0  -- $ids: execute_over_runs binds it
-"""
+# list of distinct labels (17 s, the same arrays). DuckDB pushes an equality on run_id through the
+# view into citations, not an IN list, which reads every citation of the store: a few runs in a
+# big store go in run by run (one experiment of a 10M-answer store: 7.0 -> 3.2 s, 1.1 -> 0.5 GB),
+# many in one statement (a statement costs ~0.4 s, reading 1M citations about as much: every
+# experiment of a 1M store took 61 s run by run, 23 s in one).
+_CITATIONS_PER_RUN_STATEMENT = 1_000_000
+_ROWS_COLUMNS = ("experiment_id, run_id, rag_mode, item_id, position, n_shown, position_group, label, relevant, "
+                 "repeated, cited")
 _CODED_SQL = f"""
 SELECT (list_position($ids, d.experiment_id) - 1)::SMALLINT AS experiment,
        (list_position($runs, d.run_id) - 1)::INTEGER AS run,
@@ -134,7 +136,17 @@ def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
         conn.execute(f"SET memory_limit = '{_QUERY_MEMORY}'")
         table = f"decision_rows_{uuid.uuid4().hex}"  # the caller's connection may hold others
         try:
-            execute_over_runs(conn, _ROWS_SQL.replace("{table}", table), ids, modes)
+            (n_citations,) = conn.execute("SELECT count(*) FROM citations").fetchall()[0]
+            if run_ids and len(run_ids) * _CITATIONS_PER_RUN_STATEMENT < n_citations:
+                rows_sql = " UNION ALL ".join(f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id = $run{i}"
+                                              for i in range(len(run_ids)))
+            else:
+                rows_sql = f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id IN ({{runs}})"
+            # One CREATE ... AS (execute_over_runs binds $ids and $run0...): an INSERT of more than
+            # a row group into a temporary table of a read-only connection kept its count, but
+            # scans of it saw no rows (DuckDB 2.0; tests/test_choice_fit_scale.py).
+            execute_over_runs(conn, f"CREATE TEMP TABLE {table} AS SELECT * FROM ({rows_sql}) WHERE len($ids) >= 0",
+                              ids, modes)
             try:
                 found = conn.execute(f"SELECT list(DISTINCT label ORDER BY label) FROM {table} "
                                      "WHERE label IS NOT NULL").fetchone()
