@@ -6,6 +6,7 @@ checked equal to the bit.
 
     python scripts/bench_compare.py --sizes 100000 1000000
     python scripts/bench_compare.py --sizes --new-only 1000000   # the working tree alone
+    python scripts/bench_compare.py --sign-flips 1000000          # the sign flips on 1 thread and every core
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ def worker(root: str, n: int) -> None:
                       "data_mb": rss_data / 1024, "values": values}))
 
 
+def sign_flip_threads(n: int) -> None:
+    """engine.statistics.sign_flips on one thread and on every core, alternately: wall and CPU
+    seconds, and the p values (the same on any number of threads)."""
+    sys.path.insert(0, str(ROOT))
+    from engine.statistics.sign_flips import _cores, sign_flip_pvalues
+
+    rng = np.random.default_rng(1)
+    cols = [rng.random(n) - 0.5 for _ in range(6)]
+    for workers in (1, _cores(), 1, _cores()):
+        load = os.getloadavg()[0]
+        cpu, wall = time.process_time(), time.perf_counter()
+        p = sign_flip_pvalues(cols, n_resamples=9_999, seed=0, batch=1, workers=workers)
+        print(f"{n:,} items, {workers} thread(s): wall {time.perf_counter() - wall:.1f} s, CPU "
+              f"{time.process_time() - cpu:.1f} s, load {load:.2f}, p {p}", flush=True)
+
+
 def export(rev: str) -> str:
     """The engine package at `rev`, in a temporary folder (imported from there by the old side)."""
     folder = tempfile.mkdtemp(prefix="bench_compare_")
@@ -68,10 +85,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--new-only", type=int, nargs="*", default=[])
     parser.add_argument("--old-rev", default="HEAD", help="the commit whose engine is 'old' (default HEAD)")
+    parser.add_argument("--sign-flips", type=int, default=None, metavar="N",
+                        help="instead: the sign-flip tests of 6 continuous metrics of N items alone, on one "
+                             "thread and on every core, in turn (twice each), with their p values")
     parser.add_argument("--worker", nargs=2, metavar=("ROOT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker[0], int(args.worker[1]))
+        return
+    if args.sign_flips:
+        sign_flip_threads(args.sign_flips)
         return
     old_root = export(args.old_rev) if args.sizes else ""
     print(f"old = {args.old_rev}, new = working tree; CPU and wall seconds, peak RSS MB (the synthetic runs "

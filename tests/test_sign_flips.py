@@ -83,3 +83,19 @@ def test_any_number_of_threads_gives_scipys_p_values(workers: int) -> None:
     got = sign_flip_pvalues(cols, n_resamples=resamples, seed=8, batch=max(1, _PERMUTATION_CELLS // n),
                             cells=n * 5 + 3, workers=workers)
     assert got == want
+
+
+def test_the_threads_bench_prints_the_same_p_values_on_one_thread_and_every_core() -> None:
+    """scripts/bench_compare.py --sign-flips (docs/figures.md) at a tiny size, so it cannot rot."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "scripts/bench_compare.py", "--sign-flips", "3001"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = re.findall(r"^3,001 items, (\d+) thread\(s\): wall [\d.]+ s, CPU [\d.]+ s, load [\d.]+, p (\[.*\])$",
+                       done.stdout, re.M)
+    assert len(lines) == 4 and lines[0][0] == "1" and len({p for _, p in lines}) == 1, done.stdout
