@@ -135,12 +135,12 @@ def _child(kind: str, db: str, arg: str) -> dict:
     elif kind in ("compare", "compare-runs"):
         from engine.usecases.compare import CompareRequest, compare
 
-        *runs, items = arg.split(",") if kind == "compare-runs" else (*COMPARE_RUNS, arg)
-        got = compare(CompareRequest(*runs), Path(db))
+        run_a, run_b, paired = arg.split(",") if kind == "compare-runs" else (*COMPARE_RUNS, arg)
+        got = compare(CompareRequest(run_a, run_b), Path(db))
         n = got.runs[0].pairing.n_paired
-        if n != int(items) or not got.runs[0].metrics:
-            raise SystemExit(f"compare paired {n} items on {db}, not {items}")
-        what = f"{' against '.join(runs)}: {n:,} paired items, {len(got.runs[0].metrics)} metrics"
+        if n != int(paired) or not got.runs[0].metrics:
+            raise SystemExit(f"compare paired {n} items on {db}, not {paired}")
+        what = f"{run_a} against {run_b}: {n:,} paired items, {len(got.runs[0].metrics)} metrics"
     else:
         raise SystemExit(f"unknown child '{kind}'")
     return {"call_s": time.perf_counter() - started, "call_cpu_s": time.process_time() - cpu, "what": what,
