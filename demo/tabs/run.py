@@ -139,17 +139,19 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return head, pd.DataFrame(rows, columns=grid_handlers.PLAN_COLUMNS), grid_handlers.planned_form(form)
 
     def plan_before_start(*values):
-        """Start on a grid shows its plan first (a refusal stops the start), and refuses a form that
-        is not the plan on screen (`shown`, the last input); a single run hides the plan. Outputs:
-        the plan, the plan shown now, and the form the next step must still find (None: no check)."""
+        """Start on a grid shows its plan first (a refusal stops the start); a single run hides the
+        plan. A form that is not the plan on screen (`shown`, the last input) leaves that plan as it
+        is and passes it on: the next step refuses it, naming the box (grid_handlers.check_plan_shown;
+        refused here, the error would mark the plan itself). Outputs: the plan, the plan shown now,
+        and the form the next step must still find (None: no check)."""
         *values, shown = values
         form = form_of_values(values, "run")
         try:
             grid = grid_handlers.is_grid(form)
-            if grid:
-                grid_handlers.check_plan_shown(shown, form)
         except UserError as err:
             raise error(err, "run") from None
+        if grid and shown is not None and grid_handlers.planned_form(form) != shown:
+            return gr.skip(), gr.skip(), shown, shown
         if not grid:
             return (gr.update(value=""), gr.update(value=pd.DataFrame(columns=grid_handlers.PLAN_COLUMNS)),
                     None, None)

@@ -106,3 +106,38 @@ def test_a_2x2_grid_shows_its_plan_then_runs_as_one_job_to_the_end(page, app):
     banner.get_by_text("complete").first.wait_for(timeout=WAIT_MS)
     assert "study browser-grid" in banner.inner_text() and "Study browser-grid: choose it" in banner.inner_text()
     page.screenshot(path=str(ARTIFACTS / "grid-done.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def empty_app(tmp_path_factory, launch_app):
+    """An app on a store of its own, still empty whatever the other tests ran."""
+    return launch_app(Path(tmp_path_factory.mktemp("grid-changed") / "changed.duckdb"))
+
+
+def test_a_box_changed_after_show_plan_is_refused_at_start_and_nothing_runs(page, empty_app):
+    """Start runs the plan on screen or nothing: the limit typed after Show plan is named in one
+    line, the plan on screen stays as it was, and nothing is queued."""
+    page.set_viewport_size(VIEWPORT)
+    open_app(page, empty_app)
+    panel = open_tab(page, "Run")
+    panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
+    type_list(panel, RUN_METADATA, "gender,race")
+    panel.get_by_label(RUN_LIMIT).fill("2")
+    panel.get_by_label(RUN_STUDY).fill("browser-changed")
+    panel.get_by_role("button", name=PLAN_SHOW, exact=True).click()
+    panel.get_by_role("grid", name=PLAN_GRID).get_by_role("gridcell", name="total").wait_for(timeout=WAIT_MS)
+    panel.get_by_label(RUN_LIMIT).fill("3")
+    panel.get_by_role("button", name=RUN_START, exact=True).click()
+    toast = page.locator(".toast-body").filter(has_text="not started")
+    toast.wait_for(timeout=WAIT_MS)
+    text = " ".join(toast.inner_text().split())
+    assert "the item limit is 3 in the form but 2 in the plan shown" in text, text
+    assert "press Show plan" in text and "Traceback" not in text, text
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "grid-changed-refused.png"), full_page=True)
+    time.sleep(1.0)  # a job queued anyway would be listed by now
+    assert grid_rows(panel.get_by_role("grid", name=RUN_JOBS_GRID)) == []
+    # The plan on screen stays as it was, under no red "Error" pill (the toast says it).
+    assert panel.get_by_role("grid", name=PLAN_GRID).get_by_role("gridcell", name="total").is_visible()
+    assert "plan: 6 runs x 2 items" in page.locator("#pe-plan").inner_text()
+    assert page.locator("#pe-plan .error").filter(visible=True).count() == 0
