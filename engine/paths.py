@@ -129,6 +129,8 @@ def require_store(db):
     The command line checks its --db first; this is the Python API's check (issue 31's note)."""
     from engine.errors import UserError
 
-    if isinstance(db, (str, os.PathLike)) and not Path(db).is_file():
+    # Only what is not there at all: a FIFO, a device or a folder at the path is the store's open
+    # to refuse, in its own words ("not a regular file").
+    if isinstance(db, (str, os.PathLike)) and not os.path.lexists(db):
         raise UserError(f"no database at {db}: give the path of a store")
     return db

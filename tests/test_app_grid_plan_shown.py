@@ -12,6 +12,7 @@ the job ran the first run's 5 items (60 answers).
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -56,7 +57,11 @@ class Page:
 
         block_fn = self.fn(name, api_name)
         inputs = [None if isinstance(c, gr.State) else self.values.get(c._id, c.value) for c in block_fn.inputs]
-        out = asyncio.run(self.app.process_api(block_fn, inputs, state=self.state, session_hash="visitor"))
+        # In a thread of its own: a test before this one in the same worker may have left an
+        # event loop running in this thread (asyncio.run refuses to nest).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            out = pool.submit(asyncio.run, self.app.process_api(block_fn, inputs, state=self.state,
+                                                                session_hash="visitor")).result()
         for box, value in zip(block_fn.outputs, out["data"], strict=True):
             if isinstance(box, gr.State):
                 continue
