@@ -55,11 +55,11 @@ def sign_flip_threads(n: int) -> None:
     """engine.statistics.sign_flips on one thread and on every core, alternately: wall and CPU
     seconds, and the p values (the same on any number of threads)."""
     sys.path.insert(0, str(ROOT))
-    from engine.statistics.sign_flips import _cores, sign_flip_pvalues
+    from engine.statistics.sign_flips import sign_flip_pvalues, usable_cores
 
     rng = np.random.default_rng(1)
     cols = [rng.random(n) - 0.5 for _ in range(6)]
-    for workers in (1, _cores(), 1, _cores()):
+    for workers in (1, usable_cores(), 1, usable_cores()):
         load = os.getloadavg()[0]
         cpu, wall = time.process_time(), time.perf_counter()
         p = sign_flip_pvalues(cols, n_resamples=9_999, seed=0, batch=1, workers=workers)

@@ -472,7 +472,7 @@ def test_the_bias_report_and_compare_read_kept_item_rows_only_while_they_are_the
     writer or by hand; rows with no record of what they were kept from (kept before migration
     024) are not read."""
     from store.queries.bias_tables import bias_inputs
-    from store.queries.compare import _item_metrics
+    from store.queries.compare import read_paired, resolve_side
 
     runs = sorted({r[0] for r in bias_inputs(db, "exp-gender").metrics})
     with connect(db) as conn:
@@ -485,6 +485,8 @@ def test_the_bias_report_and_compare_read_kept_item_rows_only_while_they_are_the
         f1.setdefault(run_id, set()).add(value)
     assert f1[runs[2]] == {-1.0}  # still the run's rows: read from the kept ones
     assert -1.0 not in f1[runs[0]] | f1[runs[1]]  # computed through query_metrics
-    with connect(db, read_only=True) as conn:
-        assert set(_item_metrics(conn, runs[2])["f1"]) == {-1.0}
-        assert -1.0 not in set(_item_metrics(conn, runs[0])["f1"]) | set(_item_metrics(conn, runs[1])["f1"])
+    paired = read_paired(db, [resolve_side(db, run_id).runs[mode] for run_id, mode in
+                              zip(runs, ("base", "cf", "vanilla"), strict=True)])
+    by_run = dict(zip(runs, paired.metrics, strict=True))
+    assert set(by_run[runs[2]]["f1"]) == {-1.0}
+    assert -1.0 not in set(by_run[runs[0]]["f1"]) | set(by_run[runs[1]]["f1"])

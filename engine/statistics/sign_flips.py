@@ -78,7 +78,7 @@ def sign_flip_pvalues(diffs: Sequence[np.ndarray], *, n_resamples: int, seed: in
     # Pattern r's draws start at half r * n of the stream, so a range of patterns can be drawn from
     # a copy of the generator moved there (PCG64.advance): the ranges are counted at once, on as
     # many cores as the process may use, and the counts are the same as one stream's in order.
-    parts = _ranges(n_resamples, n, workers if workers is not None else _cores())
+    parts = _ranges(n_resamples, n, workers if workers is not None else usable_cores())
     if len(parts) == 1:
         counts = [_count(dt, bounds, seed, parts[0], cells)]
     else:
@@ -108,7 +108,8 @@ class Bounds:
     single_from: int  # patterns from here on sit in a batch of one (scipy sums them pairwise)
 
 
-def _cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it)."""
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -8,6 +8,7 @@ that needs several statements; `fetch_frame` returns a DataFrame.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -138,18 +139,28 @@ def rows_of_runs(db: DbLike, view: str, columns: str, then: str, run_ids: list[s
     return tuple(sorted(rows, key=lambda r: order[r[0]]))
 
 
-def execute_over_runs(conn: duckdb.DuckDBPyConnection, sql: str, experiment_ids: tuple[str, ...] | list[str],
-                      modes: tuple[str, ...] | None = None) -> duckdb.DuckDBPyConnection:
-    """Execute `sql` with `{runs}` replaced by the runs of these experiments (of `modes`; None:
-    every mode) as constants ($run0, $run1, ...), which DuckDB pushes into the views: a subquery
-    there made it compute them for the whole store (11-15 s at 1M answers). `$ids` is the list of
-    experiment ids. No runs: NULL, so no rows."""
+def run_ids_of(conn: duckdb.DuckDBPyConnection, experiment_ids: tuple[str, ...] | list[str],
+               modes: tuple[str, ...] | None = None) -> list[str]:
+    """The runs of these experiments (of `modes`; None: every mode), sorted by id."""
     find = "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)"
     params: dict[str, Any] = {"ids": list(experiment_ids)}
     if modes is not None:
         find += " AND list_contains($modes, rag_mode)"
         params["modes"] = list(modes)
-    runs = [row[0] for row in conn.execute(find, params).fetchall()]
-    constants = {"ids": list(experiment_ids), **{f"run{i}": run for i, run in enumerate(runs)}}
+    return [row[0] for row in conn.execute(find + " ORDER BY run_id", params).fetchall()]
+
+
+def execute_over_runs(conn: duckdb.DuckDBPyConnection, sql: str, experiment_ids: tuple[str, ...] | list[str],
+                      modes: tuple[str, ...] | None = None, *,
+                      run_ids: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """Execute `sql` with `{runs}` replaced by the runs of these experiments (run_ids_of; or
+    `run_ids`, when the caller has them) as constants $run0, $run1, ... in that order, which DuckDB
+    pushes into the views: a subquery there made it compute them for the whole store (11-15 s at
+    1M answers). `$ids`, where the SQL names it, is the list of experiment ids. No runs: NULL, so
+    no rows."""
+    runs = run_ids_of(conn, experiment_ids, modes) if run_ids is None else run_ids
+    constants: dict[str, Any] = {f"run{i}": run for i, run in enumerate(runs)}
+    if re.search(r"\$ids\b", sql):  # DuckDB refuses a named parameter the statement does not use
+        constants["ids"] = list(experiment_ids)
     marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"
     return conn.execute(sql.replace("{runs}", marks), constants)

@@ -131,8 +131,11 @@ def read_paired(db: Readable, runs: Sequence[CompareRun], *, pair_by_id: bool = 
             f"run {first.run_id} and run {second.run_id} use different datasets ({first.dataset_label} and "
             f"{second.dataset_label}): the same item id may be another question; give --pair-by-id to pair them anyway"
         )
+    from store.kept_metrics import current_item_runs
+
     with reading(db) as conn:
-        per_run = [_item_metrics(conn, run.run_id) for run in runs]
+        kept = set(current_item_runs(conn, [run.run_id for run in runs]))
+        per_run = [_item_metrics(conn, run.run_id, run.run_id in kept) for run in runs]
     # Each run's rows come sorted by item id, one per item: the common ids, sorted, pick each
     # run's rows in the same order (columns of numbers: rows as Python tuples were most of a
     # million items' read; issue 31).
@@ -148,13 +151,12 @@ def read_paired(db: Readable, runs: Sequence[CompareRun], *, pair_by_id: bool = 
     return PairedItems(runs, item_ids, tuple(metrics), left_out, len(labels) > 1)
 
 
-def _item_metrics(conn: Any, run_id: str) -> dict[str, np.ndarray]:
+def _item_metrics(conn: Any, run_id: str, kept: bool) -> dict[str, np.ndarray]:
     """One run's compare_item_metrics as columns sorted by item id (item_id an object array, the
-    metrics float with NaN for NULL): the rows the writer kept when the run completed while they
-    are still its rows (store.kept_metrics.current_item_runs), else computed through the view."""
-    from store.kept_metrics import ITEM_METRICS, current_item_runs
+    metrics float with NaN for NULL): the rows the writer kept when the run completed where they
+    are still its rows (`kept`: store.kept_metrics.current_item_runs), else computed through the view."""
+    from store.kept_metrics import ITEM_METRICS
 
-    kept = current_item_runs(conn, [run_id])
     source = "SELECT * FROM item_metric_rows WHERE run_id = $run" if kept else ITEM_METRICS
     got = conn.execute(f"SELECT item_id, {', '.join(METRIC_COLUMNS)} FROM ({source}) ORDER BY item_id",
                        {"run": run_id}).fetchnumpy()

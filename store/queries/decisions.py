@@ -12,7 +12,7 @@ import duckdb
 
 from engine.types import MODES
 from store.db import DbLike
-from store.queries._read import execute_over_runs, fetch, frame, mode_order, reading
+from store.queries._read import execute_over_runs, fetch, frame, mode_order, reading, run_ids_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -122,12 +122,7 @@ def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
     with reading(db) as conn:
         names = dict(conn.execute("SELECT experiment_id, name FROM experiments WHERE list_contains($ids, experiment_id)",
                                   {"ids": ids}).fetchall())
-        find = "SELECT run_id FROM runs WHERE list_contains($ids, experiment_id)"
-        params: dict = {"ids": ids}
-        if modes is not None:
-            find += " AND list_contains($modes, rag_mode)"
-            params["modes"] = list(modes)
-        run_ids = [r[0] for r in conn.execute(find + " ORDER BY run_id", params).fetchall()]
+        run_ids = run_ids_of(conn, ids, modes)
         # The view's joins and the sort of ten million rows took 4.5 GB of DuckDB's memory at a
         # million answers; under this limit DuckDB spills to its temporary folder (1 GB: 1.7 GB
         # peak with the fetched arrays). The setting is the process's DuckDB instance's (the
@@ -142,11 +137,10 @@ def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
                                               for i in range(len(run_ids)))
             else:
                 rows_sql = f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id IN ({{runs}})"
-            # One CREATE ... AS (execute_over_runs binds $ids and $run0...): an INSERT of more than
-            # a row group into a temporary table of a read-only connection kept its count, but
-            # scans of it saw no rows (DuckDB 2.0; tests/test_choice_fit_scale.py).
-            execute_over_runs(conn, f"CREATE TEMP TABLE {table} AS SELECT * FROM ({rows_sql}) WHERE len($ids) >= 0",
-                              ids, modes)
+            # One CREATE ... AS (execute_over_runs binds $run0, ... to run_ids in order): an INSERT
+            # of more than a row group into a temporary table of a read-only connection kept its
+            # count, but scans of it saw no rows (DuckDB 2.0; tests/test_choice_fit_scale.py).
+            execute_over_runs(conn, f"CREATE TEMP TABLE {table} AS {rows_sql}", ids, run_ids=run_ids)
             try:
                 found = conn.execute(f"SELECT list(DISTINCT label ORDER BY label) FROM {table} "
                                      "WHERE label IS NOT NULL").fetchone()
