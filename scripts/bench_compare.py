@@ -2,7 +2,7 @@
 N items, the engine at --old-rev (default HEAD: the code before the working tree's change,
 exported from git) against the working tree, each side in its own process one after the other:
 CPU seconds, wall seconds, peak RSS, and every p value, interval and detectable difference
-checked equal to the bit.
+checked equal (the intervals to the bit, or their largest relative difference).
 
     python scripts/bench_compare.py --sizes 100000 1000000
     python scripts/bench_compare.py --sizes --new-only 1000000   # the working tree alone
@@ -28,11 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def synthetic(n: int, seed: int) -> dict[str, np.ndarray]:
+    """Per-item metrics as a run's are: precision, recall, F1 and answer recall take a few values
+    each (fractions of a few citations or gold answers), the mean token probability any value."""
     rng = np.random.default_rng(seed)
-    third = np.round(rng.random(n) * 3) / 3
-    return {"precision": third, "recall": np.round(rng.random(n) * 2) / 2, "f1": rng.random(n),
+    precision, recall = np.round(rng.random(n) * 3) / 3, np.round(rng.random(n) * 2) / 2
+    total = precision + recall
+    f1 = np.divide(2 * precision * recall, total, out=np.zeros(n), where=total > 0)
+    return {"precision": precision, "recall": recall, "f1": f1,
             "exact_match": (rng.random(n) < 0.4).astype(float), "squad_em": (rng.random(n) < 0.5).astype(float),
-            "answer_recall": rng.random(n), "n_citations": rng.integers(0, 4, n).astype(float),
+            "answer_recall": np.round(rng.random(n) * 4) / 4, "n_citations": rng.integers(0, 4, n).astype(float),
             "cites_nothing": (rng.random(n) < 0.1).astype(float), "mean_probability": rng.random(n)}
 
 
@@ -65,6 +69,21 @@ def sign_flip_threads(n: int) -> None:
         p = sign_flip_pvalues(cols, n_resamples=9_999, seed=0, batch=1, workers=workers)
         print(f"{n:,} items, {workers} thread(s): wall {time.perf_counter() - wall:.1f} s, CPU "
               f"{time.process_time() - cpu:.1f} s, load {load:.2f}, p {p}", flush=True)
+
+
+def agreement(old: list[list[str]], new: list[list[str]]) -> str:
+    """'to the bit', or how far apart: p values and t-test p compared exactly, the intervals and
+    detectable differences by their largest relative difference."""
+    if old == new:
+        return "to the bit"
+    same_p = all(o[0] == w[0] and o[1] == w[1] and o[5] == w[5] for o, w in zip(old, new, strict=True))
+    worst = 0.0
+    for o, w in zip(old, new, strict=True):
+        for a, b in zip(o[2:5], w[2:5], strict=True):
+            x, y = float(a) if a != "None" else 0.0, float(b) if b != "None" else 0.0
+            if x != y:
+                worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+    return f"p {'equal' if same_p else 'DIFFER'}; intervals, MDD within {worst:.1e} relative"
 
 
 def export(rev: str) -> str:
@@ -106,7 +125,7 @@ def main() -> None:
         for name, root in [*rows, ("new", str(ROOT))]:
             load = os.getloadavg()[0]
             results[name] = r = side(root, n)
-            same = "" if name == "old" or "old" not in results else str(r["values"] == results["old"]["values"])
+            same = "" if name == "old" or "old" not in results else agreement(results["old"]["values"], r["values"])
             print(f"{n:>9,}  {name:>4}  {r['cpu']:5.1f}  {r['wall']:6.1f}  {r['peak_mb']:7.0f} ({r['data_mb']:4.0f})"
                   f"  {load:5.2f}  {same}", flush=True)
         if "old" in results:
