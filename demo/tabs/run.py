@@ -359,13 +359,16 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # (the first screen's load filling limit and sizes) once changed the limit between Show plan
         # and Start, and a plan of 2 items ran 5. The plan's form is kept in the session, and Start
         # holds the form to it twice: when it shows its plan, and when it reads the form again to queue.
+        # Start's progress and a refusal's red "Error" go on the hidden job box, not on the token box (an
+        # output only because Start empties it): the toast says what was refused.
         plan_shown = gr.State(None)  # the form (no token) of the grid plan on screen, None when none is
         to_start = gr.State(None)  # the form Start's plan step showed; None for a single run and the API
         plan_button.click(plan, form_inputs, [plan_text, plan_table, plan_shown], api_name="plan_run",
                           api_visibility="public")
         started = start_button.click(plan_before_start, [*form_inputs, plan_shown],
                                      [plan_text, plan_table, plan_shown, to_start], api_visibility="private").success(
-            start, [*form_inputs, to_start], [job_id, hf_token], api_name="run_batch", api_visibility="public")
+            start, [*form_inputs, to_start], [job_id, hf_token], api_name="run_batch", api_visibility="public",
+            show_progress_on=[job_id])
         started.success(lambda: "", None, first_note_text, api_visibility="private").then(
             banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private").then(
             None, None, None, js=_SHOW_BANNER_JS, api_visibility="private")
@@ -374,7 +377,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             fill_first_run, None,
             [model, dataset_file, local_path, metadata, modes, quantize, limit, batch_size, max_new_tokens, empty_panel],
             api_visibility="private",
-        ).then(start, form_inputs, [job_id, hf_token], api_visibility="private").success(
+        ).then(start, form_inputs, [job_id, hf_token], api_visibility="private", show_progress_on=[job_id]).success(
             first_note, None, first_note_text, api_visibility="private").then(
             banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private")
         timer.tick(banner, [job_id, first_note_text], [job_banner, cancel_button], api_visibility="private",

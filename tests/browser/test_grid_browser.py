@@ -141,3 +141,5 @@ def test_a_box_changed_after_show_plan_is_refused_at_start_and_nothing_runs(page
     assert panel.get_by_role("grid", name=PLAN_GRID).get_by_role("gridcell", name="total").is_visible()
     assert "plan: 6 runs x 2 items" in page.locator("#pe-plan").inner_text()
     assert page.locator("#pe-plan .error").filter(visible=True).count() == 0
+    # ...nor on the token box, an output of Start only because Start empties it.
+    assert panel.get_by_text("Error", exact=True).filter(visible=True).count() == 0
