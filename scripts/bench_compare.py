@@ -59,7 +59,8 @@ def sign_flip_threads(n: int) -> None:
     """engine.statistics.sign_flips on one thread and on every core, alternately: wall and CPU
     seconds, and the p values (the same on any number of threads)."""
     sys.path.insert(0, str(ROOT))
-    from engine.statistics.sign_flips import sign_flip_pvalues, usable_cores
+    from engine.statistics.sign_flips import sign_flip_pvalues
+    from engine.statistics.stats import usable_cores
 
     rng = np.random.default_rng(1)
     cols = [rng.random(n) - 0.5 for _ in range(6)]

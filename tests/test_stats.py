@@ -139,3 +139,18 @@ def test_bias_needs_same_items():
         compute_bias({"cf": _table(ids, rows)})
     with pytest.raises(UserError, match="repeated item ids"):
         compute_bias({"base": _table(ids + ["q0"], rows + rows[:1]), "cf": _table(ids, rows)})
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_bootstrap_counted_on_other_threads_is_the_sequential_one_to_the_bit(workers):
+    """_pipelined: this thread draws the blocks in order, other threads count them (issue 31);
+    each block's means land in its own rows, so the intervals are the sequential loop's."""
+    x = np.random.default_rng(8).normal(size=(3000, 3))
+    discrete = np.round(np.random.default_rng(9).random((3000, 2)) * 4)
+    alone = stats._percentile_intervals([x, discrete], 900, 4, 0.95, 500, cells=40_000, workers=0)
+    threaded = stats._percentile_intervals([x, discrete], 900, 4, 0.95, 500, cells=40_000, workers=workers)
+    for (low, high), (t_low, t_high) in zip(alone, threaded, strict=True):
+        assert np.array_equal(low, t_low) and np.array_equal(high, t_high)
+    ref = scipy.stats.bootstrap((x[:, 0],), np.mean, n_resamples=900, batch=13, method="percentile",
+                                rng=np.random.default_rng(4)).confidence_interval
+    assert (threaded[0][0][0], threaded[0][1][0]) == pytest.approx((ref.low, ref.high), rel=1e-10)

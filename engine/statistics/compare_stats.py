@@ -453,7 +453,7 @@ def _side_by_side(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U
     the bootstrap draw their own seeded streams and share nothing, so their results are the same
     either way; both spend their time in numpy and BLAS, which release the GIL, so at 1M items
     compare's wall time is the longer of the two instead of their sum (issue 31)."""
-    from engine.statistics.sign_flips import usable_cores
+    from engine.statistics.stats import usable_cores
 
     if usable_cores() < 2:
         return first(), second()

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.statistics.stats import usable_cores
+
 # Sign-pattern cells (patterns x items) held at once: 8M x float64 = 64 MB, plus the raw draws
 # (32 MB). Fewer rows than ~8 a block at 1M items re-read the differences per pattern (issue 31).
 BLOCK_CELLS = 8_000_000
@@ -106,13 +108,6 @@ class Bounds:
     band: np.ndarray  # a null value this close to low or high is summed again scipy's way
     total: np.ndarray  # sum(d)
     single_from: int  # patterns from here on sit in a batch of one (scipy sums them pairwise)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity where the OS tells it)."""
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _ranges(n_resamples: int, n: int, workers: int) -> list[tuple[int, int]]:

@@ -19,7 +19,7 @@ the paired t-test does not (7.5-8% at n = 30 for 0/1 or skewed metrics; issue 26
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -30,6 +30,9 @@ DEFAULT_BATCH = 500  # resamples per chunk: bounds memory at batch x n counts
 # ...and at most this many resample x item counts per chunk (issue 31: 500 x 1M items held 14 GB
 # at once, most of a 1M-item `compare`'s time went to page faults): ~4M x 20 bytes = 80 MB.
 BOOTSTRAP_CELLS = 4_000_000
+# Resample x item draws below which the bootstrap counts on this thread alone (~10 ms of work):
+# above, threads on the other cores count blocks while this one draws the next (_pipelined).
+PARALLEL_CELLS = 2_000_000
 # Below this many items the percentile bootstrap of a mean difference covers less than 95% where
 # few items differ, the usual case between two runs (scripts/calibration.py, docs/figures.md:
 # CAB 87% at 30 items, CAS 92% at 100, 94-95% at 300): `bias` and `compare` mark it approximate.
@@ -236,34 +239,88 @@ def bootstrap_mean_cis(values: Sequence[np.ndarray], *, n_resamples: int = DEFAU
 
 
 def _percentile_intervals(arrays: list[np.ndarray], n_resamples: int, seed: int, confidence: float,
-                          batch: int, cells: int = BOOTSTRAP_CELLS) -> list[tuple[np.ndarray, np.ndarray]]:
+                          batch: int, cells: int = BOOTSTRAP_CELLS,
+                          workers: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     n = arrays[0].shape[0]
     if any(a.shape[0] != n for a in arrays):
         raise ValueError("one draw of resamples needs arrays of one length")
-    rng = np.random.default_rng(seed)
     means = [np.empty((n_resamples, a.shape[1])) for a in arrays]
     # The draws are one stream, however it is cut into blocks. BLAS sums a row of the product in an
     # order that depends on the block's shape: up to cells / batch items (8,000) the blocks, and so
     # every interval, are as before issue 31 to the bit; above, a mean may move in its last bit.
     batch = max(1, min(batch, cells // n))
-    counts = np.empty((batch, n))  # reused: a fresh block per batch was page faults (issue 31)
-    for start in range(0, n_resamples, batch):
-        rows = min(batch, n_resamples - start)
-        # Same draws as scipy.stats.bootstrap: one (resamples, n) block of indices per batch
-        # (int32 draws the same stream as scipy's int64 for n < 2**31, at half the memory).
-        idx = rng.integers(0, n, (rows, n), dtype=np.int32)
-        # Counting how often each item was drawn turns every resample mean into one matmul; the
-        # counts as float64 once for every array (matmul cast them again for each).
-        for r in range(rows):
-            counts[r] = np.bincount(idx[r], minlength=n)
-        for m, columns in zip(means, arrays, strict=True):
-            m[start : start + rows] = counts[:rows] @ columns / n
+    blocks = _resample_blocks(n, n_resamples, seed, batch)
+    if workers is None:
+        workers = usable_cores() - 1 if n_resamples * n >= PARALLEL_CELLS else 0
+    if workers < 1:
+        counts = np.empty((batch, n))  # reused: a fresh block per batch was page faults (issue 31)
+        for start, idx in blocks:
+            _block_means(idx, start, arrays, means, counts)
+    else:
+        _pipelined(blocks, arrays, means, batch, workers)
     alpha = (1.0 - confidence) / 2.0
     out = []
     for m in means:
         low, high = np.percentile(m, [100 * alpha, 100 * (1 - alpha)], axis=0)
         out.append((low, high))
     return out
+
+
+def _resample_blocks(n: int, n_resamples: int, seed: int, batch: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first resample, its block of drawn items) in order: the same draws as scipy.stats.bootstrap,
+    one (resamples, n) block of indices per batch (int32 draws the same stream as scipy's int64
+    for n < 2**31, at half the memory)."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_resamples, batch):
+        yield start, rng.integers(0, n, (min(batch, n_resamples - start), n), dtype=np.int32)
+
+
+def _block_means(idx: np.ndarray, start: int, arrays: list[np.ndarray], means: list[np.ndarray],
+                 counts: np.ndarray) -> None:
+    """Write the means of the resamples idx holds (rows from `start`) into `means`. Counting how
+    often each item was drawn turns every resample mean into one matmul; the counts as float64
+    once for every array (matmul cast them again for each)."""
+    rows, n = idx.shape
+    for r in range(rows):
+        counts[r] = np.bincount(idx[r], minlength=n)
+    for m, columns in zip(means, arrays, strict=True):
+        m[start : start + rows] = counts[:rows] @ columns / n
+
+
+def _pipelined(blocks: Iterator[tuple[int, np.ndarray]], arrays: list[np.ndarray], means: list[np.ndarray],
+               batch: int, workers: int) -> None:
+    """_block_means of every block on `workers` threads while this one draws the next blocks: the
+    draws stay one stream in order (they cannot be split: a bounded draw takes one or more
+    32-bit values), the counting and the products, most of the time, go on the other cores.
+    Each block's means land in rows of their own, so they are the sequential loop's to the bit.
+    numpy's generator, bincount and BLAS release the GIL."""
+    import threading
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    n = arrays[0].shape[0]
+    local = threading.local()
+
+    def work(start: int, idx: np.ndarray) -> None:
+        if getattr(local, "counts", None) is None:
+            local.counts = np.empty((batch, n))  # one per thread, reused
+        _block_means(idx, start, arrays, means, local.counts)
+
+    pending: deque[Future[None]] = deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bootstrap") as pool:
+        for start, idx in blocks:
+            pending.append(pool.submit(work, start, idx))
+            while len(pending) > 2 * workers:  # blocks drawn ahead: memory stays a few blocks
+                pending.popleft().result()
+        for done in pending:
+            done.result()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def one_sample_tests(
