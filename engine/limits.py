@@ -48,3 +48,50 @@ def store_quota_problem(answers: int, per_answer: int, *, store_bytes: int,
         return (f"this job would store about {need / mb:,.0f} MB and the store has {left / mb:,.0f} MB left of its "
                 f"{max_store_bytes / mb:,.0f} MB quota here")
     return None
+
+
+def available_memory_bytes() -> int | None:
+    """The memory this process could still take: Linux's MemAvailable, or less where the cgroup
+    it runs in (a container's limit: a Space, a CI job) or its address-space limit (the app's fit
+    child, limit_address_space) leaves less; None where none is readable (another OS), and then
+    nothing is refused on it."""
+    found = []
+    headroom = _address_space_headroom()
+    if headroom is not None:
+        found.append(headroom)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file, encoding="ascii") as f:
+                limit = f.read().strip()
+            with open(usage_file, encoding="ascii") as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 2**60:  # "max", or v1's huge number: no limit
+            found.append(max(0, int(limit) - usage))
+        break
+    return min(found) if found else None
+
+
+def _address_space_headroom() -> int | None:
+    """RLIMIT_AS less the address space this process holds now; None without a limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft <= 0:
+            return None
+        with open("/proc/self/status", encoding="ascii") as status:
+            size = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    except (ImportError, OSError, ValueError, StopIteration):
+        return None
+    return max(0, soft - size)

@@ -53,6 +53,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", default=None, metavar="LABEL",
                    help="the label the others are compared with (default: label B of the experiments' "
                         "metadata type, so an odds ratio above 1 favours label A, as CAB > 0 does)")
+    p.add_argument("--no-memory-check", action="store_true",
+                   help="fit even where the decision rows would take more memory than is available now "
+                        "(by default such a fit is refused in one line before a row is read; a fit takes about "
+                        "160 bytes a decision row, docs/figures.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_db_arg(p)
     p.set_defaults(main=main)
@@ -74,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     if args.save:
         raise UserError("--save keeps the study model's effects: give --study NAME without --pooled or --experiment")
     request = WhyCitedRequest(tuple(args.experiment), args.study, _modes(args.mode), args.position,
-                              tuple(args.interaction), args.reference)
+                              tuple(args.interaction), args.reference, memory_check=not args.no_memory_check)
     result = why_cited(request, db_path(args.db))
     if args.json:
         print(json_for_terminal(json.dumps(result.as_dict(), indent=2, ensure_ascii=False)))
@@ -92,8 +96,9 @@ def _study(args: argparse.Namespace) -> int:
         if given:
             raise UserError(f"{option} applies to the pooled choice model: add --pooled (the study model compares "
                             "label A with label B of each configuration's metadata type)")
-    result = why_cited_study(StudyEffectsRequest(args.study, _modes(args.mode), args.position, args.save),
-                             db_path(args.db))
+    request = StudyEffectsRequest(args.study, _modes(args.mode), args.position, args.save,
+                                  memory_check=not args.no_memory_check)
+    result = why_cited_study(request, db_path(args.db))
     if args.json:
         print(json_for_terminal(json.dumps(result.as_dict(), indent=2, ensure_ascii=False)))
     else:

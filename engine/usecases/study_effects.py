@@ -43,6 +43,7 @@ class StudyEffectsRequest:
     save: bool = False
     max_answers: int | None = None
     max_decisions: int | None = None
+    memory_check: bool = True  # as why_cited's: a fit the memory available now cannot hold is refused
 
     def __post_init__(self) -> None:
         if self.position not in ("group", "number"):
@@ -181,9 +182,11 @@ def _mode_rank(mode: str) -> int:
 
 def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
     """Refuse in one line, from a count and before a decision row is read, a study past the
-    request's bounds (the app's), pointing at the command that has none."""
-    if request.max_answers is None and request.max_decisions is None:
+    request's bounds (the app's), pointing at the command that has none, or past the memory
+    available now."""
+    if request.max_answers is None and request.max_decisions is None and not request.memory_check:
         return
+    from engine.usecases.fit_memory import check_fit_memory
     from store.queries import count_answers, study_experiment_ids
 
     ids = study_experiment_ids(db, request.study)
@@ -198,6 +201,8 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
         raise UserError(f"study '{request.study}': {n.answers:,} answers x their shown documents make "
                         f"{n.decisions:,} citation decisions, more than the {request.max_decisions:,} fitted here; "
                         f"choose fewer modes, or {cli}")
+    if request.memory_check:
+        check_fit_memory(n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ")
 
 
 def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:

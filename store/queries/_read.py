@@ -74,7 +74,7 @@ def reading(db: Readable) -> Iterator[duckdb.DuckDBPyConnection]:
         yield conn
 
 
-def fetch(db: DbLike, sql: str, params: Any = None, *, into: Callable[..., T] | None = None) -> tuple:
+def fetch(db: Readable, sql: str, params: Any = None, *, into: Callable[..., T] | None = None) -> tuple:
     """Run one statement in a short read-only transaction: its rows as tuples, or each passed
     to `into` as positional arguments (a dataclass, say); mapped after the connection closed."""
     with reading(db) as conn:

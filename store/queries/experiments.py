@@ -10,7 +10,7 @@ import duckdb
 
 from engine.types import MODES
 from store.db import DbLike
-from store.queries._read import DONE, RESOLVE_EXPERIMENT, fetch, reading
+from store.queries._read import DONE, RESOLVE_EXPERIMENT, Readable, fetch, reading
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def experiment_runs(db: DbLike, experiment_id: str) -> tuple[ExperimentRun, ...]
     )
 
 
-def resolve_experiment(db: DbLike, reference: str) -> str | None:
+def resolve_experiment(db: Readable, reference: str) -> str | None:
     """The id of the experiment that `reference` names, by id or by its `run --experiment` name."""
     rows = fetch(db, RESOLVE_EXPERIMENT, {"ref": reference})
     return rows[0][0] if rows else None

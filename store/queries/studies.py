@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from store.db import DbLike
-from store.queries._read import fetch, fetch_frame, reading
+from store.queries._read import Readable, fetch, fetch_frame, reading
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +35,7 @@ def study_listing(db: DbLike) -> tuple[StudySummary, ...]:
     )
 
 
-def study_experiment_ids(db: DbLike, study: str) -> list[str] | None:
+def study_experiment_ids(db: Readable, study: str) -> list[str] | None:
     """The experiments of a study in grid order; None when there is no such study."""
     with reading(db) as conn:
         if conn.execute("SELECT 1 FROM studies WHERE name = ?", [study]).fetchone() is None:

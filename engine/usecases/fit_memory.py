@@ -1,0 +1,39 @@
+"""Whether a fit of the choice or the study model fits in this machine's memory, told from a count
+before a decision row is read (issue 31).
+
+A fit holds every decision row (one per document shown to each answer) at once, as numbers, and
+its design: scripts/bench_stats.py measured a `why-cited` peak of 240 MB at 100k rows, 468 MB at
+1M and 1,797 MB at 10M, about 148 bytes a row over some 320 MB. Ten million answers (a hundred
+million rows) would take about 15 GB: without this check the command read for minutes, then the
+machine swapped or the kernel killed it with no word of why. With it, a fit the machine cannot
+hold is refused in one line saying so, and --no-memory-check (memory_check=False) tries anyway.
+"""
+
+from __future__ import annotations
+
+from engine.errors import UserError
+
+FIT_FIXED_BYTES = 350 * 2**20
+FIT_BYTES_PER_DECISION = 160  # 148 measured, rounded up: more labels or interactions widen the design
+
+
+def fit_memory_bytes(decisions: int) -> int:
+    """About the peak memory of one fit over this many decision rows."""
+    return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * max(0, decisions)
+
+
+def check_fit_memory(answers: int, decisions: int, fewer: str, what: str = "") -> None:
+    """Refuse in one line a fit whose rows would not fit in the memory available now (none where
+    the OS does not say it); `fewer`: how to ask for less, `what`: what is fitted, as the line's start."""
+    from engine import limits
+
+    need = fit_memory_bytes(decisions)
+    have = limits.available_memory_bytes()
+    if have is not None and need > have:
+        raise UserError(f"{what}{answers:,} answers x their shown documents make {decisions:,} citation decisions: "
+                        f"a fit holds them all at once, about {_gb(need)} of memory, more than the {_gb(have)} "
+                        f"available now; {fewer}, or give --no-memory-check (memory_check=False in Python) to try anyway")
+
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:,.0f} MB"

@@ -1,0 +1,96 @@
+"""A choice-model or study-model fit the memory available now cannot hold is refused in one line,
+from a count, before a decision row is read (engine.usecases.fit_memory; issue 31: at 10M answers
+`why-cited` read for minutes, then needed ~15 GB)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import limits
+from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+from engine.usecases.fit_memory import FIT_BYTES_PER_DECISION, FIT_FIXED_BYTES, fit_memory_bytes
+from tests.helpers import cli
+from tests.test_study_model import stored  # noqa: F401  (the fixture)
+from tests.test_why_cited import store_simulated
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    settings = SimulationSettings(n_items=30, label_a="a woman", label_b="a man")
+    sim = simulate_choices(settings, ChoiceTruth(), np.random.default_rng(5))
+    return store_simulated(tmp_path_factory.mktemp("fit-memory"), sim.frame)
+
+
+@pytest.fixture
+def little_memory(monkeypatch):
+    """This machine with 100 MB available, and a decision read that fails the test."""
+    import store.queries.decisions as decisions
+
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: 100 * 2**20)
+
+    def read(*args, **kwargs):
+        raise AssertionError("the decision rows were read")
+
+    monkeypatch.setattr(decisions, "decision_codes", read)
+    monkeypatch.setattr(decisions, "decision_frame", read)
+
+
+def test_the_estimate_is_the_measured_line():
+    assert fit_memory_bytes(0) == FIT_FIXED_BYTES
+    # scripts/bench_stats.py: 1,797 MB at 10M decision rows; the estimate stays above it.
+    assert 1_797 * 2**20 < fit_memory_bytes(10_000_000) < 1.3 * 1_797 * 2**20
+    assert fit_memory_bytes(100_000_000) == FIT_FIXED_BYTES + 100_000_000 * FIT_BYTES_PER_DECISION
+
+
+def test_this_machine_says_what_it_has_available():
+    have = limits.available_memory_bytes()
+    with open("/proc/meminfo", encoding="ascii") as f:
+        total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    assert have is not None and 0 < have <= total
+
+
+def test_a_fit_past_the_memory_available_is_refused_in_one_line_before_reading(experiment, little_memory, capsys):
+    db, exp = experiment
+    assert cli("why-cited", "--experiment", exp, "--db", str(db)) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and not captured.out, err
+    assert "answers x their shown documents make" in err and "available now" in err, err
+    assert "100 MB available now; choose fewer experiments or modes, or give --no-memory-check" in err, err
+
+
+def test_no_memory_check_fits_anyway(experiment, monkeypatch, capsys):
+    db, exp = experiment
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: 100 * 2**20)
+    assert cli("why-cited", "--experiment", exp, "--db", str(db), "--no-memory-check") == 0
+    assert "label[a woman]" in capsys.readouterr().out
+
+
+def test_where_the_os_does_not_say_nothing_is_refused(experiment, monkeypatch, capsys):
+    db, exp = experiment
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: None)
+    assert cli("why-cited", "--experiment", exp, "--db", str(db)) == 0
+    capsys.readouterr()
+
+
+def test_the_study_model_is_refused_the_same_way(stored, little_memory):  # noqa: F811
+    from engine.errors import UserError
+    from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+
+    db, _ = stored
+    with pytest.raises(UserError, match=r"^study 'grid': [\d,]+ answers x their shown documents make .* "
+                                        r"100 MB available now; choose fewer modes, or give --no-memory-check"):
+        why_cited_study(StudyEffectsRequest("grid"), db)
+
+
+def test_an_address_space_limit_bounds_what_is_available():
+    """The app's fit child runs under RLIMIT_AS (engine.limits.limit_address_space): what it may
+    still take is that limit less what it holds, whatever the machine has free."""
+    import subprocess
+    import sys
+
+    code = ("from engine.limits import available_memory_bytes, limit_address_space; "
+            "limit_address_space(3 * 2**30); print(available_memory_bytes())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 0 < int(out) < 3 * 2**30
