@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-memory-check", action="store_true",
                    help="fit even where the decision rows would take more memory than is available now "
                         "(by default such a fit is refused in one line before a row is read; a fit takes about "
-                        "160 bytes a decision row, docs/figures.md)")
+                        "170 bytes a decision row, docs/figures.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_db_arg(p)
     p.set_defaults(main=main)

@@ -3,9 +3,9 @@ before a decision row is read (issue 31).
 
 A fit holds every decision row (one per document shown to each answer) at once, as numbers, and
 its design: scripts/bench_stats.py measured a `why-cited` peak of 240 MB at 100k rows, 468 MB at
-1M and 1,797 MB at 10M, about 148 bytes a row over some 320 MB. Ten million answers (a hundred
-million rows) would take about 15 GB: without this check the command read for minutes, then the
-machine swapped or the kernel killed it with no word of why. With it, a fit the machine cannot
+1M and 1,797 MB at 10M, and every experiment of its 10M-answer store (100M rows) took 16.05 GB
+(docs/figures.md): about 165 bytes a row over some 320 MB. Without this check a fit past the
+machine's memory read for minutes, then swapped or was killed by the kernel with no word of why. With it, a fit the machine cannot
 hold is refused in one line saying so, and --no-memory-check (memory_check=False) tries anyway.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from engine.errors import UserError
 
 FIT_FIXED_BYTES = 350 * 2**20
-FIT_BYTES_PER_DECISION = 160  # 148 measured, rounded up: more labels or interactions widen the design
+FIT_BYTES_PER_DECISION = 172  # ~165 measured at 100M rows, rounded up: more labels or interactions widen the design
 
 
 def fit_memory_bytes(decisions: int) -> int:
