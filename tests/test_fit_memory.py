@@ -96,3 +96,15 @@ def test_an_address_space_limit_bounds_what_is_available():
             "limit_address_space(3 * 2**30); print(available_memory_bytes())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert 0 < int(out) < 3 * 2**30
+
+
+def test_the_apps_bounded_request_is_not_told_of_an_override_it_cannot_give(experiment, little_memory):
+    from engine.errors import UserError
+    from engine.usecases.why_cited import WhyCitedRequest, why_cited
+
+    db, exp = experiment
+    with pytest.raises(UserError) as caught:
+        why_cited(WhyCitedRequest((exp,), max_answers=100_000, max_decisions=1_000_000), db)
+    message = str(caught.value)
+    assert message.endswith("available now; choose fewer experiments or modes"), message
+    assert "--no-memory-check" not in message

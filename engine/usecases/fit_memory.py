@@ -22,9 +22,15 @@ def fit_memory_bytes(decisions: int) -> int:
     return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * max(0, decisions)
 
 
-def check_fit_memory(answers: int, decisions: int, fewer: str, what: str = "") -> None:
+# How a caller who may override the check does it (the command line and Python; the app's bounded
+# requests cannot, and are not told to).
+OVERRIDE = "or give --no-memory-check (memory_check=False in Python) to try anyway"
+
+
+def check_fit_memory(answers: int, decisions: int, fewer: str, what: str = "", override: str = OVERRIDE) -> None:
     """Refuse in one line a fit whose rows would not fit in the memory available now (none where
-    the OS does not say it); `fewer`: how to ask for less, `what`: what is fitted, as the line's start."""
+    the OS does not say it); `fewer`: how to ask for less, `what`: what is fitted, as the line's
+    start, `override`: how to try anyway ("" where the caller cannot)."""
     from engine import limits
 
     need = fit_memory_bytes(decisions)
@@ -32,7 +38,7 @@ def check_fit_memory(answers: int, decisions: int, fewer: str, what: str = "") -
     if have is not None and need > have:
         raise UserError(f"{what}{answers:,} answers x their shown documents make {decisions:,} citation decisions: "
                         f"a fit holds them all at once, about {_gb(need)} of memory, more than the {_gb(have)} "
-                        f"available now; {fewer}, or give --no-memory-check (memory_check=False in Python) to try anyway")
+                        f"available now; {fewer}" + (f", {override}" if override else ""))
 
 
 def _gb(n: int) -> str:

@@ -192,7 +192,7 @@ def plain_categorical(codes, levels: list):
 def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
     """Refuse, from a count and before a row is read, more answers or decisions than the request
     allows, or than the memory available now holds."""
-    from engine.usecases.fit_memory import check_fit_memory
+    from engine.usecases.fit_memory import OVERRIDE, check_fit_memory
     from store.queries import count_answers
 
     if request.max_answers is None and request.max_decisions is None and not request.memory_check:
@@ -204,8 +204,9 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
     if request.max_decisions is not None and n.decisions > request.max_decisions:
         raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
                         f"more than the {request.max_decisions:,} fitted here; {fewer}")
-    if request.memory_check:
-        check_fit_memory(n.answers, n.decisions, "choose fewer experiments or modes")
+    if request.memory_check:  # a bounded request is the app's: a visitor has no override to give
+        bounded = request.max_answers is not None or request.max_decisions is not None
+        check_fit_memory(n.answers, n.decisions, "choose fewer experiments or modes", override="" if bounded else OVERRIDE)
 
 
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
