@@ -5,8 +5,9 @@ A fit holds every decision row (one per document shown to each answer) at once, 
 its design: scripts/bench_stats.py measured a `why-cited` peak of 240 MB at 100k rows, 468 MB at
 1M and 1,797 MB at 10M, and every experiment of its 10M-answer store (100M rows) took 16.05 GB
 (docs/figures.md): about 165 bytes a row over some 320 MB. Without this check a fit past the
-machine's memory read for minutes, then swapped or was killed by the kernel with no word of why. With it, a fit the machine cannot
-hold is refused in one line saying so, and --no-memory-check (memory_check=False) tries anyway.
+machine's memory read for minutes, then swapped or was killed by the kernel with no word of why.
+With it, a fit the machine cannot hold is refused in one line saying so, and --no-memory-check
+(memory_check=False) tries anyway.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from engine.errors import UserError
 
 FIT_FIXED_BYTES = 350 * 2**20
-FIT_BYTES_PER_DECISION = 172  # ~165 measured at 100M rows, rounded up: more labels or interactions widen the design
+# ~165 measured at 100M rows, rounded up: more labels or interactions widen the design.
+FIT_BYTES_PER_DECISION = 172
 
 
 def fit_memory_bytes(decisions: int) -> int:
