@@ -59,7 +59,7 @@ def test_a_fit_past_the_memory_available_is_refused_in_one_line_before_reading(e
     err = captured.err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err and not captured.out, err
     assert "answers x their shown documents make" in err and "available now" in err, err
-    assert "100 MB available now; choose fewer experiments or modes, or give --no-memory-check" in err, err
+    assert "100.0 MB available now; choose fewer experiments or modes, or give --no-memory-check" in err, err
 
 
 def test_no_memory_check_fits_anyway(experiment, monkeypatch, capsys):
@@ -82,7 +82,7 @@ def test_the_study_model_is_refused_the_same_way(stored, little_memory):  # noqa
 
     db, _ = stored
     with pytest.raises(UserError, match=r"^study 'grid': [\d,]+ answers x their shown documents make .* "
-                                        r"100 MB available now; choose fewer modes, or give --no-memory-check"):
+                                        r"100\.0 MB available now; choose fewer modes, or give --no-memory-check"):
         why_cited_study(StudyEffectsRequest("grid"), db)
 
 
@@ -108,3 +108,11 @@ def test_the_apps_bounded_request_is_not_told_of_an_override_it_cannot_give(expe
     message = str(caught.value)
     assert message.endswith("available now; choose fewer experiments or modes"), message
     assert "--no-memory-check" not in message
+
+
+def test_two_close_sizes_are_told_apart():
+    from engine.usecases.fit_memory import _sizes
+
+    assert _sizes(int(1.93 * 2**30), int(1.91 * 2**30)) == ("1.93 GB", "1.91 GB")
+    assert _sizes(int(1.9 * 2**30), 100 * 2**20) == ("1,945.6 MB", "100.0 MB")
+    assert _sizes(16 * 2**30, 8 * 2**30) == ("16.0 GB", "8.0 GB")

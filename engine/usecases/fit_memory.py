@@ -38,10 +38,18 @@ def check_fit_memory(answers: int, decisions: int, fewer: str, what: str = "", o
     need = fit_memory_bytes(decisions)
     have = limits.available_memory_bytes()
     if have is not None and need > have:
+        need_text, have_text = _sizes(need, have)
         raise UserError(f"{what}{answers:,} answers x their shown documents make {decisions:,} citation decisions: "
-                        f"a fit holds them all at once, about {_gb(need)} of memory, more than the {_gb(have)} "
+                        f"a fit holds them all at once, about {need_text} of memory, more than the {have_text} "
                         f"available now; {fewer}" + (f", {override}" if override else ""))
 
 
-def _gb(n: int) -> str:
-    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:,.0f} MB"
+def _sizes(need: int, have: int) -> tuple[str, str]:
+    """The two sizes in one unit, with as many decimals as tell them apart (1.9 GB "more than"
+    1.9 GB read as a contradiction)."""
+    unit, scale = ("GB", 2**30) if have >= 2**30 else ("MB", 2**20)
+    for digits in range(1, 6):
+        a, b = f"{need / scale:,.{digits}f} {unit}", f"{have / scale:,.{digits}f} {unit}"
+        if a != b:
+            break
+    return a, b
