@@ -12,6 +12,8 @@ With it, a fit the machine cannot hold is refused in one line saying so, and --n
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from engine.errors import UserError
 
 FIT_FIXED_BYTES = 350 * 2**20
@@ -24,24 +26,37 @@ def fit_memory_bytes(decisions: int) -> int:
     return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * max(0, decisions)
 
 
-# How a caller who may override the check does it (the command line and Python; the app's bounded
-# requests cannot, and are not told to).
-OVERRIDE = "or give --no-memory-check (memory_check=False in Python) to try anyway"
+class FitRequest(Protocol):
+    """What the check reads of a fit's request (why_cited's, the study model's: frozen, so read-only here)."""
+
+    @property
+    def max_answers(self) -> int | None: ...
+
+    @property
+    def max_decisions(self) -> int | None: ...
+
+    @property
+    def memory_check(self) -> bool: ...
 
 
-def check_fit_memory(answers: int, decisions: int, fewer: str, what: str = "", override: str = OVERRIDE) -> None:
+def check_fit_memory(request: FitRequest, answers: int, decisions: int, fewer: str, what: str = "") -> None:
     """Refuse in one line a fit whose rows would not fit in the memory available now (none where
-    the OS does not say it); `fewer`: how to ask for less, `what`: what is fitted, as the line's
-    start, `override`: how to try anyway ("" where the caller cannot)."""
+    the OS does not say it, nor where the request turned the check off); `fewer`: how to ask for
+    less, `what`: what is fitted, as the line's start. A bounded request is the app's: a visitor
+    has no override to give, and is not told of one."""
     from engine import limits
 
+    if not request.memory_check:
+        return
+    bounded = request.max_answers is not None or request.max_decisions is not None
+    override = "" if bounded else ", or give --no-memory-check (memory_check=False in Python) to try anyway"
     need = fit_memory_bytes(decisions)
     have = limits.available_memory_bytes()
     if have is not None and need > have:
         need_text, have_text = _sizes(need, have)
         raise UserError(f"{what}{answers:,} answers x their shown documents make {decisions:,} citation decisions: "
                         f"a fit holds them all at once, about {need_text} of memory, more than the {have_text} "
-                        f"available now; {fewer}" + (f", {override}" if override else ""))
+                        f"available now; {fewer}{override}")
 
 
 def _sizes(need: int, have: int) -> tuple[str, str]:

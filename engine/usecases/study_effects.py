@@ -186,7 +186,7 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
     available now."""
     if request.max_answers is None and request.max_decisions is None and not request.memory_check:
         return
-    from engine.usecases.fit_memory import OVERRIDE, check_fit_memory
+    from engine.usecases.fit_memory import check_fit_memory
     from store.queries import count_answers, study_experiment_ids
 
     ids = study_experiment_ids(db, request.study)
@@ -201,10 +201,7 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
         raise UserError(f"study '{request.study}': {n.answers:,} answers x their shown documents make "
                         f"{n.decisions:,} citation decisions, more than the {request.max_decisions:,} fitted here; "
                         f"choose fewer modes, or {cli}")
-    if request.memory_check:  # a bounded request is the app's: a visitor has no override to give
-        bounded = request.max_answers is not None or request.max_decisions is not None
-        check_fit_memory(n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ",
-                         override="" if bounded else OVERRIDE)
+    check_fit_memory(request, n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ")
 
 
 def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:

@@ -100,23 +100,19 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
     if not request.experiments and request.study is None:
         raise UserError("choose the answers to model: give --experiment (repeatable) or --study")
     ids: list[str] = []
-    missing: str | None = None
     # One connection for every reference: an open each took 9 of the 11 s that 334 experiments'
     # refusal took at 10M answers (issue 31).
     with reading(db) as conn:
         for reference in request.experiments:
             found = resolve_experiment(conn, reference)
             if found is None:
-                missing = reference
-                break
+                raise UserError(unknown_experiment(db, reference))
             ids.append(found)
-        in_study = study_experiment_ids(conn, request.study) if request.study is not None and missing is None else None
-    if missing is not None:
-        raise UserError(unknown_experiment(db, missing))
-    if request.study is not None:
-        if in_study is None:
-            raise UserError(f"no study '{request.study}' (see `python -m engine list`)")
-        ids.extend(in_study)
+        if request.study is not None:
+            in_study = study_experiment_ids(conn, request.study)
+            if in_study is None:
+                raise UserError(f"no study '{request.study}' (see `python -m engine list`)")
+            ids.extend(in_study)
     return tuple(dict.fromkeys(ids))
 
 
@@ -192,7 +188,7 @@ def plain_categorical(codes, levels: list):
 def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
     """Refuse, from a count and before a row is read, more answers or decisions than the request
     allows, or than the memory available now holds."""
-    from engine.usecases.fit_memory import OVERRIDE, check_fit_memory
+    from engine.usecases.fit_memory import check_fit_memory
     from store.queries import count_answers
 
     if request.max_answers is None and request.max_decisions is None and not request.memory_check:
@@ -204,9 +200,7 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
     if request.max_decisions is not None and n.decisions > request.max_decisions:
         raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
                         f"more than the {request.max_decisions:,} fitted here; {fewer}")
-    if request.memory_check:  # a bounded request is the app's: a visitor has no override to give
-        bounded = request.max_answers is not None or request.max_decisions is not None
-        check_fit_memory(n.answers, n.decisions, "choose fewer experiments or modes", override="" if bounded else OVERRIDE)
+    check_fit_memory(request, n.answers, n.decisions, "choose fewer experiments or modes")
 
 
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
