@@ -61,9 +61,11 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
     it copies serves its experiment too (`experiment_ids`). The rows of one experiment, and of
     the experiments sharing one vanilla run, form a block: its vanilla row, then its labelled rows.
     """
+    from store.queries import records as records_of
+
     settings = settings or {}
     # Only the columns read: records of run_metrics' 43 columns cost more than the table (issue 31).
-    records = runs[[c for c in _TABLE1_READS if c in runs.columns]].to_dict("records")
+    records = records_of(runs[[c for c in _TABLE1_READS if c in runs.columns]])
     conf = {r["run_id"]: configuration(run_config(settings, r["run_id"])) for r in records}
     copies = shared_vanilla(records, settings, conf)
     runs_by_id = {r["run_id"]: r for r in records}
@@ -140,15 +142,16 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None) -> list[dict[st
     CAB, told apart as in table1 where model, dataset, type and labels are alike. A CAB the view
     leaves undefined (NULL) stays None, with its reason (`undefined_reason`) where the view gives one."""
     from engine.statistics.bias import view_row_test
+    from store.queries import records
 
     settings = settings or {}
     experiments: dict[str, dict[str, Any]] = {}
     if not bias.empty:  # CAS rows are not shown: not made into records either
         bias = bias[bias["measure"] == "CAB"]
-    for rec in bias.to_dict("records"):
+    for rec in records(bias):
         if rec["measure"] != "CAB":
             continue
-        found = settings.get(rec.get("run_a"))
+        found = settings.get(rec.get("run_a", ""))
         exp = experiments.setdefault(rec["experiment_id"], {
             "metadata_type": rec["metadata_type"],
             "label_a": None if _missing(rec.get("label_a")) else rec.get("label_a"),

@@ -11,7 +11,7 @@ than the whole `python -m engine bias` command, which reads through plain tuples
 the same reason.
 """
 
-from store.queries._read import reading
+from store.queries._read import reading, records
 from store.queries.bias_tables import (
     BiasInputs,
     BiasRun,
@@ -119,7 +119,7 @@ __all__ = [
     "ExperimentSummary", "ExportChunks", "GenerationDetail", "ModeDetail", "ModeMetrics", "PageRun",
     "ProbabilitySummary", "ProbeItem", "ProbeRun", "QueryCitation", "QueryDetail", "QueryDocument", "QueryToken", "RunInfo",
     "RunSetting", "RunSummary", "SqlResult", "StoredExplanation", "StudySummary", "TokenAlternative",
-    "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table", "kept_derived", "reading",
+    "UnknownExperiment", "active_runs", "answers_to_verify", "bias_inputs", "bias_table", "kept_derived", "reading", "records",
     "citation_probability_summaries", "citations_for_run", "count_answers", "count_runs", "decision_frame", "done_counts",
     "experiment_choices", "experiment_dataset_paths", "experiment_listing", "experiment_page",
     "experiment_runs", "experiment_studies", "explain_runs", "explain_sources", "explanation_rates",

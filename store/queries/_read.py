@@ -93,6 +93,23 @@ def marks(values: list[Any] | tuple[Any, ...]) -> str:
     return ", ".join("?" * len(values))
 
 
+def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """table.to_dict("records"), the same values (a nullable column's missing ones as None), at
+    a third of its time: whole columns to lists, not cell by cell (issue 31: 48 of `report`'s
+    ~260 ms at 10M answers went to to_dict)."""
+    import pandas as pd
+
+    columns = list(table.columns)
+    lists = []
+    for column in columns:
+        values = table[column].tolist()
+        dtype = table[column].dtype
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.na_value is pd.NA:
+            values = [None if v is pd.NA else v for v in values]
+        lists.append(values)
+    return [dict(zip(columns, row, strict=True)) for row in zip(*lists, strict=True)]
+
+
 def frame(cursor: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The cursor's result as a DataFrame whose list cells are Python lists, not numpy arrays."""
     result = cursor.df()  # imports pandas
@@ -128,13 +145,19 @@ def plain(value: Any) -> Any:
     return value
 
 
-def rows_of_runs(db: DbLike, view: str, columns: str, then: str, run_ids: list[str]) -> tuple[tuple, ...]:
+def rows_of_runs(db: DbLike, view: str, columns: str, then: str, run_ids: list[str],
+                 source: str | None = None) -> tuple[tuple, ...]:
     """The rows of a per-run view (its first column run_id) for these runs, in the order of
-    `run_ids`, then by `then`; the runs as constants in an IN list, which DuckDB pushes down."""
+    `run_ids`, then by `then`; the runs as constants in an IN list, which DuckDB pushes down.
+    `source`: a table every row of the view comes from; while it holds no row, neither does the
+    view, and the view is not read (its IN list of a whole store's runs took 13 ms at 1,000 runs)."""
     if not run_ids:
         return ()
-    rows = fetch(db, f"SELECT {columns} FROM {view} WHERE run_id IN ({marks(run_ids)}) ORDER BY {then}",
-                 list(run_ids))
+    with reading(db) as conn:
+        if source is not None and conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {source})").fetchone() == (True,):
+            return ()
+        rows = conn.execute(f"SELECT {columns} FROM {view} WHERE run_id IN ({marks(run_ids)}) ORDER BY {then}",
+                            list(run_ids)).fetchall()
     order = {run_id: i for i, run_id in enumerate(run_ids)}
     return tuple(sorted(rows, key=lambda r: order[r[0]]))
 

@@ -85,7 +85,7 @@ def explanation_rates(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
     rag_mode, n_explanations, n_mention_label, label_share), in the order of `run_ids`; empty
     when none of the runs has explanations."""
     return rows_of_runs(db, "explanation_rates", "run_id, explainer_model, rag_mode, n_explanations, "
-                         "n_mention_label, label_share", "explainer_model", run_ids)
+                         "n_mention_label, label_share", "explainer_model", run_ids, source="explanations")
 
 
 def answers_to_verify(db: DbLike, run: ExplainRun, judge_model: str,
@@ -126,7 +126,8 @@ def verification_shares(db: DbLike, run_ids: list[str]) -> tuple[tuple, ...]:
     n_citations, attributable_share, extrapolatory_share, contradictory_share, unparsed_share), in
     the order of `run_ids`; empty when none of the runs has verifications."""
     return rows_of_runs(db, "verification_shares", "run_id, judge_model, rag_mode, n_citations, attributable_share, "
-                         "extrapolatory_share, contradictory_share, unparsed_share", "judge_model", run_ids)
+                         "extrapolatory_share, contradictory_share, unparsed_share", "judge_model", run_ids,
+                         source="verifications")
 
 
 @dataclass(frozen=True)
