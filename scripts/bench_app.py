@@ -294,8 +294,9 @@ def check(handler: str, store: BenchStore, result) -> None:
         if (len(result.results) != 6 or len(result.confidence) != 6 or not result.table1 or not result.table2
                 or not result.cab_bars or any(row[n_at] != store.n_items for row in result.results)):
             raise SystemExit(f"bias_page returned unexpected rows on {store.path.name}: {result.results}")
-    elif len(result.metrics) != 3 * store.n_items:
-        raise SystemExit(f"bias_inputs read {len(result.metrics)} metric rows on {store.path.name}")
+    elif sum(len(m.item_ids) for m in result.metrics.values()) != 3 * store.n_items:
+        raise SystemExit(f"bias_inputs read {sum(len(m.item_ids) for m in result.metrics.values())} metric rows "
+                         f"on {store.path.name}")
 
 
 def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats: int) -> dict[tuple[str, str], float]:

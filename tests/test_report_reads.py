@@ -1,12 +1,14 @@
-"""The whole-store report's reads at 10M answers (issue 31): records of a frame without pandas'
-cell-by-cell to_dict, and the verification and explanation views left unread while their
-tables hold no row (most stores), where their IN list of every run cost 13 ms each."""
+"""The report's reads at scale (issue 31): records of a frame without pandas' cell-by-cell
+to_dict, the verification and explanation views left unread while their tables hold no row
+(most stores: their IN list of every run cost 13 ms each at 10M answers), and the Bias report's
+per-item metrics read as columns, not a Python tuple per answer."""
 
 from __future__ import annotations
 
 import math
 
 import duckdb
+import numpy as np
 import pytest
 
 from store.db import connect
@@ -56,3 +58,21 @@ def test_a_view_over_an_empty_table_is_not_read(tmp_path, read, view, table):
         raw.execute(f"CREATE TABLE {table} AS SELECT 'run-1' AS run_id")
     with pytest.raises(duckdb.CatalogException, match=view):
         read(db, ["run-1"])
+
+
+def test_per_item_metrics_are_cut_into_runs_with_nulls_as_the_rows_gave_them():
+    """bias_inputs' columns: a NULL metric (precision of an answer that cites nothing) is NaN, a
+    NULL cites_in_range False, and a chosen run with no answer has no items."""
+    from store.queries.bias_tables import _per_run
+
+    with duckdb.connect() as conn:
+        columns = conn.execute(
+            "SELECT * FROM (VALUES ('r1', 'a', NULL::DOUBLE, 1.0, 0.5, NULL::BOOLEAN), "
+            "('r1', 'b', 0.5, NULL, 1.0, true), ('r2', 'a', 1.0, 1.0, 1.0, false)) "
+            "t(run_id, item_id, precision, recall, f1, cites) ORDER BY run_id, item_id").fetchnumpy()
+    got = _per_run(["r1", "r2", "r3"], columns)
+    assert list(got) == ["r1", "r2", "r3"]
+    assert got["r1"].item_ids == ("a", "b") and got["r2"].item_ids == ("a",) and got["r3"].item_ids == ()
+    assert np.array_equal(got["r1"].values, [[np.nan, 1.0, 0.5], [0.5, np.nan, 1.0]], equal_nan=True)
+    assert got["r1"].cites.tolist() == [False, True] and got["r2"].cites.tolist() == [False]
+    assert got["r3"].values.shape == (0, 3) and got["r1"].values.dtype == float and got["r1"].cites.dtype == bool

@@ -186,8 +186,6 @@ def _plain_json(value: Any) -> Any:
 def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None, seed: int,
                  db_arg: str | None) -> tuple[dict[str, Any], str]:
     """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
-    import numpy as np
-
     from engine.errors import UserError
     from engine.statistics.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
     from engine.statistics.stats import DEFAULT_RESAMPLES
@@ -212,17 +210,10 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
             f"(CAS needs vanilla and base, CAB needs base and cf){unfinished}; add {', '.join(missing)} with: {add}"
         )
 
-    by_run: dict[str, list[tuple]] = {run.run_id: [] for run in chosen.values()}
-    for row in data.metrics:
-        by_run[row[0]].append(row)
     tables = {}
     for mode, run in chosen.items():
-        rows = by_run[run.run_id]
-        tables[mode] = MetricTable(
-            tuple(r[1] for r in rows),
-            np.array([r[2:5] for r in rows], dtype=float).reshape(len(rows), 3),
-            np.array([bool(r[5]) for r in rows], dtype=bool),
-        )
+        columns = data.metrics[run.run_id]
+        tables[mode] = MetricTable(columns.item_ids, columns.values, columns.cites)
     reference = chosen.get("base") or chosen.get("cf") or next(iter(chosen.values()))
     labels = labels_for(reference.metadata_type, reference.config)
     results = compute_bias(
