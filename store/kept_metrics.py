@@ -150,8 +150,10 @@ def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str],
     kept = dict(conn.execute("SELECT run_id, n_answers FROM run_metric_rows").fetchall())
     fresh = [r for r in run_ids if kept.get(r) == current.get(r)]
     stale = [r for r in run_ids if kept.get(r) != current.get(r)]
-    # The kept rows in one statement (a list parameter: one plan whatever the number of runs).
-    parts = ["SELECT * FROM run_metrics_over(true) WHERE list_contains(?, run_id)"] if fresh else []
+    # The kept rows in one statement (a list parameter: one plan whatever the number of runs),
+    # joined with the list: list_contains compares every row with every run (1,000 runs: 31 ms
+    # against 18, issue 31); the kept table is small, so a semi-join above it reads nothing more.
+    parts = ["SELECT * FROM run_metrics_over(true) WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"] if fresh else []
     parts += [_LIVE_RUN] * len(stale)
     return " UNION ALL ".join(f"({p})" for p in parts) or "SELECT * FROM run_metrics WHERE false", \
         ([fresh] if fresh else []) + stale
@@ -181,6 +183,7 @@ def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | N
             parts.append(_LIVE_PAIR)
             params += [a, b]
     if fresh:  # one statement for every kept pair
-        parts.insert(0, "SELECT * EXCLUDE (computed_utc) FROM bias_rows WHERE list_contains(?, run_a || chr(0) || run_b)")
+        parts.insert(0, "SELECT * EXCLUDE (computed_utc) FROM bias_rows "
+                        "WHERE run_a || chr(0) || run_b IN (SELECT unnest(?::VARCHAR[]))")
         params.insert(0, fresh)
     return (" UNION ALL ".join(parts) or "SELECT * FROM bias WHERE false"), params
