@@ -1,10 +1,10 @@
 """Evaluation reads: what `python -m engine bias` and `report` read, and the app's Bias tab.
 
 The views are defined in store/views.sql. `bias_inputs` returns tuples, numpy columns and
-dataclasses, never DataFrames, so `bias` runs without pandas. The tab's reads take several experiments at once and
-filter the views on run ids given as constants (`run_id = ?`, `run_a = ? AND run_b = ?`), which
-DuckDB pushes into their scans; a filter on experiment_id alone, or on a subquery, makes the bias
-and run_metrics views compute every run in the store first.
+dataclasses, never DataFrames, so `bias` runs without pandas. The tab's reads take several
+experiments at once and filter the views on run ids given as constants (`run_id = ?`,
+`run_a = ? AND run_b = ?`), which DuckDB pushes into their scans; a filter on experiment_id
+alone, or on a subquery, makes the bias and run_metrics views compute every run in the store first.
 """
 
 from __future__ import annotations
