@@ -45,10 +45,8 @@ from engine.usecases.formatting import (
 from engine.usecases.formatting import (
     type_name as _type_name,
 )
-from engine.usecases.tables import (
-    VERIFICATION_CLASSES,
-    XAI_METRICS,
-)
+from engine.usecases.report_shares import VERIFICATION_CLASSES
+from engine.usecases.tables import XAI_METRICS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -78,9 +76,10 @@ def _markdown(table: list[list[str]]) -> str:
 def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, which: str = "all",
            verification: list[dict[str, Any]] | None = None,
            explanations: list[dict[str, Any]] | None = None) -> str:
-    """The report in markdown, csv or json; `verification` (verification_rows) adds the AttrScore
-    shares after the tables and `explanations` (explanation_rows) the share of explanations that
-    give a label as a reason, each only when given and not empty."""
+    """The report in markdown, csv or json; `verification` (engine.usecases.report_shares'
+    verification_rows) adds the AttrScore shares after the tables and `explanations`
+    (explanation_rows) the share of explanations that give a label as a reason, each only when
+    given and not empty."""
     if fmt == "json":
         out: dict[str, Any] = {}
         if which in ("1", "all"):

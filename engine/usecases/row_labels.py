@@ -20,7 +20,11 @@ from engine.running.experiment import Setting, experiment_settings, setting_item
 _METADATA = "prompt.metadata"
 
 
-def configuration(config: Mapping[str, Any] | None) -> tuple[Setting, ...]:
+# A run's configuration: its settings, as `configuration` gives them.
+Configuration = tuple[Setting, ...]
+
+
+def configuration(config: Mapping[str, Any] | None) -> Configuration:
     """A run's settings without its mode and metadata type (the configuration a study varies,
     and generation settings), absent ones at what their absence means."""
     settings = experiment_settings(dict(config or {}))
@@ -32,6 +36,12 @@ def configuration(config: Mapping[str, Any] | None) -> tuple[Setting, ...]:
     except TypeError:  # not from JSON: worked out as it is
         return _configuration(settings)
     return _configuration_of(text)
+
+
+def configurations(settings: Mapping[str, Any]) -> dict[str, Configuration]:
+    """Each run's configuration, by run id, from store.queries.run_settings' records: worked out
+    once for both of the report's tables (issue 31: each table's own pass took ~13 ms at 1,000 runs)."""
+    return {run_id: configuration(found.config) for run_id, found in settings.items()}
 
 
 @functools.lru_cache(maxsize=1024)

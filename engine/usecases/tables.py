@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.running.experiment import Setting
 from engine.types import MODES, ORDERS, XAI_VARIANTS
 from engine.usecases.formatting import TYPE_ORDER
+from engine.usecases.report_shares import explanation_rows, verification_rows
 from engine.usecases.row_labels import (
+    Configuration,
     configuration,
     configuration_fields,
+    configurations,
     differing,
     experiment_label,
     label_collisions,
@@ -53,14 +55,8 @@ _TABLE1_READS = ("run_id", "experiment_id", "model", "dataset", "dataset_label",
                  "rag_mode", "label_relevant", "label_nonrelevant", "precision", "recall", "exact_match", "n")
 
 
-def configurations(settings: Mapping[str, Any]) -> dict[str, tuple[Setting, ...]]:
-    """Each run's configuration (row_labels.configuration of its config), by run id: worked out
-    once for both tables (issue 31: at 1,000 runs each table's own pass took ~13 ms)."""
-    return {run_id: configuration(found.config) for run_id, found in settings.items()}
-
-
 def table1(runs: Any, settings: Mapping[str, Any] | None = None,
-           confs: Mapping[str, tuple[Setting, ...]] | None = None) -> list[dict[str, Any]]:
+           confs: Mapping[str, Configuration] | None = None) -> list[dict[str, Any]]:
     """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first): one per run.
 
     `settings` (store.queries.run_settings) tells experiments apart by configuration and finds
@@ -74,8 +70,8 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
     settings = settings or {}
     # Only the columns read: records of run_metrics' 43 columns cost more than the table (issue 31).
     records = records_of(runs[[c for c in _TABLE1_READS if c in runs.columns]])
-    confs = confs or {}
-    conf = {r["run_id"]: confs.get(r["run_id"]) or configuration(run_config(settings, r["run_id"])) for r in records}
+    conf = {r["run_id"]: (confs or {}).get(r["run_id"]) or configuration(run_config(settings, r["run_id"]))
+            for r in records}
     copies = shared_vanilla(records, settings, conf)
     runs_by_id = {r["run_id"]: r for r in records}
     # experiment -> its block (the experiment whose vanilla run its own copies, else itself)
@@ -147,7 +143,7 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
 
 
 def table2(bias: Any, settings: Mapping[str, Any] | None = None,
-           confs: Mapping[str, tuple[Setting, ...]] | None = None) -> list[dict[str, Any]]:
+           confs: Mapping[str, Configuration] | None = None) -> list[dict[str, Any]]:
     """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): one per experiment with
     CAB, told apart as in table1 where model, dataset, type and labels are alike. A CAB the view
     leaves undefined (NULL) stays None, with its reason (`undefined_reason`) where the view gives one."""
@@ -219,46 +215,6 @@ def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
     confs = configurations(settings)
     return (table1(table1_runs(path, experiment_ids), settings, confs),
             table2(report_bias_rows(path, experiment_ids, pending, signatures), settings, confs))
-
-
-VERIFICATION_CLASSES = ("attributable", "extrapolatory", "contradictory", "unparsed")
-
-
-def verification_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
-    """Per complete run shown and judge model: the verification_shares row; empty without any."""
-    from store.queries import verification_shares
-
-    if runs.empty:
-        return []
-    shares_rows = verification_shares(path, runs["run_id"].tolist())
-    if not shares_rows:  # most stores: no verification, and no need for the runs' records
-        return []
-    meta = {r["run_id"]: r for r in runs.to_dict("records")}
-    out = []
-    for run_id, judge, mode, n, *shares in shares_rows:
-        rec = meta[run_id]
-        out.append({"run_id": run_id, "model": rec.get("model"), "metadata_type": rec.get("metadata_type"),
-                    "rag_mode": mode, "judge_model": judge, "n_citations": int(n),
-                    **{f"{c}_share": float(v) for c, v in zip(VERIFICATION_CLASSES, shares, strict=True)}})
-    return out
-
-
-def explanation_rows(path: Path, runs: Any) -> list[dict[str, Any]]:
-    """Per complete run shown and explainer model: the explanation_rates row; empty without any."""
-    from store.queries import explanation_rates
-
-    if runs.empty:
-        return []
-    rates = explanation_rates(path, runs["run_id"].tolist())
-    if not rates:  # most stores: no explanations, and no need for the runs' records
-        return []
-    meta = {r["run_id"]: r for r in runs.to_dict("records")}
-    return [
-        {"run_id": run_id, "model": meta[run_id].get("model"), "metadata_type": meta[run_id].get("metadata_type"),
-         "rag_mode": mode, "explainer_model": explainer, "n_explanations": int(n),
-         "n_mention_label": int(n_label), "label_share": float(share)}
-        for run_id, explainer, mode, n, n_label, share in rates
-    ]
 
 
 def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
