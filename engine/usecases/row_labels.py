@@ -45,11 +45,11 @@ def configurations(settings: Mapping[str, Any]) -> dict[str, Configuration]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _configuration_of(text: str) -> tuple[Setting, ...]:
+def _configuration_of(text: str) -> Configuration:
     return _configuration(json.loads(text))
 
 
-def _configuration(settings: dict[str, Any]) -> tuple[Setting, ...]:
+def _configuration(settings: dict[str, Any]) -> Configuration:
     return tuple(s for s in setting_items(settings) if not s.path.startswith(_METADATA))
 
 

@@ -64,6 +64,7 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
     a shown one of the same configuration (a study's) is not a row of its own: the row of the run
     it copies serves its experiment too (`experiment_ids`). The rows of one experiment, and of
     the experiments sharing one vanilla run, form a block: its vanilla row, then its labelled rows.
+    `confs`: row_labels.configurations(settings) where the caller has them for both tables.
     """
     from store.queries import records as records_of
 
@@ -146,7 +147,8 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None,
            confs: Mapping[str, Configuration] | None = None) -> list[dict[str, Any]]:
     """Rows of Table 2 from bias-view rows (a DataFrame, oldest first): one per experiment with
     CAB, told apart as in table1 where model, dataset, type and labels are alike. A CAB the view
-    leaves undefined (NULL) stays None, with its reason (`undefined_reason`) where the view gives one."""
+    leaves undefined (NULL) stays None, with its reason (`undefined_reason`) where the view gives one.
+    `confs`: as in table1."""
     from engine.statistics.bias import view_row_test
     from store.queries import records
 
