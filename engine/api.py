@@ -102,7 +102,7 @@ _HOMES: dict[str, str] = {
     "StudyEffectsResult": "engine.usecases.study_effects",
     "why_cited_study": "engine.usecases.study_effects",
     "fit_study_model": "engine.statistics.study_model",
-    "suppression_rates": "engine.statistics.choice_model",
+    "suppression_rates": "engine.statistics.suppression",
     # metrics as DataFrames, from a store or from answers in memory
     "Evaluation": "engine.usecases.evaluate",
     "evaluate": "engine.usecases.evaluate",

@@ -402,6 +402,16 @@ JOIN (SELECT * FROM compare_item_metrics WHERE run_id = run_b) b USING (item_id)
 ORDER BY a.item_id;
 
 -- ---------------------------------------------------------------- citation_decisions (as of migration 014)
+-- One row per run: the label pair its prompt shows after "written by" (label A on relevant
+-- documents in base, B in cf; NULL where the run has none), read from its config once per run.
+-- citation_decisions takes its labels from here: read per row, the JSON was half the cost of its
+-- label column (issue 31). store.queries.decisions lists a request's labels from here too.
+CREATE OR REPLACE VIEW run_labels AS
+SELECT run_id,
+       json_extract_string(config_json, '$.prompt.metadata.label_a') AS label_a,
+       json_extract_string(config_json, '$.prompt.metadata.label_b') AS label_b
+FROM runs;
+
 -- One row per shown document per answer: every citation decision the model made, with what it
 -- saw at that place (issue 19; docs/store.md). The citation choice model
 -- (`python -m engine why-cited`, engine.statistics.choice_model) reads these rows.
@@ -421,12 +431,12 @@ ORDER BY a.item_id;
 CREATE OR REPLACE VIEW citation_decisions AS
 WITH shown AS NOT MATERIALIZED (
   SELECT g.run_id, g.item_id, r.experiment_id, r.model, r.rag_mode, r.metadata_type, r.dataset_sha,
-         r.config_json, g.shown_doc_ids, g.shown_labels IS NOT NULL AS labels_stored,
+         r.config_json, l.label_a, l.label_b, g.shown_doc_ids, g.shown_labels IS NOT NULL AS labels_stored,
          len(g.shown_doc_ids) AS n_shown,
          unnest(range(1, len(g.shown_doc_ids) + 1)) AS position,
          unnest(g.shown_doc_ids) AS doc_id,
          unnest(coalesce(g.shown_labels, list_transform(g.shown_doc_ids, lambda x: NULL::VARCHAR))) AS stored_label
-  FROM generations g JOIN runs r USING (run_id)
+  FROM generations g JOIN runs r USING (run_id) JOIN run_labels l USING (run_id)
 ),
 relevance AS NOT MATERIALIZED (
   SELECT s.*,
@@ -450,8 +460,8 @@ SELECT
   s.doc_id,
   CASE WHEN s.labels_stored THEN s.stored_label
        WHEN s.rag_mode = 'vanilla' THEN NULL
-       WHEN (s.rag_mode = 'base') = s.relevant THEN json_extract_string(s.config_json, '$.prompt.metadata.label_a')
-       ELSE json_extract_string(s.config_json, '$.prompt.metadata.label_b') END AS label,
+       WHEN (s.rag_mode = 'base') = s.relevant THEN s.label_a
+       ELSE s.label_b END AS label,
   s.relevant,
   len(list_filter(s.shown_doc_ids, lambda x: x = s.doc_id)) > 1 AS repeated,
   c.n_cited IS NOT NULL AS cited,

@@ -98,7 +98,8 @@ def test_where_plain_newton_diverges_step_halving_converges_and_a_fit_stopped_sh
 def test_a_fit_that_did_not_converge_prints_a_warning_not_a_bare_verdict(monkeypatch):
     import engine.statistics.choice_fit as choice_fit
     from engine.commands.why_cited import format_text
-    from engine.statistics.choice_model import fit_choice_model, suppression_rates
+    from engine.statistics.choice_model import fit_choice_model
+    from engine.statistics.suppression import suppression_rates
     from engine.usecases.why_cited import WhyCitedResult
 
     f = _ten_shown()
@@ -111,7 +112,7 @@ def test_a_fit_that_did_not_converge_prints_a_warning_not_a_bare_verdict(monkeyp
 
 
 def test_why_cited_reads_numbers_not_text(tmp_path):
-    from engine.usecases.why_cited import WhyCitedRequest, choice_rows
+    from engine.usecases.why_cited import WhyCitedRequest, chosen_answers
     from store.queries.decisions import decision_codes
     from tests.test_why_cited import store_simulated
 
@@ -123,12 +124,12 @@ def test_why_cited_reads_numbers_not_text(tmp_path):
     for name, column in coded.rows.items():
         assert column.dtype.kind in "biu", (name, column.dtype)  # integers and booleans only
     assert set(coded.labels) == {"a woman", "a man"}
-    rows, ids = choice_rows(WhyCitedRequest(experiments=(experiment,)), db)
-    assert ids == (experiment,)
-    for name, dtype in rows.dtypes.items():
-        assert dtype.kind in "biuf" or isinstance(dtype, pd.CategoricalDtype), (name, dtype)
-    # Categorical levels as plain objects: pandas' str dtype would load pyarrow in the fit child.
-    assert all(rows[c].cat.categories.dtype == object for c in ("label", "position_group", "condition"))
+    chosen = chosen_answers(WhyCitedRequest(experiments=(experiment,)), db)
+    assert chosen.experiment_ids == (experiment,)
+    assert set(chosen.labels) == {"a woman", "a man"}
+    for column in (chosen.condition, chosen.item, chosen.silent, *(a for s in chosen.patterns.shapes
+                                                                  for a in (s.rows, s.pattern, s.chosen, s.cluster))):
+        assert column.dtype.kind in "biuf", column.dtype  # numbers only: no answer's text is made
 
 
 def test_a_coded_design_fits_as_its_rows_and_the_separation_rows_do_not_depend_on_the_chunk(monkeypatch):

@@ -14,8 +14,9 @@ from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.proportion import proportion_confint
 
 from engine.errors import UserError
-from engine.statistics.choice_model import NO_LABEL, fit_choice_model, suppression_rates
+from engine.statistics.choice_model import NO_LABEL, fit_choice_model
 from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+from engine.statistics.suppression import suppression_rates
 
 
 def _direct(frame: pd.DataFrame, columns: dict[str, np.ndarray]):

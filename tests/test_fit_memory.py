@@ -34,6 +34,7 @@ def little_memory(monkeypatch):
 
     monkeypatch.setattr(decisions, "decision_codes", read)
     monkeypatch.setattr(decisions, "decision_frame", read)
+    monkeypatch.setattr(decisions, "decision_code_chunks", read)
 
 
 def test_the_estimate_is_the_measured_line():

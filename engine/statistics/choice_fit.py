@@ -114,7 +114,7 @@ class CodedDesign:
         return len(self.codes), self.table.shape[1]
 
 
-def _keys(a: np.ndarray) -> np.ndarray:
+def row_keys(a: np.ndarray) -> np.ndarray:
     """Each row of a 2-d array as one opaque value, for np.unique to find equal rows quickly."""
     flat = np.ascontiguousarray(a.reshape(len(a), -1))
     return flat.view(np.dtype((np.void, flat.dtype.itemsize * max(1, flat.shape[1])))).ravel()
@@ -128,6 +128,36 @@ def _block(x: np.ndarray, allowed: np.ndarray, subsets: np.ndarray, pattern: np.
                              for i in range(subsets.shape[1])])
     return Strata(x, allowed, np.bincount(pattern, minlength=n_patterns).astype(float), subsets, cited,
                   pattern, chosen, cluster)
+
+
+def k_subsets(n: int, k: int) -> np.ndarray:
+    """(C(n, k), n) 0/1: the k-subsets of n rows in itertools.combinations' order; ValueError past
+    MAX_SUBSETS."""
+    c = math.comb(n, k)
+    if c > MAX_SUBSETS:
+        raise ValueError(f"an answer cites {k} of {n} documents: {c:,} subsets, more than {MAX_SUBSETS:,}")
+    subsets = np.zeros((c, n))
+    for j, s in enumerate(combinations(range(n), k)):
+        subsets[j, list(s)] = 1.0
+    return subsets
+
+
+def chosen_subsets(subsets: np.ndarray, cited: np.ndarray) -> np.ndarray:
+    """(G,) int: the index in `subsets` of each stratum's cited rows (cited: (G, n) 0/1)."""
+    weights = 2.0 ** np.arange(subsets.shape[1])  # each subset as a binary number: the chosen one by lookup
+    codes = subsets @ weights
+    sorter = np.argsort(codes)
+    return sorter[np.searchsorted(codes, np.asarray(cited, dtype=float) @ weights, sorter=sorter)]
+
+
+def pattern_block(x: np.ndarray, subsets: np.ndarray, pattern: np.ndarray, chosen: np.ndarray,
+                  cluster: np.ndarray) -> Strata:
+    """The Strata of one shape from its patterns' rows x (P, n, p), with patterns whose rows are
+    equal merged (np.unique's order, as strata makes them) and nothing ruled out yet."""
+    x = np.asarray(x, dtype=float) + 0.0  # -0.0 as 0.0: equal rows, equal bytes
+    _, first, inverse = np.unique(row_keys(x), return_index=True, return_inverse=True)
+    return _block(x[first], np.ones((len(first), len(subsets)), dtype=bool), subsets,
+                  inverse.ravel()[pattern], chosen, cluster)
 
 
 def strata(y: np.ndarray, x: np.ndarray | CodedDesign, groups: np.ndarray,
@@ -149,27 +179,19 @@ def strata(y: np.ndarray, x: np.ndarray | CodedDesign, groups: np.ndarray,
     informative = (cites > 0) & (cites < sizes)
     out = []
     for n, k in sorted({(int(a), int(b)) for a, b in np.unique(np.column_stack([sizes, cites])[informative], axis=0)}):
-        c = math.comb(n, k)
-        if c > MAX_SUBSETS:
-            raise ValueError(f"an answer cites {k} of {n} documents: {c:,} subsets, more than {MAX_SUBSETS:,}")
-        subsets = np.zeros((c, n))
-        for j, s in enumerate(combinations(range(n), k)):
-            subsets[j, list(s)] = 1.0
+        subsets = k_subsets(n, k)
         rows = order[starts[informative & (sizes == n) & (cites == k)][:, None] + np.arange(n)]  # (G, n)
-        weights = 2.0 ** np.arange(n)  # each subset as a binary number: the chosen one by lookup
-        codes = subsets @ weights
-        sorter = np.argsort(codes)
-        chosen = sorter[np.searchsorted(codes, y[rows] @ weights, sorter=sorter)]
+        chosen = chosen_subsets(subsets, y[rows])
         if isinstance(x, CodedDesign):
             coded = x.codes[rows]  # (G, n)
-            _, first, pattern = np.unique(_keys(coded), return_index=True, return_inverse=True)
+            _, first, pattern = np.unique(row_keys(coded), return_index=True, return_inverse=True)
             patterns = x.table[coded[first]].astype(float)
         else:
             xs = x[rows]  # (G, n, p)
             xs += 0.0  # turns -0.0 into 0.0, so equal rows have equal bytes
-            _, first, pattern = np.unique(_keys(xs), return_index=True, return_inverse=True)
+            _, first, pattern = np.unique(row_keys(xs), return_index=True, return_inverse=True)
             patterns = xs[first].astype(float)
-        out.append(_block(patterns, np.ones((len(first), c), dtype=bool), subsets, pattern.ravel(),
+        out.append(_block(patterns, np.ones((len(first), len(subsets)), dtype=bool), subsets, pattern.ravel(),
                           chosen, cluster_index[rows[:, 0]]))
     return out
 
@@ -305,7 +327,7 @@ def _distinct(rows: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
     rows, weights = rows[nonzero], weights[nonzero]
     if not len(rows):
         return rows, weights
-    _, first, inverse = np.unique(_keys(rows), return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(row_keys(rows), return_index=True, return_inverse=True)
     return rows[first], np.bincount(inverse.ravel(), weights=weights)
 
 
@@ -381,8 +403,12 @@ def fit_conditional_logit(y: np.ndarray, x: np.ndarray | CodedDesign, groups: np
     _identify sees to it); separation is found here. x may be float32 where that is exact (0/1
     codes, positions): half the memory of a million answers' rows."""
     x = x if isinstance(x, CodedDesign) else np.asarray(x)
-    p = x.shape[1]
-    blocks = strata(y, x, groups, clusters)
+    return fit_strata(strata(y, x, groups, clusters), x.shape[1])
+
+
+def fit_strata(blocks: list[Strata], p: int) -> LogitFit:
+    """fit_conditional_logit's fit of strata already grouped into patterns of p columns (strata,
+    or engine.statistics.choice_patterns' answers read a chunk of runs at a time)."""
     found: list[Separation] = []
     null = np.zeros((p, 0))
     while len(found) < p:  # each round rules out what one direction determines

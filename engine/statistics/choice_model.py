@@ -9,13 +9,15 @@ one answer inform the fit.
 
 The input is the decisions frame (Contract 3; the store's citation_decisions view): one row per
 shown document per answer with the columns answer, cited, relevant, position, n_shown,
-position_group, label, repeated and condition (suppression_rates also reads item, when present,
-to pair answers). Pure functions: no DuckDB, no Gradio; statsmodels is imported on first use.
+position_group, label and repeated (and item, when present, for the robust intervals' clusters).
+The frame's answers are folded into patterns (engine.statistics.choice_patterns) and fitted by
+fit_patterns, which a fit over the store reads a chunk of runs at a time. Suppression is
+engine.statistics.suppression's. Pure functions: no DuckDB, no Gradio.
 
 Identification, said in words rather than left to a singular matrix:
 - an answer that cites nothing, or cites every document it was shown, carries no information
   about which document was chosen: it is counted (n_answers against n_informative), left out of
-  the identification checks, and left out of the fit by statsmodels (whose warning is caught);
+  the identification checks, and left out of the fit;
 - a column that takes one value within every informative answer (the label when every answer is
   vanilla) is dropped with that reason;
 - a column that is a combination of the columns before it within answers (the label against
@@ -43,6 +45,8 @@ from engine.errors import UserError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from engine.statistics.choice_patterns import AnswerPatterns
 
 FACTORS = ("relevant", "position", "label", "repeated")  # the order of the design's columns
 FACTOR_WORDS = {"relevant": "relevance", "position": "position", "label": "label", "repeated": "repetition"}
@@ -114,37 +118,10 @@ class ChoiceModelFit:
         raise KeyError(f"no term {term!r}; the fit has {', '.join(e.term for e in self.effects)}")
 
 
-@dataclass(frozen=True)
-class SuppressionRate:
-    """One condition's share of answers that cite nothing, with its Wilson 95% interval."""
-
-    condition: str
-    answers: int
-    silent: int
-    rate: float
-    ci_low: float
-    ci_high: float
-
-
-@dataclass(frozen=True)
-class Suppression:
-    """Suppression rates per condition and the tests across conditions (None where undefined)."""
-
-    rates: tuple[SuppressionRate, ...]
-    chi2: float | None  # scipy chi2_contingency on conditions x (silent, citing)
-    chi2_df: int | None
-    chi2_p: float | None
-    mcnemar_pairs: int | None  # items with one answer in each of exactly two conditions
-    mcnemar_b: int | None  # pairs silent in the first condition only
-    mcnemar_c: int | None  # pairs silent in the second condition only
-    mcnemar_p: float | None  # exact McNemar: binomial test of b against b + c at 1/2
-    notes: tuple[str, ...] = ()  # why a test is missing
-
-
 # ---------------------------------------------------------------- the design
 
 
-def _check_frame(frame: pd.DataFrame, needed: Iterable[str]) -> None:
+def check_frame(frame: pd.DataFrame, needed: Iterable[str]) -> None:
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise UserError(f"the decisions frame lacks the column(s) {', '.join(missing)}")
@@ -184,68 +161,49 @@ def default_label_reference(levels: list[str]) -> str:
     return levels[0]
 
 
-def _design(frame: pd.DataFrame, position: str, pairs: list[tuple[str, str]], label_reference: str | None,
-            keep: np.ndarray | None = None) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]], str | None]:
-    """The covariate columns (of the rows `keep` marks; None: all), each column's factors, and the
-    label reference used. The levels and their checks are the whole frame's."""
-    import pandas as pd
+def _design(raw: np.ndarray, label_names: list[str], levels: list[str], reference: str, position: str,
+            pairs: list[tuple[str, str]]) -> tuple[np.ndarray, list[str], dict[str, tuple[str, ...]]]:
+    """The covariate columns of documents given by their raw covariates (choice_patterns.RAW_COLUMNS,
+    the last axis; label codes index label_names, -1 NO_LABEL): the design (the same shape, its
+    last axis the columns), the columns' names and each column's factors."""
+    from engine.statistics.choice_patterns import GROUP, LABEL, RAW_COLUMNS
 
-    blocks: dict[str, pd.DataFrame] = {}
-    # Columns of float32 (exact for 0/1 and positions): half the memory of a million answers' design.
-    if position == "group":
-        group = frame["position_group"]
-        unknown = sorted({str(v) for v in pd.unique(group)} - {"first", "middle", "last"})
-        if unknown:
-            raise UserError(f"position_group must be first, middle or last, not {', '.join(unknown)}")
-    levels = label_levels(frame)
-    reference = label_reference if label_reference is not None else default_label_reference(levels)
-    if reference not in levels:
-        raise UserError(f"label reference {reference!r} is not a label in the data: choose from "
-                        f"{', '.join(repr(v) for v in levels)}")
-    if keep is not None:
-        frame = frame.loc[keep]
-    blocks["relevant"] = pd.DataFrame({"relevant": frame["relevant"].astype(bool).astype(np.float32)})
-    if position == "group":
-        group = frame["position_group"]
-        blocks["position"] = pd.DataFrame({f"position[{g}]": (group == g).astype(np.float32)
-                                           for g in ("middle", "last")})
-    else:
-        blocks["position"] = pd.DataFrame({"position": frame["position"].astype(np.float32)})
-    labels = frame["label"]
-    blocks["label"] = pd.DataFrame({f"label[{v}]": (labels.isna() if v == NO_LABEL else labels == v).astype(np.float32)
-                                    for v in levels if v != reference}, index=frame.index)
-    blocks["repeated"] = pd.DataFrame({"repeated": frame["repeated"].astype(bool).astype(np.float32)})
-    columns: dict[str, pd.Series] = {}
+    blocks: dict[str, dict[str, np.ndarray]] = {
+        "relevant": {"relevant": raw[..., RAW_COLUMNS.index("relevant")]},
+        "position": ({f"position[{g}]": (raw[..., GROUP] == code).astype(float) for code, g in ((1, "middle"), (2, "last"))}
+                     if position == "group" else {"position": raw[..., RAW_COLUMNS.index("position")]}),
+        "label": {},
+        "repeated": {"repeated": raw[..., RAW_COLUMNS.index("repeated")]},
+    }
+    label = raw[..., LABEL]
+    for v in levels:
+        if v != reference:
+            blocks["label"][f"label[{v}]"] = (label < 0 if v == NO_LABEL else label == label_names.index(v)).astype(float)
+    columns: dict[str, np.ndarray] = {}
     factors: dict[str, tuple[str, ...]] = {}
     for f in FACTORS:
-        for c in blocks[f].columns:
-            columns[c], factors[c] = blocks[f][c], (f,)
+        for c, values in blocks[f].items():
+            columns[c], factors[c] = values, (f,)
     for a, b in pairs:
-        for ca in blocks[a].columns:
-            for cb in blocks[b].columns:
-                columns[f"{ca}:{cb}"], factors[f"{ca}:{cb}"] = blocks[a][ca] * blocks[b][cb], (a, b)
-    design = pd.DataFrame(columns, index=frame.index)
-    return design, factors, (reference if len(levels) > 1 else None)
+        for ca, va in blocks[a].items():
+            for cb, vb in blocks[b].items():
+                columns[f"{ca}:{cb}"], factors[f"{ca}:{cb}"] = va * vb, (a, b)
+    return np.stack(list(columns.values()), axis=-1), list(columns), factors
 
 
-def _identify(design: pd.DataFrame, answers: np.ndarray,
+def _identify(designs: list[np.ndarray], columns: list[str],
               factors: dict[str, tuple[str, ...]]) -> tuple[list[str], list[tuple[str, str]]]:
     """The columns the informative answers can estimate, and (term, reason) for the others.
-    answers: integer codes. Worked on the distinct within-answer rows: the same columns are
-    constant or collinear there as on every row, and a million answers make few distinct rows."""
-    counts = np.maximum(np.bincount(answers), 1)
-    cols = [design[c].to_numpy() for c in design.columns]
-    means = [np.bincount(answers, weights=col) / counts for col in cols]
-    step = 1 << 20  # rows centred at a time: a bounded piece of ten million rows
-    values = _distinct(np.concatenate([_distinct(np.column_stack([c[i:i + step] - m[answers[i:i + step]]
-                                                                  for c, m in zip(cols, means, strict=True)]))
-                                       for i in range(0, len(answers), step)]))
-    columns = list(design.columns)
+    designs: each shape's patterns' design (P, n, p). Worked on the distinct within-answer rows
+    (each pattern's rows less their mean): the same columns are constant or collinear there as on
+    every answer's rows, and ten million answers make few distinct rows."""
+    p = len(columns)
+    values = _distinct(np.concatenate([(d - d.mean(axis=1, keepdims=True)).reshape(-1, p) for d in designs]))
     kept: list[str] = []
     dropped: list[tuple[str, str]] = []
     for j, col in enumerate(columns):
         x = values[:, j]
-        scale = max(1.0, float(np.abs(design[col].to_numpy()).max()))
+        scale = max(1.0, max(float(np.abs(d[..., j]).max()) for d in designs))
         if np.abs(x).max() <= _TOL * scale:
             dropped.append((col, _constant_reason(col, factors[col])))
             continue
@@ -295,34 +253,77 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
     position: "group" (dummies for middle and last, first the reference) or "number" (the
     1-based position: the effect of one step down the list). interactions: "a:b" names from
     relevant, position, label, repeated. label_reference: the label the others are compared
-    with (default_label_reference when None).
+    with (default_label_reference when None). The frame's answers are folded into patterns
+    (engine.statistics.choice_patterns) and fitted by fit_patterns, as the store's are.
     """
+    import pandas as pd
+
+    from engine.statistics.choice_patterns import PatternBuilder
+
+    if position not in POSITION_CODINGS:
+        raise UserError(f"position must be one of {', '.join(POSITION_CODINGS)}, not {position!r}")
+    _interaction_pairs(interactions)
+    check_frame(frame, COLUMNS)
+    group = frame["position_group"]
+    if position == "group":
+        unknown = sorted({str(v) for v in pd.unique(group)} - {"first", "middle", "last"})
+        if unknown:
+            raise UserError(f"position_group must be first, middle or last, not {', '.join(unknown)}")
+    named = [v for v in label_levels(frame) if v != NO_LABEL]
+    label = frame["label"]
+    label_code = np.full(len(frame), -1.0)
+    for code, v in enumerate(named):
+        label_code[(label == v).to_numpy(bool)] = code
+    group_code = np.select([(group == g).to_numpy(bool) for g in ("first", "middle", "last")], [0, 1, 2], -1)
+    raw = np.column_stack([frame["relevant"].astype(bool).to_numpy(float), frame["position"].to_numpy(float),
+                           group_code, label_code, frame["repeated"].astype(bool).to_numpy(float)])
+    cluster = "item" if "item" in frame.columns else "answer"
+    answers = codes(frame["answer"])
+    order = np.argsort(answers, kind="stable")  # each answer's rows together, in the frame's order
+    builder = PatternBuilder()
+    builder.add(answers[order], frame["cited"].to_numpy(bool)[order], raw[order], codes(frame[cluster])[order])
+    return fit_patterns(builder.patterns(), named, position=position, interactions=interactions,
+                        label_reference=label_reference, cluster=cluster)
+
+
+def fit_patterns(answers: AnswerPatterns, label_names: list[str], *, position: str = "group",
+                 interactions: Iterable[str] = (), label_reference: str | None = None,
+                 cluster: str = "answer") -> ChoiceModelFit:
+    """fit_choice_model's fit of answers already folded into patterns (engine.statistics.choice_patterns);
+    label_names: the text of each label code, `cluster`: what the cluster codes are (for the
+    robust intervals' words)."""
+    from engine.statistics.choice_fit import fit_strata, k_subsets, pattern_block
+
     if position not in POSITION_CODINGS:
         raise UserError(f"position must be one of {', '.join(POSITION_CODINGS)}, not {position!r}")
     pairs = _interaction_pairs(interactions)
-    _check_frame(frame, COLUMNS)
-    answers = codes(frame["answer"])
-    cited = frame["cited"].to_numpy(bool)
-    size = np.bincount(answers)
-    chosen = np.bincount(answers, weights=cited).astype(int)
-    informative = (chosen > 0) & (chosen < size)
-    n_answers, n_informative = len(size), int(informative.sum())
+    n_answers, n_informative = answers.n_answers, answers.n_informative
     if n_informative == 0:
         raise UserError(f"no answer can inform the choice model: each of the {n_answers} answers cites nothing "
                         "or cites every document it was shown")
-    keep = informative[answers]
-    design, factors, reference = _design(frame, position, pairs, label_reference, keep)
-    kept_answers = np.unique(answers[keep], return_inverse=True)[1].ravel()
-    kept, dropped = _identify(design, kept_answers, factors)
-    if reference is None:  # one label level: the design has no label column to drop, so say why here
-        only = label_levels(frame)[0]
-        dropped.insert(0, ("label", "no document carries a label" if only == NO_LABEL
-                           else f"every document carries the same label ('{only}')"))
+    if position == "group" and answers.unknown_groups:
+        raise UserError("position_group must be first, middle or last, and some shown document's is none of them")
+    levels = (sorted({label_names[c] for c in answers.label_codes if c >= 0})
+              + ([NO_LABEL] if -1 in answers.label_codes else []))
+    reference = label_reference if label_reference is not None else default_label_reference(levels)
+    if reference not in levels:
+        raise UserError(f"label reference {reference!r} is not a label in the data: choose from "
+                        f"{', '.join(repr(v) for v in levels)}")
+    designs: list[np.ndarray] = []
+    for s in answers.shapes:
+        design, columns, factors = _design(s.rows, label_names, levels, reference, position, pairs)
+        designs.append(design)
+    kept, dropped = _identify(designs, columns, factors)
+    if len(levels) == 1:  # one label level: the design has no label column to drop, so say why here
+        dropped.insert(0, ("label", "no document carries a label" if levels[0] == NO_LABEL
+                           else f"every document carries the same label ('{levels[0]}')"))
     if not kept:
         raise UserError("nothing left to estimate: " + "; ".join(f"{t}: {r}" for t, r in dropped))
-    cluster = "item" if "item" in frame.columns else "answer"
-    fit = _fit(cited[keep], design[kept].to_numpy(np.float32), kept_answers, codes(frame[cluster])[keep])
-    del design
+    use = [columns.index(c) for c in kept]
+    blocks = [pattern_block(d[..., use], k_subsets(s.n, s.k), s.pattern, s.chosen, s.cluster)
+              for s, d in zip(answers.shapes, designs, strict=True)]
+    del designs
+    fit = fit_strata(blocks, len(kept))
     separated = list(dict.fromkeys((kept[j], _separation_reason(kept, sep)) for sep in fit.separations
                                    for j in sep.columns))
     named = {t for t, _ in separated}
@@ -336,10 +337,9 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
         if np.isfinite(fit.params[j]):
             e = _effect(col, float(fit.params[j]), float(fit.bse[j]), float(fit.bse_cluster[j]))
             effects.append(_with_sentence(e, factors[col], main, reference))
-    ks, ns = np.unique(chosen[informative], return_counts=True)
-    return ChoiceModelFit(tuple(effects), n_answers, n_informative, int(keep.sum()), tuple(dropped), fit.converged,
-                          fit.llf, position, reference if "label" in main else None, tuple(separated),
-                          tuple((int(k), int(n)) for k, n in zip(ks, ns, strict=True)), cluster, fit.n_clusters)
+    return ChoiceModelFit(tuple(effects), n_answers, n_informative, answers.n_documents, tuple(dropped),
+                          fit.converged, fit.llf, position, reference if "label" in main else None, tuple(separated),
+                          answers.cited_counts, cluster, fit.n_clusters)
 
 
 def codes(column: pd.Series) -> np.ndarray:
@@ -348,15 +348,6 @@ def codes(column: pd.Series) -> np.ndarray:
     import pandas as pd
 
     return np.asarray(pd.factorize(column, use_na_sentinel=False)[0], dtype=np.int64)
-
-
-def _fit(y: np.ndarray, x: np.ndarray, groups: np.ndarray, clusters: np.ndarray):
-    from engine.statistics.choice_fit import fit_conditional_logit
-
-    try:
-        return fit_conditional_logit(y, x, groups, clusters)
-    except ValueError as err:  # a stratum too large to enumerate
-        raise UserError(f"the choice model cannot be fitted: {err}") from None
 
 
 _Z = 1.959963984540054  # the 97.5% normal quantile: Wald intervals at 95%
@@ -438,62 +429,3 @@ def _with_sentence(e: Effect, factors: tuple[str, ...], main: list[str], referen
         text = (f"{_describe(a, reference)} together with {_describe(b, reference)} multiplies the odds of "
                 f"citing a document by a further {numbers}, beyond their separate effects")
     return replace(e, sentence=text[0].upper() + text[1:])
-
-
-# ---------------------------------------------------------------- suppression
-
-
-def suppression_rates(frame: pd.DataFrame) -> Suppression:
-    """The share of answers citing nothing per `condition` (conditions in order of appearance).
-
-    An answer is silent when none of its rows has cited=True. Across conditions: scipy's
-    chi2_contingency on the conditions x (silent, citing) table (with its default Yates
-    correction for a 2 x 2 table); for exactly two conditions whose answers pair up by `item`
-    (one answer per item in each), also the exact McNemar test on the discordant pairs.
-    """
-    import pandas as pd
-    from scipy.stats import binomtest, chi2_contingency
-    from statsmodels.stats.proportion import proportion_confint
-
-    _check_frame(frame, ("answer", "cited", "condition"))
-    keys = ["condition", "answer"] + (["item"] if "item" in frame.columns else [])
-    # One row per (condition, answer, item), in order of first appearance, worked out on integer
-    # codes: grouping ten million rows by their text held gigabytes.
-    combined = np.zeros(len(frame), dtype=np.int64)
-    for key in keys:
-        code = codes(frame[key])
-        combined = combined * (int(code.max(initial=0)) + 1) + code
-    owner = codes(pd.Series(combined))
-    first = np.unique(owner, return_index=True)[1]
-    per_answer = pd.DataFrame({key: frame[key].iloc[first].to_numpy() for key in keys})
-    per_answer["condition"] = per_answer["condition"].astype(str)
-    per_answer["silent"] = np.bincount(owner, weights=frame["cited"].to_numpy(bool)) == 0
-    rates = []
-    for condition, group in per_answer.groupby("condition", sort=False):
-        n, s = len(group), int(group["silent"].sum())
-        low, high = proportion_confint(s, n, alpha=0.05, method="wilson")
-        rates.append(SuppressionRate(str(condition), n, s, s / n, float(low), float(high)))
-    notes: list[str] = []
-    chi2 = chi2_df = chi2_p = None
-    table = np.array([[r.silent, r.answers - r.silent] for r in rates])
-    if len(rates) < 2:
-        notes.append("one condition only: nothing to compare its suppression rate with")
-    elif table[:, 0].sum() == 0 or table[:, 1].sum() == 0:
-        notes.append("no test across conditions: " + ("no answer is silent" if table[:, 0].sum() == 0
-                                                       else "every answer is silent"))
-    else:
-        test = chi2_contingency(table)
-        chi2, chi2_df, chi2_p = float(test.statistic), int(test.dof), float(test.pvalue)
-    pairs = b = c = None
-    mcnemar_p = None
-    if len(rates) == 2:
-        if "item" not in frame.columns:
-            notes.append("no McNemar test: the frame has no item column to pair answers")
-        elif per_answer.groupby(["condition", "item"]).size().max() > 1:
-            notes.append("no McNemar test: some item has more than one answer in a condition")
-        else:
-            wide = per_answer.pivot(index="item", columns="condition", values="silent").dropna()
-            first, second = (wide[r.condition].astype(bool) for r in rates)
-            pairs, b, c = len(wide), int((first & ~second).sum()), int((~first & second).sum())
-            mcnemar_p = float(binomtest(b, b + c, 0.5).pvalue) if b + c else 1.0
-    return Suppression(tuple(rates), chi2, chi2_df, chi2_p, pairs, b, c, mcnemar_p, tuple(notes))

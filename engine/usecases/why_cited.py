@@ -17,9 +17,12 @@ from engine.errors import UserError
 from engine.types import MODES
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
-    from engine.statistics.choice_model import ChoiceModelFit, Suppression
+    from engine.statistics.choice_model import ChoiceModelFit
+    from engine.statistics.choice_patterns import AnswerPatterns
+    from engine.statistics.suppression import Suppression
 
 POSITION_CODINGS = ("group", "number")
 
@@ -135,30 +138,70 @@ def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     return rows
 
 
-def choice_rows(request: WhyCitedRequest, db: Path) -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """What the choice model and the suppression rates read, as numbers (store.queries.decision_codes)
-    with the model's columns: `answer` (run x item), `item` (a code), `label` (categorical; NaN
-    where none) and `position_group` and `condition` (experiment name and mode) as categoricals.
-    And the experiment ids with rows, in order. Bounded as citation_decisions."""
-    from store.queries.decisions import POSITION_GROUPS
+# Decision rows read at a time: a chunk of whole runs of about this many rows (a run with more is
+# a chunk of its own). Ten million answers' hundred million rows held 16 GB at once (issue 31);
+# a chunk is read, folded into patterns (engine.statistics.choice_patterns) and let go.
+CHUNK_DECISIONS = 2_000_000
+
+
+@dataclass(frozen=True)
+class ChosenAnswers:
+    """What the choice model and the suppression rates read of the chosen answers: the answers as
+    patterns, and per answer its condition (experiment name and mode), item and whether it cites
+    nothing. Numbers only: no answer's text is ever made."""
+
+    patterns: AnswerPatterns
+    labels: tuple[str, ...]  # the text of each label code of the patterns
+    conditions: tuple[str, ...]  # "experiment name:mode" of each condition code
+    condition: np.ndarray  # (answers,) int
+    item: np.ndarray  # (answers,) int: the item's code (the robust intervals' cluster)
+    silent: np.ndarray  # (answers,) bool
+    experiment_ids: tuple[str, ...]  # the experiments with answers, in the order asked
+    n_runs: int  # runs with answers
+
+
+def chosen_answers(request: WhyCitedRequest, db: Path, chunk_decisions: int | None = None) -> ChosenAnswers:
+    """The chosen answers, read a chunk of runs at a time (store.queries.decisions.decision_code_chunks)
+    and folded in, so that memory holds one chunk's rows and every answer's few numbers. Bounded
+    as citation_decisions; refused in one line where there is no answer. chunk_decisions: rows
+    a chunk (None: CHUNK_DECISIONS)."""
+    import numpy as np
+
+    from engine.statistics.choice_patterns import RAW_COLUMNS, PatternBuilder
+    from store.queries.decisions import decision_code_chunks
 
     ids = _experiment_ids(request, db)
     _check_bounds(request, db, ids)
-    coded, items, answers = coded_decisions(db, ids, request.modes)
-    import numpy as np
-    import pandas as pd
-
-    got = coded.rows
-    rows = pd.DataFrame({c: got[c] for c in ("run", "position", "n_shown", "relevant", "repeated", "cited")})
-    rows["answer"] = answers
-    rows["item"] = items
-    rows["label"] = plain_categorical(got["label"], list(coded.labels))
-    rows["position_group"] = plain_categorical(got["position_group"], list(POSITION_GROUPS))
-    pair = got["experiment"].astype(np.int64) * len(coded.modes) + got["mode"]
-    rows["condition"] = plain_categorical(
-        pair, [f"{name}:{mode}" for name in coded.experiment_names for mode in coded.modes])
-    present = tuple(coded.experiment_ids[i] for i in np.unique(got["experiment"]))
-    return rows, present
+    builder = PatternBuilder()
+    labels: dict[str, int] = {}
+    condition, item, silent = [], [], []
+    runs: set[int] = set()
+    experiments: set[int] = set()
+    conditions: tuple[str, ...] = ()
+    for coded in decision_code_chunks(db, ids, request.modes, max_rows=chunk_decisions or CHUNK_DECISIONS):
+        conditions = tuple(f"{name}:{mode}" for name in coded.experiment_names for mode in coded.modes)
+        got = coded.rows
+        if not len(coded):
+            continue
+        # The chunk's label codes as codes into every chunk's labels (-1, none, stays -1).
+        known = np.array([labels.setdefault(v, len(labels)) for v in coded.labels] + [-1], dtype=float)
+        raw = {"relevant": got["relevant"], "position": got["position"], "position_group": got["position_group"],
+               "label": known[got["label"]], "repeated": got["repeated"]}
+        items = got["item"].astype(np.int64)
+        answer = got["run"].astype(np.int64) * (int(items.max()) + 1) + items  # rows are in run, item order
+        builder.add(answer, got["cited"], np.column_stack([raw[c] for c in RAW_COLUMNS]), items)
+        starts = np.flatnonzero(np.r_[True, answer[1:] != answer[:-1]])
+        condition.append(got["experiment"][starts].astype(np.int64) * len(coded.modes) + got["mode"][starts])
+        item.append(items[starts])
+        silent.append(np.add.reduceat(got["cited"].astype(np.int64), starts) == 0)
+        runs.update(np.unique(got["run"]).tolist())
+        experiments.update(np.unique(got["experiment"]).tolist())
+    if not condition:
+        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
+        raise UserError(f"no stored answers{modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
+    return ChosenAnswers(builder.patterns(), tuple(labels), conditions, np.concatenate(condition),
+                         np.concatenate(item), np.concatenate(silent),
+                         tuple(ids[i] for i in sorted(experiments)), len(runs))
 
 
 def coded_decisions(db: Path, ids: tuple[str, ...] | list[str], modes: tuple[str, ...] | None):
@@ -206,22 +249,24 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     """Fit the citation choice model and the suppression rates over the chosen answers."""
     from engine.paths import require_store
-    from engine.statistics.choice_model import fit_choice_model, suppression_rates
+    from engine.statistics.choice_model import fit_patterns
+    from engine.statistics.suppression import suppression_of_answers
     from store.queries import label_pairs
 
-    rows, ids = choice_rows(request, require_store(db))
-    shown = {str(v) for v in rows["label"].dropna().unique()}
+    chosen = chosen_answers(request, require_store(db))
+    shown = {chosen.labels[c] for c in chosen.patterns.label_codes if c >= 0}
     reference = request.label_reference
     if reference is None:
-        pairs = label_pairs(db, ids)
+        pairs = label_pairs(db, chosen.experiment_ids)
         # Label B is the reference, so an odds ratio above 1 favours label A: the side CAB > 0
         # favours (engine/statistics/bias.py's sign convention).
         reference = next((b for _, b in pairs if b in shown), None)
     elif reference not in shown:
         raise UserError(f"no shown document carries the label '{reference}'")
-    fit = fit_choice_model(rows, position=request.position, interactions=tuple(request.interactions),
-                           label_reference=reference)
-    return WhyCitedResult(ids, int(rows["run"].nunique()), fit, suppression_rates(rows))
+    fit = fit_patterns(chosen.patterns, list(chosen.labels), position=request.position,
+                       interactions=tuple(request.interactions), label_reference=reference, cluster="item")
+    suppression = suppression_of_answers(list(chosen.conditions), chosen.condition, chosen.silent, chosen.item)
+    return WhyCitedResult(chosen.experiment_ids, chosen.n_runs, fit, suppression)
 
 
 def not_converged(fit: Any) -> str:

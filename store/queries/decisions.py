@@ -5,6 +5,7 @@ and `export --rows decisions`."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -66,32 +67,51 @@ CODED_COLUMNS = ("experiment", "run", "mode", "item", "position", "n_shown", "po
 POSITION_GROUPS = ("first", "middle", "last")
 _QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' queries (decision_codes)
 
-# The view's rows are computed once into a temporary table (a read-only connection may hold one),
-# then coded from there: the item and label codes were window functions over every row (ranks
-# and a first row per label), two sorts of ten million rows that were 25 of the query's 35 s at a
-# million answers; from the table they are a join with the distinct items and a position in the
-# list of distinct labels (17 s, the same arrays). DuckDB pushes an equality on run_id through the
-# view into citations, not an IN list, which reads every citation of the store: a few runs in a
-# big store go in run by run (one experiment of a 10M-answer store: 7.0 -> 3.2 s, 1.1 -> 0.5 GB),
-# many in one statement (a statement costs ~0.4 s, reading 1M citations about as much: every
-# experiment of a 1M store took 61 s run by run, 23 s in one).
+# The runs' codes (run, experiment, mode) are a table joined once per row, and the item codes
+# another (the sorted distinct item ids of the request): list_position over a thousand runs, or a
+# window over ten million rows (what this read did before), cost seconds a chunk. The labels are
+# coded by their place in a list read from where the view takes them (the generations' stored
+# labels and the runs' label pair): a label outside it is -2, which decision_code_chunks refuses
+# rather than code as "no label". DuckDB pushes an equality on run_id through the view into
+# citations, not an IN list, which reads every citation of the store: a few runs in a big store
+# go in run by run (one experiment of a 10M-answer store: 7.0 -> 3.2 s, 1.1 -> 0.5 GB), many in
+# one statement (a statement costs ~0.4 s, reading 1M citations about as much: every experiment
+# of a 1M store took 61 s run by run, 23 s in one). No temporary table is made a chunk: one
+# dropped inside the read transaction keeps its memory until the transaction ends, and the
+# 50th chunk of a 10M-answer store ran out of DuckDB's memory (issue 31).
 _CITATIONS_PER_RUN_STATEMENT = 1_000_000
-_ROWS_COLUMNS = ("experiment_id, run_id, rag_mode, item_id, position, n_shown, position_group, label, relevant, "
-                 "repeated, cited")
+_ROWS_COLUMNS = "run_id, item_id, position, n_shown, position_group, label, relevant, repeated, cited"
+_RUN_CODES_SQL = f"""
+CREATE TEMP TABLE {{codes}} AS
+SELECT r.run_id, (list_position($runs, r.run_id) - 1)::INTEGER AS run,
+       (list_position($ids, r.experiment_id) - 1)::SMALLINT AS experiment,
+       (list_position({list(MODES)}, r.rag_mode) - 1)::TINYINT AS mode,
+       (SELECT coalesce(sum(len(g.shown_doc_ids)), 0) FROM generations g WHERE g.run_id = r.run_id) AS decisions
+FROM runs r WHERE list_contains($runs, r.run_id)
+"""
+_ITEM_CODES_SQL = """
+CREATE TEMP TABLE {items} AS
+SELECT item_id, (row_number() OVER (ORDER BY item_id) - 1)::INTEGER AS item
+FROM (SELECT DISTINCT item_id FROM generations WHERE list_contains($runs, run_id))
+"""
+_LABELS_SQL = """
+SELECT list(DISTINCT label ORDER BY label) FROM (
+  SELECT unnest(shown_labels) AS label FROM generations WHERE list_contains($chunk, run_id)
+  UNION ALL SELECT label_a FROM run_labels WHERE list_contains($chunk, run_id)
+  UNION ALL SELECT label_b FROM run_labels WHERE list_contains($chunk, run_id)
+) WHERE label IS NOT NULL
+"""
 _CODED_SQL = f"""
-SELECT (list_position($ids, d.experiment_id) - 1)::SMALLINT AS experiment,
-       (list_position($runs, d.run_id) - 1)::INTEGER AS run,
-       (list_position({list(MODES)}, d.rag_mode) - 1)::TINYINT AS mode,
-       i.item,
+SELECT c.experiment, c.run, c.mode, i.item,
        d.position::SMALLINT AS position, d.n_shown::SMALLINT AS n_shown,
        coalesce(list_position({list(POSITION_GROUPS)}, d.position_group) - 1, -1)::TINYINT AS position_group,
-       coalesce(list_position($labels, d.label) - 1, -1)::INTEGER AS label,
+       CASE WHEN d.label IS NULL THEN -1 ELSE coalesce(list_position($labels, d.label) - 1, -2) END::INTEGER AS label,
        coalesce(d.relevant, false) AS relevant, coalesce(d.repeated, false) AS repeated,
        coalesce(d.cited, false) AS cited
-FROM {{table}} d
-JOIN (SELECT item_id, (row_number() OVER (ORDER BY item_id) - 1)::INTEGER AS item
-      FROM (SELECT DISTINCT item_id FROM {{table}})) i USING (item_id)
-ORDER BY experiment, mode, run, item, position
+FROM ({{rows}}) d
+JOIN {{codes}} c USING (run_id)
+JOIN {{items}} i USING (item_id)
+ORDER BY c.experiment, c.mode, c.run, i.item, d.position
 """
 
 
@@ -115,8 +135,21 @@ class DecisionCodes:
 def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
                    modes: tuple[str, ...] | None = None) -> DecisionCodes:
     """The decision rows the choice model needs, ordered by experiment (as given), mode, run, item
-    and position, as integer and boolean arrays."""
-    import numpy as np
+    and position, as integer and boolean arrays: decision_code_chunks' rows in one piece."""
+    chunks = decision_code_chunks(db, experiment_ids, modes)
+    try:
+        return next(chunks)
+    finally:
+        chunks.close()  # the read connection closes now, not when the generator is collected
+
+
+def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str], modes: tuple[str, ...] | None = None,
+                         max_rows: int | None = None) -> Generator[DecisionCodes, None, None]:
+    """decision_codes' rows a chunk of whole runs at a time, each chunk at most `max_rows` rows
+    (a run with more is a chunk of its own; None: one chunk, empty where there are no rows). The
+    chunks in order are decision_codes' rows in order. Run and item codes are the whole request's;
+    each chunk's label codes are into its own `labels`. All in one read transaction: a fit of ten
+    million answers reads them so and never holds their hundred million rows (issue 31)."""
 
     ids = list(experiment_ids)
     with reading(db) as conn:
@@ -124,36 +157,70 @@ def decision_codes(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
                                   {"ids": ids}).fetchall())
         run_ids = run_ids_of(conn, ids, modes)
         # The view's joins and the sort of ten million rows took 4.5 GB of DuckDB's memory at a
-        # million answers; under this limit DuckDB spills to its temporary folder (1 GB: 1.7 GB
-        # peak with the fetched arrays). The setting is the process's DuckDB instance's (the
-        # CLI's, or the app's fit child's): put back after.
+        # million answers; under this limit DuckDB spills to its temporary folder. The setting is
+        # the process's DuckDB instance's (the CLI's, or the app's fit child's): put back after.
         before = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
         conn.execute(f"SET memory_limit = '{_QUERY_MEMORY}'")
-        table = f"decision_rows_{uuid.uuid4().hex}"  # the caller's connection may hold others
+        suffix = uuid.uuid4().hex  # the caller's connection may hold others
+        tables = {"codes": f"decision_runs_{suffix}", "items": f"decision_items_{suffix}"}
         try:
+            conn.execute(_RUN_CODES_SQL.format(**tables), {"ids": ids, "runs": run_ids})
+            conn.execute(_ITEM_CODES_SQL.format(**tables), {"runs": run_ids})
+            ordered = conn.execute(f"SELECT run_id, decisions FROM {tables['codes']} "
+                                   "ORDER BY experiment, mode, run").fetchall()
             (n_citations,) = conn.execute("SELECT count(*) FROM citations").fetchall()[0]
-            if run_ids and len(run_ids) * _CITATIONS_PER_RUN_STATEMENT < n_citations:
-                rows_sql = " UNION ALL ".join(f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id = $run{i}"
-                                              for i in range(len(run_ids)))
-            else:
-                rows_sql = f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id IN ({{runs}})"
-            # One CREATE ... AS (execute_over_runs binds $run0, ... to run_ids in order): an INSERT
-            # of more than a row group into a temporary table of a read-only connection kept its
-            # count, but scans of it saw no rows (DuckDB 2.0; tests/test_choice_fit_scale.py).
-            execute_over_runs(conn, f"CREATE TEMP TABLE {table} AS {rows_sql}", ids, run_ids=run_ids)
-            try:
-                found = conn.execute(f"SELECT list(DISTINCT label ORDER BY label) FROM {table} "
-                                     "WHERE label IS NOT NULL").fetchone()
-                labels = list((found and found[0]) or [])
-                got = conn.execute(_CODED_SQL.replace("{table}", table),
-                                   {"ids": ids, "runs": run_ids, "labels": labels}).fetchnumpy()
-            finally:
-                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            for chunk in _run_chunks(ordered, max_rows) or [[]]:
+                rows, labels = _coded_rows(conn, chunk, tables, n_citations)
+                yield DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES), labels,
+                                    tuple(run_ids))
         finally:
+            for table in tables.values():
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute(f"SET memory_limit = '{before}'")
+
+
+def _run_chunks(ordered: list[tuple[str, int]], max_rows: int | None) -> list[list[str]]:
+    """The runs, in order, in consecutive chunks of at most max_rows decision rows each (a run with
+    more alone; None: all in one chunk)."""
+    chunks: list[list[str]] = []
+    size = 0
+    for run_id, rows in ordered:
+        if not chunks or (max_rows is not None and size + rows > max_rows and chunks[-1]):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(run_id)
+        size += rows
+    return chunks
+
+
+def _coded_rows(conn: duckdb.DuckDBPyConnection, chunk: list[str], tables: dict[str, str],
+                n_citations: int) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """The coded rows of the runs in `chunk` (CODED_COLUMNS) and the labels their codes index: the
+    sorted labels the rows carry."""
+    import numpy as np
+
+    found = conn.execute(_LABELS_SQL, {"chunk": chunk}).fetchone()
+    listed = list((found and found[0]) or [])
+    if chunk and len(chunk) * _CITATIONS_PER_RUN_STATEMENT < n_citations:
+        rows_sql = " UNION ALL ".join(f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id = $run{i}"
+                                      for i in range(len(chunk)))
+    else:
+        rows_sql = f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id IN ({{runs}})"
+    constants = {f"run{i}": run for i, run in enumerate(chunk)}
+    marks = ", ".join(f"$run{i}" for i in range(len(chunk))) or "NULL"
+    sql = _CODED_SQL.format(rows=rows_sql.replace("{runs}", marks), **tables)
+    got = conn.execute(sql, {**constants, "labels": listed}).fetchnumpy()
     rows = {c: np.asarray(got[c]) for c in CODED_COLUMNS}
-    return DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES),
-                         tuple(str(v) for v in labels), tuple(run_ids))
+    label = rows["label"]
+    if (label == -2).any():
+        raise RuntimeError("a shown document's label is in neither its generation's stored labels nor its run's "
+                           "label pair: store/queries/decisions.py's _LABELS_SQL no longer reads where the view does")
+    # Codes into the labels the rows carry, not into every label listed.
+    present = np.unique(label[label >= 0])
+    remap = np.full(len(listed) + 1, -1, dtype=label.dtype)  # the last entry: -1 stays -1
+    remap[present] = np.arange(len(present), dtype=label.dtype)
+    rows["label"] = remap[label]
+    return rows, tuple(str(listed[i]) for i in present)
 
 
 # Per run, the settings the citation_decisions view gives each of its rows, with the view's
