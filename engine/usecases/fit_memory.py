@@ -1,13 +1,16 @@
 """Whether a fit of the choice or the study model fits in this machine's memory, told from a count
 before a decision row is read (issue 31).
 
-A fit holds every decision row (one per document shown to each answer) at once, as numbers, and
-its design: scripts/bench_stats.py measured a `why-cited` peak of 240 MB at 100k rows, 468 MB at
-1M and 1,797 MB at 10M, and every experiment of its 10M-answer store (100M rows) took 16.05 GB
-(docs/figures.md): about 165 bytes a row over some 320 MB. Without this check a fit past the
-machine's memory read for minutes, then swapped or was killed by the kernel with no word of why.
-With it, a fit the machine cannot hold is refused in one line saying so, and --no-memory-check
-(memory_check=False) tries anyway.
+The study model holds every decision row (one per document shown to each answer) at once, as
+numbers, and its design: scripts/bench_stats.py measured a `why-cited` of that kind peaking at
+240 MB at 100k rows, 468 MB at 1M and 1,797 MB at 10M, and 16.05 GB for every experiment of its
+10M-answer store (100M rows; docs/figures.md): about 165 bytes a row over some 320 MB.
+`why-cited` now reads the rows a chunk of runs at a time (engine.usecases.why_cited.CHUNK_DECISIONS)
+and keeps a few numbers per answer: 896 MB at 1M answers (10M rows) and 1,578 MB at 10M answers
+(100M rows), so its estimate counts at most HELD_DECISIONS rows at the row rate, and each answer.
+Without this check a fit past the machine's memory read for minutes, then swapped or was killed
+by the kernel with no word of why. With it, a fit the machine cannot hold is refused in one line
+saying so, and --no-memory-check (memory_check=False) tries anyway.
 """
 
 from __future__ import annotations
@@ -21,9 +24,21 @@ FIT_FIXED_BYTES = 350 * 2**20
 FIT_BYTES_PER_DECISION = 172
 
 
-def fit_memory_bytes(decisions: int) -> int:
-    """About the peak memory of one fit over this many decision rows."""
-    return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * max(0, decisions)
+# Rows a chunked read holds at its peak, counted at the row rate: a chunk's rows, DuckDB's cache
+# of what it read (within its 1 GB limit) and the chunk before it, not yet let go.
+HELD_DECISIONS = 3_500_000
+# Per answer in a chunked read: its pattern, chosen subset, cluster, condition, item and silence,
+# and the fit's copies of them; (1,578 - 896) MB over 9M answers is ~80, rounded up.
+FIT_BYTES_PER_ANSWER = 88
+
+
+def fit_memory_bytes(decisions: int, answers: int | None = None) -> int:
+    """About the peak memory of one fit over this many decision rows: every row held at once, or,
+    given the answers, a fit that reads the rows a chunk at a time (HELD_DECISIONS at most at once)."""
+    if answers is None:
+        return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * max(0, decisions)
+    held = min(max(0, decisions), HELD_DECISIONS)
+    return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * held + FIT_BYTES_PER_ANSWER * max(0, answers)
 
 
 class FitRequest(Protocol):
@@ -39,23 +54,27 @@ class FitRequest(Protocol):
     def memory_check(self) -> bool: ...
 
 
-def check_fit_memory(request: FitRequest, answers: int, decisions: int, fewer: str, what: str = "") -> None:
+def check_fit_memory(request: FitRequest, answers: int, decisions: int, fewer: str, what: str = "", *,
+                     chunked: bool = False) -> None:
     """Refuse in one line a fit whose rows would not fit in the memory available now (none where
     the OS does not say it, nor where the request turned the check off); `fewer`: how to ask for
-    less, `what`: what is fitted, as the line's start. A bounded request is the app's: a visitor
-    has no override to give, and is not told of one."""
+    less, `what`: what is fitted, as the line's start; chunked: the fit reads its rows a chunk at
+    a time (why-cited), not all at once (the study model). A bounded request is the app's: a
+    visitor has no override to give, and is not told of one."""
     from engine import limits
 
     if not request.memory_check:
         return
     bounded = request.max_answers is not None or request.max_decisions is not None
     override = "" if bounded else ", or give --no-memory-check (memory_check=False in Python) to try anyway"
-    need = fit_memory_bytes(decisions)
+    need = fit_memory_bytes(decisions, answers if chunked else None)
     have = limits.available_memory_bytes()
     if have is not None and need > have:
         need_text, have_text = _sizes(need, have)
+        holds = ("a fit reads them a chunk of runs at a time and keeps a few numbers per answer"
+                 if chunked else "a fit holds them all at once")
         raise UserError(f"{what}{answers:,} answers x their shown documents make {decisions:,} citation decisions: "
-                        f"a fit holds them all at once, about {need_text} of memory, more than the {have_text} "
+                        f"{holds}, about {need_text} of memory, more than the {have_text} "
                         f"available now; {fewer}{override}")
 
 
