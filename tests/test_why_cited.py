@@ -102,6 +102,24 @@ def test_read_a_run_at_a_time_the_fit_and_the_rates_are_the_same(imported, monke
         assert np.array_equal(got, want), column
 
 
+def test_a_read_that_fails_inside_the_chunks_shows_its_own_error(imported, monkeypatch):
+    """A statement that fails aborts the read transaction, which then refuses the clean-up too: the
+    error seen is the one that failed (at 10M answers an out-of-memory error was hidden behind
+    "Current transaction is aborted")."""
+    import duckdb
+
+    import store.queries.decisions as decisions
+
+    db, experiment, _ = imported
+
+    def failing(conn, *args):
+        conn.execute("SELECT * FROM no_such_table")
+
+    monkeypatch.setattr(decisions, "_coded_rows", failing)
+    with pytest.raises(duckdb.CatalogException, match="no_such_table"):
+        list(decisions.decision_code_chunks(db, [experiment]))
+
+
 def test_one_mode_alone_cannot_separate_label_from_relevance_and_says_so(imported):
     from engine.api import WhyCitedRequest, why_cited
 

@@ -174,9 +174,14 @@ def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str]
                 yield DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES), labels,
                                     tuple(run_ids))
         finally:
-            for table in tables.values():
-                conn.execute(f"DROP TABLE IF EXISTS {table}")
-            conn.execute(f"SET memory_limit = '{before}'")
+            try:
+                for table in tables.values():
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+                conn.execute(f"SET memory_limit = '{before}'")
+            except duckdb.Error:
+                # A failed read aborts the transaction, which then refuses these too: the error to
+                # see is the one that aborted it (the connection's close drops the tables).
+                pass
 
 
 def _run_chunks(ordered: list[tuple[str, int]], max_rows: int | None) -> list[list[str]]:
