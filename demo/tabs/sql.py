@@ -73,11 +73,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 compare_example = gr.Button("Compare two runs item by item (compare_runs)", size="sm")
                 # Fixed widths: left to itself the table sizes the columns list to its longest line
                 # and runs wider than this column, which hides most of each list.
-                # Tall enough for every table and view at once: a short one scrolls inside the
-                # scrolling page and hides most of them (about 20 today, one row each).
+                # Tall enough for every table and view at once: a shorter one scrolls inside the
+                # scrolling page and renders only the rows in its view. 38 at migration 025 make
+                # 8,200 px at 1440 px wide; 4,000 px hid the runs table from the 38th on.
                 schema_table = gr.Dataframe(**TABLE, headers=sql_handlers.SCHEMA_COLUMNS, label="tables and views",
                                             interactive=False, column_widths=["32%", "15%", "53%"],
-                                            max_height=4000)
+                                            max_height=20_000)
         outputs = [result, status, csv_file]
         # One concurrency group with room for every query the gate admits: the gate, not Gradio's
         # single default slot, decides who waits (Gradio's queue had no bound per visitor).
