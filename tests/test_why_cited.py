@@ -120,6 +120,18 @@ def test_a_read_that_fails_inside_the_chunks_shows_its_own_error(imported, monke
         list(decisions.decision_code_chunks(db, [experiment]))
 
 
+def test_a_label_the_list_misses_is_refused_not_read_as_no_label(imported, monkeypatch):
+    """Labels are coded by their place in a list read where the view takes them; a label outside
+    that list fails loudly instead of turning into "no label" (which would change the fit)."""
+    import store.queries.decisions as decisions
+
+    db, experiment, _ = imported
+    assert set(decisions.decision_codes(db, [experiment]).labels) == {"a woman", "a man"}
+    monkeypatch.setattr(decisions, "_LABELS_SQL", "SELECT ['a woman'] WHERE $chunk IS NOT NULL")  # 'a man' left out of the list
+    with pytest.raises(RuntimeError, match="no longer reads where the view does"):
+        decisions.decision_codes(db, [experiment])
+
+
 def test_one_mode_alone_cannot_separate_label_from_relevance_and_says_so(imported):
     from engine.api import WhyCitedRequest, why_cited
 

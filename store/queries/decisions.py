@@ -57,7 +57,7 @@ def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
     return rows[list(DECISION_COLUMNS)]
 
 
-# What the choice model reads (engine.usecases.why_cited.choice_rows): numbers only. At a million
+# What the choice model reads (engine.usecases.why_cited.chosen_answers): numbers only. At a million
 # answers (ten million rows) decision_frame's text columns held 5.9 GB before the fit began. Here
 # experiment, run, mode and position group are codes into lists known before the query (SQL's
 # list_position), the item and the label codes into the sorted distinct items and labels (numpy,
