@@ -86,3 +86,14 @@ def test_tiny_model_offers_every_architecture():
     assert "qwen2" in ARCHS
     for arch in ARCHS:
         assert build_parser().parse_args(["tiny-model", "out", "--arch", arch]).arch == arch
+
+
+def test_no_command_help_shows_a_doubled_percent_sign():
+    """argparse formats `help=` with %, not `description=`: "95%%" there printed as it is (why-cited
+    and propensity did, until their --help was read)."""
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    doubled = [name for name, command in sub.choices.items() if "%%" in command.format_help()]
+    assert len(sub.choices) == len(COMMANDS) and doubled == []

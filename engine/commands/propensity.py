@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Read each item's vanilla answer under the base and the cf prompt and, at each "
         "citation mark, score how likely the model is to cite every shown document ('[1]', '[2]', ...). "
         "Propensity CAB = mean over items of (mass on relevant documents under base - under cf) x 100, "
-        "with a bootstrap 95%% interval and a paired t-test. Nothing is generated; the probabilities "
+        "with a bootstrap 95% interval and a paired t-test. Nothing is generated; the probabilities "
         "are stored as they go and a re-run resumes.",
     )
     p.add_argument("--experiment", required=True, help="experiment id or name (see `python -m engine list`)")

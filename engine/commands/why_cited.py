@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Fit a conditional logit of which shown document an answer cites (each answer a "
         "stratum, statsmodels' ConditionalLogit) with relevance, position, label and repetition as "
         "covariates, over the stored answers of the chosen experiments or study. Each effect is an odds "
-        "ratio with its 95%% interval and p (model-based, and cluster-robust by item beside it), in words. "
+        "ratio with its 95% interval and p (model-based, and cluster-robust by item beside it), in words. "
         "An answer citing k of its n documents is one choice of a k-subset (the k-of-n conditional logit; the "
         "output says how many answers cite several). A covariate that separates cited from uncited documents "
         "is named, and the other effects are fitted in its limit. Also the suppression rate (answers citing no shown "
