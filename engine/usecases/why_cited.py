@@ -40,8 +40,8 @@ class WhyCitedRequest:
     interactions: tuple[str, ...] = ()
     label_reference: str | None = None
     # At most this many answers, and this many decision rows (documents shown x answers), else
-    # a one-line refusal before anything is read (None: no bound). The fit's time and memory grow
-    # with the rows (about 170 bytes each at its peak: engine.usecases.fit_memory); the app bounds both.
+    # a one-line refusal before anything is read (None: no bound). The fit's time grows with the
+    # rows, its memory with the answers (engine.usecases.fit_memory); the app bounds both.
     max_answers: int | None = None
     max_decisions: int | None = None
     # Refuse, from the same count, a fit the memory available now cannot hold (engine.usecases.fit_memory).
