@@ -102,6 +102,25 @@ def test_read_a_run_at_a_time_the_fit_and_the_rates_are_the_same(imported, monke
         assert np.array_equal(got, want), column
 
 
+def test_the_chunked_read_drops_its_code_tables_and_puts_the_default_memory_limit_back(imported):
+    """The read makes two small code tables for the whole request (runs and items, none a chunk)
+    and drops them after. It lowers DuckDB's memory limit while it reads, and puts the default back
+    exactly: the setting reads back rounded, and SET with that text lowered the process's limit a
+    little on every call (18.8 -> 18.7 GiB)."""
+    import store.queries.decisions as decisions
+    from store.db import connect
+
+    db, experiment, _ = imported
+    with connect(db, read_only=True) as conn:
+        limit = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]  # the default
+        temporary = "SELECT count(*) FROM duckdb_tables() WHERE temporary"
+        seen = [(len(chunk), conn.execute(temporary).fetchone()[0])
+                for chunk in decisions.decision_code_chunks(conn, [experiment], max_rows=1)]
+        assert len(seen) == 2 and all(rows > 0 and tables == 2 for rows, tables in seen), seen
+        assert conn.execute(temporary).fetchone()[0] == 0
+        assert conn.execute("SELECT current_setting('memory_limit')").fetchone()[0] == limit
+
+
 def test_a_read_that_fails_inside_the_chunks_shows_its_own_error(imported, monkeypatch):
     """A statement that fails aborts the read transaction, which then refuses the clean-up too: the
     error seen is the one that failed (at 10M answers an out-of-memory error was hidden behind

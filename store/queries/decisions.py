@@ -160,6 +160,10 @@ def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str]
         # million answers; under this limit DuckDB spills to its temporary folder. The setting is
         # the process's DuckDB instance's (the CLI's, or the app's fit child's): put back after.
         before = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        # The setting reads back rounded ('2.7 GiB'), so SET with it is not exact; the default
+        # is put back exactly by RESET.
+        conn.execute("RESET memory_limit")
+        default = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0] == before
         conn.execute(f"SET memory_limit = '{_QUERY_MEMORY}'")
         suffix = uuid.uuid4().hex  # the caller's connection may hold others
         tables = {"codes": f"decision_runs_{suffix}", "items": f"decision_items_{suffix}"}
@@ -177,7 +181,7 @@ def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str]
             try:
                 for table in tables.values():
                     conn.execute(f"DROP TABLE IF EXISTS {table}")
-                conn.execute(f"SET memory_limit = '{before}'")
+                conn.execute("RESET memory_limit" if default else f"SET memory_limit = '{before}'")
             except duckdb.Error:
                 # A failed read aborts the transaction, which then refuses these too: the error to
                 # see is the one that aborted it (the connection's close drops the tables).
