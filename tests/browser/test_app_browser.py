@@ -107,13 +107,17 @@ def open_tab(page, name: str):
 
 
 def grid_rows(grid) -> list[dict[str, str]]:
-    """A gr.Dataframe's rows as {column header: cell text}."""
-    headers = [h.get_attribute("title") or h.inner_text().strip() for h in grid.get_by_role("columnheader").all()]
-    rows = []
-    for row in grid.locator('[role="row"]:has([role="gridcell"])').all():
-        cells = [c.inner_text().strip() for c in row.get_by_role("gridcell").all()]
-        rows.append(dict(zip(headers, cells, strict=True)))
-    return rows
+    """A gr.Dataframe's rows as {column header: cell text}. Read again while a row has another
+    number of cells than there are headers: the grid was still being drawn (a loaded CI run read
+    a row half-drawn once)."""
+    for _ in range(40):
+        headers = [h.get_attribute("title") or h.inner_text().strip() for h in grid.get_by_role("columnheader").all()]
+        cells = [[c.inner_text().strip() for c in row.get_by_role("gridcell").all()]
+                 for row in grid.locator('[role="row"]:has([role="gridcell"])').all()]
+        if all(len(row) == len(headers) for row in cells):
+            return [dict(zip(headers, row, strict=True)) for row in cells]
+        time.sleep(0.25)
+    raise AssertionError(f"the grid's rows never matched its {len(headers)} headers: {cells}")
 
 
 def show_query(page, experiment: str, item: str):
