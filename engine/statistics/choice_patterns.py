@@ -90,15 +90,18 @@ class PatternBuilder:
         self._labels: set[int] = set()
         self._unknown_groups = False
 
-    def add(self, answer: np.ndarray, cited: np.ndarray, raw: np.ndarray, cluster: np.ndarray) -> None:
+    def add(self, answer: np.ndarray, cited: np.ndarray, raw: np.ndarray,
+            cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Fold in the rows of whole answers, each answer's rows together and in position order:
         answer (rows,) codes, equal on an answer's rows and different from the next answer's;
         cited (rows,) 0/1; raw (rows, len(RAW_COLUMNS)) covariates; cluster (rows,) integer codes
-        (an answer's first row's is its cluster). An answer must not be split across chunks."""
+        (an answer's first row's is its cluster). An answer must not be split across chunks.
+        Returns each answer's first row and how many documents it cites, for what else the caller
+        keeps per answer."""
         from engine.statistics.choice_fit import chosen_subsets, k_subsets, row_keys
 
         if not len(answer):
-            return
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         raw = np.asarray(raw, dtype=float) + 0.0  # -0.0 as 0.0: equal rows, equal bytes
         cited = np.asarray(cited, dtype=bool)
         starts = np.flatnonzero(np.r_[True, answer[1:] != answer[:-1]])
@@ -130,6 +133,7 @@ class PatternBuilder:
             shape.pattern.append(known[inverse.ravel()].astype(np.int32))
             shape.chosen.append(chosen_subsets(shape.subsets, cited[rows]).astype(np.int32))
             shape.cluster.append(np.asarray(cluster)[first_rows].astype(np.int64))
+        return starts, cites
 
     def patterns(self) -> AnswerPatterns:
         """What was folded in."""

@@ -189,11 +189,10 @@ def chosen_answers(request: WhyCitedRequest, db: Path, chunk_decisions: int | No
                "label": known[got["label"]], "repeated": got["repeated"]}
         items = got["item"].astype(np.int64)
         answer = got["run"].astype(np.int64) * (int(items.max()) + 1) + items  # rows are in run, item order
-        builder.add(answer, got["cited"], np.column_stack([raw[c] for c in RAW_COLUMNS]), items)
-        starts = np.flatnonzero(np.r_[True, answer[1:] != answer[:-1]])
+        starts, cites = builder.add(answer, got["cited"], np.column_stack([raw[c] for c in RAW_COLUMNS]), items)
         condition.append(got["experiment"][starts].astype(np.int64) * len(coded.modes) + got["mode"][starts])
         item.append(items[starts])
-        silent.append(np.add.reduceat(got["cited"].astype(np.int64), starts) == 0)
+        silent.append(cites == 0)
         runs.update(np.unique(got["run"]).tolist())
         experiments.update(np.unique(got["experiment"]).tolist())
     if not condition:

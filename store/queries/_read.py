@@ -174,15 +174,15 @@ def run_ids_of(conn: duckdb.DuckDBPyConnection, experiment_ids: tuple[str, ...] 
 
 
 def execute_over_runs(conn: duckdb.DuckDBPyConnection, sql: str, experiment_ids: tuple[str, ...] | list[str],
-                      modes: tuple[str, ...] | None = None, *,
-                      run_ids: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+                      modes: tuple[str, ...] | None = None, *, run_ids: list[str] | None = None,
+                      params: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """Execute `sql` with `{runs}` replaced by the runs of these experiments (run_ids_of; or
     `run_ids`, when the caller has them) as constants $run0, $run1, ... in that order, which DuckDB
     pushes into the views: a subquery there made it compute them for the whole store (11-15 s at
-    1M answers). `$ids`, where the SQL names it, is the list of experiment ids. No runs: NULL, so
-    no rows."""
+    1M answers). `$ids`, where the SQL names it, is the list of experiment ids; `params`, the
+    statement's other parameters. No runs: NULL, so no rows."""
     runs = run_ids_of(conn, experiment_ids, modes) if run_ids is None else run_ids
-    constants: dict[str, Any] = {f"run{i}": run for i, run in enumerate(runs)}
+    constants: dict[str, Any] = {**(params or {}), **{f"run{i}": run for i, run in enumerate(runs)}}
     if re.search(r"\$ids\b", sql):  # DuckDB refuses a named parameter the statement does not use
         constants["ids"] = list(experiment_ids)
     marks = ", ".join(f"$run{i}" for i in range(len(runs))) or "NULL"

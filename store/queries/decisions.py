@@ -217,10 +217,9 @@ def _coded_rows(conn: duckdb.DuckDBPyConnection, chunk: list[str], tables: dict[
                                       for i in range(len(chunk)))
     else:
         rows_sql = f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id IN ({{runs}})"
-    constants = {f"run{i}": run for i, run in enumerate(chunk)}
-    marks = ", ".join(f"$run{i}" for i in range(len(chunk))) or "NULL"
-    sql = _CODED_SQL.format(rows=rows_sql.replace("{runs}", marks), **tables)
-    got = conn.execute(sql, {**constants, "labels": listed}).fetchnumpy()
+    # execute_over_runs binds $run0, ... to the chunk's runs in the rows' {runs} (format leaves it).
+    got = execute_over_runs(conn, _CODED_SQL.format(rows=rows_sql, **tables), (), run_ids=chunk,
+                            params={"labels": listed}).fetchnumpy()
     rows = {c: np.asarray(got[c]) for c in CODED_COLUMNS}
     label = rows["label"]
     if (label == -2).any():
