@@ -6,6 +6,9 @@ For each size, on the stores of scripts/bench_app.py's `build_store` (through th
   median spans the run and the commands are read as a ratio to it (the 2-core box is shared);
 - why-cited: engine.usecases.why_cited over every experiment of the same store (what
   `python -m engine why-cited --experiment ...` calls), in a fresh interpreter;
+- why-cited-study: engine.usecases.study_effects.why_cited_study over the study 'bench' of every
+  experiment of the same store (its axis: the metadata type; what `python -m engine why-cited
+  --study bench` calls), in a fresh interpreter; the study is added to the store the first time;
 - compare: engine.usecases.compare of two runs of N items each, N the size (what `python -m engine
   compare RUN_A RUN_B` calls: the store reads, the pairing and every paired test), in a fresh
   interpreter, on a store of 3 runs x N items (vanilla, base and cf of one experiment; base against cf).
@@ -68,7 +71,8 @@ SIZES = {
 # why-cited: every experiment of the size's store; why-cited-one: its newest full experiment;
 # compare: base against cf in the compare store (3 runs x N items); compare-runs: base against cf of
 # the newest full experiment in the size's store (10,000 items each: what `compare` reads in a big store).
-COMMANDS = ("why-cited", "why-cited-one", "compare", "compare-runs")
+COMMANDS = ("why-cited", "why-cited-one", "why-cited-study", "compare", "compare-runs")
+STUDY = "bench"  # why-cited-study's study: every experiment of the store
 COMPARE_RUNS = ("run-0001", "run-0002")  # base and cf of exp-0000 in a store of 3 runs
 
 
@@ -127,6 +131,13 @@ def _child(kind: str, db: str, arg: str) -> dict:
         if not result.fit.n_informative:
             raise SystemExit(f"why-cited fitted no answer on {db}")
         what = f"{len(ids)} experiments, {result.n_runs} runs, {result.fit.n_informative:,} informative answers"
+    elif kind == "why-cited-study":
+        from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+
+        _add_study(Path(db))
+        study = why_cited_study(StudyEffectsRequest(STUDY), Path(db))
+        what = (f"study '{STUDY}': {len(study.experiment_ids)} experiments, {len(study.fit.configurations)} "
+                f"configurations, {study.fit.n_informative:,} informative answers")
     elif kind == "why-cited-one":
         from engine.usecases.why_cited import WhyCitedRequest, why_cited
 
@@ -145,6 +156,21 @@ def _child(kind: str, db: str, arg: str) -> dict:
         raise SystemExit(f"unknown child '{kind}'")
     return {"call_s": time.perf_counter() - started, "call_cpu_s": time.process_time() - cpu, "what": what,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # kB on Linux
+
+
+def _add_study(db: Path) -> None:
+    """The study STUDY of every experiment of the store, its grid the metadata types they use, where it is not yet."""
+    from store.db import connect
+
+    with connect(db) as conn:
+        if conn.execute("SELECT count(*) FROM studies WHERE name = ?", [STUDY]).fetchall()[0][0]:
+            return
+        experiments = conn.execute("SELECT experiment_id FROM experiments ORDER BY experiment_id").fetchall()
+        types = [r[0] for r in conn.execute("SELECT DISTINCT metadata_type FROM runs WHERE metadata_type IS NOT NULL "
+                                            "ORDER BY 1").fetchall()]
+        conn.execute("INSERT INTO studies VALUES (?, now(), ?)", [STUDY, json.dumps({"metadata": types})])
+        conn.executemany("INSERT INTO study_experiments VALUES (?, ?, ?)",
+                         [(STUDY, e, i) for i, (e,) in enumerate(experiments)])
 
 
 def measure(figure: str, size: str, db: Path, arg: str) -> Row:
@@ -207,6 +233,7 @@ def run_size(size: str, folder: Path, repeats: int, commands: tuple[str, ...] = 
     bench.check("query_detail", store, bench.call("query_detail", store))  # and the warm-up call
     base, cf = _base_and_cf(store.path, store.experiment_id)
     dbs = {"why-cited": (store.path, ""), "why-cited-one": (store.path, store.experiment_id),
+           "why-cited-study": (store.path, ""),
            "compare": (store_path(folder, shape.compare_items, 3), str(shape.compare_items)),
            "compare-runs": (store.path, f"{base},{cf},{shape.items}")}
     query_load = load()

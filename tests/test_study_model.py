@@ -256,28 +256,30 @@ def test_pooled_keeps_the_choice_model_of_the_study(stored, capsys):
     assert "citation choice model over 2 experiments" in capsys.readouterr().out
 
 
-def test_the_study_model_reads_numbers_not_text(stored):
-    """The study's rows come from store.queries.decision_codes (integers and booleans), not the
-    decision rows' text columns (5.9 GB at a million answers): every column of what the model
-    fits is a number or a categorical with plain-object levels (pandas' str dtype would load
-    pyarrow in the app's fit child), and the fit equals the simulated frame's."""
-    import pandas as pd
-
-    from engine.usecases.study_effects import StudyEffectsRequest, study_decisions
+def test_the_study_model_reads_the_store_a_chunk_of_runs_at_a_time(stored):
+    """The study's answers come from store.queries.decision_code_chunks (numbers, never the
+    decision rows' text: 5.9 GB at a million answers) folded into patterns (issue 31: every row
+    at once was ~17 GB at ten million answers); the fit equals the simulated frame's, and a read
+    one run at a time gives the same fit as one read of every run."""
+    from engine.statistics.study_model import fit_study_answers
+    from engine.usecases.study_effects import StudyEffectsRequest, read_study_answers, study_answers
 
     db, frame = stored
-    rows, experiments, axes, _ = study_decisions(StudyEffectsRequest("grid"), db)
-    assert len(rows) == len(frame) and len(experiments) == 2 and axes == ["model"]
-    for name, dtype in rows.dtypes.items():
-        assert dtype.kind in "biuf" or isinstance(dtype, pd.CategoricalDtype), (name, dtype)
-        if isinstance(dtype, pd.CategoricalDtype):
-            assert dtype.categories.dtype == object, name
-    assert fit_study_model(rows, axes).params == pytest.approx(fit_study_model(frame, ["model"]).params, rel=1e-9)
+    answers, experiments, axes, _ = study_answers(StudyEffectsRequest("grid"), db)
+    assert len(experiments) == 2 and axes == ["model"]
+    assert answers.patterns.n_answers == frame["answer"].nunique()
+    assert answers.item_names is not None and set(answers.item_names) == set(frame["item"])
+    whole = fit_study_answers(answers)
+    assert whole.params == pytest.approx(fit_study_model(frame, ["model"]).params, rel=1e-9)
+    # Read a run at a time (the smallest chunk), the same fit.
+    one_run, _ = read_study_answers(StudyEffectsRequest("grid"), db, chunk_decisions=1)
+    assert fit_study_answers(one_run) == whole
 
 
 def _identified_by_least_squares(nuisance, label_a, cfg, answers, k):
     """The check as it was before issue 31: every within-answer column at once, numpy's lstsq."""
-    from engine.statistics.study_model import _TOL, _within
+    from engine.statistics.study_checks import TOL as _TOL
+    from engine.statistics.study_checks import within as _within
 
     cols = [label_a] + [label_a * (cfg == i) for i in range(1, k)]
     basis = np.column_stack([_within(c, answers) for c in cols])
@@ -300,7 +302,8 @@ def test_the_identification_check_keeps_what_least_squares_keeps(study):
     """_identified_nuisance works per configuration and by Gram-Schmidt (issue 31: the stacked
     columns were 1.8 GB at a million answers); it keeps and drops what lstsq over all of them did:
     columns fixed by the label columns, by kept nuisance columns or by both, and constant ones."""
-    from engine.statistics.study_model import _identified_nuisance, configuration_names
+    from engine.statistics.study_answers import configuration_names
+    from engine.statistics.study_checks import identified_nuisance as _identified_nuisance
 
     answers = study["answer"].to_numpy()
     cfg = configuration_names(study, AXES).codes.astype(np.int64)
@@ -322,3 +325,29 @@ def test_the_identification_check_keeps_what_least_squares_keeps(study):
     want_kept, want_dropped = _identified_by_least_squares(nuisance, label_a, cfg, answers, k)
     assert got[0] == want_kept == ["relevant", "position[middle]", "noise"]
     assert [note.split(":")[0] for note in got[1]] == want_dropped
+
+
+def test_the_identification_check_weighs_each_pattern_by_its_answers(study):
+    """The study model checks each distinct (pattern, configuration) once, weighted by how many
+    answers it stands for (issue 31): the same columns are kept and dropped as on every answer's rows."""
+    from engine.statistics.study_answers import configuration_names
+    from engine.statistics.study_checks import identified_nuisance
+
+    answers = pd.factorize(study["answer"])[0]
+    cfg = configuration_names(study, AXES).codes.astype(np.int64)
+    label_a = (study["label_side"] == "A").to_numpy(float)
+    relevant = study["relevant"].to_numpy(float)
+    middle = (study["position_group"] == "middle").to_numpy(float)
+    nuisance = {"relevant": relevant, "position[middle]": middle, "copy": relevant.copy(),
+                "mix": relevant - 2 * label_a + middle, "configuration": cfg.astype(float),
+                "noise": np.random.default_rng(3).random(len(study))}
+    scales = {n: max(1.0, float(np.abs(c).max())) for n, c in nuisance.items()}
+    # Every answer copied 1, 2 or 3 times as answers of their own, against each once with that weight.
+    copies = np.random.default_rng(4).integers(1, 4, size=answers.max() + 1)
+    rows = np.repeat(np.arange(len(study)), copies[answers])
+    copy_of = np.concatenate([np.arange(copies[a]) for a in answers])
+    expanded = identified_nuisance({n: c[rows] for n, c in nuisance.items()}, scales, label_a[rows], cfg[rows],
+                                   answers[rows] * 3 + copy_of)
+    weighted = identified_nuisance(nuisance, scales, label_a, cfg, answers, copies[answers].astype(float))
+    assert weighted == expanded
+    assert weighted[0] == ["relevant", "position[middle]", "noise"]

@@ -8,7 +8,8 @@ cluster). So a fit over ten million answers never holds their hundred million de
 engine.usecases.why_cited reads them a chunk of runs at a time and folds each chunk in here, and
 choice_model.fit_patterns fits what is left. The raw covariates are codes, not the design: the
 label levels, their reference and the position coding are applied to the patterns once every
-chunk is in, since they depend on every row.
+chunk is in, since they depend on every row. The study model folds its answers here too, with its
+own raw covariates and each answer's run as its tag (engine.statistics.study_answers).
 
 Only informative answers (citing some but not all of their documents) are kept as patterns; the
 others are counted, as are the label codes and unknown position groups any row carries.
@@ -39,6 +40,7 @@ class ShapePatterns:
     pattern: np.ndarray  # (G,) int: each answer's pattern
     chosen: np.ndarray  # (G,) int: each answer's cited documents, an index into choice_fit.k_subsets(n, k)
     cluster: np.ndarray  # (G,) int: each answer's cluster code
+    tag: np.ndarray  # (G,) int: each answer's tag (the study model's run code; 0 where none was given)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class AnswerPatterns:
     n_answers: int  # every answer, informative or not
     label_codes: frozenset[int]  # the label codes any row carries (-1: a document without a label)
     unknown_groups: bool  # some row's position_group is none of first, middle, last
+    n_citing: int = 0  # answers citing one or more of their documents, informative or not
+    columns: tuple[str, ...] = RAW_COLUMNS  # the raw covariates of the patterns' rows, in order
 
     @property
     def n_informative(self) -> int:
@@ -79,25 +83,32 @@ class _Shape:
     pattern: list[np.ndarray] = field(default_factory=list)
     chosen: list[np.ndarray] = field(default_factory=list)
     cluster: list[np.ndarray] = field(default_factory=list)
+    tag: list[np.ndarray] = field(default_factory=list)
 
 
 class PatternBuilder:
-    """Folds chunks of answers into AnswerPatterns: add() each chunk, then patterns()."""
+    """Folds chunks of answers into AnswerPatterns: add() each chunk, then patterns(). columns:
+    the raw covariates' names (RAW_COLUMNS for the choice model; the study model has its own);
+    the label codes and unknown position groups are tracked where there are such columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: tuple[str, ...] = RAW_COLUMNS) -> None:
+        self._columns = columns
+        self._label = columns.index("label") if "label" in columns else None
+        self._group = columns.index("position_group") if "position_group" in columns else None
         self._shapes: dict[tuple[int, int], _Shape] = {}
         self._answers = 0
+        self._citing = 0
         self._labels: set[int] = set()
         self._unknown_groups = False
 
-    def add(self, answer: np.ndarray, cited: np.ndarray, raw: np.ndarray,
-            cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def add(self, answer: np.ndarray, cited: np.ndarray, raw: np.ndarray, cluster: np.ndarray,
+            tag: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Fold in the rows of whole answers, each answer's rows together and in position order:
         answer (rows,) codes, equal on an answer's rows and different from the next answer's;
-        cited (rows,) 0/1; raw (rows, len(RAW_COLUMNS)) covariates; cluster (rows,) integer codes
-        (an answer's first row's is its cluster). An answer must not be split across chunks.
-        Returns each answer's first row and how many documents it cites, for what else the caller
-        keeps per answer."""
+        cited (rows,) 0/1; raw (rows, len(columns)) covariates; cluster and tag (rows,) integer
+        codes (an answer's first row's are its own; tag None: 0). An answer must not be split
+        across chunks. Returns each answer's first row and how many documents it cites, for what
+        else the caller keeps per answer."""
         from engine.statistics.choice_fit import chosen_subsets, k_subsets, row_keys
 
         if not len(answer):
@@ -108,8 +119,11 @@ class PatternBuilder:
         sizes = np.diff(np.r_[starts, len(answer)])
         cites = np.add.reduceat(cited.astype(np.int64), starts)
         self._answers += len(starts)
-        self._labels.update(int(v) for v in np.unique(raw[:, LABEL]))
-        self._unknown_groups = self._unknown_groups or bool((raw[:, GROUP] < 0).any())
+        self._citing += int((cites > 0).sum())
+        if self._label is not None:
+            self._labels.update(int(v) for v in np.unique(raw[:, self._label]))
+        if self._group is not None:
+            self._unknown_groups = self._unknown_groups or bool((raw[:, self._group] < 0).any())
         informative = (cites > 0) & (cites < sizes)
         shapes = np.unique(np.column_stack([sizes, cites])[informative], axis=0)
         for n, k in ((int(a), int(b)) for a, b in shapes):
@@ -117,7 +131,7 @@ class PatternBuilder:
                 try:
                     self._shapes[(n, k)] = _Shape(k_subsets(n, k))
                 except ValueError as err:  # a stratum too large to enumerate
-                    raise UserError(f"the choice model cannot be fitted: {err}") from None
+                    raise UserError(f"the answers cannot be fitted: {err}") from None
             shape = self._shapes[(n, k)]
             first_rows = starts[informative & (sizes == n) & (cites == k)]
             rows = first_rows[:, None] + np.arange(n)  # (G, n)
@@ -133,11 +147,14 @@ class PatternBuilder:
             shape.pattern.append(known[inverse.ravel()].astype(np.int32))
             shape.chosen.append(chosen_subsets(shape.subsets, cited[rows]).astype(np.int32))
             shape.cluster.append(np.asarray(cluster)[first_rows].astype(np.int64))
+            shape.tag.append(np.zeros(len(first_rows), dtype=np.int64) if tag is None
+                             else np.asarray(tag)[first_rows].astype(np.int64))
         return starts, cites
 
     def patterns(self) -> AnswerPatterns:
         """What was folded in."""
         shapes = tuple(ShapePatterns(n, k, np.stack(s.rows), np.concatenate(s.pattern), np.concatenate(s.chosen),
-                                     np.concatenate(s.cluster))
+                                     np.concatenate(s.cluster), np.concatenate(s.tag))
                        for (n, k), s in sorted(self._shapes.items()))
-        return AnswerPatterns(shapes, self._answers, frozenset(self._labels), self._unknown_groups)
+        return AnswerPatterns(shapes, self._answers, frozenset(self._labels), self._unknown_groups, self._citing,
+                              self._columns)

@@ -38,7 +38,11 @@ every two configurations that differ in that axis alone; df = their independent 
 every two configurations' difference with Holm's correction (its numbers are statsmodels'
 multipletests', checked in the tests).
 
-What cannot be estimated is refused in one line naming it (UserError): no answer citing some but
+The answers come folded into patterns (engine.statistics.study_answers: `why-cited --study` reads
+them a chunk of runs at a time, and never holds a study's decision rows at once); fit_study_answers
+fits them through choice_fit's fit_strata, and fit_study_model folds a decisions frame first.
+
+What cannot be estimated (engine.statistics.study_checks) is refused in one line naming it (UserError): no answer citing some but
 not all of its documents; a configuration with one item (its cluster-robust variance has no
 second cluster to compare with) or no informative answer; a configuration where the label does not
 vary within answers, or moves with relevance or position (base or cf answers alone). An axis with
@@ -57,17 +61,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.errors import UserError
+from engine.statistics.study_answers import STUDY_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from engine.statistics.choice_fit import CodedDesign
+    from engine.statistics.choice_patterns import AnswerPatterns, ShapePatterns
+    from engine.statistics.study_answers import StudyAnswers
 
-COLUMNS = ("answer", "item", "cited", "relevant", "position_group", "label_side")
 CORRECTION = "Holm"  # the pairwise differences' multiple-comparison correction (Holm's step-down; see holm)
 COVARIANCE = "cluster-robust (sandwich) by item"
 _Z = 1.959963984540054  # the 97.5% normal quantile: Wald intervals at 95%
-_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -154,26 +158,12 @@ class StudyModelFit:
         raise KeyError(f"no configuration {name!r}: {', '.join(c.configuration for c in self.configurations)}")
 
 
-def configuration_names(frame: pd.DataFrame, axes: Sequence[str]) -> pd.Categorical:
-    """Each row's configuration as text: 'axis=level, ...' over the axes given ('all' without), a
-    categorical whose categories are the configurations in the order they first appear. Named
-    once per configuration, not per row: a million answers' ten million rows as text took seconds
-    and a gigabyte."""
-    import pandas as pd
-
-    if not axes:
-        return pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), categories=["all"])
-    codes = frame.groupby(list(axes), sort=False, observed=True, dropna=False).ngroup().to_numpy()
-    first = np.unique(codes, return_index=True)[1]
-    names = [", ".join(f"{axis}={frame[axis].iloc[i]}" for axis in axes) for i in first]
-    return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
-
-
-def varying_axes(frame: pd.DataFrame, axes: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """The axes with two or more levels in the frame, and (axis, why) for the others."""
+def varying_axes(answers: StudyAnswers) -> tuple[list[str], list[tuple[str, str]]]:
+    """The axes with two or more levels among the configurations with rows, and (axis, why) for the others."""
+    present = _present(answers)
     kept, dropped = [], []
-    for axis in axes:
-        levels = list(dict.fromkeys(str(v) for v in frame[axis].unique()))  # in the order they appear
+    for axis in (a for a, _ in answers.levels[0]) if answers.levels else ():
+        levels = list(dict.fromkeys(dict(answers.levels[c])[axis] for c in present))  # in the order they appear
         if len(levels) > 1:
             kept.append(axis)
         else:
@@ -181,54 +171,69 @@ def varying_axes(frame: pd.DataFrame, axes: Sequence[str]) -> tuple[list[str], l
     return kept, dropped
 
 
+def _present(answers: StudyAnswers) -> list[int]:
+    """The configurations some row is in, in the order first seen."""
+    groups = np.flatnonzero(answers.label_rows.sum(axis=(1, 2)) > 0)
+    return sorted({int(c) for c in answers.configuration[groups] if c >= 0})
+
+
 def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str = "group") -> StudyModelFit:
-    """Fit the study model (the module doc) to the decisions frame: COLUMNS, each axis's column,
-    `label` (the label's text, optional) and `position` when position is "number"."""
-    missing = [c for c in (*COLUMNS, *axes) if c not in frame.columns]
-    if missing:
-        raise UserError(f"the study's decisions frame lacks the column(s) {', '.join(missing)}")
+    """Fit the study model (the module doc) to a decisions frame (engine.statistics.study_answers'
+    COLUMNS, each axis's column, `label` (the label's text, optional) and `position` when position
+    is "number"), folded in by study_answers.frame_answers as the store's answers are."""
+    from engine.statistics.study_answers import frame_answers
+
+    return fit_study_answers(frame_answers(frame, axes, position=position), position=position)
+
+
+def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> StudyModelFit:
+    """Fit the study model (the module doc) to a study's answers folded into patterns
+    (engine.statistics.study_answers): what `why-cited --study` reads a chunk of runs at a time."""
+    from engine.statistics.choice_fit import fit_strata, k_subsets, pattern_block
+    from engine.statistics.study_checks import check_configurations, identified_nuisance
+
     if position not in ("group", "number"):
         raise UserError(f"position must be group or number, not {position!r}")
-    import pandas as pd
-
-    kept_axes, dropped_axes = varying_axes(frame, axes)
-    config = configuration_names(frame, kept_axes)
-    order = list(config.categories)
-    # Answers and items as given (codes or text): they are only grouped and counted.
-    answers = frame["answer"].to_numpy()
-    cited = frame["cited"].astype(bool).to_numpy()
-    per = pd.DataFrame({"answer": answers, "_c": cited}).groupby("answer", sort=False)["_c"].agg(["sum", "size"])
-    if int((per["sum"] > 0).sum()) == 0:
-        raise UserError(f"no citing answers: none of the {len(per):,} answers cites a shown document")
-    informative = per.index[(per["sum"] > 0) & (per["sum"] < per["size"])].to_numpy()
-    if not len(informative):
-        raise UserError(f"no answer cites some but not all of its documents (of {len(per):,}): nothing to fit")
-    keep = np.isin(answers, informative)
-    side = frame["label_side"]
-    label_a = (side == "A").to_numpy(float)
-    nuisance = {"relevant": frame["relevant"].astype(bool).to_numpy(float)}
-    if position == "group":
-        group = frame["position_group"]
-        for g in ("middle", "last"):
-            nuisance[f"position[{g}]"] = (group == g).to_numpy(float)
-    else:
-        nuisance["position"] = frame["position"].to_numpy(float)
-    nuisance["label[other]"] = (~side.isin(["A", "B"])).to_numpy(float)
-    cfg = config.codes  # each row's configuration, an index into order
-    _check_configurations(frame, cfg, order, keep, answers, label_a, nuisance)
+    kept_axes, dropped_axes = varying_axes(answers)
+    coarse: dict[tuple[str, ...], int] = {}
+    coarse_of = np.full(max(1, len(answers.levels)), -1, dtype=np.int64)
+    for c in _present(answers):
+        levels = dict(answers.levels[c])
+        coarse_of[c] = coarse.setdefault(tuple(levels[a] for a in kept_axes), len(coarse))
+    order = [", ".join(f"{a}={v}" for a, v in zip(kept_axes, key, strict=True)) or "all" for key in coarse]
+    config_levels = {name: tuple(zip(kept_axes, key, strict=True)) for name, key in zip(order, coarse, strict=True)}
+    group_cfg = np.where(answers.configuration >= 0, coarse_of[np.maximum(answers.configuration, 0)], -1)
+    patterns = answers.patterns
+    if patterns.n_citing == 0:
+        raise UserError(f"no citing answers: none of the {patterns.n_answers:,} answers cites a shown document")
+    if patterns.n_informative == 0:
+        raise UserError(f"no answer cites some but not all of its documents (of {patterns.n_answers:,}): "
+                        "nothing to fit")
+    shapes = _by_configuration(patterns, group_cfg, len(order))
+    flat = np.concatenate([x.rows.reshape(-1, x.rows.shape[2]) for x in shapes])
+    row_cfg = np.concatenate([np.repeat(x.configuration, x.shape.n) for x in shapes])
+    offsets = np.cumsum([0] + [len(x.rows) for x in shapes[:-1]])
+    row_groups = np.concatenate([np.repeat(o + np.arange(len(x.rows)), x.shape.n) for o, x in zip(offsets, shapes, strict=True)])
+    row_weights = np.concatenate([np.repeat(x.count, x.shape.n) for x in shapes]).astype(float)
+    nuisance = _nuisance(flat, position)
+    label_a = (flat[:, STUDY_COLUMNS.index("side")] == 0).astype(float)
+    clusters = 1 + max(int(s.cluster.max()) for s in patterns.shapes)
+    pairs = np.unique(np.concatenate([x.answer_configuration * clusters + x.shape.cluster for x in shapes]))
+    items = [pairs[pairs // clusters == i] % clusters for i in range(len(order))]
+    check_configurations(order, row_cfg, row_groups, row_weights, label_a, nuisance, items, answers.item_name)
+    scales = {k: max(1.0, float(np.abs(v).max())) for k, v in nuisance.items()}
+    kept_nuisance, notes = identified_nuisance(nuisance, scales, label_a, row_cfg, row_groups, row_weights)
     label_terms = ["label[A]", *(f"label[A]:{c}" for c in order[1:])]
-    kept_nuisance, notes = _identified_nuisance({k: v[keep] for k, v in nuisance.items()},
-                                                {k: max(1.0, float(np.abs(v).max())) for k, v in nuisance.items()},
-                                                label_a[keep], cfg[keep], answers[keep])
     terms = [*kept_nuisance, *label_terms]
-    x = _design(nuisance, kept_nuisance, label_a, cfg, keep, len(order))
-    from engine.statistics.choice_fit import fit_conditional_logit
-
-    items = frame["item"].to_numpy()
-    try:
-        fit = fit_conditional_logit(cited[keep].astype(float), x, answers[keep], items[keep])
-    except ValueError as err:  # a stratum too large to enumerate
-        raise UserError(f"the study model cannot be fitted: {err}") from None
+    blocks = []
+    for x in shapes:
+        design = _nuisance(x.rows, position)
+        a = (x.rows[..., STUDY_COLUMNS.index("side")] == 0).astype(float)
+        columns = [design[k] for k in kept_nuisance] + [a] + [a * (x.configuration == i)[:, None]
+                                                              for i in range(1, len(order))]
+        blocks.append(pattern_block(np.stack(columns, axis=-1), k_subsets(x.shape.n, x.shape.k), x.index,
+                                    x.shape.chosen, x.shape.cluster))
+    fit = fit_strata(blocks, len(terms))
     bad = [terms[j] for j in range(len(terms)) if not np.isfinite(fit.params[j])]
     if any(t.startswith("label[A]") for t in bad):
         where = [order[0] if t == "label[A]" else t.split(":", 1)[1] for t in bad if t.startswith("label[A]")]
@@ -241,15 +246,13 @@ def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str =
     contrasts[:, first] = 1.0
     for i in range(1, len(order)):
         contrasts[i, first + i] = 1.0
-    labels = _label_words(frame, cfg, order)
-    levels = _config_levels(frame, cfg, order, kept_axes)
+    labels = _label_words(answers, group_cfg, order)
+    n_answers = np.sum([np.bincount(x.answer_configuration, minlength=len(order)) for x in shapes], axis=0)
     effects = []
-    for i, c in enumerate(order):
-        rows = keep & (cfg == i)
+    for i, name in enumerate(order):
         est, se, se_m = _combine(contrasts[i], b, v, v_model)
-        effects.append(ConfigurationEffect(
-            c, levels[c], *labels[c], len(np.unique(answers[rows])), len(np.unique(items[rows])), est, se,
-            est - _Z * se, est + _Z * se, _p(est, se), se_m))
+        effects.append(ConfigurationEffect(name, config_levels[name], *labels[i], int(n_answers[i]), len(items[i]),
+                                           est, se, est - _Z * se, est + _Z * se, _p(est, se), se_m))
     interaction = None
     per_axis: list[WaldTest] = []
     if len(order) > 1:
@@ -258,136 +261,68 @@ def fit_study_model(frame: pd.DataFrame, axes: Sequence[str], *, position: str =
         interaction = wald(r, b, v, "the label effect is the same in every configuration "
                                       "(all label x configuration interactions are 0)")
         for axis in kept_axes:
-            r_axis = _axis_contrasts(axis, levels, order, contrasts)
+            r_axis = _axis_contrasts(axis, config_levels, order, contrasts)
             if len(r_axis):
                 per_axis.append(wald(r_axis, b, v, f"the label effect does not depend on {axis} (equal in every two "
                                                    f"configurations that differ in {axis} alone)"))
     return StudyModelFit(tuple(kept_axes), tuple(dropped_axes), tuple(effects), interaction, tuple(per_axis),
                          _pairwise(order, contrasts, b, v, v_model), CORRECTION, COVARIANCE, tuple(terms),
-                         tuple(float(p) for p in b), len(per), len(informative), fit.n_clusters, fit.converged,
-                         fit.llf, tuple(notes))
+                         tuple(float(p) for p in b), patterns.n_answers, patterns.n_informative, fit.n_clusters,
+                         fit.converged, fit.llf, tuple(notes))
 
 
-def _check_configurations(frame, cfg, order, keep, answers, label_a, nuisance) -> None:
-    """Refuse, naming it, a configuration the model cannot estimate a label effect in."""
-    items = frame["item"].to_numpy()
-    for i, c in enumerate(order):
-        rows = keep & (cfg == i)
-        if not rows.any():
-            raise UserError(f"configuration {c} has no answer that cites some but not all of its documents: "
-                            "its label effect cannot be estimated")
-        n_items = len(np.unique(items[rows]))
-        if n_items < 2:
-            raise UserError(f"configuration {c} has one item ({items[rows][0]}): its label effect's interval, "
-                            "clustered by item, needs two or more")
-        within = _within(label_a[rows], answers[rows])
-        if np.abs(within).max() <= _TOL:
-            raise UserError(f"the label does not vary among the documents of any answer in configuration {c} "
-                            "(vanilla answers, or one label on every document): no label effect to estimate")
-        basis = np.column_stack([_within(nuisance[k][rows], answers[rows]) for k in nuisance])
-        coef, *_ = np.linalg.lstsq(basis, within, rcond=None)
-        if np.linalg.norm(within - basis @ coef) <= 1e-7 * np.linalg.norm(within):
-            raise UserError(f"in configuration {c} the label moves with relevance or position within every answer "
-                            "(base or cf answers alone): give both modes to tell them apart")
+@dataclass(frozen=True)
+class _ShapeByConfiguration:
+    """One shape's answers with each distinct (pattern, configuration) once: the design's patterns."""
+
+    shape: ShapePatterns
+    rows: np.ndarray  # (P, n, len(STUDY_COLUMNS)): each (pattern, configuration)'s raw rows
+    configuration: np.ndarray  # (P,): its configuration
+    count: np.ndarray  # (P,): the answers it stands for
+    index: np.ndarray  # (G,): each answer's (pattern, configuration)
+    answer_configuration: np.ndarray  # (G,): each answer's configuration
 
 
-def _within(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """x minus its mean within each group."""
-    _, index = np.unique(groups, return_inverse=True)
-    sums = np.bincount(index, weights=x)
-    counts = np.bincount(index)
-    return x - (sums / counts)[index]
-
-
-def _design(nuisance: dict, kept: list[str], label_a: np.ndarray, cfg: np.ndarray, keep: np.ndarray,
-            n_configurations: int) -> CodedDesign:
-    """The informative rows' design, coded: the kept nuisance columns, label[A], then label[A] x
-    each configuration after the first. A row is fixed by its nuisance values, its label side and
-    its configuration, so the rows take a few hundred distinct values: each row keeps a code into
-    a table of them. The columns over every row were 2.6 GB (float64) of a study of 33
-    configurations at a million answers, 1.5 GB as float32 rows (issue 31)."""
-    from engine.statistics.choice_fit import CodedDesign
-
-    rows = np.flatnonzero(keep)
-    combined = np.zeros(len(rows), dtype=np.int64)
-    for name in kept:  # mixed radix: each column's value's rank among its values
-        values, rank = np.unique(nuisance[name][rows], return_inverse=True)
-        combined = combined * len(values) + rank
-    combined = (combined * 2 + label_a[rows].astype(np.int64)) * n_configurations + cfg[rows].astype(np.int64)
-    _, first, codes = np.unique(combined, return_index=True, return_inverse=True)
-    of = rows[first]  # a row of each distinct code
-    table = np.zeros((len(first), len(kept) + n_configurations))
-    for j, name in enumerate(kept):
-        table[:, j] = nuisance[name][of]
-    label, where = label_a[of], cfg[of]
-    table[:, len(kept)] = label
-    for i in range(1, n_configurations):
-        table[:, len(kept) + i] = label * (where == i)
-    return CodedDesign(codes.astype(np.int32).ravel(), table)
-
-
-def _identified_nuisance(nuisance: dict, scales: dict, label_a: np.ndarray, cfg: np.ndarray,
-                         answers: np.ndarray) -> tuple[list[str], list[str]]:
-    """The nuisance columns the informative answers identify beside the label columns, and notes
-    naming the others (a column taking one value within every answer, or fixed by the others).
-    The arrays hold the informative rows only; `scales` is each column's largest magnitude over
-    every row, at least 1.
-
-    Within answers, the label columns span label[A] within each configuration: an answer belongs
-    to one configuration, so those columns have disjoint rows and a column's part in their span is
-    one ratio per configuration. What is left is orthogonalised against the nuisance columns kept
-    so far (Gram-Schmidt, twice: stable to the last bits that matter at the 1e-7 test below).
-    The least-squares residual over every column at once needed them all as float64 rows, 1.8 GB
-    at a million answers (issue 31); the residual is the same."""
-    group = np.unique(answers, return_inverse=True)[1]
-    counts = np.bincount(group)
-
-    def within(column: np.ndarray) -> np.ndarray:
-        return column - (np.bincount(group, weights=column) / counts)[group]
-
-    label = within(label_a.astype(float))
-    label_norm = np.bincount(cfg, weights=label * label)
-    safe = np.where(label_norm > 0, label_norm, 1.0)
-    kept: list[str] = []
-    notes: list[str] = []
-    basis: list[np.ndarray] = []  # orthonormal, each orthogonal to the label columns
-    for name, column in nuisance.items():
-        x = within(column)
-        if np.abs(x).max() <= _TOL * scales[name]:
-            if name != "label[other]":
-                notes.append(f"{name}: takes one value within every answer, left out")
-            continue
-        r = x.copy()
-        for _ in range(2):
-            r -= np.where(label_norm > 0, np.bincount(cfg, weights=r * label, minlength=len(label_norm)) / safe,
-                          0.0)[cfg] * label
-            for q in basis:
-                r -= (q @ r) * q
-        if np.linalg.norm(r) <= 1e-7 * np.linalg.norm(x):
-            notes.append(f"{name}: fixed by the other terms within answers, left out")
-            continue
-        kept.append(name)
-        basis.append(r / np.linalg.norm(r))
-    return kept, notes
-
-
-def _label_words(frame, cfg, order) -> dict[str, tuple[str, str]]:
-    """Per configuration the labels A and B as shown (the most frequent text of each side)."""
-    out = {}
-    has = "label" in frame.columns
-    for i, c in enumerate(order):
-        words = []
-        for s in ("A", "B"):
-            texts = frame.loc[(cfg == i) & (frame["label_side"] == s).to_numpy(), "label"] if has else None
-            words.append(str(texts.mode().iloc[0]) if texts is not None and len(texts.dropna()) else s)
-        out[c] = (words[0], words[1])
+def _by_configuration(patterns: AnswerPatterns, group_cfg: np.ndarray, n_configurations: int) -> list[_ShapeByConfiguration]:
+    """Each shape's distinct (pattern, configuration) pairs: the checks read their rows weighted by
+    their counts, the fit reads them as its patterns."""
+    out = []
+    for s in patterns.shapes:
+        cfg = group_cfg[s.tag]
+        found, index = np.unique(s.pattern.astype(np.int64) * n_configurations + cfg, return_inverse=True)
+        index = index.ravel()
+        out.append(_ShapeByConfiguration(s, s.rows[found // n_configurations], found % n_configurations,
+                                         np.bincount(index, minlength=len(found)), index, cfg))
     return out
 
 
-def _config_levels(frame, cfg, order, axes) -> dict[str, tuple[tuple[str, str], ...]]:
-    """Per configuration its (axis, level) pairs, read from its first row."""
-    first = np.unique(cfg, return_index=True)[1]
-    return {c: tuple((a, str(frame[a].iloc[first[i]])) for a in axes) for i, c in enumerate(order)}
+def _nuisance(raw: np.ndarray, position: str) -> dict[str, np.ndarray]:
+    """The nuisance columns of documents given by their raw covariates (STUDY_COLUMNS, the last axis)."""
+    column = {name: raw[..., j] for j, name in enumerate(STUDY_COLUMNS)}
+    nuisance = {"relevant": column["relevant"].astype(float)}
+    if position == "group":
+        for code, g in ((1, "middle"), (2, "last")):
+            nuisance[f"position[{g}]"] = (column["position_group"] == code).astype(float)
+    else:
+        nuisance["position"] = column["position"].astype(float)
+    nuisance["label[other]"] = (column["side"] < 0).astype(float)
+    return nuisance
+
+
+def _label_words(answers: StudyAnswers, group_cfg: np.ndarray, order: list[str]) -> list[tuple[str, str]]:
+    """Per configuration the labels A and B as shown: the text most rows of each side carry (the
+    first in alphabetical order among equals), "A" or "B" where none carries one."""
+    out = []
+    names = answers.label_names
+    for i in range(len(order)):
+        rows = answers.label_rows[group_cfg == i].sum(axis=0)  # (3 sides, labels + 1)
+        words = []
+        for side, fallback in enumerate(("A", "B")):
+            counts = rows[side, :len(names)]
+            top = counts.max(initial=0)
+            words.append(min(names[j] for j in np.flatnonzero(counts == top)) if top > 0 else fallback)
+        out.append((words[0], words[1]))
+    return out
 
 
 def _combine(row: np.ndarray, b: np.ndarray, v: np.ndarray, v_model: np.ndarray) -> tuple[float, float, float]:

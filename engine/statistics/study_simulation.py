@@ -52,7 +52,7 @@ class StudyTruth:
 
 
 def simulate_study(truth: StudyTruth, rng: np.random.Generator) -> pd.DataFrame:
-    """One study's decisions frame (engine.statistics.study_model.COLUMNS, the axes, `label`)."""
+    """One study's decisions frame (engine.statistics.study_answers.COLUMNS, the axes, `label`)."""
     import pandas as pd
 
     configs = truth.configurations()

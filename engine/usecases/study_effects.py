@@ -1,9 +1,10 @@
 """The label effect in each configuration of a study, from one model across it (issue 33).
 
 `why_cited_study(StudyEffectsRequest("grid"), db)` reads the study's citation decisions (one row per
-shown document per answer, every experiment of the study), labels each document A, B or neither by
-its experiment's metadata type, gives each row its configuration (the levels of the axes the study
-varies: model, metadata type, cut-off, order, few-shot, XAI, the battery's axes) and fits
+shown document per answer, every experiment of the study) a chunk of runs at a time, labels each
+document A, B or neither by its experiment's metadata type, folds the answers into patterns
+(engine.statistics.study_answers), gives each run its configuration (the levels of the axes the
+study varies: model, metadata type, cut-off, order, few-shot, XAI, the battery's axes) and fits
 engine.statistics.study_model: the label effect per configuration with cluster-robust intervals by
 item, the Wald tests of whether it differs between configurations, and every two configurations'
 difference with Holm's correction. With `save` the per-configuration effects replace the study's
@@ -21,8 +22,10 @@ from engine.errors import UserError
 from engine.types import MODES
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
+    from engine.statistics.study_answers import StudyAnswers
     from engine.statistics.study_model import StudyModelFit
 
 # The run settings (store.queries.decisions.run_settings) of each axis the study model can read
@@ -88,87 +91,116 @@ def effect_rows(fit: StudyModelFit) -> list[dict[str, Any]]:
             for e in fit.configurations]
 
 
-def study_decisions(request: StudyEffectsRequest,
-                    db: Path) -> tuple[pd.DataFrame, tuple[str, ...], list[str], list[tuple[str, str]]]:
-    """The study's decision rows as the study model reads them (engine.statistics.study_model's
-    COLUMNS, `label`, `position` and one column per axis); the experiment ids with rows; the axes to fit (those with two or more
-    levels, in the grid's order) and (axis, why) for the others its grid lists. Numbers and
-    categoricals only (store.queries.decision_codes): text columns held 5.9 GB at a million answers."""
-    from engine.prompting.study import AXES
+def study_answers(request: StudyEffectsRequest,
+                  db: Path) -> tuple[StudyAnswers, tuple[str, ...], list[str], list[tuple[str, str]]]:
+    """The study's answers as the study model reads them (engine.statistics.study_answers), the
+    experiment ids with rows, the axes to fit (those with two or more levels, in the grid's order)
+    and (axis, why) for the others its grid lists. Read a chunk of runs at a time: a study's
+    decision rows are never held at once (issue 31)."""
+    from engine.statistics.study_model import varying_axes
     from store.queries.study_effects import study_axes
 
     listed = study_axes(db, request.study)
     if listed is None:
         raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
     check_bounds(request, db)
-    rows, experiment_ids = study_frame(request, db)
+    answers, experiment_ids = read_study_answers(request, db)
     # The axes are every axis of the grid with two or more levels in the answers. An axis the grid
     # lists with one level, or the answers hold one level of, is no axis: it is named; one the grid
     # does not list and the answers do not vary is left unsaid.
-    from engine.statistics.study_model import varying_axes
-
-    axes, one_level = varying_axes(rows, AXES)
+    axes, one_level = varying_axes(answers)
     dropped = [(axis, f"one level ({', '.join(map(str, listed[axis]))}) in the study's grid: not an axis")
                if len(listed[axis]) == 1 else (axis, why) for axis, why in one_level if axis in listed]
-    return rows, experiment_ids, axes, dropped
+    return answers, experiment_ids, axes, dropped
 
 
-def study_frame(request: StudyEffectsRequest, db: Path) -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """The study's decision rows (no bound checked) and the experiment ids with rows, in order."""
+def read_study_answers(request: StudyEffectsRequest, db: Path,
+                       chunk_decisions: int | None = None) -> tuple[StudyAnswers, tuple[str, ...]]:
+    """The study's answers (no bound checked), read a chunk of runs at a time
+    (store.queries.decisions.decision_code_chunks; chunk_decisions rows a chunk, None:
+    why_cited.CHUNK_DECISIONS), and the experiment ids with rows, in order. Each answer's group is
+    its run; each run's configuration is found once every chunk is in."""
     import numpy as np
-    import pandas as pd
 
-    from engine.prompting.study import AXES
-    from engine.usecases.why_cited import coded_decisions, plain_categorical
+    from engine.statistics.choice_patterns import PatternBuilder
+    from engine.statistics.study_answers import STUDY_COLUMNS, StudyAnswers, label_rows
+    from engine.usecases.why_cited import CHUNK_DECISIONS
     from store.queries import label_pairs, study_experiment_ids
-    from store.queries.decisions import POSITION_GROUPS, run_settings
-    from store.queries.study_effects import run_grid_settings
+    from store.queries.decisions import decision_code_chunks
 
     ids = study_experiment_ids(db, request.study)
     if ids is None:
         raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
-    coded, items, answers = coded_decisions(db, ids, request.modes)
-    got = coded.rows
-    run = got["run"].astype(np.int64)
-    rows = pd.DataFrame({"answer": answers, "item": items, "cited": got["cited"],
-                         "relevant": got["relevant"], "position": got["position"],
-                         "position_group": plain_categorical(got["position_group"], list(POSITION_GROUPS)),
-                         "label": plain_categorical(got["label"], list(coded.labels))})
-    # Label A or B by the experiment's metadata type (its oldest labelled run's pair).
-    index = {label: i for i, label in enumerate(coded.labels)}
-    side_a = np.full(len(coded.experiment_ids), -2)
-    side_b = np.full(len(coded.experiment_ids), -2)
-    present = np.unique(got["experiment"])
-    for e in present:
-        pairs = label_pairs(db, [coded.experiment_ids[e]])
-        if pairs:
-            side_a[e], side_b[e] = index.get(pairs[0][0], -2), index.get(pairs[0][1], -2)
-    label, experiment = got["label"], got["experiment"].astype(np.int64)
-    side = np.where(label == side_a[experiment], 0, np.where(label == side_b[experiment], 1, -1))
-    rows["label_side"] = plain_categorical(side.astype(np.int8), ["A", "B"])
-    # Each run's levels, then each row its run's. A configuration is an experiment's: its vanilla
-    # answers (copied into every metadata type's experiment, with no metadata of their own) take
-    # the levels of its first labelled run (in mode order, then oldest).
-    used = [coded.run_ids[r] for r in np.unique(run)]
-    settings, grid = run_settings(db, used), run_grid_settings(db, used)
-    levels_of = {r: {a: (grid.get(r, {}).get(a, "") if a in _RUN_AXES else _level(settings[r][_ROW_AXES[a]]))
-                     for a in AXES} for r in used}
+    builder = PatternBuilder(STUDY_COLUMNS)
+    labels: dict[str, int] = {}
+    side_a = np.full(len(ids), -2)  # per experiment code, label A's and B's codes (-2: not known yet, or none)
+    side_b = np.full(len(ids), -2)
+    asked: set[int] = set()
+    seen: dict[int, None] = {}  # run codes in the order their rows come
+    tallies: list[tuple[np.ndarray, np.ndarray]] = []
+    run_ids: tuple[str, ...] = ()
+    item_ids: tuple[str, ...] = ()
+    for coded in decision_code_chunks(db, ids, request.modes, max_rows=chunk_decisions or CHUNK_DECISIONS):
+        run_ids, item_ids, got = coded.run_ids, coded.item_ids, coded.rows
+        if not len(coded):
+            continue
+        # The chunk's label codes as codes into every chunk's labels (-1, none, stays -1).
+        label = np.array([labels.setdefault(v, len(labels)) for v in coded.labels] + [-1])[got["label"]]
+        experiment = got["experiment"].astype(np.int64)
+        for e in (int(e) for e in np.unique(experiment) if e not in asked):
+            # Label A or B by the experiment's metadata type (its oldest labelled run's pair).
+            asked.add(e)
+            pairs = label_pairs(db, [coded.experiment_ids[e]])
+            if pairs:
+                side_a[e], side_b[e] = labels.setdefault(pairs[0][0], len(labels)), labels.setdefault(pairs[0][1],
+                                                                                                       len(labels))
+        side = np.where(label == side_a[experiment], 0, np.where(label == side_b[experiment], 1, -1))
+        run, items = got["run"].astype(np.int64), got["item"].astype(np.int64)
+        raw = np.column_stack([got["relevant"], got["position"], got["position_group"], side]).astype(float)
+        answer = run * (int(items.max()) + 1) + items  # rows are in run, item order
+        builder.add(answer, got["cited"], raw, items, run)
+        runs, first = np.unique(run, return_index=True)
+        seen.update(dict.fromkeys(int(r) for r in runs[np.argsort(first)]))
+        # Rows per (run, side: 0 A, 1 B, 2 neither, label + 1), for the labels each configuration shows.
+        key = (run * 3 + np.where(side < 0, 2, side)) * 2**24 + (label + 1)
+        found, count = np.unique(key, return_counts=True)
+        tallies.append((found, count))
+    if not seen:
+        modes = f" in mode {', '.join(request.modes)}" if request.modes else ""
+        raise UserError(f"no stored answers{modes} in study '{request.study}'")
+    configuration, levels = _configurations(db, run_ids, list(seen))
+    keys, counts = np.concatenate([k for k, _ in tallies]), np.concatenate([c for _, c in tallies])
+    rows = label_rows(keys // 2**24 // 3, keys // 2**24 % 3, keys % 2**24 - 1, len(run_ids), len(labels), counts)
+    return (StudyAnswers(builder.patterns(), configuration, levels, tuple(labels), rows, item_ids),
+            tuple(ids[e] for e in sorted(asked)))
+
+
+def _configurations(db: Path, run_ids: tuple[str, ...],
+                    used: list[int]) -> tuple[np.ndarray, tuple[tuple[tuple[str, str], ...], ...]]:
+    """Each run code's configuration (-1: a run without rows) and each configuration's (axis,
+    level) over every axis, in the order the runs' rows come. A configuration is an experiment's:
+    its vanilla answers (copied into every metadata type's experiment, with no metadata of their
+    own) take the levels of its first labelled run (in mode order, then oldest)."""
+    import numpy as np
+
+    from engine.prompting.study import AXES
+    from store.queries.decisions import run_settings
+    from store.queries.study_effects import run_grid_settings
+
+    runs = [run_ids[r] for r in used]
+    settings, grid = run_settings(db, runs), run_grid_settings(db, runs)
+    levels_of = {r: tuple((a, grid.get(r, {}).get(a, "") if a in _RUN_AXES else _level(settings[r][_ROW_AXES[a]]))
+                          for a in AXES) for r in runs}
     first: dict[str, str] = {}
-    for r in sorted((r for r in used if settings[r]["mode"] != "vanilla"),
+    for r in sorted((r for r in runs if settings[r]["mode"] != "vanilla"),
                     key=lambda r: (_mode_rank(settings[r]["mode"]), settings[r]["created_utc"], r)):
         first.setdefault(settings[r]["experiment_id"], r)
-    for r in used:
-        source = first.get(settings[r]["experiment_id"])
-        if source is not None:
-            levels_of[r] = levels_of[source]
-    code_of_run = {r: i for i, r in enumerate(coded.run_ids)}
-    for axis in AXES:
-        values = list(dict.fromkeys(levels_of[r][axis] for r in used))
-        per_run = np.full(len(coded.run_ids), -1, dtype=np.int32)
-        for r in used:
-            per_run[code_of_run[r]] = values.index(levels_of[r][axis])
-        rows[axis] = plain_categorical(per_run[run], values)
-    return rows, tuple(coded.experiment_ids[e] for e in present)
+    index: dict[tuple[tuple[str, str], ...], int] = {}
+    configuration = np.full(len(run_ids), -1, dtype=np.int64)
+    for code, r in zip(used, runs, strict=True):
+        source = first.get(settings[r]["experiment_id"], r)
+        configuration[code] = index.setdefault(levels_of[source], len(index))
+    return configuration, tuple(index)
 
 
 def _level(value: Any) -> str:
@@ -201,7 +233,8 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
         raise UserError(f"study '{request.study}': {n.answers:,} answers x their shown documents make "
                         f"{n.decisions:,} citation decisions, more than the {request.max_decisions:,} fitted here; "
                         f"choose fewer modes, or {cli}")
-    check_fit_memory(request, n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ")
+    check_fit_memory(request, n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ",
+                     chunked=True)
 
 
 def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:
@@ -209,11 +242,11 @@ def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResul
     from dataclasses import replace
 
     from engine.paths import require_store
-    from engine.statistics.study_model import fit_study_model
+    from engine.statistics.study_model import fit_study_answers
 
-    rows, experiment_ids, axes, dropped = study_decisions(request, require_store(db))
+    answers, experiment_ids, _, dropped = study_answers(request, require_store(db))
     try:
-        fit = fit_study_model(rows, axes, position=request.position)
+        fit = fit_study_answers(answers, position=request.position)
     except UserError as err:  # name the study in the one line
         raise UserError(f"study '{request.study}': {err}") from None
     fit = replace(fit, dropped_axes=tuple(dropped))

@@ -203,30 +203,6 @@ def chosen_answers(request: WhyCitedRequest, db: Path, chunk_decisions: int | No
                          tuple(ids[i] for i in sorted(experiments)), len(runs))
 
 
-def coded_decisions(db: Path, ids: tuple[str, ...] | list[str], modes: tuple[str, ...] | None):
-    """store.queries.decisions.decision_codes of these experiments (refused in one line where they
-    hold no answer), each row's item code as int64 and its answer's code (run and item in one
-    number): what the choice model and the study model read."""
-    import numpy as np
-
-    from store.queries.decisions import decision_codes
-
-    coded = decision_codes(db, ids, modes)
-    if len(coded) == 0:
-        in_modes = f" in mode {', '.join(modes)}" if modes else ""
-        raise UserError(f"no stored answers{in_modes} in experiment{'s' if len(ids) != 1 else ''} {', '.join(ids)}")
-    items = coded.rows["item"].astype(np.int64)
-    return coded, items, coded.rows["run"].astype(np.int64) * (int(items.max()) + 1) + items
-
-
-def plain_categorical(codes, levels: list):
-    """A pandas Categorical of these codes with levels held as plain Python objects: pandas' str
-    dtype would load pyarrow (some 100 MB of address space, past what the app's fit child may take)."""
-    import pandas as pd
-
-    return pd.Categorical.from_codes(codes, categories=pd.Index(levels, dtype=object))
-
-
 def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
     """Refuse, from a count and before a row is read, more answers or decisions than the request
     allows, or than the memory available now holds."""

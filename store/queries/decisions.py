@@ -129,6 +129,7 @@ class DecisionCodes:
     modes: tuple[str, ...]
     labels: tuple[str, ...]
     run_ids: tuple[str, ...] = ()  # the run of each run code
+    item_ids: tuple[str, ...] = ()  # the item of each item code
 
     def __len__(self) -> int:
         return len(self.rows["cited"])
@@ -174,11 +175,13 @@ def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str]
             conn.execute(_ITEM_CODES_SQL.format(**tables), {"runs": run_ids})
             ordered = conn.execute(f"SELECT run_id, decisions FROM {tables['codes']} "
                                    "ORDER BY experiment, mode, run").fetchall()
+            item_ids = tuple(r[0] for r in conn.execute(f"SELECT item_id FROM {tables['items']} ORDER BY item")
+                             .fetchall())
             (n_citations,) = conn.execute("SELECT count(*) FROM citations").fetchall()[0]
             for chunk in _run_chunks(ordered, max_rows) or [[]]:
                 rows, labels = _coded_rows(conn, chunk, tables, n_citations)
                 yield DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES), labels,
-                                    tuple(run_ids))
+                                    tuple(run_ids), item_ids)
         finally:
             try:
                 for table in tables.values():
