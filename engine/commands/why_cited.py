@@ -55,9 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "metadata type, so an odds ratio above 1 favours label A, as CAB > 0 does)")
     p.add_argument("--no-memory-check", action="store_true",
                    help="fit even where the fit would take more memory than is available now (by default "
-                        "such a fit is refused in one line before a row is read; a --study fit holds every "
-                        "decision row, about 170 bytes each; the choice model reads them a chunk of runs at a "
-                        "time and keeps about 90 bytes an answer, docs/figures.md)")
+                        "such a fit is refused in one line before a row is read; both the choice model and a --study "
+                        "fit read the decision rows a chunk of runs at a time and keep about 90 bytes an answer, "
+                        "docs/figures.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_db_arg(p)
     p.set_defaults(main=main)

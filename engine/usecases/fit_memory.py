@@ -1,16 +1,15 @@
 """Whether a fit of the choice or the study model fits in this machine's memory, told from a count
 before a decision row is read (issue 31).
 
-The study model holds every decision row (one per document shown to each answer) at once, as
-numbers, and its design: scripts/bench_stats.py measured a `why-cited` of that kind peaking at
-240 MB at 100k rows, 468 MB at 1M and 1,797 MB at 10M, and 16.05 GB for every experiment of its
-10M-answer store (100M rows; docs/figures.md): about 165 bytes a row over some 320 MB.
-`why-cited` now reads the rows a chunk of runs at a time (engine.usecases.why_cited.CHUNK_DECISIONS)
-and keeps a few numbers per answer: 896 MB at 1M answers (10M rows) and 1,578 MB at 10M answers
-(100M rows), so its estimate counts at most HELD_DECISIONS rows at the row rate, and each answer.
-Without this check a fit past the machine's memory read for minutes, then swapped or was killed
-by the kernel with no word of why. With it, a fit the machine cannot hold is refused in one line
-saying so, and --no-memory-check (memory_check=False) tries anyway.
+Both fits read the decision rows (one per document shown to each answer) a chunk of runs at a time
+(engine.usecases.why_cited.CHUNK_DECISIONS) and keep a few numbers per answer. scripts/bench_stats.py
+measured `why-cited` over every experiment at 896 MB for 1M answers (10M rows) and 1,578 MB for 10M
+answers (100M rows), and `why-cited --study` at 942 MB and 1,585 MB (docs/figures.md). Held at
+once, as they were before, the rows took about 165 bytes each: 16.05 GB at 10M answers. So the
+estimate counts at most HELD_DECISIONS rows at that rate, and each answer. Without this check a fit
+past the machine's memory read for minutes, then swapped or was killed by the kernel with no word
+of why. With it, a fit the machine cannot hold is refused in one line saying so, and
+--no-memory-check (memory_check=False) tries anyway.
 """
 
 from __future__ import annotations
@@ -20,23 +19,23 @@ from typing import Protocol
 from engine.errors import UserError
 
 FIT_FIXED_BYTES = 350 * 2**20
-# ~165 measured at 100M rows, rounded up: more labels or interactions widen the design.
+# A row held, ~165 bytes measured at 100M rows held at once, rounded up: more labels or
+# interactions widen the design.
 FIT_BYTES_PER_DECISION = 172
 
 
 # Rows a chunked read holds at its peak, counted at the row rate: a chunk's rows, DuckDB's cache
 # of what it read (within its 1 GB limit) and the chunk before it, not yet let go.
 HELD_DECISIONS = 3_500_000
-# Per answer in a chunked read: its pattern, chosen subset, cluster, condition, item and silence,
-# and the fit's copies of them; (1,578 - 896) MB over 9M answers is ~80, rounded up.
+# Per answer: its pattern, chosen subset, cluster and why-cited's condition, item and silence (the
+# study model's run instead), and the fit's copies of them; (1,578 - 896) MB over 9M answers is ~80,
+# rounded up (the study model's (1,585 - 942) MB, ~75).
 FIT_BYTES_PER_ANSWER = 88
 
 
-def fit_memory_bytes(decisions: int, answers: int | None = None) -> int:
-    """About the peak memory of one fit over this many decision rows: every row held at once, or,
-    given the answers, a fit that reads the rows a chunk at a time (HELD_DECISIONS at most at once)."""
-    if answers is None:
-        return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * max(0, decisions)
+def fit_memory_bytes(decisions: int, answers: int) -> int:
+    """About the peak memory of one fit over this many decision rows and answers, read a chunk at
+    a time (HELD_DECISIONS rows at most at once)."""
     held = min(max(0, decisions), HELD_DECISIONS)
     return FIT_FIXED_BYTES + FIT_BYTES_PER_DECISION * held + FIT_BYTES_PER_ANSWER * max(0, answers)
 
@@ -54,27 +53,24 @@ class FitRequest(Protocol):
     def memory_check(self) -> bool: ...
 
 
-def check_fit_memory(request: FitRequest, answers: int, decisions: int, fewer: str, what: str = "", *,
-                     chunked: bool = False) -> None:
+def check_fit_memory(request: FitRequest, answers: int, decisions: int, fewer: str, what: str = "") -> None:
     """Refuse in one line a fit whose rows would not fit in the memory available now (none where
     the OS does not say it, nor where the request turned the check off); `fewer`: how to ask for
-    less, `what`: what is fitted, as the line's start; chunked: the fit reads its rows a chunk at
-    a time (why-cited), not all at once (the study model). A bounded request is the app's: a
-    visitor has no override to give, and is not told of one."""
+    less, `what`: what is fitted, as the line's start. A bounded request is the app's: a visitor
+    has no override to give, and is not told of one."""
     from engine import limits
 
     if not request.memory_check:
         return
     bounded = request.max_answers is not None or request.max_decisions is not None
     override = "" if bounded else ", or give --no-memory-check (memory_check=False in Python) to try anyway"
-    need = fit_memory_bytes(decisions, answers if chunked else None)
+    need = fit_memory_bytes(decisions, answers)
     have = limits.available_memory_bytes()
     if have is not None and need > have:
         need_text, have_text = _sizes(need, have)
-        holds = ("a fit reads them a chunk of runs at a time and keeps a few numbers per answer"
-                 if chunked else "a fit holds them all at once")
         raise UserError(f"{what}{answers:,} answers x their shown documents make {decisions:,} citation decisions: "
-                        f"{holds}, about {need_text} of memory, more than the {have_text} "
+                        "a fit reads them a chunk of runs at a time and keeps a few numbers per answer, "
+                        f"about {need_text} of memory, more than the {have_text} "
                         f"available now; {fewer}{override}")
 
 

@@ -233,8 +233,7 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
         raise UserError(f"study '{request.study}': {n.answers:,} answers x their shown documents make "
                         f"{n.decisions:,} citation decisions, more than the {request.max_decisions:,} fitted here; "
                         f"choose fewer modes, or {cli}")
-    check_fit_memory(request, n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ",
-                     chunked=True)
+    check_fit_memory(request, n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ")
 
 
 def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:

@@ -218,7 +218,7 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
     if request.max_decisions is not None and n.decisions > request.max_decisions:
         raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
                         f"more than the {request.max_decisions:,} fitted here; {fewer}")
-    check_fit_memory(request, n.answers, n.decisions, "choose fewer experiments or modes", chunked=True)
+    check_fit_memory(request, n.answers, n.decisions, "choose fewer experiments or modes")
 
 
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
