@@ -30,9 +30,9 @@ from typing import Any
 
 from engine.errors import UserError
 
-# Address space, not resident memory: a fit at the default bounds (100,000 answers, 1,000,000
-# decisions) peaked at 2.95 GB of it (1.2 GB is the libraries' and DuckDB's reservations before a
-# row is read; ~0.67 GB resident) and 4.6 s of CPU: a 2x margin on both caps (docs/figures.md).
+# Address space, not resident memory: a fit at the default bounds (500,000 answers, 5,000,000
+# decisions) peaked at 1.94 GB of it (about 1.2 GB is the libraries' and DuckDB's reservations
+# before a row is read; 0.87 GB resident) and 8.1 s of CPU: 3x under both caps (docs/figures.md).
 DEFAULT_FIT_MEMORY_MB = 6144
 DEFAULT_FIT_TIMEOUT_S = 30
 MAX_REPLY_BYTES = 16 * 1024**2  # a fit's effects and rates are a few KB

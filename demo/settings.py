@@ -46,9 +46,10 @@ SPACE_MAX_CONFIGURATIONS = 12
 # The Bias tab's choice model (`/why_cited`) fits in a bounded child process (demo.fit_child;
 # its memory and time: DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S), one fit at a time unless
 # the operator allows more, others waiting their turn: at most this many citation decisions
-# (documents shown x answers) per fit, everywhere (the desktop too): at 100,000 answers x 10
-# documents about 4.6 s of CPU and 0.67 GB resident in the child (docs/figures.md). The CLI has no bound.
-DEFAULT_MAX_FIT_DECISIONS = 1_000_000
+# (documents shown x answers) per fit, everywhere (the desktop too): at 500,000 answers x 10
+# documents about 8 s of CPU, 1.9 GB of address space and 0.9 GB resident in the child, both
+# fits read a chunk of runs at a time (docs/figures.md). The CLI has no bound.
+DEFAULT_MAX_FIT_DECISIONS = 5_000_000
 DEFAULT_MAX_FITS = 1
 DEFAULT_RESULTS_FILE = "pattrieval.duckdb"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

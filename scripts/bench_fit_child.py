@@ -9,6 +9,7 @@ and prints the child's CPU seconds, wall seconds and peak address space (VmPeak,
 limits) and peak resident memory (VmHWM), read from /proc while it runs. Linux only.
 
 Run: python scripts/bench_fit_child.py STORE.duckdb [STORE.duckdb ...]
+     python scripts/bench_fit_child.py --build FOLDER N [N ...]   (builds FOLDER/sN.duckdb, then fits each)
 """
 
 from __future__ import annotations
@@ -69,11 +70,37 @@ def fit(request, db: Path) -> dict:
         "cap_mb": (bounds.max_address_space or 0) // 2**20, "cap_cpu_s": bounds.timeout_s}
 
 
+def build(folder: Path, items: int) -> Path:
+    """The store of 6 runs x `items` (bench_app's build_store) with the study 'grid' of its two
+    experiments, at folder/s{items}.duckdb (reused when there)."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_app
+
+    from store.db import connect
+
+    path = folder / f"s{items}.duckdb"
+    if path.exists():
+        return path
+    bench_app.build_store(path, n_items=items, n_runs=6)
+    with connect(path) as conn:
+        conn.execute("INSERT INTO studies VALUES ('grid', now(), ?)", [json.dumps({"metadata": ["gender", "hai"]})])
+        conn.executemany("INSERT INTO study_experiments VALUES ('grid', ?, ?)", [("exp-0000", 0), ("exp-0001", 1)])
+    return path
+
+
 def main(argv: list[str]) -> None:
     from engine.usecases.study_effects import StudyEffectsRequest
     from engine.usecases.why_cited import WhyCitedRequest
     from store.queries import count_answers
 
+    if argv[:1] == ["--build"]:
+        if len(argv) < 3 or not all(a.isdigit() for a in argv[2:]):
+            raise SystemExit("bench_fit_child.py: --build FOLDER N [N ...] (items per run, whole numbers)")
+        folder = Path(argv[1])
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [str(build(folder, int(n))) for n in argv[2:]]
     for db in map(Path, argv):
         n = count_answers(db, ("exp-0000", "exp-0001"), ("base", "cf"))
         for name, request in (

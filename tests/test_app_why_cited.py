@@ -166,9 +166,9 @@ def test_the_operator_sets_the_decisions_bound(monkeypatch):
 
     monkeypatch.delenv("PATTRIEVAL_MAX_FIT_DECISIONS", raising=False)
     # Measured with a 2x margin on the child's memory and CPU caps (docs/figures.md, issue 31):
-    # 100,000 answers of 10 shown documents.
-    assert settings_from_env("x.duckdb").max_fit_decisions == DEFAULT_MAX_FIT_DECISIONS == 1_000_000
-    assert h.MAX_ANSWERS == 100_000
+    # 500,000 answers of 10 shown documents.
+    assert settings_from_env("x.duckdb").max_fit_decisions == DEFAULT_MAX_FIT_DECISIONS == 5_000_000
+    assert h.MAX_ANSWERS == 500_000
     monkeypatch.setenv("PATTRIEVAL_MAX_FIT_DECISIONS", "5000")
     assert settings_from_env("x.duckdb").max_fit_decisions == 5000
     monkeypatch.setenv("PATTRIEVAL_MAX_FIT_DECISIONS", "lots")

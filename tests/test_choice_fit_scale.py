@@ -162,7 +162,7 @@ def test_the_decision_codes_decode_to_the_decision_rows(tmp_path, monkeypatch, p
     from store.queries.decisions import POSITION_GROUPS, decision_codes, decision_frame
     from tests.test_app_bias import build_store
 
-    monkeypatch.setattr(decisions, "_CITATIONS_PER_RUN_STATEMENT", 0 if per_run else 10**12)
+    monkeypatch.setattr(decisions, "_CITATIONS_PER_ROW_RUN_BY_RUN", 0 if per_run else 10**12)
     db = build_store(tmp_path / "s.duckdb")
     ids = ["exp-race", "exp-gender", "exp-hai"]  # not sorted: codes follow the order given
     coded = decision_codes(db, ids)
@@ -202,7 +202,7 @@ def test_every_decision_row_is_read_past_a_row_group(tmp_path, monkeypatch, per_
     from store.queries import decisions
     from tests.helpers import load_script
 
-    monkeypatch.setattr(decisions, "_CITATIONS_PER_RUN_STATEMENT", 0 if per_run else 10**12)
+    monkeypatch.setattr(decisions, "_CITATIONS_PER_ROW_RUN_BY_RUN", 0 if per_run else 10**12)
     built = load_script("bench_app").build_store(tmp_path / "big.duckdb", n_items=5_000, n_runs=3)
     with connect(built.path, read_only=True) as conn:
         (want,) = conn.execute("SELECT count(*) FROM citation_decisions").fetchall()[0]

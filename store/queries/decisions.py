@@ -75,13 +75,16 @@ _QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' queries (decisio
 # coded by their place in a list read from where the view takes them (the generations' stored
 # labels and the runs' label pair): a label outside it is -2, which decision_code_chunks refuses
 # rather than code as "no label". DuckDB pushes an equality on run_id through the view into
-# citations, not an IN list, which reads every citation of the store: a few runs in a big store
-# go in run by run (one experiment of a 10M-answer store: 7.0 -> 3.2 s, 1.1 -> 0.5 GB), many in
-# one statement (a statement costs ~0.4 s, reading 1M citations about as much: every experiment
-# of a 1M store took 61 s run by run, 23 s in one). No temporary table is made a chunk: one
+# citations, not an IN list, which reads every citation of the store: a chunk small beside the
+# store goes in run by run (one experiment of a 10M-answer store: 7.0 -> 3.2 s, 1.1 -> 0.5 GB;
+# 3.9 -> 0.8 s for its 300k rows with today's view), a large one in one statement. Run by run
+# costs ~3 us a row, in one statement ~1 us a row and ~0.35 us a citation of the store, so run
+# by run pays where the store holds more than ~6 citations per row of the chunk: one run of
+# 2.5M rows in a store of 1.5M citations took 9.4 s run by run, 3.0 s in one statement; every
+# experiment of a 1M store 61 s run by run, 23 s in one (2026-12-02). No temporary table is made a chunk: one
 # dropped inside the read transaction keeps its memory until the transaction ends, and the
 # 50th chunk of a 10M-answer store ran out of DuckDB's memory (issue 31).
-_CITATIONS_PER_RUN_STATEMENT = 1_000_000
+_CITATIONS_PER_ROW_RUN_BY_RUN = 6
 _ROWS_COLUMNS = "run_id, item_id, position, n_shown, position_group, label, relevant, repeated, cited"
 _RUN_CODES_SQL = f"""
 CREATE TEMP TABLE {{codes}} AS
@@ -178,8 +181,10 @@ def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str]
             item_ids = tuple(r[0] for r in conn.execute(f"SELECT item_id FROM {tables['items']} ORDER BY item")
                              .fetchall())
             (n_citations,) = conn.execute("SELECT count(*) FROM citations").fetchall()[0]
+            per_run = dict(ordered)
             for chunk in _run_chunks(ordered, max_rows) or [[]]:
-                rows, labels = _coded_rows(conn, chunk, tables, n_citations)
+                run_by_run = n_citations > _CITATIONS_PER_ROW_RUN_BY_RUN * sum(per_run[r] for r in chunk)
+                rows, labels = _coded_rows(conn, chunk, tables, run_by_run)
                 yield DecisionCodes(rows, tuple(ids), tuple(names.get(e) or e for e in ids), tuple(MODES), labels,
                                     tuple(run_ids), item_ids)
         finally:
@@ -208,14 +213,14 @@ def _run_chunks(ordered: list[tuple[str, int]], max_rows: int | None) -> list[li
 
 
 def _coded_rows(conn: duckdb.DuckDBPyConnection, chunk: list[str], tables: dict[str, str],
-                n_citations: int) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+                run_by_run: bool) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
     """The coded rows of the runs in `chunk` (CODED_COLUMNS) and the labels their codes index: the
     sorted labels the rows carry."""
     import numpy as np
 
     found = conn.execute(_LABELS_SQL, {"chunk": chunk}).fetchone()
     listed = list((found and found[0]) or [])
-    if chunk and len(chunk) * _CITATIONS_PER_RUN_STATEMENT < n_citations:
+    if chunk and run_by_run:
         rows_sql = " UNION ALL ".join(f"SELECT {_ROWS_COLUMNS} FROM citation_decisions WHERE run_id = $run{i}"
                                       for i in range(len(chunk)))
     else:
