@@ -351,3 +351,34 @@ def test_the_identification_check_weighs_each_pattern_by_its_answers(study):
     weighted = identified_nuisance(nuisance, scales, label_a, cfg, answers, copies[answers].astype(float))
     assert weighted == expanded
     assert weighted[0] == ["relevant", "position[middle]", "noise"]
+
+
+def test_vanilla_runs_take_their_experiments_configuration_whichever_chunk_reads_them(stored, tmp_path):
+    """A vanilla run has no metadata type of its own: it takes the levels of its experiment's first
+    labelled run, which the chunked read may meet only in a later chunk (vanilla comes first in
+    mode order). With every experiment's vanilla answers added, the configurations are still the
+    models', and a read one run at a time gives the fit of one read of every run."""
+    import shutil
+
+    from engine.statistics.study_model import fit_study_answers
+    from engine.usecases.study_effects import StudyEffectsRequest, read_study_answers
+
+    source, frame = stored
+    db = tmp_path / "with-vanilla.duckdb"
+    shutil.copy(source, db)
+    for experiment, model in rows(db, "SELECT DISTINCT experiment_id, model FROM runs ORDER BY model"):
+        part = frame[(frame["model"] == model) & (frame["mode"] == "base")]
+        answers = [{"item_id": item, "answer": "It is gold" + "".join(f" [{p}]" for p in d.loc[d["cited"], "position"])}
+                   for item, d in part.groupby("item", sort=False)]
+        dataset = rows(db, "SELECT dataset FROM runs WHERE experiment_id = ? LIMIT 1", [experiment])[0][0]
+        path = write_jsonl(tmp_path / f"{model}-vanilla.jsonl", answers)
+        assert cli("import", "--dataset", dataset, "--answers", str(path), "--mode", "vanilla", "--name", model,
+                   "--experiment", experiment, "--db", str(db)) == 0
+    assert rows(db, "SELECT count(*) FROM runs WHERE rag_mode = 'vanilla'") == [(2,)]
+    request = StudyEffectsRequest("grid")
+    whole, _ = read_study_answers(request, db)
+    one_run, _ = read_study_answers(request, db, chunk_decisions=1)
+    fit = fit_study_answers(whole)
+    assert [c.configuration for c in fit.configurations] == ["model=m1", "model=m2"]
+    assert fit.n_answers == 3 * frame["answer"].nunique() // 2
+    assert fit_study_answers(one_run) == fit
