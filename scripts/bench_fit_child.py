@@ -10,6 +10,8 @@ limits) and peak resident memory (VmHWM), read from /proc while it runs. Linux o
 
 Run: python scripts/bench_fit_child.py STORE.duckdb [STORE.duckdb ...]
      python scripts/bench_fit_child.py --build FOLDER N [N ...]   (builds FOLDER/sN.duckdb, then fits each)
+     --neighbour first: while each fit runs, time ~10 ms chunks of pure-Python work in this process
+     (another visitor's page in the web process) against the same work before and after it
 """
 
 from __future__ import annotations
@@ -70,6 +72,33 @@ def fit(request, db: Path) -> dict:
         "cap_mb": (bounds.max_address_space or 0) // 2**20, "cap_cpu_s": bounds.timeout_s}
 
 
+def page_work() -> float:
+    """A light page's worth of pure-Python work (~10 ms), timed (tests/test_why_cited_child.py times it too)."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(200_000):
+        total += i * i
+    return time.perf_counter() - started
+
+
+def fit_beside_work(request, db: Path) -> dict:
+    """fit(), run while this process times chunks of other work: their median time during the fit
+    over their median alone (before and after), and how many ran."""
+    import statistics
+
+    alone = [page_work() for _ in range(15)]
+    got: dict = {}
+    worker = threading.Thread(target=lambda: got.update(fit(request, db)))
+    worker.start()
+    during = []
+    while worker.is_alive():
+        during.append(page_work())
+    worker.join()
+    alone += [page_work() for _ in range(15)]
+    return {**got, "neighbour_slowdown": round(statistics.median(during) / statistics.median(alone), 2),
+            "neighbour_chunks": len(during)}
+
+
 def build(folder: Path, items: int) -> Path:
     """The store of 6 runs x `items` (bench_app's build_store) with the study 'grid' of its two
     experiments, at folder/s{items}.duckdb (reused when there)."""
@@ -95,6 +124,9 @@ def main(argv: list[str]) -> None:
     from engine.usecases.why_cited import WhyCitedRequest
     from store.queries import count_answers
 
+    measure = fit
+    if argv[:1] == ["--neighbour"]:
+        measure, argv = fit_beside_work, argv[1:]
     if argv[:1] == ["--build"]:
         if len(argv) < 3 or not all(a.isdigit() for a in argv[2:]):
             raise SystemExit("bench_fit_child.py: --build FOLDER N [N ...] (items per run, whole numbers)")
@@ -108,7 +140,7 @@ def main(argv: list[str]) -> None:
                 ("study", StudyEffectsRequest("grid", modes=("base", "cf")))):
             with open("/proc/loadavg") as f:
                 load = " ".join(f.read().split()[:3])
-            got = fit(request, db)
+            got = measure(request, db)
             print(f"{db.name} {n.answers:,} answers / {n.decisions:,} decisions, {name}: load {load}, "
                   + ", ".join(f"{k} {v}" for k, v in got.items()), flush=True)
 
