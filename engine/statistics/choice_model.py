@@ -293,10 +293,13 @@ def fit_patterns(answers: AnswerPatterns, label_names: list[str], *, position: s
     label_names: the text of each label code, `cluster`: what the cluster codes are (for the
     robust intervals' words)."""
     from engine.statistics.choice_fit import fit_strata, k_subsets, pattern_block
+    from engine.statistics.choice_patterns import RAW_COLUMNS
 
     if position not in POSITION_CODINGS:
         raise UserError(f"position must be one of {', '.join(POSITION_CODINGS)}, not {position!r}")
     pairs = _interaction_pairs(interactions)
+    if answers.columns != RAW_COLUMNS:
+        raise ValueError(f"the choice model reads patterns of {RAW_COLUMNS}, not {answers.columns}")
     n_answers, n_informative = answers.n_answers, answers.n_informative
     if n_informative == 0:
         raise UserError(f"no answer can inform the choice model: each of the {n_answers} answers cites nothing "

@@ -194,6 +194,8 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
 
     if position not in ("group", "number"):
         raise UserError(f"position must be group or number, not {position!r}")
+    if answers.patterns.columns != STUDY_COLUMNS:
+        raise ValueError(f"the study model reads patterns of {STUDY_COLUMNS}, not {answers.patterns.columns}")
     kept_axes, dropped_axes = varying_axes(answers)
     coarse: dict[tuple[str, ...], int] = {}
     coarse_of = np.full(max(1, len(answers.levels)), -1, dtype=np.int64)

@@ -79,9 +79,9 @@ _QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' queries (decisio
 # store goes in run by run (one experiment of a 10M-answer store: 7.0 -> 3.2 s, 1.1 -> 0.5 GB;
 # 3.9 -> 0.8 s for its 300k rows with today's view), a large one in one statement. Run by run
 # costs ~3 us a row, in one statement ~1 us a row and ~0.35 us a citation of the store, so run
-# by run pays where the store holds more than ~6 citations per row of the chunk: one run of
-# 2.5M rows in a store of 1.5M citations took 9.4 s run by run, 3.0 s in one statement; every
-# experiment of a 1M store 61 s run by run, 23 s in one (2026-12-02). No temporary table is made a chunk: one
+# by run pays where the store holds more than ~6 citations per row of the chunk (2026-12-02: one
+# run of 2.5M rows in a store of 1.5M citations took 9.4 s run by run, 3.0 s in one statement;
+# before, every experiment of a 1M store 61 s run by run, 23 s in one). No temporary table is made a chunk: one
 # dropped inside the read transaction keeps its memory until the transaction ends, and the
 # 50th chunk of a 10M-answer store ran out of DuckDB's memory (issue 31).
 _CITATIONS_PER_ROW_RUN_BY_RUN = 6
