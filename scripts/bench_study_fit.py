@@ -4,7 +4,7 @@ scale, the code at --old-rev against the working tree, each in its own process, 
 The frame is a simulated study (engine.statistics.study_simulation) of 33 configurations (a
 `model` axis of 11 levels x an `order` axis of 3), base and cf, N items of 10 shown documents:
 33 x 2 x N answers (N = 15,000: 990,000 answers, 9.9M rows, the size of the 1M store's study).
-Answers and items are integer codes, as `why-cited --study` reads them (study_frame). Each side
+Answers and items are integer codes, as `why-cited --study` reads them from the store. Each side
 prints its CPU seconds, the peak of what numpy and Python allocated during the fit (tracemalloc),
 the process's peak RSS, and its estimates; the estimates must agree to 1e-8.
 
@@ -38,7 +38,7 @@ def simulated(items: int, seed: int = 1):
     truth = StudyTruth(axes=(("model", tuple(f"m{i}" for i in range(11))), ("order", ("ranked", "reversed", "third"))),
                        label=tuple(math.log(1.0 + 0.05 * c) for c in range(33)), n_items=items, n_shown=10)
     frame = simulate_study(truth, np.random.default_rng(seed))
-    for column in ("answer", "item"):  # codes, as study_frame gives them: text was most of the memory
+    for column in ("answer", "item"):  # codes, as the store gives them: text was most of the memory
         frame[column] = frame[column].astype("category").cat.codes.astype(np.int64)
     for column in ("position_group", "label_side", "label", "mode", *AXES):
         frame[column] = frame[column].astype("category")
