@@ -258,7 +258,7 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
     """
     import pandas as pd
 
-    from engine.statistics.choice_patterns import PatternBuilder
+    from engine.statistics.choice_patterns import PatternBuilder, position_group_codes
 
     if position not in POSITION_CODINGS:
         raise UserError(f"position must be one of {', '.join(POSITION_CODINGS)}, not {position!r}")
@@ -274,7 +274,7 @@ def fit_choice_model(frame: pd.DataFrame, *, position: str = "group", interactio
     label_code = np.full(len(frame), -1.0)
     for code, v in enumerate(named):
         label_code[(label == v).to_numpy(bool)] = code
-    group_code = np.select([(group == g).to_numpy(bool) for g in ("first", "middle", "last")], [0, 1, 2], -1)
+    group_code = position_group_codes(group)
     raw = np.column_stack([frame["relevant"].astype(bool).to_numpy(float), frame["position"].to_numpy(float),
                            group_code, label_code, frame["repeated"].astype(bool).to_numpy(float)])
     cluster = "item" if "item" in frame.columns else "answer"

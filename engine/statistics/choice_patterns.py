@@ -30,6 +30,12 @@ RAW_COLUMNS = ("relevant", "position", "position_group", "label", "repeated")
 GROUP, LABEL = RAW_COLUMNS.index("position_group"), RAW_COLUMNS.index("label")
 
 
+def position_group_codes(groups) -> np.ndarray:
+    """A column of position group names as RAW_COLUMNS codes them: first 0, middle 1, last 2, -1
+    for anything else (store.queries.decisions codes the store's rows the same way)."""
+    return np.select([np.asarray(groups == g, dtype=bool) for g in ("first", "middle", "last")], [0, 1, 2], -1)
+
+
 @dataclass(frozen=True)
 class ShapePatterns:
     """The informative answers of one shape: n documents shown, k cited."""

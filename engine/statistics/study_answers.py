@@ -83,7 +83,7 @@ def frame_answers(frame: pd.DataFrame, axes: Sequence[str], *, position: str = "
     import pandas as pd
 
     from engine.statistics.choice_model import codes
-    from engine.statistics.choice_patterns import PatternBuilder
+    from engine.statistics.choice_patterns import PatternBuilder, position_group_codes
 
     needed = (*COLUMNS, *axes, *(("position",) if position == "number" else ()))
     missing = [c for c in dict.fromkeys(needed) if c not in frame.columns]
@@ -93,13 +93,12 @@ def frame_answers(frame: pd.DataFrame, axes: Sequence[str], *, position: str = "
     cfg = np.asarray(config.codes, dtype=np.int64)
     first = np.unique(cfg, return_index=True)[1]
     levels = tuple(tuple((a, str(frame[a].iloc[i])) for a in axes) for i in first)
-    group = frame["position_group"]
     side_text = frame["label_side"]
     side = np.select([(side_text == s).to_numpy(bool) for s in SIDES], [0, 1], -1)
     raw = np.column_stack([
         frame["relevant"].astype(bool).to_numpy(float),
         frame["position"].to_numpy(float) if "position" in frame.columns else np.zeros(len(frame)),
-        np.select([(group == g).to_numpy(bool) for g in ("first", "middle", "last")], [0, 1, 2], -1),
+        position_group_codes(frame["position_group"]),
         side])
     if "label" in frame.columns:
         label_code, label_names = pd.factorize(frame["label"])  # NaN: -1, no label

@@ -124,7 +124,7 @@ def read_study_answers(request: StudyEffectsRequest, db: Path,
 
     from engine.statistics.choice_patterns import PatternBuilder
     from engine.statistics.study_answers import STUDY_COLUMNS, StudyAnswers, label_rows
-    from engine.usecases.why_cited import CHUNK_DECISIONS
+    from engine.usecases.why_cited import CHUNK_DECISIONS, chunk_codes
     from store.queries import label_pairs, study_experiment_ids
     from store.queries.decisions import decision_code_chunks
 
@@ -144,8 +144,7 @@ def read_study_answers(request: StudyEffectsRequest, db: Path,
         run_ids, item_ids, got = coded.run_ids, coded.item_ids, coded.rows
         if not len(coded):
             continue
-        # The chunk's label codes as codes into every chunk's labels (-1, none, stays -1).
-        label = np.array([labels.setdefault(v, len(labels)) for v in coded.labels] + [-1])[got["label"]]
+        label, items, answer = chunk_codes(coded, labels)
         experiment = got["experiment"].astype(np.int64)
         for e in (int(e) for e in np.unique(experiment) if e not in asked):
             # Label A or B by the experiment's metadata type (its oldest labelled run's pair).
@@ -155,9 +154,8 @@ def read_study_answers(request: StudyEffectsRequest, db: Path,
                 side_a[e], side_b[e] = labels.setdefault(pairs[0][0], len(labels)), labels.setdefault(pairs[0][1],
                                                                                                        len(labels))
         side = np.where(label == side_a[experiment], 0, np.where(label == side_b[experiment], 1, -1))
-        run, items = got["run"].astype(np.int64), got["item"].astype(np.int64)
+        run = got["run"].astype(np.int64)
         raw = np.column_stack([got["relevant"], got["position"], got["position_group"], side]).astype(float)
-        answer = run * (int(items.max()) + 1) + items  # rows are in run, item order
         builder.add(answer, got["cited"], raw, items, run)
         runs, first = np.unique(run, return_index=True)
         seen.update(dict.fromkeys(int(r) for r in runs[np.argsort(first)]))

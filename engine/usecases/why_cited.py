@@ -183,12 +183,9 @@ def chosen_answers(request: WhyCitedRequest, db: Path, chunk_decisions: int | No
         got = coded.rows
         if not len(coded):
             continue
-        # The chunk's label codes as codes into every chunk's labels (-1, none, stays -1).
-        known = np.array([labels.setdefault(v, len(labels)) for v in coded.labels] + [-1], dtype=float)
+        label, items, answer = chunk_codes(coded, labels)
         raw = {"relevant": got["relevant"], "position": got["position"], "position_group": got["position_group"],
-               "label": known[got["label"]], "repeated": got["repeated"]}
-        items = got["item"].astype(np.int64)
-        answer = got["run"].astype(np.int64) * (int(items.max()) + 1) + items  # rows are in run, item order
+               "label": label, "repeated": got["repeated"]}
         starts, cites = builder.add(answer, got["cited"], np.column_stack([raw[c] for c in RAW_COLUMNS]), items)
         condition.append(got["experiment"][starts].astype(np.int64) * len(coded.modes) + got["mode"][starts])
         item.append(items[starts])
@@ -201,6 +198,18 @@ def chosen_answers(request: WhyCitedRequest, db: Path, chunk_decisions: int | No
     return ChosenAnswers(builder.patterns(), tuple(labels), conditions, np.concatenate(condition),
                          np.concatenate(item), np.concatenate(silent),
                          tuple(ids[i] for i in sorted(experiments)), len(runs))
+
+
+def chunk_codes(coded: Any, labels: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of one chunk of store.queries.decisions.decision_code_chunks: each row's label as a code
+    into every chunk's labels (`labels`, extended here; -1, none, stays -1), its item code and its
+    answer's code (run and item in one number: the rows are in run, item order)."""
+    import numpy as np
+
+    got = coded.rows
+    label = np.array([labels.setdefault(v, len(labels)) for v in coded.labels] + [-1])[got["label"]]
+    items = got["item"].astype(np.int64)
+    return label, items, got["run"].astype(np.int64) * (int(items.max()) + 1) + items
 
 
 def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
