@@ -15,6 +15,7 @@ from demo import plots
 from demo.handlers import why_cited as pooled
 from demo.handlers import why_cited_study as h
 from engine.errors import UserError
+from engine.usecases.formatting import format_ratio
 from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
 from tests.test_study_model import stored  # noqa: F401  (the fixture)
 
@@ -27,7 +28,8 @@ def test_the_page_shows_the_use_cases_numbers(stored):  # noqa: F811
     assert [row[0] for row in page.effects] == ["model=m1", "model=m2"]
     for row, e in zip(page.effects, want.configurations, strict=True):
         assert row[1] == "a woman vs a man"
-        assert row[2] == f"{e.odds_ratio:.3g} [{e.or_low:.3g}, {e.or_high:.3g}]"
+        # As the command prints it (engine/commands/why_cited.py): one formatter for both.
+        assert row[2] == f"{format_ratio(e.odds_ratio)} [{format_ratio(e.or_low)}, {format_ratio(e.or_high)}]"
         assert row[4:] == [e.n_items, e.n_answers]
     # The API's numbers are the use case's, exactly.
     got = page.as_dict()["configurations"]
@@ -43,7 +45,8 @@ def test_the_page_shows_the_use_cases_numbers(stored):  # noqa: F811
     assert page.pairwise_title == "pairwise differences of the label effect, Holm-corrected over 1 pair"
     (d,) = want.pairwise
     assert page.pairwise[0][:2] == ["model=m2", "model=m1"]
-    assert page.pairwise[0][2] == f"{math.exp(d.difference):.3g} [{math.exp(d.ci_low):.3g}, {math.exp(d.ci_high):.3g}]"
+    assert page.pairwise[0][2] == (f"{format_ratio(math.exp(d.difference))} [{format_ratio(math.exp(d.ci_low))}, "
+                                   f"{format_ratio(math.exp(d.ci_high))}]")
     assert page.pairwise[0][5] == ("yes" if d.reject else "no")
     assert page.as_dict()["fit"]["pairwise"][0]["p_adjusted"] == pytest.approx(d.p_adjusted)
     assert "not an axis:* top\\_k" in page.summary and "cluster-robust (sandwich) by item" in page.summary

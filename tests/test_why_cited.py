@@ -178,6 +178,17 @@ def test_the_cli_prints_the_effects_in_words_and_the_suppression_rates(imported,
     assert all(e["robust_ci_low"] > 0 for e in data["fit"]["effects"])
 
 
+@pytest.mark.parametrize(("ratio", "shown"), [
+    (1.4, "1.40"), (1.37, "1.37"), (0.5, "0.500"), (0.000123, "0.000123"), (2.0, "2.00"), (100.0, "100"),
+    (999.4, "999"), (999.6, "1.00e+03"), (12_345.6, "1.23e+04"), (float("nan"), "-"), (None, "-"),
+])
+def test_odds_ratios_are_shown_in_three_digits_with_their_zeros(ratio, shown):
+    # "1.4" beside "1.37" read as a less precise number; the CLI and the app share this formatter.
+    from engine.usecases.formatting import format_ratio
+
+    assert format_ratio(ratio) == shown
+
+
 def test_a_small_well_posed_study_of_imported_answers_is_fitted(tmp_path, capsys):
     # Issue 26 item 4: 30 items x base/cf, ten documents each, one citation per answer. The old
     # fit (statsmodels' Newton, no step control) ended in NaN and printed "did not converge".

@@ -82,11 +82,9 @@ class StudyModelPage:
 
 
 def _interval(x: float, low: float, high: float) -> str:
-    return f"{_number(x)} [{_number(low)}, {_number(high)}]"
+    from engine.usecases.formatting import format_ratio
 
-
-def _number(x: float) -> str:
-    return "-" if x != x else f"{x:.3g}" if x < 1000 else f"{x:.3e}"
+    return f"{format_ratio(x)} [{format_ratio(low)}, {format_ratio(high)}]"
 
 
 def _p(p: float) -> str:

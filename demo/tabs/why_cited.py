@@ -32,6 +32,7 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) 
     from demo.visitors import fair_key
     from engine.errors import UserError
     from engine.types import MODES
+    from engine.usecases.formatting import format_p, format_ratio
 
     gate = handlers.fit_gate(settings.max_fits)
     bounds = FitBounds(settings.fit_memory_mb * 1024**2, settings.fit_timeout_s)
@@ -57,8 +58,9 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) 
         p = page(text, experiments, position, interactions, modes, request)
         return (
             p.summary,
+            # As the command prints them: ratios in 3 digits with their zeros ("1.40"), p as "0.137" or "<0.001".
             pd.DataFrame(p.effects, columns=handlers.EFFECT_COLUMNS).style.format(
-                {c: "{:.3g}" for c in handlers.EFFECT_COLUMNS[1:]}, na_rep="-"),
+                {c: format_p if c.endswith("p") else format_ratio for c in handlers.EFFECT_COLUMNS[1:]}),
             gr.Plot(value=plots.forest_figure(p.forest), visible=bool(p.forest)),
             pd.DataFrame(p.suppression, columns=handlers.SUPPRESSION_COLUMNS).style.format(
                 {"rate": "{:.1%}", "ci_low": "{:.1%}", "ci_high": "{:.1%}"}, na_rep="-"),

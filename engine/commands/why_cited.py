@@ -110,7 +110,7 @@ def _study(args: argparse.Namespace) -> int:
 def format_study_text(result: Any) -> str:
     """The study model: per-configuration label effects, the interaction tests, the pairwise differences."""
     from engine.commands.bias import text_columns
-    from engine.usecases.formatting import format_p
+    from engine.usecases.formatting import format_p, format_ratio
 
     fit = result.fit
     lines = [
@@ -127,8 +127,8 @@ def format_study_text(result: Any) -> str:
     table = [["configuration", "label A vs B", "answers", "items", "log odds", "odds ratio", "95% CI", "p"]]
     for e in fit.configurations:
         table.append([e.configuration, f"{e.label_a} vs {e.label_b}", f"{e.n_answers:,}", f"{e.n_items:,}",
-                      f"{e.log_odds:+.3f}", _ratio(e.odds_ratio), f"[{_ratio(e.or_low)}, {_ratio(e.or_high)}]",
-                      format_p(e.p)])
+                      f"{e.log_odds:+.3f}", format_ratio(e.odds_ratio),
+                      f"[{format_ratio(e.or_low)}, {format_ratio(e.or_high)}]", format_p(e.p)])
     body = text_columns(table, right={2, 3, 4, 5, 7})
     lines += ["", body[0], "-" * max(len(x) for x in body), *body[1:], ""]
     if fit.interaction is None:
@@ -152,14 +152,10 @@ def format_study_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-def _ratio(x: float) -> str:
-    return "-" if x != x else f"{x:.3g}" if x < 1000 else f"{x:.3e}"
-
-
 def format_text(result: Any) -> str:
     """The human-readable model and suppression rates."""
     from engine.commands.bias import text_columns
-    from engine.usecases.formatting import format_p
+    from engine.usecases.formatting import format_p, format_ratio
     from engine.usecases.why_cited import citation_counts, not_converged, robust_note, separation_notes
 
     fit, s = result.fit, result.suppression
@@ -177,8 +173,9 @@ def format_text(result: Any) -> str:
         lines.append("warning: " + not_converged(fit))  # engine.usecases.why_cited
     table = [["effect", "odds ratio", "95% CI", "p", f"robust 95% CI (by {fit.cluster})", "robust p"]]
     for e in fit.effects:
-        table.append([e.term, _ratio(e.odds_ratio), f"[{_ratio(e.ci_low)}, {_ratio(e.ci_high)}]", format_p(e.p),
-                      f"[{_ratio(e.robust_ci_low)}, {_ratio(e.robust_ci_high)}]", format_p(e.robust_p)])
+        table.append([e.term, format_ratio(e.odds_ratio), f"[{format_ratio(e.ci_low)}, {format_ratio(e.ci_high)}]",
+                      format_p(e.p), f"[{format_ratio(e.robust_ci_low)}, {format_ratio(e.robust_ci_high)}]",
+                      format_p(e.robust_p)])
     body = text_columns(table, right={1, 3, 5})
     lines += ["", body[0], "-" * max(len(x) for x in body), *body[1:], ""]
     lines += [f"- {e.sentence}" for e in fit.effects]

@@ -26,6 +26,16 @@ def format_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def format_ratio(x: float | None) -> str:
+    """An odds ratio in 3 significant digits, trailing zeros kept so that a column of them lines up
+    ("1.40" beside "1.37", not "1.4"); at 1,000 or more in e-notation ("1.23e+04"); "-" when missing."""
+    if x is None or x != x:
+        return "-"
+    if x >= 999.5:  # what 3 digits round to 1,000
+        return f"{x:.2e}"
+    return f"{x:#.3g}".rstrip(".")  # '#' keeps the zeros, and a point after 100-999, dropped here
+
+
 def fmt(x: float | None, spec: str) -> str:
     """A number in `spec`, "-" when missing."""
     return "-" if x is None else format(x, spec)
