@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from store.db import connect
-from store.migrations import Migration, apply_migrations, available_migrations, views_sql
+from store.migrations import Migration, apply_migrations, available_migrations, creates, view_statement, views_sql
 
 OLD = Path(__file__).resolve().parent / "old_migrations"
 # The code before views.sql shipped stopped at migration 11; later migrations were written with
@@ -96,6 +96,23 @@ def test_a_migration_reads_the_views_of_views_sql(tmp_path):
         live = conn.execute("SELECT count(*), avg(precision), avg(recall), avg(f1), avg(exact_match) "
                             "FROM query_metrics").fetchall()
     assert kept == live == [(2, 0.25, 0.5, 1 / 3, 0.0)]
+
+
+@pytest.mark.parametrize("text", [
+    # DuckDB 2.0.0's statement text starts at the CREATE (the comments above went to the statement before)
+    "CREATE OR REPLACE VIEW query_metrics AS\nSELECT 1;\n\n-- the next view's comment\n",
+    # 2.0.1's keeps the comments above it: pip's newest install broke every new store on this
+    "-- ---- query_metrics (as of migration 016)\n--\n\n  CREATE OR REPLACE VIEW query_metrics AS\nSELECT 1;",
+])
+def test_a_view_is_found_in_its_statement_with_or_without_the_comments_above_it(text):
+    assert creates(text, "query_metrics")
+    assert not creates(text, "query")  # a name is a whole word
+    assert not creates("-- CREATE OR REPLACE VIEW query_metrics AS\nSELECT 1;", "query_metrics")  # commented out
+
+
+def test_every_view_and_table_macro_of_views_sql_is_found_once():
+    for name in re.findall(r"(?m)^CREATE OR REPLACE (?:VIEW|MACRO) (\w+)", views_sql()):
+        assert view_statement(name).lstrip().startswith(("CREATE", "--"))
 
 
 @pytest.mark.parametrize("version", range(0, OLD_CODE_LAST + 1))

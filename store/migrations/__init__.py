@@ -118,11 +118,18 @@ def macros_sql() -> str:
 
 def view_statement(name: str) -> str:
     """views.sql's CREATE OR REPLACE statement of one view or table macro, by name."""
-    head = re.compile(rf"CREATE OR REPLACE (?:VIEW|MACRO) {re.escape(name)}\b")
-    found = [s.query for s in duckdb.extract_statements(views_sql()) if head.match(s.query)]
+    found = [s.query for s in duckdb.extract_statements(views_sql()) if creates(s.query, name)]
     if len(found) != 1:
         raise RuntimeError(f"store/views.sql defines {name!r} {len(found)} times, not once")
     return found[0]
+
+
+def creates(statement: str, name: str) -> bool:
+    """Whether one statement's text (as duckdb.extract_statements gives it) creates this view or macro.
+    The comments above a statement: DuckDB 2.0.1 keeps them in its text, 2.0.0 gave them to the
+    statement before; the CREATE is looked for after any."""
+    head = rf"(?:\s*--[^\n]*\n|\s+)*CREATE OR REPLACE (?:VIEW|MACRO) {re.escape(name)}\b"
+    return re.match(head, statement) is not None
 
 
 def views_read_by(migration: Migration) -> tuple[str, ...]:
