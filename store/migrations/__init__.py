@@ -128,7 +128,9 @@ def creates(statement: str, name: str) -> bool:
     """Whether one statement's text (as duckdb.extract_statements gives it) creates this view or macro.
     The comments above a statement: DuckDB 2.0.1 keeps them in its text, 2.0.0 gave them to the
     statement before; the CREATE is looked for after any."""
-    head = rf"(?:\s*--[^\n]*\n|\s+)*CREATE OR REPLACE (?:VIEW|MACRO) {re.escape(name)}\b"
+    # One whitespace character or one whole comment line a step: no two ways to read the same text
+    # (nested whitespace quantifiers backtrack exponentially on every statement that is not it).
+    head = rf"(?:\s|--[^\n]*\n)*CREATE OR REPLACE (?:VIEW|MACRO) {re.escape(name)}\b"
     return re.match(head, statement) is not None
 
 
