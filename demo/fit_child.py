@@ -129,6 +129,18 @@ def out_of_memory(err: BaseException) -> bool:
     return False
 
 
+def user_error_line(err: UserError, max_address_space: int | None, what: str = "the choice model",
+                    fewer: str = FEWER) -> str:
+    """The line a fit's UserError comes back as: its own first line, or the cap's refusal where it
+    was raised from an allocation that failed under the cap. The store's open turns DuckDB's
+    errors into "cannot open database ...", its allocation failure included (DuckDB 2.0.1, what
+    `pip install .` takes, cannot open a store under a 200 MB cap where 2.0.0 could): that is the
+    cap's doing, not a damaged store."""
+    if max_address_space and err.__cause__ is not None and out_of_memory(err.__cause__):
+        return memory_message(max_address_space, what, fewer)
+    return str(err).splitlines()[0] if str(err).strip() else f"{what} could not be fitted"
+
+
 def _words(request: Any) -> tuple[str, str]:
     """What the request fits, and what a visitor past the bounds can do instead."""
     from engine.usecases.study_effects import StudyEffectsRequest
@@ -158,7 +170,7 @@ def _serve(message: dict) -> dict:
             return {"result": why_cited_study(request, Path(message["db"]))}
         return {"result": why_cited(request, Path(message["db"]))}
     except UserError as err:
-        return {"error": str(err).splitlines()[0] if str(err).strip() else f"{what} could not be fitted"}
+        return {"error": user_error_line(err, message["max_address_space"], what, fewer)}
     except (MemoryError, duckdb.OutOfMemoryException):
         return {"error": memory_message(message["max_address_space"], what, fewer)}
 
