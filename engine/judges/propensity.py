@@ -111,11 +111,12 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
     scores: list[float] = [0.0] * len(rows)
     model, device = loaded.model, loaded.device
     cache, n_prefix = None, len(prefix)
+    cache_name = _cache_argument(model)
     if n_prefix:
         with torch.inference_mode():
             # logits_to_keep=1: the prefix's full-vocabulary logits are never needed.
-            cache = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True,
-                          logits_to_keep=1).past_key_values
+            cache = getattr(model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True,
+                                  logits_to_keep=1), cache_name)
         if not hasattr(cache, "batch_repeat_interleave"):  # a cache type that cannot be copied per row
             rows = [([*prefix, *ids], r) for ids, r in rows]
             cache, n_prefix = None, 0
@@ -129,7 +130,7 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
             past = copy.deepcopy(cache)
             past.batch_repeat_interleave(len(batch))
             mask = torch.cat([torch.ones((len(batch), n_prefix), dtype=mask.dtype, device=mask.device), mask], dim=1)
-            extra = {"past_key_values": past, "use_cache": True}
+            extra = {cache_name: past, "use_cache": True}
         with torch.inference_mode():
             logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep,
                            **extra).logits
@@ -141,6 +142,15 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
         for row, (i, r) in enumerate(zip(batch, tails, strict=True)):
             scores[i] = float(picked[row, picked.shape[1] - r:].double().sum())
     return scores
+
+
+def _cache_argument(model: Any) -> str:
+    """The name of the key-value cache in the model's forward and its output: `cache` from
+    transformers 5.25 (`past_key_values` is deprecated there, to go in 5.40), `past_key_values`
+    before (5.23, our pin)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def probe_citations(loaded: Any, prompt_text: str, answer: str, n_shown: int, *,
