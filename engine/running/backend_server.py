@@ -394,6 +394,8 @@ class ServerBackend:
             cancel.cancel()
 
     def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
         self._client = None
 
 

@@ -203,6 +203,7 @@ class Client:
         self.backoff_s = backoff_s
         self.on_retry = on_retry
         self._local = threading.local()
+        self._conns: set[http.client.HTTPConnection] = set()  # every thread's, for close()
         self._answers = 0  # HTTP answers of any status: the server was there (ServedConnectionError says how many)
         self._count_lock = threading.Lock()
 
@@ -219,10 +220,14 @@ class Client:
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
-        if conn is None:
-            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-            conn = cls(self._host, self._port, timeout=self.timeout_s)
-            self._local.conn = conn
+        with self._count_lock:
+            if conn is not None and conn in self._conns:  # not one close() has closed
+                return conn
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self.timeout_s)
+        self._local.conn = conn
+        with self._count_lock:
+            self._conns.add(conn)
         return conn
 
     def _drop_connection(self) -> None:
@@ -230,6 +235,18 @@ class Client:
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._count_lock:
+                self._conns.discard(conn)
+
+    def close(self) -> None:
+        """Close the keep-alive connection of every thread that used this client. Each thread
+        keeps its own in a thread-local, which another thread cannot reach: left to the garbage
+        collector, their sockets stayed open until a collection, then closed with a
+        ResourceWarning. A request after this opens a new one."""
+        with self._count_lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            conn.close()
 
     def get(self, path: str, *, max_retries: int | None = None, timeout_s: float | None = None,
             at_host: bool = False) -> Answer:
