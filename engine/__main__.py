@@ -95,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             code = 130
+        except RuntimeError as err:
+            from store.db_errors import interrupted_query
+
+            if not interrupted_query(err):
+                raise
+            print("interrupted", file=sys.stderr)
+            code = 130
         # Flush here, inside the handler: otherwise a closed pipe surfaces at interpreter exit.
         sys.stdout.flush()
         return code

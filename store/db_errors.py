@@ -29,6 +29,14 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _TRUNCATED = "Could not read enough bytes"
 
 
+def interrupted_query(err: BaseException) -> bool:
+    """Whether `err` is DuckDB's answer to Ctrl-C during a query. Its Python client runs the
+    signal handler itself, drops the KeyboardInterrupt it raised and raises RuntimeError("Query
+    interrupted") (2.0.0 and 2.0.1): an interrupt, not a failure. A Ctrl-C that landed while a run
+    wrote a batch ended `run` with that traceback and exit status 1."""
+    return isinstance(err, RuntimeError) and not isinstance(err, duckdb.Error) and str(err) == "Query interrupted"
+
+
 class DatabaseBusy(UserError):
     """Another process kept the database file locked for longer than the timeout."""
 

@@ -1,0 +1,60 @@
+"""Ctrl-C during a DuckDB query ends a command as any Ctrl-C does: "interrupted", exit status 130,
+no traceback. DuckDB's Python client turns the KeyboardInterrupt into RuntimeError("Query
+interrupted"); a Ctrl-C that landed while `run` wrote a batch ended with that traceback and
+status 1 (tests/test_served_cli.py's Ctrl-C test, now and then)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from store.db_errors import interrupted_query
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A real command (validate) whose work is replaced by a query that runs until it is interrupted,
+# with Ctrl-C's SIGINT sent to the main thread (a signal sent to the process may land on one of
+# DuckDB's threads, where the query does not see it: a Ctrl-C then does nothing until it ends).
+CHILD = textwrap.dedent("""
+    import signal
+    import sys
+    import threading
+
+    import duckdb
+
+    import engine.commands.validate as validate
+    from engine.__main__ import main
+
+    def endless(args):
+        main_thread = threading.main_thread().ident
+        threading.Timer(0.5, lambda: signal.pthread_kill(main_thread, signal.SIGINT)).start()
+        with duckdb.connect() as con:  # closed on the way out, as the store's code holds one
+            con.execute("SELECT count(*) FROM range(1000000000000) a").fetchall()
+        return 0
+
+    validate.main = endless
+    sys.exit(main(["validate", "--dataset", "sample"]))
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="SIGINT to one thread")
+def test_ctrl_c_during_a_query_is_an_interrupt_not_a_traceback():
+    proc = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    text = proc.stderr.decode(errors="replace")
+    assert (proc.returncode, text.strip()) == (130, "interrupted"), (proc.returncode, text[-2000:])
+
+
+def test_only_duckdbs_interrupt_counts():
+    con = duckdb.connect()
+    with pytest.raises(duckdb.Error) as failed:
+        con.execute("SELECT * FROM no_such_table")
+    assert not interrupted_query(failed.value)
+    assert not interrupted_query(RuntimeError("something else"))
+    assert interrupted_query(RuntimeError("Query interrupted"))
