@@ -147,7 +147,7 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
 def _cache_argument(model: Any) -> str:
     """The name of the key-value cache in the model's forward and its output: `cache` from
     transformers 5.25 (`past_key_values` is deprecated there, to go in 5.40), `past_key_values`
-    before (5.23, our pin)."""
+    before (5.23, the oldest the ranges allow)."""
     import inspect
 
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
