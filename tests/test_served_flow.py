@@ -234,4 +234,4 @@ def test_closing_a_backend_closes_every_threads_connection():
         deadline = time.monotonic() + 5
         while open_files() > before and time.monotonic() < deadline:
             time.sleep(0.02)  # the server's side of each socket closes in its own thread
-        assert open_files() == before
+        assert open_files() <= before
