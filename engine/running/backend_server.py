@@ -419,6 +419,11 @@ class ServedModel:
         self.backend.start()
         return self
 
+    def close(self) -> None:
+        """Close the connections the server's threads kept alive (engine.usecases.explain calls it
+        when its loop ends)."""
+        self.backend.close()
+
     def iter_batches(self, prompts: Sequence[str], config: Any) -> Iterator[list[tuple[int, GenerationOutput]]]:
         """As engine.generation.generate.iter_batches: (index into `prompts`, output) per finished batch."""
         from engine.running.backends import plan_batches

@@ -251,23 +251,28 @@ def generate_plan(plan: JudgePlan, *, what: str, unit: str, doing: str, max_new_
     if stage is not None:
         stage(f"loading {plan.label}")
     loaded = load(plan.model)
-    check_stop(stop, "cancelled before generating")
-    check_lengths(loaded, ((f"run {t.run.run_id}, item '{s.item.id}'", p) for t in plan.runs
-                           for s, p in prompts(t)), max_new_tokens, what)
-    if stage is not None:
-        stage(doing)
-    done: list[RunDone] = []
-    total = 0
-    for todo in plan.runs:
-        n_run = 0
-        if todo.sources:
-            for n in batches(loaded, todo):
-                n_run += n
-                total += n
-                if progress is not None:
-                    progress(n)
-                check_stop(stop, f"stopped after {_plural(total, unit)}")
-        done.append(RunDone(todo.run, n_run))
+    try:
+        check_stop(stop, "cancelled before generating")
+        check_lengths(loaded, ((f"run {t.run.run_id}, item '{s.item.id}'", p) for t in plan.runs
+                               for s, p in prompts(t)), max_new_tokens, what)
+        if stage is not None:
+            stage(doing)
+        done: list[RunDone] = []
+        total = 0
+        for todo in plan.runs:
+            n_run = 0
+            if todo.sources:
+                for n in batches(loaded, todo):
+                    n_run += n
+                    total += n
+                    if progress is not None:
+                        progress(n)
+                    check_stop(stop, f"stopped after {_plural(total, unit)}")
+            done.append(RunDone(todo.run, n_run))
+    finally:
+        close = getattr(loaded, "close", None)  # a served judge's connections (a local model has none)
+        if close is not None:
+            close()
     return JudgeResult(plan.label, plan.experiment_id, tuple(done), plan.n_todo)
 
 
