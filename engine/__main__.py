@@ -14,7 +14,7 @@ import os
 import sys
 
 from engine import __version__
-from engine.errors import UserError
+from engine.errors import UserError, interrupted_query
 
 # Module names under engine/commands, in the order --help lists them.
 COMMANDS = ("quickstart", "run", "selfcheck", "validate", "list", "bias", "report", "compare", "why_cited", "propensity", "used", "explain", "verify", "agreement", "export", "merge", "import_answers", "import_labels", "tiny_model")
@@ -96,8 +96,6 @@ def main(argv: list[str] | None = None) -> int:
             print("interrupted", file=sys.stderr)
             code = 130
         except RuntimeError as err:
-            from store.db_errors import interrupted_query
-
             if not interrupted_query(err):
                 raise
             print("interrupted", file=sys.stderr)

@@ -55,3 +55,11 @@ class RunCancelled(Exception):
     """A run stopped on request (between batches, or a batch cut short and not written); its
     committed batches stay and it resumes. Here, not in the write loop, so that generation can
     raise it without importing the loop."""
+
+
+def interrupted_query(err: BaseException) -> bool:
+    """Whether `err` is DuckDB's answer to Ctrl-C during a query. Its Python client raises a
+    plain RuntimeError("Query interrupted") in place of the KeyboardInterrupt (2.0.0 and 2.0.1,
+    seen; duckdb's own errors are not RuntimeErrors): an interrupt, not a failure. A Ctrl-C that
+    landed while a run wrote a batch ended `run` with that traceback and exit status 1."""
+    return type(err) is RuntimeError and str(err) == "Query interrupted"

@@ -29,14 +29,6 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _TRUNCATED = "Could not read enough bytes"
 
 
-def interrupted_query(err: BaseException) -> bool:
-    """Whether `err` is DuckDB's answer to Ctrl-C during a query. Its Python client raises
-    RuntimeError("Query interrupted") in place of the KeyboardInterrupt (2.0.0 and 2.0.1, seen):
-    an interrupt, not a failure. A Ctrl-C that landed while a run
-    wrote a batch ended `run` with that traceback and exit status 1."""
-    return isinstance(err, RuntimeError) and not isinstance(err, duckdb.Error) and str(err) == "Query interrupted"
-
-
 class DatabaseBusy(UserError):
     """Another process kept the database file locked for longer than the timeout."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from store.db_errors import interrupted_query
+from engine.errors import interrupted_query
 
 ROOT = Path(__file__).resolve().parents[1]
 
