@@ -214,25 +214,50 @@ def test_a_cancel_does_not_wait_for_the_answer_in_flight():
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts this process's open files in /proc")
-def test_closing_a_backend_closes_every_threads_connection():
-    """Each of the backend's threads keeps its own keep-alive connection; close() shuts them all.
-    Before, they stayed open (in a pool thread's locals, or until a garbage collection, with a
-    ResourceWarning): two sockets here, after every row was generated and the backend closed."""
+def test_closing_a_client_closes_every_threads_connection():
+    """Each thread keeps its own keep-alive connection, in a thread-local no other thread can
+    reach; close() shuts them all while those threads live on (a backend's pool threads idle, and
+    held them open until they ended or a garbage collection, with a ResourceWarning)."""
     import gc
+
+    from engine.running.served_client import Client
 
     def open_files() -> int:
         return len(os.listdir("/proc/self/fd"))
 
-    with PacedServer(0.02, serial=False, parallel=4) as paced:
-        gc.collect()  # what earlier tests left is closed now, not during the count below
+    with PacedServer(0.01, serial=False, parallel=4) as paced:
+        gc.collect()  # what earlier tests left is closed now, not during the counts below
         before = open_files()
-        b = backend(paced.base_url, concurrency=4).start()
-        generate(b, 8)
-        assert open_files() > before  # the connections kept alive between requests
+        client = Client(paced.base_url, None, timeout_s=5, max_retries=0)
+        asked, release = threading.Barrier(3), threading.Event()
+
+        def ask() -> None:
+            client.get("models")
+            asked.wait(5)
+            release.wait(5)  # alive, its connection in its thread-local, until the test is done
+
+        threads = [threading.Thread(target=ask) for _ in range(2)]
+        for t in threads:
+            t.start()
+        asked.wait(5)
+        try:
+            assert open_files() >= before + 2  # one kept alive per thread (and the server's ends)
+            client.close()
+            deadline = time.monotonic() + 5
+            while open_files() > before and time.monotonic() < deadline:
+                time.sleep(0.02)  # the server's end of each closes in its own thread
+            assert open_files() <= before
+        finally:
+            release.set()
+            for t in threads:
+                t.join(5)
+
+
+def test_a_closed_backend_has_closed_its_client():
+    with PacedServer(0.01, serial=False) as paced:
+        b = backend(paced.base_url, concurrency=2).start()
+        generate(b, 4)
+        client = b._client
+        assert client is not None and client._conns  # the pool's threads' connections
         b.close()
-        del b
-        gc.collect()
-        deadline = time.monotonic() + 5
-        while open_files() > before and time.monotonic() < deadline:
-            time.sleep(0.02)  # the server's side of each socket closes in its own thread
-        assert open_files() <= before
+    assert not client._conns
