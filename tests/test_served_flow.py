@@ -8,7 +8,6 @@ same against the real llama.cpp server are in tests/test_served_backend.py and t
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
@@ -213,26 +212,20 @@ def test_a_cancel_does_not_wait_for_the_answer_in_flight():
         assert time.monotonic() - started < 1.5
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts this process's open files in /proc")
 def test_closing_a_client_closes_every_threads_connection():
     """Each thread keeps its own keep-alive connection, in a thread-local no other thread can
     reach; close() shuts them all while those threads live on (a backend's pool threads idle, and
     held them open until they ended or a garbage collection, with a ResourceWarning)."""
-    import gc
-
     from engine.running.served_client import Client
 
-    def open_files() -> int:
-        return len(os.listdir("/proc/self/fd"))
-
     with PacedServer(0.01, serial=False, parallel=4) as paced:
-        gc.collect()  # what earlier tests left is closed now, not during the counts below
-        before = open_files()
         client = Client(paced.base_url, None, timeout_s=5, max_retries=0)
         asked, release = threading.Barrier(3), threading.Event()
+        sockets = []
 
         def ask() -> None:
             client.get("models")
+            sockets.append(client._local.conn.sock)  # this thread's, kept alive for its next request
             asked.wait(5)
             release.wait(5)  # alive, its connection in its thread-local, until the test is done
 
@@ -241,12 +234,9 @@ def test_closing_a_client_closes_every_threads_connection():
             t.start()
         asked.wait(5)
         try:
-            assert open_files() >= before + 2  # one kept alive per thread (and the server's ends)
+            assert len(sockets) == 2 and all(sock is not None and sock.fileno() >= 0 for sock in sockets)
             client.close()
-            deadline = time.monotonic() + 5
-            while open_files() > before and time.monotonic() < deadline:
-                time.sleep(0.02)  # the server's end of each closes in its own thread
-            assert open_files() <= before
+            assert [sock.fileno() for sock in sockets] == [-1, -1]  # closed
         finally:
             release.set()
             for t in threads:
