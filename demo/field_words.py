@@ -39,6 +39,8 @@ FIELD_LABELS: dict[str, str] = {
     "batch_size": "the batch size",
     "top_logprobs": "top log-probs",
     "threads": "the threads",
+    "batching": "the batching",
+    "reruns": "the reruns",
     "experiment": "the experiment name",
     "limit": "the item limit",
     "study": "the study name",

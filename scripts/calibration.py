@@ -18,10 +18,18 @@ Measured, per n items and draws:
   coverage, and the share of "equivalent within M" where the true difference is M (nominal <= 5%);
 - why-cited (engine.statistics.choice_simulation.choice_coverage): label odds-ratio coverage and the share
   of label p < 0.05 where the true label OR is 1, with one citation per answer and with 82% of
-  answers citing their top two.
+  answers citing their top two;
+- rerun floor (engine.statistics.rerun_floor.rerun_floors): vanilla, base and K reruns of vanilla,
+  each answer the item's shared one with probability SAME, else a fresh draw, each run apart (the
+  engine's noise). The share of CAS rows "above its floor" with no label effect (size; nominal
+  <= 5%), and its power where base's cited documents are relevant with probability q - shift, and
+  where the labels change more answers (base gives the shared answer with probability
+  --floor-keep); the coverage of the floor's interval (true floor: mean |vanilla - rerun| over
+  1,000,000 items).
 
     python scripts/calibration.py                      # the table in docs/figures.md
     python scripts/calibration.py --items 30 --draws 100 --choice-draws 40   # minutes less
+    python scripts/calibration.py --sections floor     # the rerun floor's table alone
 """
 
 from __future__ import annotations
@@ -53,17 +61,23 @@ class Runs:
     em: np.ndarray
 
 
-def simulate(rng: np.random.Generator, n: int, shifts: tuple[float, ...]) -> Runs:
-    """len(shifts) runs of n items; run r's cited documents are relevant with probability q - shifts[r]."""
+def simulate(rng: np.random.Generator, n: int, shifts: tuple[float, ...],
+             keep: tuple[float, ...] | None = None) -> Runs:
+    """len(shifts) runs of n items; run r's cited documents are relevant with probability q - shifts[r].
+    Every run gives the item's shared answer where one draw says so (P = SAME), else its own; with
+    `keep`, run r gives it with probability keep[r], drawn for each run apart (a noisy engine)."""
     q = rng.beta(3.0, 2.0, n)
     n_relevant = rng.integers(1, 3, n)
     em_p = rng.beta(2.0, 2.0, n)
     own = [_answers(rng, q - s, n_relevant, em_p - s) for s in shifts]
     # One shared answer per item (drawn without shift, so that the effect acts on answers that change).
     shared = _answers(rng, q, n_relevant, em_p)
-    same = rng.random(n) < SAME
+    if keep is None:
+        masks = [rng.random(n) < SAME] * len(shifts)
+    else:
+        masks = [rng.random(n) < k for k in keep]
     cols = []
-    for answer in own:
+    for answer, same in zip(own, masks, strict=True):
         cols.append(tuple(np.where(same, s, a) for s, a in zip(shared, answer, strict=True)))
     return Runs(*(np.stack(x) for x in zip(*cols, strict=True)))
 
@@ -177,6 +191,72 @@ def compare_calibration(n: int, draws: int, shift: float, seed: int) -> list[Com
     return [CompareRow(n, m, draws, c[0] / draws, c[1] / draws, c[2] / draws, true[m]) for m, c in counts.items()]
 
 
+@dataclass(frozen=True)
+class FloorScenario:
+    """Base's label effect in a rerun-floor simulation: its shift in relevance, and the probability
+    that it gives the item's shared answer (vanilla and the reruns: SAME)."""
+
+    name: str
+    shift: float = 0.0
+    base_keep: float = SAME
+
+
+@dataclass(frozen=True)
+class FloorRow:
+    n: int
+    reruns: int
+    draws: int
+    above: tuple[float, ...]  # share of CAS rows "above its floor" per scenario (precision, recall)
+    floor_cover: float  # of the floor's 95% interval, in the first scenario
+    undefined: int  # CAS rows whose test was undefined, all scenarios
+
+
+def _floor_runs(rng: np.random.Generator, n: int, scenario: FloorScenario, reruns: int) -> Runs:
+    """vanilla, base and `reruns` reruns of vanilla: every answer the item's shared one or a fresh draw, apart."""
+    return simulate(rng, n, (0.0, scenario.shift) + (0.0,) * reruns, (SAME, scenario.base_keep) + (SAME,) * reruns)
+
+
+def floor_truth(scenario: FloorScenario, seed: int) -> dict[str, float]:
+    """True CAS and rerun floor in points (means over TRUTH_ITEMS simulated items)."""
+    runs = _floor_runs(np.random.default_rng(seed + 20_000), TRUTH_ITEMS, scenario, 1)
+    out = {}
+    for metric in ("precision", "recall"):
+        v, b, again = getattr(runs, metric)
+        out[f"cas_{metric}"] = 100 * float(np.abs(v - b).mean())
+        out[f"floor_{metric}"] = 100 * float(np.abs(v - again).mean())
+    return out
+
+
+def floor_calibration(n: int, draws: int, scenarios: tuple[FloorScenario, ...], seed: int,
+                      reruns: int = 1) -> FloorRow:
+    """rerun_floors on `draws` simulated experiments of n items per scenario; the first scenario's
+    true floor is what the floor's interval should cover."""
+    from engine.statistics.rerun_floor import rerun_floors
+
+    truth = floor_truth(scenarios[0], seed)
+    rng = np.random.default_rng(seed + 2)
+    above = [0] * len(scenarios)
+    covered = rows = undefined = 0
+    for _ in range(draws):
+        for s, scenario in enumerate(scenarios):
+            runs = _floor_runs(rng, n, scenario, reruns)
+            floors = rerun_floors({"vanilla": _frame(runs, 0), "base": _frame(runs, 1)},
+                                  {"vanilla": [_frame(runs, 2 + k) for k in range(reruns)]},
+                                  seed=int(rng.integers(2**31)))
+            for res in floors:
+                if res.metric == "f1":
+                    continue
+                if res.verdict is None or res.verdict.startswith("undefined"):
+                    undefined += 1
+                    continue
+                above[s] += res.verdict.startswith("above its floor")
+                if s == 0:
+                    covered += res.ci_low <= truth[f"floor_{res.metric}"] <= res.ci_high
+                    rows += 1
+    per = 2 * draws  # precision and recall rows; an undefined one is not "above its floor"
+    return FloorRow(n, reruns, draws, tuple(a / per for a in above), covered / max(rows, 1), undefined)
+
+
 def choice_calibration(n: int, draws: int, seed: int) -> list[tuple[str, float, float, float]]:
     """(scenario, label OR coverage under OR 1.5, robust coverage, label rejection under OR 1)."""
     from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, choice_coverage
@@ -197,11 +277,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=1000, help="simulated experiments per cell (bias, compare)")
     parser.add_argument("--choice-draws", type=int, default=200, help="simulated studies per cell (why-cited)")
     parser.add_argument("--shift", type=float, default=0.1, help="the effect: drop in P(cited document is relevant)")
+    parser.add_argument("--floor-keep", type=float, default=0.5,
+                        help="rerun floor's second effect: P(base gives the item's shared answer), else SAME")
+    parser.add_argument("--floor-reruns", type=int, nargs="+", default=[1, 2], help="reruns of vanilla (K)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="which tables")
     parser.add_argument("--seed", type=int, default=26)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    sd = lambda p, k: 100 * math.sqrt(p * (1 - p) / k)  # noqa: E731  a share's binomial SD
+    for section in SECTIONS:
+        if section in args.sections:
+            _PRINTERS[section](args)
+    print(f"Seed {args.seed}; {time.perf_counter() - start:.0f} s.")
+    return 0
 
+
+def _sd(p: float, k: int) -> float:
+    """A share's binomial SD, in points."""
+    return 100 * math.sqrt(p * (1 - p) / k)
+
+
+def _print_bias(args: argparse.Namespace) -> None:
     print("### bias (CAB verdict and intervals; CAS interval and its signed test)\n")
     print("| items | runs | CAB 'favours' | CAS signed p < 0.05 | CAB interval covers | CAS interval covers | undefined |")
     print("|---|---|---|---|---|---|---|")
@@ -211,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {n} | {r.scenario} | {100 * r.favours:.1f}% | {100 * r.cas_signed:.1f}% | "
                   f"{100 * r.cab_cover:.1f}% | {100 * r.cas_cover:.1f}% | {r.undefined} |")
     print(f"\nPrecision and recall rows together ({2 * args.draws} per cell); binomial SD of a 5% share: "
-          f"{sd(0.05, 2 * args.draws):.1f} points, of a 95% coverage: {sd(0.95, 2 * args.draws):.1f}.\n")
+          f"{_sd(0.05, 2 * args.draws):.1f} points, of a 95% coverage: {_sd(0.95, 2 * args.draws):.1f}.\n")
 
+
+def _print_compare(args: argparse.Namespace) -> None:
     print("### compare (verdicts and intervals)\n")
     print("| items | metric | 'different' under the null | interval covers (shift) | 'equivalent within the true difference' "
           "| true diff |")
@@ -221,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         for c in compare_calibration(n, args.draws, args.shift, args.seed):
             print(f"| {n} | {c.metric} | {100 * c.different:.1f}% | {100 * c.cover:.1f}% | "
                   f"{100 * c.equivalent_at_margin:.1f}% | {c.true_diff:+.2f} |")
-    print(f"\n{args.draws} draws per cell; binomial SD of a 5% share: {sd(0.05, args.draws):.1f} points.\n")
+    print(f"\n{args.draws} draws per cell; binomial SD of a 5% share: {_sd(0.05, args.draws):.1f} points.\n")
 
+
+def _print_why_cited(args: argparse.Namespace) -> None:
     print("### why-cited (label odds ratio)\n")
     print("| items | answers | label OR 1.5: covered (model) | covered (robust, by item) | label OR 1: p < 0.05 |")
     print("|---|---|---|---|---|")
@@ -230,9 +329,30 @@ def main(argv: list[str] | None = None) -> int:
         for name, cover, robust, reject in choice_calibration(n, args.choice_draws, args.seed):
             print(f"| {n} | {name} | {100 * cover:.1f}% | {100 * robust:.1f}% | {100 * reject:.1f}% |")
     print(f"\n{args.choice_draws} draws per cell; binomial SD of a 95% coverage: "
-          f"{sd(0.95, args.choice_draws):.1f} points. Seed {args.seed}; "
-          f"{time.perf_counter() - start:.0f} s.")
-    return 0
+          f"{_sd(0.95, args.choice_draws):.1f} points.\n")
+
+
+def _print_floor(args: argparse.Namespace) -> None:
+    scenarios = (FloorScenario("no label effect"), FloorScenario(f"shift {args.shift:g}", shift=args.shift),
+                 FloorScenario(f"base keeps {100 * args.floor_keep:g}%", base_keep=args.floor_keep))
+    truths = [floor_truth(s, args.seed) for s in scenarios]
+    print("### rerun floor (CAS against its floor: the one-sided within-item permutation test)\n")
+    print("| items | reruns | " + " | ".join(f"{s.name}: 'above its floor'" for s in scenarios)
+          + " | floor interval covers | undefined |")
+    print("|---|---|" + "---|" * len(scenarios) + "---|---|")
+    for n in args.items:
+        for k in args.floor_reruns:
+            r = floor_calibration(n, args.draws, scenarios, args.seed, reruns=k)
+            print(f"| {n} | {k} | " + " | ".join(f"{100 * a:.1f}%" for a in r.above)
+                  + f" | {100 * r.floor_cover:.1f}% | {r.undefined} |")
+    gaps = "; ".join(f"{s.name}: precision {t['cas_precision'] - t['floor_precision']:+.2f}, recall "
+                     f"{t['cas_recall'] - t['floor_recall']:+.2f}" for s, t in zip(scenarios, truths, strict=True))
+    print(f"\nPrecision and recall rows together ({2 * args.draws} per cell); binomial SD of a 5% share: "
+          f"{_sd(0.05, 2 * args.draws):.1f} points. True CAS minus its floor, in points: {gaps}.\n")
+
+
+SECTIONS = ("bias", "compare", "why-cited", "floor")
+_PRINTERS = {"bias": _print_bias, "compare": _print_compare, "why-cited": _print_why_cited, "floor": _print_floor}
 
 
 if __name__ == "__main__":

@@ -50,3 +50,26 @@ def test_compare_verdicts_keep_their_size_and_equivalence_is_not_claimed_at_the_
         assert row.different <= _ceiling(0.05, draws), row
         # TOST's null holds exactly at the margin: "equivalent" at most 5% of the time.
         assert row.equivalent_at_margin <= _ceiling(0.05, draws), row
+
+
+def test_cas_is_not_claimed_above_its_rerun_floor_when_only_the_engine_is_noisy(calibration):
+    draws = 60
+    null = calibration.FloorScenario("no label effect")
+    moved = calibration.FloorScenario("base keeps 30%", base_keep=0.3)
+    for reruns in (1, 2):
+        row = calibration.floor_calibration(100, draws, (null, moved), seed=9, reruns=reruns)
+        assert row.undefined == 0
+        assert row.above[0] <= _ceiling(0.05, 2 * draws), row
+        # The test has power where the labels change more answers than a rerun does.
+        assert row.above[1] >= 0.4, row
+
+
+def test_the_floor_simulation_keeps_each_runs_answer_apart(calibration):
+    import numpy as np
+
+    runs = calibration.simulate(np.random.default_rng(1), 50_000, (0.0, 0.0, 0.0), (0.7, 0.7, 0.7))
+    v, b, again = runs.precision
+    # Apart: each run keeps the shared answer on its own draw, so base often differs where the rerun agrees.
+    assert np.mean((v == again) & (v != b)) > 0.1  # 0.06 with one mask for all runs
+    # Exchangeable: base and the rerun sit as far from vanilla on average.
+    assert abs(np.abs(v - b).mean() - np.abs(v - again).mean()) < 0.01

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from engine.generation.batching import length_sorted_batches
 from engine.generation.generate import (
     Cut,
     GenerationConfig,
@@ -14,7 +15,6 @@ from engine.generation.generate import (
     decode_with_offsets,
     generate,
     iter_batches,
-    length_sorted_batches,
 )
 from engine.generation.models import chat_input_ids, load_model
 

@@ -39,6 +39,8 @@ class RunBar:
         self.desc, self.on_planned, self.bar = desc, on_planned, None
 
     def __call__(self, event) -> None:
+        if event.stage == "planned" and event.message:  # what the work will cost, before it starts
+            print(event.message, file=sys.stderr)
         if event.stage == "planned" and event.study is not None:
             if self.on_planned is not None:
                 self.on_planned(event.study)

@@ -19,6 +19,7 @@ from engine.commands._options import add_db_arg
 
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
 from engine.usecases.bias import bias_report
+from engine.usecases.display import rerun_floor_lines
 from engine.usecases.formatting import format_p
 
 
@@ -122,6 +123,9 @@ def format_text(report: dict[str, Any]) -> str:
         ])
     body = text_columns(table, right={2, 4, 5, 6})
     lines += [body[0], "-" * max(len(x) for x in body), *body[1:]]
+    floors = rerun_floor_lines(report)
+    if floors:
+        lines += ["", *floors]
     lines.append("")
     lines += _FOOTNOTES
     if approximate:

@@ -28,8 +28,8 @@ from engine.errors import UserError
 # engine.types, not engine.prompting.prompts: every command builds this parser, and bias should not pay
 # for the prompt module (it imports random, hence hashlib).
 from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
-from engine.usecases.run import MAX_SEED, MAX_TOP_LOGPROBS  # light at import
-from engine.usecases.run_values import CITATION_SYNTAXES  # light: re, math and engine.types
+from engine.usecases.run import MAX_RERUNS, MAX_SEED, MAX_TOP_LOGPROBS  # light at import
+from engine.usecases.run_values import BATCHINGS, CITATION_SYNTAXES, INVARIANT, SORTED  # light: no torch
 
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 # The sampling options' values when not typed; their argparse default is None, so that one typed
@@ -110,6 +110,12 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         "(default: torch's default here, the physical cores or $OMP_NUM_THREADS)",
     )
     m.add_argument(
+        "--batching", choices=BATCHINGS, default=INVARIANT,
+        help=f"how prompts are cut into batches: {INVARIANT} (fixed shapes: an answer's tokens and log-probs "
+        f"do not depend on the rest of its batch) or {SORTED} (by length, faster, but an answer may change with its "
+        "batch); recorded with the runs, ignored by a served model (default: %(default)s)",
+    )
+    m.add_argument(
         "--top-logprobs", type=int, default=0,
         help=f"also record the top N alternatives per token, 0 to {MAX_TOP_LOGPROBS} (default: %(default)s)",
     )
@@ -133,6 +139,14 @@ def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> N
         "--repeat", action="store_true",
         help="start a new experiment even if an identical one exists (default: resume or reuse it)",
     )
+    if lists:  # run only: the quickstart's experiment has no reruns
+        s.add_argument(
+            "--reruns", type=int, default=0, metavar="K",
+            help=f"after the experiment's runs, K more runs of each mode under the same configuration, 0 to "
+            f"{MAX_RERUNS}, each cutting its batches another way (and, with --sample, another seed); stored as "
+            "reruns of the experiment, never as experiments of their own: `bias` shows each measure beside its "
+            "rerun floor (default: %(default)s)",
+        )
     s.add_argument(
         "--citation-syntax", choices=CITATION_SYNTAXES, default="ours",
         help="how answers' citations are read: ours ([1], [1,2], [1-3] ...; a number not shown "
@@ -253,6 +267,7 @@ def run_values(args: argparse.Namespace, model: str, label: str | None):
         sample=args.sample, temperature=sampling["temperature"], top_p=sampling["top_p"],
         sample_top_k=int(sampling["sample_top_k"]), seed=args.seed, batch_size=args.batch_size,
         top_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), repeat=args.repeat,
+        batching=getattr(args, "batching", INVARIANT), reruns=getattr(args, "reruns", 0),
         experiment=args.experiment, limit=args.limit, skip_invalid=args.skip_invalid,
         citation_syntax=getattr(args, "citation_syntax", "ours"),
         # None lets from_pretrained read $HF_TOKEN or the login cache itself.
@@ -308,6 +323,10 @@ def _report(outcome, label: str, db_path, args: argparse.Namespace, *, hint: boo
             f"generated {run.n_generated} of {run.n_items}, {run.n_with_citation} of them cite a document"
         )
     _print_skipped(outcome.skipped)
+    for rerun in outcome.reruns:
+        print(f"  rerun experiment {rerun.experiment_id}: "
+              + ", ".join(f"{r.mode} run {r.run_id} ({r.status}, generated {r.n_generated} of {r.n_items})"
+                          for r in rerun.runs))
     table = run_metrics(db_path, [r.run_id for r in outcome.runs])
     if len(table):
         print(table.to_string(index=False))

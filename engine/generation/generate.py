@@ -1,8 +1,8 @@
 """Batched generation with per-token raw log-probs, without keeping full-vocabulary scores.
 
-Prompts are sorted by token length (longest first) so each batch holds similar lengths, padded
-on the left, generated together, cut at each row's first stop token, and handed back in the
-caller's order.
+Prompts are cut into batches (engine.generation.batching: length-sorted, or batch-invariant
+fixed shapes), padded on the left, generated together, cut at each row's first stop token, and
+handed back in the caller's order.
 
 Raw log-probs. Each recorded value is log_softmax(logits)[chosen] of the model's next-token
 logits as `generate()` hands them to logits processors (the model's output in its compute
@@ -32,6 +32,7 @@ from typing import NamedTuple
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+from engine.generation.batching import batch_slot, bucket_width, cut_batches
 from engine.generation.models import LoadedModel, chat_input_ids, neutralize_generation_config
 from engine.generation.threads import use_threads
 from engine.types import GenerationOutput, TokenLogprob, TopLogprob
@@ -49,6 +50,9 @@ class GenerationConfig:
     seed: int = 0
     batch_size: int = 8
     top_n_logprobs: int = 0
+    # Fixed shapes (engine.generation.batching): an answer's tokens and log-probs do not depend on
+    # the rest of its batch. Off here, for the judges' and benchmarks' plain calls; `run` turns it on.
+    batch_invariant: bool = False
     # torch intra-op threads to compute with (engine.generation.threads); None leaves the process's setting.
     # Not a decoding choice, but it moves log-probs in their last digits on a CPU.
     threads: int | None = None
@@ -179,6 +183,13 @@ class _LogprobRecorder(LogitsProcessor):
             chosen, top_values, top_ids = self.recorded()
             self.chosen, self.top_values, self.top_ids = chosen[:, :n_steps], top_values[:, :n_steps], top_ids[:, :n_steps]
 
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these rows' records, in this order (a fixed-shape batch's prompts, without its fillers)."""
+        if self.chosen is not None:
+            chosen, top_values, top_ids = self.recorded()
+            index = list(rows)
+            self.chosen, self.top_values, self.top_ids = chosen[index], top_values[index], top_ids[index]
+
 
 def hf_generation_config(loaded: LoadedModel, config: GenerationConfig):
     """A transformers GenerationConfig with every field that could reshape logits set explicitly."""
@@ -213,14 +224,10 @@ def hf_generation_config(loaded: LoadedModel, config: GenerationConfig):
     )
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices sorted longest first (ties keep input order), cut into batches."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: str, width: int | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows padded on the left to `width` (default: the longest row), with their attention mask."""
+    width = max(len(r) for r in rows) if width is None else width
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
@@ -247,6 +254,51 @@ class _Interrupt(StoppingCriteria):
         return torch.full((input_ids.shape[0],), bool(self.interrupted()), dtype=torch.bool, device=input_ids.device)
 
 
+class _Fillers(StoppingCriteria):
+    """Marks a fixed-shape batch's filler rows finished from the first step, so that a filler never
+    keeps a batch decoding after its prompts have stopped (their own rows compute as before)."""
+
+    def __init__(self, fillers: tuple[int, ...]):
+        self.fillers = list(fillers)
+
+    def __call__(self, input_ids, scores, **kwargs):
+        done = torch.zeros((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        done[self.fillers] = True
+        return done
+
+
+@dataclass(frozen=True)
+class _FixedShape:
+    """Where a batch-invariant batch puts its prompts: `batch_size` rows of `width` tokens, each
+    prompt in its own slot (engine.generation.batching), the other rows filled."""
+
+    width: int
+    size: int
+    slots: tuple[int, ...]  # the row of each prompt, in the batch's order
+
+    @classmethod
+    def of(cls, batch: Sequence[Sequence[int]], batch_size: int) -> _FixedShape:
+        widths = {bucket_width(len(row)) for row in batch}
+        slots = tuple(batch_slot(row, batch_size) for row in batch)
+        # engine.generation.batching.invariant_batches never makes such a batch: a caller's mistake.
+        if len(widths) != 1 or len(set(slots)) != len(slots) or len(batch) > batch_size:
+            raise ValueError("a batch-invariant batch needs prompts of one width bucket in distinct slots "
+                             "(cut it with engine.generation.batching.invariant_batches)")
+        return cls(widths.pop(), batch_size, slots)
+
+    @property
+    def fillers(self) -> tuple[int, ...]:
+        return tuple(r for r in range(self.size) if r not in self.slots)
+
+    def rows(self, batch: Sequence[Sequence[int]]) -> list[Sequence[int]]:
+        """`size` rows: each prompt at its slot, a copy of the first prompt in every other row (its
+        content cannot reach the prompts' rows; only its shape matters)."""
+        rows: list[Sequence[int]] = [batch[0]] * self.size
+        for row, slot in zip(batch, self.slots, strict=True):
+            rows[slot] = row
+        return rows
+
+
 def generate_batch(
     loaded: LoadedModel, batch: Sequence[Sequence[int]], config: GenerationConfig,
     interrupted: Callable[[], bool] | None = None,
@@ -258,8 +310,12 @@ def generate_batch(
     model, tokenizer = loaded.model, loaded.tokenizer
     if config.threads is not None:
         use_threads(config.threads)
-    input_ids, attention_mask = left_pad(batch, loaded.pad_token_id, loaded.device)
+    shape = _FixedShape.of(batch, config.batch_size) if config.batch_invariant else None
+    rows = shape.rows(batch) if shape else batch
+    width = shape.width if shape else None
+    input_ids, attention_mask = left_pad(rows, loaded.pad_token_id, loaded.device, width)
     recorder = _LogprobRecorder(config.top_n_logprobs, config.max_new_tokens)
+    criteria = ([_Interrupt(interrupted)] if interrupted else []) + ([_Fillers(shape.fillers)] if shape else [])
     if config.do_sample:
         torch.manual_seed(config.seed)  # per batch, so a resumed run samples the same batch the same way
     with torch.inference_mode():
@@ -268,7 +324,7 @@ def generate_batch(
             attention_mask=attention_mask,
             generation_config=hf_generation_config(loaded, config),
             logits_processor=LogitsProcessorList([recorder]),
-            stopping_criteria=StoppingCriteriaList([_Interrupt(interrupted)]) if interrupted else None,
+            stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
         )
         if interrupted is not None and interrupted():
             from engine.errors import RunCancelled
@@ -276,6 +332,9 @@ def generate_batch(
             raise RunCancelled("cancelled during a batch (its answers were not written)")
         new_tokens = sequences[:, input_ids.shape[1] :]
         recorder.finish(new_tokens)  # inside: its buffers are inference tensors
+        if shape is not None:  # the prompts' own rows, in the batch's order; the fillers dropped
+            recorder.keep_rows(shape.slots)
+            new_tokens = new_tokens[list(shape.slots)]
 
     n_steps = new_tokens.shape[1]
     new_rows = new_tokens.cpu().tolist()
@@ -334,7 +393,7 @@ def check_config(config: GenerationConfig) -> None:
 def iter_batches(
     loaded: LoadedModel, prompts: Sequence[str], config: GenerationConfig
 ) -> Iterator[list[tuple[int, GenerationOutput]]]:
-    """Yield each finished batch as (index into `prompts`, output) pairs, longest prompts first.
+    """Yield each finished batch as (index into `prompts`, output) pairs, widest batches first.
     A model that generates elsewhere (engine.running.backend_server.ServedModel) brings its own."""
     own = getattr(loaded, "iter_batches", None)
     if own is not None:
@@ -344,7 +403,7 @@ def iter_batches(
     # Idempotent; guards models whose generation_config was set after load_model.
     neutralize_generation_config(loaded.model, loaded.stop_token_ids, loaded.pad_token_id)
     encoded = [chat_input_ids(loaded, p) for p in prompts]
-    for indices in length_sorted_batches([len(e) for e in encoded], config.batch_size):
+    for indices in cut_batches(encoded, config.batch_size, config.batch_invariant):
         outputs = generate_batch(loaded, [encoded[i] for i in indices], config)
         yield list(zip(indices, outputs, strict=True))
 

@@ -102,7 +102,8 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
 
     import torch
 
-    from engine.generation.generate import left_pad, length_sorted_batches
+    from engine.generation.batching import length_sorted_batches
+    from engine.generation.generate import left_pad
 
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")

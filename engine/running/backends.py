@@ -29,7 +29,7 @@ __all__ = ["Backend", "BatchResult", "LocalBackend", "PlannedBatch", "plan_batch
 
 @dataclass(frozen=True)
 class PlannedBatch:
-    """One batch to generate: prompt token ids, longest first, and the items they belong to."""
+    """One batch to generate: prompt token ids (cut as engine.generation.batching says) and the items they belong to."""
 
     batch_id: int
     run_id: str
@@ -60,10 +60,12 @@ class Backend(Protocol):
 
 
 def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[str]]], batch_size: int,
-                 first_id: int = 0, check: Callable[[], None] | None = None) -> tuple[PlannedBatch, ...]:
-    """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them.
-    `check` is called every 500 prompts encoded; it raises to stop (a cancel)."""
-    from engine.generation.generate import length_sorted_batches
+                 first_id: int = 0, check: Callable[[], None] | None = None, *,
+                 batch_invariant: bool = False, rerun: int = 0) -> tuple[PlannedBatch, ...]:
+    """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them
+    (engine.generation.batching.cut_batches; `rerun` k: the k-th rerun's cut). `check` is called
+    every 500 prompts encoded; it raises to stop (a cancel)."""
+    from engine.generation.batching import cut_batches
     from engine.generation.models import chat_input_ids_for
 
     batches: list[PlannedBatch] = []
@@ -74,7 +76,7 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
             if check is not None and n % 500 == 0:
                 check()
             encoded.append(tuple(chat_input_ids_for(tokenizer, p)))
-        for indices in length_sorted_batches([len(e) for e in encoded], batch_size):
+        for indices in cut_batches(encoded, batch_size, batch_invariant, rerun):
             batches.append(
                 PlannedBatch(
                     batch_id=first_id + len(batches),

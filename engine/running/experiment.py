@@ -17,8 +17,9 @@ from engine.types import ExperimentSpec, Mode, StoredExperiment, StoredRun
 
 # The keys of a run's config_json that identify it (and enter its hash); the others record
 # what happened (limit, skipped items, a checkpoint's dropped generation defaults).
-# citation_syntax is there only when not the default ("ours"), so older runs keep their hashes.
-IDENTITY_KEYS = ("prompt", "prompt_version", "generation", "quantize", "citation_syntax")
+# citation_syntax is there only when not the default ("ours"), and rerun only on a rerun, so older
+# runs keep their hashes.
+IDENTITY_KEYS = ("prompt", "prompt_version", "generation", "quantize", "citation_syntax", "rerun")
 
 
 def config_hash(model: str, dataset_sha: str, config: dict) -> str:

@@ -16,6 +16,19 @@ from engine.types import MODES, Mode, Quantize, SkippedItem
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """What makes a run a rerun: the experiment whose runs it repeats, and which rerun it is (k from
+    1). Part of the rerun's identity, so that each rerun of each experiment is a run of its own."""
+
+    of: str  # the experiment id
+    k: int
+
+    def sampling_seed(self, seed: int) -> int:
+        """The k-th rerun's sampling seed: another seed than the first run's, fixed by (seed, k)."""
+        return (seed + self.k * 1_000_003) % 2**31
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """What the user asked for; `hf_token` is used to load the model and never recorded."""
 
@@ -42,6 +55,13 @@ class RunRequest:
     # torch intra-op threads every generating process computes with (engine.generation.threads); None:
     # torch's default in this process. Recorded with the runs, never hashed.
     threads: int | None = None
+    # Batch-invariant generation (engine.generation.batching): an answer does not depend on the rest
+    # of its batch. Recorded with the runs ("batching"), never hashed: a rerun compares them.
+    batch_invariant: bool = True
+    # After the experiment's own runs, this many reruns of each mode (engine.usecases.run), each an
+    # experiment of its own marked as a rerun of this one (`rerun`): the rerun floor of `bias`.
+    reruns: int = 0
+    rerun: Rerun | None = None  # set on the requests that generate a rerun, never by a user
     hf_token: str | None = field(default=None, repr=False, compare=False)
     # False: without hf_token, load with no token at all, not the environment's HF_TOKEN (a
     # Space's visitor loading a model outside the operator's allowlist).
@@ -95,6 +115,7 @@ class ExperimentOutcome:
     skipped: tuple[SkippedItem, ...] = ()  # invalid items and prompts too long, left out
     dataset: str | None = None  # the dataset as the store names it (its source)
     n_dataset_items: int | None = None  # its valid items, whatever the runs' limit
+    reruns: tuple[ExperimentOutcome, ...] = ()  # the reruns the request asked for (RunRequest.reruns)
 
     @property
     def modes(self) -> tuple[Mode, ...]:
@@ -146,6 +167,11 @@ def run_config(request: RunRequest, mode: Mode) -> dict:
         },
         "quantize": request.quantize,
     }
+    if request.rerun is not None:
+        # Only on reruns: every other run keeps its identity. The rerun's sampling seed is recorded
+        # here because generation.seed stays the experiment's (its random document order uses it).
+        config["rerun"] = {"of": request.rerun.of, "k": request.rerun.k,
+                           "sampling_seed": request.rerun.sampling_seed(request.seed) if request.do_sample else None}
     if request.citation_syntax != "ours":
         # Only when set, so that the default's identity (and every stored run's hash) is unchanged;
         # store/views.sql query_metrics reads it.
@@ -164,9 +190,10 @@ def generation_config(request: RunRequest):
         temperature=request.temperature,
         top_p=request.top_p,
         top_k_sampling=request.top_k_sampling,
-        seed=request.seed,
+        seed=request.rerun.sampling_seed(request.seed) if request.rerun is not None else request.seed,
         batch_size=request.batch_size,
         top_n_logprobs=request.top_n_logprobs,
+        batch_invariant=request.batch_invariant,
         # Resolved here, in the driver, so every Ray actor computes with the driver's count.
         threads=resolve_threads(request.threads),
     )

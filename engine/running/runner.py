@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 
 from engine.errors import RunCancelled
+from engine.generation.batching import batching_name
 from engine.prompting.prompts import PROMPT_VERSION, build_prompt
 from engine.running.backends import Backend, BatchResult, LocalBackend, PlannedBatch, plan_batches
 from engine.running.planner import (
@@ -67,6 +68,13 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | No
     if provenance is not None:
         # Recorded, never hashed: they were removed, so they cannot have shaped the output.
         config["dropped_generation_defaults"] = dict(provenance.dropped_generation_defaults)
+    if request.quantize != "server":
+        # Like the thread count: how the first start cut its batches, and any other way a resume did.
+        batching = batching_name(request.batch_invariant)
+        first_batching = previous.get("batching")
+        config["batching"] = first_batching or batching
+        if first_batching is not None and first_batching != batching:
+            config["batching_resumed"] = sorted({*previous.get("batching_resumed", ()), batching})
     if provenance is not None and provenance.threads is not None:
         # Like the other provenance, the count of the first start (its rows came from it); a
         # resume with another count is listed beside it, since its rows may differ in the last
@@ -311,6 +319,9 @@ def _planned_batches(states: Sequence[OpenRun], request: RunRequest, backend: Ba
         runs,
         request.batch_size,
         check=None if should_stop is None else lambda: _stop_if(should_stop, "planning the first batch"),
+        # A served model batches as its server does: there is nothing to cut here.
+        batch_invariant=request.batch_invariant and request.quantize != "server",
+        rerun=request.rerun.k if request.rerun is not None else 0,
     )
 
 

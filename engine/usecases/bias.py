@@ -145,6 +145,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
 
 # derived_values' kind of a kept report (bump the number when the report's content changes).
 BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined CAS/CAB (issue 26)
+# The rerun floors are not kept with it: they are read at every request (rerun_floor_report).
 
 
 def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
@@ -167,6 +168,8 @@ def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: i
         if found is not None and pending is not None:
             pending.append(Derived(BIAS_REPORT, found[0], key, found[1],
                                    json.dumps({"report": report, "hint": hint}, default=_plain_json)))
+    # Read now, not kept: `run --reruns` adds reruns without changing the experiment's own runs.
+    report.update(rerun_floor_report(db, report, resamples, seed))
     # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
     explained = explanation_rates(db, list(report["runs"].values())) if explanations else ()
     if explained:
@@ -187,7 +190,7 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
                  db_arg: str | None) -> tuple[dict[str, Any], str]:
     """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
     from engine.errors import UserError
-    from engine.statistics.bias import COMPARISONS, MetricTable, compute_bias, labels_for, possible_comparisons
+    from engine.statistics.bias import COMPARISONS, compute_bias, labels_for, possible_comparisons
     from engine.statistics.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
     from store.queries import bias_inputs
@@ -210,10 +213,7 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
             f"(CAS needs vanilla and base, CAB needs base and cf){unfinished}; add {', '.join(missing)} with: {add}"
         )
 
-    tables = {}
-    for mode, run in chosen.items():
-        columns = data.metrics[run.run_id]
-        tables[mode] = MetricTable(columns.item_ids, columns.values, columns.cites)
+    tables = _mode_tables(data)
     reference = chosen.get("base") or chosen.get("cf") or next(iter(chosen.values()))
     labels = labels_for(reference.metadata_type, reference.config)
     results = compute_bias(
@@ -249,6 +249,59 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
         hint = (f"hint: the paper's tables for this experiment: python -m engine report --experiment {shlex.quote(experiment)}"
                 + (f" --db {shlex.quote(db_arg)}" if db_arg else ""))
     return report, hint
+
+
+def _mode_tables(data: Any) -> dict[str, Any]:
+    """Per mode, the chosen run's per-item metrics (a bias_inputs read) as a MetricTable."""
+    from engine.statistics.bias import MetricTable
+
+    tables = {}
+    for mode, run in data.chosen.items():
+        columns = data.metrics[run.run_id]
+        tables[mode] = MetricTable(columns.item_ids, columns.values, columns.cites)
+    return tables
+
+
+def rerun_floor_report(db: Any, report: dict[str, Any], resamples: int | None, seed: int) -> dict[str, Any]:
+    """The report's rerun floors (engine.statistics.rerun_floor): each measure between a mode and
+    its reruns (`run --reruns`), its interval, and for CAS the test against it, with one line per
+    measure and metric as every face prints it; without reruns, the line that says how to get one.
+    Rerun runs that cannot be paired with the experiment's (other items) make the floor undefined,
+    said in `rerun_note`, never a failed report."""
+    from engine.errors import UserError
+    from engine.statistics.bias import BiasResult
+    from engine.statistics.rerun_floor import NO_RERUN, floor_line, rerun_floors
+    from engine.statistics.stats import DEFAULT_RESAMPLES
+    from store.queries import bias_inputs, rerun_experiment_ids
+
+    ids = rerun_experiment_ids(db, report["experiment_id"])
+    out: dict[str, Any] = {"rerun_experiments": list(ids), "rerun_floors": [], "rerun_lines": [], "rerun_note": None}
+    if not ids:
+        out["rerun_note"] = NO_RERUN
+        return out
+    main = bias_inputs(db, report["experiment_id"])
+    per_mode = _mode_tables(main) if main is not None else {}
+    reruns: dict[str, list[Any]] = {}
+    for rerun_id in ids:
+        data = bias_inputs(db, rerun_id)
+        for mode, table in (_mode_tables(data) if data is not None else {}).items():
+            if mode in per_mode:
+                reruns.setdefault(mode, []).append(table)
+    resamples = resamples or DEFAULT_RESAMPLES
+    try:
+        floors = rerun_floors(per_mode, reruns, n_resamples=resamples, seed=seed)
+    except UserError as err:
+        out["rerun_note"] = f"rerun floor undefined: {err}"
+        return out
+    # The report's own CAS and CAB (JSON: None where undefined), in the floors' order.
+    results = [BiasResult(**{k: math.nan if v is None and k in _FLOAT_FIELDS else v for k, v in r.items()})
+               for r in report["results"]]
+    out["rerun_floors"] = [_finite_dict(f.__dict__) for f in floors]
+    out["rerun_lines"] = [floor_line(r, f) for r, f in zip(results, floors, strict=True)]
+    return out
+
+
+_FLOAT_FIELDS = ("value", "ci_low", "ci_high", "p")
 
 
 def label_note(config: dict[str, Any] | None) -> str | None:

@@ -105,11 +105,27 @@ def bias_report_title(report: Mapping[str, Any]) -> str:
 
 
 def bias_report_text(report: Mapping[str, Any]) -> str:
-    return bias_report_title(report) + "\n" + text_table(BIAS_HEADER, bias_cells(report.get("results") or ()))
+    return "\n".join([bias_report_title(report), text_table(BIAS_HEADER, bias_cells(report.get("results") or ())),
+                      *rerun_floor_lines(report)])
 
 
 def bias_report_html(report: Mapping[str, Any]) -> str:
-    return html_table(BIAS_HEADER, bias_cells(report.get("results") or ()), bias_report_title(report))
+    floors = "".join(f"<p>{html.escape(line)}</p>" for line in rerun_floor_lines(report))
+    return html_table(BIAS_HEADER, bias_cells(report.get("results") or ()), bias_report_title(report)) + floors
+
+
+def rerun_floor_lines(report: Mapping[str, Any]) -> list[str]:
+    """The report's rerun floors as every face prints them: a heading and one line per measure and
+    metric, or the one line that says there is none and how to get one (reports kept before the
+    floors existed hold neither: nothing)."""
+    ids = report.get("rerun_experiments") or []
+    lines = list(report.get("rerun_lines") or [])
+    if lines:
+        plural = "s" if len(ids) != 1 else ""
+        heading = (f"rerun floor ({len(ids)} rerun{plural} of this experiment: {', '.join(ids)}; each measure between "
+                   "a mode and its reruns, the noise that no label causes):")
+        return [heading, *("  " + line for line in lines)]
+    return [report["rerun_note"]] if report.get("rerun_note") else []
 
 
 def evaluation_title(n_answers: int, n_runs: int, experiment_ids: Iterable[str]) -> str:

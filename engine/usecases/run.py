@@ -29,10 +29,12 @@ from engine.usecases.served import ServerOptions
 
 if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
     from engine.datasets.data import Dataset
+    from engine.running.planner import ExperimentPlan
     from engine.running.run_request import ExperimentOutcome, RunRequest
 
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
+MAX_RERUNS = 10  # each rerun repeats every answer of the experiment's modes
 
 Stage = Literal["planned", "loading", "generating", "stored"]
 ProgressFn = Callable[["Progress"], None]
@@ -106,7 +108,7 @@ class Progress:
 
 def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, temperature: float,
                    do_sample: bool, top_p: float, top_k_sampling: int, top_n_logprobs: int,
-                   threads: int | None, seed: int, experiment: str | None) -> None:
+                   threads: int | None, seed: int, experiment: str | None, reruns: int = 0) -> None:
     """Refuse out-of-range settings in one line, before anything is read or loaded: a FieldError
     naming the field as engine.usecases.run_values.RunValues does (each face words it). The
     request builder calls it before it builds a RunRequest, whose own name checks would
@@ -139,6 +141,8 @@ def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, t
                          value=threads)
     if not 0 <= seed <= MAX_SEED:
         raise FieldError("seed", "{seed} must be between 0 and {most}, not {value}", most=MAX_SEED, value=seed)
+    if not 0 <= reruns <= MAX_RERUNS:
+        raise FieldError("reruns", "{reruns} must be between 0 and {most}, not {value}", most=MAX_RERUNS, value=reruns)
     if experiment is not None:
         from engine.bounds import MAX_NAME_CHARS, check_name
 
@@ -160,8 +164,10 @@ def check_request(request: RunRequest) -> None:
         batch_size=request.batch_size, max_new_tokens=request.max_new_tokens, limit=request.limit,
         temperature=request.temperature, do_sample=request.do_sample, top_p=request.top_p,
         top_k_sampling=request.top_k_sampling, top_n_logprobs=request.top_n_logprobs,
-        threads=request.threads, seed=request.seed, experiment=request.experiment,
+        threads=request.threads, seed=request.seed, experiment=request.experiment, reruns=request.reruns,
     )
+    if request.rerun is not None and request.reruns:
+        raise FieldError("reruns", "a rerun cannot ask for {reruns} of its own")
 
 
 def check_ray(ray: RayOptions | None, device: str) -> None:
@@ -217,6 +223,9 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     check_request(run)
     check_server(request.server, request.ray)
     check_ray(request.ray, run.device)
+    if run.reruns and request.ray is not None:
+        # A Ray pool is built for one generation config; a rerun samples with its own seed.
+        raise FieldError("reruns", "{reruns} runs in this process or on a server, not on Ray: run them without Ray")
     db = resolve_db(request.db)
     check_store_writable(db)  # before the smoke model is written or any model loads
     step = _Steps(progress, stop)
@@ -225,13 +234,15 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     run = served_run(run, request.server) if request.server is not None else resolved(run)
     sink = RunStore(db, on_finished=after_run(db))  # the Bias page's values, kept as each experiment ends
     plan = plan_experiment(dataset, run, sink)
-    step.emit("planned", total=plan.n_todo, experiment_id=plan.experiment_id)
+    reruns = rerun_plans(plan, dataset, sink)
+    n_todo = plan.n_todo + sum(p.n_todo for p in reruns)
+    step.emit("planned", total=n_todo, experiment_id=plan.experiment_id, message=rerun_cost(plan, reruns))
     step.check()
-    if plan.nothing_to_do:
-        return execute_plan(plan, None, sink)
+    if plan.nothing_to_do and all(p.nothing_to_do for p in reruns):
+        return replace(execute_plan(plan, None, sink), reruns=tuple(execute_plan(p, None, sink) for p in reruns))
     loaded = backend = None
     try:
-        if plan.n_todo:
+        if n_todo:
             step.emit("loading", message=f"loading {run.label}", experiment_id=plan.experiment_id)
             if request.server is not None:
                 # Checked before any run is claimed; the server's context is its own business
@@ -248,14 +259,53 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
                 loaded = (load or _default_load)(run)
                 step.check()
                 plan = check_prompt_lengths(plan, loaded)
-        step.emit("generating", message="generating", total=plan.n_todo, experiment_id=plan.experiment_id,
-                  label=run.label)
-        return execute_plan(plan, loaded, sink, on_progress=step.stored, should_stop=stop, backend=backend)
+                reruns = [check_prompt_lengths(p, loaded) for p in reruns]
+        step.emit("generating", message="generating", total=plan.n_todo + sum(p.n_todo for p in reruns),
+                  experiment_id=plan.experiment_id, label=run.label)
+        outcome = execute_plan(plan, loaded, sink, on_progress=step.stored, should_stop=stop, backend=backend)
+        done = []
+        for rerun in reruns:
+            # A server generates with the config it was given: each rerun gets its own (its sampling seed).
+            own = server_backend(rerun.request, request.server, stop) if backend is not None and rerun.n_todo else None
+            try:
+                done.append(execute_plan(rerun, loaded, sink, on_progress=step.stored, should_stop=stop,
+                                         backend=own))
+            finally:
+                if own is not None:
+                    record_served(sink, own)
+                    own.close()
+        return replace(outcome, reruns=tuple(done))
     finally:
         if backend is not None:
             if request.server is not None:
                 record_served(sink, backend)
             backend.close()
+
+
+def rerun_plans(plan: ExperimentPlan, dataset: Dataset, sink: Any) -> list[ExperimentPlan]:
+    """The plans of the reruns `plan`'s request asks for (RunRequest.reruns): the k-th repeats the
+    same modes over the same items, as an experiment of its own marked as a rerun of this one."""
+    from engine.running.planner import plan_experiment
+    from engine.running.run_request import Rerun
+
+    run = plan.request
+    if not run.reruns:
+        return []
+    limits = [r.limit for r in plan.runs]
+    limit = None if None in limits else max(limit for limit in limits if limit is not None)
+    return [plan_experiment(dataset, replace(run, rerun=Rerun(plan.experiment_id, k), reruns=0, experiment=None,
+                                             repeat=False, limit=limit), sink)
+            for k in range(1, run.reruns + 1)]
+
+
+def rerun_cost(plan: ExperimentPlan, reruns: list[ExperimentPlan]) -> str:
+    """What the reruns add, said before the work starts ("" without reruns)."""
+    if not reruns:
+        return ""
+    answers = sum(len(r.items) for r in reruns[0].runs)
+    todo = sum(p.n_todo for p in reruns)
+    return (f"reruns: {len(reruns)} x {answers:,} answers ({'+'.join(r.mode for r in plan.runs)}) = "
+            f"{len(reruns) * answers:,} more answers, {todo:,} of them to generate now")
 
 
 def run_metrics(db: Path | str, run_ids: list[str]):

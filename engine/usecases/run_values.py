@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine.generation.batching import BATCHINGS, INVARIANT
+from engine.generation.batching import SORTED as SORTED  # torch-free; the faces read the names here
 from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 from engine.types import MODES
 
@@ -49,6 +51,8 @@ class RunValues:
     batch_size: int = 8
     top_logprobs: int = 0
     threads: int | None = None
+    batching: str = INVARIANT  # engine.generation.batching: batch-invariant or length-sorted
+    reruns: int = 0  # reruns of each mode after the experiment's own runs: the rerun floor
     repeat: bool = False
     experiment: str | None = None
     limit: int | None = None
@@ -69,13 +73,16 @@ def build_run_request(values: RunValues) -> RunRequest:
     check_settings(batch_size=values.batch_size, max_new_tokens=values.max_new_tokens, limit=values.limit,
                    temperature=values.temperature, do_sample=values.sample, top_p=values.top_p,
                    top_k_sampling=values.sample_top_k, top_n_logprobs=values.top_logprobs,
-                   threads=values.threads, seed=values.seed, experiment=values.experiment)
+                   threads=values.threads, seed=values.seed, experiment=values.experiment, reruns=values.reruns)
     if values.quantize not in QUANTIZATIONS:
         raise FieldError("quantize", "{quantize}: unknown value '{value}' (choose from {choices})",
                          value=values.quantize, choices=", ".join(QUANTIZATIONS))
     if values.citation_syntax not in CITATION_SYNTAXES:
         raise FieldError("citation_syntax", "{citation_syntax}: unknown value '{value}' (choose from {choices})",
                          value=values.citation_syntax, choices=", ".join(CITATION_SYNTAXES))
+    if values.batching not in BATCHINGS:
+        raise FieldError("batching", "{batching}: unknown value '{value}' (choose from {choices})",
+                         value=values.batching, choices=", ".join(BATCHINGS))
     modes = tuple(m.strip() for m in values.modes if m.strip())
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
@@ -111,5 +118,7 @@ def build_run_request(values: RunValues) -> RunRequest:
         skip_invalid=values.skip_invalid,
         citation_syntax=values.citation_syntax,
         threads=values.threads,
+        batch_invariant=values.batching == INVARIANT,
+        reruns=values.reruns,
         hf_token=values.hf_token,
     )

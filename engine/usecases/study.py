@@ -163,6 +163,9 @@ def check_study(study: StudyRequest) -> list[RunRequest]:
     if run.repeat:
         raise FieldError("repeat", "{repeat} starts one new experiment; a grid resumes its experiments (give a new "
                          "{study} only to group them anew)")
+    if run.reruns:
+        raise FieldError("reruns", "{reruns} reruns one experiment; a grid does not rerun its experiments yet: "
+                         "rerun each with `run --experiment ID --reruns K`")
     if study.name is not None:
         check_study_name(study.name)
     check_metadata_list(grid)

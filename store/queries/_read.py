@@ -37,6 +37,12 @@ RESOLVE_EXPERIMENT = (
     "UNION ALL SELECT experiment_id FROM experiments WHERE name = $ref LIMIT 1"
 )
 DONE = "(SELECT run_id, count(*) AS n_done FROM generations GROUP BY run_id)"
+# A rerun (`run --reruns`) is an experiment of its own only in the store: listings and the
+# report leave it out, and `bias` shows it as its experiment's rerun floor. Its runs' config
+# says which experiment it reruns (rerun.of).
+def not_rerun(runs: str = "runs") -> str:
+    """The condition on a runs row (`runs`: its table or alias) that it belongs to no rerun."""
+    return f"json_extract_string({runs}.config_json, '$.rerun.of') IS NULL"
 
 
 def run_or_experiment(experiment: str | None, run: str | None) -> tuple[str, dict[str, str]]:

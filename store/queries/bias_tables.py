@@ -20,7 +20,7 @@ from engine.types import MODES
 from store.db import DbLike
 from store.derived import Derived, known_signature, lookup
 from store.kept_metrics import bias_rows_sql, counts, current_item_runs, run_metric_rows_sql
-from store.queries._read import RESOLVE_EXPERIMENT, fetch, fetch_frame, frame, marks, mode_order, reading
+from store.queries._read import RESOLVE_EXPERIMENT, fetch, fetch_frame, frame, marks, mode_order, not_rerun, reading
 from store.run_scores import live_scores
 
 if TYPE_CHECKING:
@@ -118,6 +118,17 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
     return BiasInputs(experiment_id, runs, chosen, metrics, tuple(confidence))
 
 
+def rerun_experiment_ids(db: DbLike, experiment_id: str) -> tuple[str, ...]:
+    """The experiments that rerun `experiment_id` (`run --reruns`: their runs' config_json holds
+    rerun.of), in rerun order."""
+    with reading(db) as conn:
+        return tuple(row[0] for row in conn.execute(
+            "SELECT experiment_id FROM runs WHERE json_extract_string(config_json, '$.rerun.of') = ? GROUP BY "
+            "experiment_id ORDER BY min(TRY_CAST(json_extract_string(config_json, '$.rerun.k') AS INTEGER)), experiment_id",
+            [experiment_id],
+        ).fetchall())
+
+
 def _per_run(run_ids: list[str], columns: dict[str, np.ndarray]) -> dict[str, RunItemMetrics]:
     """bias_inputs' rows (sorted by run and item) cut into each run's columns; NULL metrics as NaN
     and a NULL cites_in_range as False, as the rows' tuples gave them."""
@@ -172,7 +183,7 @@ def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFram
 
 def _run_metric_frame(conn: duckdb.DuckDBPyConnection, status: str | None,
                       current: dict[str, int] | None = None) -> pd.DataFrame:
-    where = "WHERE status = ?" if status else ""
+    where = f"WHERE {not_rerun()}" + (" AND status = ?" if status else "")
     ids = [row[0] for row in conn.execute(f"SELECT run_id FROM runs {where}", [status] if status else []).fetchall()]
     rows, params = run_metric_rows_sql(conn, ids, current)
     return frame(conn.execute(
@@ -199,6 +210,9 @@ def _bias_frame(conn: duckdb.DuckDBPyConnection, experiment_id: str | None,
 def _bias_frame_of(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | None,
                    current: dict[str, int] | None = None) -> pd.DataFrame:
     """bias_table's rows for these experiments (all when None)."""
+    if experiment_ids is None:  # every experiment but the reruns, whose place is beside theirs (`bias`)
+        experiment_ids = [row[0] for row in conn.execute(
+            f"SELECT DISTINCT experiment_id FROM runs WHERE {not_rerun()} ORDER BY 1").fetchall()]
     rows, params = bias_rows_sql(conn, experiment_ids, current)
     return frame(conn.execute(
         "SELECT b.*, r.created_utc, r.dataset_sha, dataset_name(r.dataset) AS dataset_name, "

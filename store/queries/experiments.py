@@ -10,7 +10,7 @@ import duckdb
 
 from engine.types import MODES
 from store.db import DbLike
-from store.queries._read import DONE, RESOLVE_EXPERIMENT, Readable, fetch, reading
+from store.queries._read import DONE, RESOLVE_EXPERIMENT, Readable, fetch, not_rerun, reading
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ def experiment_listing(db: DbLike) -> tuple[ExperimentSummary, ...]:
                    min(r.created_utc),
                    CAST(sum({_PROMPT_TOKENS}) AS BIGINT), CAST(sum({_COMPLETION_TOKENS}) AS BIGINT)
             FROM runs r LEFT JOIN {DONE} d USING (run_id) LEFT JOIN experiments e USING (experiment_id)
+            WHERE {not_rerun('r')}
             GROUP BY r.experiment_id
             ORDER BY min(r.created_utc) DESC, r.experiment_id DESC
             """,
@@ -197,7 +198,7 @@ def experiment_choices(db: DbLike) -> tuple[ExperimentChoice, ...]:
         db,
         "SELECT r.experiment_id, any_value(e.name), arg_min(r.model, r.created_utc), max(r.metadata_type), "
         "list(DISTINCT r.rag_mode) FILTER (WHERE r.status = 'complete'), min(r.created_utc) "
-        "FROM runs r LEFT JOIN experiments e USING (experiment_id) "
+        f"FROM runs r LEFT JOIN experiments e USING (experiment_id) WHERE {not_rerun('r')} "
         "GROUP BY r.experiment_id ORDER BY min(r.created_utc) DESC, r.experiment_id DESC",
         into=choice,
     )

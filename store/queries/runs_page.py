@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.types import MODES
 from store.db import DbLike
-from store.queries._read import MODE_ORDER, reading
+from store.queries._read import MODE_ORDER, not_rerun, reading
 from store.queries.experiments import ExperimentSummary, interrupted_runs
 from store.run_scores import live_scores
 
@@ -50,7 +50,7 @@ class ExperimentPage:
 
 
 # Experiments (one row each, newest first) matching the filters, with the count of all matches.
-_EXPERIMENT_PAGE_SQL = """
+_EXPERIMENT_PAGE_SQL = f"""
 SELECT r.experiment_id,
        any_value(e.name),
        arg_min(r.model, r.created_utc),
@@ -62,6 +62,7 @@ SELECT r.experiment_id,
        min(r.created_utc) AS created,
        count(*) OVER () AS total
 FROM runs r LEFT JOIN experiments e USING (experiment_id)
+WHERE {not_rerun('r')}
 GROUP BY r.experiment_id
 HAVING ($model IS NULL OR contains(lower(arg_min(r.model, r.created_utc)), lower($model)))
    AND ($dataset IS NULL OR contains(lower(label), lower($dataset)))
