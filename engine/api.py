@@ -128,7 +128,8 @@ def bias_report(db: str | os.PathLike[str], experiment: str, *, resamples: int |
     """CAS and CAB of one experiment (id or name) in the store `db`, with their intervals, tests and
     citation confidence, as `python -m engine bias` reports them.
 
-    `.report` is the JSON-ready dict (`bias --json`), `.results` its CAS and CAB rows as a DataFrame;
+    `.report` is the JSON-ready dict (`bias --json`), `.results` its CAS and CAB rows as a DataFrame,
+    `.floors` their rerun floors (`run --reruns`; empty without reruns);
     `resamples` (bootstrap) and `seed` as `bias --resamples/--seed`. UserError for an unknown
     experiment, one line naming the known ones."""
     from pathlib import Path

@@ -19,6 +19,7 @@ the reference composition's time gives what batch-invariant generation costs.
     python scripts/batch_noise.py --model tiny-llama --quantize 4bit # bitsandbytes nf4 on the CPU
     python scripts/batch_noise.py --model smollm2 --limit 24         # SmolLM2-135M-Instruct (GGUF, real weights)
     python scripts/batch_noise.py --served-smollm2 --limit 24        # llama.cpp's server (requirements-server.txt)
+    python scripts/batch_noise.py --model smollm2 --limit 0 --top-k 0 --token-cost    # every item, every document: the cost in prompt tokens
 
 `--model` also takes a model folder or a Hub id (as `run --model`). On a GPU, scripts/bench_gpu.py's
 random-weight 7B shapes: `--model shape:mistral --device cuda --quantize 4bit` (or `none`: bf16).
@@ -73,11 +74,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--quantize", default="none", help="none, 4bit or 8bit (as `run --quantize`)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dataset", default=str(ROOT / "data" / "sample_nq.jsonl"))
-    parser.add_argument("--limit", type=int, default=32, help="the first N items (two prompts each)")
-    parser.add_argument("--top-k", type=int, default=5, help="documents shown per prompt")
+    parser.add_argument("--limit", type=int, default=32, help="the first N items, two prompts each (0: all)")
+    parser.add_argument("--top-k", type=int, default=5, help="documents shown per prompt (0: all)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=8, help="the reference composition's batch size")
     parser.add_argument("--seed", type=int, default=0, help="the shuffle's seed")
+    parser.add_argument("--token-cost", type=int, nargs="*", metavar="BATCH_SIZE",
+                        help="only print the prompt tokens each batching computes (filled rows and padding "
+                        "included) at these batch sizes (default 8 16 64), from the model's tokenizer: no generation")
     return parser.parse_args(argv)
 
 
@@ -86,10 +90,10 @@ def build_prompts(args) -> dict[str, list[tuple[str, str]]]:
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig, build_prompt
 
-    items = load_dataset(args.dataset, limit=args.limit).items
+    items = load_dataset(args.dataset, limit=args.limit or None).items
     out = {}
     for mode in ("base", "cf"):
-        config = PromptConfig(mode=mode, metadata=METADATA_TYPES["gender"], top_k=args.top_k)
+        config = PromptConfig(mode=mode, metadata=METADATA_TYPES["gender"], top_k=args.top_k or None)
         out[mode] = [(item.id, build_prompt(item, config, i).text) for i, item in enumerate(items)]
     return out
 
@@ -247,6 +251,28 @@ def served_compositions(args, prompts) -> tuple[list[Change], float, int]:
     return [change(name, reference, answers) for name, answers in variants.items()], seconds, len(reference)
 
 
+def token_cost(args, tokenizer, prompts) -> None:
+    """Prompt tokens each batching computes over one mode's prompts, against the prompts' own."""
+    from engine.generation.batching import bucket_width, cut_batches
+    from engine.generation.models import chat_input_ids_for
+
+    print("| mode | prompts | batch size | length-sorted | batch-invariant | ratio |")
+    print("|---|---|---|---|---|---|")
+    for mode, pairs in prompts.items():
+        encoded = [chat_input_ids_for(tokenizer, text) for _, text in pairs]
+        own = sum(len(e) for e in encoded)
+        for size in args.token_cost or [8, 16, 64]:
+            computed = {}
+            for invariant in (False, True):
+                total = 0
+                for batch in cut_batches(encoded, size, invariant):
+                    widest = max(len(encoded[i]) for i in batch)
+                    total += size * bucket_width(widest) if invariant else len(batch) * widest
+                computed[invariant] = total
+            print(f"| {mode} | {len(encoded)} | {size} | {computed[False] / own:.2f}x | {computed[True] / own:.2f}x | "
+                  f"{computed[True] / computed[False]:.2f} |")
+
+
 def share(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -270,6 +296,9 @@ def main(argv=None) -> int:
                   f"{delta(c.max_delta)} | {delta(c.median_delta)} |")
         return 0
     loaded = load(args)
+    if args.token_cost is not None:
+        token_cost(args, loaded.tokenizer, prompts)
+        return 0
     print(f"model {args.model} ({loaded.quantization}, {loaded.device}); {args.limit} items x base and cf, "
           f"top-{args.top_k} documents, {args.max_new_tokens} new tokens; reference: batch {args.batch_size}, "
           "each mode its own plan\n")

@@ -124,10 +124,9 @@ def test_a_batch_cut_another_way_is_refused(tiny_llama):
         generate_batch(tiny_llama, [short, short], config)
 
 
-def test_a_run_generates_batch_invariant_by_default_and_records_it(tiny_llama, tmp_path):
+def test_a_batch_invariant_run_stores_what_each_prompt_gives_alone_and_records_it(tiny_llama, tmp_path):
     """Through the runner (plan_batches on the driver, the local backend): each stored answer is
-    what its prompt gives alone, to the bit; the runs say how they batched; a run asked the old
-    way records that instead."""
+    what its prompt gives alone, to the bit; the runs say how they batched, the default's too."""
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
@@ -138,8 +137,7 @@ def test_a_run_generates_batch_invariant_by_default_and_records_it(tiny_llama, t
     db = tmp_path / "runs.duckdb"
     request = RunRequest(model=str(tiny_llama.model_id), modes=("base", "cf"),
                          prompt=PromptConfig(metadata=METADATA_TYPES["gender"]), quantize="none", device="cpu",
-                         max_new_tokens=6, batch_size=4)
-    assert request.batch_invariant
+                         max_new_tokens=6, batch_size=4, batch_invariant=True)
     run_experiment(ExperimentRequest(request, dataset, db), load=lambda r: tiny_llama)
     assert rows(db, "SELECT DISTINCT config_json->>'batching' FROM runs") == [("batch-invariant",)]
     stored = rows(db, "SELECT prompt, token_ids, logprobs FROM generations ORDER BY run_id, item_id")
@@ -150,7 +148,7 @@ def test_a_run_generates_batch_invariant_by_default_and_records_it(tiny_llama, t
         assert [t.token_id for t in alone.tokens] == token_ids
         assert [t.logprob for t in alone.tokens] == logprobs  # DOUBLE keeps float32's bits
 
-    old = dataclasses.replace(request, batch_invariant=False, repeat=True)
-    run_experiment(ExperimentRequest(old, dataset, db), load=lambda r: tiny_llama)
+    default = dataclasses.replace(request, batch_invariant=RunRequest.batch_invariant, repeat=True)
+    run_experiment(ExperimentRequest(default, dataset, db), load=lambda r: tiny_llama)
     assert rows(db, "SELECT config_json->>'batching', count(*) FROM runs GROUP BY ALL ORDER BY 1") == [
         ("batch-invariant", 2), ("length-sorted", 2)]

@@ -51,7 +51,7 @@ class GenerationConfig:
     batch_size: int = 8
     top_n_logprobs: int = 0
     # Fixed shapes (engine.generation.batching): an answer's tokens and log-probs do not depend on
-    # the rest of its batch. Off here, for the judges' and benchmarks' plain calls; `run` turns it on.
+    # the rest of its batch, at a cost in time; `run --batching batch-invariant` asks for it.
     batch_invariant: bool = False
     # torch intra-op threads to compute with (engine.generation.threads); None leaves the process's setting.
     # Not a decoding choice, but it moves log-probs in their last digits on a CPU.

@@ -56,8 +56,9 @@ class RunRequest:
     # torch's default in this process. Recorded with the runs, never hashed.
     threads: int | None = None
     # Batch-invariant generation (engine.generation.batching): an answer does not depend on the rest
-    # of its batch. Recorded with the runs ("batching"), never hashed: a rerun compares them.
-    batch_invariant: bool = True
+    # of its batch, at a cost in time (docs/figures.md), so it is asked for. Recorded with the runs
+    # ("batching"), never hashed.
+    batch_invariant: bool = False
     # After the experiment's own runs, this many reruns of each mode (engine.usecases.run), each an
     # experiment of its own marked as a rerun of this one (`rerun`): the rerun floor of `bias`.
     reruns: int = 0

@@ -86,6 +86,14 @@ class BiasReport:
 
         return pd.DataFrame.from_records(self.report["results"])
 
+    @property
+    def floors(self) -> Any:
+        """The rerun floors (`run --reruns`) as a DataFrame, one row per measure and metric in the
+        order of `results`; empty where the experiment has no rerun (`report["rerun_note"]` says so)."""
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.report.get("rerun_floors") or [])
+
     def __repr__(self) -> str:  # in a notebook: the CLI's table, not the whole dict
         from engine.usecases.display import bias_report_text
 
@@ -113,7 +121,8 @@ def clear_report_cache() -> None:
 
 def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
                 db_arg: str | None = None, conn: Any = None, pending: list | None = None,
-                explanations: bool = True, signatures: dict[str, str] | None = None) -> BiasReport:
+                explanations: bool = True, signatures: dict[str, str] | None = None,
+                floors: bool = True) -> BiasReport:
     """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
 
     The same request on an unchanged store returns the report computed before (a copy; see
@@ -122,7 +131,8 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     were; one computed now is appended to `pending` (store.derived.Derived) when given, for the
     caller to keep after its read (the app does; `python -m engine bias` only reads). `conn` is
     an open read connection to use instead of opening one per read. `explanations=False` leaves
-    out the explanation rates (the Bias page reads them once for all its experiments).
+    out the explanation rates (the Bias page reads them once for all its experiments), `floors=False`
+    the rerun floors (rerun_floor_report; the Bias page does not show them yet).
     `signatures`: experiment signatures computed already in `conn`'s transaction, shared with
     the request's other readers (store.derived.known_signature).
     """
@@ -137,9 +147,9 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
 
         require_store(path)
     return _report_cache().get(
-        path, (experiment, resamples, seed, db_arg, explanations),
+        path, (experiment, resamples, seed, db_arg, explanations, floors),
         lambda: kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,
-                                 signatures),
+                                 signatures, floors),
     )
 
 
@@ -150,7 +160,7 @@ BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined
 
 def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
                      conn: Any, pending: list | None, explanations: bool = True,
-                     signatures: dict[str, str] | None = None) -> BiasReport:
+                     signatures: dict[str, str] | None = None, floors: bool = True) -> BiasReport:
     """The report kept in the store for this request, else computed now; explanations are
     always read now (`engine explain` adds them without changing the runs)."""
     import json
@@ -169,7 +179,8 @@ def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: i
             pending.append(Derived(BIAS_REPORT, found[0], key, found[1],
                                    json.dumps({"report": report, "hint": hint}, default=_plain_json)))
     # Read now, not kept: `run --reruns` adds reruns without changing the experiment's own runs.
-    report.update(rerun_floor_report(db, report, resamples, seed))
+    if floors:
+        report.update(rerun_floor_report(db, report, resamples, seed))
     # Only where `python -m engine explain` stored some: the report is otherwise unchanged.
     explained = explanation_rates(db, list(report["runs"].values())) if explanations else ()
     if explained:

@@ -45,7 +45,7 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
                 signatures: dict[str, str] = {}  # one per experiment, shared by its two values
                 try:  # the page's request: bias_page asks by id, default resamples and seed
                     kept_or_computed(path, experiment_id, None, 0, None, conn, pending, explanations=False,
-                                     signatures=signatures)
+                                     signatures=signatures, floors=False)
                 except UserError:  # nothing to compare yet: the page says so without a bootstrap
                     pass
                 report_bias_rows(conn, [experiment_id], pending, signatures)

@@ -299,7 +299,7 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     for experiment_id in ids:
         try:
             found = bias_report(db_path, experiment_id, resamples=resamples, conn=conn, pending=pending,
-                                explanations=False, signatures=signatures)
+                                explanations=False, signatures=signatures, floors=False)
         except UserError as err:  # no two complete modes: nothing to compare yet
             skipped.append(Skipped(experiment_id, str(err), experiment_dataset_paths(db, experiment_id)))
             continue

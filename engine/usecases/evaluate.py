@@ -94,19 +94,31 @@ def bias_frame(path: Path, experiment_ids: Sequence[str]) -> pd.DataFrame:
         except UserError:  # nothing to compare yet
             continue
         runs = report["runs"]
-        for r in report["results"]:
+        floors = report.get("rerun_floors") or [None] * len(report["results"])
+        for r, floor in zip(report["results"], floors, strict=True):
             a, b = ("vanilla", "base") if r["measure"] == "CAS" else ("base", "cf")
             rows.append({"experiment_id": report["experiment_id"], "model": report["model"],
                          "dataset": report["dataset"], "metadata_type": report["metadata_type"],
                          "label_a": report["label_a"], "label_b": report["label_b"], **r,
-                         "run_a": runs[a], "run_b": runs[b]})
+                         "run_a": runs[a], "run_b": runs[b], **_floor_columns(floor, report.get("rerun_note"))})
     return pd.DataFrame.from_records(rows, columns=_BIAS_COLUMNS if not rows else None)
 
 
-# The frame's columns where no experiment has anything to compare (engine.statistics.bias.BiasResult's fields inside).
+def _floor_columns(floor: Mapping[str, Any] | None, note: str | None) -> dict[str, Any]:
+    """A bias row's rerun floor (engine.statistics.rerun_floor), or what stands in its place."""
+    if floor is None:
+        return {"rerun_floor": None, "rerun_floor_ci_low": None, "rerun_floor_ci_high": None, "rerun_floor_p": None,
+                "rerun_floor_verdict": None, "rerun_floor_note": note}
+    return {"rerun_floor": floor["value"], "rerun_floor_ci_low": floor["ci_low"], "rerun_floor_ci_high": floor["ci_high"],
+            "rerun_floor_p": floor["p"], "rerun_floor_verdict": floor["verdict"],
+            "rerun_floor_note": floor["undefined_reason"] or floor["interval_note"]}
+
+
+# The frame's columns where no experiment has anything to compare (engine.statistics.bias.BiasResult's fields
+# inside, then the rerun floor's).
 _BIAS_COLUMNS = ["experiment_id", "model", "dataset", "metadata_type", "label_a", "label_b", "measure", "metric",
                  "value", "ci_low", "ci_high", "p", "n", "n_differ", "n_cite_a", "n_cite_b", "direction", "test",
-                 "undefined_reason", "interval_note", "run_a", "run_b"]
+                 "undefined_reason", "interval_note", "run_a", "run_b", *_floor_columns(None, None)]
 
 
 def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], *, db: Path | str = MEMORY,

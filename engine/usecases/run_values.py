@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.generation.batching import BATCHINGS, INVARIANT
-from engine.generation.batching import SORTED as SORTED  # torch-free; the faces read the names here
+from engine.generation.batching import BATCHINGS, INVARIANT, SORTED  # torch-free; the faces read the names here
 from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 from engine.types import MODES
 
@@ -51,7 +50,7 @@ class RunValues:
     batch_size: int = 8
     top_logprobs: int = 0
     threads: int | None = None
-    batching: str = INVARIANT  # engine.generation.batching: batch-invariant or length-sorted
+    batching: str = SORTED  # engine.generation.batching: length-sorted or batch-invariant
     reruns: int = 0  # reruns of each mode after the experiment's own runs: the rerun floor
     repeat: bool = False
     experiment: str | None = None
