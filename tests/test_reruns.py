@@ -211,3 +211,12 @@ def test_the_api_gives_the_floors_beside_cas_and_cab(store):
     assert list(bias["rerun_floor"]) == pytest.approx(list(floors["value"]), nan_ok=True)
     cas = bias[(bias.measure == "CAS") & (bias.metric == "precision")].iloc[0]
     assert cas["rerun_floor_verdict"] == floors.iloc[0]["verdict"]
+
+
+def test_the_apps_bias_tab_shows_the_floors_under_each_experiment(store):
+    from demo.handlers.bias import bias_page
+
+    db, _, outcome, _ = store
+    summary = bias_page(db, outcome.experiment_id).summary
+    assert "  - rerun floor (2 reruns of this experiment" in summary
+    assert "    - CAS precision " in summary  # each measure under the floor's heading

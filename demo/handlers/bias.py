@@ -324,6 +324,8 @@ def _summary(experiments: Sequence[usecase.ExperimentBias], skipped: Sequence[st
         if e.label_note:
             line += f"; {markdown_text(e.label_note)}"
         lines.append(line + ".")
+        # Beside the measures, what they read when only the engine's noise differs (`run --reruns`).
+        lines += [f"{'    ' if floor.startswith('  ') else '  '}- {markdown_text(floor.strip())}" for floor in e.floor_lines]
     lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
     if any(is_smoke(e.model) for e in experiments):  # every number below is 0: said before them
         lines = [f"**{markdown_text(SMOKE_NOTE)}**", ""] + lines

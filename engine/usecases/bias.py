@@ -132,7 +132,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     caller to keep after its read (the app does; `python -m engine bias` only reads). `conn` is
     an open read connection to use instead of opening one per read. `explanations=False` leaves
     out the explanation rates (the Bias page reads them once for all its experiments), `floors=False`
-    the rerun floors (rerun_floor_report; the Bias page does not show them yet).
+    the rerun floors (rerun_floor_report: the values kept after a run leave them out).
     `signatures`: experiment signatures computed already in `conn`'s transaction, shared with
     the request's other readers (store.derived.known_signature).
     """

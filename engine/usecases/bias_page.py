@@ -68,6 +68,9 @@ class ExperimentBias:
     runs: tuple[tuple[str, str], ...]  # (mode, run id) of the runs compared, in mode order
     results: tuple[BiasRow, ...]
     confidence: tuple[ConfidenceRow, ...]
+    # The rerun floors as `bias` prints them (engine.usecases.display.rerun_floor_lines), or the
+    # line that says there is none and how to get one.
+    floor_lines: tuple[str, ...] = ()
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -199,12 +202,15 @@ class BiasPage:
 
 def experiment_bias(report: Mapping[str, Any]) -> ExperimentBias:
     """bias_report's dict (`bias --json`) as an ExperimentBias."""
+    from engine.usecases.display import rerun_floor_lines
+
     fields = BiasRow.__dataclass_fields__
     return ExperimentBias(
         report["experiment_id"], report["model"], report["dataset"], report["metadata_type"], report["label_a"],
         report["label_b"], report.get("label_note"), tuple(report["runs"].items()),
         tuple(BiasRow(**{k: v for k, v in row.items() if k in fields}) for row in report["results"]),
         tuple(ConfidenceRow(**c) for c in report["confidence"]),
+        tuple(rerun_floor_lines(report)),
     )
 
 
@@ -299,7 +305,7 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     for experiment_id in ids:
         try:
             found = bias_report(db_path, experiment_id, resamples=resamples, conn=conn, pending=pending,
-                                explanations=False, signatures=signatures, floors=False)
+                                explanations=False, signatures=signatures)
         except UserError as err:  # no two complete modes: nothing to compare yet
             skipped.append(Skipped(experiment_id, str(err), experiment_dataset_paths(db, experiment_id)))
             continue
