@@ -152,3 +152,29 @@ def test_a_batch_invariant_run_stores_what_each_prompt_gives_alone_and_records_i
     run_experiment(ExperimentRequest(default, dataset, db), load=lambda r: tiny_llama)
     assert rows(db, "SELECT config_json->>'batching', count(*) FROM runs GROUP BY ALL ORDER BY 1") == [
         ("batch-invariant", 2), ("length-sorted", 2)]
+
+
+def test_a_resume_that_batches_otherwise_is_listed_beside_the_first_way(tiny_llama, tmp_path):
+    """Like the thread count: a run keeps how its first start batched; a resume that batched
+    otherwise is listed; a run stored before runs recorded it was length-sorted."""
+    import duckdb
+
+    from engine.datasets.data import load_dataset
+    from engine.prompting.prompts import PromptConfig
+    from engine.running.run_request import RunRequest
+    from engine.usecases.run import ExperimentRequest, run_experiment
+    from tests.helpers import make_dataset, rows
+
+    dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 4))
+    db = tmp_path / "runs.duckdb"
+    first = RunRequest(model=str(tiny_llama.model_id), modes=("vanilla",), prompt=PromptConfig(), quantize="none",
+                       device="cpu", max_new_tokens=2, batch_size=2, limit=2)
+    run_experiment(ExperimentRequest(first, dataset, db), load=lambda r: tiny_llama)
+    with duckdb.connect(str(db)) as conn:  # as a store written before runs recorded their batching
+        conn.execute("UPDATE runs SET config_json = json_merge_patch(config_json, '{\"batching\": null}')")
+    sql = "SELECT config_json->>'batching', config_json->>'batching_resumed' FROM runs"
+    assert rows(db, sql) == [(None, None)]
+    resumed = dataclasses.replace(first, limit=4, batch_invariant=True)
+    run_experiment(ExperimentRequest(resumed, dataset, db), load=lambda r: tiny_llama)
+    assert rows(db, sql) == [("length-sorted", '["batch-invariant"]')]
+    assert rows(db, "SELECT count(*) FROM generations") == [(4,)]

@@ -10,10 +10,11 @@ Batch-invariant (fixed shapes): every batch has exactly `batch_size` rows (empty
 a prompt is padded to a width that depends on its own length alone (`bucket_width`), and it sits
 in a row chosen by its own tokens (`batch_slot`). Its computation then has the same shapes at
 the same place whatever else is in the batch: the same tokens and log-probs to the bit, on a
-given machine, thread count and library versions. Measured on a CPU, fixing the width and the
-batch size is not enough: a prompt moved to another row of the same shape changed its log-probs
-(the kernels treat the last rows of a tile differently), hence the slot. `scripts/batch_noise.py`
-measures both ways.
+given machine, thread count, library versions and batch size. Measured on a CPU, fixing the
+width and the batch size is not enough: with two torch threads, a prompt in rows 0-3 of a batch
+of 8 got other log-probs than in rows 4-7 (with one thread, every row gave the same), hence the
+slot. The cost is the filled rows and the padding (docs/figures.md), which is why length-sorted
+batches stay the default. `scripts/batch_noise.py` measures both ways.
 
 No torch here: the driver plans batches with a tokenizer alone (engine.running.backends).
 """

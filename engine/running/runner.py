@@ -71,7 +71,8 @@ def _run_spec(plan: ExperimentPlan, run: PlannedRun, provenance: Provenance | No
     if request.quantize != "server":
         # Like the thread count: how the first start cut its batches, and any other way a resume did.
         batching = batching_name(request.batch_invariant)
-        first_batching = previous.get("batching")
+        # A run started before runs recorded it was cut length-sorted: the only way there was.
+        first_batching = previous.get("batching") or (batching_name(False) if previous else None)
         config["batching"] = first_batching or batching
         if first_batching is not None and first_batching != batching:
             config["batching_resumed"] = sorted({*previous.get("batching_resumed", ()), batching})
