@@ -273,6 +273,21 @@ def possible_comparisons(modes: Iterable[str]) -> list[tuple[Measure, Mode, Mode
     return [c for c in COMPARISONS if c[1] in have and c[2] in have]
 
 
+def mode_tables(per_mode: Mapping[str, Any], also: Iterable[str] = ()
+                ) -> tuple[dict[str, MetricTable], list[tuple[Measure, Mode, Mode]]]:
+    """`per_mode`'s MetricTables in MODES order and the COMPARISONS they allow; UserError for an
+    unknown mode (among per_mode's and `also`) or for no pair to compare."""
+    unknown = (set(per_mode) | set(also)) - set(MODES)
+    if unknown:
+        raise UserError(f"unknown mode(s) {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
+    tables: dict[str, MetricTable] = {m: metric_table(per_mode[m]) for m in MODES if m in per_mode}
+    comparisons = possible_comparisons(tables)
+    if not comparisons:
+        have = ", ".join(tables) or "none"
+        raise UserError(f"need base and cf runs for CAB, or vanilla and base for CAS (have: {have})")
+    return tables, comparisons
+
+
 def compute_bias(
     per_mode: Mapping[str, Any],
     labels: Labels | None = None,
@@ -288,14 +303,7 @@ def compute_bias(
     takes (a DataFrame with item_id, precision, recall, f1; ItemMetrics; dicts). Where they say
     whether each answer cites a shown document, a comparison in which none does is undefined.
     """
-    unknown = set(per_mode) - set(MODES)
-    if unknown:
-        raise UserError(f"unknown mode(s) {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
-    tables: dict[str, MetricTable] = {m: metric_table(per_mode[m]) for m in MODES if m in per_mode}
-    comparisons = possible_comparisons(tables)
-    if not comparisons:
-        have = ", ".join(tables) or "none"
-        raise UserError(f"need base and cf runs for CAB, or vanilla and base for CAS (have: {have})")
+    tables, comparisons = mode_tables(per_mode)
     values, cites = align(tables, run_ids)
     signed, shown = [], []
     for measure, a, b in comparisons:

@@ -46,14 +46,12 @@ from engine.statistics.bias import (
     SIGNIFICANCE,
     BiasResult,
     Measure,
-    MetricTable,
     align,
     metric_table,
-    possible_comparisons,
+    mode_tables,
     undefined_reason,
 )
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci
-from engine.types import MODES
 
 FLOOR_PERMUTATIONS = 9999  # random assignments of the Monte Carlo test: p's error about 0.002 at 0.05
 EXACT_ASSIGNMENTS = 2**16  # up to this many assignments, all enumerated (the sign flip's bound)
@@ -157,17 +155,10 @@ def rerun_floors(per_mode: Mapping[str, Any], reruns: Mapping[str, Sequence[Any]
     rerun of either of its modes gives rows undefined "no rerun of ...". Every run must cover
     the same items (UserError otherwise, as compute_bias).
     """
-    unknown = (set(per_mode) | set(reruns)) - set(MODES)
-    if unknown:
-        raise UserError(f"unknown mode(s) {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
+    tables, comparisons = mode_tables(per_mode, also=reruns)
     orphans = [m for m in reruns if reruns[m] and m not in per_mode]
     if orphans:
         raise UserError(f"a rerun of {', '.join(sorted(orphans))} needs its run")
-    tables: dict[str, MetricTable] = {m: metric_table(per_mode[m]) for m in MODES if m in per_mode}
-    comparisons = possible_comparisons(tables)
-    if not comparisons:
-        have = ", ".join(tables) or "none"
-        raise UserError(f"need base and cf runs for CAB, or vanilla and base for CAS (have: {have})")
     rerun_keys: dict[str, list[str]] = {}
     for mode in list(tables):
         for j, records in enumerate(reruns.get(mode, ()) or (), start=1):
