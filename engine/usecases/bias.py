@@ -305,8 +305,9 @@ def rerun_floor_report(db: Any, report: dict[str, Any], resamples: int | None, s
         out["rerun_note"] = f"rerun floor undefined: {err}"
         return out
     # The report's own CAS and CAB (JSON: None where undefined), in the floors' order.
-    results = [BiasResult(**{k: math.nan if v is None and k in _FLOAT_FIELDS else v for k, v in r.items()})
-               for r in report["results"]]
+    fields: list[dict[str, Any]] = [{k: math.nan if v is None and k in _FLOAT_FIELDS else v for k, v in r.items()}
+                                    for r in report["results"]]
+    results = [BiasResult(**f) for f in fields]
     out["rerun_floors"] = [_finite_dict(f.__dict__) for f in floors]
     out["rerun_lines"] = [floor_line(r, f) for r, f in zip(results, floors, strict=True)]
     return out

@@ -266,7 +266,7 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
         done = []
         for rerun in reruns:
             # A server generates with the config it was given: each rerun gets its own (its sampling seed).
-            own = server_backend(rerun.request, request.server, stop) if backend is not None and rerun.n_todo else None
+            own = server_backend(rerun.request, request.server, stop) if request.server is not None and rerun.n_todo else None
             try:
                 done.append(execute_plan(rerun, loaded, sink, on_progress=step.stored, should_stop=stop,
                                          backend=own))
