@@ -220,3 +220,24 @@ def test_the_apps_bias_tab_shows_the_floors_under_each_experiment(store):
     summary = bias_page(db, outcome.experiment_id).summary
     assert "  - rerun floor (2 reruns of this experiment" in summary
     assert "    - CAS precision " in summary  # each measure under the floor's heading
+
+
+def test_a_rerun_is_still_evaluated_on_its_own_when_asked_by_id(store):
+    """Listings and the report leave reruns out; asked for by id, a rerun's runs are all there."""
+    from engine import api
+
+    db, _, outcome, _ = store
+    rerun = outcome.reruns[0]
+    evaluation = api.evaluate(db, experiment=rerun.experiment_id)
+    assert sorted(evaluation.runs["run_id"]) == sorted(r.run_id for r in rerun.runs)
+    assert len(evaluation.items) == 3 * 8
+
+
+def test_the_report_counts_no_rerun_as_a_run_of_its_own(store, capsys):
+    from engine.__main__ import main as cli
+
+    db, _, outcome, _ = store
+    assert cli(["report", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    table1 = out.split("Table 1")[1].split("Table 2")[0]
+    assert len([line for line in table1.splitlines() if line.startswith("| ") and "---" not in line]) == 1 + 3

@@ -398,7 +398,7 @@ def _covered_runs(request: ReportRequest, db: Any = None) -> tuple[Any, str | No
 
     db = Path(request.db) if db is None else db
     experiment = _experiment_id(request, db)
-    runs, study = _covered(request, run_metric_table(db, status=None), experiment)
+    runs, study = _covered(request, run_metric_table(db, status=None, reruns=False), experiment)
     return runs, experiment, study
 
 

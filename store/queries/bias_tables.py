@@ -169,21 +169,23 @@ def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
     return fetch_frame(db, "SELECT * FROM query_metrics WHERE run_id = ? ORDER BY item_id", [run_id])
 
 
-def run_metric_table(db: DbLike, status: str | None = "complete") -> pd.DataFrame:
+def run_metric_table(db: DbLike, status: str | None = "complete", *, reruns: bool = True) -> pd.DataFrame:
     """run_metrics rows (one per run, oldest first) with dataset_name and dataset_label; only runs
     with `status` unless it is None.
 
     The per-run numbers come from run_metric_rows where the writer kept them for the run's
     current answers (store.kept_metrics), from the views otherwise: the same rows as
     `SELECT * FROM run_metrics`, in milliseconds rather than seconds a run at 1M answers.
+    `reruns=False` leaves out the runs of reruns (`run --reruns`), as the report does.
     """
     with reading(db) as conn:
-        return _run_metric_frame(conn, status)
+        return _run_metric_frame(conn, status, reruns=reruns)
 
 
 def _run_metric_frame(conn: duckdb.DuckDBPyConnection, status: str | None,
-                      current: dict[str, int] | None = None) -> pd.DataFrame:
-    where = f"WHERE {not_rerun()}" + (" AND status = ?" if status else "")
+                      current: dict[str, int] | None = None, reruns: bool = True) -> pd.DataFrame:
+    conditions = ([] if reruns else [not_rerun()]) + (["status = ?"] if status else [])
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     ids = [row[0] for row in conn.execute(f"SELECT run_id FROM runs {where}", [status] if status else []).fetchall()]
     rows, params = run_metric_rows_sql(conn, ids, current)
     return frame(conn.execute(
@@ -232,7 +234,7 @@ def report_frames(db: DbLike, experiment_id: str | None = None) -> tuple[pd.Data
     generations table: about 10 ms at 1M answers, issue 31)."""
     with reading(db) as conn:
         current = counts(conn, [row[0] for row in conn.execute("SELECT run_id FROM runs").fetchall()])
-        return _run_metric_frame(conn, None, current), _bias_frame(conn, experiment_id, current)
+        return _run_metric_frame(conn, None, current, reruns=False), _bias_frame(conn, experiment_id, current)
 
 
 def run_summaries(db: DbLike, run_ids: list[str]) -> pd.DataFrame:
