@@ -235,18 +235,29 @@ def metrics_table(detail: Any) -> str:
     return f'<table class="metrics">{header}{"".join(rows)}</table>'
 
 
-def query_page(detail: Any, use: Iterable[Any] = ()) -> str:
+def query_page(detail: Any, use: Iterable[Any] = (), reruns: Iterable[Any] = (), rerun_note: str = "") -> str:
     """The whole drill-down: question, gold answers, grid (with the documents' use where `used`
-    read the answers), answers and heat maps, metrics."""
+    read the answers), answers (each marked where its citations change on a rerun too) and heat
+    maps, metrics."""
     golds = ", ".join(escape_text(a) for a in detail.gold_answers) or "–"
+    marks = {m.mode: m for m in reruns}
+
+    def rerun_mark(mode: str) -> str:
+        mark = marks.get(mode)
+        text = mark.text() if mark is not None else ""
+        return f' <span class="{"flip" if mark.changed else "note"}">{escape_text(text)}</span>' if text else ""
+
     columns = "".join(
-        f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)} ({escape_text(m.status)})</small></h4>'
+        f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)} ({escape_text(m.status)})</small>'
+        f'{rerun_mark(m.mode)}</h4>'
         f"{answer_html(m)}<h5>tokens</h5>{token_heatmap(m)}"
         f"<details><summary>the prompt {escape_text(m.mode)} saw</summary>{prompt_html(m)}</details></div>"
         for m in detail.modes
     )
     smoke = any(is_smoke(m.model) for m in detail.modes if m.model)
     note = f'<p class="note">{escape_text(SMOKE_NOTE)}</p>' if smoke else ""
+    if rerun_note:
+        note += f'<p class="note">{escape_text(rerun_note)}</p>'
     return (
         f'{CSS}<div class="pe-q">'
         f"<h3>{escape_text(detail.question)}</h3>"
@@ -290,6 +301,7 @@ def comparison_summary(result) -> str:
         lines.append(f"citation flips over {c.shown_both} documents shown in both: cited in A only "
                      f"{c.a_only_relevant} relevant / {c.a_only_nonrelevant} not; in B only {c.b_only_relevant} "
                      f"relevant / {c.b_only_nonrelevant} not")
+        lines.append(escape_text(r.reruns.line()))
         lines += [f'<span class="note">{escape_text(n)}</span>' for n in r.notes]
         parts.append("<li>" + "<br>".join(lines) + "</li>")
     for b in result.bias:

@@ -281,6 +281,83 @@ JOIN runs r ON r.run_id = CASE t.measure WHEN 'CAS' THEN t.run_b ELSE t.run_a EN
 LEFT JOIN counts ca ON ca.run_id = t.run_a
 LEFT JOIN counts cb ON cb.run_id = t.run_b;
 
+-- ---------------------------------------------------------------- rerun_floor (as of migration 026)
+-- Each measure's rerun floor (`run --reruns`): CAS and CAB between a mode and its reruns, x100,
+-- what the measure reads when only the engine's noise differs; the arithmetic of
+-- engine/statistics/rerun_floor.py's rerun_floors (docs/method.md, "The rerun floor"), whose
+-- interval and test (CAS against its floor) are the engine's alone, as for the bias view.
+-- Per experiment (not itself a rerun) and mode, the newest complete run; its reruns are the newest
+-- complete run of that mode in each experiment whose runs say rerun.of = the experiment. CAS's
+-- floor comes from vanilla's reruns where there are any, else base's: per item the mean over the
+-- K reruns of |M - M_k|. CAB's from base's (M - mean_k M_k), else cf's (mean_k M_k - M). value is
+-- NULL, and undefined_reason says why, where the runs and reruns do not all hold the same number
+-- of items as they pair (the engine refuses to pair them), or no answer of the mode and its
+-- reruns cites a shown document.
+CREATE OR REPLACE VIEW rerun_floor AS
+WITH chosen AS (
+  SELECT experiment_id, rag_mode, arg_max(run_id, created_utc) AS run_id,
+         any_value(json_extract_string(config_json, '$.rerun.of')) AS rerun_of
+  FROM runs WHERE status = 'complete' GROUP BY experiment_id, rag_mode
+),
+reruns AS (
+  SELECT o.experiment_id, o.rag_mode, o.run_id, r.run_id AS rerun_run_id
+  FROM chosen o JOIN chosen r ON r.rerun_of = o.experiment_id AND r.rag_mode = o.rag_mode
+  WHERE o.rerun_of IS NULL
+),
+plan AS (
+  SELECT a.experiment_id, m.measure,
+         CASE WHEN list_contains(h.modes, m.mode_a) THEN m.mode_a WHEN list_contains(h.modes, m.mode_b) THEN m.mode_b END AS mode,
+         m.mode_a
+  FROM (VALUES ('CAS', 'vanilla', 'base'), ('CAB', 'base', 'cf')) AS m(measure, mode_a, mode_b)
+  JOIN chosen a ON a.rag_mode = m.mode_a AND a.rerun_of IS NULL
+  JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b
+  JOIN (SELECT experiment_id, list(DISTINCT rag_mode) AS modes FROM reruns GROUP BY experiment_id) h
+    ON h.experiment_id = a.experiment_id
+),
+held AS (  -- answers per run of the experiment and of its reruns
+  SELECT x.experiment_id, x.run_id, count(g.item_id) AS n_items
+  FROM (SELECT experiment_id, run_id FROM chosen WHERE rerun_of IS NULL
+        UNION SELECT experiment_id, rerun_run_id FROM reruns) x
+  LEFT JOIN generations g ON g.run_id = x.run_id
+  GROUP BY ALL
+),
+diffs AS (
+  SELECT p.experiment_id, p.measure, p.mode, p.mode_a, s.rerun_run_id, qa.item_id,
+         qa.n_citations > qa.out_of_range_citations OR qk.n_citations > qk.out_of_range_citations AS cites,
+         unnest([
+    {'metric': 'precision', 'd': 100 * (qa.precision - qk.precision)},
+    {'metric': 'recall', 'd': 100 * (qa.recall - qk.recall)},
+    {'metric': 'f1', 'd': 100 * (qa.f1 - qk.f1)}
+  ], recursive := true)
+  FROM plan p
+  JOIN reruns s ON s.experiment_id = p.experiment_id AND s.rag_mode = p.mode
+  JOIN query_metrics qa ON qa.run_id = s.run_id
+  JOIN query_metrics qk ON qk.run_id = s.rerun_run_id AND qk.item_id = qa.item_id
+),
+per_item AS (
+  SELECT experiment_id, measure, mode, mode_a, metric, item_id, count(DISTINCT rerun_run_id) AS k,
+         bool_or(cites) AS cites,
+         CASE WHEN measure = 'CAS' THEN avg(abs(d)) WHEN mode = mode_a THEN avg(d) ELSE -avg(d) END AS floor
+  FROM diffs GROUP BY experiment_id, measure, mode, mode_a, metric, item_id
+),
+agg AS (
+  SELECT experiment_id, measure, mode, metric, count(floor) AS n, max(k) AS n_reruns, avg(floor) AS value,
+         bool_or(cites) AS cites
+  FROM per_item GROUP BY ALL
+),
+paired AS (  -- every run of the experiment and of its reruns holds as many items as are paired
+  SELECT a.experiment_id, a.measure, a.metric, bool_and(h.n_items = a.n) AS same_items
+  FROM agg a JOIN held h USING (experiment_id) GROUP BY ALL
+)
+SELECT p.experiment_id, p.measure, a.metric, p.mode, a.n_reruns,
+       CASE WHEN c.same_items AND a.cites THEN a.value END AS value, a.n,
+       CASE WHEN NOT c.same_items THEN 'the runs and reruns of experiment ' || p.experiment_id || ' hold different items'
+            WHEN NOT a.cites THEN 'no answer in ' || p.mode || ' or its reruns cites a shown document' END
+         AS undefined_reason
+FROM plan p
+JOIN agg a ON a.experiment_id = p.experiment_id AND a.measure = p.measure
+JOIN paired c ON c.experiment_id = p.experiment_id AND c.measure = p.measure AND c.metric = a.metric;
+
 -- ---------------------------------------------------------------- citation_confidence (as of migration 002)
 -- The mean probability the model gave the cited number, over all citation marks of a run to
 -- relevant and to non-relevant shown documents, with the label those documents carried (short

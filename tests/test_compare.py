@@ -433,7 +433,7 @@ def test_cli_text_json_csv_and_errors(db, capsys):
     assert [m["metric"] for m in data["runs"][0]["metrics"]] == ["f1", "precision"]
     assert main(["compare", "same-1", "same-2", "--db", str(db), "--format", "csv", "--metric", "f1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "comparison,run_a,run_b,item_id,f1_a,f1_b,f1_diff" and len(lines) == 41
+    assert lines[0] == "comparison,run_a,run_b,item_id,f1_a,f1_b,f1_diff,changes_on_rerun" and len(lines) == 41
     for bad in (["e1-base", "disjoint"], ["e1-base", "e2-base", "--items", "-1"], ["e1-base", "e2-base", "--metric", "x"],
                 ["e1-base", "e2-base", "--resamples", "5"]):
         assert main(["compare", *bad, "--db", str(db)]) == 2
@@ -457,7 +457,10 @@ def test_cli_text_is_the_table_and_one_short_verdict_line_per_metric(db, capsys)
             assert f"; {m.equivalence.method} within +-2, Holm p " in line, line
         assert len(line) <= 120, line
     assert "is detectable at 80% power (" not in out and "paired t-test p" not in out  # the sentences
-    assert max(len(x) for x in lines) <= 130 and len(lines) <= 34, out
+    # 35: the tables, a verdict line per metric, the flips and the footer, whose last line says
+    # once that no rerun tells the flips from engine noise.
+    assert max(len(x) for x in lines) <= 130 and len(lines) <= 35, out
+    assert lines[-1].startswith("flips: changes on a rerun too: unknown, no rerun"), out
     assert "--explain" in out
     assert main([*argv, "--explain"]) == 0
     explained = capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -241,3 +242,163 @@ def test_the_report_counts_no_rerun_as_a_run_of_its_own(store, capsys):
     out = capsys.readouterr().out
     table1 = out.split("Table 1")[1].split("Table 2")[0]
     assert len([line for line in table1.splitlines() if line.startswith("| ") and "---" not in line]) == 1 + 3
+
+
+def cited_sets(db: Path) -> dict[tuple[str, str], frozenset[str]]:
+    """(run, item) -> the shown documents its answer cites, for every stored answer."""
+    sets: dict[tuple[str, str], set[str]] = {key: set() for key in rows(db, "SELECT run_id, item_id FROM generations")}
+    for run, item, doc in rows(db, "SELECT run_id, item_id, doc_id FROM citations WHERE doc_id IS NOT NULL"):
+        sets[(run, item)].add(doc)
+    return {key: frozenset(docs) for key, docs in sets.items()}
+
+
+def steadied(store, tmp_path: Path) -> tuple[Path, dict[str, str], dict[str, list[str]]]:
+    """A copy of the store in which the reruns of q0-q3 cite what the runs cited (the sampled
+    model changes nearly every item on some rerun), with each mode's run and its reruns."""
+    import shutil
+
+    from store.db import connect
+
+    source, _, outcome, _ = store
+    runs = {r.mode: r.run_id for r in outcome.runs}
+    again = {mode: [next(r.run_id for r in rerun.runs if r.mode == mode) for rerun in outcome.reruns] for mode in runs}
+    db = tmp_path / "steadied.duckdb"
+    shutil.copy(source, db)
+    with connect(db) as conn:
+        for mode, reruns in again.items():
+            for rerun in reruns:
+                conn.execute("DELETE FROM citations WHERE run_id = ? AND item_id IN ('q0', 'q1', 'q2', 'q3')", [rerun])
+                conn.execute("INSERT INTO citations SELECT * REPLACE (? AS run_id) FROM citations "
+                             "WHERE run_id = ? AND item_id IN ('q0', 'q1', 'q2', 'q3')", [rerun, runs[mode]])
+    return db, runs, again
+
+
+def test_compare_marks_the_items_whose_citations_change_on_a_rerun_too(store, citing, tmp_path, capsys):
+    from engine.__main__ import main as cli
+    from engine.usecases.compare import CompareRequest, compare
+    from engine.usecases.rerun_marks import MARK
+
+    _, dataset, outcome, _ = store
+    db, runs, again = steadied(store, tmp_path)
+    sets = cited_sets(db)
+    expected = {item for (run, item) in sets if run == runs["base"]
+                and any(sets[(runs[mode], item)] != sets[(x, item)] for mode in ("base", "cf") for x in again[mode])}
+    assert expected and not expected & {"q0", "q1", "q2", "q3"}
+
+    r = compare(CompareRequest(f"{outcome.experiment_id}:base", f"{outcome.experiment_id}:cf"), db).runs[0]
+    marked = dict(zip(r.items["item_id"], r.items["changes_on_rerun"], strict=True))
+    assert {item for item, flag in marked.items() if flag} == expected
+    assert (r.reruns.reruns_a, r.reruns.reruns_b, r.reruns.n_changed) == (2, 2, len(expected))
+    assert r.reruns.line().startswith(f"{MARK}: {len(expected)} of 8 paired items cite other documents on a rerun")
+
+    assert cli(["compare", f"{outcome.experiment_id}:base", f"{outcome.experiment_id}:cf", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert r.reruns.line() in text
+    item_lines = text.split("items that differ most")[1].splitlines()[2:]
+    assert {line.split()[0] for line in item_lines if line.rstrip().endswith(MARK)} == expected
+
+    # A store without reruns: no mark at all, and the line says how to get one.
+    folder, loaded = citing
+    lone = tmp_path / "lone.duckdb"
+    first = run_experiment(ExperimentRequest(request(folder, reruns=0), dataset, lone), load=lambda r: loaded)
+    plain = compare(CompareRequest(f"{first.experiment_id}:base", f"{first.experiment_id}:cf"), lone).runs[0]
+    assert plain.items["changes_on_rerun"].isna().all()
+    assert plain.reruns.line() == f"{MARK}: unknown, no rerun to tell engine noise from a real change: " \
+                                  "`run --reruns 1` measures it"
+
+
+def test_the_query_tab_marks_each_answer_that_changes_on_a_rerun_too(store, tmp_path):
+    from demo.handlers.query import open_view
+    from engine.usecases.items import item_detail
+    from engine.usecases.rerun_marks import MARK
+
+    outcome = store[2]
+    db, runs, again = steadied(store, tmp_path)
+    sets = cited_sets(db)
+    seen = set()
+    for item in sorted({item for _, item in sets}):
+        lookup = item_detail(db, outcome.experiment_id, item)
+        for mark in lookup.reruns:
+            changed = any(sets[(runs[mark.mode], item)] != sets[(x, item)] for x in again[mark.mode])
+            assert (mark.mode, mark.reruns, mark.changed) == (mark.mode, 2, changed)
+            seen.add(changed)
+        assert lookup.no_rerun_note() == ""
+    assert seen == {True, False}
+    # The page shows each mode's mark in its heading.
+    for item in sorted({i for _, i in sets}):
+        page = open_view(db, outcome.experiment_id, item).page
+        for mark in item_detail(db, outcome.experiment_id, item).reruns:
+            assert (f"{mark.mode} <small>run {runs[mark.mode]} (complete)</small> <span class="
+                    f"\"{'flip' if mark.changed else 'note'}\">{MARK if mark.changed else 'same citations on 2 reruns'}"
+                    ) in page
+
+
+def test_the_query_tab_says_when_no_rerun_can_tell_a_flip_from_noise(citing, tmp_path):
+    from demo.handlers.query import open_view
+    from engine.usecases.rerun_marks import NO_RERUN
+    from store.db import connect
+
+    folder, loaded = citing
+    db = tmp_path / "lone.duckdb"
+    first = run_experiment(ExperimentRequest(request(folder, reruns=0), make_dataset(tmp_path / "d.jsonl", 8), db),
+                           load=lambda r: loaded)
+    # The modes share their sampling draws and the model ignores its prompt: every mode cites
+    # alike, until cf's answers to q0-q3 lose their citations.
+    with connect(db) as conn:
+        conn.execute("DELETE FROM citations WHERE run_id = ? AND item_id IN ('q0', 'q1', 'q2', 'q3')",
+                     [next(r.run_id for r in first.runs if r.mode == "cf")])
+    sets = cited_sets(db)
+    runs = [r.run_id for r in first.runs]
+    differ = {item for _, item in sets if len({sets[(run, item)] for run in runs}) > 1}
+    assert differ and len(differ) < 8
+    for item in sorted({item for _, item in sets}):
+        page = open_view(db, first.experiment_id, item).page
+        assert (f"citations differ between modes; {NO_RERUN}" in page) == (item in differ)
+        assert "rerun too" not in page
+
+
+def test_the_reports_table_2_gives_each_cab_its_rerun_floor(store, capsys):
+    from engine.__main__ import main as cli
+
+    db, _, outcome, _ = store
+    floors = {f["metric"]: f["value"] for f in bias_report(db, outcome.experiment_id).report["rerun_floors"]
+              if f["measure"] == "CAB"}
+    assert cli(["report", "--db", str(db), "--table", "2", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["table2"]
+    assert (row["precision_floor"], row["recall_floor"], row["floor_note"]) == \
+        (pytest.approx(floors["precision"]), pytest.approx(floors["recall"]), None)
+    assert cli(["report", "--db", str(db), "--table", "2"]) == 0
+    out = capsys.readouterr().out
+    head, _, cells = [line for line in out.splitlines() if line.startswith("|")][:3]
+    assert head.endswith("| CAB Δ Precision | CAB Δ Recall | Rerun floor Precision | Rerun floor Recall |")
+    assert cells.endswith(f"| {floors['precision']:+.1f} | {floors['recall']:+.1f} |")
+    assert "- Rerun floor: CAB between base and its reruns" in out
+
+
+def test_the_rerun_floor_view_is_the_engines_arithmetic(store, tmp_path):
+    import shutil
+
+    from store.db import connect
+
+    db, _, outcome, _ = store
+    floors = bias_report(db, outcome.experiment_id).report["rerun_floors"]
+    view = {(m, x): (mode, k, v, n, why) for m, x, mode, k, v, n, why in rows(
+        db, "SELECT measure, metric, mode, n_reruns, value, n, undefined_reason FROM rerun_floor WHERE experiment_id = ?",
+        [outcome.experiment_id])}
+    assert len(view) == len(floors) == 6
+    for f in floors:
+        mode, k, value, n, why = view[(f["measure"], f["metric"])]
+        assert (mode, k, n, why) == (f["mode"], 2, 8, None)
+        assert value == pytest.approx(f["value"], abs=1e-9)
+    assert rows(db, "SELECT count(*) FROM rerun_floor WHERE experiment_id <> ?", [outcome.experiment_id]) == [(0,)]
+
+    # A rerun that holds fewer items: the engine refuses to pair them, the view says why.
+    short = tmp_path / "short.duckdb"
+    shutil.copy(db, short)
+    rerun_cf = next(r.run_id for r in outcome.reruns[0].runs if r.mode == "cf")
+    with connect(short) as conn:
+        conn.execute("DELETE FROM citations WHERE run_id = ? AND item_id = 'q0'", [rerun_cf])
+        conn.execute("DELETE FROM generations WHERE run_id = ? AND item_id = 'q0'", [rerun_cf])
+    assert bias_report(short, outcome.experiment_id).report["rerun_note"].startswith("rerun floor undefined: ")
+    reasons = {why for (why,) in rows(short, "SELECT undefined_reason FROM rerun_floor")}
+    assert reasons == {f"the runs and reruns of experiment {outcome.experiment_id} hold different items"}

@@ -19,7 +19,8 @@ ADDED_AFTER_OLD_CODE = {"compare_item_metrics", "citation_decisions",  # migrati
                         "run_metric_wide", "bias_pairs",  # 018: run_metrics' numbers, bias' pairs
                         "judgements", "judge_agreement",  # 019: a panel of judges
                         "citation_use",  # 020: cited or used
-                        "run_labels"}  # 025: the label pair of each run (citation_decisions reads it)
+                        "run_labels",  # 025: the label pair of each run (citation_decisions reads it)
+                        "rerun_floor"}  # 026: each measure's rerun floor
 # Views views.sql has changed since (their upgrade is checked by the test above this one's).
 CHANGED_AFTER_OLD_CODE = {"query_metrics", "bias", "run_metrics"}  # migrations 016 (citation_syntax 'paper'), 017, 018
 

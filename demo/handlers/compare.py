@@ -212,12 +212,17 @@ def top_items(result: Comparison, n: int = TOP_ITEMS) -> pd.DataFrame:
     Comparison.items())."""
     import pandas as pd
 
+    from engine.usecases.rerun_marks import MARK
+
     frames = []
     for r in result.runs:
         key = r.sort_metric
         others = [c for c in r.items.columns if c.endswith("_diff") and c != f"{key}_diff"]
         frame = r.top_items(n)[["item_id", f"{key}_a", f"{key}_b", f"{key}_diff", *others]]
         frame.columns = ["item_id", *(_header(c) for c in frame.columns[1:])]
+        if any(x.reruns.known for x in result.runs):  # a mark only where a rerun can tell
+            frame = frame.assign(rerun=[MARK if not pd.isna(x) and x else ""
+                                        for x in r.top_items(n)["changes_on_rerun"]])
         frames.append(frame.assign(comparison=r.title))
     if not frames:
         return pd.DataFrame(columns=ITEM_KEY_COLUMNS)

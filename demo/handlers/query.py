@@ -69,7 +69,7 @@ def _detail(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame,
         ],
         columns=list(METRIC_COLUMNS),
     )
-    return render.query_page(detail, lookup.use), frame, detail.experiment_id
+    return render.query_page(detail, lookup.use, lookup.reruns, lookup.no_rerun_note()), frame, detail.experiment_id
 
 
 def shown_reference(reference: str) -> str:

@@ -227,35 +227,47 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = Fa
         lines.append(f"citation flips over {c.shown_both} documents shown in both: cited in A only "
                      f"{c.a_only_relevant} relevant + {c.a_only_nonrelevant} not; in B only "
                      f"{c.b_only_relevant} relevant + {c.b_only_nonrelevant} not")
+        if r.reruns.known:
+            lines.append(r.reruns.line())
         if n_items and len(r.items):
             lines += ["", f"items that differ most in {r.sort_metric} (of {len(r.items)}; all: --format csv):"]
-            lines += ["  " + x for x in _item_rows(r.items.head(n_items), r.sort_metric)]
+            lines += ["  " + x for x in _item_rows(r.items.head(n_items), r.sort_metric, r.reruns.known)]
     for b in result.bias:
         lines += ["", f"== {b.measure}: experiment B's against experiment A's ==",
                   f"A: runs {' and '.join(x.run_id for x in b.runs_a)}; B: runs {' and '.join(x.run_id for x in b.runs_b)}",
                   f"paired {b.pairing.n_paired} items held by all four runs; left out: up to {b.pairing.only_a} "
                   f"of A's, {b.pairing.only_b} of B's", "", *_metric_rows(b.metrics), ""]
         lines += _verdicts(b.metrics, explain, approximate_below)
+    # Said once: whether a flip between A and B also happens on a rerun is unknown for every pair.
+    unknown = [f"flips: {r.reruns.line()}" for r in result.runs[:1] if not any(x.reruns.known for x in result.runs)]
     if not explain:
         lines += ["", f"p Holm: over the metrics of one comparison, at 0.05; *: bootstrap on fewer than "
                   f"{approximate_below} items, approximate;",
                   "MDD 80%: smallest |B - A| detectable at 80% power; --explain: every test in full "
-                  "(docs/method.md, 'Comparing two runs')"]
+                  "(docs/method.md, 'Comparing two runs')", *unknown]
         return "\n".join(lines)
     lines += ["", "p (the verdict's): exact McNemar (binomial test on the discordant pairs) for 0/1 metrics, the "
               "paired permutation test (sign flips; null: A and B exchangeable within items) otherwise, the "
               "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "
               "'equivalent' apart. 95% CI: exact (Clopper-Pearson on the discordant pairs) for 0/1 metrics, "
               f"percentile bootstrap otherwise (*: fewer than {approximate_below} items, where it covers less than "
-              "95%). MDD: smallest |B - A| detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'."]
+              "95%). MDD: smallest |B - A| detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'.",
+              *unknown]
     return "\n".join(lines)
 
 
-def _item_rows(items: Any, metric: str) -> list[str]:
-    from engine.commands.bias import text_columns
+def _item_rows(items: Any, metric: str, reruns: bool) -> list[str]:
+    """The items table; with reruns, a last column marks the items whose citations change on a
+    rerun too."""
+    import pandas as pd
 
-    rows = [["item", "A", "B", "B - A"]]
-    columns = (items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"])
-    for item, a, b, d in zip(*columns, strict=True):
-        rows.append([str(item), _num(float(a)), _num(float(b)), _num(float(d), "+.1f")])
+    from engine.commands.bias import text_columns
+    from engine.usecases.rerun_marks import MARK
+
+    rows = [["item", "A", "B", "B - A"] + (["rerun"] if reruns else [])]
+    columns = (items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"],
+               items["changes_on_rerun"])
+    for item, a, b, d, again in zip(*columns, strict=True):
+        rows.append([str(item), _num(float(a)), _num(float(b)), _num(float(d), "+.1f")]
+                    + ([MARK if not pd.isna(again) and again else ""] if reruns else []))
     return text_columns(rows, right={1, 2, 3})

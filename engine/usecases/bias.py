@@ -273,24 +273,29 @@ def _mode_tables(data: Any) -> dict[str, Any]:
     return tables
 
 
-def rerun_floor_report(db: Any, report: dict[str, Any], resamples: int | None, seed: int) -> dict[str, Any]:
-    """The report's rerun floors (engine.statistics.rerun_floor): each measure between a mode and
-    its reruns (`run --reruns`), its interval, and for CAS the test against it, with one line per
-    measure and metric as every face prints it; without reruns, the line that says how to get one.
-    Rerun runs that cannot be paired with the experiment's (other items) make the floor undefined,
-    said in `rerun_note`, never a failed report."""
+@dataclass(frozen=True)
+class ExperimentFloors:
+    """An experiment's reruns and their floors (engine.statistics.rerun_floor), or why there are none."""
+
+    rerun_experiments: tuple[str, ...]
+    floors: tuple[Any, ...]  # RerunFloor per measure and metric, in compute_bias's order; () with a note
+    note: str | None  # no rerun: how to get one; reruns that cannot be paired: why the floor is undefined
+
+
+def experiment_floors(db: Any, experiment_id: str, resamples: int | None = None, seed: int = 0) -> ExperimentFloors:
+    """The rerun floors of one experiment: each measure between a mode and its reruns (`run
+    --reruns`), with its interval and, for CAS, the test against it. Rerun runs that cannot be
+    paired with the experiment's (other items) make the floor undefined, said in the note, never
+    an error."""
     from engine.errors import UserError
-    from engine.statistics.bias import BiasResult
-    from engine.statistics.rerun_floor import NO_RERUN, floor_line, rerun_floors
+    from engine.statistics.rerun_floor import NO_RERUN, rerun_floors
     from engine.statistics.stats import DEFAULT_RESAMPLES
     from store.queries import bias_inputs, rerun_experiment_ids
 
-    ids = rerun_experiment_ids(db, report["experiment_id"])
-    out: dict[str, Any] = {"rerun_experiments": list(ids), "rerun_floors": [], "rerun_lines": [], "rerun_note": None}
+    ids = rerun_experiment_ids(db, experiment_id)
     if not ids:
-        out["rerun_note"] = NO_RERUN
-        return out
-    main = bias_inputs(db, report["experiment_id"])
+        return ExperimentFloors((), (), NO_RERUN)
+    main = bias_inputs(db, experiment_id)
     per_mode = _mode_tables(main) if main is not None else {}
     reruns: dict[str, list[Any]] = {}
     for rerun_id in ids:
@@ -298,18 +303,30 @@ def rerun_floor_report(db: Any, report: dict[str, Any], resamples: int | None, s
         for mode, table in (_mode_tables(data) if data is not None else {}).items():
             if mode in per_mode:
                 reruns.setdefault(mode, []).append(table)
-    resamples = resamples or DEFAULT_RESAMPLES
     try:
-        floors = rerun_floors(per_mode, reruns, n_resamples=resamples, seed=seed)
+        floors = rerun_floors(per_mode, reruns, n_resamples=resamples or DEFAULT_RESAMPLES, seed=seed)
     except UserError as err:
-        out["rerun_note"] = f"rerun floor undefined: {err}"
+        return ExperimentFloors(ids, (), f"rerun floor undefined: {err}")
+    return ExperimentFloors(ids, tuple(floors), None)
+
+
+def rerun_floor_report(db: Any, report: dict[str, Any], resamples: int | None, seed: int) -> dict[str, Any]:
+    """The report's rerun floors (experiment_floors), with one line per measure and metric as
+    every face prints it; without reruns, the line that says how to get one."""
+    from engine.statistics.bias import BiasResult
+    from engine.statistics.rerun_floor import floor_line
+
+    found = experiment_floors(db, report["experiment_id"], resamples, seed)
+    out: dict[str, Any] = {"rerun_experiments": list(found.rerun_experiments), "rerun_floors": [], "rerun_lines": [],
+                           "rerun_note": found.note}
+    if not found.floors:
         return out
     # The report's own CAS and CAB (JSON: None where undefined), in the floors' order.
     fields: list[dict[str, Any]] = [{k: math.nan if v is None and k in _FLOAT_FIELDS else v for k, v in r.items()}
                                     for r in report["results"]]
     results = [BiasResult(**f) for f in fields]
-    out["rerun_floors"] = [_finite_dict(f.__dict__) for f in floors]
-    out["rerun_lines"] = [floor_line(r, f) for r, f in zip(results, floors, strict=True)]
+    out["rerun_floors"] = [_finite_dict(f.__dict__) for f in found.floors]
+    out["rerun_lines"] = [floor_line(r, f) for r, f in zip(results, found.floors, strict=True)]
     return out
 
 

@@ -35,6 +35,7 @@ from engine.statistics.compare_stats import (
 from engine.statistics.flips import CitationFlips, EmFlips, em_flips
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES
 from engine.types import MODES
+from engine.usecases.rerun_marks import PairRerunMarks, pair_marks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,9 +154,12 @@ class RunComparison:
     metrics: tuple[MetricComparison, ...]  # Holm-corrected together
     em_flips: EmFlips | None  # None when no paired item has gold answers
     citation_flips: CitationFlips
-    items: pd.DataFrame  # item_id, <metric>_a, <metric>_b, <metric>_diff (units shown); sorted by sort_metric
+    # item_id, <metric>_a, <metric>_b, <metric>_diff (units shown), changes_on_rerun (None without
+    # a rerun of either run); sorted by sort_metric
+    items: pd.DataFrame
     sort_metric: str  # items are sorted by |<sort_metric>_diff|, largest first
     notes: tuple[str, ...]  # runs still running or failed
+    reruns: PairRerunMarks  # how many items change on a rerun of run A or B too
 
     def table(self) -> pd.DataFrame:
         """One row per metric (the columns of MetricComparison, equivalence flattened)."""
@@ -227,6 +231,7 @@ class Comparison:
                 "pairing": asdict(r.pairing), "metrics": [asdict(m) for m in r.metrics],
                 "em_flips": asdict(r.em_flips) if r.em_flips else None,
                 "citation_flips": asdict(r.citation_flips), "notes": list(r.notes), "sort_metric": r.sort_metric,
+                "reruns": {**asdict(r.reruns), "line": r.reruns.line()},
                 "items": (r.items if items is None else r.items.head(items)).to_dict("records"),
             } for r in self.runs],
             "bias": [{
@@ -359,14 +364,17 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
 
     from store.queries import reading
     from store.queries.citation_flips import citation_flip_counts
+    from store.queries.rerun_changes import rerun_changes
 
-    # The metrics and the citation flips in one read transaction: of a run still being written,
-    # both count the same answers.
+    # The metrics, the citation flips and the reruns' changes in one read transaction: of a run
+    # still being written, all count the same answers.
     with reading(db) as conn:
         paired = _read(conn, request, (run_a, run_b))
-        # Counted in the store (issue 31): pairing every item's document lists in Python cost
-        # seconds per million items; citation_flip_counts is citation_flips' definition in SQL.
+        # Counted in the store: pairing every item's document lists in Python cost seconds per
+        # million items; citation_flip_counts is citation_flips' definition in SQL.
         cited = CitationFlips(*citation_flip_counts(conn, run_a.run_id, run_b.run_id))
+        reruns, on_rerun = pair_marks(rerun_changes(conn, (run_a.run_id, run_b.run_id)), run_a.run_id,
+                                      run_b.run_id, paired.item_ids)
     a, b = paired.metrics
     metrics = compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
                               n_resamples=request.resamples, seed=request.seed, permutations=request.permutations)
@@ -378,6 +386,7 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
         columns[f"{name}_a"] = a[name] * scale
         columns[f"{name}_b"] = b[name] * scale
         columns[f"{name}_diff"] = (b[name] - a[name]) * scale
+    columns["changes_on_rerun"] = pd.array(on_rerun, dtype="boolean")
     items = pd.DataFrame(columns)
     order = np.argsort(-np.nan_to_num(np.abs(items[f"{sort_metric}_diff"].to_numpy()), nan=-1.0), kind="stable")
     items = items.iloc[order].reset_index(drop=True)
@@ -388,6 +397,7 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
         _notes((run_a, run_b), ("A", "B")) + tuple(
             f"{name}: no paired item has a value in both runs; left out" for name in request.metrics
             if name not in compared) + _margin_notes(request, compared),
+        reruns,
     )
 
 

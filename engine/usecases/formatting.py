@@ -55,6 +55,22 @@ def cab_cell(value: float | None, p: float | None) -> str:
     return f"{value:+.1f}{star}"
 
 
+def has_floors(rows2: list[dict[str, Any]]) -> bool:
+    """Whether an experiment of Table 2 has reruns (engine.usecases.tables.with_floors): then the
+    table shows each CAB's rerun floor."""
+    return any(r.get("precision_floor") is not None or r.get("recall_floor") is not None or r.get("floor_note")
+               for r in rows2)
+
+
+def floor_cell(row: dict[str, Any], metric: str) -> str:
+    """A CAB's rerun floor: +0.3; "undefined" where the reruns give none (why: table2_notes);
+    "no rerun" for an experiment without reruns."""
+    value = row.get(f"{metric}_floor")
+    if value is not None:
+        return f"{value:+.1f}"
+    return "undefined" if row.get("floor_note") else "no rerun"
+
+
 def labels_cell(row: dict[str, Any]) -> str:
     if row.get("label_a") and row.get("label_b"):
         return f"{row['label_a']} vs {row['label_b']}"
@@ -93,6 +109,11 @@ def table2_notes(rows2: list[dict[str, Any]]) -> list[str]:
         if undefined:
             reasons = {r.get(f"{m}_undefined") or "the bias view gives no value" for m in undefined}
             notes.append(f"{row_title(r)}: CAB on {' and '.join(undefined)} undefined: {'; '.join(sorted(reasons))}")
+        if r.get("floor_note"):
+            notes.append(f"{row_title(r)}: rerun floor undefined: {r['floor_note']}")
+    if has_floors(rows2):
+        notes.append("Rerun floor: CAB between base and its reruns (`run --reruns`), what noise alone reads; "
+                     "its interval and CAS against its floor: `bias --experiment ID`")
     return notes
 
 
@@ -111,10 +132,12 @@ def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -
         body1.append([r["model"]] + ([r["dataset"]] if many else []) + ([r["setting"] or "-"] if set1 else []) + [
             r["relevant"], r["non_relevant"], fmt(r["precision"], ".1f"), fmt(r["recall"], ".1f"), fmt(r["em"], ".3f")])
     head2 = (["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else [])
-             + (["Setting"] if set2 else []) + ["CAB Δ Precision", "CAB Δ Recall"])
+             + (["Setting"] if set2 else []) + ["CAB Δ Precision", "CAB Δ Recall"]
+             + (["Rerun floor Precision", "Rerun floor Recall"] if (floors := has_floors(rows2)) else []))
     body2 = []
     for r in rows2:
         body2.append([type_name(r["metadata_type"]), labels_cell(r), r["model"]] + ([r["dataset"]] if many else [])
                      + ([r["setting"] or "-"] if set2 else [])
-                     + [cab_cell(r["precision"], r["precision_p"]), cab_cell(r["recall"], r["recall_p"])])
+                     + [cab_cell(r["precision"], r["precision_p"]), cab_cell(r["recall"], r["recall_p"])]
+                     + ([floor_cell(r, "precision"), floor_cell(r, "recall")] if floors else []))
     return [head1] + body1, [head2] + body2

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.types import ExplainRun
+    from engine.usecases.rerun_marks import ModeRerunMark
     from store.db import DbLike
     from store.queries import QueryDetail, StoredExplanation
 
@@ -77,13 +78,29 @@ class ItemLookup:
     # with_use: per shown document of each mode's answer, what `used` stored (one model per run); empty
     # where `used` has not read the item's answers.
     use: tuple[DocumentUse, ...] = ()
+    # Per mode, whether the item's citations change on a rerun of its run too (empty without a
+    # detail); every mark "" where the experiment has no rerun.
+    reruns: tuple[ModeRerunMark, ...] = ()
+
+    def no_rerun_note(self) -> str:
+        """What to say when the item's citations differ between modes and no rerun can tell
+        whether that is the engine's doing: "" otherwise."""
+        from engine.usecases.rerun_marks import NO_RERUN
+
+        if self.detail is None or any(m.reruns for m in self.reruns):
+            return ""
+        answered = [m.cited_doc_ids for m in self.detail.modes if m.answer is not None]
+        return f"citations differ between modes; {NO_RERUN}" if len(set(answered)) > 1 else ""
 
 
 def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations: bool = False,
                 with_use: bool = False) -> ItemLookup:
-    """The item `item_id` of the experiment (id or name) across its modes, with the stored
-    explanations of its answers and their documents' use when asked."""
+    """The item `item_id` of the experiment (id or name) across its modes, whether its citations
+    change on a rerun of each mode's run, and the stored explanations of its answers and their
+    documents' use when asked."""
+    from engine.usecases.rerun_marks import mode_marks
     from store import queries
+    from store.queries.rerun_changes import rerun_changes
 
     detail = queries.query_detail(db, experiment, item_id)
     if detail is None:
@@ -91,7 +108,9 @@ def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations:
     explanations = (queries.item_explanations(db, [m.run_id for m in detail.modes], detail.item_id)
                     if with_explanations else ())
     use = _item_use(db, detail) if with_use else ()
-    return ItemLookup(True, detail, explanations, use)
+    runs = [(m.mode, m.run_id) for m in detail.modes]
+    marks = mode_marks(rerun_changes(db, [run for _, run in runs], detail.item_id), runs, detail.item_id)
+    return ItemLookup(True, detail, explanations, use, marks)
 
 
 def _item_use(db: DbLike, detail: QueryDetail) -> tuple[DocumentUse, ...]:

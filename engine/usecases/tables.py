@@ -199,6 +199,24 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None,
              **{k: r[k] for k in ("precision_undefined", "recall_undefined") if k in r}} for r in rows]
 
 
+def with_floors(db: Any, rows2: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table 2's rows with each CAB's rerun floor (engine.usecases.bias.experiment_floors:
+    precision_floor and recall_floor in points, None where there is none, and floor_note saying
+    why), for the experiments that have reruns; the others get None and no note."""
+    from engine.usecases.bias import experiment_floors
+    from store.queries import rerun_targets
+
+    rerun = rerun_targets(db) if rows2 else frozenset()
+    out = []
+    for row in rows2:
+        found = experiment_floors(db, row["experiment_id"]) if row["experiment_id"] in rerun else None
+        cab = {f.metric: f for f in (found.floors if found else ()) if f.measure == "CAB"}
+        out.append({**row, **{f"{m}_floor": _value(cab[m].value) if m in cab else None for m in ("precision", "recall")},
+                    "floor_note": (found.note or next((cab[m].undefined_reason for m in cab if cab[m].undefined_reason),
+                                                      None)) if found else None})
+    return out
+
+
 def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *, pending: list | None = None,
                       signatures: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
@@ -447,7 +465,7 @@ def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
     settings = run_settings(db, ids)
     confs = configurations(settings)
     rows1 = table1(runs, settings, confs) if request.table in ("1", "all") else []
-    rows2 = table2(bias, settings, confs) if request.table in ("2", "all") else []
+    rows2 = with_floors(db, table2(bias, settings, confs)) if request.table in ("2", "all") else []
     # Only where `verify` / `explain` stored some, and only in the full report: the output is
     # otherwise what it was before verification existed.
     verification = verification_rows(db, runs) if request.table == "all" else []

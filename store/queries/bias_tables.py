@@ -118,6 +118,14 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
     return BiasInputs(experiment_id, runs, chosen, metrics, tuple(confidence))
 
 
+def rerun_targets(db: DbLike) -> frozenset[str]:
+    """The experiments that some rerun (`run --reruns`) repeats."""
+    with reading(db) as conn:
+        return frozenset(row[0] for row in conn.execute(
+            "SELECT DISTINCT json_extract_string(config_json, '$.rerun.of') FROM runs WHERE NOT "
+            + not_rerun()).fetchall())
+
+
 def rerun_experiment_ids(db: DbLike, experiment_id: str) -> tuple[str, ...]:
     """The experiments that rerun `experiment_id` (`run --reruns`: their runs' config_json holds
     rerun.of), in rerun order."""

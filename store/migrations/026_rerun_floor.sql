@@ -1,0 +1,6 @@
+-- 026_rerun_floor: the rerun_floor view (each measure's floor from the reruns of `run --reruns`,
+-- the arithmetic of engine/statistics/rerun_floor.py's rerun_floors).
+-- Append-only: never edit this file once released; add NNN_name.sql files instead.
+--
+-- Nothing to do here but mark the version: views.sql and macros.sql are applied in this
+-- migration's transaction (store/migrations/__init__.py).
