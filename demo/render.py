@@ -245,7 +245,7 @@ def query_page(detail: Any, use: Iterable[Any] = (), reruns: Iterable[Any] = (),
     def rerun_mark(mode: str) -> str:
         mark = marks.get(mode)
         text = mark.text() if mark is not None else ""
-        return f' <span class="{"flip" if mark.changed else "note"}">{escape_text(text)}</span>' if text else ""
+        return f' <small class="{"flip" if mark.changed else "note"}">{escape_text(text)}</small>' if text else ""
 
     columns = "".join(
         f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)} ({escape_text(m.status)})</small>'

@@ -37,9 +37,8 @@ class PairRerunMarks:
         """One sentence for the comparison's summary."""
         if not self.known:
             return f"{MARK}: unknown, {NO_RERUN}"
-        of = " and ".join(f"{n} of {side}'s run" for side, n in (("A", self.reruns_a), ("B", self.reruns_b)) if n)
-        return (f"{MARK}: {self.n_changed} of {self.n_paired} paired items cite other documents on a rerun "
-                f"({of}); their differences between A and B may be engine noise alone")
+        return (f"{MARK}: {self.n_changed} of {self.n_paired} paired items (reruns: A {self.reruns_a}, "
+                f"B {self.reruns_b}); their flips between A and B may be engine noise alone")
 
 
 def pair_marks(changes: RerunChanges, run_a: str, run_b: str, item_ids: tuple[str, ...] | list[str]
