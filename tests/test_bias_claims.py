@@ -51,6 +51,22 @@ def test_the_monte_carlo_sign_flip_test_agrees_with_scipy():
     assert stats.sign_flip_test(np.zeros(5)).p == 1.0 and stats.sign_flip_test([0, 3.0]).p == 1.0
 
 
+def test_the_stated_monte_carlo_error_of_the_sign_flip_p_is_the_simulated_one():
+    """At p near 0.05 the Monte Carlo p (twice the smaller one-sided share of 4,999 patterns)
+    varies over seeds by 2 sqrt(0.025 x 0.975 / 5,000), about 0.0044, not 0.003; the docs say so."""
+    from pathlib import Path
+
+    diffs = np.random.default_rng(42).normal(0.45, 1.0, 20)  # 20 differing items: Monte Carlo
+    exact = stats.sign_flip_test(diffs, n_resamples=2**20).p
+    assert exact == pytest.approx(0.047, abs=0.001)
+    spread = float(np.std([stats.sign_flip_test(diffs, seed=k).p for k in range(300)]))
+    stated = 2 * math.sqrt(0.025 * 0.975 / (stats.DEFAULT_SIGN_FLIPS + 1))
+    assert stated == pytest.approx(0.0044, abs=0.00005)
+    assert spread == pytest.approx(stated, rel=0.15)  # 300 seeds: the SD's own error is about 4%
+    method = (Path(__file__).resolve().parents[1] / "docs" / "method.md").read_text(encoding="utf-8")
+    assert "Monte Carlo standard error of about 0.0044 at p = 0.05" in method
+
+
 def test_cab_p_at_small_n_is_the_permutation_p_not_the_t_test():
     # 4 of 30 items cite label A's document more in base, none the other way: the paired t-test
     # says p = 0.044 ("favours"), the exact test 2/16 = 0.125.
@@ -140,8 +156,9 @@ def stores(tmp_path_factory):
     return folder
 
 
-def test_every_face_gives_one_bounded_interval_and_p(stores):
+def test_every_face_gives_one_bounded_interval_and_p(stores, capsys):
     from engine import api
+    from engine.__main__ import main
     from engine.usecases.tables import ReportRequest, report_tables
 
     db = stores / "two.duckdb"
@@ -149,7 +166,16 @@ def test_every_face_gives_one_bounded_interval_and_p(stores):
     frame = api.evaluate(db, experiment="two").bias
     for row in report["results"]:
         got = frame[(frame.measure == row["measure"]) & (frame.metric == row["metric"])].iloc[0]
-        assert (got.value, got.ci_low, got.ci_high, got.p) == (row["value"], row["ci_low"], row["ci_high"], row["p"])
+        same = [x is None and math.isnan(y) or x == y for x, y in zip(
+            (row["value"], row["ci_low"], row["ci_high"], row["p"]), (got.value, got.ci_low, got.ci_high, got.p),
+            strict=True)]
+        assert all(same), (row, got)
+        if row["ci_low"] is None:  # both items' values alike: no interval, and the note says why
+            assert row["interval_note"].startswith("none: every item's value is "), row
+            assert main(["bias", "--experiment", "two", "--db", str(db)]) == 0
+            text = capsys.readouterr().out
+            assert "none (no spread)" in text and "Intervals none" not in text
+            continue
         low, high = (-100, 100) if row["measure"] == "CAB" else (0, 100)
         assert low <= row["ci_low"] <= row["value"] <= row["ci_high"] <= high  # the view's t-interval: [-292.7, 342.7]
     table2 = report_tables(ReportRequest(db=db, experiment="two", table="2")).table2
@@ -178,3 +204,18 @@ def test_a_model_that_never_cites_is_undefined_on_every_face(stores, capsys):
     page = bias_page(db, "silent")
     assert all(r[3 + 2] is None for r in page.results)  # value, after the experiment's three cells
     assert "CAB undefined, no answer in runs" in page.cab_note and "0/27 in base" in page.cab_note
+
+
+@pytest.mark.parametrize(("base", "cf", "note"), [
+    ([100.0, 100.0], [0.0, 0.0], "none: every item's value is 100 (no spread)"),  # CAB +100 from 2 items
+    ([50.0] * 40, [50.0] * 40, "none: every item's value is 0 (no spread)"),  # identical runs
+    ([100.0], [0.0], "none: one item"),
+])
+def test_no_spread_gives_no_interval_rather_than_a_zero_width_one(base, cf, note, capsys):
+    """A bootstrap over items whose differences are all equal can only return that value: the
+    zero-width interval [100.0, 100.0] (or [0.0, 0.0]) is round-off, not certainty."""
+    ids = [f"q{i:02d}" for i in range(len(base))]
+    rows = cab(_rows(ids, base), _rows(ids, cf))
+    assert all(math.isnan(r.ci_low) and math.isnan(r.ci_high) and r.interval_note == note for r in rows)
+    spread = cab(_rows(ids + ["x"], base + [0.0]), _rows(ids + ["x"], cf + [100.0]))
+    assert all(not math.isnan(r.ci_low) for r in spread)  # one differing item more: an interval again

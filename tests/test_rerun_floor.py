@@ -198,7 +198,7 @@ def test_identical_runs_give_a_floor_of_zero_without_an_interval_and_no_test():
     rows = rerun_floors({"vanilla": _table(v), "base": _table(v)}, {"vanilla": [_table(v), _table(v)]})
     row = rows[0]
     assert row.value == 0.0
-    assert math.isnan(row.ci_low) and row.interval_note == "none: every item's floor is 0 (no spread)"
+    assert math.isnan(row.ci_low) and row.interval_note == "none: every item's value is 0 (no spread)"
     assert row.verdict == "undefined: no item differs between vanilla, base and the reruns"
     assert math.isnan(row.p) and row.n_differ == 0
     assert floor_test(v, v, [v]).p == 1.0  # scipy's p where nothing moves; the rows call it undefined

@@ -95,6 +95,16 @@ def text_columns(rows: list[list[str]], right: AbstractSet[int] = frozenset()) -
     ]
 
 
+def _interval_cell(row: dict[str, Any], note: str) -> str:
+    """The interval, or why there is none: "none (no spread)" where every item's value is the same,
+    "none (one item)"; "-" where the measure itself is undefined."""
+    if row["ci_low"] is not None:
+        return f"[{_num(row['ci_low'], '.1f')}, {_num(row['ci_high'], '.1f')}]"
+    if note.startswith("none: "):
+        return "none (no spread)" if note.endswith("(no spread)") else f"none ({note[len('none: '):]})"
+    return "-"
+
+
 def format_text(report: dict[str, Any]) -> str:
     """The human-readable bias report."""
     lines = []
@@ -113,11 +123,13 @@ def format_text(report: dict[str, Any]) -> str:
     approximate = None
     for r in report["results"]:
         undefined = r.get("undefined_reason")
-        approximate = approximate or r.get("interval_note")
+        note = r.get("interval_note") or ""
+        if note.startswith("approximate"):
+            approximate = approximate or note
         table.append([
             r["measure"], r["metric"],
             "undefined" if undefined else _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f"),
-            "-" if r["ci_low"] is None else f"[{_num(r['ci_low'], '.1f')}, {_num(r['ci_high'], '.1f')}]",
+            _interval_cell(r, note),
             format_p(r["p"]), str(r["n"]), str(r["n_differ"]), _citing(r),
             r["direction"] or "-",
         ])

@@ -29,10 +29,10 @@ import numpy as np
 
 from engine.errors import UserError
 from engine.statistics.stats import (
-    BOOTSTRAP_APPROXIMATE_BELOW,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     bootstrap_mean_ci,
+    interval_note,
     sign_flip_test,
     t_sf2,
 )
@@ -96,7 +96,9 @@ class BiasResult:
     direction: str | None  # the verdict in words, naming its test; CAS: None unless undefined
     test: str  # which test gave p, and its null
     undefined_reason: str | None  # why value is undefined (NaN), else None
-    interval_note: str | None  # "approximate ..." below BOOTSTRAP_APPROXIMATE_BELOW items, else None
+    # "approximate ..." below BOOTSTRAP_APPROXIMATE_BELOW items, "none: ..." where there is no
+    # interval (one item, or no spread: engine.statistics.stats.interval_note), else None
+    interval_note: str | None
 
 
 def difference_test(diffs: Sequence[float] | np.ndarray, *, seed: int = DEFAULT_SEED) -> DifferenceTest:
@@ -323,8 +325,10 @@ def compute_bias(
         for j, metric in enumerate(METRICS):
             col = k * len(METRICS) + j
             test = None if reason else difference_test(signed[k][:, j], seed=seed)
-            value = math.nan if reason else float(shown[k][:, j].mean())
-            defined = reason is None and n > 1
+            column = shown[k][:, j]
+            value = math.nan if reason else float(column.mean())
+            spread = n > 1 and bool(np.any(column != column[0]))
+            defined = reason is None and spread
             results.append(BiasResult(
                 measure, metric, value,
                 float(low[col]) if defined else math.nan, float(high[col]) if defined else math.nan,
@@ -332,8 +336,7 @@ def compute_bias(
                 verdict(value, test, labels, reason) if measure == "CAB" or reason else None,
                 test_name(measure, a, b, test),
                 reason,
-                f"approximate: percentile bootstrap over {n} items (< {BOOTSTRAP_APPROXIMATE_BELOW})"
-                if defined and n < BOOTSTRAP_APPROXIMATE_BELOW else None,
+                None if reason else interval_note(n, spread, float(column[0])),
             ))
     return tuple(results)
 

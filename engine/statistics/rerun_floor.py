@@ -51,7 +51,7 @@ from engine.statistics.bias import (
     mode_tables,
     undefined_reason,
 )
-from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci
+from engine.statistics.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean_ci, interval_note
 
 FLOOR_PERMUTATIONS = 9999  # random assignments of the Monte Carlo test: p's error about 0.002 at 0.05
 EXACT_ASSIGNMENTS = 2**16  # up to this many assignments, all enumerated (the sign flip's bound)
@@ -201,7 +201,7 @@ def rerun_floors(per_mode: Mapping[str, Any], reruns: Mapping[str, Sequence[Any]
                 continue
             column = floor[:, j]
             spread = n > 1 and bool(np.any(column != column[0]))
-            note = _interval_note(n, spread, float(column[0]))
+            note = interval_note(n, spread, float(column[0]))
             lo, hi = (float(low[col]), float(high[col])) if spread else (math.nan, math.nan)
             if measure == "CAB":
                 out.append(RerunFloor(measure, metric, float(column.mean()), lo, hi, n, len(keys), plan.anchor,
@@ -232,16 +232,6 @@ class _Plan:
 def _cites_none(cites: np.ndarray | None) -> bool:
     """Known to cite no shown document in any item (None: not known)."""
     return cites is not None and not cites.any()
-
-
-def _interval_note(n: int, spread: bool, first: float) -> str | None:
-    if n < 2:
-        return "none: one item"
-    if not spread:
-        return f"none: every item's floor is {first:g} (no spread)"
-    if n < BOOTSTRAP_APPROXIMATE_BELOW:
-        return f"approximate: percentile bootstrap over {n} items (< {BOOTSTRAP_APPROXIMATE_BELOW})"
-    return None
 
 
 def _cas_test(values: Mapping[str, np.ndarray], cites: Mapping[str, np.ndarray | None], plan: _Plan, j: int,

@@ -37,9 +37,26 @@ PARALLEL_CELLS = 2_000_000
 # few items differ, the usual case between two runs (scripts/calibration.py, docs/figures.md:
 # CAB 87% at 30 items, CAS 92% at 100, 94-95% at 300): `bias` and `compare` mark it approximate.
 BOOTSTRAP_APPROXIMATE_BELOW = 300
+
+
+def interval_note(n: int, spread: bool, first: float) -> str | None:
+    """Why a mean over n items has no bootstrap interval, or why its interval is approximate;
+    None for a full one. With one item, or every item's value the same (no spread), resampling
+    gives that value alone: a zero-width interval from round-off that no one should read as
+    certainty, so there is none (as `compare` says of a difference with no spread)."""
+    if n < 2:
+        return "none: one item"
+    if not spread:
+        return f"none: every item's value is {first:g} (no spread)"
+    if n < BOOTSTRAP_APPROXIMATE_BELOW:
+        return f"approximate: percentile bootstrap over {n} items (< {BOOTSTRAP_APPROXIMATE_BELOW})"
+    return None
+
+
 # Sign-flip test: every one of the 2**m sign patterns up to this many non-zero differences
-# (65,536 patterns), else this many random patterns: p then carries a Monte Carlo error of
-# about 0.003 at p = 0.05, and stays valid (scipy's +1 in numerator and denominator).
+# (65,536 patterns), else this many random patterns: p (twice the smaller one-sided p) then
+# carries a Monte Carlo standard error of 2 sqrt(0.025 x 0.975 / 5,000), about 0.0044, at
+# p = 0.05, and stays valid (scipy's +1 in numerator and denominator).
 EXACT_SIGN_FLIPS = 16
 DEFAULT_SIGN_FLIPS = 4999
 
