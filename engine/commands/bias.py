@@ -19,7 +19,7 @@ from engine.commands._options import add_db_arg
 
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
 from engine.usecases.bias import bias_report
-from engine.usecases.display import rerun_floor_lines
+from engine.usecases.display import interval_cell, rerun_floor_lines
 from engine.usecases.formatting import format_p
 
 
@@ -95,16 +95,6 @@ def text_columns(rows: list[list[str]], right: AbstractSet[int] = frozenset()) -
     ]
 
 
-def _interval_cell(row: dict[str, Any], note: str) -> str:
-    """The interval, or why there is none: "none (no spread)" where every item's value is the same,
-    "none (one item)"; "-" where the measure itself is undefined."""
-    if row["ci_low"] is not None:
-        return f"[{_num(row['ci_low'], '.1f')}, {_num(row['ci_high'], '.1f')}]"
-    if note.startswith("none: "):
-        return "none (no spread)" if note.endswith("(no spread)") else f"none ({note[len('none: '):]})"
-    return "-"
-
-
 def format_text(report: dict[str, Any]) -> str:
     """The human-readable bias report."""
     lines = []
@@ -129,7 +119,7 @@ def format_text(report: dict[str, Any]) -> str:
         table.append([
             r["measure"], r["metric"],
             "undefined" if undefined else _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f"),
-            _interval_cell(r, note),
+            interval_cell(r["ci_low"], r["ci_high"], note),
             format_p(r["p"]), str(r["n"]), str(r["n_differ"]), _citing(r),
             r["direction"] or "-",
         ])

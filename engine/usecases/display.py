@@ -59,12 +59,24 @@ def bias_cells(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
             undefined = None if _missing(undefined) else undefined
             value = "undefined" if undefined or _missing(r.get("value")) else \
                 _num(r.get("value"), "+.1f" if r.get("measure") == "CAB" else ".1f")
-            ci = "-" if _missing(r.get("ci_low")) else f"[{_num(r['ci_low'], '.1f')}, {_num(r.get('ci_high'), '.1f')}]"
+            ci = interval_cell(r.get("ci_low"), r.get("ci_high"), r.get("interval_note"))
             verdict = r.get("direction")
             verdict = f"undefined: {undefined}" if undefined and _missing(verdict) else (verdict or "-")
             cells.append([str(r.get("measure", "")), str(r.get("metric", "")), value, ci, _p(r.get("p")),
                           "-" if _missing(r.get("n")) else str(int(r["n"])), str(verdict)])
     return cells
+
+
+def interval_cell(low: Any, high: Any, note: Any) -> str:
+    """A bias interval as every face writes it: "[2.0, 6.3]"; where there is none, why ("none (no
+    spread)" where every item's value is the same, "none (one item)"); "-" where the measure
+    itself is undefined."""
+    if not _missing(low):
+        return f"[{_num(low, '.1f')}, {_num(high, '.1f')}]"
+    note = "" if _missing(note) else str(note)
+    if note.startswith("none: "):
+        return "none (no spread)" if note.endswith("(no spread)") else f"none ({note[len('none: '):]})"
+    return "-"
 
 
 def run_cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
