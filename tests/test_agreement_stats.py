@@ -192,6 +192,24 @@ def test_ppi_undefined(y, f, f_un, reason):
     assert got.undefined == reason and got.estimate is None and got.ci is None
 
 
+def test_ppi_with_no_spread_has_no_zero_width_interval():
+    # Five labels that agree with a judge who calls every other item attributable: SE is 0, and
+    # [1.000, 1.000] would be round-off read as certainty.
+    got = ag.ppi_rate([True] * 5, [True] * 5, [True] * 40)
+    assert got.estimate == 1.0 and got.se == 0.0 and got.ci is None
+    assert got.note.startswith("no interval: ") and got.note.endswith("(no spread)")
+    assert ag.ppi_rate([True] * 5, [True] * 4 + [False], [True] * 40).ci is not None  # one error: an interval
+
+
+def test_a_ppi_estimate_outside_zero_one_says_it_is_not_a_rate():
+    # The judge says yes everywhere else, and underrates the labelled sample: the correction
+    # adds more than the judge leaves room for.
+    got = ag.ppi_rate([True, True, True, False], [False, False, True, False], [True, True, True, False] * 5)
+    assert got.estimate > 1.0 and got.ci[1] == 1.0
+    assert got.note.startswith("not a rate: the correction leaves [0, 1]")
+    assert ag.ppi_rate([True, False, True], [True, False, False], [True, False] * 5).note is None
+
+
 @pytest.mark.parametrize("call", [
     lambda: ag.pair_agreement([A, N], [A]),
     lambda: ag.against_human([A], [A, N]),

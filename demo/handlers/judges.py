@@ -219,7 +219,7 @@ def _rate(rate: Any) -> str:
     if rate.estimate is None:
         return f"undefined: {rate.undefined}"
     ci = f" [{_percent(rate.ci[0])}, {_percent(rate.ci[1])}]" if rate.ci else ""
-    return f"{_percent(rate.estimate)}{ci}"
+    return f"{_percent(rate.estimate)}{ci}" + (f" ({rate.note})" if rate.note else "")
 
 
 # ---------------------------------------------------------------- disagreements

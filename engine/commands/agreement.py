@@ -128,7 +128,7 @@ def format_text(result: Any) -> str:
     for row in result.ppi:
         r = row.rate
         value = (f"undefined: {r.undefined}" if r.estimate is None
-                 else f"{r.estimate:.3f}{_ci(r.ci)}")
+                 else f"{r.estimate:.3f}{_ci(r.ci)}" + (f" ({r.note})" if r.note else ""))
         lines.append(f"attribution rate by {row.judge} corrected with {row.human}'s {r.n_labelled} labels "
                      f"(prediction-powered inference, Angelopoulos et al. 2023; 95% CI): {value}; "
                      f"the judge alone on the {r.n_unlabelled} others: {_f(r.naive_judge_rate)}, "

@@ -111,6 +111,10 @@ class CorrectedRate:
     human_rate: float | None
     undefined: str | None
     se: float | None = None
+    # Why the estimate has no interval (no spread: every verdict and every error alike, so the
+    # standard error is 0 and an interval would be zero-width), or that it is not a rate (outside
+    # [0, 1]: the correction of a small, odd labelled sample); None otherwise.
+    note: str | None = None
 
 
 def _z(confidence: float) -> float:
@@ -284,7 +288,8 @@ def ppi_rate(human_labelled: Sequence[bool], judge_on_labelled: Sequence[bool], 
     Valid (asymptotically) whatever the judge's bias; narrower than the human sample's own
     interval when the judge is accurate (var(Y - f) small). The labelled items must be a random
     sample of the same population as the unlabelled. The interval is clipped to [0, 1] (which
-    changes no coverage); the estimate is not (it can leave [0, 1] on a small, odd sample)."""
+    changes no coverage); the estimate is not (it can leave [0, 1] on a small, odd sample: `note`
+    says it is then no rate). With no spread (SE = 0) there is no interval, and `note` says why."""
     _same_length(human_labelled, judge_on_labelled, "the human labels", "the judge on the labelled items")
     z = _z(confidence)
     y = np.asarray(human_labelled, dtype=float)
@@ -298,5 +303,11 @@ def ppi_rate(human_labelled: Sequence[bool], judge_on_labelled: Sequence[bool], 
         return CorrectedRate(None, None, n, big_n, naive, human, why)
     estimate = float(f_un.mean() + (y - f).mean())
     se = math.sqrt(float(f_un.var(ddof=1)) / big_n + float((y - f).var(ddof=1)) / n)
+    if se == 0.0:
+        return CorrectedRate(estimate, None, n, big_n, naive, human, None, se,
+                             "no interval: the judge's verdicts on the other items and its errors on the labelled "
+                             "ones do not vary (no spread)")
     ci = (max(0.0, estimate - z * se), min(1.0, estimate + z * se))
-    return CorrectedRate(estimate, ci, n, big_n, naive, human, None, se)
+    note = None if 0.0 <= estimate <= 1.0 else \
+        f"not a rate: the correction leaves [0, 1] ({estimate:.3f}), as it can on a small labelled sample"
+    return CorrectedRate(estimate, ci, n, big_n, naive, human, None, se, note)
