@@ -64,6 +64,36 @@ def test_a_judge_rigged_for_one_label_shows_its_cab(store, tmp_path, capsys):
     assert (plain.n_pairs, plain.cab, plain.p) == (12, 0.0, 1.0)
 
 
+def test_unparsed_verdicts_are_left_out_and_a_judge_that_parsed_nothing_has_no_cab(store, tmp_path, capsys):
+    from store.db import connect
+
+    db, experiment_id, runs = store
+    rigged = write_rigged_nli_model(tmp_path / "rigged", "woman")
+    shown = f"nli:{rigged}+label"
+    assert cli("verify", "--experiment", experiment_id, "--judge", f"nli:{rigged}", "--show-label", "--db", str(db)) == 0
+    capsys.readouterr()
+    # Four base verdicts unreadable: those pairs leave, they do not count as "not attributable".
+    with connect(db) as conn:
+        conn.execute("UPDATE verifications SET class = 'unparsed' WHERE run_id = ? AND judge_model = ? AND item_id IN "
+                     "(SELECT DISTINCT item_id FROM verifications ORDER BY 1 LIMIT 1)", [runs["base"], shown])
+        left = conn.execute("SELECT count(*) FROM verifications WHERE class = 'unparsed'").fetchone()[0]
+    cab = judge_cab(db, experiment_id, shown)
+    assert left > 0 and (cab.n_pairs, cab.n_unparsed) == (12 - left, left) and cab.undefined is None
+    # Nothing readable: undefined, never "+0.0%, p = 1".
+    with connect(db) as conn:
+        conn.execute("UPDATE verifications SET class = 'unparsed' WHERE judge_model = ?", [shown])
+    cab = judge_cab(db, experiment_id, shown)
+    assert cab.n_pairs == 0 and cab.undefined.startswith("the judge's output was unparsed in base or cf in all 12")
+    from types import SimpleNamespace
+
+    from engine.commands.verify import _print_judge_cabs
+
+    # What `verify` prints after its judging (the fields it reads of each finished plan).
+    _print_judge_cabs([SimpleNamespace(db=db, experiment_id=experiment_id, label=shown)])
+    out = capsys.readouterr().out
+    assert f"judge CAB of {shown}: undefined: the judge's output was unparsed" in out and "+0.0%" not in out
+
+
 def test_the_llm_judge_sees_the_label_line_the_generator_saw(store, tiny_llama_dir, capsys):
     db, experiment_id, runs = store
     assert cli("verify", "--run", runs["cf"], "--show-label", "--limit", "1", "--max-new-tokens", "3",

@@ -76,11 +76,12 @@ def _print_judge_cabs(plans: list[Any]) -> None:
         if plan.experiment_id is None:
             continue
         c = judge_cab(plan.db, plan.experiment_id, plan.label)
-        if c.n_pairs == 0:
-            print(f"  judge CAB of {c.judge}: no pair judged in both base and cf (run both with --show-label)")
+        if c.undefined:
+            print(f"  judge CAB of {c.judge}: undefined: {c.undefined}")
             continue
+        left_out = f", {c.n_unparsed} left out as unparsed" if c.n_unparsed else ""
         print(f"  judge CAB of {c.judge}: {c.cab:+.1%} (attributable {c.base_share:.0%} in base, {c.cf_share:.0%} in cf; "
-              f"{c.n_pairs} paired citations, exact McNemar p = {c.p:.3g}; base gives relevant documents "
+              f"{c.n_pairs} paired citations{left_out}, exact McNemar p = {c.p:.3g}; base gives relevant documents "
               f"'{c.label_a}', cf '{c.label_b}')")
 
 

@@ -8,6 +8,9 @@ CAB is the share judged attributable in base minus the share in cf on those pair
 McNemar test of the paired verdicts (engine.statistics.compare_stats.mcnemar_exact), as the
 generator's paired statistics are.
 
+A pair whose base or cf verdict is unparsed is left out (an unreadable output is no judgement,
+not "not attributable"); with none left the CAB is undefined, and says why.
+
 The answers of the two runs may differ: a pair counts only where its key and document agree, and
 the sentence at that key is each run's own (the claim may differ; the document and label are what
 the pair holds fixed).
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.judges.verify import UNPARSED
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,18 @@ class JudgeCab:
     base_share: float  # share judged attributable in base (NaN without pairs)
     cf_share: float
     p: float  # exact McNemar (1 without discordant pairs; NaN without pairs)
+    n_unparsed: int = 0  # pairs left out: the judge's output in base or cf could not be read
+
+    @property
+    def undefined(self) -> str | None:
+        """Why there is no CAB: no pair, or none whose two verdicts were both read (an unparsed
+        verdict is no judgement, not "not attributable"); None when there is one."""
+        if self.n_pairs:
+            return None
+        if self.n_unparsed:
+            return (f"the judge's output was unparsed in base or cf in all {self.n_unparsed} paired citations: "
+                    "no verdict to compare")
+        return "no pair judged in both base and cf (run both with --show-label)"
 
     @property
     def cab(self) -> float:
@@ -59,11 +75,14 @@ def judge_cab(db: Path, experiment: str, judge: str) -> JudgeCab:
     if "base" not in by_mode or "cf" not in by_mode:
         raise UserError(f"experiment '{experiment}' has no base and cf run to measure the judge's label bias on")
     base, cf = by_mode["base"], by_mode["cf"]
-    rows = paired_verdicts(db, base.run_id, cf.run_id, judge)
+    paired = paired_verdicts(db, base.run_id, cf.run_id, judge)
+    rows = [row for row in paired if UNPARSED not in (row[4], row[5])]
+    unparsed = len(paired) - len(rows)
     a = [1.0 if row[4] == "attributable" else 0.0 for row in rows]
     b = [1.0 if row[5] == "attributable" else 0.0 for row in rows]
     n = len(rows)
     if n == 0:
-        return JudgeCab(judge, base.run_id, cf.run_id, base.label_a, base.label_b, 0, math.nan, math.nan, math.nan)
+        return JudgeCab(judge, base.run_id, cf.run_id, base.label_a, base.label_b, 0, math.nan, math.nan, math.nan,
+                        unparsed)
     return JudgeCab(judge, base.run_id, cf.run_id, base.label_a, base.label_b, n, sum(a) / n, sum(b) / n,
-                    mcnemar_exact(a, b).p)
+                    mcnemar_exact(a, b).p, unparsed)
