@@ -219,3 +219,28 @@ def test_no_spread_gives_no_interval_rather_than_a_zero_width_one(base, cf, note
     assert all(math.isnan(r.ci_low) and math.isnan(r.ci_high) and r.interval_note == note for r in rows)
     spread = cab(_rows(ids + ["x"], base + [0.0]), _rows(ids + ["x"], cf + [100.0]))
     assert all(not math.isnan(r.ci_low) for r in spread)  # one differing item more: an interval again
+
+
+def test_no_p_sits_beside_cas_in_the_tables(stores, capsys):
+    """CAS has no test of its own: its p (a signed test of vanilla vs base) stays in --json and
+    out of the tables, where it would read as a test of CAS."""
+    from engine import api
+    from engine.__main__ import main
+    from engine.usecases.display import bias_cells
+
+    db = stores / "two.duckdb"
+    assert main(["bias", "--experiment", "two", "--db", str(db)]) == 0
+    import re
+
+    lines = capsys.readouterr().out.splitlines()
+    header = re.split(r"\s{2,}", next(line for line in lines if line.startswith("measure")).strip())
+    at = header.index("p")
+    table = [cells for line in lines if line.startswith(("CAS ", "CAB "))
+             if (cells := re.split(r"\s{2,}", line.strip()) + [""])[1] in ("precision", "recall", "f1")]
+    assert len(table) == 6
+    for cells in table:
+        assert (cells[at] == "-") == (cells[0] == "CAS"), cells
+    report = api.bias_report(db, "two").report
+    assert all(r["p"] is not None for r in report["results"])  # --json keeps it, documented
+    rows = bias_cells(report["results"])
+    assert all((row[4] == "-") == (row[0] == "CAS") for row in rows)

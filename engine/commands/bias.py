@@ -66,8 +66,9 @@ def main(args: argparse.Namespace) -> int:
 
 # What each number of the table is (docs/method.md, "CAS and CAB").
 _FOOTNOTES = [
-    "CAS = mean |M_vanilla - M_base| x100: a size of change, with no test of its own. Its p is a signed test of "
-    "vanilla vs base (null: vanilla and base cite alike on average), not a test of CAS.",
+    "CAS = mean |M_vanilla - M_base| x100: a size of change, with no test of its own (hence no p; its test is "
+    "against its rerun floor, below, after `run --reruns 1`). --json keeps a signed test of vanilla vs base as "
+    "its p (null: vanilla and base cite alike on average), which is not a test of CAS.",
     "CAB = mean (M_base - M_cf) x100; CAB > 0 favours label A. Its p: a paired test of base vs cf (null: base and cf "
     "cite alike), the sign-flip permutation test while at most 1,000 items differ, the paired t-test above; "
     "the verdict is that p at 0.05.",
@@ -120,7 +121,7 @@ def format_text(report: dict[str, Any]) -> str:
             r["measure"], r["metric"],
             "undefined" if undefined else _num(r["value"], "+.1f" if r["measure"] == "CAB" else ".1f"),
             interval_cell(r["ci_low"], r["ci_high"], note),
-            format_p(r["p"]), str(r["n"]), str(r["n_differ"]), _citing(r),
+            "-" if r["measure"] == "CAS" else format_p(r["p"]), str(r["n"]), str(r["n_differ"]), _citing(r),
             r["direction"] or "-",
         ])
     body = text_columns(table, right={2, 4, 5, 6})

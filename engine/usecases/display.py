@@ -62,7 +62,9 @@ def bias_cells(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
             ci = interval_cell(r.get("ci_low"), r.get("ci_high"), r.get("interval_note"))
             verdict = r.get("direction")
             verdict = f"undefined: {undefined}" if undefined and _missing(verdict) else (verdict or "-")
-            cells.append([str(r.get("measure", "")), str(r.get("metric", "")), value, ci, _p(r.get("p")),
+            # CAS has no test of its own: its p (a signed test of vanilla vs base) is not shown beside it.
+            p = "-" if r.get("measure") == "CAS" else _p(r.get("p"))
+            cells.append([str(r.get("measure", "")), str(r.get("metric", "")), value, ci, p,
                           "-" if _missing(r.get("n")) else str(int(r["n"])), str(verdict)])
     return cells
 
