@@ -244,8 +244,9 @@ def query_page(detail: Any, use: Iterable[Any] = (), reruns: Iterable[Any] = (),
 
     def rerun_mark(mode: str) -> str:
         mark = marks.get(mode)
-        text = mark.text() if mark is not None else ""
-        return f' <small class="{"flip" if mark.changed else "note"}">{escape_text(text)}</small>' if text else ""
+        if mark is None or not mark.text():
+            return ""
+        return f' <small class="{"flip" if mark.changed else "note"}">{escape_text(mark.text())}</small>'
 
     columns = "".join(
         f'<div class="mode"><h4>{escape_text(m.mode)} <small>run {escape_text(m.run_id)} ({escape_text(m.status)})</small>'

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -71,8 +72,10 @@ def wording_rows(model: str, folder: Path, args: argparse.Namespace) -> list[str
                                                          few_shot=few_shot), index)
                 text = prompt.text + ending
                 if tokenizer.chat_template:
-                    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                        return_tensors="pt", return_dict=True)["input_ids"]
+                    encoded: Any = tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                                 add_generation_prompt=True, return_tensors="pt",
+                                                                 return_dict=True)
+                    ids = encoded["input_ids"]
                 else:
                     ids = tokenizer(text, return_tensors="pt")["input_ids"]
                 with torch.no_grad():
@@ -100,11 +103,13 @@ def product_row(model: str, folder: Path, dataset: Path, few_shot: int, args: ar
     seconds = time.perf_counter() - started
     (run,) = outcome.runs
     with connect(db, read_only=True) as conn:
-        n, marks, shown, precision, recall, em = conn.execute(
+        found = conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE n_citations > 0), "
             "count(*) FILTER (WHERE n_citations > out_of_range_citations), "
             "100 * avg(precision), 100 * avg(recall), avg(exact_match) FROM query_metrics WHERE run_id = ?",
             [run.run_id]).fetchone()
+    assert found is not None  # an aggregate: always one row
+    n, marks, shown, precision, recall, em = found
     return {"model": model, "path": "run (transformers)", "dataset": dataset.name, "few_shot": few_shot, "n": n,
             "cites": marks / n, "cites_shown": shown / n, "precision": precision, "recall": recall, "em": em,
             "s_per_answer": seconds / n}

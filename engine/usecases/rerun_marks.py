@@ -48,8 +48,8 @@ def pair_marks(changes: RerunChanges, run_a: str, run_b: str, item_ids: tuple[st
     a, b = len(changes.reruns.get(run_a, ())), len(changes.reruns.get(run_b, ()))
     if not (a or b):
         return PairRerunMarks(0, 0, len(item_ids), 0), [None] * len(item_ids)
-    flags = [changes.changes(run_a, i) or changes.changes(run_b, i) for i in item_ids]
-    return PairRerunMarks(a, b, len(item_ids), sum(flags)), flags
+    changed = [changes.changes(run_a, i) or changes.changes(run_b, i) for i in item_ids]
+    return PairRerunMarks(a, b, len(item_ids), sum(changed)), list[bool | None](changed)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store.db import DbLike
-from store.queries._read import reading
+from store.queries._read import Readable, reading
 
 _RERUNS = """
 SELECT o.run_id, r.run_id
@@ -68,7 +67,7 @@ class RerunChanges:
         return item_id in self.changed.get(run_id, frozenset())
 
 
-def rerun_changes(db: DbLike, run_ids: Sequence[str], item_id: str | None = None) -> RerunChanges:
+def rerun_changes(db: Readable, run_ids: Sequence[str], item_id: str | None = None) -> RerunChanges:
     """The reruns of each run in `run_ids` and the items (only `item_id`, when given) whose cited
     set differs between the run and one of its reruns, in one read transaction."""
     runs = list(dict.fromkeys(run_ids))
