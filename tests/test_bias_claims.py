@@ -244,3 +244,24 @@ def test_no_p_sits_beside_cas_in_the_tables(stores, capsys):
     assert all(r["p"] is not None for r in report["results"])  # --json keeps it, documented
     rows = bias_cells(report["results"])
     assert all((row[4] == "-") == (row[0] == "CAS") for row in rows)
+
+
+def test_compare_of_runs_that_never_cite_says_undefined_not_no_difference(stores, capsys):
+    from engine.__main__ import main
+    from engine.usecases.compare import NEITHER_CITES, CompareRequest, compare
+
+    db = stores / "silent.duckdb"
+    (r,) = compare(CompareRequest("silent:base", "silent:cf"), db).runs
+    by_name = {m.metric: m for m in r.metrics}
+    for name in ("precision", "recall", "f1"):
+        assert by_name[name].verdict == NEITHER_CITES and math.isnan(by_name[name].p)
+    assert by_name["exact_match"].verdict != NEITHER_CITES  # the answers themselves are still compared
+    assert main(["compare", "silent:base", "silent:cf", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    for name in ("precision", "recall", "f1"):
+        (line,) = [x for x in text.splitlines() if x.startswith(f"{name}: ")]
+        assert line.startswith(f"{name}: {NEITHER_CITES}") and "no significant difference" not in line
+    # One citing answer is enough for a test again.
+    two = stores / "two.duckdb"
+    (r,) = compare(CompareRequest("two:base", "two:cf"), two).runs
+    assert all(m.verdict != NEITHER_CITES for m in r.metrics)

@@ -376,8 +376,9 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
         reruns, on_rerun = pair_marks(rerun_changes(conn, (run_a.run_id, run_b.run_id)), run_a.run_id,
                                       run_b.run_id, paired.item_ids)
     a, b = paired.metrics
-    metrics = compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
-                              n_resamples=request.resamples, seed=request.seed, permutations=request.permutations)
+    metrics = _silent(compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
+                                      n_resamples=request.resamples, seed=request.seed,
+                                      permutations=request.permutations), a, b)
     compared = [m.metric for m in metrics]
     sort_metric = "f1" if "f1" in compared else (compared[0] if compared else request.metrics[0])
     columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
@@ -399,6 +400,22 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
             if name not in compared) + _margin_notes(request, compared),
         reruns,
     )
+
+
+NEITHER_CITES = "undefined: no paired answer of either run cites anything (every citation metric is 0 by construction)"
+
+
+def _silent(metrics: tuple[MetricComparison, ...], a: dict[str, Any], b: dict[str, Any]) -> tuple[MetricComparison, ...]:
+    """Where no paired answer of either run cites, precision, recall and F1 are 0 on both sides by
+    construction: no test, no p, and a verdict that says so (as `bias` says "undefined"), never
+    "no significant difference"."""
+    from dataclasses import replace
+
+    nothing_a, nothing_b = (np.asarray(x["cites_nothing"], dtype=float) for x in (a, b))
+    if not (nothing_a.size and np.all(nothing_a == 1.0) and np.all(nothing_b == 1.0)):
+        return metrics
+    return tuple(replace(m, p=math.nan, p_holm=math.nan, verdict=NEITHER_CITES, equivalence=None)
+                 if m.metric in BIAS_METRICS else m for m in metrics)
 
 
 def parsed_margins(request: CompareRequest) -> Margins | None:
