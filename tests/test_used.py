@@ -259,3 +259,27 @@ def test_a_cancel_between_answers_keeps_what_was_stored(store):
     assert rows(db, "SELECT count(DISTINCT item_id) FROM document_use") == [(1,)]
     assert usecase.used(request).n_measured_now == 3
     assert not math.isnan(usecase.used(request).runs[0].mean_sufficiency)
+
+
+def test_mean_sufficiency_is_over_the_answers_that_cite():
+    """An answer citing nothing has no cited documents to keep: its "only cited" prompt holds
+    none, another quantity. The mean leaves it out; with no citing answer it is undefined."""
+    from types import SimpleNamespace
+
+    from engine.commands.used import format_text
+    from engine.usecases.used_figures import UsedResult, _run_use
+
+    def row(item, position, sufficiency, cited):  # stored_document_use's columns
+        return ("r", item, position, -1.0, -2.0, -1.5, 0.5, sufficiency, cited)
+
+    rows = {"q1": [row("q1", 1, 4.0, True), row("q1", 2, 4.0, False)],
+            "q2": [row("q2", 1, 5.0, False), row("q2", 2, 5.0, True)],
+            "q3": [row("q3", 1, 30.0, False), row("q3", 2, 30.0, False)]}  # cites nothing
+    run = SimpleNamespace(run_id="r", rag_mode="base")
+    use = _run_use(run, rows, 0.1)
+    assert (use.mean_sufficiency, use.n_citing, use.n_answers) == (4.5, 2, 3)
+    silent = _run_use(run, {"q3": rows["q3"]}, 0.1)
+    assert math.isnan(silent.mean_sufficiency) and silent.n_citing == 0
+    text = format_text(UsedResult("m", 0.1, (use, silent), None, None, 0, ()))
+    assert "mean sufficiency +4.500 nats over the 2 answers that cite" in text
+    assert "mean sufficiency (undefined: no answer cites a shown document)" in text

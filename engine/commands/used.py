@@ -80,6 +80,7 @@ def as_dict(result: Any) -> dict[str, Any]:
             "n_citations": r.n_cited, "n_used": r.n_used, "n_cited_used": r.n_cited_used,
             "share_used": _clean(r.share_used), "share_post_rationalised": _clean(r.share_post_rationalised),
             "share_used_not_cited": _clean(r.share_used_not_cited), "mean_sufficiency": _clean(r.mean_sufficiency),
+            "n_citing": r.n_citing,
             "share_used_at": {format(t, "g"): _clean(s) for t, s in r.used_share_at},
         } for r in result.runs],
         "cab": None if cab is None else {"base_run": cab.base_run, "cf_run": cab.cf_run, "n_items": cab.n_items,
@@ -109,7 +110,8 @@ def format_text(result: Any) -> str:
                      f"{_share(r.share_post_rationalised, no_cited)}, used but not cited "
                      f"{_share(r.share_used_not_cited, no_used)} of {r.n_used} used")
         lines.append("  used share by threshold: " + ", ".join(f"{t:g} nats {_share(s, no_cited)}" for t, s in r.used_share_at)
-                     + f"; mean sufficiency {_share(r.mean_sufficiency, 'undefined: no answer read', '+.3f')} nats")
+                     + f"; mean sufficiency {_share(r.mean_sufficiency, 'undefined: no answer cites a shown document', '+.3f')}"
+                     + (f" nats over the {r.n_citing} answers that cite" if r.n_citing else ""))
     cab = result.cab
     if cab is None:
         lines.append(result.cab_note or "no CAB split")

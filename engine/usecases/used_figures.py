@@ -34,8 +34,12 @@ class RunUse:
     n_cited: int
     n_used: int
     n_cited_used: int
-    mean_sufficiency: float  # over answers: logp(only cited) - logp(full); nan when none
+    # Over the answers that cite a shown document: logp(only cited) - logp(full); NaN when none
+    # does. An answer citing nothing would have its "only cited" prompt hold no document at all,
+    # another quantity (how much the answer owes to every document), so it is left out.
+    mean_sufficiency: float
     used_share_at: tuple[tuple[float, float], ...]  # (threshold, share of citations used)
+    n_citing: int = 0  # answers that cite a shown document: those mean_sufficiency is over
 
     @property
     def share_used(self) -> float:
@@ -128,10 +132,10 @@ def _run_use(run: Any, rows: dict[str, list[tuple]], threshold: float) -> RunUse
     cited = [r for r in flat if r[8]]
     shares = tuple((t, sum(r[6] > t for r in cited) / len(cited) if cited else math.nan)
                    for t in (threshold * f for f in THRESHOLD_FACTORS))
-    sufficiency = [item[0][7] for item in rows.values()]
+    sufficiency = [item[0][7] for item in rows.values() if any(r[8] for r in item)]
     return RunUse(run.run_id, run.rag_mode, len(rows), len(flat), len(cited), sum(r[6] > threshold for r in flat),
                   sum(r[6] > threshold for r in cited),
-                  sum(sufficiency) / len(sufficiency) if sufficiency else math.nan, shares)
+                  sum(sufficiency) / len(sufficiency) if sufficiency else math.nan, shares, len(sufficiency))
 
 
 def used_figures(plan: Any, threshold: float, *, n_now: int, skipped: tuple[tuple[str, str, str], ...]) -> UsedResult:
