@@ -180,6 +180,10 @@ def test_against_human_undefined():
     assert got.recall.value is None and got.recall.undefined == f"no human label says {A}"
     empty = ag.against_human([], [])
     assert empty.accuracy.undefined == ag.NO_PAIR and empty.accuracy.ci is None
+    # Labels on other documents than the judge's: no pair, and each share says so, not that no
+    # human label says attributable.
+    apart = ag.against_human([A, A, None, None], [None, None, A, N])
+    assert apart.n == 0 and {apart.accuracy.undefined, apart.precision.undefined, apart.recall.undefined} == {ag.NO_PAIR}
 
 
 @pytest.mark.parametrize(("y", "f", "f_un", "reason"), [

@@ -355,3 +355,14 @@ def test_the_cluster_robust_interval_is_the_sandwich_of_statsmodels_scores_by_it
         assert e.robust_ci_low == pytest.approx(math.exp(e.coef - 1.959963984540054 * e.robust_se), rel=1e-12)
     # Without an item column each answer is its own cluster.
     assert fit_choice_model(f.drop(columns=["item"]), label_reference="B").cluster == "answer"
+
+
+def test_a_separation_deciding_one_answer_says_one_answer():
+    from types import SimpleNamespace
+
+    from engine.statistics.choice_model import _separation_reason
+
+    one = SimpleNamespace(columns=[0], signs=[1], strata_determined=1)
+    many = SimpleNamespace(columns=[0], signs=[1], strata_determined=1200)
+    assert _separation_reason(["position"], one).endswith("(separation; it decides 1 answer)")
+    assert _separation_reason(["position"], many).endswith("(separation; it decides 1,200 answers)")

@@ -263,13 +263,14 @@ def against_human(judge: Sequence[str | None], human: Sequence[str | None], *, p
     pairs = [(j, h) for j, h in zip(judge, human, strict=True) if j is not None and h is not None]
     said = [h for j, h in pairs if j == positive]
     truly = [j for j, h in pairs if h == positive]
+    # With no item judged by both, that is why each share is undefined, not what either side said.
     return AgainstHuman(
         len(pairs),
         proportion(sum(j == h for j, h in pairs), len(pairs), confidence=confidence, undefined=NO_PAIR),
         proportion(sum(h == positive for h in said), len(said), confidence=confidence,
-                   undefined=f"the judge never said {positive}"),
+                   undefined=f"the judge never said {positive}" if pairs else NO_PAIR),
         proportion(sum(j == positive for j in truly), len(truly), confidence=confidence,
-                   undefined=f"no human label says {positive}"),
+                   undefined=f"no human label says {positive}" if pairs else NO_PAIR),
     )
 
 

@@ -371,6 +371,10 @@ def _effect(term: str, coef: float, se: float, robust_se: float) -> Effect:
     return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, r_low, r_high, p_of(robust_se))
 
 
+def _answers(n: int) -> str:
+    return f"{n:,} answer" + ("" if n == 1 else "s")
+
+
 def _separation_reason(kept: list[str], sep) -> str:
     """What separates, in words: the covariate (or combination) and where its odds ratio goes."""
     if len(sep.columns) == 1:
@@ -382,12 +386,12 @@ def _separation_reason(kept: list[str], sep) -> str:
             side, other = ("with", "without") if sign > 0 else ("without", "with")
             text = (f"no informative answer cites a document {other} '{col}' while leaving one {side} it uncited")
         bound = "infinite" if sign > 0 else "0"
-        return f"{text}: its odds ratio is {bound} (separation; it decides {sep.strata_determined:,} answers)"
+        return f"{text}: its odds ratio is {bound} (separation; it decides {_answers(sep.strata_determined)})"
     combo = " ".join(f"{'+' if w > 0 else '-'} {abs(w):.3g} x '{kept[j]}'"
                      for j, w in ((j, sep.direction[j]) for j in sep.columns))
     combo = combo[2:] if combo.startswith("+ ") else combo
     return (f"the combination {combo} separates cited from uncited documents (no informative answer cites a "
-            f"document lower on it while leaving one higher uncited; it decides {sep.strata_determined:,} answers): "
+            f"document lower on it while leaving one higher uncited; it decides {_answers(sep.strata_determined)}): "
             "each of its terms is unbounded")
 
 
