@@ -155,7 +155,8 @@ def test_pair_kappa_without_an_interval(a, b, kappa, reason):
     ([[A, A, A], [A, A, A]], ag.PANEL_ONE_CLASS + " on the items every judge rated",
      ag.PANEL_ONE_CLASS + " on the items two judges or more rated"),
     ([[A, None], [None, N]], ag.NO_COMPLETE, ag.NO_PAIRABLE),
-    ([[A, A, None], [N, None, N], [A, N, A]], None, None),
+    ([[A, A, None], [N, None, N], [A, N, A]], ag.ONE_COMPLETE, None),  # one complete item: as Cohen's refuses one
+    ([[A, A, None], [N, None, N], [A, N, A], [N, N, A]], None, None),
     ([[A, A, None], [N, None, N]], ag.NO_COMPLETE, None),
 ])
 def test_panel_undefined(ratings, fleiss_why, alpha_why):

@@ -38,6 +38,7 @@ ONE_JUDGE_ONE_CLASS = "judge {judge} gave one class only: kappa is 0 whatever ju
 PERFECT = "perfect agreement: the asymptotic standard error is 0, so there is no interval"
 FEW_JUDGES = "fewer than two judges"
 NO_COMPLETE = "no item judged by every judge (Fleiss' kappa)"
+ONE_COMPLETE = "only one item judged by every judge (Fleiss' kappa), as Cohen's refuses one item judged by both"
 NO_PAIRABLE = "no item judged by two judges or more (Krippendorff's alpha)"
 PANEL_ONE_CLASS = "every judge gave one class only"
 NO_ITEMS = "no items"
@@ -221,6 +222,8 @@ def panel_agreement(ratings: Sequence[Sequence[str | None]], *,
 def _fleiss(complete: np.ndarray, n_cat: int) -> tuple[float | None, str | None]:
     if len(complete) == 0:
         return None, NO_COMPLETE
+    if len(complete) == 1:  # one item's agreement says nothing of a judge's: as Cohen's rule
+        return None, ONE_COMPLETE
     if len(np.unique(complete)) == 1:
         return None, PANEL_ONE_CLASS + " on the items every judge rated"  # p_e = 1
     from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
