@@ -132,3 +132,21 @@ def test_one_judge_and_unknown_names_say_why(store, capsys):
         assert cli("agreement", "--db", str(db), *args) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and says in err, err
+
+
+def test_a_judge_with_no_usable_verdict_sits_out_of_the_panel(store, capsys):
+    from engine.usecases.agreement import AgreementRequest, agreement
+    from store.db import connect
+
+    db, _ = store
+    before = agreement(AgreementRequest(db=db, experiment="pilot"))
+    assert before.panel_left_out == () and before.panel_note() == ""
+    with connect(db) as conn:
+        conn.execute("UPDATE verifications SET class = 'unparsed' WHERE judge_model = ?", [NLI])
+    after = agreement(AgreementRequest(db=db, experiment="pilot"))
+    assert after.panel_left_out == (NLI,) and after.panel.n_judges == before.panel.n_judges - 1
+    # Its empty column would have left no item that every judge judged.
+    assert after.panel.fleiss_kappa is not None
+    assert after.panel_note().startswith(f"left out of the panel, no usable verdict: {NLI} (")
+    assert cli("agreement", "--db", str(db), "--experiment", "pilot") == 0
+    assert after.panel_note() in capsys.readouterr().out

@@ -195,7 +195,8 @@ def summary_html(result: Agreement) -> str:
     """What was read and the panel line, every stored name escaped."""
     what = (f"experiment {result.experiment_id}" if result.experiment_id else "runs") + ": " + ", ".join(result.run_ids)
     return (f'<div class="pe-judges"><p><b>{html.escape(what, quote=False)}</b></p>'
-            f"<p>{html.escape(panel_line(result.panel), quote=False)}</p></div>")
+            f"<p>{html.escape(panel_line(result.panel), quote=False)}</p>"
+            + (f"<p>{html.escape(result.panel_note(), quote=False)}</p>" if result.panel_note() else "") + "</div>")
 
 
 def refusal_html(line: str) -> str:

@@ -117,6 +117,8 @@ def format_text(result: Any) -> str:
              else f"{panel.krippendorff_alpha:.3f} (nominal)")
     lines += ["", f"panel of {panel.n_judges} judges on {panel.n_items} cited documents: Fleiss' kappa "
               f"(statsmodels fleiss_kappa) {fleiss}; Krippendorff's alpha (krippendorff package) {alpha}"]
+    if result.panel_note():
+        lines.append(result.panel_note())
     if result.against_human:
         lines += ["", "against human labels: accuracy, and precision and recall of 'attributable', with Wilson "
                   "95% CIs (statsmodels proportion_confint)"]

@@ -71,6 +71,17 @@ class Agreement:
     panel: PanelAgreement
     against_human: tuple[HumanRow, ...]
     ppi: tuple[PpiRow, ...]
+    # Judges left out of the panel: none of their verdicts on these runs could be read (every
+    # one NULL), so a column of theirs would hold nothing and empty every "complete" item.
+    panel_left_out: tuple[str, ...] = ()
+
+    def panel_note(self) -> str:
+        """Which judges the panel leaves out and why; "" when none."""
+        if not self.panel_left_out:
+            return ""
+        nulls = {c.judge: c.n_null for c in self.judges}
+        left = ", ".join(f"{j} ({nulls.get(j, 0)} unreadable)" for j in self.panel_left_out)
+        return f"left out of the panel, no usable verdict: {left}"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: tuples as lists, every statistic's fields by name."""
@@ -158,8 +169,9 @@ def agreement(request: AgreementRequest) -> Agreement:
             both = sorted(verdicts[a].keys() & verdicts[b].keys())
             pairs.append(PairRow(a, b, pair_agreement([verdicts[a][c] for c in both], [verdicts[b][c] for c in both],
                                                       categories=BINARY)))
-    citations = sorted(set().union(*(verdicts[j].keys() for j in names)))
-    panel = panel_agreement([[verdicts[j].get(c) for j in names] for c in citations], categories=BINARY)
+    seated = tuple(j for j in names if verdicts[j])
+    citations = sorted(set().union(*(verdicts[j].keys() for j in seated)))
+    panel = panel_agreement([[verdicts[j].get(c) for j in seated] for c in citations], categories=BINARY)
 
     humans = [j for j in names if kind[j] == "human"]
     models = [j for j in names if kind[j] != "human"]
@@ -175,7 +187,8 @@ def agreement(request: AgreementRequest) -> Agreement:
                     [verdicts[human][c] == BINARY[0] for c in both],
                     [verdicts[judge][c] == BINARY[0] for c in both],
                     [verdicts[judge][c] == BINARY[0] for c in rest])))
-    return Agreement(experiment_id, run_ids, counts, tuple(pairs), panel, tuple(scored), tuple(corrected))
+    return Agreement(experiment_id, run_ids, counts, tuple(pairs), panel, tuple(scored), tuple(corrected),
+                     tuple(j for j in names if j not in seated))
 
 
 @dataclass(frozen=True)
