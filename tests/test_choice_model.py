@@ -366,3 +366,30 @@ def test_a_separation_deciding_one_answer_says_one_answer():
     many = SimpleNamespace(columns=[0], signs=[1], strata_determined=1200)
     assert _separation_reason(["position"], one).endswith("(separation; it decides 1 answer)")
     assert _separation_reason(["position"], many).endswith("(separation; it decides 1,200 answers)")
+
+
+def test_base_and_cf_answers_that_coincide_give_no_robust_interval_from_round_off():
+    """Each item's base and cf answers cite the same document while the labels swap: the label's
+    odds ratio is 1 and every item's score on it cancels, so the sandwich is 0 up to round-off.
+    A robust interval [1.00, 1.00] with a p from round-off would read as certainty."""
+    from engine.statistics.choice_model import NO_ROBUST_SPREAD
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for item in range(40):
+        relevant_at = int(rng.integers(1, 4))
+        cited_at = relevant_at if rng.random() < 0.7 else int(rng.choice([p for p in (1, 2, 3) if p != relevant_at]))
+        for mode, on_relevant, on_other in (("base", "a woman", "a man"), ("cf", "a man", "a woman")):
+            for pos in (1, 2, 3):
+                rows.append({"answer": f"{mode}{item}", "item": f"q{item}", "cited": pos == cited_at,
+                             "relevant": pos == relevant_at, "position": pos, "n_shown": 3,
+                             "position_group": ("first", "middle", "last")[pos - 1],
+                             "label": on_relevant if pos == relevant_at else on_other, "repeated": False})
+    fit = fit_choice_model(pd.DataFrame(rows))
+    (label,) = [e for e in fit.effects if e.term.startswith("label")]
+    assert label.odds_ratio == pytest.approx(1.0, abs=1e-6)
+    assert label.robust_undefined == NO_ROBUST_SPREAD
+    assert math.isnan(label.robust_ci_low) and math.isnan(label.robust_p)
+    assert not math.isnan(label.p)  # the model-based interval stands: the answers still inform it
+    relevant = next(e for e in fit.effects if e.term.startswith("relevant"))
+    assert relevant.robust_undefined == "" and not math.isnan(relevant.robust_p)

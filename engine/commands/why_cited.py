@@ -174,7 +174,8 @@ def format_text(result: Any) -> str:
     table = [["effect", "odds ratio", "95% CI", "p", f"robust 95% CI (by {fit.cluster})", "robust p"]]
     for e in fit.effects:
         table.append([e.term, format_ratio(e.odds_ratio), f"[{format_ratio(e.ci_low)}, {format_ratio(e.ci_high)}]",
-                      format_p(e.p), f"[{format_ratio(e.robust_ci_low)}, {format_ratio(e.robust_ci_high)}]",
+                      format_p(e.p), "none (no spread)" if e.robust_undefined
+                      else f"[{format_ratio(e.robust_ci_low)}, {format_ratio(e.robust_ci_high)}]",
                       format_p(e.robust_p)])
     body = text_columns(table, right={1, 3, 5})
     lines += ["", body[0], "-" * max(len(x) for x in body), *body[1:], ""]
@@ -182,6 +183,7 @@ def format_text(result: Any) -> str:
     lines += separation_notes(fit)
     lines += [f"not estimated: {term}: {why}" for term, why in fit.dropped]
     lines.append(robust_note(fit))
+    lines += [f"robust interval of {e.term}: {e.robust_undefined}" for e in fit.effects if e.robust_undefined]
     lines += ["", "suppression: answers citing no shown document"]
     rows = [["condition", "answers", "cite nothing", "rate", "95% CI (Wilson)"]]
     for r in s.rates:

@@ -80,6 +80,14 @@ class Effect:
     robust_ci_low: float = float("nan")
     robust_ci_high: float = float("nan")
     robust_p: float = float("nan")
+    robust_undefined: str = ""  # why there is no robust interval and p ("" where there is one)
+
+
+# The sandwich's meat is a sum of each cluster's squared score: where every cluster's score on a
+# term is 0 up to round-off (the base and cf answers of each item cite alike, say) there is no
+# spread, and a robust interval of width 0 with a p from round-off would claim a certainty.
+NO_ROBUST_SPREAD = ("none: every cluster's score on this term is 0 up to round-off (its answers cite alike "
+                    "whichever way the term varies), so the sandwich has no spread")
 
 
 @dataclass(frozen=True)
@@ -367,6 +375,8 @@ def _effect(term: str, coef: float, se: float, robust_se: float) -> Effect:
         return (math.exp(coef - _Z * s), math.exp(coef + _Z * s)) if math.isfinite(s) else (math.nan, math.nan)
 
     low, high = ci(se)
+    if math.isfinite(se) and not robust_se > _TOL * se:
+        return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, robust_undefined=NO_ROBUST_SPREAD)
     r_low, r_high = ci(robust_se)
     return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, r_low, r_high, p_of(robust_se))
 
