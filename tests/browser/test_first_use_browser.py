@@ -88,12 +88,12 @@ def test_enter_in_the_model_box_keeps_the_typed_name_and_start_refuses_it(page, 
     toast.wait_for(timeout=WAIT_MS)
     assert "did you mean smoke?" in toast.inner_text()
     _shot(page, "smok-refused")
-    # Nothing queued. A loaded server may still show Gradio's status on the banner while a
-    # pending tick answers ("0.1s", "processing | 0.3/0.2s", seen at load 12): wait for it to go,
-    # then the banner must be empty.
-    page.wait_for_function("() => !/processing|\\d(\\.\\d+)?s\\b/.test(document.getElementById('pe-job-banner').innerText)",
-                           timeout=WAIT_MS)
-    assert page.locator("#pe-job-banner").inner_text().strip() == ""
+    # Nothing queued. The banner's timer ticks, and on a loaded server Gradio's status for a pending
+    # tick ("0.1s", "processing | 0.3/0.2s") can appear at any moment: the banner's own words, with
+    # that status taken out, must be empty.
+    page.wait_for_timeout(1000)
+    banner = page.locator("#pe-job-banner").inner_text()
+    assert re.sub(r"processing|[\d.]+(/[\d.]+)?s\b|[|\s]", "", banner) == "", banner
     # A choice picked with the arrow keys is still taken by Enter.
     box.click()
     box.fill("")
