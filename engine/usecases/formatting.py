@@ -55,6 +55,14 @@ def cab_cell(value: float | None, p: float | None) -> str:
     return f"{value:+.1f}{star}"
 
 
+def precision_cell(row: dict[str, Any]) -> str:
+    """A Table 1 precision: 41.7; "undefined: <why>" where no answer of the run cites a shown
+    document (engine.usecases.tables.UNCITED), never the 0.0 its answers average to."""
+    if row.get("precision_undefined"):
+        return f"undefined: {row['precision_undefined']}"
+    return fmt(row["precision"], ".1f")
+
+
 def has_floors(rows2: list[dict[str, Any]]) -> bool:
     """Whether an experiment of Table 2 has reruns (engine.usecases.tables.with_floors): then the
     table shows each CAB's rerun floor."""
@@ -130,7 +138,7 @@ def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -
     body1 = []
     for r in rows1:
         body1.append([r["model"]] + ([r["dataset"]] if many else []) + ([r["setting"] or "-"] if set1 else []) + [
-            r["relevant"], r["non_relevant"], fmt(r["precision"], ".1f"), fmt(r["recall"], ".1f"), fmt(r["em"], ".3f")])
+            r["relevant"], r["non_relevant"], precision_cell(r), fmt(r["recall"], ".1f"), fmt(r["em"], ".3f")])
     head2 = (["Metadata type", "Labels (A vs B)", "Answer generator"] + (["Dataset"] if many else [])
              + (["Setting"] if set2 else []) + ["CAB Δ Precision", "CAB Δ Recall"]
              + (["Rerun floor Precision", "Rerun floor Recall"] if (floors := has_floors(rows2)) else []))

@@ -53,10 +53,13 @@ def _dataset(rec: dict[str, Any]) -> str:
 
 _TABLE1_READS = ("run_id", "experiment_id", "model", "dataset", "dataset_label", "dataset_sha", "metadata_type",
                  "rag_mode", "label_relevant", "label_nonrelevant", "precision", "recall", "exact_match", "n")
+# Why a precision is undefined: a run none of whose answers cites averages only the paper's 0s.
+UNCITED = "no answer cites a shown document"
 
 
 def table1(runs: Any, settings: Mapping[str, Any] | None = None,
-           confs: Mapping[str, Configuration] | None = None) -> list[dict[str, Any]]:
+           confs: Mapping[str, Configuration] | None = None,
+           uncited: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Rows of Table 1 from run_metrics rows (a DataFrame, oldest first): one per run.
 
     `settings` (store.queries.run_settings) tells experiments apart by configuration and finds
@@ -64,7 +67,8 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
     a shown one of the same configuration (a study's) is not a row of its own: the row of the run
     it copies serves its experiment too (`experiment_ids`). The rows of one experiment, and of
     the experiments sharing one vanilla run, form a block: its vanilla row, then its labelled rows.
-    `confs`: row_labels.configurations(settings) where the caller has them for both tables.
+    `confs`: row_labels.configurations(settings) where the caller has them for both tables;
+    `uncited` (uncited_of): runs whose precision is None, `precision_undefined` saying why.
     """
     from store.queries import records as records_of
 
@@ -96,7 +100,8 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
             "setting": "",
             "relevant": rel or "-",
             "non_relevant": non or "-",
-            "precision": None if _missing(rec["precision"]) else 100 * rec["precision"],
+            "precision": None if _missing(rec["precision"]) or rec["run_id"] in uncited else 100 * rec["precision"],
+            "precision_undefined": UNCITED if rec["run_id"] in uncited else None,
             "recall": None if _missing(rec["recall"]) else 100 * rec["recall"],
             "em": _value(rec["exact_match"]),
             "n": int(rec["n"]),
@@ -141,6 +146,15 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
     for row in rows:
         del row["block"]
     return rows
+
+
+def uncited_of(db: Any, runs: Any) -> frozenset[str]:
+    """The runs of a Table 1 frame none of whose answers cites a shown document; only a mean
+    precision of 0 or none can hide one (a positive mean needs a citing answer)."""
+    from store.queries import uncited_runs
+
+    rows = [] if runs.empty else runs[["run_id", "precision"]].to_dict("records")
+    return uncited_runs(db, [r["run_id"] for r in rows if _missing(r["precision"]) or r["precision"] == 0])
 
 
 def table2(bias: Any, settings: Mapping[str, Any] | None = None,
@@ -233,7 +247,7 @@ def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
 
     settings = run_settings(require_store(path), experiment_ids)
     confs = configurations(settings)
-    return (table1(table1_runs(path, experiment_ids), settings, confs),
+    return (table1(runs := table1_runs(path, experiment_ids), settings, confs, uncited_of(path, runs)),
             table2(report_bias_rows(path, experiment_ids, pending, signatures), settings, confs))
 
 
@@ -464,7 +478,7 @@ def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
                              + (bias["experiment_id"].tolist() if not bias.empty else [])))
     settings = run_settings(db, ids)
     confs = configurations(settings)
-    rows1 = table1(runs, settings, confs) if request.table in ("1", "all") else []
+    rows1 = table1(runs, settings, confs, uncited_of(db, runs)) if request.table in ("1", "all") else []
     rows2 = with_floors(db, table2(bias, settings, confs)) if request.table in ("2", "all") else []
     # Only where `verify` / `explain` stored some, and only in the full report: the output is
     # otherwise what it was before verification existed.

@@ -32,6 +32,7 @@ from store.queries.bias_tables import (
     run_settings,
     run_summaries,
     table1_runs,
+    uncited_runs,
 )
 from store.queries.console import SQL_MAX_CHARS, SQL_MAX_DEPTH, SqlResult, run_readonly_sql, table_columns
 from store.queries.decisions import DECISION_COLUMNS, count_answers, decision_frame, label_pairs
@@ -132,7 +133,7 @@ __all__ = [
     "query_detail", "report_bias_rows", "rerun_experiment_ids", "rerun_targets", "report_frames", "report_run_metrics", "resolve_experiment", "run_explanations",
     "run_listing", "run_metric_table", "run_prompt_settings", "run_readonly_sql", "run_settings", "run_summaries",
     "runs_for_experiment",
-    "study_experiment_ids", "study_listing", "table1_runs", "table_columns",
+    "study_experiment_ids", "study_listing", "table1_runs", "table_columns", "uncited_runs",
     "verification_shares",
     "CitedAnswer", "Judgement", "LabelRun", "cited_answers", "judge_kinds", "judgements", "label_runs", "stored_labels",
     "CitedDocument", "cited_documents",

@@ -314,6 +314,23 @@ def table1_runs(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> pd.D
         "metadata_type", "rag_mode", "label_relevant", "label_nonrelevant", "n", "precision", "recall", "exact_match"])
 
 
+def uncited_runs(db: DbLike, run_ids: list[str] | tuple[str, ...]) -> frozenset[str]:
+    """The runs of `run_ids` none of whose answers cites a shown document (query_metrics'
+    n_citations > out_of_range_citations, as the bias view reads a citing answer), or that hold
+    no answer: their mean citation precision averages only the 0 given to an answer without a
+    citation, so it is undefined, not 0. Only runs whose mean is 0 or missing need asking."""
+    ids = list(dict.fromkeys(run_ids))
+    if not ids:
+        return frozenset()
+    # One `run_id = ?` per run: DuckDB pushes an equality through query_metrics, not an IN list.
+    union = " UNION ALL ".join(
+        "SELECT ? AS run_id, count(*) FILTER (WHERE n_citations > out_of_range_citations) AS n_citing "
+        "FROM query_metrics WHERE run_id = ?" for _ in ids)
+    rows = fetch(db, f"SELECT run_id FROM ({union}) WHERE n_citing = 0",
+                 [v for run_id in ids for v in (run_id, run_id)])
+    return frozenset(row[0] for row in rows)
+
+
 @dataclass(frozen=True)
 class RunSetting:
     """What tells a run's experiment apart from others in the report's tables."""
