@@ -46,8 +46,10 @@ def operator_settings() -> str:
          f"{space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_JOBS_PER_CLIENT", f"jobs one client address may have queued or running, all its sessions "
          f"({space[0]}: {s.SPACE_MAX_JOBS_PER_CLIENT}; {space[1]}: no cap)"),
-        ("PATTRIEVAL_TRUST_FORWARDED_FOR=0|1", "the first X-Forwarded-For address is the visitor's "
-         "(on a Hugging Face Space: 1; elsewhere: 0)"),
+        ("PATTRIEVAL_TRUST_FORWARDED_FOR=0|1", "X-Forwarded-For names the visitor, by the address the "
+         "trusted proxy appended (on a Hugging Face Space: 1; elsewhere: 0, the socket's peer)"),
+        ("PATTRIEVAL_TRUSTED_PROXY_HOPS", "appending proxies in front of the app where X-Forwarded-For is "
+         f"trusted: the visitor is the address this many from the header's end ({s.DEFAULT_TRUSTED_PROXY_HOPS})"),
         ("PATTRIEVAL_MAX_JOB_MB", f"store MB one job may write, estimated before it starts ({space[0]}: "
          f"{s.SPACE_MAX_JOB_MB}; {space[1]}: no quota)"),
         ("PATTRIEVAL_MAX_STORE_MB", f"store MB jobs may grow the store to ({space[0]}: {s.SPACE_MAX_STORE_MB}; "
@@ -69,6 +71,8 @@ def operator_settings() -> str:
         ("PATTRIEVAL_MAX_UPLOAD_MB", f"the largest dataset upload in MB ({s.DEFAULT_MAX_UPLOAD_MB})"),
         ("PATTRIEVAL_MAX_UPLOADS_MB", f"MB all uploads may hold on disk (kept an hour) before more are refused "
          f"({space[0]}: {s.SPACE_MAX_UPLOADS_MB}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_MAX_UPLOADS_PER_VISITOR_MB", f"the same, one client address's uploads ({space[0]}: "
+         f"{s.SPACE_MAX_UPLOADS_PER_VISITOR_MB}; {space[1]}: no cap)"),
         ("PATTRIEVAL_RESULTS_REPO", "OWNER/NAME of a Hugging Face dataset repo whose results store is merged "
          "in at start (none)"),
         ("PATTRIEVAL_RESULTS_FILE", f"that store's file in the repo ({s.DEFAULT_RESULTS_FILE})"),
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     from demo.app import build_app
     from demo.results_repo import merge_at_start
     from demo.settings import settings_from_env
-    from engine.errors import UserError
+    from engine.errors import UserError, message_line
     from store.db import check_database
 
     try:
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         # starts (nothing is written; a path that does not exist yet is created by the first run).
         check_database(settings.db_path)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {message_line(err)}", file=sys.stderr)
         return 2
     merge_at_start(settings)  # one line; the app starts whatever happens
     app = build_app(settings)

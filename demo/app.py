@@ -37,6 +37,9 @@ def build_app(settings: AppSettings, jobs: Any = None):
         _open_clicked_rows(app)
         _wire_compare(app)
         _wire_judges(app)
+    from demo.uploads import take_uploads_only
+
+    take_uploads_only(app)  # a file given as a link would be downloaded whole, past the upload bounds
     app.jobs = jobs  # the launcher shuts the worker down with the app
     return app
 

@@ -38,8 +38,14 @@ SPACE_MAX_STORE_MB = 10 * 1024
 SPACE_MAX_DOWNLOADS_MB = 2048
 SPACE_MAX_DOWNLOADS_PER_VISITOR_MB = 200
 # What Gradio's upload folder may hold before uploads are refused (demo.uploads): 80 uploads at
-# the 50 MB per-file bound, beside Gradio's copies of the downloads above.
+# the 50 MB per-file bound, beside Gradio's copies of the downloads above. One visitor (client
+# address) may hold 4 uploads at that bound, so that one client alone cannot fill the folder and
+# leave everyone else refused until its files are an hour old.
 SPACE_MAX_UPLOADS_MB = 4096
+SPACE_MAX_UPLOADS_PER_VISITOR_MB = 200
+# Proxies in front of the app that each append the address they saw to X-Forwarded-For (a
+# Hugging Face Space: its one proxy), where the header is trusted (demo.visitors).
+DEFAULT_TRUSTED_PROXY_HOPS = 1
 # A study grid queued from the Run tab is one job that runs every configuration: where strangers
 # are served, its size is bounded like a run's items (a 2 x 3 x 2 grid fits).
 SPACE_MAX_CONFIGURATIONS = 12
@@ -81,14 +87,17 @@ class AppSettings:
     max_jobs_per_visitor: int | None = None  # queued or running jobs of one visitor
     max_queued_jobs: int | None = None  # jobs waiting, all visitors together
     max_jobs_per_client: int | None = None  # queued or running jobs of one client address, all its sessions
-    # Whether the first X-Forwarded-For address names the visitor (behind Hugging Face's proxy,
-    # SPACE_ID set); elsewhere anyone may write that header, and the socket's peer is used.
+    # Whether X-Forwarded-For names the visitor (behind Hugging Face's proxy, SPACE_ID set);
+    # elsewhere anyone may write that header, and the socket's peer is used.
     trust_forwarded_for: bool = False
+    # Where trusted: the visitor is the address this many appending proxies from the header's end.
+    trusted_proxy_hops: int = DEFAULT_TRUSTED_PROXY_HOPS
     max_job_mb: int | None = None  # store MB one job may write, estimated before it starts
     max_store_mb: int | None = None  # store MB jobs may grow the store to
     max_downloads_mb: int | None = None  # MB of downloads kept on disk (an hour), all visitors
     max_downloads_per_visitor_mb: int | None = None  # the same, one visitor (client address)
     max_uploads_mb: int | None = None  # MB Gradio's upload folder may hold, all visitors (None: no bound)
+    max_uploads_per_visitor_mb: int | None = None  # the same, one visitor's uploads (client address)
     # Configurations in one study grid started from the Run tab (None: no bound).
     max_configurations: int | None = None
     # Citation decisions (documents shown x answers) in one `/why_cited` fit.
@@ -157,12 +166,15 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         max_fits=_bound("PATTRIEVAL_MAX_FITS", DEFAULT_MAX_FITS) or DEFAULT_MAX_FITS,
         max_jobs_per_client=_bound("PATTRIEVAL_MAX_JOBS_PER_CLIENT", SPACE_MAX_JOBS_PER_CLIENT if strangers else None),
         trust_forwarded_for=_trust_forwarded_for(),
+        trusted_proxy_hops=_bound("PATTRIEVAL_TRUSTED_PROXY_HOPS", DEFAULT_TRUSTED_PROXY_HOPS) or DEFAULT_TRUSTED_PROXY_HOPS,
         max_job_mb=_bound("PATTRIEVAL_MAX_JOB_MB", SPACE_MAX_JOB_MB if strangers else None),
         max_store_mb=_bound("PATTRIEVAL_MAX_STORE_MB", SPACE_MAX_STORE_MB if strangers else None),
         max_downloads_mb=_bound("PATTRIEVAL_MAX_DOWNLOADS_MB", SPACE_MAX_DOWNLOADS_MB if strangers else None),
         max_downloads_per_visitor_mb=_bound("PATTRIEVAL_MAX_DOWNLOADS_PER_VISITOR_MB",
                                             SPACE_MAX_DOWNLOADS_PER_VISITOR_MB if strangers else None),
         max_uploads_mb=_bound("PATTRIEVAL_MAX_UPLOADS_MB", SPACE_MAX_UPLOADS_MB if strangers else None),
+        max_uploads_per_visitor_mb=_bound("PATTRIEVAL_MAX_UPLOADS_PER_VISITOR_MB",
+                                          SPACE_MAX_UPLOADS_PER_VISITOR_MB if strangers else None),
         allow_ray=not strangers,
         allow_server=not strangers,
     )

@@ -7,11 +7,14 @@ cancels them. The operator (AppSettings.operator_view: the desktop app, or --ope
 `None` here and sees everything.
 
 Sessions are free, though: a script opens a new one per call. So the bounds meant to be fair
-between people (jobs per client, the job queue's round-robin, one SQL query at a time) are keyed
-by the client's address (`client_key`): on a Hugging Face Space the first address of the
-`X-Forwarded-For` header that HF's proxy sets (the socket's peer is the proxy there), elsewhere
-the socket's peer (`request.client.host`), since anyone may write that header where no proxy
-rewrites it (AppSettings.trust_forwarded_for).
+between people (jobs per client, the job queue's round-robin, one SQL query at a time, downloads
+and uploads per visitor) are keyed by the client's address (`client_key`). Behind a proxy (a
+Hugging Face Space) the socket's peer is the proxy, and the visitor's address is the one the proxy
+appended to `X-Forwarded-For`: the last address, or the N-th from the end behind N trusted
+proxies (AppSettings.trusted_proxy_hops). Never the first: an appending proxy keeps whatever the
+visitor sent, so the first address is the visitor's to choose, and a client forging a new one per
+session escaped every per-client cap. Elsewhere the socket's peer (`request.client.host`) counts,
+since anyone may write that header where no proxy rewrites it (AppSettings.trust_forwarded_for).
 """
 
 from __future__ import annotations
@@ -33,21 +36,58 @@ def visitor_id(request: Any, settings: AppSettings) -> str | None:
     return f"session:{session}" if session else f"anonymous:{secrets.token_urlsafe(16)}"
 
 
+def forwarded_address(values: list[str], hops: int) -> str | None:
+    """The address the nearest of `hops` trusted proxies saw connecting, from the X-Forwarded-For
+    header lines `values` (in order): the `hops`-th from the end. Each trusted proxy appends the
+    address it saw, so what lies before them was written by the visitor. A chain shorter than
+    `hops` was written by trusted proxies alone, and its first address is the earliest they saw.
+    None when the header holds no address."""
+    entries = [part.strip() for value in values for part in str(value).split(",")]
+    entries = [entry for entry in entries if entry]
+    if not entries:
+        return None
+    return entries[-hops] if len(entries) >= hops else entries[0]
+
+
+def address_of(forwarded: list[str], peer: str | None, settings: AppSettings) -> str | None:
+    """The client address of a request from its X-Forwarded-For lines and its socket's peer."""
+    if settings.trust_forwarded_for:
+        address = forwarded_address(forwarded, settings.trusted_proxy_hops)
+        if address:
+            return address
+    return peer or None
+
+
+def _header_lines(headers: Any, name: str) -> list[str]:
+    """Every line of header `name`: a client may send it twice, and a proxy that adds its own line
+    instead of appending puts it last, which `get` (the first line) would miss."""
+    if headers is None:
+        return []
+    getlist = getattr(headers, "getlist", None)
+    if callable(getlist):
+        return [str(value) for value in getlist(name)]
+    value = headers.get(name)
+    return [str(value)] if value else []
+
+
 def client_key(request: Any, settings: AppSettings) -> str | None:
     """The client address a request comes from, as "client:<address>", for bounds that must hold
     across sessions; None for the operator, or where Gradio gives no address (the caller then
     falls back on the session)."""
     if settings.operator_view or request is None:
         return None
-    address = None
-    if settings.trust_forwarded_for:
-        headers = getattr(request, "headers", None)
-        forwarded = headers.get("x-forwarded-for") if headers is not None else None
-        if forwarded:
-            # HF's proxy puts the visitor's address first; later ones are proxies on the way.
-            address = str(forwarded).split(",")[0].strip() or None
-    if address is None:
-        address = getattr(getattr(request, "client", None), "host", None)
+    forwarded = _header_lines(getattr(request, "headers", None), "x-forwarded-for")
+    address = address_of(forwarded, getattr(getattr(request, "client", None), "host", None), settings)
+    return f"client:{address}" if address else None
+
+
+def scope_client_key(scope: dict, settings: AppSettings) -> str | None:
+    """client_key for a raw ASGI request (a middleware's `scope`, before Gradio sees it)."""
+    if settings.operator_view:
+        return None
+    forwarded = [value.decode("latin-1") for name, value in scope.get("headers") or () if name.lower() == b"x-forwarded-for"]
+    client = scope.get("client")
+    address = address_of(forwarded, client[0] if client else None, settings)
     return f"client:{address}" if address else None
 
 

@@ -28,10 +28,11 @@ def _request(session: str, host: str = "10.0.0.1", forwarded: str | None = None)
     return SimpleNamespace(session_hash=session, headers=headers, client=SimpleNamespace(host=host))
 
 
-def test_the_client_is_the_first_forwarded_address_on_a_space_and_the_peer_elsewhere(tmp_path):
+def test_the_client_is_the_appended_forwarded_address_on_a_space_and_the_peer_elsewhere(tmp_path):
     space = AppSettings(tmp_path / "x.duckdb", **SPACE)
-    # Behind HF's proxy the socket's peer is the proxy; the visitor is the header's first address.
-    assert client_key(_request("s1", forwarded="203.0.113.7, 10.16.0.2"), space) == "client:203.0.113.7"
+    # Behind HF's proxy the socket's peer is the proxy; the visitor is the address it appended,
+    # the header's last (what came before is the visitor's to write: tests/test_forwarded_for.py).
+    assert client_key(_request("s1", forwarded="10.16.0.2, 203.0.113.7"), space) == "client:203.0.113.7"
     assert client_key(_request("s2", forwarded="203.0.113.7"), space) == "client:203.0.113.7"
     # Where no proxy rewrites it, anyone may write the header: the peer counts.
     direct = AppSettings(tmp_path / "x.duckdb", operator_view=False)
