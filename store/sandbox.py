@@ -32,6 +32,7 @@ import duckdb
 from engine.errors import UserError
 from engine.limits import limit_address_space
 from store.db import BASE_CONFIG, raw_connection
+from store.sql_cells import cell_bytes
 
 # Statement types a visitor may run: DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES all
 # parse as SELECT.
@@ -250,7 +251,8 @@ def child_environment(environ: Mapping[str, str], python_path: str) -> dict[str,
 
 
 def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxReply:
-    """Lock the settings, execute, and collect up to max_rows rows or max_result_bytes."""
+    """Lock the settings, execute, and collect up to max_rows rows or max_result_bytes (counted
+    as the reply's JSON carries the cells: store.sql_cells.cell_bytes)."""
     # The time limit counts from the open: the file is held at most that long, which is what
     # bounds a waiting writer's wait (store.db, writer priority).
     timer = threading.Timer(request.timeout_s, conn.interrupt)
@@ -272,14 +274,15 @@ def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxR
         cursor = conn.execute(request.sql)
         columns = tuple(d[0] for d in cursor.description or ())
         rows: list[tuple[Any, ...]] = []
-        size = 0
+        size = sum(cell_bytes(c) for c in columns)
         truncated = False
         while True:
             chunk = cursor.fetchmany(64)
             if not chunk:
                 break
             for row in chunk:
-                size += _approx_size(row)
+                # Bytes as the reply will carry the cells, not characters: an emoji is 1 and 4 to 12.
+                size += sum(cell_bytes(v) for v in row)
                 if len(rows) >= request.max_rows or size > request.max_result_bytes:
                     truncated = True
                     break
@@ -302,10 +305,6 @@ def _fetch(conn: duckdb.DuckDBPyConnection, request: SandboxRequest) -> SandboxR
         watcher.join()
 
 
-
-
-
-
 WRITER_FIRST = "query stopped: a run is writing to the store and goes first; run it again in a moment"
 _WRITER_POLL_S = 0.1
 
@@ -320,17 +319,6 @@ def _yield_to_writer(path: str, conn: duckdb.DuckDBPyConnection, yielded: thread
             yielded.set()
             conn.interrupt()
             return
-
-
-def _approx_size(value: Any) -> int:
-    """Rough bytes a fetched value takes, to bound what travels back to the app."""
-    if isinstance(value, (str, bytes, bytearray)):
-        return len(value) + 16
-    if isinstance(value, (list, tuple, set)):
-        return 16 + sum(_approx_size(v) for v in value)
-    if isinstance(value, dict):
-        return 16 + sum(_approx_size(k) + _approx_size(v) for k, v in value.items())
-    return 16
 
 
 def _one_line(err: BaseException) -> str:

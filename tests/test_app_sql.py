@@ -285,3 +285,87 @@ def test_downloads_get_a_folder_each_and_old_ones_are_pruned(tmp_path):
     os.utime(first.parent, (old, old))
     new_download(CSV_NAME, root=tmp_path)
     assert not first.parent.exists() and second.parent.is_dir()
+
+
+# ---------------------------------------------------------------- every type, and bytes not characters
+
+# Each DuckDB type the console can return, with the cell the page shows: exact numbers as numbers,
+# the rest as DuckDB writes it (a time with its zone killed the reply: orjson refuses tzinfo).
+TYPED = [
+    ("true", True), ("42::TINYINT", 42), ("1.5::DOUBLE", 1.5), ("'nan'::DOUBLE", "nan"), ("'-inf'::FLOAT", "-inf"),
+    ("18446744073709551615::UBIGINT", "18446744073709551615"), (f"{HUGE}::HUGEINT", HUGE),
+    ("1.25::DECIMAL(10,2)", "1.25"), ("'\\xAA\\xBB'::BLOB", "aabb"), ("'0101'::BIT", "0101"),
+    ("DATE '2024-01-02'", "2024-01-02"), ("TIME '12:34:56'", "12:34:56"), ("'12:00:00+02'::TIMETZ", "12:00:00+02:00"),
+    ("TIMESTAMP '2024-01-02 03:04:05.5'", "2024-01-02 03:04:05.500000"),
+    ("TIMESTAMPTZ '2024-01-02 03:04:05+00'", "2024-01-02 03:04:05+00:00"),
+    ("INTERVAL '3 days 04:05:06'", "3 days 04:05:06"), ("INTERVAL '-90 minutes'", "-01:30:00"),
+    ("'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::UUID", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
+    ("'x'::ENUM('x', 'y')", "x"), ("'{\"a\": 1}'::JSON", '{"a": 1}'),
+    ("CASE WHEN true THEN NULL ELSE 1 END", None),
+    ("[1, NULL]", "[1, null]"), ("['12:00:00+02'::TIMETZ]", '["12:00:00+02:00"]'), ("[1, 2]::INT[2]", "[1, 2]"),
+    ("{'t': TIME '01:00:00', 'b': '\\xAA'::BLOB, 'h': [" + HUGE + "::HUGEINT]}",
+     '{"t": "01:00:00", "b": "aa", "h": [' + HUGE + "]}"),
+    ("MAP {1: INTERVAL 1 DAY}", '{"1": "1 day 00:00:00"}'), ("union_value(n := 2)::UNION(n INT, s VARCHAR)", 2),
+]
+TYPED_SQL = "SELECT " + ", ".join(f"{expr} AS c{i}" for i, (expr, _) in enumerate(TYPED))
+
+
+def test_every_type_shows_as_a_json_scalar_that_both_of_gradios_encoders_write(store):
+    import json
+
+    import gradio as gr
+    import orjson
+
+    frame = run_sql(store, TYPED_SQL).frame
+    assert frame.iloc[0].tolist() == [shown for _, shown in TYPED]
+    payload = gr.Dataframe().postprocess(frame).model_dump()
+    orjson.dumps(payload, default=str)  # the browser's route (/queue/data)
+    json.dumps(payload)  # the /call route
+
+
+def test_an_integer_column_holding_a_null_shows_integers_not_floats(store):
+    outcome = run_sql(store, "SELECT * FROM (VALUES (1), (NULL), (3)) t(n)")
+    assert outcome.frame["n"].tolist() == [1, None, 3]
+
+
+def test_every_type_through_the_api_comes_back(client):
+    table, status, _ = client.predict(TYPED_SQL, api_name="/sql")
+    assert table["data"] == [[shown for _, shown in TYPED]] and status.startswith("1 row in ")
+
+
+def test_the_result_bound_counts_the_bytes_a_reply_carries_not_characters(store):
+    """An emoji is one character, and 4 bytes in the browser's reply and 12 on the /call route:
+    counted as characters, a 16 MB bound let 60 MB and 180 MB replies through."""
+    import json
+
+    import gradio as gr
+
+    from demo.handlers.sql import display_rows
+    from store.queries import run_readonly_sql
+
+    bound = 50_000
+    result = run_readonly_sql(store, "SELECT repeat('😀', 1000) AS e FROM range(100)", max_result_bytes=bound)
+    assert result.truncated and 1 <= len(result.rows) <= 4
+    frame = display_rows(result.columns, result.rows)
+    assert len(json.dumps(gr.Dataframe().postprocess(frame).model_dump())) <= bound
+
+
+@pytest.mark.slow
+def test_a_16_mb_reply_of_emoji_through_the_api_stays_under_16_mb(app_url):
+    import httpx
+
+    event = httpx.post(f"{app_url}gradio_api/call/sql", json={"data": ["SELECT repeat('😀', 1000000) AS e FROM range(100)"]},
+                       timeout=60).json()["event_id"]
+    reply = httpx.get(f"{app_url}gradio_api/call/sql/{event}", timeout=120).content
+    assert b"event: complete" in reply and len(reply) <= 16_000_000 + 2_000
+
+
+def test_a_refusal_quoting_a_huge_name_is_one_bounded_line_with_escape_codes_shown(client):
+    from gradio_client.exceptions import AppError
+
+    name = "\x1b[2J" + "x" * 90_000
+    with pytest.raises(AppError) as caught:
+        client.predict(f'SELECT "{name}" FROM runs', api_name="/sql")
+    message = str(caught.value)
+    assert "\x1b" not in message and "\\x1b[2J" in message and "characters left out" in message
+    assert len(message) <= 2_100, len(message)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,7 +78,7 @@ def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: 
     if not Path(db_path).is_file():
         raise UserError(EMPTY_STORE)  # before the sandbox: it would report a missing file
     result = run_readonly_sql(db_path, sql or "", max_rows=max_rows, timeout_s=timeout_s)
-    frame = display_frame(result.frame)
+    frame = display_rows(result.columns, result.rows)
     from demo.downloads import new_download
     from store.csv_safe import csv_frame
 
@@ -92,45 +91,27 @@ def run_sql(db_path: Path, sql: str | None, *, max_rows: int = 1000, timeout_s: 
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The result with list and struct cells as JSON text and unique column names, so that a
-    table widget and a CSV file show every cell as it was returned."""
-    shown = frame.copy()
+    """A frame's cells as the console shows them (display_rows)."""
+    return display_rows(tuple(map(str, frame.columns)), frame.itertuples(index=False, name=None))
+
+
+def display_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
+    """The result with every cell a JSON scalar (store.sql_cells.shown_cell: exact numbers as
+    numbers, dates, times, intervals, UUIDs, blobs and integers past 2**53 as text, lists, structs
+    and maps as JSON text) and unique column names, so that the table widget, Gradio's reply and
+    the CSV file show every cell as it was returned, whatever its type."""
+    import pandas as pd
+
+    from store.sql_cells import shown_cell
+
     seen: dict[str, int] = {}
     names = []
-    for name in map(str, shown.columns):  # SELECT 1, 1 gives two columns named "1"
+    for name in map(str, columns):  # SELECT 1, 1 gives two columns named "1"
         seen[name] = seen.get(name, 0) + 1
         names.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
-    shown.columns = names
-    for column in shown.columns:
-        if shown[column].dtype == object:
-            shown[column] = [_cell(v) for v in shown[column]]
-        if _has_inexact_integer(shown[column]):
-            shown[column] = [v if v is None or isinstance(v, float) else str(v) for v in shown[column]]
-    return shown
-
-
-# A browser's numbers are doubles: integers beyond 2**53 would show rounded, and beyond 64 bits
-# (HUGEINT, UHUGEINT) Gradio's JSON encoder (orjson) fails and the visitor's event stream dies
-# with a traceback in the server log (issue 29). Such a column is shown as text, digit for digit.
-_EXACT_INTEGER = 2**53
-
-
-def _has_inexact_integer(column: pd.Series) -> bool:
-    """Whether an integer column, or an object column's int cells, go beyond what a browser shows exactly."""
-    kind = column.dtype.kind
-    if kind in "iu":
-        return bool(len(column)) and (int(column.max()) > _EXACT_INTEGER or int(column.min()) < -_EXACT_INTEGER)
-    if kind == "O":
-        return any(isinstance(v, int) and not isinstance(v, bool) and abs(v) > _EXACT_INTEGER for v in column)
-    return False
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    return value
+    # Object columns: a NULL among integers stays a NULL, not NaN beside 1.0, 2.0.
+    cells = [[shown_cell(v) for v in row] for row in rows]
+    return pd.DataFrame(cells, columns=names, dtype=object) if cells else pd.DataFrame(columns=names)
 
 
 def schema_rows(db_path: Path) -> list[list[str]]:

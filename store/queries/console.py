@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 from store.db import DbLike, as_database
@@ -30,11 +30,15 @@ SQL_MAX_DEPTH = 64
 
 @dataclass(frozen=True)
 class SqlResult:
-    """A visitor's query result, cut at max_rows."""
+    """A visitor's query result, cut at max_rows or max_result_bytes. `columns` and `rows` are the
+    values as DuckDB returned them: the frame turns a NULL among numbers into NaN and an INTEGER
+    column holding one into floats, so a page that shows cells exactly reads the rows."""
 
     frame: pd.DataFrame
     truncated: bool
     elapsed_s: float
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[Any, ...], ...] = ()
 
 
 def table_columns(db: DbLike) -> pd.DataFrame:
@@ -74,7 +78,9 @@ def run_readonly_sql(
     and checking happen in a child process (store.sandbox) that then runs it on a read-only
     connection with no file system or external access, bounded memory, threads and address
     space, a locked configuration and a scrubbed environment; the child is killed if it
-    outlives its limits. Rows are cut at max_rows or max_result_bytes (`truncated` says so).
+    outlives its limits. Rows are cut at max_rows or max_result_bytes (`truncated` says so);
+    the bytes are those the app's reply takes for the cells (store.sql_cells.cell_bytes), not
+    characters: an emoji counts 12, as Gradio's /call route writes it.
     Server paths never appear in rows or messages.
     """
     import pickle
@@ -122,7 +128,8 @@ def run_readonly_sql(
     import pandas as pd
 
     frame = pd.DataFrame.from_records(list(reply.rows), columns=list(reply.columns))
-    return SqlResult(frame=frame, truncated=reply.truncated, elapsed_s=elapsed)
+    return SqlResult(frame=frame, truncated=reply.truncated, elapsed_s=elapsed, columns=tuple(reply.columns),
+                     rows=tuple(reply.rows))
 
 
 def _sandbox_python_path() -> str:
