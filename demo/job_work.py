@@ -41,7 +41,7 @@ def run_job(job: _Job, models: ModelCache, lock: threading.Lock) -> tuple[JobSta
     """Run `job` (demo.jobs' bookkeeping: its spec, cancel event and progress fields, updated under
     `lock`) to its end: its final state and one line, never raising."""
     from demo.quotas import StoreGuard, store_full_problem
-    from engine.errors import RunCancelled, UserError
+    from engine.errors import RunCancelled, UserError, message_line
 
     spec = job.spec
     guard = StoreGuard(spec.db_path, spec.max_store_mb)
@@ -64,8 +64,8 @@ def run_job(job: _Job, models: ModelCache, lock: threading.Lock) -> tuple[JobSta
             return "failed", f"{guard.reason}; {detail}, what was stored is kept"
         return "cancelled", f"{stopped}; submit the same settings to resume"
     except UserError as err:  # a field named by the form's label (demo.field_words), never an option
-        return "failed", without_server_paths(app_message(err), spec.db_path,
-                                              dataset_path=getattr(spec, "dataset_path", None))
+        return "failed", message_line(without_server_paths(app_message(err), spec.db_path,
+                                                           dataset_path=getattr(spec, "dataset_path", None)))
     except Exception as err:  # noqa: BLE001 - a bug must not kill the worker for every later job
         traceback.print_exc(file=sys.stderr)  # the server's log, never the page
         return "failed", f"internal error ({type(err).__name__}); the server log has the details"

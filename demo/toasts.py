@@ -9,6 +9,10 @@ text inside an element needs only &, < and > escaped, and API callers read the m
 An error toast is a visitor's mistake (an unknown id, a bad value): gr.Error would print a full
 traceback to the server's log for each typo, so `error` logs one line instead. Bugs are other
 exceptions and keep their tracebacks.
+
+Every toast and logged line is also bounded and has its control characters escaped
+(engine.errors.message_line): a refusal quoting a 40 MB value was a 40 MB toast, and an escape
+code in a label reached the operator's terminal through the log.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from __future__ import annotations
 import html
 import sys
 
+from engine.errors import message_line
+
 _LOGGED_CHARS = 300  # a visitor's text must not fill the server's log
 
 
 def toast_text(message: object) -> str:
-    """The message as HTML text that shows literally."""
-    return html.escape(str(message), quote=False)
+    """The message as HTML text that shows literally, one bounded line with control characters escaped."""
+    return html.escape(message_line(message), quote=False)
 
 
 def error(message: object, where: str = "app"):
@@ -38,8 +44,9 @@ def refused(message: object, where: str = "app") -> str:
     every output)."""
     from demo.field_words import app_message
 
-    line = " ".join(app_message(message).split())  # a field named by the form's label, not an option
-    logged = line if len(line) <= _LOGGED_CHARS else line[: _LOGGED_CHARS - 1] + "…"
+    # A field named by the form's label, not an option; the line bounded and escaped.
+    line = message_line(" ".join(app_message(message).split()))
+    logged = message_line(line, _LOGGED_CHARS)
     print(f"{where}: refused: {logged}", file=sys.stderr, flush=True)
     return line
 

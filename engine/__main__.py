@@ -14,7 +14,7 @@ import os
 import sys
 
 from engine import __version__
-from engine.errors import UserError, interrupted_query
+from engine.errors import UserError, interrupted_query, message_line
 
 # Module names under engine/commands, in the order --help lists them.
 COMMANDS = ("quickstart", "run", "selfcheck", "validate", "list", "bias", "report", "compare", "why_cited", "propensity", "used", "explain", "verify", "agreement", "export", "merge", "import_answers", "import_labels", "tiny_model")
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         except UserError as err:
             from engine.commands._field_words import cli_message
 
-            print(f"error: {cli_message(err)}", file=sys.stderr)
+            print(f"error: {message_line(cli_message(err))}", file=sys.stderr)
             code = 2
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

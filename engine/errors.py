@@ -2,7 +2,21 @@
 
 The CLI prints its message as a single line and exits non-zero; a Jupyter notebook shows it as
 one line too (UserError._render_traceback_); anything else is a bug and keeps its traceback.
+
+A message often quotes what the user gave (a cell of a file, a name, a query), and that can be
+anything: a 40 MB cell made a 40 MB terminal line and a 40 MB toast, an escape code in a cell
+rewrote the terminal that printed the refusal. So a message quotes a value through `quoted`
+(bounded, control characters escaped), and every face prints a message through `message_line`,
+which bounds and escapes the whole line as a last wall for messages that quote without it.
 """
+
+import unicodedata
+
+# What a message quotes of one value, and the longest line a face prints for one message; the
+# line keeps its head and its tail, where the rule that was broken is usually named.
+QUOTE_CHARS = 200
+MESSAGE_CHARS = 2_000
+_MESSAGE_TAIL_CHARS = 400
 
 
 class UserError(Exception):
@@ -12,7 +26,7 @@ class UserError(Exception):
         # IPython (Jupyter's kernel) shows these lines in place of the traceback: an unknown
         # experiment in a notebook cell is one line, as on the command line, not 30 lines of
         # engine internals. Plain Python and scripts keep the usual traceback.
-        return [f"{type(self).__name__}: {self}"]
+        return [f"{type(self).__name__}: {message_line(self)}"]
 
 
 class FieldError(UserError):
@@ -63,3 +77,58 @@ def interrupted_query(err: BaseException) -> bool:
     seen; duckdb's own errors are not RuntimeErrors): an interrupt, not a failure. A Ctrl-C that
     landed while a run wrote a batch ended `run` with that traceback and exit status 1."""
     return type(err) is RuntimeError and str(err) == "Query interrupted"
+
+
+def _shown_char(ch: str) -> str:
+    """`ch` as a message shows it: control, format and separator characters (escape codes, line
+    breaks, bidi overrides, zero-width spaces) as their Python escape, so that they do nothing."""
+    if ch == " " or (ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Zl", "Zp", "Cs")):
+        return ch
+    return ch.encode("unicode_escape", errors="backslashreplace").decode("ascii")
+
+
+def _text_of(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return str(value)
+        except ValueError:  # Python refuses to write ints of more than 4,300 digits as text
+            return f"a number of about {int(value.bit_length() * 0.30103):,} digits"
+    return "" if value is None else str(value)
+
+
+def _escaped_head(text: str, limit: int) -> tuple[str, int]:
+    """The escaped start of `text` of at most `limit` characters, and how many of text's it shows."""
+    out: list[str] = []
+    used = 0
+    for i, ch in enumerate(text):
+        piece = _shown_char(ch)
+        if used + len(piece) > limit:
+            return "".join(out), i
+        out.append(piece)
+        used += len(piece)
+    return "".join(out), len(text)
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """`value` as a message quotes it: control characters escaped, and at most `limit` characters
+    followed by how many were left out ("… (39,999,800 more characters)")."""
+    text = _text_of(value)
+    head, shown = _escaped_head(text, limit)
+    more = len(text) - shown
+    return head if not more else f"{head}… ({more:,} more character{'' if more == 1 else 's'})"
+
+
+def message_line(message: object, limit: int = MESSAGE_CHARS) -> str:
+    """A message as a face prints it: one line with control characters escaped, and at most about
+    `limit` characters: a longer one keeps its head and tail around how much was left out."""
+    text = _text_of(message)
+    head, shown = _escaped_head(text, limit)
+    if shown == len(text):
+        return head
+    keep_tail = min(_MESSAGE_TAIL_CHARS, limit // 5)
+    head, shown = _escaped_head(text, limit - keep_tail)
+    rest = text[shown:]
+    tail_text = rest[-keep_tail:]
+    tail = "".join(map(_shown_char, tail_text))[-keep_tail:]
+    left_out = len(rest) - len(tail_text)
+    return f"{head} … ({left_out:,} characters left out) … {tail}" if left_out else head + tail

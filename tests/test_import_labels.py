@@ -162,3 +162,51 @@ def test_merge_carries_judges_and_their_labels(store, tmp_path):
     before = dump(target)
     assert merge_stores(target, db).n_judge_labels == 0  # once only
     assert dump(target) == before
+
+
+@pytest.mark.parametrize(("cell", "says"), [
+    ("²", "not '²'"),  # a digit to str.isdigit, not to int()
+    ("9" * 5000, "… (4,800 more characters)'"),  # past Python's 4,300-digit limit on int()
+    ("١", "not '١'"),  # an Arabic-Indic one
+])
+def test_a_position_that_is_no_document_number_is_one_line(store, tmp_path, capsys, cell, says):
+    db, info = store
+    labels = write_csv(tmp_path / "bad.csv", good_lines(info) + [f"{info['items'][0]},{info['run']},{cell},yes"])
+    before = dump(db)
+    assert cli("import-labels", str(labels), "--judge", "ann", "--db", str(db)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"error: {labels}:line 8: position must be a document number")
+    assert says in err and len(err) < 600, err
+    assert dump(db) == before
+
+
+def test_a_huge_json_position_is_quoted_bounded(store, tmp_path, capsys):
+    db, info = store
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps({"item_id": info["items"][0], "run": info["run"], "position": int("9" * 4000),
+                                "label": "yes"}) + "\n")
+    assert cli("import-labels", str(path), "--judge", "ann", "--db", str(db)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is beyond the 10 documents shown" in err and "(3,800 more characters)" in err and len(err) < 600, err
+
+
+def test_a_huge_cell_with_escape_codes_is_quoted_bounded_and_escaped(store, tmp_path):
+    """A 40 MB item id was a 40 MB terminal line, and its escape codes ran in the terminal."""
+    db, info = store
+    path = tmp_path / "hostile.jsonl"
+    path.write_text(json.dumps({"item_id": "\x1b]0;owned\x07\x1b[2J" + "y" * 2_000_000, "run": info["run"],
+                                "position": 1, "label": "yes"}) + "\n")
+    done = engine("import-labels", str(path), "--judge", "ann", "--db", str(db))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert "\x1b" not in done.stderr and "unknown item '\\x1b]0;owned\\x07\\x1b[2J" in done.stderr
+    assert "(1,999,8" in done.stderr and len(done.stderr) < 600, done.stderr[:600]
+
+
+def test_the_cli_prints_any_refusal_bounded_and_escaped(store, capsys):
+    """The CLI's last wall (engine.errors.message_line): a message that quotes a value as given is
+    bounded and escaped where it is printed."""
+    db, _ = store
+    assert cli("agreement", "--experiment", "\x1b]0;owned\x07" + "z" * 1_000_000, "--db", str(db)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "\\x1b]0;owned\\x07" in err
+    assert "characters left out" in err and len(err) < 2_100, len(err)

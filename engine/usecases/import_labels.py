@@ -12,15 +12,20 @@ file again adds nothing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import quoted
 from engine.types import MODES
 
 ATTRIBUTABLE = ("attributable", "true", "1", "yes")
 NOT_ATTRIBUTABLE = ("not_attributable", "false", "0", "no")
 FIELDS = ("item_id", "run", "experiment", "mode", "position", "label")
+# A position is a document number as the prompt showed it: ASCII digits, no more than any prompt
+# could show. int() reads "²" as a digit and fails on it, and refuses 4,301 digits or more.
+_POSITION = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass(frozen=True)
@@ -77,10 +82,10 @@ def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
                 raise UserError(f"{path}: empty file (a CSV needs a header row: {', '.join(FIELDS)})")
             for need in ("item_id", "position", "label"):
                 if need not in columns:
-                    raise UserError(f"{path}:line 1: no column '{need}' (the header has: {', '.join(columns)})")
+                    raise UserError(f"{path}:line 1: no column '{need}' (the header has: {quoted(', '.join(columns))})")
             if "run" not in columns and not ("experiment" in columns and "mode" in columns):
                 raise UserError(f"{path}:line 1: no column 'run', nor 'experiment' and 'mode' (the header has: "
-                                f"{', '.join(columns)})")
+                                f"{quoted(', '.join(columns))})")
             rows = []
             for row in reader:
                 if not any((v or "").strip() for k, v in row.items() if k is not None):
@@ -124,9 +129,16 @@ def _position(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and _POSITION.fullmatch(value.strip()):
         return int(value.strip())
     return None
+
+
+def _shown(value: Any) -> str:
+    """A cell as a refusal quotes it: text in quotes, anything else (a JSON number, null) as is."""
+    import json
+
+    return f"'{quoted(value)}'" if isinstance(value, str) else quoted(json.dumps(value, default=str))
 
 
 def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, judge: str) -> tuple:
@@ -171,27 +183,27 @@ def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, j
             if experiment is None or mode is None:
                 raise bad("give experiment and mode together (or a run id)")
             if experiment not in names:
-                raise bad(f"unknown experiment '{experiment}'")
+                raise bad(f"unknown experiment '{quoted(experiment)}'")
             if mode not in MODES:
-                raise bad(f"unknown mode '{mode}' (one of {', '.join(MODES)})")
+                raise bad(f"unknown mode '{quoted(mode)}' (one of {', '.join(MODES)})")
             found = by_mode.get((names[experiment], mode))
             if found is None:
-                raise bad(f"experiment '{experiment}' has no {mode} run")
+                raise bad(f"experiment '{quoted(experiment)}' has no {mode} run")
             if run is not None and run != found:
-                raise bad(f"run '{run}' is not the {mode} run of experiment '{experiment}' ({found} is)")
+                raise bad(f"run '{quoted(run)}' is not the {mode} run of experiment '{quoted(experiment)}' ({found} is)")
             run = found
         elif run is None:
             raise bad("no run (give run, or experiment and mode)")
         elif run not in runs:
-            raise bad(f"unknown run '{run}'")
+            raise bad(f"unknown run '{quoted(run)}'")
         answer = answers.get((run, item_id))
         if answer is None:
-            raise bad(f"unknown item '{item_id}': run {run} holds no answer for it")
+            raise bad(f"unknown item '{quoted(item_id)}': run {run} holds no answer for it")
         position = _position(row.get("position"))
         if position is None or position < 1:
-            raise bad(f"position must be a document number (1, 2, ...), not {row.get('position')!r}")
+            raise bad(f"position must be a document number (1, 2, ...), not {_shown(row.get('position'))}")
         if position > len(answer.shown_doc_ids):
-            raise bad(f"position {position} is beyond the {len(answer.shown_doc_ids)} documents shown for item "
+            raise bad(f"position {quoted(position)} is beyond the {len(answer.shown_doc_ids)} documents shown for item "
                       f"'{item_id}' in run {run}")
         if position not in answer.cited:
             cites = ", ".join(f"[{p}]" for p in sorted(answer.cited)) or "nothing"
@@ -199,7 +211,7 @@ def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, j
         label = parse_label(row.get("label"))
         if label is None:
             raise bad(f"label must be attributable or not_attributable (or true/false, yes/no, 1/0), "
-                      f"not {row.get('label')!r}")
+                      f"not {_shown(row.get('label'))}")
         key = (run, item_id, position)
         if key in first:
             raise bad(f"duplicate: item '{item_id}', [{position}] in run {run} is labelled at line {first[key]} already")
