@@ -34,6 +34,8 @@ TAB = "\t=1+1"
 CR = "\r=1+1"
 ESCAPE = "\x1b]0;owned\x07q-esc"  # sets the terminal's title, then a plain id
 HOSTILE = (HYPERLINK, DDE, AT, MINUS, TAB, CR)
+# A tab or a line break starts a cell or row for some readers: the formula after it is quoted too.
+QUOTED = {TAB: "'\t'=1+1", CR: "'\n'=1+1"}
 IDS = (*HOSTILE, ESCAPE, "plain")
 MODEL = "=cmd|' /C calc'!A0"
 
@@ -99,14 +101,40 @@ def _is_number(text: str) -> bool:
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_a_cell_that_starts_a_formula_is_quoted(value):
-    assert csv_cell(value) == ("'" + value).replace("\r", "\n")
+    assert csv_cell(value) == QUOTED.get(value, "'" + value)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("x;=1+1", "x;'=1+1"),  # a semicolon-locale spreadsheet splits here
+    ("x\n=HYPERLINK(\"http://evil.example\")", "x\n'=HYPERLINK(\"http://evil.example\")"),
+    ("x\r\n+1+cmd", "x\n'+1+cmd"),
+    ("a; @SUM(1+1)", "a; '@SUM(1+1)"),  # spaces that an import may trim
+    ("a,-2+3", "a,'-2+3"), ("a|=1", "a|'=1"), ("=1;=2", "'=1;'=2"),
+    ("a;-3.5", "a;-3.5"), ("a; -", "a; -"), ("plain; text, well-known", "plain; text, well-known"),
+])
+def test_a_formula_after_a_separator_or_line_break_is_quoted(value, expected):
+    assert csv_cell(value) == expected
+
+
+def test_a_semicolon_locale_reading_the_sql_download_sees_no_formula_in_cells_or_header(db):
+    from demo.handlers.sql import run_sql
+
+    outcome = run_sql(db, "SELECT 'x;=1+1' AS a, 'y\n@SUM(1)' AS \"=HYPERLINK(\"\"http://evil.example\"\")\", "
+                          "-1 AS \"-2+3\", 2 AS \"-4\"")
+    text = outcome.csv_path.read_text(encoding="utf-8")
+    for delimiter in (",", ";"):
+        cells = [c.strip() for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) for c in row]
+        cells += [part.strip() for c in cells for part in c.splitlines()]
+        assert not [c for c in cells if c.startswith(("=", "+", "@", "-")) and c not in ("-1", "-4")], cells
+    header = next(csv.reader(io.StringIO(text, newline="")))
+    assert header == ["a", '\'=HYPERLINK("http://evil.example")', "'-2+3", "-4"]
 
 
 def test_a_carriage_return_cannot_forge_a_row():
     # pandas and csv.writer leave a bare CR unquoted: a reader ending rows at CR saw "=1+1".
     frame = pd.DataFrame({"item_id": ["x\r=1+1", "y\r\nz"], "n": [1, 2]})
     text = csv_frame(frame).to_csv(index=False)
-    assert list(csv.reader(io.StringIO(text, newline=""))) == [["item_id", "n"], ["x\n=1+1", "1"], ["y\nz", "2"]]
+    assert list(csv.reader(io.StringIO(text, newline=""))) == [["item_id", "n"], ["x\n'=1+1", "1"], ["y\nz", "2"]]
 
 
 @pytest.mark.parametrize("value", ["-3.2", "+1.5", "-1e-05", "3", "-", "plain", "a=b", "", None, -3.2, 7])
@@ -127,7 +155,7 @@ def test_cli_export_csv_quotes_formulas_and_parquet_keeps_them(db, tmp_path, cap
     out = tmp_path / "x.csv"
     assert main(["export", "--experiment", "exp", "--out", str(out), "--db", str(db)]) == 0
     got = pd.read_csv(out, keep_default_na=False)
-    assert set(got["item_id"]) >= {("'" + v).replace("\r", "\n") for v in HOSTILE}
+    assert set(got["item_id"]) >= {QUOTED.get(v, "'" + v) for v in HOSTILE}
     assert set(got["answer"]) == {"'=1+1 yes [1]", "'=1+1 yes [2]"} and set(got["model"]) == {"'" + MODEL}
     assert got["precision"].dtype.kind == "f"
     _assert_no_formula(_file_cells(out))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import MESSAGE_CHARS, QUOTE_CHARS, UserError, message_line, quoted
+from engine.errors import MESSAGE_CHARS, QUOTE_CHARS, message_line, quoted
 
 
 @pytest.mark.parametrize(("value", "shown"), [
