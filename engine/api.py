@@ -60,6 +60,10 @@ _HOMES: dict[str, str] = {
     "verify": "engine.usecases.verify",
     "verify_judges": "engine.usecases.verify",
     "judge_cab": "engine.usecases.judge_label_bias",
+    "JudgeCab": "engine.usecases.judge_label_bias",
+    "LabelBiasPlan": "engine.usecases.judge_label_pairs",
+    "plan_label_bias": "engine.usecases.judge_label_pairs",
+    "run_label_bias": "engine.usecases.judge_label_pairs",
     # judges of citations: human labels in, agreement between the judges out (issue 32)
     "ImportLabelsRequest": "engine.usecases.import_labels",
     "ImportLabelsResult": "engine.usecases.import_labels",

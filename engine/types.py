@@ -321,3 +321,14 @@ class Verification:
     p_attributable: float | None
     p_extrapolatory: float | None
     p_contradictory: float | None
+
+
+@dataclass(frozen=True)
+class LabelVerdict:
+    """A judge's verdict on a base run's pair with the document's label as base or cf showed it,
+    or with none (`label` None): the rows of the judge's own label bias (judge_label_verdicts)."""
+
+    verification: Verification  # run_id: the base run; judge_model: as `verify --show-label` names it
+    cf_run: str
+    label_from: str  # base | cf: whose label the prompt shows, or, hidden, whose pass judged it
+    label: str | None  # shown after "written by"; None: hidden

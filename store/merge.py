@@ -251,12 +251,16 @@ def _merge(conn: duckdb.DuckDBPyConnection) -> MergeResult:
                        n_judge_labels, n_use, _studies_to_refit(conn, ids, related, gained))
 
 
-# Explanations and verifications, keyed as in migrations 008 and 010. Each explains or judges one
+# Explanations and verifications, keyed as in migrations 008, 010 and 027 (a judge's verdicts on
+# a base run's sentences under either label, for its own label bias). Each explains or judges one
 # stored answer: copied only where the target holds that answer as the source does.
 _ANNOTATIONS = (
     ("explanations", ("run_id", "item_id", "explainer_model"), "the explanation of item '{1}' by {2}"),
     ("verifications", ("run_id", "item_id", "sentence_index", "position", "judge_model"),
      "the verification of item '{1}', sentence {2}, document [{3}] by {4}"),
+    ("judge_label_verdicts", ("run_id", "item_id", "sentence_index", "position", "judge_model", "label_from",
+                              "label_shown"),
+     "the label-bias verdict of item '{1}', sentence {2}, document [{3}] by {4} ({5}, shown {6})"),
 )
 
 
@@ -267,7 +271,7 @@ def _annotation_clashes(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> 
     for table, key, what in _ANNOTATIONS:
         same_key = " AND ".join(f"t.{k} = s.{k}" for k in key)
         differs = "s.prompt IS DISTINCT FROM t.prompt" + (
-            " OR s.doc_id IS DISTINCT FROM t.doc_id" if table == "verifications" else "")
+            " OR s.doc_id IS DISTINCT FROM t.doc_id" if table != "explanations" else "")
         for row in conn.execute(
             f"SELECT {', '.join(f's.{k}' for k in key)} FROM {_SOURCE}.{table} s JOIN {table} t ON {same_key} "
             f"WHERE s.run_id IN (SELECT unnest($ids)) AND ({differs}) ORDER BY ALL LIMIT {_MAX_NAMED + 1}",
@@ -278,10 +282,11 @@ def _annotation_clashes(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> 
 
 
 def _copy_annotations(conn: duckdb.DuckDBPyConnection, carried: list[str]) -> tuple[int, int, int]:
-    """(explanations copied, verifications copied, rows left out as their answer differs)."""
-    (n_explanations, left_explanations), (n_verifications, left_verifications) = (
+    """(explanations copied, verifications copied (label-bias verdicts among them), rows left out
+    as their answer differs)."""
+    (n_explanations, left_explanations), (n_verifications, left_verifications), (n_label, left_label) = (
         _copy_same_answers(conn, table, key, carried) for table, key, _ in _ANNOTATIONS)
-    return n_explanations, n_verifications, left_explanations + left_verifications
+    return n_explanations, n_verifications + n_label, left_explanations + left_verifications + left_label
 
 
 def _copy_same_answers(conn: duckdb.DuckDBPyConnection, table: str, key: tuple[str, ...],
@@ -308,6 +313,7 @@ def _copy_same_answers(conn: duckdb.DuckDBPyConnection, table: str, key: tuple[s
 # source does, and the judges (their kind, model and provenance) whose verdicts come along.
 _LABEL_KEY = ("run_id", "item_id", "position", "judge")
 _JUDGED_BY = (f"SELECT judge_model FROM {_SOURCE}.verifications WHERE run_id IN (SELECT unnest($ids)) "
+              f"UNION SELECT judge_model FROM {_SOURCE}.judge_label_verdicts WHERE run_id IN (SELECT unnest($ids)) "
               f"UNION SELECT judge FROM {_SOURCE}.judge_labels WHERE run_id IN (SELECT unnest($ids))")
 
 

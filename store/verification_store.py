@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.types import Verification
+from engine.types import LabelVerdict, Verification
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 
 
@@ -63,6 +63,33 @@ class VerificationStore:
                 )
                 added += _count(conn, run_id, model) - before
         return added
+
+    def write_label_verdicts(self, verdicts: Sequence[LabelVerdict], judge: JudgeRow | None = None) -> int:
+        """Store one finished batch of the judge's label-bias verdicts (migration 027) in a single
+        transaction, with the judge's `judges` row as write_batch does; returns the rows added.
+        A verdict already stored under its key is kept."""
+        if not verdicts:
+            return 0
+        with self.database.connect() as conn:
+            now = utc_now()
+            if judge is not None:
+                conn.execute("INSERT INTO judges VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                             [judge.judge, judge.kind, judge.model_id, judge.mapping, judge.provenance, now])
+            before = conn.execute("SELECT count(*) FROM judge_label_verdicts").fetchone()[0]
+            conn.execute(
+                "INSERT INTO judge_label_verdicts SELECT r.run_id, r.item_id, r.sentence_index, r.position, "
+                "r.judge_model, r.label_from, r.label IS NOT NULL, r.cf_run, r.doc_id, r.label, r.prompt, "
+                "r.raw_output, r.class, r.p_attributable, r.p_extrapolatory, r.p_contradictory, ? "
+                f"FROM (SELECT unnest(?::{_LABEL_ROW}) AS r) ON CONFLICT DO NOTHING",
+                [now, [{**_row(v.verification), "run_id": v.verification.run_id,
+                        "judge_model": v.verification.judge_model, "cf_run": v.cf_run, "label_from": v.label_from,
+                        "label": v.label} for v in verdicts]],
+            )
+            return conn.execute("SELECT count(*) FROM judge_label_verdicts").fetchone()[0] - before
+
+
+_LABEL_ROW = _ROW.replace("STRUCT(", "STRUCT(run_id VARCHAR, judge_model VARCHAR, cf_run VARCHAR, label_from VARCHAR, "
+                          "label VARCHAR, ", 1)
 
 
 def _count(conn, run_id: str, model: str) -> int:

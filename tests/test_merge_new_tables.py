@@ -123,7 +123,7 @@ def test_a_fit_the_target_holds_of_a_study_the_merge_changes_is_named(two, capsy
 # add it to one of the two, so that merge is decided for it and not forgotten.
 CARRIED = {  # copied, or recomputed in the target, by store/merge.py (and store_scores it calls)
     "runs", "experiments", "items", "generations", "citations", "explanations", "verifications",
-    "judges", "judge_labels", "studies", "study_experiments", "citation_propensities", "document_use",
+    "judge_label_verdicts", "judges", "judge_labels", "studies", "study_experiments", "citation_propensities", "document_use",
     "run_scores", "run_metric_rows", "bias_rows", "item_metric_rows", "item_metric_runs",  # caches: recomputed for each merged run
 }
 NOT_CARRIED = {

@@ -34,6 +34,7 @@ READERS = {
     "plan_verify": lambda db, out: api.plan_verify(api.VerifyRequest(db=db, experiment="e")),
     "verify": lambda db, out: api.verify(api.VerifyRequest(db=db, experiment="e")),
     "verify_judges": lambda db, out: api.verify_judges(api.VerifyRequest(db=db, experiment="e")),
+    "plan_label_bias": lambda db, out: api.plan_label_bias(api.VerifyRequest(db=db, experiment="e", show_label=True)),
     "plan_used": lambda db, out: api.plan_used(api.UsedRequest(db=db, experiment="e")),
     "used": lambda db, out: api.used(api.UsedRequest(db=db, experiment="e")),
     "propensity": lambda db, out: api.propensity(api.PropensityRequest(db=db, experiment="e")),

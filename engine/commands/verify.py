@@ -31,7 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "model: entailment -> attributable), llm:MODEL or MODEL (AttrScore's prompt)")
     p.add_argument("--show-label", action="store_true",
                    help="the judge sees each document's label as the run's prompt showed it (stored as JUDGE+label; "
-                   "base and cf runs only), then prints the judge's own CAB (base - cf share judged attributable)")
+                   "base and cf runs only); on an experiment it also judges each base sentence with the label as base "
+                   "and as cf showed it, and with none, then prints the judge's own CAB (base - cf share judged "
+                   "attributable, only the label differing) beside its hidden-label control")
     p.set_defaults(main=main)
 
 
@@ -45,8 +47,27 @@ def main(args: argparse.Namespace) -> int:
     for one, plan in planned:
         _judge(one, plan, run_verify)
     if args.show_label:
+        for one, _ in planned:
+            _judge_labels(one)
         _print_judge_cabs([plan for _, plan in planned])
     return 0
+
+
+def _judge_labels(request: Any) -> None:
+    """Judge the base run's sentences with the label as base and as cf showed it, and with none."""
+    from engine.usecases.judge_label_pairs import plan_label_bias, run_label_bias
+
+    plan = plan_label_bias(request)
+    if plan is None or plan.n_todo == 0:
+        return
+    bar = Bar(plan.n_todo, "verdict", f"label bias of {plan.judge}")
+    try:
+        n = run_label_bias(plan, request, progress=bar.update, stage=bar.stage)
+    finally:
+        bar.close()
+    left = f"; {plan.n_left_out} pairs left out, their document not shown in cf" if plan.n_left_out else ""
+    print(f"  run {plan.base_run}  base     judged {n} times with the base label, the cf label or none by "
+          f"{plan.judge}{left}")
 
 
 def _judge(request: Any, plan: Any, run_verify: Any) -> None:
@@ -78,11 +99,17 @@ def _print_judge_cabs(plans: list[Any]) -> None:
         c = judge_cab(plan.db, plan.experiment_id, plan.label)
         if c.undefined:
             print(f"  judge CAB of {c.judge}: undefined: {c.undefined}")
-            continue
-        left_out = f", {c.n_unparsed} left out as unparsed" if c.n_unparsed else ""
-        print(f"  judge CAB of {c.judge}: {c.cab:+.1%} (attributable {c.base_share:.0%} in base, {c.cf_share:.0%} in cf; "
-              f"{c.n_pairs} paired citations{left_out}, exact McNemar p = {c.p:.3g}; base gives relevant documents "
-              f"'{c.label_a}', cf '{c.label_b}')")
+        else:
+            left_out = f", {c.n_unparsed} left out as unparsed" if c.n_unparsed else ""
+            print(f"  judge CAB of {c.judge}: {c.cab:+.1%} (attributable {c.base_share:.0%} with the base label, "
+                  f"{c.cf_share:.0%} with the cf label, on the same base sentences; {c.n_pairs} paired citations"
+                  f"{left_out}, exact McNemar p = {c.p:.3g}; base gives relevant documents '{c.label_a}', "
+                  f"cf '{c.label_b}')")
+        h = c.hidden
+        control = (f"undefined: {h.undefined}" if h.undefined else
+                   f"{h.cab:+.1%} (attributable {h.base_share:.0%} and {h.cf_share:.0%}; {h.n_pairs} paired citations, "
+                   f"exact McNemar p = {h.p:.3g})")
+        print(f"  control, the same sentences with the label hidden both times: {control}")
 
 
 def _print_shares(plan: Any) -> None:

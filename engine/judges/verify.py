@@ -32,6 +32,9 @@ from engine.types import Claim, Document, StoredAnswer, Verification, VerifySour
 
 CLASSES = ("attributable", "extrapolatory", "contradictory")
 UNPARSED = "unparsed"
+# Top alternatives recorded per step: enough that every tokenization of the three class words
+# the judge ranks plausibly ("Att", " Att", "**Att", "attrib", ...) is among them.
+TOP_N = 20
 
 # AttrScore's validator instruction (the paper's prompt for zero-shot LLM evaluators), verbatim.
 INSTRUCTION = (

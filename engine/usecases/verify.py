@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FieldError
+from engine.judges.verify import TOP_N
 from engine.usecases.explain import (
     JudgePlan,
     JudgeResult,
@@ -29,10 +30,6 @@ from engine.usecases.explain import (
     judge_model,
     load_judge,
 )
-
-# Top alternatives recorded per step: enough that every tokenization of the three class words
-# the judge ranks plausibly ("Att", " Att", "**Att", "attrib", ...) is among them.
-TOP_N = 20
 
 VerifyPlan = JudgePlan
 VerifyResult = JudgeResult
@@ -147,6 +144,15 @@ def verify_judges(request: VerifyRequest, *, progress: Progress | None = None, s
                   stage: Stage | None = None) -> tuple[VerifyResult, ...]:
     """Every judge of the request, one after another on the same pairs (plan_judges): one result
     each, in order (an NLI judge's is engine.usecases.verify_nli.NliResult, with how many pairs
-    it judged on a cut document)."""
-    return tuple(run_verify(plan, one, progress=progress, stop=stop, stage=stage)
-                 for one, plan in plan_judges(request, stop=stop))
+    it judged on a cut document). With `show_label`, each judge then also judges the base run's
+    sentences with the label as base and as cf showed it, and with none
+    (engine.usecases.judge_label_pairs), for engine.usecases.judge_label_bias.judge_cab."""
+    from engine.usecases.judge_label_pairs import plan_label_bias, run_label_bias
+
+    results = []
+    for one, plan in plan_judges(request, stop=stop):
+        results.append(run_verify(plan, one, progress=progress, stop=stop, stage=stage))
+        labels = plan_label_bias(one, stop=stop) if one.show_label else None
+        if labels is not None:
+            run_label_bias(labels, one, progress=progress, stop=stop, stage=stage)
+    return tuple(results)
