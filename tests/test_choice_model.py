@@ -290,7 +290,7 @@ def test_relevance_that_separates_is_named_and_position_and_label_are_fitted_amo
         fit = fit_choice_model(pd.concat([separated, silent], ignore_index=True), label_reference="B")
     reasons = dict(fit.separated)
     assert list(reasons) == ["relevant", "label[A]", "repeated"]
-    assert "'relevant' while leaving one with it uncited: its odds ratio is infinite" in reasons["relevant"]
+    assert "cites no document without it while leaving one with it uncited: its odds ratio is infinite" in reasons["relevant"]
     # Among relevant documents alone the label is constant (A in base, B in cf), and only
     # non-relevant documents are repeated: neither can be told once relevance decides.
     assert "not estimable once the separated choices are ruled out" in reasons["label[A]"]
@@ -357,15 +357,38 @@ def test_the_cluster_robust_interval_is_the_sandwich_of_statsmodels_scores_by_it
     assert fit_choice_model(f.drop(columns=["item"]), label_reference="B").cluster == "answer"
 
 
+def test_a_separation_states_the_level_and_the_answers_it_holds_in():
+    # A separation holds in the answers whose documents differ in the term, not in every answer,
+    # and one found after another holds among the documents still possible: both are said.
+    f = simulate_choices(SimulationSettings(n_items=200, repeat_share=0.5), ChoiceTruth(), np.random.default_rng(3)).frame
+    f = f[~f["answer"].isin(set(f.loc[f["cited"] & f["repeated"], "answer"]))]
+    fit = fit_choice_model(f, label_reference="B")
+    informative = f.groupby("answer").filter(lambda g: 0 < g["cited"].sum() < len(g))
+    varies = informative.groupby("answer")["repeated"].nunique().gt(1).sum()
+    assert 0 < varies < fit.n_informative
+    assert dict(fit.separated)["repeated"].startswith(
+        f"'repeated', being shown twice (each copy): in each of {varies:,} of the {fit.n_informative:,} informative answers "
+        "(those whose documents differ in it), the answer cites no document with it while leaving one without it "
+        "uncited: its odds ratio is 0")
+    # Relevance separates first; among the relevant documents left, no answer cites the one shown last.
+    s = f.assign(cited=f["cited"] & f["relevant"])
+    s = s[~s["answer"].isin(set(s.loc[s["cited"] & (s["position_group"] == "last"), "answer"]))]
+    reasons = dict(fit_choice_model(s, label_reference="B").separated)
+    assert "once the separation above" not in reasons["relevant"]
+    assert "(those whose documents differ in it among the ones it could still cite once the separation above is " \
+           "ruled out)" in reasons["position[last]"]
+    assert reasons["position[last]"].startswith("'position[last]', being shown last (against first): in each of ")
+
+
 def test_a_separation_deciding_one_answer_says_one_answer():
     from types import SimpleNamespace
 
-    from engine.statistics.choice_model import _separation_reason
+    from engine.statistics.choice_model import separation_reason
 
     one = SimpleNamespace(columns=[0], signs=[1], strata_determined=1)
     many = SimpleNamespace(columns=[0], signs=[1], strata_determined=1200)
-    assert _separation_reason(["position"], one).endswith("(separation; it decides 1 answer)")
-    assert _separation_reason(["position"], many).endswith("(separation; it decides 1,200 answers)")
+    assert separation_reason(["position"], one, 1).endswith("(separation; it decides 1 answer)")
+    assert separation_reason(["position"], many, 1500).endswith("(separation; it decides 1,200 answers)")
 
 
 def test_base_and_cf_answers_that_coincide_give_no_robust_interval_from_round_off():

@@ -335,8 +335,10 @@ def fit_patterns(answers: AnswerPatterns, label_names: list[str], *, position: s
               for s, d in zip(answers.shapes, designs, strict=True)]
     del designs
     fit = fit_strata(blocks, len(kept))
-    separated = list(dict.fromkeys((kept[j], _separation_reason(kept, sep)) for sep in fit.separations
-                                   for j in sep.columns))
+    words = {c: f"'{c}', " + " together with ".join(describe_term(part, reference) for part in c.split(":"))
+             for c in kept}
+    separated = list(dict.fromkeys((kept[j], separation_reason(kept, sep, n_informative, words=words, after=i > 0))
+                                   for i, sep in enumerate(fit.separations) for j in sep.columns))
     named = {t for t, _ in separated}
     for j, col in enumerate(kept):  # moved by a null direction after separation, not separating itself
         if not np.isfinite(fit.params[j]) and col not in named:
@@ -385,30 +387,42 @@ def _answers(n: int) -> str:
     return f"{n:,} answer" + ("" if n == 1 else "s")
 
 
-def _separation_reason(kept: list[str], sep) -> str:
-    """What separates, in words: the covariate (or combination) and where its odds ratio goes."""
+def separation_reason(kept: list[str], sep, n_informative: int, *, words: dict[str, str] | None = None,
+                      after: bool = False) -> str:
+    """What separates, in words, with the condition it holds under: the covariate (or combination)
+    and its level (`words`: each column's level in words, the column's name where none), the
+    answers it holds in (those whose documents differ in it, of all informative ones), where its
+    odds ratio goes, and, where an earlier separation's choices were ruled out first (`after`),
+    that it holds among the documents still possible. A separation stated without the answers it
+    concerns reads as a claim about every answer, which it is not."""
+    n = sep.strata_determined
+    among = " among the ones it could still cite once the separation above is ruled out" if after else ""
     if len(sep.columns) == 1:
         col, sign = kept[sep.columns[0]], sep.signs[0]
+        where = f"in each of {n:,} of the {n_informative:,} informative answers"
         if col == "position":
-            text = ("every informative answer cites documents " + ("further down" if sign > 0 else "higher up")
+            text = (f"{where}{f' ({among.strip()})' if after else ''}, the answer cites documents " + ("further down" if sign > 0 else "higher up")
                     + " the list than each one it leaves uncited")
         else:
             side, other = ("with", "without") if sign > 0 else ("without", "with")
-            text = (f"no informative answer cites a document {other} '{col}' while leaving one {side} it uncited")
+            text = (f"{words.get(col, col) if words else col}: {where} (those whose documents differ in it{among}), "
+                    f"the answer cites no document {other} it while leaving one {side} it uncited")
         bound = "infinite" if sign > 0 else "0"
-        return f"{text}: its odds ratio is {bound} (separation; it decides {_answers(sep.strata_determined)})"
+        return f"{text}: its odds ratio is {bound} (separation; it decides {_answers(n)})"
     combo = " ".join(f"{'+' if w > 0 else '-'} {abs(w):.3g} x '{kept[j]}'"
                      for j, w in ((j, sep.direction[j]) for j in sep.columns))
     combo = combo[2:] if combo.startswith("+ ") else combo
-    return (f"the combination {combo} separates cited from uncited documents (no informative answer cites a "
-            f"document lower on it while leaving one higher uncited; it decides {_answers(sep.strata_determined)}): "
+    return (f"the combination {combo} separates cited from uncited documents: in each of {n:,} of the "
+            f"{n_informative:,} informative answers (those whose documents differ on it{among}), the answer cites "
+            f"no document lower on it while leaving one higher uncited (it decides {_answers(n)}): "
             "each of its terms is unbounded")
 
 
 # ---------------------------------------------------------------- in words
 
 
-def _describe(col: str, reference: str | None) -> str:
+def describe_term(col: str, reference: str | None) -> str:
+    """A term's level in words, against its reference: "being shown last (against first)"."""
     if col == "relevant":
         return "being relevant"
     if col == "repeated":
@@ -440,9 +454,9 @@ def _with_sentence(e: Effect, factors: tuple[str, ...], main: list[str], referen
     if len(factors) == 1:
         others = [FACTOR_WORDS[f] for f in main if f != factors[0]]
         held = f", holding {_and(others)} fixed" if others else ""
-        text = f"{_describe(e.term, reference)} multiplies the odds of citing a document by {numbers}{held}"
+        text = f"{describe_term(e.term, reference)} multiplies the odds of citing a document by {numbers}{held}"
     else:
         a, b = e.term.split(":", 1)
-        text = (f"{_describe(a, reference)} together with {_describe(b, reference)} multiplies the odds of "
+        text = (f"{describe_term(a, reference)} together with {describe_term(b, reference)} multiplies the odds of "
                 f"citing a document by a further {numbers}, beyond their separate effects")
     return replace(e, sentence=text[0].upper() + text[1:])

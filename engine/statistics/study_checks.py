@@ -88,7 +88,7 @@ def identified_nuisance(nuisance: dict[str, np.ndarray], scales: dict[str, float
     for name, column in nuisance.items():
         x = centred(column)
         if np.abs(x).max() <= TOL * scales[name]:
-            if name != "label[other]":
+            if not name.startswith("label[other]"):
                 notes.append(f"{name}: takes one value within every answer, left out")
             continue
         r = x.copy()

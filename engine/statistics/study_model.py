@@ -5,12 +5,15 @@ metadata type, cut-off, order, few-shot, XAI, the battery's axes). fit_study_mod
 conditional logit of `cited` over every configuration's document-level rows (the citation_decisions
 view): each answer a stratum, as engine.statistics.choice_model, with
 
-    cited ~ relevant + position + label[A] + label[other] + label[A] x configuration
+    cited ~ (relevant + position + label[other]) per configuration + label[A] + label[A] x configuration
 
 where label[A] is 1 for a document carrying label A of its configuration's metadata type (the side
 CAB > 0 favours; label B is the reference, DESIGN.md's sign convention), label[other] marks a
 document with no label or a label that is neither A nor B (a nuisance term), and label[A] x
-configuration are the interactions of the label with every configuration but the first. The axes'
+configuration are the interactions of the label with every configuration but the first. The
+nuisance terms get a coefficient of their own in each configuration ("relevant:model=m2"): two
+models weigh relevance and position differently, and one shared coefficient misfits both and
+moves the label effects (scripts/study_model_coverage.py, scenario relevance_differs). The axes'
 own main effects are constant within an answer and cancel in the strata (so does anything an item,
 a model or a prompt adds to every document of an answer). In a complete grid the interactions span
 exactly the label x axis interactions of every order (label x model, label x order, label x model
@@ -54,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING
 
@@ -112,6 +115,7 @@ class WaldTest:
     chi2: float
     df: int
     p: float
+    axis: str = ""  # the axis a per-axis test is about ("" for the joint test)
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,7 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
     """Fit the study model (the module doc) to a study's answers folded into patterns
     (engine.statistics.study_answers): what `why-cited --study` reads a chunk of runs at a time."""
     from engine.statistics.choice_fit import fit_strata, k_subsets, pattern_block
+    from engine.statistics.choice_model import separation_reason
     from engine.statistics.study_checks import check_configurations, identified_nuisance
 
     if position not in ("group", "number"):
@@ -217,19 +222,20 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
     offsets = np.cumsum([0] + [len(x.rows) for x in shapes[:-1]])
     row_groups = np.concatenate([np.repeat(o + np.arange(len(x.rows)), x.shape.n) for o, x in zip(offsets, shapes, strict=True)])
     row_weights = np.concatenate([np.repeat(x.count, x.shape.n) for x in shapes]).astype(float)
-    nuisance = _nuisance(flat, position)
+    shared = _nuisance(flat, position)
+    nuisance = _per_configuration(shared, row_cfg, order)
     label_a = (flat[:, STUDY_COLUMNS.index("side")] == 0).astype(float)
     clusters = 1 + max(int(s.cluster.max()) for s in patterns.shapes)
     pairs = np.unique(np.concatenate([x.answer_configuration * clusters + x.shape.cluster for x in shapes]))
     items = [pairs[pairs // clusters == i] % clusters for i in range(len(order))]
-    check_configurations(order, row_cfg, row_groups, row_weights, label_a, nuisance, items, answers.item_name)
+    check_configurations(order, row_cfg, row_groups, row_weights, label_a, shared, items, answers.item_name)
     scales = {k: max(1.0, float(np.abs(v).max())) for k, v in nuisance.items()}
     kept_nuisance, notes = identified_nuisance(nuisance, scales, label_a, row_cfg, row_groups, row_weights)
     label_terms = ["label[A]", *(f"label[A]:{c}" for c in order[1:])]
     terms = [*kept_nuisance, *label_terms]
     blocks = []
     for x in shapes:
-        design = _nuisance(x.rows, position)
+        design = _per_configuration(_nuisance(x.rows, position), x.configuration[:, None], order)
         a = (x.rows[..., STUDY_COLUMNS.index("side")] == 0).astype(float)
         columns = [design[k] for k in kept_nuisance] + [a] + [a * (x.configuration == i)[:, None]
                                                               for i in range(1, len(order))]
@@ -237,12 +243,19 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
                                     x.shape.chosen, x.shape.cluster))
     fit = fit_strata(blocks, len(terms))
     bad = [terms[j] for j in range(len(terms)) if not np.isfinite(fit.params[j])]
-    if any(t.startswith("label[A]") for t in bad):
-        where = [order[0] if t == "label[A]" else t.split(":", 1)[1] for t in bad if t.startswith("label[A]")]
-        raise UserError(f"the label separates cited from uncited documents in configuration {where[0]}: "
-                        "its odds ratio is infinite or zero, no interval can be given")
-    notes += [f"{t}: separates cited from uncited documents; the label effects are its limit fit" for t in bad]
-    b, v, v_model = fit.params, fit.cov_cluster, fit.cov
+    words = _term_words(terms, order)
+    reasons = {terms[j]: separation_reason(terms, sep, patterns.n_informative, words=words, after=i > 0)
+               for i, sep in enumerate(fit.separations) for j in sep.columns}
+    unmoved = "not estimable once the separated choices are ruled out (it no longer varies among the documents left)"
+    label_bad = [t for t in bad if t.startswith("label[A]")]
+    if label_bad:
+        t = next((t for t in label_bad if t in reasons), label_bad[0])
+        raise UserError(f"the label separates cited from uncited documents: {reasons.get(t, f'{t}: {unmoved}')}; "
+                        "no interval can be given")
+    notes += [f"{reasons.get(t, f'{t}: {unmoved}')}; the label effects are its limit fit" for t in bad]
+    # A separated nuisance term has no estimate (NaN) and no weight in any label contrast: zeros
+    # keep 0 x NaN out of the contrasts' variances.
+    b, v, v_model = (np.nan_to_num(m, nan=0.0) for m in (fit.params, fit.cov_cluster, fit.cov))
     first = len(kept_nuisance)
     contrasts = np.zeros((len(order), len(terms)))
     contrasts[:, first] = 1.0
@@ -265,11 +278,12 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
         for axis in kept_axes:
             r_axis = _axis_contrasts(axis, config_levels, order, contrasts)
             if len(r_axis):
-                per_axis.append(wald(r_axis, b, v, f"the label effect does not depend on {axis} (equal in every two "
-                                                   f"configurations that differ in {axis} alone)"))
+                test = wald(r_axis, b, v, f"the label effect does not depend on {axis} (equal in every two "
+                                          f"configurations that differ in {axis} alone)")
+                per_axis.append(replace(test, axis=axis))
     return StudyModelFit(tuple(kept_axes), tuple(dropped_axes), tuple(effects), interaction, tuple(per_axis),
                          _pairwise(order, contrasts, b, v, v_model), CORRECTION, COVARIANCE, tuple(terms),
-                         tuple(float(p) for p in b), patterns.n_answers, patterns.n_informative, fit.n_clusters,
+                         tuple(float(p) for p in fit.params), patterns.n_answers, patterns.n_informative, fit.n_clusters,
                          fit.converged, fit.llf, tuple(notes))
 
 
@@ -309,6 +323,40 @@ def _nuisance(raw: np.ndarray, position: str) -> dict[str, np.ndarray]:
         nuisance["position"] = column["position"].astype(float)
     nuisance["label[other]"] = (column["side"] < 0).astype(float)
     return nuisance
+
+
+def _per_configuration(nuisance: dict[str, np.ndarray], cfg: np.ndarray, order: list[str]) -> dict[str, np.ndarray]:
+    """Each nuisance column once per configuration, "relevant:model=m2" (cfg: each row's
+    configuration, broadcast against the columns; one configuration: the columns as they are).
+    Two models can weigh relevance or position differently: one coefficient shared by every
+    configuration would then misfit both, and the misfit leaks into the label effects and their
+    tests (the joint test rejected 18.6% at 5% nominal where only the relevance odds ratios
+    differed, 2 against 10: scripts/study_model_coverage.py). A column of its own per configuration,
+    not a main effect and differences, so that what one configuration cannot identify, or what
+    separates there, is named by that configuration."""
+    if len(order) == 1:
+        return dict(nuisance)
+    return {f"{name}:{c}": column * (cfg == i) for name, column in nuisance.items() for i, c in enumerate(order)}
+
+
+def _term_words(terms: list[str], order: list[str]) -> dict[str, str]:
+    """Each term with its level and configuration in words, for the separations' sentences."""
+    from engine.statistics.choice_model import describe_term
+
+    def level(name: str) -> str:
+        if name == "label[other]":
+            return "a label neither A nor B, or none (against label B)"
+        return "label A (against label B)" if name == "label[A]" else describe_term(name, None)
+
+    out = {}
+    for t in terms:
+        name, _, where = t.partition(":")
+        if where:
+            out[t] = f"'{name}' in configuration {where}, {level(name)}"
+        else:
+            out[t] = f"'{name}'" + (" in every configuration" if len(order) > 1 and name == "label[A]" else "") \
+                     + f", {level(name)}"
+    return out
 
 
 def _label_words(answers: StudyAnswers, group_cfg: np.ndarray, order: list[str]) -> list[tuple[str, str]]:

@@ -8,13 +8,17 @@ v_i ~ N(0, label_sd) shared by every configuration: the item's documents pull th
 same way wherever the item recurs, which correlates its answers across configurations (what the
 cluster-robust covariance by item is for). Document j of an answer in configuration c has utility
 
-    u_j = a_i + relevant * relevant_j + middle * [middle]_j + last * [last]_j
+    u_j = a_i + relevant_c * relevant_j + middle * [middle]_j + last * [last]_j
           + (label_c + v_i) * [label_j == A]
+
+(relevant_c is `relevant` in every configuration unless `relevant_by` gives one per configuration:
+two models that weigh relevance differently).
 
 and the answer cites the document with the largest u_j + Gumbel noise, or nothing when an outside
 option (utility `nothing` + Gumbel) beats it. The order axis, when present, reverses the shown order
 in its second level. study_coverage fits engine.statistics.study_model to seeded draws and counts
-how often each 95% interval covers the truth and how often the joint interaction test rejects.
+how often each 95% interval covers the truth and how often the joint interaction test and each
+axis's test reject.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class StudyTruth:
     axes: tuple[tuple[str, tuple[str, ...]], ...] = (("model", ("m1", "m2")), ("order", ("ranked", "reversed")))
     label: tuple[float, ...] = (math.log(1.5), math.log(1.5), math.log(1.0), math.log(2.0))
     relevant: float = math.log(4.0)
+    relevant_by: tuple[float, ...] = ()  # per configuration (grid order); empty: `relevant` in each
     middle: float = math.log(0.8)
     last: float = math.log(0.7)
     nothing: float = 0.5
@@ -58,6 +63,8 @@ def simulate_study(truth: StudyTruth, rng: np.random.Generator) -> pd.DataFrame:
     configs = truth.configurations()
     if len(configs) != len(truth.label):
         raise ValueError(f"{len(configs)} configurations but {len(truth.label)} label effects")
+    if truth.relevant_by and len(truth.relevant_by) != len(configs):
+        raise ValueError(f"{len(configs)} configurations but {len(truth.relevant_by)} relevance effects")
     n, k = truth.n_items, truth.n_shown
     n_rel = rng.choice(np.array([1, 2]), size=n)
     relevant = np.arange(k)[None, :] < n_rel[:, None]
@@ -74,7 +81,8 @@ def simulate_study(truth: StudyTruth, rng: np.random.Generator) -> pd.DataFrame:
         group = np.where(position == 1, "first", np.where(position == k, "last", "middle"))
         for mode in truth.modes:
             gets_a = relevant if mode == "base" else ~relevant
-            u = (intercept[:, None] + truth.relevant * relevant + truth.middle * (group == "middle")
+            weight = truth.relevant_by[c] if truth.relevant_by else truth.relevant
+            u = (intercept[:, None] + weight * relevant + truth.middle * (group == "middle")
                  + truth.last * (group == "last") + (beta + slope)[:, None] * gets_a)
             noisy = u + rng.gumbel(size=(n, k))
             top = noisy.argmax(axis=1)
@@ -102,11 +110,13 @@ def simulate_study(truth: StudyTruth, rng: np.random.Generator) -> pd.DataFrame:
 class StudyCoverage:
     """Over seeded draws: per configuration (and per pair, their difference) the true log odds
     ratio, the median estimate and the share of 95% intervals covering the truth (cluster-robust;
-    model-based beside it); the joint interaction test's rejection rate at 5%."""
+    model-based beside it); the joint interaction test's rejection rate at 5%, and each axis's
+    ("the label effect does not depend on model")."""
 
     rows: tuple[tuple[str, float, float, float, float], ...]  # (what, truth, median, robust, model)
     interaction_rejection: float
     draws: int
+    axis_rejection: tuple[tuple[str, float], ...] = ()  # (axis, share of draws its test rejects at 5%)
 
 
 def study_coverage(truth: StudyTruth, draws: int, seed: int) -> StudyCoverage:
@@ -119,6 +129,7 @@ def study_coverage(truth: StudyTruth, draws: int, seed: int) -> StudyCoverage:
     true = dict(zip(names, truth.label, strict=True))
     hits: dict[str, list[tuple[float, bool, bool]]] = {}
     rejections = 0
+    by_axis = dict.fromkeys(axes, 0)
     for _ in range(draws):
         fit = fit_study_model(simulate_study(truth, rng), axes)
         for e in fit.configurations:
@@ -130,9 +141,11 @@ def study_coverage(truth: StudyTruth, draws: int, seed: int) -> StudyCoverage:
             hits.setdefault(f"{d.b} minus {d.a}", []).append(
                 (d.difference, d.ci_low <= t <= d.ci_high, abs(d.difference - t) <= 1.959963984540054 * d.se_model))
         rejections += bool(fit.interaction is not None and fit.interaction.p < 0.05)
+        for test in fit.per_axis:
+            by_axis[test.axis] += test.p < 0.05
     rows = []
     for what, found in hits.items():
         t = true[what] if what in true else true[what.split(" minus ")[0]] - true[what.split(" minus ")[1]]
         cols = list(zip(*found, strict=True))
         rows.append((what, t, float(np.median(cols[0])), float(np.mean(cols[1])), float(np.mean(cols[2]))))
-    return StudyCoverage(tuple(rows), rejections / draws, draws)
+    return StudyCoverage(tuple(rows), rejections / draws, draws, tuple((a, k / draws) for a, k in by_axis.items()))
