@@ -7,9 +7,10 @@ Reads never create the file: a run that cannot start (unknown model, prompt too 
 leave no database behind. Two invariants are checked inside the transaction that creates
 runs, where no other process can interleave (DuckDB admits one writer per file): an
 experiment holds at most one run per mode, and a run that a
-live process is generating is not taken over by another. The owner (host, pid, process start
-time) is recorded in `run_owners` while a run is generated; after kill -9 the owner is gone,
-so the run is resumable again.
+live process is generating is not taken over by another (store.run_plans). The owner (host,
+pid, process start time) is recorded in `run_owners` while a run is generated; after kill -9 the
+owner is gone, so the run is resumable again. A run is marked complete only if it holds every
+answer it plans; one short of answers is left failed, so that a resume fills the gap.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from engine.errors import UserError
 from engine.types import (
     RUN_STATUSES,
     ExperimentSpec,
@@ -30,16 +30,21 @@ from engine.types import (
     RunSpec,
     RunStatus,
     StoredExperiment,
-    StoredRun,
 )
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
-
-# Owners are part of this module's surface (callers import ProcessIdentity, owner_alive from here).
-from store.owners import ProcessIdentity, owner_alive, this_process
+from store.owners import this_process
 from store.rows import CITATION_ROW, GENERATION_ROW, citation_row, generation_row, insert_items, json_text
+from store.run_plans import (  # RunConflict and StoreLostAnswers are part of this module's surface
+    RunConflict,
+    StoreLostAnswers,
+    check_plan_holds,
+    create_or_resume,
+    resolve_experiment,
+    short_of_answers,
+)
 from store.run_scores import store_scores
 
-__all__ = ["FINAL_STATUSES", "ResumableRun", "RunConflict", "RunStore"]
+__all__ = ["FINAL_STATUSES", "ResumableRun", "RunConflict", "RunStore", "StoreLostAnswers"]
 
 FINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RUN_STATUSES if s != "running")
 
@@ -50,11 +55,6 @@ class ResumableRun(NamedTuple):
     run_id: str
     experiment_id: str
     status: str
-
-
-class RunConflict(UserError):
-    """A run cannot be created or resumed: the experiment has one of that mode, or a live
-    process is generating it."""
 
 
 class RunStore:
@@ -82,7 +82,7 @@ class RunStore:
         if not self.path.exists():
             return None
         with self.database.connect(read_only=True) as conn:
-            return _resolve_experiment(conn, spec)
+            return resolve_experiment(conn, spec)
 
     def find_resumable(self, config_hash: str) -> ResumableRun | None:
         """(run_id, experiment_id, status) of the newest run with this config hash, if any."""
@@ -123,8 +123,8 @@ class RunStore:
         """
         owner = this_process()
         with self.database.connect() as conn:
-            current = _resolve_experiment(conn, spec)
-            _check_plan_holds(current, experiment_id, expected)
+            current = resolve_experiment(conn, spec)
+            check_plan_holds(current, experiment_id, expected)
             if current is None:
                 conn.execute(
                     "INSERT INTO experiments (experiment_id, name, experiment_key, created_utc, "
@@ -143,7 +143,7 @@ class RunStore:
                      experiment_id],
                 )
             for run in runs:
-                _create_or_resume(conn, run, owner, check=False)
+                create_or_resume(conn, run, owner, check=False)
             insert_items(conn, spec.dataset_sha, items)
 
     def put_items(self, dataset_sha: str, items: Sequence[Item]) -> None:
@@ -166,7 +166,7 @@ class RunStore:
                     "VALUES (?, ?, ?, ?, ?)",
                     [spec.experiment_id, utc_now(), spec.model, spec.dataset, spec.dataset_sha],
                 )
-            _create_or_resume(conn, spec, this_process(), check=True)
+            create_or_resume(conn, spec, this_process(), check=True)
 
     def write_batch(self, run_id: str, generations: Sequence[Generation]) -> None:
         """Store one finished batch in a single transaction (all or nothing).
@@ -225,7 +225,12 @@ class RunStore:
         """Set the final status: 'complete' or 'failed', and release the run."""
         if status not in FINAL_STATUSES:
             raise ValueError(f"final status must be one of {FINAL_STATUSES}, not {status!r}")
+        short: tuple[int, int] | None = None
         with self.database.connect() as conn:
+            if status == "complete":
+                short = short_of_answers(conn, run_id)
+                if short is not None:
+                    status = "failed"
             updated = conn.execute(
                 "UPDATE runs SET status = ?, finished_utc = ? WHERE run_id = ?",
                 [status, utc_now(), run_id],
@@ -238,6 +243,13 @@ class RunStore:
                 # as the status so the two cannot disagree: a few ms for a small run, ~0.2 s for
                 # 10,000 answers.
                 store_scores(conn, run_id)
+        if short is not None:
+            held, planned = short
+            raise StoreLostAnswers(
+                f"run {run_id}: the database {self.path} holds {held} of its {planned} answers although "
+                "every batch was written; the run is marked failed, and the same command resumes it "
+                "and generates the missing answers"
+            )
         if self.on_finished is not None:
             self.on_finished(run_id)
 
@@ -295,183 +307,3 @@ class RunStore:
                 [run_id, source_run_id, todo],
             )
             return len(todo)
-
-
-# ---------------------------------------------------------------- inside a transaction
-
-
-_EXPERIMENT_COLUMNS = (
-    "experiment_id", "name", "experiment_key", "model", "dataset", "dataset_sha", "settings_json",
-)
-
-
-def _columns(prefix: str = "") -> str:
-    return ", ".join(prefix + c for c in _EXPERIMENT_COLUMNS)
-
-
-def _resolve_experiment(conn, spec: ExperimentSpec) -> StoredExperiment | None:
-    """The experiment a run command joins: by name (or id); else, unless --repeat, the newest
-    with the same key, or the one holding a run with a requested config hash (older stores)."""
-    row = None
-    if spec.name is not None:
-        for column in ("name", "experiment_id"):
-            row = conn.execute(
-                f"SELECT {_columns()} FROM experiments WHERE {column} = ?", [spec.name]
-            ).fetchone()
-            if row is not None:
-                break
-    elif not spec.new:
-        row = conn.execute(
-            f"SELECT {_columns()} FROM experiments WHERE experiment_key = ? "
-            "ORDER BY created_utc DESC, experiment_id DESC LIMIT 1",
-            [spec.key],
-        ).fetchone()
-        if row is None and spec.run_hashes:
-            row = conn.execute(
-                f"SELECT {_columns('e.')} "
-                "FROM runs r JOIN experiments e USING (experiment_id) "
-                "WHERE e.experiment_key IS NULL AND list_contains(?, r.config_hash) "
-                "ORDER BY r.created_utc DESC, r.run_id DESC LIMIT 1",
-                [list(spec.run_hashes)],
-            ).fetchone()
-    if row is None:
-        return None
-    experiment_id, name, key, model, dataset, dataset_sha, settings = row
-    return StoredExperiment(
-        experiment_id=experiment_id,
-        name=name,
-        key=key,
-        model=model,
-        dataset=dataset,
-        dataset_sha=dataset_sha,
-        settings=json.loads(settings) if settings else None,
-        runs=_stored_runs(conn, experiment_id),
-    )
-
-
-def _stored_runs(conn, experiment_id: str) -> tuple[StoredRun, ...]:
-    rows = conn.execute(
-        "SELECT r.run_id, r.rag_mode, r.config_hash, r.status, r.n_items, r.config_json, "
-        "o.host, o.pid, o.process_start, o.heartbeat_utc "
-        "FROM runs r LEFT JOIN run_owners o USING (run_id) WHERE r.experiment_id = ? "
-        "ORDER BY r.created_utc, r.run_id",
-        [experiment_id],
-    ).fetchall()
-    runs = []
-    for run_id, mode, config_hash, status, n_items, config, host, pid, start, heartbeat in rows:
-        owner = None
-        if status == "running" and host is not None:
-            identity = ProcessIdentity(host, pid, start)
-            owner = identity.describe() if owner_alive(identity, heartbeat) else None
-        runs.append(
-            StoredRun(run_id, experiment_id, mode, config_hash, status, n_items,
-                      json.loads(config) if config else {}, owner)
-        )
-    return tuple(runs)
-
-
-def _check_plan_holds(
-    current: StoredExperiment | None, experiment_id: str, expected: Mapping[Mode, str | None]
-) -> None:
-    """Raise RunConflict when what the runner planned no longer matches the store."""
-    if current is None:
-        gone = [run_id for run_id in expected.values() if run_id is not None]
-        if gone:
-            raise RunConflict(f"run {gone[0]} no longer exists; run the command again")
-        return
-    busy = [r for r in current.runs if r.rag_mode in expected and r.owner]
-    if busy:
-        run = busy[0]
-        raise RunConflict(
-            f"run {run.run_id} ({run.rag_mode}) of experiment {current.label} is being generated by "
-            f"{run.owner}; wait for it to finish, then run this command again"
-        )
-    if current.experiment_id != experiment_id:
-        raise RunConflict(
-            f"experiment {current.label} was created by another command while this one was "
-            "starting; run this command again to join it"
-        )
-    for mode, run_id in expected.items():
-        stored = current.run_for(mode)
-        if (stored.run_id if stored else None) != run_id:
-            what = f"run {stored.run_id}" if stored else "no run"
-            raise RunConflict(
-                f"experiment {current.label} now has {what} for mode {mode}, created by another "
-                "command while this one was starting; run this command again"
-            )
-
-
-def _create_or_resume(conn, spec: RunSpec, owner: ProcessIdentity, *, check: bool) -> None:
-    """Insert the run as 'running', or set an existing one 'running' again; record its owner."""
-    existing = conn.execute(
-        "SELECT r.config_hash, o.host, o.pid, o.process_start, o.heartbeat_utc "
-        "FROM runs r LEFT JOIN run_owners o USING (run_id) WHERE r.run_id = ?",
-        [spec.run_id],
-    ).fetchone()
-    if check:
-        same_mode = conn.execute(
-            "SELECT run_id FROM runs WHERE experiment_id = ? AND rag_mode = ? AND run_id <> ?",
-            [spec.experiment_id, spec.rag_mode, spec.run_id],
-        ).fetchone()
-        if same_mode is not None:
-            raise RunConflict(
-                f"experiment {spec.experiment_id} already has a {spec.rag_mode} run ({same_mode[0]}); "
-                "an experiment holds one run per mode"
-            )
-        if existing is not None and existing[1] is not None:
-            holder = ProcessIdentity(existing[1], existing[2], existing[3])
-            if owner_alive(holder, existing[4]) and holder != owner:
-                raise RunConflict(
-                    f"run {spec.run_id} ({spec.rag_mode}) is being generated by {holder.describe()}; "
-                    "wait for it to finish"
-                )
-    if existing is not None:
-        if existing[0] != spec.config_hash:
-            raise ValueError(
-                f"run {spec.run_id} exists with another configuration hash; "
-                "resuming it would mix two configurations"
-            )
-        # Provenance stays that of the first start: the items already stored came from it. The
-        # item count and what the run recorded about itself (skipped items) may have grown.
-        conn.execute(
-            "UPDATE runs SET status = 'running', finished_utc = NULL, n_items = ?, config_json = ? "
-            "WHERE run_id = ?",
-            [spec.n_items, json_text(spec.config), spec.run_id],
-        )
-    else:
-        conn.execute(
-            "INSERT INTO runs (run_id, experiment_id, config_hash, created_utc, finished_utc, "
-            "status, model, model_revision, quantization, dtype, device, dataset, dataset_sha, "
-            "metadata_type, rag_mode, seed, prompt_version, git_sha, library_versions, "
-            "config_json, n_items) "
-            "VALUES (?, ?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                spec.run_id,
-                spec.experiment_id,
-                spec.config_hash,
-                utc_now(),
-                spec.model,
-                spec.model_revision,
-                spec.quantization,
-                spec.dtype,
-                spec.device,
-                spec.dataset,
-                spec.dataset_sha,
-                spec.metadata_type,
-                spec.rag_mode,
-                spec.seed,
-                spec.prompt_version,
-                spec.git_sha,
-                json_text(spec.library_versions),
-                json_text(spec.config),
-                spec.n_items,
-            ],
-        )
-    conn.execute(
-        "INSERT INTO run_owners VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-        "host = excluded.host, pid = excluded.pid, process_start = excluded.process_start, "
-        "heartbeat_utc = excluded.heartbeat_utc",
-        [spec.run_id, owner.host, owner.pid, owner.start, utc_now()],
-    )
-
-

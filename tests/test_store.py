@@ -15,6 +15,7 @@ from engine.errors import UserError
 from engine.types import Citation, Document, Generation, Item, RunSpec, TokenLogprob, TopLogprob
 from store import RunStore, connect, queries
 from store.migrations import Migration, applied_versions, apply_migrations, available_migrations
+from store.run_store import StoreLostAnswers
 
 EXPECTED_COLUMNS = {
     "runs": [
@@ -225,6 +226,7 @@ def test_connect_rolls_back_on_error(db: Path):
 def test_round_trip_of_a_run(started: RunStore, db: Path):
     before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     started.write_batch("run-a", [make_generation("q0"), make_generation("q1")])
+    started.write_batch("run-a", [make_generation("q2")])
     started.finish_run("run-a", "complete")
 
     run = queries.get_run(db, "run-a")
@@ -233,7 +235,7 @@ def test_round_trip_of_a_run(started: RunStore, db: Path):
         "complete", "tiny/llama", "abc123", "base", 7)
     assert run.library_versions == {"torch": "2.5.0", "transformers": "4.46.0"}
     assert run.config == {"k": 3, "order": "ranked", "path": "/x"}
-    assert (run.n_items, run.n_done) == (3, 2)
+    assert (run.n_items, run.n_done) == (3, 3)
     # Stored as naive UTC: compare with UTC now, which differs from local time on most hosts.
     assert before - dt.timedelta(minutes=1) < run.created_utc <= run.finished_utc
     assert run.finished_utc < dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=5)
@@ -268,7 +270,7 @@ def test_round_trip_of_a_run(started: RunStore, db: Path):
     assert cites["probability"].isna().tolist() == [False, False, True]
 
     gens = queries.generations_for_run(db, "run-a")
-    assert gens["item_id"].tolist() == ["q0", "q1"]
+    assert gens["item_id"].tolist() == ["q0", "q1", "q2"]
     row = gens.iloc[0]
     assert row["question"] == "Who wrote book 0?"
     assert row["gold_answers"] == ["Author 0", "A. 0"]
@@ -277,7 +279,7 @@ def test_round_trip_of_a_run(started: RunStore, db: Path):
     assert row["relevant_doc_ids"] == ["q0-d2"]
     assert row["cited_positions"] == [2, 1, 9]
     assert row["cited_doc_ids"] == ["q0-d2", "q0-d3", None]
-    assert queries.generation_detail(db, "run-a", "q2") is None
+    assert queries.generation_detail(db, "run-a", "q7") is None  # an item the dataset lacks
 
 
 def test_generation_without_alternatives_stores_null_top_logprobs(started: RunStore, db: Path):
@@ -347,6 +349,19 @@ def test_write_batch_needs_a_started_run(store: RunStore):
     store.write_batch("nope", [])  # nothing to do is not an error
 
 
+def test_a_run_short_of_its_answers_is_left_failed_not_complete(started: RunStore, db: Path):
+    # Answers committed earlier and gone from the file (lost under the store, not by this code):
+    # marking the run complete would hide the gap from every resume.
+    started.write_batch("run-a", [make_generation("q0"), make_generation("q1")])
+    with pytest.raises(StoreLostAnswers, match=r"holds 2 of its 3 answers.*marked failed"):
+        started.finish_run("run-a", "complete")
+    run = queries.get_run(db, "run-a")
+    assert (run.status, run.n_done) == ("failed", 2)
+    assert count(db, "SELECT count(*) FROM run_owners") == 0  # released: the same command resumes it
+    assert started.find_resumable("hash-a").status == "failed"
+    assert started.done_item_ids("run-a") == {"q0", "q1"}
+
+
 def test_status_transitions(started: RunStore, db: Path):
     def status():
         run = queries.get_run(db, "run-a")
@@ -362,6 +377,7 @@ def test_status_transitions(started: RunStore, db: Path):
     started.start_run(make_spec(model="ignored/on-resume"))
     assert status() == ("running", False)
     assert queries.get_run(db, "run-a").model == "tiny/llama"
+    started.write_batch("run-a", [make_generation(f"q{i}") for i in range(3)])
     started.finish_run("run-a", "complete")
     assert status() == ("complete", True)
     with pytest.raises(ValueError, match="final status"):
@@ -397,7 +413,7 @@ def test_find_resumable_returns_the_newest_run(started: RunStore):
 def test_listing_queries(started: RunStore, db: Path):
     started.start_run(make_spec(run_id="run-v", rag_mode="vanilla", config_hash="hash-v"))
     started.start_run(make_spec(run_id="run-c", rag_mode="cf", config_hash="hash-c"))
-    started.start_run(make_spec(run_id="run-x", experiment_id="exp-2", config_hash="hash-x"))
+    started.start_run(make_spec(run_id="run-x", experiment_id="exp-2", config_hash="hash-x", n_items=0))
     started.write_batch("run-a", [make_generation("q0"), make_generation("q1")])
     started.write_batch("run-v", [make_generation("q0")])
     started.finish_run("run-x", "complete")

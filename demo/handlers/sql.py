@@ -96,13 +96,13 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def display_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
-    """The result with every cell a JSON scalar (store.sql_cells.shown_cell: exact numbers as
+    """The result with every cell a JSON scalar (store.queries.console.shown_cell: exact numbers as
     numbers, dates, times, intervals, UUIDs, blobs and integers past 2**53 as text, lists, structs
     and maps as JSON text) and unique column names, so that the table widget, Gradio's reply and
     the CSV file show every cell as it was returned, whatever its type."""
     import pandas as pd
 
-    from store.sql_cells import shown_cell
+    from store.queries.console import shown_cell
 
     seen: dict[str, int] = {}
     names = []

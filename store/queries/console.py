@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import UserError
 from store.db import DbLike, as_database
 from store.queries._read import fetch_frame
+from store.sql_cells import shown_cell  # the console's cells as the app shows them
+
+__all__ = ["SQL_MAX_CHARS", "SQL_MAX_DEPTH", "SqlResult", "run_readonly_sql", "shown_cell", "table_columns"]
 
 if TYPE_CHECKING:
     import pandas as pd
