@@ -19,6 +19,11 @@ Measured, per n items and draws:
 - why-cited (engine.statistics.choice_simulation.choice_coverage): label odds-ratio coverage and the share
   of label p < 0.05 where the true label OR is 1, with one citation per answer and with 82% of
   answers citing their top two;
+- why-cited where most answers coincide: the share of label p < 0.05 (model-based and cluster-robust
+  by item) with no label effect when the cf answer of a share of items (--identical) is their base
+  answer (a label that changes few answers: the robust p then rests on the few items that differ),
+  and where all but m items coincide (--identical-differ: in those m one run cites a relevant
+  document and the other a non-relevant one, which by a coin flip);
 - rerun floor (engine.statistics.rerun_floor.rerun_floors): vanilla, base and K reruns of vanilla,
   each answer the item's shared one with probability SAME, else a fresh draw, each run apart (the
   engine's noise). The share of CAS rows "above its floor" with no label effect (size; nominal
@@ -30,6 +35,7 @@ Measured, per n items and draws:
     python scripts/calibration.py                      # the table in docs/figures.md
     python scripts/calibration.py --items 30 --draws 100 --choice-draws 40   # minutes less
     python scripts/calibration.py --sections floor     # the rerun floor's table alone
+    python scripts/calibration.py --sections identical --items 100 300   # answers that mostly coincide
 """
 
 from __future__ import annotations
@@ -271,6 +277,74 @@ def choice_calibration(n: int, draws: int, seed: int) -> list[tuple[str, float, 
     return out
 
 
+def coincide(frame, share: float, rng: np.random.Generator):
+    """The frame with, for a `share` of items, the cf answer replaced by the item's base answer (the
+    same documents cited: a label that changes few answers). Under no label effect base and cf
+    answers are exchangeable draws, so the copies keep the null."""
+    base = frame.index[frame["condition"] == "base"].to_numpy()
+    cf = frame.index[frame["condition"] == "cf"].to_numpy()
+    items = frame.loc[base, "item"].to_numpy()
+    names, code = np.unique(items, return_inverse=True)
+    same = (rng.random(len(names)) < share)[code]  # base and cf rows of an item in the same order
+    cited = frame["cited"].to_numpy().copy()
+    cited[cf[same]] = cited[base[same]]
+    return frame.assign(cited=cited)
+
+
+def differ_in(frame, m: int, rng: np.random.Generator):
+    """Every cf answer its item's base answer, except in m items: there one of base and cf cites a
+    relevant document and the other a non-relevant one, which of them by a coin flip (no label
+    effect). The label's score then rests on exactly m items."""
+    base = frame.index[frame["condition"] == "base"].to_numpy()
+    cf = frame.index[frame["condition"] == "cf"].to_numpy()
+    k = int(frame["n_shown"].iloc[0])  # the same number shown in every answer here: k rows per item
+    cited = frame["cited"].to_numpy().copy()
+    cited[cf] = cited[base]
+    relevant = frame.loc[base, "relevant"].to_numpy(bool).reshape(-1, k)
+    for i in rng.choice(len(relevant), m, replace=False):
+        pair = [np.flatnonzero(relevant[i])[0], np.flatnonzero(~relevant[i])[0]]
+        if rng.random() < 0.5:
+            pair.reverse()
+        cited[base[k * i:k * i + k]] = np.arange(k) == pair[0]
+        cited[cf[k * i:k * i + k]] = np.arange(k) == pair[1]
+    return frame.assign(cited=cited)
+
+
+@dataclass(frozen=True)
+class IdenticalRow:
+    n: int
+    share: float  # of items whose cf answer is their base answer
+    draws: int
+    model: float  # share of label p < 0.05 (model-based), no label effect
+    robust: float  # the same for the robust p
+    no_robust: int  # draws with no robust p (every cluster's score 0 up to round-off)
+    differing: float  # median number of items whose base and cf answers differ
+
+
+def identical_calibration(n: int, draws: int, share: float, seed: int, differ: int | None = None) -> IdenticalRow:
+    """why-cited's label p with no label effect where most items' base and cf answers coincide: a
+    `share` of items at random, or all but `differ` items (differ_in)."""
+    from engine.statistics.choice_model import fit_choice_model
+    from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+
+    rng = np.random.default_rng(seed)
+    model = robust = none = 0
+    differing = []
+    for _ in range(draws):
+        drawn = simulate_choices(SimulationSettings(n_items=n), ChoiceTruth(label=0.0), rng).frame
+        frame = coincide(drawn, share, rng) if differ is None else differ_in(drawn, differ, rng)
+        pair = frame.pivot_table(index=["item", "position"], columns="condition", values="cited", aggfunc="first")
+        differing.append(int((pair["base"] != pair["cf"]).groupby(level="item").any().sum()))
+        e = fit_choice_model(frame, label_reference="B").effect("label[A]")
+        model += e.p < 0.05
+        if e.robust_undefined:
+            none += 1
+        else:
+            robust += e.robust_p < 0.05
+    return IdenticalRow(n, share, draws, model / draws, robust / max(draws - none, 1), none,
+                        float(np.median(differing)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[30, 100, 300])
@@ -280,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-keep", type=float, default=0.5,
                         help="rerun floor's second effect: P(base gives the item's shared answer), else SAME")
     parser.add_argument("--floor-reruns", type=int, nargs="+", default=[1, 2], help="reruns of vanilla (K)")
+    parser.add_argument("--identical", type=float, nargs="+", default=[0.9, 0.97],
+                        help="why-cited where most answers coincide: shares of items whose cf answer is the base one")
+    parser.add_argument("--identical-differ", type=int, nargs="*", default=[4, 8, 16],
+                        help="identical: also all items' answers coinciding but this many (one cites a relevant "
+                             "document, the other a non-relevant one)")
+    parser.add_argument("--identical-draws", type=int, default=1000, help="simulated studies per cell (identical)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="which tables")
     parser.add_argument("--seed", type=int, default=26)
     args = parser.parse_args(argv)
@@ -351,8 +431,27 @@ def _print_floor(args: argparse.Namespace) -> None:
           f"{_sd(0.05, 2 * args.draws):.1f} points. True CAS minus its floor, in points: {gaps}.\n")
 
 
-SECTIONS = ("bias", "compare", "why-cited", "floor")
-_PRINTERS = {"bias": _print_bias, "compare": _print_compare, "why-cited": _print_why_cited, "floor": _print_floor}
+def _print_identical(args: argparse.Namespace) -> None:
+    print("### why-cited where most answers coincide (label OR 1: p < 0.05)\n")
+    print("| items | base and cf answers coincide | items whose answers differ (median) | model-based p < 0.05 "
+          "| robust p < 0.05 | no robust p |")
+    print("|---|---|---|---|---|---|")
+    for n in args.items:
+        for share in args.identical:
+            r = identical_calibration(n, args.identical_draws, share, args.seed)
+            print(f"| {n} | {100 * share:g}% | {r.differing:g} | {100 * r.model:.1f}% | {100 * r.robust:.1f}% "
+                  f"| {r.no_robust} |")
+        for m in args.identical_differ:
+            r = identical_calibration(n, args.identical_draws, 1.0, args.seed, differ=m)
+            print(f"| {n} | all but {m} items | {r.differing:g} | {100 * r.model:.1f}% | {100 * r.robust:.1f}% "
+                  f"| {r.no_robust} |")
+    print(f"\n{args.identical_draws} draws per cell; binomial SD of a 5% share: "
+          f"{_sd(0.05, args.identical_draws):.1f} points.\n")
+
+
+SECTIONS = ("bias", "compare", "why-cited", "floor", "identical")
+_PRINTERS = {"bias": _print_bias, "compare": _print_compare, "why-cited": _print_why_cited, "floor": _print_floor,
+             "identical": _print_identical}
 
 
 if __name__ == "__main__":

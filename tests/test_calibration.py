@@ -73,3 +73,24 @@ def test_the_floor_simulation_keeps_each_runs_answer_apart(calibration):
     assert np.mean((v == again) & (v != b)) > 0.1  # 0.06 with one mask for all runs
     # Exchangeable: base and the rerun sit as far from vanilla on average.
     assert abs(np.abs(v - b).mean() - np.abs(v - again).mean()) < 0.01
+
+
+def test_why_cited_where_most_answers_coincide_keeps_its_size_and_its_scenarios_their_shape(calibration):
+    import numpy as np
+
+    from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
+
+    frame = simulate_choices(SimulationSettings(n_items=100), ChoiceTruth(label=0.0), np.random.default_rng(2)).frame
+    for made, differing in ((calibration.coincide(frame, 0.9, np.random.default_rng(3)), None),
+                            (calibration.differ_in(frame, 4, np.random.default_rng(3)), 4)):
+        pair = made.pivot_table(index=["item", "position"], columns="condition", values="cited", aggfunc="first")
+        differ = int((pair["base"] != pair["cf"]).groupby(level="item").any().sum())
+        assert differ == differing if differing is not None else 3 <= differ <= 20
+        # Each answer cites what a drawn answer could: one document or none.
+        assert made.groupby("answer")["cited"].sum().max() == 1
+    # Four items alone carry the label's score: the normal quantile rejected 10% of 200 draws here
+    # (docs/figures.md); Student's t on the clusters the variance rests on does not.
+    draws = 30
+    row = calibration.identical_calibration(80, draws, 1.0, seed=5, differ=4)
+    assert row.differing == 4 and row.no_robust == 0
+    assert row.robust <= _ceiling(0.05, draws), row

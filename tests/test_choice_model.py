@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import binomtest, chi2_contingency
+from scipy.stats import t as t_dist
 from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.proportion import proportion_confint
 
@@ -352,9 +353,58 @@ def test_the_cluster_robust_interval_is_the_sandwich_of_statsmodels_scores_by_it
     sandwich = bread @ (scores.T @ scores * g / (g - 1)) @ bread
     for j, e in enumerate(fit.effects):
         assert e.robust_se == pytest.approx(math.sqrt(sandwich[j, j]), rel=1e-5)
-        assert e.robust_ci_low == pytest.approx(math.exp(e.coef - 1.959963984540054 * e.robust_se), rel=1e-12)
+        q = t_dist.ppf(0.975, e.robust_df)  # Student's t on the clusters the variance rests on
+        assert e.robust_ci_low == pytest.approx(math.exp(e.coef - q * e.robust_se), rel=1e-12)
     # Without an item column each answer is its own cluster.
     assert fit_choice_model(f.drop(columns=["item"]), label_reference="B").cluster == "answer"
+
+
+def test_the_robust_interval_reads_t_with_the_clusters_its_variance_rests_on():
+    # Most items' base and cf answers coincide: such an item adds nothing to the label's score, so
+    # the label's robust variance rests on the few items that differ, and the normal quantile
+    # would be too narrow there. The degrees of freedom: (sum a_g^2)^2 / sum a_g^4 - 1 over the
+    # items' influences a_g (statsmodels' per-answer scores summed by item, through its Hessian).
+    from scipy.stats import t
+
+    rng = np.random.default_rng(4)
+    f = simulate_choices(SimulationSettings(n_items=120), ChoiceTruth(label=0.0), rng).frame
+    base, cf = (f.index[f["condition"] == m].to_numpy() for m in ("base", "cf"))
+    same = np.repeat(rng.random(120) < 0.8, 5)  # five rows per item, items in the same order in both modes
+    cited = f["cited"].to_numpy().copy()
+    cited[cf[same]] = cited[base[same]]
+    f = f.assign(cited=cited)
+    fit = fit_choice_model(f, label_reference="B")
+    columns = _columns(f)  # nothing is repeated here
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = ConditionalLogit(f["cited"].to_numpy(float), np.column_stack(list(columns.values())),
+                                 groups=f["answer"].to_numpy())
+    assert [e.term for e in fit.effects] == list(columns)
+    b = np.array([e.coef for e in fit.effects])
+    bread = np.linalg.inv(-model.hessian(b))
+    per_answer = f.groupby("answer", sort=False)["cited"].agg(["sum", "size"])
+    names = [a for a in per_answer.index if 0 < per_answer.loc[a, "sum"] < per_answer.loc[a, "size"]]
+    item_of = dict(zip(f["answer"], f["item"], strict=True))
+    per_item: dict[str, np.ndarray] = {}
+    for g, name in enumerate(names):
+        per_item[item_of[name]] = per_item.get(item_of[name], 0) + model.score_grp(g, b)
+    influence = (np.array(list(per_item.values())) @ bread) ** 2
+    label = fit.effect("label[A]")
+    j = [e.term for e in fit.effects].index("label[A]")
+    clusters = influence[:, j].sum() ** 2 / (influence[:, j] ** 2).sum()  # influence holds a_g^2
+    assert label.robust_df == pytest.approx(max(clusters - 1, 1.0), rel=1e-4)
+    assert label.robust_df < 0.25 * fit.n_clusters  # the few items that differ, not all of them
+    q = t.ppf(0.975, label.robust_df)
+    assert label.robust_ci_low == pytest.approx(math.exp(label.coef - q * label.robust_se), rel=1e-9)
+    assert label.robust_p == pytest.approx(2 * t.sf(abs(label.coef / label.robust_se), label.robust_df), rel=1e-9)
+    # Relevance's score does not cancel in a coinciding item: nearly every item carries it.
+    assert fit.effect("relevant").robust_df > 0.5 * fit.n_clusters
+    # why-cited says, below its table, how few items the interval rests on.
+    from engine.usecases.why_cited import few_clusters_notes
+
+    (note,) = few_clusters_notes(fit)
+    assert note.startswith(f"robust interval of label[A]: rests on about {label.robust_df + 1:,.0f} of the "
+                           f"{fit.n_clusters:,} items (Student's t with {label.robust_df:,.1f} df)")
 
 
 def test_a_separation_states_the_level_and_the_answers_it_holds_in():

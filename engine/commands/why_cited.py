@@ -156,7 +156,13 @@ def format_text(result: Any) -> str:
     """The human-readable model and suppression rates."""
     from engine.commands.bias import text_columns
     from engine.usecases.formatting import format_p, format_ratio
-    from engine.usecases.why_cited import citation_counts, not_converged, robust_note, separation_notes
+    from engine.usecases.why_cited import (
+        citation_counts,
+        few_clusters_notes,
+        not_converged,
+        robust_note,
+        separation_notes,
+    )
 
     fit, s = result.fit, result.suppression
     lines = [
@@ -184,6 +190,7 @@ def format_text(result: Any) -> str:
     lines += [f"not estimated: {term}: {why}" for term, why in fit.dropped]
     lines.append(robust_note(fit))
     lines += [f"robust interval of {e.term}: {e.robust_undefined}" for e in fit.effects if e.robust_undefined]
+    lines += few_clusters_notes(fit)
     lines += ["", "suppression: answers citing no shown document"]
     rows = [["condition", "answers", "cite nothing", "rate", "95% CI (Wilson)"]]
     for r in s.rates:

@@ -83,6 +83,13 @@ class LogitFit:
     converged: bool
     iterations: int
     separations: tuple[Separation, ...]
+    # Per column, the clusters its robust variance rests on: (sum a_g^2)^2 / sum a_g^4 over the
+    # clusters' influences a_g (each cluster's scores through the inverse information), the
+    # Satterthwaite degrees of freedom of the sandwich's sum of a_g^2 read with each term its own
+    # weight. m where m clusters weigh alike and the rest contribute nothing (an item whose base and
+    # cf answers coincide adds nothing to the label's score); many small contributions (such items
+    # at an estimate off 0) barely raise it, as they barely steady the variance.
+    clusters_effective: np.ndarray | None = None
 
     @property
     def bse(self) -> np.ndarray:
@@ -442,13 +449,17 @@ def fit_strata(blocks: list[Strata], p: int) -> LogitFit:
     g = len(per_cluster)
     meat = per_cluster.T @ per_cluster * (g / (g - 1) if g > 1 else np.nan)
     cov, cov_cluster = basis @ inv @ basis.T, basis @ inv @ meat @ inv @ basis.T
+    squares = (per_cluster @ inv @ basis.T) ** 2  # (G, p): each cluster's influence, squared
+    fourth = (squares * squares).sum(axis=0)
+    effective = np.divide(squares.sum(axis=0) ** 2, fourth, out=np.zeros(p), where=fourth > 0)
     params = b.copy()
     # A column a null direction moves has no estimate of its own: only combinations orthogonal to
     # the null directions are estimated.
     for j in np.flatnonzero(np.abs(null).max(axis=1, initial=0.0) > 1e-9):
         params[j] = np.nan
         cov[j, :] = cov[:, j] = cov_cluster[j, :] = cov_cluster[:, j] = np.nan
-    return LogitFit(params, cov, cov_cluster, g, llf, bool(converged), iterations, tuple(found))
+        effective[j] = np.nan
+    return LogitFit(params, cov, cov_cluster, g, llf, bool(converged), iterations, tuple(found), effective)
 
 
 def _complement(null: np.ndarray, p: int) -> np.ndarray:

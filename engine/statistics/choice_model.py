@@ -35,6 +35,7 @@ the observed information (model-based) and, beside them, from the cluster-robust
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -81,6 +82,11 @@ class Effect:
     robust_ci_high: float = float("nan")
     robust_p: float = float("nan")
     robust_undefined: str = ""  # why there is no robust interval and p ("" where there is one)
+    # The robust interval and p read Student's t with this many degrees of freedom: the clusters
+    # the term's robust variance rests on, less one (LogitFit.clusters_effective), as statsmodels'
+    # and Stata's cluster-robust t uses G - 1. Where most items' answers coincide, a few clusters
+    # carry the variance and the normal quantile is too narrow (docs/method.md).
+    robust_df: float = float("nan")
 
 
 # The sandwich's meat is a sum of each cluster's squared score: where every cluster's score on a
@@ -348,7 +354,8 @@ def fit_patterns(answers: AnswerPatterns, label_names: list[str], *, position: s
     effects = []
     for j, col in enumerate(kept):
         if np.isfinite(fit.params[j]):
-            e = _effect(col, float(fit.params[j]), float(fit.bse[j]), float(fit.bse_cluster[j]))
+            e = _effect(col, float(fit.params[j]), float(fit.bse[j]), float(fit.bse_cluster[j]),
+                        float(fit.clusters_effective[j]) if fit.clusters_effective is not None else math.inf)
             effects.append(_with_sentence(e, factors[col], main, reference))
     return ChoiceModelFit(tuple(effects), n_answers, n_informative, answers.n_documents, tuple(dropped),
                           fit.converged, fit.llf, position, reference if "label" in main else None, tuple(separated),
@@ -366,21 +373,24 @@ def codes(column: pd.Series) -> np.ndarray:
 _Z = 1.959963984540054  # the 97.5% normal quantile: Wald intervals at 95%
 
 
-def _effect(term: str, coef: float, se: float, robust_se: float) -> Effect:
-    """The odds ratio with its model-based and cluster-robust Wald intervals and two-sided p."""
-    import math
+def _effect(term: str, coef: float, se: float, robust_se: float, clusters: float = math.inf) -> Effect:
+    """The odds ratio with its model-based Wald interval and p (normal) and its cluster-robust ones
+    (Student's t with `clusters` - 1 degrees of freedom, at least 1)."""
+    from scipy.stats import t
 
     def p_of(s: float) -> float:
         return math.erfc(abs(coef / s) / math.sqrt(2)) if s > 0 and math.isfinite(s) else float("nan")
 
-    def ci(s: float) -> tuple[float, float]:
-        return (math.exp(coef - _Z * s), math.exp(coef + _Z * s)) if math.isfinite(s) else (math.nan, math.nan)
+    def ci(s: float, z: float = _Z) -> tuple[float, float]:
+        return (math.exp(coef - z * s), math.exp(coef + z * s)) if math.isfinite(s) else (math.nan, math.nan)
 
     low, high = ci(se)
     if math.isfinite(se) and not robust_se > _TOL * se:
         return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, robust_undefined=NO_ROBUST_SPREAD)
-    r_low, r_high = ci(robust_se)
-    return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, r_low, r_high, p_of(robust_se))
+    df = max(clusters - 1.0, 1.0) if math.isfinite(clusters) else math.inf
+    r_low, r_high = ci(robust_se, float(t.ppf(0.975, df)) if math.isfinite(df) else _Z)
+    r_p = float(2 * t.sf(abs(coef / robust_se), df)) if robust_se > 0 and math.isfinite(robust_se) else math.nan
+    return Effect(term, math.exp(coef), low, high, p_of(se), coef, se, "", robust_se, r_low, r_high, r_p, robust_df=df)
 
 
 def _answers(n: int) -> str:

@@ -279,8 +279,21 @@ def citation_counts(fit: Any) -> str:
             f"({counts}); {MULTI_CITATION}")
 
 
+FEW_CLUSTERS = 30  # below this many effective clusters a robust interval says how few it rests on
+
+
+def few_clusters_notes(fit: Any) -> list[str]:
+    """One line per effect whose robust interval rests on few clusters (most answers coinciding)."""
+    return [f"robust interval of {e.term}: rests on about {e.robust_df + 1:,.0f} of the {fit.n_clusters:,} "
+            f"{fit.cluster}s (Student's t with {e.robust_df:,.1f} df): the others' answers add next to nothing to "
+            "its score (they cite alike where it varies); conservative there (docs/method.md)"
+            for e in fit.effects if not e.robust_undefined and e.robust_df + 1 < FEW_CLUSTERS]
+
+
 def robust_note(fit: Any) -> str:
     """What the second interval is."""
     return (f"robust 95% CI: cluster-robust (sandwich) by {fit.cluster}, {fit.n_clusters:,} clusters; it allows the "
             f"answers of one {fit.cluster} to be correlated (documents of unequal quality) but does not undo the "
-            "attenuation of odds ratios that such differences cause (docs/method.md)")
+            "attenuation of odds ratios that such differences cause; its interval and p read Student's t with as "
+            f"many degrees of freedom as the {fit.cluster}s each term's variance rests on, less one (few where most "
+            "answers coincide) (docs/method.md)")
