@@ -31,53 +31,108 @@ PAGE_MAX_CHOICES = 500
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 
 
+# Invisible characters outside the format category (Unicode's default-ignorables that are letters
+# or marks): Hangul fillers, the combining grapheme joiner, variation selectors, Mongolian free
+# variation selectors, Khmer's inherent vowels. "pilot\u3164" shows as "pilot".
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f"
+                       + "".join(map(chr, range(0xFE00, 0xFE10))) + "".join(map(chr, range(0xE0100, 0xE01F0))))
+
+
 def _bad_char(ch: str) -> bool:
-    """A character no name needs: control codes (ESC, newline, DEL, C1), separators, and every
-    format character (Cf: bidi overrides, the soft hyphen, zero-width spaces and joiners), which
-    is invisible, so that "pi\u00adlot" shows as a second "pilot" (issue 29)."""
-    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") or ch in _BIDI
+    """A character no name needs: control codes (ESC, newline, DEL, C1), separators, every
+    format character (Cf: bidi overrides, the soft hyphen, zero-width spaces and joiners) and the
+    other invisible ones, so that "pi\u00adlot" shows as a second "pilot"."""
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") or ch in _BIDI or ch in _INVISIBLE
 
 
-# Scripts whose letters pass for one another: "оperator-pilot" with a Cyrillic о shows as
-# "operator-pilot". A name keeps to one of them; other scripts (CJK, Arabic, ...) do not mix
-# with these look-alikes and are left alone.
-_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+# Scripts whose letters pass for Latin ones (Unicode's confusables map letters of each to ASCII:
+# Cyrillic о, Greek ο, Armenian օ, Cherokee Ꭺ, Lisu ꓮ, Canadian Syllabics ᑭ, Tifinagh ⵔ, ...).
+# A name holds none of them, mixed with Latin or alone: an all-Cyrillic "рор" shows as "pop".
+_LATIN_LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "COPTIC", "ARMENIAN", "CHEROKEE", "LISU", "CANADIAN SYLLABICS",
+                            "TIFINAGH", "RUNIC", "OLD ITALIC", "GOTHIC", "DESERET", "OSAGE", "VAI", "NKO",
+                            "CARIAN", "LYCIAN", "WARANG CITI")
+# Latin letters beyond ASCII that pass for no ASCII letter. Every other one that is not an
+# accented ASCII letter does: ɑ (alpha) for a, ı (dotless) for i, ɡ (script g) for g, ǀ for l.
+_DISTINCT_LATIN = frozenset("ßæÆøØœŒðþÞłŁđħĦŋŊ")
+# Scripts that a name may write beside Latin letters (Unicode's "highly restrictive" sets: Japanese,
+# Chinese with Bopomofo, Korean); any other two scripts in one name are refused.
+_SCRIPT_SETS = (frozenset({"LATIN", "HAN", "KANA"}), frozenset({"LATIN", "HAN", "BOPOMOFO"}),
+                frozenset({"LATIN", "HAN", "HANGUL"}))
+PLAIN_NAME_RULE = "names keep to ASCII, accented Latin letters and scripts that cannot pass for Latin (CJK, Arabic, ...)"
 
 
-def _script(ch: str) -> str | None:
-    """LATIN, CYRILLIC or GREEK for a letter of that script (by its Unicode name), else None."""
-    if not unicodedata.category(ch).startswith("L"):
-        return None
+def _script(ch: str) -> str:
+    """The script of a letter by its Unicode name: LATIN, CYRILLIC, HAN, KANA, ... (the name's
+    first words; Python's unicodedata has no script property)."""
     name = unicodedata.name(ch, "")
-    return next((s for s in _LOOKALIKE_SCRIPTS if name.startswith(s + " ")), None)
+    if name.startswith(("CJK ", "IDEOGRAPHIC ")):
+        return "HAN"
+    if name.startswith(("HIRAGANA", "KATAKANA")):
+        return "KANA"
+    return next((s for s in _LATIN_LOOKALIKE_SCRIPTS if name.startswith(s + " ")), name.split(" ")[0])
+
+
+def _named(ch: str) -> str:
+    return f"U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed').lower()})"
+
+
+def _lookalike_char(value: str, i: int) -> str | None:
+    """Why the `i`-th character (0-based) of a name can pass for another character, else None."""
+    ch = value[i]
+    if ch.isascii():
+        return None
+    category = unicodedata.category(ch)
+    if unicodedata.normalize("NFKC", ch) != ch:  # fullwidth ｏ, mathematical 𝐨, µ, ², no-break space
+        return "a variant of an ordinary " + ("letter; write the letter itself" if category.startswith("L") else
+                                              "character; write the character itself")
+    if category.startswith("N"):
+        return "a digit or number other than 0-9; names take the digits 0-9 only"
+    if category[0] in "PSZ":  # U+2010 hyphen for -, one dot leader for ., em space for space
+        return "punctuation, a symbol or a space beyond ASCII; names take ASCII ones only"
+    if category.startswith("M"):
+        base = next((c for c in reversed(value[:i]) if not unicodedata.category(c).startswith("M")), "")
+        if not unicodedata.category(base or " ").startswith("L") or base.isascii() or _script(base) == "LATIN":
+            # i + U+0307 shows as an i; é typed as e + U+0301 is a second "é"
+            return "a combining mark on a Latin letter or on nothing; write the accented letter as one character"
+        return None
+    if unicodedata.name(ch, "").startswith("MODIFIER LETTER"):  # ʼ for ', ˗ for -
+        return "a modifier letter, which can pass for punctuation; names take ASCII punctuation only"
+    if _script(ch) in _LATIN_LOOKALIKE_SCRIPTS:
+        script = _script(ch).title()
+        return f"{'an' if script[0] in 'AEIOU' else 'a'} {script} letter, which can pass for a Latin one; {PLAIN_NAME_RULE}"
+    if _script(ch) == "LATIN" and ch not in _DISTINCT_LATIN and not unicodedata.normalize("NFD", ch)[0].isascii():
+        return "a Latin letter that can pass for an ASCII one; " + PLAIN_NAME_RULE
+    return None
 
 
 def _lookalike(value: str, what: str) -> str | None:
-    """Why `value` may pass for another name (a letter in a compatibility form, such as fullwidth
-    ｏ or mathematical 𝐨, or letters of two look-alike scripts), else None."""
-    letters: dict[str, list[int]] = {}  # script: the positions of its letters
-    for i, ch in enumerate(value, start=1):
-        if unicodedata.category(ch).startswith("L") and unicodedata.normalize("NFKC", ch) != ch:
-            return (f"{what} holds U+{ord(ch):04X} ({unicodedata.name(ch, '?').lower()}) at character {i}, "
-                    "a variant of an ordinary letter; write the letter itself")
-        script = _script(ch)
-        if script is not None:
-            letters.setdefault(script, []).append(i)
-    if len(letters) < 2:
-        return None
-    # Name the odd one out: the first letter of the script with the fewest letters.
-    ranked = sorted(letters, key=lambda k: (-len(letters[k]), letters[k][0]))
-    main, odd = ranked[0], ranked[-1]
-    i = letters[odd][0]
-    ch = value[i - 1]
-    return (f"{what} mixes {main.title()} letters with {odd.title()} ones (U+{ord(ch):04X} "
-            f"{unicodedata.name(ch).lower()} at character {i}), so it can pass for another name; "
-            "write it in one script")
+    """Why `value` may pass for another name, naming the first character at fault, else None:
+    a character that passes for another (see _lookalike_char), letters of two scripts that no
+    language writes together, or a name not in composed form (NFC)."""
+    scripts: dict[str, int] = {}  # script: the position of its first letter
+    for i, ch in enumerate(value):
+        why = _lookalike_char(value, i)
+        if why:
+            return f"{what} holds {_named(ch)} at character {i + 1}, {why}"
+        if unicodedata.category(ch).startswith("L"):
+            scripts.setdefault(_script(ch), i)
+    if len(scripts) > 1 and not any(set(scripts) <= allowed for allowed in _SCRIPT_SETS):
+        first, *others = sorted(scripts, key=scripts.get)  # type: ignore[arg-type]
+        i = scripts[others[0]]
+        ch = value[i]
+        return (f"{what} mixes {first.title()} letters with {others[0].title()} ones (U+{ord(ch):04X} "
+                f"{unicodedata.name(ch, 'unnamed').lower()} at character {i + 1}), so it can pass for another name; "
+                "write it in one script")
+    if not unicodedata.is_normalized("NFC", value):
+        i = next(i for i in range(len(value)) if unicodedata.normalize("NFC", value[:i + 1]) != value[:i + 1])
+        return (f"{what} holds {_named(value[i])} at character {i + 1}, which composes with the character before "
+                "it; write the name in composed form (NFC)")
+    return None
 
 
 def check_name(value: str, what: str, limit: int = MAX_NAME_CHARS, *, one_script: bool = True) -> str:
-    """`value` unchanged if it is at most `limit` characters without control or format characters
-    and, with `one_script`, without look-alike letters (see _lookalike); else UserError naming
+    """`value` unchanged if it is at most `limit` characters without control or invisible characters
+    and, with `one_script`, without look-alike characters (see _lookalike); else UserError naming
     `what` and the rule. Labels and sentences pass one_script=False: they are prose, which may
     quote a word of another script, and no one picks an experiment by them."""
     if not isinstance(value, str):
@@ -86,7 +141,8 @@ def check_name(value: str, what: str, limit: int = MAX_NAME_CHARS, *, one_script
         raise UserError(f"{what} is {len(value):,} characters long (at most {limit:,})")
     for i, ch in enumerate(value, start=1):
         if _bad_char(ch):
-            raise UserError(f"{what} holds the control character U+{ord(ch):04X} at character {i}; "
+            kind = "invisible" if ch in _INVISIBLE else "control"
+            raise UserError(f"{what} holds the {kind} character U+{ord(ch):04X} at character {i}; "
                             "names and labels are plain text on one line, with no invisible characters")
     problem = _lookalike(value, what) if one_script else None
     if problem:

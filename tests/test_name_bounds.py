@@ -38,7 +38,8 @@ def test_check_name_at_and_over_its_limit(limit):
 def test_check_name_refuses_control_characters(bad):
     with pytest.raises(UserError, match=rf"^it holds the control character U\+{ord(bad):04X} at character 2;"):
         check_name("a" + bad + "b", "it")
-    assert check_name("Ünïcode · 名前 ok", "it")  # printable text of any script passes
+    assert check_name("Ünïcode 名前 ok", "it")  # printable text of other scripts passes
+    assert check_name("Ünïcode · 名前 ok", "it", one_script=False)  # and prose takes any punctuation
 
 
 def test_the_api_refuses_before_anything_is_built():
@@ -169,15 +170,40 @@ def test_for_terminal_keeps_printable_text():
     assert for_terminal("a\nb\tc", keep_newlines=True) == "a\nb\tc"
 
 
-# --- issue 29: look-alike names -------------------------------------------------------------
+# --- look-alike names -----------------------------------------------------------------------
 
+CYRILLIC_O = "holds U+043E (cyrillic small letter o) at character 1, a Cyrillic letter, which can pass for a Latin one"
 LOOKALIKES = [
-    ("\u043eperator-pilot", "mixes Latin letters with Cyrillic ones (U+043E cyrillic small letter o at character 1)"),
-    ("operat\u03bfr-pilot", "mixes Latin letters with Greek ones (U+03BF greek small letter omicron at character 7)"),
+    ("\u043eperator-pilot", CYRILLIC_O),
+    ("operat\u03bfr-pilot", "holds U+03BF (greek small letter omicron) at character 7, a Greek letter"),
     ("\uff4fperator-pilot", "holds U+FF4F (fullwidth latin small letter o) at character 1"),
     ("\U0001d428perator-pilot", "holds U+1D428 (mathematical bold small o) at character 1"),
+    # A red team's sweep found these accepted: letters of scripts that pass for Latin ones, in a
+    # Latin name or alone; digits beyond 0-9; a hyphen beyond ASCII; Latin letters that pass for
+    # ASCII ones.
+    ("\u0585perator-pilot", "holds U+0585 (armenian small letter oh) at character 1, an Armenian letter"),
+    ("\u0585\u0580\u0585", "holds U+0585 (armenian small letter oh) at character 1, an Armenian letter"),
+    ("\u13aadmin", "holds U+13AA (cherokee letter go) at character 1, a Cherokee letter"),
+    ("\u13f4\u13ac\u13aa", "holds U+13F4 (cherokee letter yv) at character 1, a Cherokee letter"),
+    ("\ua4eedmin", "holds U+A4EE (lisu letter a) at character 1, a Lisu letter"),
+    ("\ua4ee\ua4d3\ua4df\ua4f2\ua4e0", "holds U+A4EE (lisu letter a) at character 1, a Lisu letter"),
+    ("\u0440\u043e\u0440", "holds U+0440 (cyrillic small letter er) at character 1, a Cyrillic letter"),
+    ("\u043e\u043f\u0435\u0440\u0430\u0442\u043e\u0440-2", CYRILLIC_O),
+    ("\u03bf\u03c1", "holds U+03BF (greek small letter omicron) at character 1, a Greek letter"),
+    ("\u03b1\u03b2\u03b3 7", "holds U+03B1 (greek small letter alpha) at character 1, a Greek letter"),
+    ("run-\u0661", "holds U+0661 (arabic-indic digit one) at character 5, a digit or number other than 0-9"),
+    ("pilot-\u0660\u0662", "holds U+0660 (arabic-indic digit zero) at character 7, a digit or number other than 0-9"),
+    ("run\u2010pilot", "holds U+2010 (hyphen) at character 4, punctuation, a symbol or a space beyond ASCII"),
+    ("p\u0251per", "holds U+0251 (latin small letter alpha) at character 2, a Latin letter that can pass for an ASCII one"),
+    ("p\u0131lot", "holds U+0131 (latin small letter dotless i) at character 2, a Latin letter that can pass for an ASCII one"),
+    ("don\u02bct", "holds U+02BC (modifier letter apostrophe) at character 4, a modifier letter"),
+    ("pi\u0307lot", "holds U+0307 (combining dot above) at character 3, a combining mark on a Latin letter"),
+    ("cafe\u0301", "holds U+0301 (combining acute accent) at character 5, a combining mark on a Latin letter"),
+    ("run\u00a0pilot", "holds U+00A0 (no-break space) at character 4, a variant of an ordinary character"),
+    ("pilot\u0645", "mixes Latin letters with Arabic ones (U+0645 arabic letter meem at character 6)"),
 ]
 INVISIBLE = ["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u180e", "\u061c"]  # all category Cf
+IGNORABLE = ["\u3164", "\u115f", "\uffa0", "\u034f", "\ufe0f", "\U000e0100", "\u180b"]  # letters and marks
 
 
 @pytest.mark.parametrize("name, message", LOOKALIKES)
@@ -186,15 +212,23 @@ def test_look_alike_names_are_refused(name, message):
         check_name(name, "the experiment name")
 
 
+@pytest.mark.parametrize("bad", IGNORABLE)
+def test_invisible_letters_and_marks_are_refused(bad):
+    with pytest.raises(UserError, match=rf"^it holds the invisible character U\+{ord(bad):04X} at character 3;"):
+        check_name("pi" + bad + "lot", "it")
+
+
 @pytest.mark.parametrize("bad", INVISIBLE)
 def test_invisible_format_characters_are_refused(bad):
     with pytest.raises(UserError, match=rf"^it holds the control character U\+{ord(bad):04X} at character 3;"):
         check_name("pi" + bad + "lot", "it")
 
 
-def test_one_script_names_and_mixed_prose_still_pass():
-    for name in ("operator-pilot", "\u043e\u043f\u0435\u0440\u0430\u0442\u043e\u0440-2", "\u03b1\u03b2\u03b3 7",
-                 "caf\u00e9 na\u00efve", "\u540d\u524d-pilot", "run 2 (k=5)"):
+def test_plain_names_and_mixed_prose_still_pass():
+    for name in ("operator-pilot", "caf\u00e9 na\u00efve", "Stra\u00dfe Bj\u00f8rn", "\u540d\u524d-pilot",
+                 "\u65e5\u672c\u8a9e\u30c6\u30b9\u30c8 v2", "\ud55c\uad6d\uc5b4 test", "\u0645\u0631\u062d\u0628\u0627",
+                 "\u0939\u093f\u0928\u094d\u0926\u0940", "\u0e01\u0e34\u0e48\u0e07", "run 2 (k=5)",
+                 "meta-llama/Meta-Llama-3-8B-Instruct"):
         assert check_name(name, "it") == name
     # Labels and considerations are prose: they may quote a word of another script.
     MetadataType("origin", "written by \u0414\u043c\u0438\u0442\u0440\u0438\u0439", "written by John", "c", "a", "b")
@@ -207,18 +241,21 @@ def test_look_alike_names_are_refused_everywhere(tmp_path, capsys):
     from engine.running.run_request import RunRequest
 
     name = LOOKALIKES[0][0]
+    lookalike = re.escape("holds U+043E (cyrillic small letter o) at character 1")
     config = PromptConfig(mode="base", metadata=metadata_type("gender"))
-    with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
+    with pytest.raises(UserError, match=lookalike):
         RunRequest(model="smoke", modes=("base",), prompt=config, experiment=name)
-    with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
+    with pytest.raises(UserError, match=r"^the model name holds U\+0131 \(latin small letter dotless i\) at character 6"):
+        RunRequest(model="Qwen/\u0131Qwen2.5-0.5B-Instruct", modes=("base",), prompt=config)
+    with pytest.raises(UserError, match=lookalike):
         MetadataType(name, "a", "b", "c", "a", "b")
-    with pytest.raises(UserError, match="^study mixes Latin letters with Cyrillic"):
+    with pytest.raises(UserError, match="^study " + lookalike):
         check_study_name(name)
     settings = AppSettings(db_path=tmp_path / "app.duckdb", allow_local_paths=False)
-    with pytest.raises(UserError, match="mixes Latin letters with Cyrillic"):
+    with pytest.raises(UserError, match=lookalike):
         build_run_request(settings, RunForm(experiment=name))
     db = tmp_path / "r.duckdb"
     assert main(["run", "--model", "smoke", "--dataset", str(_data(tmp_path)), "--db", str(db), "--modes", "base",
                  "--experiment", name]) == 2
     err = capsys.readouterr().err
-    assert "mixes Latin letters with Cyrillic" in err and err.count("\n") == 1 and not db.exists()
+    assert re.search(lookalike, err) and err.count("\n") == 1 and not db.exists()
