@@ -2,8 +2,9 @@
 
 Each command lives in engine/commands/<name>.py with `add_parser(subparsers)` and
 `main(args) -> int`. Command modules import torch, transformers or the store only inside
-`main`, so read-only commands (list, bias, report) start without torch. The CLI is the
-composition root: it is the one place in engine/ allowed to reach the store.
+`main`, so read-only commands (list, bias, report) start without torch. Commands reach the
+store only through the use cases and engine.api; the one store module they import themselves is
+store.csv_safe, the rule for CSV cells (tests/test_layering.py holds both).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
 -- Table macros that read views (compare_runs, run_metrics_over) are in store/views.sql.
 --
 -- Facts spelt here have their home in Python; tests/test_views.py checks that the two agree:
--- normalize_answer against engine/metrics.py over every code point, the t macros against scipy,
+-- normalize_answer against tests/metrics_oracle.py over every code point, the t macros against scipy,
 -- the built-in short labels against engine.prompting.prompts.METADATA_TYPES.
 
 

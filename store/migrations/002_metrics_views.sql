@@ -4,8 +4,8 @@
 -- defined once in store/macros.sql and store/views.sql, applied after the migrations; the text
 -- as it shipped is tests/old_migrations/002_metrics_views.sql (what stores that applied it hold).
 --
--- The definitions are engine/metrics.py's and engine/statistics/bias.py's; tests/test_views.py checks
--- every view against them on random runs.
+-- tests/test_views.py checks every view on random runs against tests/metrics_oracle.py (the
+-- per-answer metrics, written in Python from the paper) and engine/statistics/bias.py (CAS, CAB).
 --   query_metrics        one row per stored answer (run_id, item_id)
 --   run_metrics          one row per run: means with t-based 95% intervals
 --   bias                 CAS and CAB per experiment and metric, with a t-test

@@ -7,7 +7,7 @@
 --
 -- The paper's numbers come from the seed library's `preprocess` (behind check_any_string):
 --     text.lower(); re.sub(r'[^\w\s]', '', text); re.sub(r'\s+', ' ', text).strip()
--- Python's str.lower(), \w and \s, spelt for DuckDB. engine/metrics.py normalize_answer is the
+-- Python's str.lower(), \w and \s, spelt for DuckDB. tests/metrics_oracle.py normalize_answer is the
 -- Python side; tests/test_views.py compares the two over every code point and random text.
 --
 -- Facts spelt in SQL have their home in Python; tests/test_views.py checks that the

@@ -14,6 +14,6 @@
 -- go through the primary keys and zone maps. Whole-run reads got faster too (the run_metrics
 -- of 100 runs x 10,000 items: 25-30 s against 37-41 s, on a loaded 2-core machine).
 -- tests/test_query_detail.py checked this view against 002's on edge cases, and
--- tests/test_views.py checks query_metrics against engine/metrics.py.
+-- tests/test_views.py checks query_metrics against tests/metrics_oracle.py.
 
 -- The view query_metrics that this migration created is defined in store/views.sql now (applied after the migrations).

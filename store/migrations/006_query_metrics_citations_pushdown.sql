@@ -17,6 +17,6 @@
 -- Semantics are 005's: a generation without citations has cited [], n_citations 0 and NULL
 -- probabilities; citations of a generation that does not exist are ignored (inner side).
 -- tests/test_query_detail.py checks this view against 002's on edge cases, and
--- tests/test_views.py checks it against engine/metrics.py.
+-- tests/test_views.py checks it against tests/metrics_oracle.py.
 
 -- The view query_metrics that this migration created is defined in store/views.sql now (applied after the migrations).
