@@ -79,13 +79,18 @@ def max_pair_length(config: Any, tokenizer: Any) -> int:
 
 def check_nli(model: str) -> tuple[tuple[tuple[str, str], ...], Any]:
     """(label mapping, tokenizer) of an NLI judge, its weights not loaded: what `verify` reads of
-    every judge before any judge writes, so that one that cannot load is refused in one line first."""
+    every judge before any judge writes, so that one that cannot load, or whose config.json is past
+    engine.judges.nli_config's bounds, is refused in one line first."""
     import os
 
     try:
-        from transformers import AutoConfig, AutoTokenizer
+        from engine.judges.nli_config import config_path, read_config
 
         token = os.environ.get("HF_TOKEN") or None
+        # Bounded as plain JSON first: transformers builds one entry per label of num_labels.
+        read_config(model, config_path(model, token))
+        from transformers import AutoConfig, AutoTokenizer
+
         config = AutoConfig.from_pretrained(model, token=token)
         mapping = nli_mapping(dict(config.id2label or {}), model)
         return mapping, AutoTokenizer.from_pretrained(model, token=token)
