@@ -15,10 +15,18 @@ proxies (AppSettings.trusted_proxy_hops). Never the first: an appending proxy ke
 visitor sent, so the first address is the visitor's to choose, and a client forging a new one per
 session escaped every per-client cap. Elsewhere the socket's peer (`request.client.host`) counts,
 since anyone may write that header where no proxy rewrites it (AppSettings.trust_forwarded_for).
+
+Names a visitor writes into the store carry who wrote them: a person's labels uploaded by a
+visitor are stored under `visitor <tag>: <name>` (labels_judge), the tag a keyed hash of the
+visitor, never its address.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
+import os
 import secrets
 from typing import Any
 
@@ -89,6 +97,40 @@ def scope_client_key(scope: dict, settings: AppSettings) -> str | None:
     client = scope.get("client")
     address = address_of(forwarded, client[0] if client else None, settings)
     return f"client:{address}" if address else None
+
+
+# A visitor's tag in the names it writes: a keyed hash of its key, so that the store (which anyone
+# reads through the SQL console) never holds a visitor's address. The key is random per process
+# unless the operator sets PATTRIEVAL_VISITOR_SECRET, which keeps a visitor's tag across restarts.
+VISITOR_TAG_CHARS = 10
+VISITOR_JUDGE = "visitor {tag}: {name}"
+
+
+@functools.cache
+def _tag_key() -> bytes:
+    configured = os.environ.get("PATTRIEVAL_VISITOR_SECRET", "")
+    return configured.encode() if configured else secrets.token_bytes(32)
+
+
+def visitor_tag(owner: str | None) -> str:
+    """A short, stable stand-in for a visitor (`owner`: demo.visitors.fair_key): the same visitor
+    gets the same tag, and no one can tell its address from it."""
+    key = owner or f"anonymous:{secrets.token_urlsafe(16)}"
+    return hmac.new(_tag_key(), key.encode(), hashlib.sha256).hexdigest()[:VISITOR_TAG_CHARS]
+
+
+def labels_judge(settings: AppSettings, owner: str | None, typed: str) -> str:
+    """The judge an upload's labels are stored under. Judge names are the operator's: where
+    strangers are served, a visitor's labels go under `visitor <tag>: <typed>`, which carries who
+    gave them, so that no visitor takes a model judge's name first (verify would then have its
+    verdicts refused) or adds labels to another person's. The operator's name is kept as typed."""
+    if settings.operator_view:
+        return typed
+    from engine.bounds import MAX_MODEL_CHARS, check_name
+
+    prefix = VISITOR_JUDGE.format(tag="x" * VISITOR_TAG_CHARS, name="")
+    check_name(typed, "the judge's name", MAX_MODEL_CHARS - len(prefix))
+    return VISITOR_JUDGE.format(tag=visitor_tag(owner), name=typed)
 
 
 def fair_key(request: Any, settings: AppSettings) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError, quoted
 from engine.types import LabelVerdict, Verification
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 
@@ -48,8 +49,7 @@ class VerificationStore:
         with self.database.connect() as conn:
             now = utc_now()
             if judge is not None:
-                conn.execute("INSERT INTO judges VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                             [judge.judge, judge.kind, judge.model_id, judge.mapping, judge.provenance, now])
+                _add_judge(conn, judge, now)
             by_key: dict[tuple[str, str], list[Verification]] = {}
             for v in verifications:
                 by_key.setdefault((v.run_id, v.judge_model), []).append(v)
@@ -73,8 +73,7 @@ class VerificationStore:
         with self.database.connect() as conn:
             now = utc_now()
             if judge is not None:
-                conn.execute("INSERT INTO judges VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                             [judge.judge, judge.kind, judge.model_id, judge.mapping, judge.provenance, now])
+                _add_judge(conn, judge, now)
             before = conn.execute("SELECT count(*) FROM judge_label_verdicts").fetchone()[0]
             conn.execute(
                 "INSERT INTO judge_label_verdicts SELECT r.run_id, r.item_id, r.sentence_index, r.position, "
@@ -90,6 +89,23 @@ class VerificationStore:
 
 _LABEL_ROW = _ROW.replace("STRUCT(", "STRUCT(run_id VARCHAR, judge_model VARCHAR, cf_run VARCHAR, label_from VARCHAR, "
                           "label VARCHAR, ", 1)
+
+
+def _add_judge(conn, judge: JudgeRow, now: Any) -> None:
+    """The judge's row, unless the store has it; UserError (the batch not written) when the store
+    has that name as another kind of judge: a model's verdicts never go under a person's name."""
+    conn.execute("INSERT INTO judges VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                 [judge.judge, judge.kind, judge.model_id, judge.mapping, judge.provenance, now])
+    kind = conn.execute("SELECT kind FROM judges WHERE judge = ?", [judge.judge]).fetchone()[0]
+    if kind != judge.kind:
+        raise UserError(taken_judge(judge.judge, kind, judge.kind))
+
+
+def taken_judge(judge: str, stored: str, kind: str) -> str:
+    """Why a `kind` judge may not write under `judge`, which the store has as a `stored` judge."""
+    whose = " (a person's imported labels)" if stored == "human" else ""
+    return (f"judge '{quoted(judge)}' is {'an' if stored[0] in 'aeiou' else 'a'} {stored} judge in this store{whose}: "
+            f"the {kind} judge's verdicts cannot go under its name")
 
 
 def _count(conn, run_id: str, model: str) -> int:

@@ -63,7 +63,7 @@ def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPl
     """The (sentence, cited document) pairs still to judge by the request's one judge; reads the
     store only. A request naming several judges is planned one judge at a time (judge_requests)."""
     from engine.judges.verify import sources_to_verify
-    from engine.usecases.verify_nli import SHOWN, judge_requests, nli_model, with_labels
+    from engine.usecases.verify_nli import SHOWN, check_judge_name, judge_requests, nli_model, with_labels
     from store.queries import answers_to_verify
 
     check_request(request)
@@ -79,6 +79,7 @@ def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPl
         model, label = judge_model(replace(request, judges=()), answered)
     if request.show_label:
         label += SHOWN
+    check_judge_name(request.db, label, "llm" if nli is None else "nli")
     todo = tuple(RunTodo(run, tuple(sources_to_verify(answers_to_verify(request.db, run, label, request.limit))))
                  for run in answered)
     if request.show_label:

@@ -87,6 +87,18 @@ def nli_model(request: Any) -> str | None:
     return None
 
 
+def check_judge_name(db: Any, judge: str, kind: str) -> None:
+    """Refuse in one line, before anything loads, a model judge (`kind` llm or nli) whose name the
+    store gives another kind: a person's labels imported under a model's name would otherwise
+    have the model's verdicts added to them."""
+    from store.queries import judge_kinds
+    from store.verification_store import taken_judge
+
+    stored = judge_kinds(db).get(judge)
+    if stored is not None and stored != kind:
+        raise UserError(taken_judge(judge, stored, kind))
+
+
 def with_labels(db: Any, todo: tuple[RunTodo, ...]) -> tuple[RunTodo, ...]:
     """The plan's runs whose prompts showed labels, each source carrying the labels its model
     saw; one line when none of the runs showed any (vanilla)."""
