@@ -195,7 +195,7 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
     (engine.statistics.study_answers): what `why-cited --study` reads a chunk of runs at a time."""
     from engine.statistics.choice_fit import fit_strata, k_subsets, pattern_block
     from engine.statistics.choice_model import separation_reason
-    from engine.statistics.study_checks import check_configurations, identified_nuisance
+    from engine.statistics.study_checks import check_configurations
 
     if position not in ("group", "number"):
         raise UserError(f"position must be group or number, not {position!r}")
@@ -223,14 +223,12 @@ def fit_study_answers(answers: StudyAnswers, *, position: str = "group") -> Stud
     row_groups = np.concatenate([np.repeat(o + np.arange(len(x.rows)), x.shape.n) for o, x in zip(offsets, shapes, strict=True)])
     row_weights = np.concatenate([np.repeat(x.count, x.shape.n) for x in shapes]).astype(float)
     shared = _nuisance(flat, position)
-    nuisance = _per_configuration(shared, row_cfg, order)
     label_a = (flat[:, STUDY_COLUMNS.index("side")] == 0).astype(float)
     clusters = 1 + max(int(s.cluster.max()) for s in patterns.shapes)
     pairs = np.unique(np.concatenate([x.answer_configuration * clusters + x.shape.cluster for x in shapes]))
     items = [pairs[pairs // clusters == i] % clusters for i in range(len(order))]
     check_configurations(order, row_cfg, row_groups, row_weights, label_a, shared, items, answers.item_name)
-    scales = {k: max(1.0, float(np.abs(v).max())) for k, v in nuisance.items()}
-    kept_nuisance, notes = identified_nuisance(nuisance, scales, label_a, row_cfg, row_groups, row_weights)
+    kept_nuisance, notes = _identified_per_configuration(shared, order, label_a, row_cfg, row_groups, row_weights)
     label_terms = ["label[A]", *(f"label[A]:{c}" for c in order[1:])]
     terms = [*kept_nuisance, *label_terms]
     blocks = []
@@ -357,6 +355,29 @@ def _term_words(terms: list[str], order: list[str]) -> dict[str, str]:
             out[t] = f"'{name}'" + (" in every configuration" if len(order) > 1 and name == "label[A]" else "") \
                      + f", {level(name)}"
     return out
+
+
+def _identified_per_configuration(shared: dict[str, np.ndarray], order: list[str], label_a: np.ndarray,
+                                  cfg: np.ndarray, groups: np.ndarray, weights: np.ndarray) -> tuple[list[str], list[str]]:
+    """study_checks.identified_nuisance of the per-configuration columns (_per_configuration), one
+    configuration at a time: an answer belongs to one configuration, so a configuration's columns
+    are 0 in every other's answers and orthogonal to their columns within answers; one pass over
+    every column at once costs columns squared times rows (100 s of a 33-configuration study)."""
+    from engine.statistics.study_checks import identified_nuisance
+
+    scales = {k: max(1.0, float(np.abs(v).max())) for k, v in shared.items()}
+    kept: set[str] = set()
+    notes: list[str] = []
+    for i, c in enumerate(order):
+        rows = cfg == i
+        names = {k: f"{k}:{c}" if len(order) > 1 else k for k in shared}
+        found, said = identified_nuisance({names[k]: v[rows] for k, v in shared.items()},
+                                          {names[k]: v for k, v in scales.items()}, label_a[rows],
+                                          np.zeros(int(rows.sum()), dtype=np.int64), groups[rows], weights[rows])
+        kept.update(found)
+        notes += said
+    terms = [f"{k}:{c}" if len(order) > 1 else k for k in shared for c in order]
+    return [t for t in terms if t in kept], notes
 
 
 def _label_words(answers: StudyAnswers, group_cfg: np.ndarray, order: list[str]) -> list[tuple[str, str]]:
