@@ -62,10 +62,13 @@ def operator_settings() -> str:
          f"({space[0]}: {s.SPACE_MAX_CONFIGURATIONS}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_FIT_DECISIONS", "documents x answers one citation choice model (Why-cited) may fit "
          f"({s.DEFAULT_MAX_FIT_DECISIONS:,}, everywhere)"),
-        ("PATTRIEVAL_FIT_MEMORY_MB", "address space in MB of the child process one Why-cited fit runs in; more is "
+        ("PATTRIEVAL_FIT_MEMORY_MB", "address space in MB of the child process one Why-cited fit (or Judges-tab "
+         "agreement or label import) runs in; more is "
          f"refused in one line ({s.DEFAULT_FIT_MEMORY_MB:,}, everywhere)"),
         ("PATTRIEVAL_FIT_TIMEOUT_S", "CPU seconds one Why-cited fit may take before it is stopped and refused in one line "
          f"({s.DEFAULT_FIT_TIMEOUT_S}, everywhere)"),
+        ("PATTRIEVAL_JUDGES_TIMEOUT_S", "CPU seconds one Judges-tab agreement or label import may take in its child "
+         f"process before it is stopped and refused in one line ({s.DEFAULT_JUDGES_TIMEOUT_S}, everywhere)"),
         ("PATTRIEVAL_MAX_FITS", "Why-cited fits running at once; a few more wait their turn, one per visitor "
          f"({s.DEFAULT_MAX_FITS}, everywhere)"),
         ("PATTRIEVAL_MAX_UPLOAD_MB", f"the largest dataset upload in MB ({s.DEFAULT_MAX_UPLOAD_MB})"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
+from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S
 from engine.usecases.model_names import offered_models
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
@@ -105,6 +106,8 @@ class AppSettings:
     fit_memory_mb: int = DEFAULT_FIT_MEMORY_MB  # address space of one fit's child process
     fit_timeout_s: int = DEFAULT_FIT_TIMEOUT_S  # wall clock of one fit's child process
     max_fits: int = DEFAULT_MAX_FITS  # fits running at once; others wait their turn
+    # CPU seconds of the child process one Judges-tab agreement or label import runs in (demo.judges_child).
+    judges_timeout_s: int = DEFAULT_JUDGES_TIMEOUT_S
     # The Run tab's "backend" choice offers Ray (a cluster address, actors): the desktop only. A
     # Ray address reaches other machines, which a visitor of a Space must never name.
     allow_ray: bool = True
@@ -164,6 +167,7 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         fit_memory_mb=_bound("PATTRIEVAL_FIT_MEMORY_MB", DEFAULT_FIT_MEMORY_MB) or DEFAULT_FIT_MEMORY_MB,
         fit_timeout_s=_bound("PATTRIEVAL_FIT_TIMEOUT_S", DEFAULT_FIT_TIMEOUT_S) or DEFAULT_FIT_TIMEOUT_S,
         max_fits=_bound("PATTRIEVAL_MAX_FITS", DEFAULT_MAX_FITS) or DEFAULT_MAX_FITS,
+        judges_timeout_s=_bound("PATTRIEVAL_JUDGES_TIMEOUT_S", DEFAULT_JUDGES_TIMEOUT_S) or DEFAULT_JUDGES_TIMEOUT_S,
         max_jobs_per_client=_bound("PATTRIEVAL_MAX_JOBS_PER_CLIENT", SPACE_MAX_JOBS_PER_CLIENT if strangers else None),
         trust_forwarded_for=_trust_forwarded_for(),
         trusted_proxy_hops=_bound("PATTRIEVAL_TRUSTED_PROXY_HOPS", DEFAULT_TRUSTED_PROXY_HOPS) or DEFAULT_TRUSTED_PROXY_HOPS,

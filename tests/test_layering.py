@@ -300,6 +300,7 @@ APP_EXCEPTIONS = {
     "demo.jobs imports engine.running.run_request": "the worker's default model loader; the use cases take it as `load`",
     "demo.settings imports store.server_paths": "the one rule that masks server paths in what a visitor reads",
     "demo.fit_child imports store.sandbox": "the why-cited fit's bounded child process takes the store sandbox's environment",
+    "demo.judges_child imports store.sandbox": "the Judges tab's bounded child process takes the same environment",
     # A stranger's upload is read only in a capped child process (the CLI reads its user's own
     # file in process, through the use cases): the dataset sandbox is the app's alone.
     "demo.job_work imports engine.datasets.load_child": "the dataset sandbox: a job's read",
@@ -308,6 +309,7 @@ APP_EXCEPTIONS = {
     "demo.handlers.sql imports store.queries.console": "the SQL console runs a visitor's SQL in the store's sandbox; the app is its one face",
     "demo.handlers.sql imports store.examples": "the README's example queries: the SQL tab's data",
     "demo.handlers.why_cited imports store.state_cache": "the app's memo of its own pages per store state; it reads no store",
+    "demo.handlers.judges imports store.state_cache": "the same memo, for the agreements the Judges tab computed",
     "demo.render imports engine.prompting.citations": "the one parser of citation marks: the drill-down marks the spans the metrics counted",
 }
 # Imports of the app that still reach past the use cases (issue 30). This list may only shrink:

@@ -8,27 +8,41 @@ every number is the use case's, only formatted here.
 matrix (Cohen's kappa with its interval, raw agreement and n per pair), the panel's Fleiss' kappa
 and Krippendorff's alpha, each model judge against each human one, the PPI-corrected attribution
 rate, and for a chosen pair the citations they disagree on (a click opens the item in Query).
+
+The agreement, the disagreements and a label import each read every verdict or answer of the
+runs named, tens of seconds on a large store: each runs in a bounded child process
+(demo.judges_child), one per visitor (demo.visitors.fair_key) at a time and one at a time in all,
+4 more waiting their turn (a FitGate of their own, as Why-cited fits take turns); the agreement
+and the disagreements are kept per store state (store.state_cache), so asking again on an
+unchanged store costs a stat of its file. A label import is held to the store's quota as run
+jobs are (PATTRIEVAL_MAX_STORE_MB, PATTRIEVAL_MAX_JOB_MB): refused before the file is read when
+the store is at its quota, and by its labels' estimated size before and while they are written.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.errors import UserError
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from demo.fit_child import FitBounds
+    from demo.handlers.why_cited import FitGate
+    from demo.judges_child import JudgesTask
     from demo.settings import AppSettings
     from engine.usecases.agreement import Agreement, AgreementRequest
 
+T = TypeVar("T")
 EMPTY_STORE = "nothing is stored yet: start a run in the Run tab, judge it, then see the judges' agreement here"
 JUDGE_COLUMNS = ["judge", "kind", "verdicts", "unparsed (left out)"]
 HUMAN_COLUMNS = ["judge", "against human", "n", "accuracy", "precision (attributable)", "recall (attributable)"]
@@ -38,6 +52,69 @@ PPI_COLUMNS = ["judge", "human", "labelled by both", "judged only", "corrected r
 DISAGREEMENT_KEY = ["run", "item_id", "[n]"]
 DISAGREEMENTS_SHOWN = 100  # rows on the page; the note says how many there are in all
 VERDICT_WORDS = {"attributable": "attributable", "not_attributable": "not attributable", None: "–"}
+PENDING = "your previous agreement or label import is still running: one at a time"
+BUSY = "the judges' agreements and imports are busy; try again in a moment"
+
+
+# ---------------------------------------------------------------- the child, its turn, what is kept
+
+
+@functools.cache
+def judges_gate() -> FitGate:
+    """The process's turn-taking for the Judges tab's work in a child: one at a time, 4 waiting."""
+    from demo.handlers.why_cited import FitGate
+
+    return FitGate(1)
+
+
+@functools.cache
+def _kept():
+    from store.state_cache import StoreStateCache
+
+    return StoreStateCache(16)
+
+
+def clear_cache() -> None:
+    """Forget the kept agreements (tests and benchmarks time uncached calls with it)."""
+    _kept().clear()
+
+
+def computed(task: JudgesTask, db: Path, bounds: FitBounds | None) -> Any:
+    """The task's result computed now in a bounded child (demo.judges_child); UserError in one
+    line naming no server path."""
+    from demo.fit_child import FitBounds
+    from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S, in_child
+    from demo.settings import without_server_paths
+
+    try:
+        return in_child(task, bounds or FitBounds(timeout_s=DEFAULT_JUDGES_TIMEOUT_S))
+    except UserError as err:
+        path = getattr(task.request, "labels", None)
+        raise UserError(without_server_paths(str(err), db, dataset_path=str(path) if path else None)) from None
+
+
+def in_turn(owner: str | None, call: Callable[[], T], gate: FitGate | None = None) -> T:
+    """`call()` in `owner`'s turn at the gate (the process's judges_gate() when None); UserError
+    in one line (PENDING, BUSY) when refused."""
+    from demo.handlers.why_cited import BUSY as GATE_BUSY
+    from demo.handlers.why_cited import PENDING as GATE_PENDING
+
+    try:
+        return (gate or judges_gate()).run(owner, call)
+    except UserError as err:
+        words = {GATE_PENDING: PENDING, GATE_BUSY: BUSY}
+        if str(err) in words:
+            raise UserError(words[str(err)]) from None
+        raise
+
+
+def kept(task: JudgesTask, db: Path, owner: str | None, bounds: FitBounds | None, gate: FitGate | None = None) -> Any:
+    """The task's result kept for the store's present state (served without queuing), else
+    computed in its turn and kept. A task that waited looks again: the same may have been
+    computed, and kept, while it waited."""
+    key = (task.kind, task.request, task.pair, task.limit)
+    return _kept().get(db, key, lambda: in_turn(owner, lambda: _kept().get(db, key, lambda: computed(task, db, bounds)),
+                                                gate))
 
 
 # ---------------------------------------------------------------- choosing the runs
@@ -80,22 +157,25 @@ def _page_words(err: UserError, db: Path) -> UserError:
     return UserError(line)
 
 
-def run_agreement(db: Path, experiment: Any, runs: Any) -> Agreement:
-    """The use case's Agreement, or a one-line UserError in the page's words."""
-    from engine.usecases.agreement import agreement
+def run_agreement(db: Path, experiment: Any, runs: Any, *, owner: str | None = None,
+                  bounds: FitBounds | None = None, gate: FitGate | None = None) -> Agreement:
+    """The use case's Agreement (kept per store state, else computed in a bounded child in
+    `owner`'s turn), or a one-line UserError in the page's words."""
+    from demo.judges_child import JudgesTask
 
     request = request_from(db, experiment, runs)
     if not Path(db).is_file():
         raise UserError(EMPTY_STORE)
     try:
-        return agreement(request)
+        return kept(JudgesTask("agreement", request), Path(db), owner, bounds, gate)
     except UserError as err:
         raise _page_words(err, db) from None
 
 
-def agreement_api(db: Path, experiment: Any, runs: Any) -> dict[str, Any]:
+def agreement_api(db: Path, experiment: Any, runs: Any, *, owner: str | None = None,
+                  bounds: FitBounds | None = None, gate: FitGate | None = None) -> dict[str, Any]:
     """`/agreement`: the use case's JSON (Agreement.as_dict)."""
-    return run_agreement(db, experiment, runs).as_dict()
+    return run_agreement(db, experiment, runs, owner=owner, bounds=bounds, gate=gate).as_dict()
 
 
 # ---------------------------------------------------------------- the page
@@ -114,10 +194,11 @@ class AgreementView:
     result: dict[str, Any]  # /agreement's answer
 
 
-def agreement_view(db: Path, experiment: Any, runs: Any) -> AgreementView:
+def agreement_view(db: Path, experiment: Any, runs: Any, *, owner: str | None = None,
+                   bounds: FitBounds | None = None) -> AgreementView:
     import pandas as pd
 
-    result = run_agreement(db, experiment, runs)
+    result = run_agreement(db, experiment, runs, owner=owner, bounds=bounds)
     judges = pd.DataFrame([[j.judge, j.kind, j.n_verdicts, j.n_null] for j in result.judges], columns=JUDGE_COLUMNS)
     humans = pd.DataFrame([[h.judge, h.human, h.scores.n, _share(h.scores.accuracy), _share(h.scores.precision),
                             _share(h.scores.recall)] for h in result.against_human], columns=HUMAN_COLUMNS)
@@ -199,6 +280,13 @@ def summary_html(result: Agreement) -> str:
             + (f"<p>{html.escape(result.panel_note(), quote=False)}</p>" if result.panel_note() else "") + "</div>")
 
 
+def judges_bounds(settings: AppSettings) -> FitBounds:
+    """The memory and CPU time one agreement or label import may take in its child."""
+    from demo.fit_child import FitBounds
+
+    return FitBounds(settings.fit_memory_mb * 1024**2, settings.judges_timeout_s)
+
+
 def refusal_html(line: str) -> str:
     """Why nothing is shown, as the page's one message in place of the summary (escaped)."""
     return f'<div class="pe-refusal" role="alert"><b>Not shown:</b> {html.escape(line, quote=False)}</div>'
@@ -226,19 +314,21 @@ def _rate(rate: Any) -> str:
 # ---------------------------------------------------------------- disagreements
 
 
-def disagreement_rows(db: Path, experiment: Any, runs: Any, pair: Any) -> tuple[pd.DataFrame, str]:
+def disagreement_rows(db: Path, experiment: Any, runs: Any, pair: Any, *, owner: str | None = None,
+                      bounds: FitBounds | None = None) -> tuple[pd.DataFrame, str]:
     """(the citations the pair disagrees on, DISAGREEMENT_KEY first then each judge's verdict and
     the document's title and first words; a one-line note of how many)."""
     import pandas as pd
 
-    from engine.usecases.agreement import disagreements
+    from demo.judges_child import JudgesTask
 
     judge_a, judge_b = pair_of(pair)
     request = request_from(db, experiment, runs)
     if not Path(db).is_file():
         raise UserError(EMPTY_STORE)
     try:
-        found, total = disagreements(request, judge_a, judge_b, limit=DISAGREEMENTS_SHOWN)
+        task = JudgesTask("disagreements", request, (judge_a, judge_b), DISAGREEMENTS_SHOWN)
+        found, total = kept(task, Path(db), owner, bounds)
     except UserError as err:
         raise _page_words(err, db) from None
     columns = [*DISAGREEMENT_KEY, f"A: {judge_a}", f"B: {judge_b}", "other judges", "document"]
@@ -271,13 +361,16 @@ def clicked_disagreement(row: Sequence[Any] | None) -> tuple[str, str] | None:
 # ---------------------------------------------------------------- importing labels
 
 
-def import_labels_file(settings: AppSettings, path: Any, judge: Any) -> str:
-    """Import an uploaded labels file (CSV or JSONL) as `judge`'s: one line saying what was
-    stored, or a one-line UserError (a read-only app, no file, a file past the upload limit, or
-    the use case's refusal with the file named, never its server path)."""
+def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: str | None = None) -> str:
+    """Import an uploaded labels file (CSV or JSONL) as `judge`'s, in a bounded child in `owner`'s
+    turn: one line saying what was stored, or a one-line UserError (a read-only app, no file, a
+    file past the upload limit, a store at or past its quota, or the use case's refusal with the
+    file named, never its server path)."""
     from demo.handlers.query import clean_input
-    from demo.settings import without_server_paths
-    from engine.usecases.import_labels import ImportLabelsRequest, import_labels
+    from demo.judges_child import JudgesTask
+    from demo.quotas import MB, check_store_room
+    from demo.visitors import labels_judge
+    from engine.usecases.import_labels import ImportLabelsRequest
 
     if settings.read_only:
         raise UserError("this app is read-only: labels cannot be imported here")
@@ -294,11 +387,16 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any) -> str:
     judge = clean_input(judge, "judge's name")
     if not judge:
         raise UserError("name the judge who labelled (a person or a team)")
+    judge = labels_judge(settings, owner, judge)  # a visitor's: "visitor <tag>: <name>"
+    check_store_room(settings.db_path, settings.max_store_mb)  # at its quota: refused before any work
+    request = ImportLabelsRequest(Path(settings.db_path), Path(path), judge,
+                                  max_store_bytes=settings.max_store_mb and settings.max_store_mb * MB,
+                                  max_import_bytes=settings.max_job_mb and settings.max_job_mb * MB)
     try:
-        result = import_labels(ImportLabelsRequest(Path(settings.db_path), Path(path), judge))
+        task = JudgesTask("import_labels", request)
+        result = in_turn(owner, lambda: computed(task, Path(settings.db_path), judges_bounds(settings)))
     except UserError as err:
-        line = without_server_paths(str(err), settings.db_path, dataset_path=path)
-        raise UserError(line.replace("--judge", "the judge's name").replace("use another", "name another")) from None
+        raise UserError(str(err).replace("--judge", "the judge's name").replace("use another", "name another")) from None
     runs = ", ".join(result.run_ids)
     if result.already:
         return f"{name}: all {result.n_labels} labels of judge '{result.judge}' were stored already (runs {runs})"

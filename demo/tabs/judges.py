@@ -1,6 +1,7 @@
 """The Judges tab (issue 32 §4): the judges of an experiment's (or chosen runs') citations, how far
 they agree (`/agreement`, the use case's JSON), the citations two of them disagree on (a clicked
-row opens the item in the Query tab), and people's labels imported from a CSV or JSONL upload."""
+row opens the item in the Query tab), and people's labels imported from a CSV or JSONL upload.
+Each of these runs in a bounded child process in the visitor's turn (demo.handlers.judges)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,25 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.handlers.query import experiment_choices
     from demo.hints import hint_html, show_hint_when_free
     from demo.tabs.style import TABLE
-    from demo.toasts import error, info, refused
+    from demo.toasts import error, info, refused, with_request
+    from demo.visitors import fair_key
     from engine.errors import UserError
 
     db = settings.db_path
+    bounds = handlers.judges_bounds(settings)
 
-    def agreement_api(experiment: str, runs: list[str] | None = None) -> dict:
+    def turn(request) -> dict:
+        # Keyed by the client's address where strangers are served (sessions are free).
+        return {"owner": fair_key(request, settings), "bounds": bounds}
+
+    @with_request
+    def agreement_api(experiment: str, runs: list[str] | None = None, request=None) -> dict:
         """How far the judges of an experiment's (id or name) or of chosen runs' citations agree:
         per judge its verdicts; per pair Cohen's kappa with its 95% interval, the confusion table and
         raw agreement; the panel's Fleiss' kappa and Krippendorff's alpha; each model judge against
         each human one; the PPI-corrected attribution rate. Give the experiment or runs, not both."""
         try:
-            return handlers.agreement_api(db, experiment, runs)
+            return handlers.agreement_api(db, experiment, runs, **turn(request))
         except UserError as err:
             raise error(str(err), "judges") from None
 
@@ -39,33 +47,37 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 pd.DataFrame(columns=["judge"]), pd.DataFrame(columns=handlers.HUMAN_COLUMNS),
                 pd.DataFrame(columns=handlers.PPI_COLUMNS), gr.Dropdown(choices=[], value=None))
 
-    def show(experiment, runs):
+    @with_request
+    def show(experiment, runs, request=None):
         """The page: a refusal is one line in the summary, every table emptied (see the Compare tab)."""
         try:
-            view = handlers.agreement_view(db, experiment, runs)
+            view = handlers.agreement_view(db, experiment, runs, **turn(request))
         except UserError as err:
             return empty_outputs(refused(str(err), "judges"))
         first = view.pairs[0][1] if view.pairs else None
         return (view.summary, view.judges, view.matrix, view.humans, view.ppi,
                 gr.Dropdown(choices=view.pairs, value=first))
 
-    def list_disagreements(experiment, runs, pair):
+    @with_request
+    def list_disagreements(experiment, runs, pair, request=None):
         if not pair:
             return pd.DataFrame(columns=handlers.DISAGREEMENT_KEY), ""
         try:
-            return handlers.disagreement_rows(db, experiment, runs, pair)
+            return handlers.disagreement_rows(db, experiment, runs, pair, **turn(request))
         except UserError as err:
             raise error(str(err), "judges") from None
 
-    def reshow(experiment_, runs_):
+    @with_request
+    def reshow(experiment_, runs_, request=None):
         """After an import: the page again with the new labels, where runs are chosen (else the hint stays)."""
         if not (experiment_ or "").strip() and not runs_:
             return tuple(gr.skip() for _ in outputs)
-        return show(experiment_, runs_)
+        return show(experiment_, runs_, request)
 
-    def upload(path, judge):
+    @with_request
+    def upload(path, judge, request=None):
         try:
-            line = handlers.import_labels_file(settings, path, judge)
+            line = handlers.import_labels_file(settings, path, judge, owner=fair_key(request, settings))
         except UserError as err:
             raise error(str(err), "judges") from None
         info(line)

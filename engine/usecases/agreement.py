@@ -116,6 +116,9 @@ class _Verdicts:
     run_ids: tuple[str, ...]
     names: tuple[str, ...]  # the judges, chosen order or sorted
     kind: dict[str, str]
+    # Each judge's in (run, item, position) order, as the store's query returns them, so that a
+    # walk of one judge's filtered by another's is in that order without sorting (sorting the
+    # pairs' shared citations took 9 of 31 s at 480,000 verdicts).
     verdicts: dict[str, dict[Citation, str]]
     nulls: dict[str, int]
 
@@ -166,7 +169,7 @@ def agreement(request: AgreementRequest) -> Agreement:
     pairs = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            both = sorted(verdicts[a].keys() & verdicts[b].keys())
+            both = [c for c in verdicts[a] if c in verdicts[b]]
             pairs.append(PairRow(a, b, pair_agreement([verdicts[a][c] for c in both], [verdicts[b][c] for c in both],
                                                       categories=BINARY)))
     seated = tuple(j for j in names if verdicts[j])
@@ -178,10 +181,10 @@ def agreement(request: AgreementRequest) -> Agreement:
     scored, corrected = [], []
     for judge in models:
         for human in humans:
-            both = sorted(verdicts[judge].keys() & verdicts[human].keys())
+            both = [c for c in verdicts[judge] if c in verdicts[human]]
             scored.append(HumanRow(judge, human, against_human([verdicts[judge][c] for c in both],
                                                                [verdicts[human][c] for c in both])))
-            rest = sorted(verdicts[judge].keys() - verdicts[human].keys())
+            rest = [c for c in verdicts[judge] if c not in verdicts[human]]
             if both and rest:  # the human labelled a part of what the judge judged
                 corrected.append(PpiRow(judge, human, ppi_rate(
                     [verdicts[human][c] == BINARY[0] for c in both],
@@ -223,7 +226,7 @@ def disagreements(request: AgreementRequest, judge_a: str, judge_b: str, *,
     if judge_a == judge_b:
         raise UserError("choose two different judges")
     a, b = read.verdicts[judge_a], read.verdicts[judge_b]
-    differ = sorted(c for c in a.keys() & b.keys() if a[c] != b[c])
+    differ = [c for c in a if c in b and a[c] != b[c]]
     shown = differ if limit is None else differ[:limit]
     docs = cited_documents(request.db, shown, DISAGREEMENT_TEXT_CHARS)
     out = []

@@ -8,6 +8,12 @@ yes/no and 1/0 are read as those). The whole file is checked before anything is 
 first problem refuses it in one line `FILE:line N: what is wrong`; then every label and the
 judge's row go into the store in one transaction. Labels stored already are kept, so the same
 file again adds nothing.
+
+Where the store has a quota (the app's PATTRIEVAL_MAX_STORE_MB and PATTRIEVAL_MAX_JOB_MB, given
+in the request), an import is refused in one line, nothing written, when the store is at its
+quota before the file is read, or when its labels' estimated bytes (label_bytes) exceed what one
+import may add or what the quota leaves: checked with the writer's lock held before the first
+row, and between chunks of rows while they are written (store.judge_labels_store).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class ImportLabelsRequest:
     db: Path
     labels: Path
     judge: str
+    max_store_bytes: int | None = None  # the store's quota (None: none)
+    max_import_bytes: int | None = None  # what one import may add (None: no bound)
 
 
 @dataclass(frozen=True)
@@ -224,6 +232,52 @@ def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, j
     return tuple(out)
 
 
+# What a label row takes in the store, an upper estimate: its text twice (the write-ahead log,
+# then the table once checkpointed), the position, timestamp and key. Measured with
+# scripts/bench_judges.py: 161,262 labels of 95 characters of text added 19.5 to 45.5 MB
+# (121 to 282 bytes a row, the larger while the log and the table both hold them); the estimate
+# gives 318 bytes a row there.
+LABEL_FIXED_BYTES = 128
+
+
+def label_bytes(rows: tuple, judge: str) -> int:
+    """The store bytes these checked label rows (LabelRow) take at most, judge name included."""
+    name = len(judge.encode())
+    text = sum(len(r.run_id.encode()) + len(r.item_id.encode()) + len(r.doc_id.encode()) + len(r.label)
+               + len(r.source.encode()) + name for r in rows)
+    return LABEL_FIXED_BYTES * len(rows) + 2 * text
+
+
+def store_size(db: Path) -> int:
+    """The store's bytes on disk: its file and its write-ahead log."""
+    total = 0
+    for path in (db, Path(f"{db}.wal")):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass  # no log: checkpointed
+    return total
+
+
+def quota_problem(request: ImportLabelsRequest, n_rows: int, need: int, still: int | None = None) -> str | None:
+    """Why `n_rows` labels of `need` bytes may not be added to the store now, in one line, or
+    None; `still`: the bytes of those not written yet (all of them by default)."""
+    mb = 1024 * 1024
+    if request.max_import_bytes is not None and need > request.max_import_bytes:
+        return (f"these {n_rows:,} labels would store about {need / mb:,.0f} MB; one import may store at most "
+                f"{request.max_import_bytes / mb:,.0f} MB here: split the file")
+    if request.max_store_bytes is None:
+        return None
+    used, quota = store_size(Path(request.db)), request.max_store_bytes
+    if used >= quota:
+        return (f"the store is at its quota here ({used / mb:,.0f} MB of {quota / mb:,.0f} MB): no labels may be "
+                "added to it until the operator makes room")
+    if used + (need if still is None else still) > quota:
+        return (f"these {n_rows:,} labels would store about {need / mb:,.0f} MB and the store has "
+                f"{(quota - used) / mb:,.0f} MB left of its {quota / mb:,.0f} MB quota here")
+    return None
+
+
 def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
     """Check every label of the file, then store them and the judge in one transaction."""
     import hashlib
@@ -242,10 +296,20 @@ def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
     kind = judge_kinds(db).get(judge)
     if kind is not None and kind != "human":
         raise UserError(f"--judge '{judge}' is an {kind} judge in {db}; name the person another way")
+    full = quota_problem(request, 0, 0)
+    if full:  # at its quota already: the file is not read
+        raise UserError(full)
     rows = read_label_file(path)
     if not rows:
         raise UserError(f"{path}: no labels")
     checked = check_labels(path, rows, db, judge)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    added = write_labels(db, judge, {"file": path.name, "sha256": sha, "rows": len(checked)}, checked)
+    need = label_bytes(checked, judge)
+
+    def room(left: int) -> str | None:
+        # Asked with the writer's lock held, before the first row and between chunks: the rows
+        # still to write against what the store takes now (grown by the rows written so far).
+        return quota_problem(request, len(checked), need, round(need * left / len(checked)))
+
+    added = write_labels(db, judge, {"file": path.name, "sha256": sha, "rows": len(checked)}, checked, room=room)
     return ImportLabelsResult(judge, len(checked), added, sha, tuple(dict.fromkeys(r.run_id for r in checked)))
