@@ -31,11 +31,16 @@ Measured, per n items and draws:
   where the labels change more answers (base gives the shared answer with probability
   --floor-keep); the coverage of the floor's interval (true floor: mean |vanilla - rerun| over
   1,000,000 items).
+- large samples (scripts/calibration_large.py): around the number of differing pairs above which
+  `compare` and `bias` decide with the paired t-test or McNemar's chi-square and a t interval
+  (engine.statistics.asymptotic.ASYMPTOTIC_ABOVE), the size and coverage of those and of the
+  permutation and exact tests, at --large-differing differing pairs.
 
     python scripts/calibration.py                      # the table in docs/figures.md
     python scripts/calibration.py --items 30 --draws 100 --choice-draws 40   # minutes less
     python scripts/calibration.py --sections floor     # the rerun floor's table alone
     python scripts/calibration.py --sections identical --items 100 300   # answers that mostly coincide
+    python scripts/calibration.py --sections asymptotic   # the large-sample number's table alone
 """
 
 from __future__ import annotations
@@ -360,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="identical: also all items' answers coinciding but this many (one cites a relevant "
                              "document, the other a non-relevant one)")
     parser.add_argument("--identical-draws", type=int, default=1000, help="simulated studies per cell (identical)")
+    parser.add_argument("--large-differing", type=int, nargs="+", default=[100, 300, 1000, 3000],
+                        help="asymptotic: differing pairs per cell")
+    parser.add_argument("--large-draws", type=int, default=10_000, help="asymptotic: draws of the large-sample side")
+    parser.add_argument("--large-exact-draws", type=int, default=300,
+                        help="asymptotic: draws of the permutation and exact side (the bootstrap's cost)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="which tables")
     parser.add_argument("--seed", type=int, default=26)
     args = parser.parse_args(argv)
@@ -449,9 +459,30 @@ def _print_identical(args: argparse.Namespace) -> None:
           f"{_sd(0.05, args.identical_draws):.1f} points.\n")
 
 
-SECTIONS = ("bias", "compare", "why-cited", "floor", "identical")
+def _print_asymptotic(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from calibration_large import large_sample_calibration
+
+    from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
+
+    print("### compare and bias around the large-sample number\n")
+    print(f"Above {ASYMPTOTIC_ABOVE:,} differing pairs the large-sample test decides.\n")
+    print("| differing pairs | items | metric | large-sample test: p < 0.05 under the null | permutation / exact "
+          "test: p < 0.05 | t interval covers | bootstrap / exact bounds cover |")
+    print("|---|---|---|---|---|---|---|")
+    for m in args.large_differing:
+        for r in large_sample_calibration(m, args.large_draws, args.large_exact_draws, args.seed):
+            print(f"| {m:,} | {r.n:,} | {r.kind} | {100 * r.size_large:.2f}% | {100 * r.size_exact:.1f}% | "
+                  f"{100 * r.cover_large:.2f}% | {100 * r.cover_exact:.1f}% |")
+    d, e = args.large_draws, min(args.large_draws, args.large_exact_draws)
+    print(f"\nLarge-sample side: {d:,} draws per cell, binomial SD of a 5% share {_sd(0.05, d):.2f} points, of a "
+          f"95% coverage {_sd(0.95, d):.2f}; permutation and exact side: {e:,} draws, {_sd(0.05, e):.1f} and "
+          f"{_sd(0.95, e):.1f} points.\n")
+
+
+SECTIONS = ("bias", "compare", "why-cited", "floor", "identical", "asymptotic")
 _PRINTERS = {"bias": _print_bias, "compare": _print_compare, "why-cited": _print_why_cited, "floor": _print_floor,
-             "identical": _print_identical}
+             "identical": _print_identical, "asymptotic": _print_asymptotic}
 
 
 if __name__ == "__main__":

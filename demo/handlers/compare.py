@@ -70,9 +70,9 @@ def metric_choices() -> list[tuple[str, str]]:
 
 
 def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
-                 pair_by_id: Any = False) -> CompareRequest:
+                 pair_by_id: Any = False, exact: Any = False) -> CompareRequest:
     """The use case's request from the page's values (text, a list, margins as text or a number
-    or blank, a tick); one-line UserError for a blank side, no metric, or a margin that does not read."""
+    or blank, two ticks: pair by id, exact tests at any size); one-line UserError for a blank side, no metric, or a margin that does not read."""
     from demo.handlers.query import clean_input
     from engine.usecases.compare import CompareRequest
     from engine.usecases.compare_sides import default_metrics
@@ -85,7 +85,7 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
     chosen = tuple(dict.fromkeys(m for m in (metrics if metrics is not None else default_metrics()) if m))
     if not chosen:
         raise UserError("tick at least one metric to compare")
-    return CompareRequest(a, b, chosen, _margin(margin), bool(pair_by_id))
+    return CompareRequest(a, b, chosen, _margin(margin), bool(pair_by_id), exact=bool(exact))
 
 
 def _margin(value: Any) -> Margins | None:
@@ -99,11 +99,11 @@ def _margin(value: Any) -> Margins | None:
 
 
 def run_compare(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
-                pair_by_id: Any = False) -> Comparison:
+                pair_by_id: Any = False, exact: Any = False) -> Comparison:
     """The comparison, or a one-line UserError (nothing stored, an unknown side, disjoint items…)."""
     from engine.usecases.compare import compare
 
-    request = request_from(a, b, metrics, margin, pair_by_id)
+    request = request_from(a, b, metrics, margin, pair_by_id, exact)
     if not Path(db).is_file():
         raise UserError(EMPTY_STORE)
     try:
@@ -118,9 +118,9 @@ def run_compare(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, 
 
 
 def compare_api(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
-                pair_by_id: Any = False) -> dict[str, Any]:
+                pair_by_id: Any = False, exact: Any = False) -> dict[str, Any]:
     """`/compare`: the JSON-ready comparison, with the TOP_ITEMS items that differ most per pair."""
-    return run_compare(db, a, b, metrics, margin, pair_by_id).as_dict(items=TOP_ITEMS)
+    return run_compare(db, a, b, metrics, margin, pair_by_id, exact).as_dict(items=TOP_ITEMS)
 
 
 # ---------------------------------------------------------------- the page
@@ -139,11 +139,11 @@ class CompareView:
 
 
 def compare_view(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
-                 pair_by_id: Any = False) -> CompareView:
+                 pair_by_id: Any = False, exact: Any = False) -> CompareView:
     """The whole page for one comparison (UserError in one line when it cannot be made)."""
     from demo import render
 
-    result = run_compare(db, a, b, metrics, margin, pair_by_id)
+    result = run_compare(db, a, b, metrics, margin, pair_by_id, exact)
     return CompareView(render.comparison_summary(result), metric_rows(result), difference_figure(result),
                        top_items(result), {r.title: (r.run_a.run_id, r.run_b.run_id) for r in result.runs},
                        result.as_dict(items=TOP_ITEMS))
@@ -177,9 +177,10 @@ def metric_rows(result: Comparison) -> pd.DataFrame:
 def _ci(row: Any) -> str:
     if row.ci_undefined:
         return "undefined"
-    exact = " exact" if row.ci_method.startswith("exact") else ""
+    # Which interval, where it is not the bootstrap: exact bounds (0/1), or the t interval (large samples).
+    how = " exact" if row.ci_method.startswith("exact") else " t" if row.ci_method.startswith("t ") else ""
     return (f"[{_num(row.ci_low, signed=True)}, {_num(row.ci_high, signed=True)}]"
-            f"{APPROXIMATE if row.ci_approximate else ''}{exact}")
+            f"{APPROXIMATE if row.ci_approximate else ''}{how}")
 
 
 def _verdict(row: Any) -> str:
@@ -239,7 +240,7 @@ def _header(column: str) -> str:
 
 
 def difference_figure(result: Comparison) -> go.Figure:
-    """B − A per metric with its bootstrap 95% interval, one row each (CAS and CAB rows between
+    """B − A per metric with its 95% interval, one row each (CAS and CAB rows between
     two experiments), coloured by verdict; stored text is escaped (plotly reads a few tags)."""
     import html
 
@@ -281,7 +282,7 @@ def difference_figure(result: Comparison) -> go.Figure:
     fig.update_xaxes(title_text="B − A (points x100; citations per answer in citations)", zeroline=False)
     # The legend above the plot, right of the title: below, its distance grew with the rows.
     fig.update_layout(height=max(260, 110 + 22 * len(names)), margin=dict(t=70, b=50, l=10, r=10),
-                      title_text="Difference B − A per metric, with bootstrap 95% intervals",
+                      title_text="Difference B − A per metric, with 95% intervals",
                       legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="right", x=1))
     return fig
 
@@ -346,14 +347,14 @@ def pair_page(db: Path, run_a: Any, run_b: Any, item_id: Any) -> str:
 
 
 def export_items(db: Path, a: Any, b: Any, metrics: Sequence[str] | None, margin: Any, pair_by_id: Any,
-                 fmt: Any, *, owner: str | None = None, limits: Any = None) -> Path:
+                 fmt: Any, *, exact: Any = False, owner: str | None = None, limits: Any = None) -> Path:
     """The per-item comparison (Comparison.items(): every item of every pair, exact values, units
     as shown) written to a new temporary `pattrieval-compare.csv|parquet`."""
     from demo.downloads import new_download
     from engine.usecases.export import export_format
 
     fmt = export_format(str(fmt or "").strip())
-    frame = run_compare(db, a, b, metrics, margin, pair_by_id).items()
+    frame = run_compare(db, a, b, metrics, margin, pair_by_id, exact).items()
     # `limits` (demo.downloads.DownloadLimits): the temp disk's room, `owner`'s and everyone's.
     out = new_download(f"pattrieval-compare.{fmt}", owner=owner, limits=limits)
     if fmt == "csv":

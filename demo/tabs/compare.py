@@ -25,25 +25,28 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.visitors import fair_key
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
+    from engine.usecases.compare_sides import large_sample_above
 
     db = settings.db_path
 
     def compare_api(a: str, b: str, metrics: list[str] | None = None, margin: str | None = None,
-                    pair_by_id: bool = False) -> dict:
+                    pair_by_id: bool = False, exact: bool = False) -> dict:
         """Compare B against A on the items both hold: per metric the means, B − A with its 95%
         interval, the verdict's p and its Holm correction, TOST where a margin applies, the verdict;
         the pairing, the flips and the items that differ most. A and B: run ids, experiments (id or
-        name) or EXP:mode. margin: "5" (every metric in points) or "precision=5,n_citations=0.2"."""
+        name) or EXP:mode. margin: "5" (every metric in points) or "precision=5,n_citations=0.2".
+        exact: the permutation and exact tests at any size (else the large-sample ones above
+        1,000 differing pairs)."""
         try:
-            return handlers.compare_api(db, a, b, metrics, margin, pair_by_id)
+            return handlers.compare_api(db, a, b, metrics, margin, pair_by_id, exact)
         except UserError as err:
             raise error(str(err), "compare") from None
 
-    def show(a, b, metrics, margin, pair_by_id):
+    def show(a, b, metrics, margin, pair_by_id, exact):
         """The page: a refusal is one line in the summary, every other panel emptied. Raised, it
         put an "Error" pill on each output besides the toast (three for an unknown run)."""
         try:
-            view = handlers.compare_view(db, a, b, metrics, margin, pair_by_id)
+            view = handlers.compare_view(db, a, b, metrics, margin, pair_by_id, exact)
         except UserError as err:
             line = refused(str(err), "compare")
             return (handlers.refusal_html(line), pd.DataFrame(columns=handlers.TABLE_COLUMNS), gr.Plot(visible=False),
@@ -52,9 +55,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 gr.Accordion(visible=True))
 
     @with_request
-    def export(a, b, metrics, margin, pair_by_id, fmt, request=None):
+    def export(a, b, metrics, margin, pair_by_id, exact, fmt, request=None):
         try:
-            return str(handlers.export_items(db, a, b, metrics, margin, pair_by_id, fmt,
+            return str(handlers.export_items(db, a, b, metrics, margin, pair_by_id, fmt, exact=exact,
                                              owner=fair_key(request, settings), limits=limits_of(settings)))
         except UserError as err:
             raise error(str(err), "compare") from None
@@ -79,7 +82,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             side_b = gr.Dropdown(label="B (run, experiment or EXP:mode)", choices=[], value=None,
                                  allow_custom_value=True, scale=3)
             compare_button = gr.Button("Compare", variant="primary", scale=0, min_width=120)
-        with gr.Accordion("Options: metrics, equivalence margin, pairing", open=False):
+        with gr.Accordion("Options: metrics, equivalence margin, pairing, exact tests", open=False):
             every = handlers.metric_choices()
             metrics = gr.CheckboxGroup(choices=every, value=[n for _, n in every],
                                        label="metrics (Holm-corrected together)")
@@ -90,6 +93,10 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                          "citations per answer; NAME=M gives a metric its own")
                 pair_by_id = gr.Checkbox(value=False, label="pair by id",
                                          info="pair items by id even when the two datasets differ in content")
+                exact = gr.Checkbox(value=False, label="exact tests at any size",
+                                    info=f"above {large_sample_above():,} differing pairs a metric is tested with the "
+                                         "paired t-test or McNemar's chi-square; tick for the permutation and "
+                                         "exact tests (minutes at a million items)")
         summary = gr.HTML()
         hint = gr.Textbox(visible="hidden")  # the hint, until the page knows it may show it
         table = gr.Dataframe(**TABLE, headers=handlers.TABLE_COLUMNS, label="per metric (B − A)", interactive=False)
@@ -112,7 +119,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     for box in (side_a, side_b):  # free text: the API's type is a string
         box.api_info = lambda: {"type": "string"}  # type: ignore[method-assign]
-    inputs = [side_a, side_b, metrics, margin, pair_by_id]
+    inputs = [side_a, side_b, metrics, margin, pair_by_id, exact]
     outputs = [summary, table, plot, items, pairs, export_box]
     api_button.click(compare_api, inputs, api_json, api_name="compare", api_visibility="public")
     compare_button.click(show, inputs, outputs, api_visibility="private")

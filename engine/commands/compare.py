@@ -24,6 +24,9 @@ DEFAULT_ITEMS = 10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from engine.usecases.compare_sides import large_sample_above
+
+    above = large_sample_above()
     p = sub.add_parser(
         "compare",
         help="compare two runs, modes or experiments on the same items, with paired tests",
@@ -32,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "value that gives the verdict (exact McNemar for 0/1 metrics, the paired permutation test "
         "otherwise, the paired t-test beside it) with Holm's correction, TOST where a margin applies, "
         "the smallest difference detectable at 80% power, the flips, and the items that differ most. "
+        f"Above {above:,} differing pairs a metric is tested with the paired t-test or McNemar's chi-square and "
+        "a t interval instead (--exact keeps the permutation and exact tests). "
         "A and B are run ids, EXPERIMENT:MODE, or whole experiments (mode by mode, plus their CAS and "
         "CAB). The rules: docs/method.md, 'Comparing two runs'.",
     )
@@ -59,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"show the N items that differ most (default {DEFAULT_ITEMS})")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples, 100 to 100000 (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap and permutation seed (default 0)")
+    p.add_argument("--exact", action="store_true",
+                   help="the permutation test, exact McNemar and their intervals at any size (default: above "
+                        f"{above:,} differing pairs the paired t-test or McNemar's chi-square with a t interval, "
+                        "seconds instead of minutes at a million items; docs/method.md)")
     p.set_defaults(main=main)
 
 
@@ -79,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     from engine.usecases.compare import parse_margins
 
     fields: dict[str, Any] = {"margins": parse_margins(args.margin), "pair_by_id": args.pair_by_id,
-                              "seed": args.seed}
+                              "seed": args.seed, "exact": args.exact}
     metrics = _metrics(args.metric)
     if metrics is not None:
         fields["metrics"] = metrics
@@ -196,7 +205,8 @@ def _verdict_line(m: Any, approximate_below: int) -> str:
         eq = (f"; equivalence within +-{e.margin:g} undefined: {e.undefined}" if e.undefined else
               f"; {e.method} within +-{e.margin:g}: p {_p(e.p)}, Holm p {_p(e.p_holm)}")
     if m.min_detectable is not None:
-        by = "exact McNemar at the observed discordance" if m.discordant is not None else "paired t-test at the observed SD"
+        by = (f"{m.test} at the observed discordance" if m.discordant is not None
+              else "paired t-test at the observed SD")
         power = f"; with {m.n} items a difference of {_num(m.min_detectable)} is detectable at 80% power ({by})"
     else:
         power = f"; detectable difference undefined: {m.min_detectable_undefined}"
@@ -207,6 +217,8 @@ def _verdict_line(m: Any, approximate_below: int) -> str:
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = False) -> str:
     """The human-readable comparison: the tables and one short verdict line per metric, or with
     `explain` one sentence per metric and the tests in full."""
+    from engine.usecases.compare_sides import large_sample_above
+
     approximate_below = result.approximate_below
 
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
@@ -251,8 +263,9 @@ def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = Fa
               "paired t-test beside it; Holm over the metrics of one comparison, for 'different' and for "
               "'equivalent' apart. 95% CI: exact (Clopper-Pearson on the discordant pairs) for 0/1 metrics, "
               f"percentile bootstrap otherwise (*: fewer than {approximate_below} items, where it covers less than "
-              "95%). MDD: smallest |B - A| detectable at 80% power. Rules: docs/method.md, 'Comparing two runs'.",
-              *unknown]
+              f"95%). Above {large_sample_above():,} differing pairs (unless --exact): McNemar's chi-square "
+              "(continuity-corrected) or the paired t-test, and the t interval. MDD: smallest |B - A| detectable "
+              "at 80% power. Rules: docs/method.md, 'Comparing two runs'.", *unknown]
     return "\n".join(lines)
 
 

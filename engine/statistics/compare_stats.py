@@ -18,6 +18,9 @@ spread of the per-item differences, not of two independent samples. Per metric (
     "inconclusive";
   * the smallest difference detectable at 80% power: by the exact McNemar test at the observed
     discordant share for a 0/1 metric, by the paired t-test at the observed SD otherwise.
+Above ASYMPTOTIC_ABOVE differing pairs (engine.statistics.asymptotic) the verdict's p is the paired
+t-test's or McNemar's chi-square, the interval a t interval: the permutation test and the
+bootstrap cost minutes at a million items and agree with them there (`exact` keeps them).
 Where every paired difference is equal there is no spread to test against: the t-test, the
 interval, TOST and the detectable difference of a continuous metric are undefined, and say so.
 scipy is imported inside the functions that need it: importing it costs more than a small
@@ -34,6 +37,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from engine.statistics import asymptotic as asym
 from engine.statistics.stats import (
     BOOTSTRAP_APPROXIMATE_BELOW,
     DEFAULT_RESAMPLES,
@@ -62,12 +66,14 @@ NO_SPREAD = "every paired difference is equal"
 FEW = "fewer than two items"
 
 MCNEMAR = "exact McNemar"
+MCNEMAR_CHI2 = "McNemar chi-square (continuity-corrected)"
 PERMUTATION = "paired permutation"
 PAIRED_T = "paired t-test"
 TOST_T = "TOST (paired t)"
 TOST_EXACT = "exact TOST (discordant pairs)"
 CI_BOOTSTRAP = "percentile bootstrap"
 CI_EXACT = "exact (Clopper-Pearson, discordant pairs)"
+CI_T = "t interval"
 
 
 @dataclass(frozen=True)
@@ -129,11 +135,13 @@ class MetricComparison:
     diff: float
     ci_low: float  # 95% interval of diff (NaN where undefined: see ci_undefined)
     ci_high: float
-    ci_method: str  # CI_BOOTSTRAP (continuous) or CI_EXACT (0/1)
+    ci_method: str  # CI_BOOTSTRAP (continuous) or CI_EXACT (0/1); CI_T above ASYMPTOTIC_ABOVE differing pairs
     ci_approximate: bool  # a bootstrap interval on fewer than BOOTSTRAP_APPROXIMATE_BELOW items
     ci_undefined: str  # why there is no interval ("" when there is one)
-    test: str  # the test whose p gives the verdict: MCNEMAR (0/1) or PERMUTATION (continuous)
-    statistic: float  # McNemar: discordant pairs 1 in B only; permutation: the mean difference
+    # the test whose p gives the verdict: MCNEMAR (0/1) or PERMUTATION (continuous); above
+    # ASYMPTOTIC_ABOVE differing pairs MCNEMAR_CHI2 or PAIRED_T (unless asked for `exact`)
+    test: str
+    statistic: float  # exact McNemar: pairs 1 in B only; permutation: the mean difference; else chi-square or t
     p: float
     p_holm: float  # p after Holm's correction over the metrics compared together
     t: float | None  # the paired t-test beside the permutation test (continuous metrics; NaN: no spread)
@@ -362,46 +370,57 @@ def verdict(p_holm: float, n: int, equivalence: Equivalence | None, alpha: float
 def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
                    margin: float | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    permutations: int = PERMUTATIONS, permutation: TestResult | None = None,
-                   interval: tuple[float, float] | None = None) -> MetricComparison:
+                   interval: tuple[float, float] | None = None, exact: bool = False) -> MetricComparison:
     """One metric of B against A (margin in the units shown; None: no TOST); p_holm is p, and
     the equivalence's p_holm its p, until with_holm corrects a set of them. `permutation`: the
     paired permutation test of a continuous metric when paired_permutations has made it already,
-    `interval` its bootstrap interval when bootstrap_diff_cis has."""
+    `interval` its bootstrap interval when bootstrap_diff_cis has. Above ASYMPTOTIC_ABOVE
+    differing pairs the large-sample test and the t interval (engine.statistics.asymptotic),
+    unless `exact`."""
     x, y = known_pairs(a, b)
     n = int(x.size)
     d = (y - x) * spec.scale
     no_spread = n >= 1 and bool(np.all(d == d[0]))
     sd = float(d.std(ddof=1)) if n >= 2 else math.nan
+    # With no spread the t-test has nothing to scale by: the permutation p stays, at any size.
+    large = asym.asymptotic(asym.differing_pairs(d), exact) and not no_spread
+    ci_method = CI_T if large else CI_EXACT if spec.binary else CI_BOOTSTRAP
     t = t_p = discordant = None
     if spec.binary:
         from engine.statistics.paired_exact import difference_bounds, mcnemar_min_detectable
 
         b_only, a_only = _discordant(x, y)
         discordant = b_only + a_only
-        test, name = mcnemar_exact(x, y), MCNEMAR
-        bounds = difference_bounds(b_only, a_only, n, ALPHA / 2) if n else None
-        low, high = (bounds.low * spec.scale, bounds.high * spec.scale) if bounds else (math.nan, math.nan)
+        if large:
+            test, name = TestResult(*asym.mcnemar_chi2(b_only, a_only)), MCNEMAR_CHI2
+            low, high = asym.t_interval(d)
+        else:
+            test, name = mcnemar_exact(x, y), MCNEMAR
+            bounds = difference_bounds(b_only, a_only, n, ALPHA / 2) if n else None
+            low, high = (bounds.low * spec.scale, bounds.high * spec.scale) if bounds else (math.nan, math.nan)
         ci_why, approximate = ("" if n else FEW), False
-        mdd = mcnemar_min_detectable(n, discordant)
-        detectable = None if mdd.value is None else mdd.value * spec.scale
-        mdd_why = mdd.undefined
+        value, mdd_why = asym.mcnemar_chi2_min_detectable(n, discordant) if large else mcnemar_min_detectable(n, discordant)
+        detectable = None if value is None else value * spec.scale
         equivalence = _in_units(tost_binary(x, y, margin / spec.scale), margin) if margin is not None else None
     else:
         tt = paired_t(x * spec.scale, y * spec.scale)
         t, t_p = tt.statistic, tt.p
-        test = permutation or paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed)
-        name = PERMUTATION
+        if large:
+            test, name = tt, PAIRED_T
+        else:
+            test = permutation or paired_permutation(x * spec.scale, y * spec.scale, n_resamples=permutations, seed=seed)
+            name = PERMUTATION
         ci_why = FEW if n < 2 else NO_SPREAD if no_spread else ""
-        low, high = ((math.nan, math.nan) if ci_why else interval if interval is not None
+        low, high = ((math.nan, math.nan) if ci_why else asym.t_interval(d) if large else interval if interval is not None
                      else bootstrap_diff_ci(x * spec.scale, y * spec.scale, n_resamples=n_resamples, seed=seed))
-        approximate = not ci_why and n < BOOTSTRAP_APPROXIMATE_BELOW
+        approximate = not ci_why and not large and n < BOOTSTRAP_APPROXIMATE_BELOW
         detectable = min_detectable_difference(sd, n)
         mdd_why = "" if detectable is not None else (FEW if n < 2 else NO_SPREAD)
         equivalence = tost_paired(x * spec.scale, y * spec.scale, margin) if margin is not None else None
     return MetricComparison(
         spec.name, spec.label, n, float(x.mean() * spec.scale) if n else math.nan,
         float(y.mean() * spec.scale) if n else math.nan, float(d.mean()) if n else math.nan, low, high,
-        CI_EXACT if spec.binary else CI_BOOTSTRAP, approximate, ci_why, name, test.statistic, test.p, test.p, t, t_p,
+        ci_method, approximate, ci_why, name, test.statistic, test.p, test.p, t, t_p,
         sd, discordant, detectable, mdd_why, equivalence, verdict(test.p, n, equivalence),
     )
 
@@ -429,13 +448,14 @@ def with_holm(results: Iterable[MetricComparison]) -> tuple[MetricComparison, ..
 
 def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics: Sequence[str] = DEFAULT_METRICS, *,
                     margins: Mapping[str, float] | None = None, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, permutations: int = PERMUTATIONS) -> tuple[MetricComparison, ...]:
+                    seed: int = DEFAULT_SEED, permutations: int = PERMUTATIONS,
+                    exact: bool = False) -> tuple[MetricComparison, ...]:
     """Every metric of B against A (per-item arrays aligned by item), Holm-corrected together;
     `margins` maps a metric to its equivalence margin (units shown). Metrics with no item known
-    on both sides are left out."""
+    on both sides are left out. `exact`: the permutation and exact tests at any size."""
     margins = margins or {}
     known = [name for name in metrics if known_pairs(a[name], b[name])[0].size]
-    continuous = [name for name in known if not METRICS[name].binary]
+    continuous = [name for name in known if not METRICS[name].binary and not large_sample(a[name], b[name], exact)]
     scaled = [(np.asarray(a[name], dtype=float) * METRICS[name].scale, np.asarray(b[name], dtype=float) * METRICS[name].scale)
               for name in continuous]
     tested, bounded = _side_by_side(lambda: paired_permutations(scaled, n_resamples=permutations, seed=seed),
@@ -444,8 +464,17 @@ def compare_metrics(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metrics:
     intervals = dict(zip(continuous, bounded, strict=True))
     return with_holm(compare_metric(METRICS[name], a[name], b[name], margin=margins.get(name), n_resamples=n_resamples,
                                     seed=seed, permutations=permutations, permutation=tests.get(name),
-                                    interval=intervals.get(name))
+                                    interval=intervals.get(name), exact=exact)
                      for name in known)
+
+
+def large_sample(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, exact: bool = False) -> bool:
+    """Whether compare_metric decides this pair of arrays with the large-sample test (more than
+    ASYMPTOTIC_ABOVE differing pairs, some spread, not `exact`): then no permutation test or
+    bootstrap need be made for it."""
+    x, y = known_pairs(a, b)
+    d = y - x
+    return asym.asymptotic(asym.differing_pairs(d), exact) and not bool(np.all(d == d[0]))
 
 
 def _side_by_side(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U]:

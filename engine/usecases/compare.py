@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import UserError
+from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
 from engine.statistics.compare_stats import (
     DEFAULT_METRICS,
     METRICS,
@@ -29,6 +30,7 @@ from engine.statistics.compare_stats import (
     MetricSpec,
     compare_metric,
     compare_metrics,
+    large_sample,
     paired_permutations,
     with_holm,
 )
@@ -131,6 +133,7 @@ class CompareRequest:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = 0
     permutations: int = PERMUTATIONS
+    exact: bool = False  # the permutation and exact tests at any size, not the large-sample ones
 
 
 @dataclass(frozen=True)
@@ -221,10 +224,13 @@ class Comparison:
 
     def as_dict(self, items: int | None = 10) -> dict[str, Any]:
         """JSON-ready (NaN as None), with at most `items` items per pair (None: all)."""
-        return _finite({
+        from engine.usecases.compare_sides import json_ready
+
+        return json_ready({
             "a": self.request.a, "b": self.request.b,
             "margins": m.as_dict() if (m := parsed_margins(self.request)) else None,
             "bootstrap": {"method": "percentile", "resamples": self.request.resamples, "seed": self.request.seed},
+            "large_sample_above": None if self.request.exact else ASYMPTOTIC_ABOVE,  # differing pairs
             "difference": "B - A",
             "runs": [{
                 "comparison": r.title, "run_a": asdict(r.run_a), "run_b": asdict(r.run_b),
@@ -378,7 +384,7 @@ def _compare_runs(db: DbLike, request: CompareRequest, title: str, run_a: Compar
     a, b = paired.metrics
     metrics = _silent(compare_metrics(a, b, request.metrics, margins=_margins(request, request.metrics),
                                       n_resamples=request.resamples, seed=request.seed,
-                                      permutations=request.permutations), a, b)
+                                      permutations=request.permutations, exact=request.exact), a, b)
     compared = [m.metric for m in metrics]
     sort_metric = "f1" if "f1" in compared else (compared[0] if compared else request.metrics[0])
     columns: dict[str, Any] = {"item_id": list(paired.item_ids)}
@@ -469,14 +475,16 @@ def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Sid
             d = first[name] - second[name]
             per_item.append(np.abs(d) if measure == "CAS" else d)
         per_metric[name] = per_item
-    # One draw of sign patterns for the three metrics' permutation tests (issue 31), same p values.
-    tests = paired_permutations([(p[0] * 100, p[1] * 100) for p in per_metric.values()],
-                                n_resamples=request.permutations, seed=request.seed)
-    for (name, per_item), test in zip(per_metric.items(), tests, strict=True):
+    # One draw of sign patterns for the permutation tests of the metrics that need one (issue 31).
+    pairs = {name: (p[0] * 100, p[1] * 100) for name, p in per_metric.items()}
+    small = [name for name, (x, y) in pairs.items() if not large_sample(x, y, request.exact)]
+    tests = dict(zip(small, paired_permutations([pairs[name] for name in small], n_resamples=request.permutations,
+                                                seed=request.seed), strict=True))
+    for name, per_item in per_metric.items():
         spec = MetricSpec(f"{measure}_{name}", f"{measure} {METRICS[name].label}", False, 100.0)
         results.append(compare_metric(spec, per_item[0], per_item[1], margin=_margins(request, [spec.name]).get(spec.name),
-                                      n_resamples=request.resamples, seed=request.seed,
-                                      permutations=request.permutations, permutation=test))
+                                      n_resamples=request.resamples, seed=request.seed, exact=request.exact,
+                                      permutations=request.permutations, permutation=tests.get(name)))
         columns[f"{spec.name}_a"] = per_item[0] * 100
         columns[f"{spec.name}_b"] = per_item[1] * 100
         columns[f"{spec.name}_diff"] = (per_item[1] - per_item[0]) * 100
@@ -485,15 +493,3 @@ def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Sid
                           Pairing(len(paired.item_ids), max(left[:2]), max(left[2:]), paired.pair_by_id),
                           with_holm(results), pd.DataFrame(columns))
 
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or Infinity: undefined statistics become None (recursively)."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value

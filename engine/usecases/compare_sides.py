@@ -1,13 +1,14 @@
 """What a face offers and opens around a comparison (engine.usecases.compare): the metrics it can
 compare, the run a reference names, one item of two runs side by side, and a pair of stored runs
-worth comparing. The app's Compare and SQL tabs read them here; reads only the store.
+worth comparing, and a comparison made JSON-ready. The app's Compare and SQL tabs read them here; reads only the store.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 
@@ -32,6 +33,14 @@ def default_metrics() -> tuple[str, ...]:
     from engine.statistics.compare_stats import DEFAULT_METRICS
 
     return tuple(DEFAULT_METRICS)
+
+
+def large_sample_above() -> int:
+    """How many differing pairs a metric needs before `compare` tests it with the paired t-test or
+    McNemar's chi-square (unless asked for the exact tests): what the faces' help says."""
+    from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
+
+    return ASYMPTOTIC_ABOVE
 
 
 def t_test_beside(test: str) -> bool:
@@ -105,3 +114,18 @@ def example_pair(db: DbLike) -> tuple[str, str] | None:
         return None
     x, y = max(pairs, key=lambda p: (p[0].status == p[1].status == "complete", min(p[0].n_done, p[1].n_done)))
     return x.run_id, y.run_id
+
+
+def json_ready(value: Any) -> Any:
+    """JSON has no NaN or Infinity: undefined statistics become None (recursively)."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
