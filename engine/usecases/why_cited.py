@@ -285,8 +285,9 @@ FEW_CLUSTERS = 30  # below this many effective clusters a robust interval says h
 def few_clusters_notes(fit: Any) -> list[str]:
     """One line per effect whose robust interval rests on few clusters (most answers coinciding)."""
     return [f"robust interval of {e.term}: rests on about {e.robust_df + 1:,.0f} of the {fit.n_clusters:,} "
-            f"{fit.cluster}s (Student's t with {e.robust_df:,.1f} df): the others' answers add next to nothing to "
-            "its score (they cite alike where it varies); conservative there (docs/method.md)"
+            f"{fit.cluster}s (Student's t with {e.robust_df:,.1f} df): few carry its score (few {fit.cluster}s, or "
+            "most answers citing alike where it varies), so the interval is wide and its p conservative "
+            "(docs/method.md)"
             for e in fit.effects if not e.robust_undefined and e.robust_df + 1 < FEW_CLUSTERS]
 
 
