@@ -48,6 +48,12 @@ def refusal(folder: Path) -> str:
     return str(caught.value)
 
 
+@pytest.mark.parametrize("arch", ["roberta", "deberta-v2"])  # bert: the module's model
+def test_the_real_architectures_configs_pass(arch, tmp_path):
+    # DeBERTa-v2 writes max_relative_positions -1 (as many as the positions).
+    assert check_nli(str(write_nli_model(tmp_path / arch, arch)))[0][0] == ("entailment", "attributable")
+
+
 def test_a_real_config_passes_and_the_bounds_hold_at_their_limit(model, tmp_path):
     assert check_nli(str(model))[0][0] == ("entailment", "attributable")
     labels = {i: f"entailment-{i}".ljust(MAX_LABEL_CHARS, "x") for i in range(MAX_LABELS)}
@@ -67,6 +73,7 @@ def test_a_real_config_passes_and_the_bounds_hold_at_their_limit(model, tmp_path
      "holds a label of 100,010 characters in id2label (at most 64): entailmentxxx"),
     (dict(hidden_size=1_000_000, vocab_size=1_000_000), "sizes give about"),
     (dict(num_hidden_layers=-1), "sets num_hidden_layers to -1, not a whole number from 0"),
+    (dict(max_relative_positions=-2), "sets max_relative_positions to -2, not a whole number from -1"),
     (dict(intermediate_size=37.5), "sets intermediate_size to 37.5, not a whole number from 0"),
 ])
 def test_a_config_past_a_bound_is_refused_in_one_line_naming_the_folder_and_the_field(model, tmp_path, changes,
@@ -84,10 +91,14 @@ def test_a_config_file_past_its_size_is_refused_unread(model, tmp_path):
 
 
 def test_the_parameter_estimate_is_that_of_a_real_model():
-    # roberta-large-mnli's config: 355 million parameters, 2 of them outside these terms' reach.
+    # roberta-large-mnli's config: 355 million parameters.
     large = dict(vocab_size=50265, hidden_size=1024, num_hidden_layers=24, intermediate_size=4096,
                  max_position_embeddings=514, type_vocab_size=1)
-    assert 350e6 < parameters(large) < 360e6 < MAX_PARAMETERS
+    assert 350e6 < parameters(large) < 362e6 < MAX_PARAMETERS
+    # deberta-v2-xxlarge-mnli's: 1.5 billion, within the bound.
+    xxlarge = dict(vocab_size=128100, hidden_size=1536, num_hidden_layers=48, intermediate_size=6144,
+                   max_position_embeddings=512, type_vocab_size=0, position_buckets=256, max_relative_positions=-1)
+    assert 1.3e9 < parameters(xxlarge) < 1.6e9 < MAX_PARAMETERS
 
 
 def test_num_labels_of_a_hundred_million_is_refused_in_a_moment_and_little_memory(model, tmp_path):

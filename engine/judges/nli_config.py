@@ -27,6 +27,8 @@ MAX_PARAMETERS = 2_000_000_000  # estimated from the config's sizes (8 GB in flo
 # The sizes a BERT-like encoder's weights are made of (DeBERTa's relative positions too).
 _SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "max_position_embeddings",
           "type_vocab_size", "num_attention_heads", "position_buckets", "max_relative_positions", "embedding_size")
+# DeBERTa's -1: no buckets, or as many relative positions as max_position_embeddings.
+_UNSET_AT_MINUS_ONE = frozenset({"position_buckets", "max_relative_positions"})
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,10 @@ def check_sizes(config: Mapping[str, Any], refuse: Any, bounds: ConfigBounds) ->
         value = config.get(field)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise refuse(f"sets {field} to {quoted(value)}, not a whole number from 0")
-        sizes[field] = value
+        lowest = -1 if field in _UNSET_AT_MINUS_ONE else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            raise refuse(f"sets {field} to {quoted(value)}, not a whole number from {lowest}")
+        sizes[field] = max(value, 0)
     estimate = parameters(sizes)
     if estimate > bounds.max_parameters:
         largest = max(sizes, key=lambda f: sizes[f])
@@ -118,6 +121,9 @@ def parameters(sizes: Mapping[str, int]) -> int:
     h = sizes.get("hidden_size", 0)
     e = sizes.get("embedding_size", h) or h
     positions = sizes.get("max_position_embeddings", 0) + sizes.get("type_vocab_size", 0)
-    relative = 2 * max(sizes.get("position_buckets", 0), sizes.get("max_relative_positions", 0))
+    # Relative positions (DeBERTa): the buckets, else max_relative_positions, else the positions;
+    # counted for every config, an over-estimate by at most 2 x positions x hidden_size.
+    relative = 2 * (sizes.get("position_buckets") or sizes.get("max_relative_positions")
+                    or sizes.get("max_position_embeddings", 0))
     per_layer = 4 * h * h + 2 * h * sizes.get("intermediate_size", 4 * h)
     return sizes.get("vocab_size", 0) * e + (positions + relative) * h + sizes.get("num_hidden_layers", 0) * per_layer
