@@ -368,9 +368,9 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: s
     file named, never its server path)."""
     from demo.handlers.query import clean_input
     from demo.judges_child import JudgesTask
-    from demo.quotas import MB, check_store_room
+    from demo.quotas import MB
     from demo.visitors import labels_judge
-    from engine.usecases.import_labels import ImportLabelsRequest
+    from engine.usecases.import_labels import ImportLabelsRequest, quota_problem
 
     if settings.read_only:
         raise UserError("this app is read-only: labels cannot be imported here")
@@ -388,10 +388,12 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: s
     if not judge:
         raise UserError("name the judge who labelled (a person or a team)")
     judge = labels_judge(settings, owner, judge)  # a visitor's: "visitor <tag>: <name>"
-    check_store_room(settings.db_path, settings.max_store_mb)  # at its quota: refused before any work
     request = ImportLabelsRequest(Path(settings.db_path), Path(path), judge,
                                   max_store_bytes=settings.max_store_mb and settings.max_store_mb * MB,
                                   max_import_bytes=settings.max_job_mb and settings.max_job_mb * MB)
+    full = quota_problem(request, 0, 0)
+    if full:  # a store at its quota: refused at once, before a child is started or the file read
+        raise UserError(full)
     try:
         task = JudgesTask("import_labels", request)
         result = in_turn(owner, lambda: computed(task, Path(settings.db_path), judges_bounds(settings)))
