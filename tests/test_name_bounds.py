@@ -259,3 +259,22 @@ def test_look_alike_names_are_refused_everywhere(tmp_path, capsys):
                  "--experiment", name]) == 2
     err = capsys.readouterr().err
     assert re.search(lookalike, err) and err.count("\n") == 1 and not db.exists()
+
+
+def test_a_model_folder_of_the_operators_may_hold_any_script_a_hub_id_may_not(tmp_path):
+    from engine.running.run_request import RunRequest
+
+    config = PromptConfig(mode="base", metadata=metadata_type("gender"))
+    folder = tmp_path / "\u043c\u043e\u0434\u0435\u043b\u0438" / "tiny"  # "модели": a path, not a chosen name
+    folder.mkdir(parents=True)
+    assert RunRequest(model=str(folder), modes=("base",), prompt=config).model == str(folder)
+    # Where visitors name Hub ids only, or the folder is not there, the name keeps to the rule.
+    for request in (dict(model=str(folder), hub_only=True), dict(model=str(tmp_path / "\u043c\u043e\u0434\u0435\u043b")),
+                    dict(model="\u0430pple/model")):
+        with pytest.raises(UserError, match="cyrillic small letter"):
+            RunRequest(modes=("base",), prompt=config, **request)
+    # Control characters are refused in a folder's name all the same.
+    bad = tmp_path / "a\x1bb"
+    bad.mkdir()
+    with pytest.raises(UserError, match="control character U\\+001B"):
+        RunRequest(model=str(bad), modes=("base",), prompt=config)

@@ -81,9 +81,13 @@ class RunRequest:
 
         check_citation_syntax(self.citation_syntax)
 
-        check_name(self.model, "the model name", MAX_MODEL_CHARS)
+        # A folder of the operator's own (a home folder in Cyrillic, the smoke model's cache) is a
+        # path, not a name chosen to pass for another: only a Hub id keeps to the look-alike rule.
+        folder = not self.hub_only and _is_folder(self.model)
+        check_name(self.model, "the model name", MAX_MODEL_CHARS, one_script=not folder)
         if self.model_label is not None:
-            check_name(self.model_label, "the model label", MAX_MODEL_CHARS)
+            check_name(self.model_label, "the model label", MAX_MODEL_CHARS,
+                       one_script=not (folder and self.model_label == self.model))
         if self.experiment is not None:
             check_name(self.experiment, "the experiment name")
 
@@ -216,3 +220,11 @@ def load_model_for(request: RunRequest):
     )
 
 
+def _is_folder(model: str) -> bool:
+    """Whether `model` names a folder on this machine."""
+    import os
+
+    try:
+        return os.path.isdir(os.path.expanduser(model))
+    except (OSError, ValueError):  # a name too long for a path, a NUL
+        return False
