@@ -50,6 +50,8 @@ def operator_settings() -> str:
          "trusted proxy appended (on a Hugging Face Space: 1; elsewhere: 0, the socket's peer)"),
         ("PATTRIEVAL_TRUSTED_PROXY_HOPS", "appending proxies in front of the app where X-Forwarded-For is "
          f"trusted: the visitor is the address this many from the header's end ({s.DEFAULT_TRUSTED_PROXY_HOPS})"),
+        ("PATTRIEVAL_VISITOR_SECRET", "the key of the tag a visitor's uploaded labels are stored under "
+         "(visitor <tag>: <name>); unset: a random key per app process, so tags change at each restart"),
         ("PATTRIEVAL_MAX_JOB_MB", f"store MB one job may write, estimated before it starts ({space[0]}: "
          f"{s.SPACE_MAX_JOB_MB}; {space[1]}: no quota)"),
         ("PATTRIEVAL_MAX_STORE_MB", f"store MB jobs may grow the store to ({space[0]}: {s.SPACE_MAX_STORE_MB}; "
