@@ -155,3 +155,16 @@ def test_the_cli_and_the_app_pass_exact_to_the_request(monkeypatch, tmp_path):
     assert seen[-1].exact is True
     assert handlers.request_from("a", "b", None, None, False, True).exact is True
     assert handlers.request_from("a", "b").exact is False
+
+
+def test_the_calibration_section_runs_and_checks_itself_against_the_engine():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from calibration_large import KINDS, large_sample_calibration
+
+    rows = large_sample_calibration(30, 40, 2, seed=1)  # its vectorised tests are checked against the engine's
+    assert [r.kind for r in rows] == list(KINDS)
+    assert all(0 <= x <= 1 for r in rows for x in (r.size_large, r.size_exact, r.cover_large, r.cover_exact))
+    assert all(r.n == 100 and r.draws == 40 and r.exact_draws == 2 for r in rows)
