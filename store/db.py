@@ -4,10 +4,12 @@ Why this design: DuckDB locks the file per process. While one process has it ope
 no other process can open it at all, not even read-only; several processes may hold it
 read-only at once. So nobody keeps the file open. Every access opens a connection, runs one
 transaction and closes it (a batch commit or a page of queries takes milliseconds). When the
-open fails because another process holds the lock, it is retried with jittered exponential
-backoff until `timeout_s` (default 60 s) has passed; then `DatabaseBusy` (a UserError naming the
-holder's PID) is raised. A CLI run and the app therefore interleave batch by batch, and
-readers never see half a batch because each batch is one transaction.
+open would find another process using the store, it waits, retrying with jittered exponential
+backoff until `timeout_s` (default 60 s) has passed; then `DatabaseBusy` (a UserError) is raised.
+A CLI run and the app therefore interleave batch by batch, and readers never see half a batch
+because each batch is one transaction. Every open and close happens inside the store's own lock
+across processes (store.db_lock: shared for readers, exclusive for writers), taken before DuckDB
+reads the file: DuckDB's lock alone let two writing processes corrupt a store.
 
 Inside one process, connections to the same file are serialized by a per-file lock: DuckDB
 caches one database instance per file and process, and refuses a second connection with a
@@ -23,7 +25,7 @@ fail with `DatabaseBusy` after the timeout. File locks need a local file system;
 shares may not honour them.
 
 Writer priority: a writer kept waiting leaves a marker beside the file, and readers that opt in
-(the SQL sandbox) let it go first (store.db_markers). Error messages: store.db_errors.
+(the SQL sandbox) let it go first (store.db_markers, store.db_lock). Error messages: store.db_errors.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ from store.db_errors import (  # DatabaseBusy, disk_full and read_error are part
     disk_full,
     read_error,
 )
-from store.db_markers import make_marker, remove_marker, wait_for_writers, writers_waiting
+from store.db_lock import store_lock
+from store.db_markers import make_marker, remove_marker
 from store.migrations import apply_migrations, pending_migrations, refuse_newer_schema
 
 __all__ = ["BASE_CONFIG", "DEFAULT_TIMEOUT_S", "Database", "DbLike", "HasDatabase", "as_database", "check_database", "connect", "file_lock", "open_with_retry", "raw_connection", "utc_now"]
@@ -132,31 +135,27 @@ def connect(
     """
     path = Path(path)
     deadline = time.monotonic() + timeout_s
-    with file_lock(path, deadline):
-        conn = _open_migrated(path, read_only=read_only, deadline=deadline)
+    with _opened(path, read_only=read_only, deadline=deadline) as conn:
+        conn.execute("BEGIN TRANSACTION")
         try:
-            conn.execute("BEGIN TRANSACTION")
+            yield conn
+        except BaseException as err:
             try:
-                yield conn
-            except BaseException as err:
-                try:
-                    conn.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass  # closing discards the transaction anyway; keep the first error
-                if isinstance(err, duckdb.Error) and _DISK_FULL in str(err):
-                    raise disk_full(path) from err
-                if isinstance(err, duckdb.IOException):
-                    raise read_error(path, err) from err
-                raise
-            try:
-                conn.execute("COMMIT")
-            except duckdb.Error as err:
-                # A commit writes the WAL: a full disk fails here, as a TransactionException.
-                if _DISK_FULL in str(err):
-                    raise disk_full(path) from err
-                raise
-        finally:
-            conn.close()
+                conn.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # closing discards the transaction anyway; keep the first error
+            if isinstance(err, duckdb.Error) and _DISK_FULL in str(err):
+                raise disk_full(path) from err
+            if isinstance(err, duckdb.IOException):
+                raise read_error(path, err) from err
+            raise
+        try:
+            conn.execute("COMMIT")
+        except duckdb.Error as err:
+            # A commit writes the WAL: a full disk fails here, as a TransactionException.
+            if _DISK_FULL in str(err):
+                raise disk_full(path) from err
+            raise
 
 
 @contextmanager
@@ -171,15 +170,54 @@ def raw_connection(
     """Yield a migrated connection in autocommit mode with extra config (for the SQL sandbox)."""
     path = Path(path)
     deadline = time.monotonic() + timeout_s
+    with _opened(path, read_only=read_only, deadline=deadline, config=config,
+                 yield_to_writers=yield_to_writers) as conn:
+        yield conn
+
+
+@contextmanager
+def _opened(
+    path: Path,
+    *,
+    read_only: bool,
+    deadline: float,
+    config: dict[str, Any] | None = None,
+    yield_to_writers: bool = False,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection on an up-to-date schema, opened and closed inside this process's file lock and
+    the store's lock across processes (store.db_lock), closed at the end."""
+    if not path.exists():
+        _create_parent(path)
     with file_lock(path, deadline):
-        conn = _open_migrated(
-            path, read_only=read_only, deadline=deadline, config=config,
-            yield_to_writers=yield_to_writers,
-        )
-        try:
-            yield conn
-        finally:
-            conn.close()
+        for _ in range(2):
+            with _held(path, shared=read_only, deadline=deadline, yield_to_writers=yield_to_writers):
+                # Writers first is the store lock's to keep now (it lets waiting writers go first):
+                # waiting for them again while holding it would keep them waiting on this reader.
+                conn = _open_migrated(path, read_only=read_only, deadline=deadline, config=config)
+                if conn is not None:
+                    try:
+                        yield conn
+                    finally:
+                        conn.close()
+                    return
+            # A reader found no file or an older schema: create or migrate it as a writer, then read.
+            with _held(path, shared=False, deadline=deadline):
+                _migrate(path, deadline)
+        raise DatabaseBusy(f"database {path} changed its schema while this process opened it; try again")
+
+
+@contextmanager
+def _held(path: Path, *, shared: bool, deadline: float, yield_to_writers: bool = False) -> Iterator[None]:
+    """store.db_lock's lock, with a folder where no lock file can be made as one line."""
+    try:
+        lock = store_lock(path, shared=shared, deadline=deadline, yield_to_writers=yield_to_writers)
+        lock.__enter__()
+    except OSError as err:
+        raise UserError(f"cannot open database {path}: cannot make its lock file: {err.strerror}") from err
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def open_with_retry(
@@ -188,12 +226,11 @@ def open_with_retry(
     read_only: bool,
     deadline: float,
     config: dict[str, Any] | None = None,
-    yield_to_writers: bool = False,
 ) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect, retried with jittered backoff while another process holds the file.
+    """duckdb.connect, retried with jittered backoff while another process holds the file (one
+    that does not take the store lock: the duckdb CLI, a notebook's own connection).
 
-    A writer that has to wait leaves a writer-intent marker meanwhile; a reader with
-    `yield_to_writers` waits while one exists (see the module docstring).
+    A writer that has to wait leaves a writer-intent marker meanwhile (see the module docstring).
     """
     _require_regular(path)
     markers: list[Path | None] = []
@@ -205,7 +242,7 @@ def open_with_retry(
     try:
         return _open_with_retry(
             path, read_only=read_only, deadline=deadline, config=config,
-            yield_to_writers=yield_to_writers, on_conflict=None if read_only else announce,
+            on_conflict=None if read_only else announce,
         )
     finally:
         for marker in markers:
@@ -219,14 +256,11 @@ def _open_with_retry(
     read_only: bool,
     deadline: float,
     config: dict[str, Any] | None,
-    yield_to_writers: bool,
     on_conflict: Callable[[], None] | None,
 ) -> duckdb.DuckDBPyConnection:
     """The retry loop of open_with_retry; `on_conflict` runs when the lock is found taken."""
     backoff = _FIRST_BACKOFF_S
     while True:
-        if yield_to_writers and read_only:
-            wait_for_writers(path, deadline)
         try:
             conn = duckdb.connect(str(path), read_only=read_only, config={**BASE_CONFIG, **(config or {})})
         except duckdb.IOException as err:
@@ -252,11 +286,6 @@ def _open_with_retry(
             if "in-memory database" in str(err):  # a data file opened read-only, see below
                 raise UserError(f"cannot open database {path}: not a DuckDB database file") from err
             raise UserError(f"cannot open database {path}: {_damage(path, str(err))}") from err
-        if yield_to_writers and read_only and writers_waiting(path):
-            # A writer began waiting while this connection opened: let it go first, or it
-            # would wait for this reader's whole hold on top of those already running.
-            conn.close()
-            continue
         try:
             backing = conn.execute(
                 "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
@@ -290,16 +319,14 @@ def _open_migrated(
     read_only: bool,
     deadline: float,
     config: dict[str, Any] | None = None,
-    yield_to_writers: bool = False,
-) -> duckdb.DuckDBPyConnection:
-    """Open a connection on an up-to-date schema, creating the file or migrating it if needed."""
+) -> duckdb.DuckDBPyConnection | None:
+    """A connection on an up-to-date schema, creating the file or migrating it if needed; None when
+    a reader finds no file or an older schema (the caller migrates under the writers' lock)."""
     if not path.exists():
-        _create_parent(path)
+        if read_only:
+            return None
         _migrate(path, deadline)
-    conn = open_with_retry(
-        path, read_only=read_only, deadline=deadline, config=config,
-        yield_to_writers=yield_to_writers,
-    )
+    conn = open_with_retry(path, read_only=read_only, deadline=deadline, config=config)
     try:
         with _read_errors(path):
             refuse_newer_schema(conn, f"database {path}")
@@ -312,11 +339,7 @@ def _open_migrated(
         conn.close()
         raise
     conn.close()
-    _migrate(path, deadline)
-    return open_with_retry(
-        path, read_only=read_only, deadline=deadline, config=config,
-        yield_to_writers=yield_to_writers,
-    )
+    return None
 
 
 def _migrate(path: Path, deadline: float) -> None:
@@ -369,7 +392,7 @@ def check_database(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_T
         raise UserError(f"cannot open database {path}: it is a folder")
     _require_regular(path)
     deadline = time.monotonic() + timeout_s
-    with file_lock(path, deadline):
+    with file_lock(path, deadline), _held(path, shared=True, deadline=deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)
         try:
             with _read_errors(path):

@@ -47,6 +47,7 @@ import duckdb
 from engine.errors import UserError
 from store.db import DEFAULT_TIMEOUT_S, DbLike, as_database, file_lock, open_with_retry
 from store.db_errors import read_error
+from store.db_lock import store_lock
 from store.migrations import applied_versions, pending_migrations, refuse_newer_schema
 from store.run_scores import store_scores
 
@@ -114,7 +115,7 @@ def check_source(path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIM
     if path.is_dir():
         raise UserError(f"cannot open database {path}: it is a folder")
     deadline = time.monotonic() + timeout_s
-    with file_lock(path, deadline):
+    with file_lock(path, deadline), store_lock(path, shared=True, deadline=deadline):
         conn = open_with_retry(path, read_only=True, deadline=deadline)
         try:
             if not applied_versions(conn):
@@ -140,7 +141,7 @@ def merge_stores(target: DbLike, source: str | os.PathLike[str]) -> MergeResult:
     if database.path.exists() and os.path.samefile(database.path, source):
         raise UserError("the source and the target are the same database")
     deadline = time.monotonic() + database.timeout_s
-    with database.connect() as conn, file_lock(source, deadline):
+    with database.connect() as conn, file_lock(source, deadline), store_lock(source, shared=True, deadline=deadline):
         _attach(conn, source)
         return _merge(conn)
 

@@ -178,14 +178,14 @@ def test_export_refusals_write_nothing(db, tmp_path, capsys):
     assert "give --format csv or parquet" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["export", "--experiment", "exp-a", "--format", "xlsx", "--out", str(out), "--db", str(db)])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.duckdb"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.duckdb", "runs.duckdb.lock"]  # the store's own lock
 
     out.write_text("keep me")
     assert main(["export", "--experiment", "exp-a", "--out", str(out), "--db", str(db)]) == 2
     assert "exists" in capsys.readouterr().err and out.read_text() == "keep me"
     assert main(["export", "--experiment", "exp-a", "--out", str(out), "--db", str(db), "--force"]) == 0
     assert len(pd.read_csv(out)) == 9
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.duckdb", "x.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.duckdb", "runs.duckdb.lock", "x.csv"]
 
 
 def test_export_of_an_experiment_without_answers_has_typed_columns(tmp_path):
