@@ -215,7 +215,7 @@ def test_an_unknown_run_in_compare_is_one_message_in_the_page(stored_db, capsys)
     app = _app(AppSettings(stored_db))
     try:
         summary, table, plot, items, pairs, export = _fn(app, "compare", "show")("nope-run", "first-run", None, "",
-                                                                                   False)
+                                                                                   False, False)
     finally:
         app.jobs.shutdown(timeout=5)
     assert 'class="pe-refusal"' in summary and "Not compared:" in summary
@@ -225,7 +225,7 @@ def test_an_unknown_run_in_compare_is_one_message_in_the_page(stored_db, capsys)
     # A visitor's markup in the name shows as text.
     app = _app(AppSettings(stored_db))
     try:
-        summary = _fn(app, "compare", "show")("<img src=x>", "first-run", None, "", False)[0]
+        summary = _fn(app, "compare", "show")("<img src=x>", "first-run", None, "", False, False)[0]
     finally:
         app.jobs.shutdown(timeout=5)
     assert "<img" not in summary and "&lt;img src=x&gt;" in summary
