@@ -52,7 +52,7 @@ PPI_COLUMNS = ["judge", "human", "labelled by both", "judged only", "corrected r
 DISAGREEMENT_KEY = ["run", "item_id", "[n]"]
 DISAGREEMENTS_SHOWN = 100  # rows on the page; the note says how many there are in all
 VERDICT_WORDS = {"attributable": "attributable", "not_attributable": "not attributable", None: "–"}
-PENDING = "your previous agreement or label import is still running: one at a time"
+PENDING = "your previous agreement, disagreements list or label import is still running: one at a time"
 BUSY = "the judges' agreements and imports are busy; try again in a moment"
 
 

@@ -53,6 +53,9 @@ def test_the_matrix_an_import_and_a_disagreement_opened_in_query(page, app, judg
     rows = {r["judge"]: r for r in grid_rows(matrix)}
     assert set(rows) == {LLM, NLI} and rows[LLM][LLM] == "—", rows
     assert rows[LLM][NLI].startswith("κ ") and " · agree " in rows[LLM][NLI] and rows[LLM][NLI] == rows[NLI][LLM]
+    # The disagreements follow the matrix in a child of their own; a visitor has one task at a time,
+    # so an import clicked while they are still listed is refused (PENDING), as a user would see.
+    panel.get_by_text("cited documents where").wait_for(timeout=WAIT_MS)
 
     # A person's labels, uploaded and imported: a third judge in the matrix.
     lines = ["item_id,experiment,mode,position,label"]
