@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import duckdb
 
+from store.answer_metrics import keep_from_item_rows
 from store.db import utc_now
 
 # One `run_id = ?` (or `run_a = ? AND run_b = ?`) per run or pair: DuckDB pushes an equality
@@ -78,6 +79,7 @@ def keep_item_metrics(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
     conn.execute(f"INSERT INTO item_metric_rows BY NAME SELECT *, $now AS computed_utc FROM ({ITEM_METRICS})",
                  {"now": utc_now(), "run": run_id})
     _note_item_runs(conn, [run_id])
+    keep_from_item_rows(conn, [run_id])  # the answer rows, the same numbers (store.answer_metrics)
 
 
 def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> None:
@@ -105,7 +107,9 @@ def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("DELETE FROM item_metric_runs")
     conn.execute("INSERT INTO item_metric_rows BY NAME SELECT *, ? AS computed_utc FROM compare_item_metrics",
                  [utc_now()])
-    _note_item_runs(conn, [r[0] for r in conn.execute("SELECT DISTINCT run_id FROM item_metric_rows").fetchall()])
+    kept = [r[0] for r in conn.execute("SELECT DISTINCT run_id FROM item_metric_rows").fetchall()]
+    _note_item_runs(conn, kept)
+    keep_from_item_rows(conn, kept)
 
 
 def _note_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> None:

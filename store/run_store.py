@@ -31,6 +31,7 @@ from engine.types import (
     RunStatus,
     StoredExperiment,
 )
+from store.answer_metrics import keep_answers
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 from store.owners import this_process
 from store.rows import CITATION_ROW, GENERATION_ROW, citation_row, generation_row, insert_items, json_text
@@ -209,6 +210,9 @@ class RunStore:
                     f"r.doc_id, r.relevant, r.probability FROM (SELECT unnest(?::{CITATION_ROW}) AS r)",
                     [run_id, citations],
                 )
+            # Their precision, recall and F1, in the same transaction: the Bias report reads them
+            # for a run whose rows kept at completion are not current (store.answer_metrics).
+            keep_answers(conn, run_id, [g.item_id for g in fresh])
 
     def fail_runs(self, run_ids: Sequence[str]) -> None:
         """Mark these runs failed and release them, in ONE transaction: after a full disk, either
@@ -306,4 +310,5 @@ class RunStore:
                 "WHERE run_id = ? AND list_contains(?, item_id)",
                 [run_id, source_run_id, todo],
             )
+            keep_answers(conn, run_id, todo)  # as write_batch does
             return len(todo)

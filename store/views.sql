@@ -7,7 +7,8 @@
 -- naming the changed view is enough): stores apply this file when they apply a migration, so
 -- without one, stores already at the newest version would keep the old view. A change to how
 -- query_metrics computes precision, recall, f1 or exact_match must also recompute run_scores
--- in that migration (see 007_run_scores.sql).
+-- in that migration (see 007_run_scores.sql), and for precision, recall or f1 answer_metrics
+-- (see 028_answer_metrics.sql).
 --
 -- Views are listed so that each comes after the views it reads. The scalar macros they call
 -- (normalize_answer, t_quantile_975, label_short_a, dataset_label ...) are store/macros.sql's,

@@ -125,6 +125,7 @@ CARRIED = {  # copied, or recomputed in the target, by store/merge.py (and store
     "runs", "experiments", "items", "generations", "citations", "explanations", "verifications",
     "judge_label_verdicts", "judges", "judge_labels", "studies", "study_experiments", "citation_propensities", "document_use",
     "run_scores", "run_metric_rows", "bias_rows", "item_metric_rows", "item_metric_runs",  # caches: recomputed for each merged run
+    "answer_metrics", "answer_metric_runs",  # kept from each merged run's recomputed item rows
 }
 NOT_CARRIED = {
     "schema_migrations": "the target's own schema version",
@@ -140,5 +141,5 @@ def test_every_table_is_carried_or_named_as_not_carried(tmp_path):
     assert not CARRIED & NOT_CARRIED.keys()
     assert tables == CARRIED | NOT_CARRIED.keys(), "decide whether merge carries each new table"
     code = "".join((Path(__file__).resolve().parents[1] / "store" / name).read_text()
-                   for name in ("merge.py", "run_scores.py", "kept_metrics.py"))
+                   for name in ("merge.py", "run_scores.py", "kept_metrics.py", "answer_metrics.py"))
     assert [name for name in sorted(CARRIED) if name not in code] == []

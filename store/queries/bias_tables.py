@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 
 from engine.types import MODES
+from store.answer_metrics import current_answer_runs
 from store.db import DbLike
 from store.derived import Derived, known_signature, lookup
 from store.kept_metrics import bias_rows_sql, counts, current_item_runs, run_metric_rows_sql
@@ -99,15 +100,21 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
         # while they are still its rows; query_metrics for the others (0.2-0.5 s for an experiment
         # of 10,000 items a run at 1M answers: issue 31). The same numbers.
         kept = current_item_runs(conn, ids)
-        computed = [run_id for run_id in ids if run_id not in kept]
+        # The others' per-answer rows kept as their answers were written (store.answer_metrics:
+        # a run running, failed or resumed, or whose completion's rows are lost), the same numbers.
+        answers = current_answer_runs(conn, [run_id for run_id in ids if run_id not in kept])
+        computed = [run_id for run_id in ids if run_id not in kept and run_id not in answers]
         parts = [f"SELECT run_id, item_id, precision, recall, f1, cites_in_range FROM item_metric_rows "
                  f"WHERE run_id IN ({marks(kept)})"] if kept else []
+        if answers:
+            parts.append(f"SELECT run_id, item_id, precision, recall, f1, cites_in_range FROM answer_metrics "
+                         f"WHERE run_id IN ({marks(answers)})")
         if computed:
             parts.append("SELECT run_id, item_id, precision, recall, f1, n_citations > out_of_range_citations "
                          f"FROM query_metrics WHERE run_id IN ({marks(computed)})")
         # As columns: 30,000 rows as Python tuples took 40-60 ms at 1M answers, the columns 15 (issue 31).
         columns = conn.execute(" UNION ALL ".join(f"({p})" for p in parts) + " ORDER BY run_id, item_id",
-                               kept + computed).fetchnumpy()
+                               kept + answers + computed).fetchnumpy()
         metrics = _per_run(ids, columns)
         confidence = conn.execute(
             "SELECT rag_mode, cited_docs, label, mean_probability, n_with_probability, n_citations "
