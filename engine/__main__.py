@@ -18,7 +18,7 @@ from engine import __version__
 from engine.errors import UserError, interrupted_query, message_line
 
 # Module names under engine/commands, in the order --help lists them.
-COMMANDS = ("quickstart", "run", "selfcheck", "validate", "list", "bias", "report", "compare", "why_cited", "propensity", "used", "explain", "verify", "agreement", "export", "merge", "import_answers", "import_labels", "tiny_model")
+COMMANDS = ("quickstart", "run", "selfcheck", "validate", "list", "bias", "report", "leaderboard", "compare", "why_cited", "propensity", "used", "explain", "verify", "agreement", "export", "merge", "import_answers", "import_labels", "tiny_model")
 
 DESCRIPTION = """\
 PAttriEval: do retrieval-augmented LLMs cite the right sources, and does a label on a source

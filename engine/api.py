@@ -95,6 +95,11 @@ _HOMES: dict[str, str] = {
     "CompareRequest": "engine.usecases.compare",
     "Comparison": "engine.usecases.compare",
     "compare": "engine.usecases.compare",
+    # the models of a store ranked by label bias, with tiers by Holm-corrected pairwise tests
+    "LeaderboardRequest": "engine.usecases.leaderboard",
+    "Leaderboard": "engine.usecases.leaderboard",
+    "leaderboard": "engine.usecases.leaderboard",
+    "read_item_ids": "engine.usecases.leaderboard",
     # why was a document cited? the citation choice model (issue 19)
     "WhyCitedRequest": "engine.usecases.why_cited",
     "WhyCitedResult": "engine.usecases.why_cited",
