@@ -45,7 +45,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
 
 def _open_clicked_rows(app) -> None:
-    """A row clicked in the Runs table opens that experiment in the Query tab (issue 15)."""
+    """A row clicked in the Runs table opens that experiment in the Query tab."""
     import gradio as gr
 
     opener = getattr(app, "open_in_query", None)
@@ -68,7 +68,7 @@ def _open_clicked_rows(app) -> None:
 
 
 def _wire_compare(app) -> None:
-    """Issue 17: an item clicked in the Compare tab opens the Query tab with both runs side by
+    """An item clicked in the Compare tab opens the Query tab with both runs side by
     side; the Runs tab's two ticked experiments fill the Compare tab, which compares them."""
     import gradio as gr
 
@@ -108,7 +108,7 @@ def _wire_compare(app) -> None:
 
 
 def _wire_judges(app) -> None:
-    """A disagreement clicked in the Judges tab opens its item in the Query tab (issue 32): the
+    """A disagreement clicked in the Judges tab opens its item in the Query tab: the
     Compare tab's opener on the one run, with the side-by-side view left closed."""
     import gradio as gr
 

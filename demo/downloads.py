@@ -1,7 +1,7 @@
 """Files the app hands a visitor (a query's CSV, an export): each in a folder of its own, so that
 two visitors never overwrite each other's file, under one temporary folder pruned as it goes.
 
-Bounded (issue 29 §4): a looping /export wrote a new 15 MB folder a call, ~10 GB an hour. Now
+Bounded: a looping /export wrote a new 15 MB folder a call, ~10 GB an hour. Now
 - an export is deduplicated: the same store state and request give the same file, written once
   (`bounded_download`'s key), and Gradio's own copy (its cache folders are named by the file's
   content hash) is shared too;

@@ -1,4 +1,4 @@
-"""The job queue's order between clients (issue 29 §3): round-robin, fewest jobs first.
+"""The job queue's order between clients: round-robin, fewest jobs first.
 
 Sessions are free (a new gradio_client is a new one), so a queue served first come, first served
 let one client's burst hold every later visitor's job behind it. The worker instead starts the

@@ -3,7 +3,7 @@
 The use cases raise engine.errors.FieldError naming fields plainly (engine.usecases.run_values:
 top_k); the CLI words them as its options (--top-k), which mean nothing to a visitor of a web
 page. Here each field is named as the form shows it, so that no message the app shows speaks
-of options or commands (issue 30).
+of options or commands.
 """
 
 from __future__ import annotations

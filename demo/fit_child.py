@@ -2,7 +2,7 @@
 
 Why a process of its own: a fit at the app's bound (PATTRIEVAL_MAX_FIT_DECISIONS) takes seconds
 of pandas and statsmodels work, much of it holding the GIL, so in the web server's process it
-slowed every other visitor's page (issue 29). Here the web process only waits on a pipe (no
+slowed every other visitor's page. Here the web process only waits on a pipe (no
 GIL held), and the child gets the bounds the dataset loader's child has (engine.datasets.load_child): a
 hard address-space limit (RLIMIT_AS), a time limit after which it is killed (CPU seconds, as it
 runs at a lower priority than the web process; and a wall clock), a bounded reply, one BLAS

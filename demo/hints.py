@@ -1,4 +1,4 @@
-"""The one line an empty tab shows where its results will go: where to start (issue 28 §5).
+"""The one line an empty tab shows where its results will go: where to start.
 
 Why: the Query, Bias, Explain and Compare tabs showed nothing, or tables of headers only, before
 anything was chosen, with no word of what to do. Each tab puts its hint in the output its
@@ -61,7 +61,7 @@ def hint_guard_js() -> str:
     holds nothing or a hint when the hint arrives, else what it shows. Why in the browser: a tab's
     select event reads the output when the tab is clicked, and on a loaded server it may answer
     after a Compare or Show clicked meanwhile; only the page knows what it shows at that moment
-    (issue 28's browser tests, then CI: a refusal replaced by the hint that came late)."""
+    (seen in the browser tests, then in CI: a refusal replaced by the hint that came late)."""
     texts = json.dumps([NO_RUNS, *PICK.values()])
     prefix = json.dumps(f'<p class="{_CLASS}">')
     return (f"(hint, shown) => {{ const s = (shown ?? '').trim(); "

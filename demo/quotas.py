@@ -1,4 +1,4 @@
-"""Quotas on what a visitor's job may add to the store, checked before it is queued (issue 29 §5).
+"""Quotas on what a visitor's job may add to the store, checked before it is queued.
 
 Why: at a Space's limits (512 new tokens, 5 top log-probs) an answer costs ~157 KB of store, so
 a 12-configuration grid of 1,000 items wrote ~5.7 GB. The operator bounds one job and the whole

@@ -17,7 +17,7 @@ from typing import Any
 from engine.prompting.citations import parse_citation_marks
 from engine.usecases.model_names import is_smoke
 
-# Said wherever a smoke run's numbers are shown (issue 15): all zeros would otherwise look like a finding.
+# Said wherever a smoke run's numbers are shown: all zeros would otherwise look like a finding.
 SMOKE_NOTE = ("The smoke model has random weights and never cites, so its scores are 0: run a real model "
               "to see attribution.")
 
@@ -274,7 +274,7 @@ def message(text: str) -> str:
     return f'{CSS}<div class="pe-q"><p>{escape_text(text)}</p></div>'
 
 
-# ---------------------------------------------------------------- compare (issue 17): two runs side by side
+# ---------------------------------------------------------------- compare: two runs side by side
 
 
 def comparison_summary(result) -> str:

@@ -42,7 +42,7 @@ def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str
         with connect(copy):  # migrates an older schema in the copy (a newer one is refused here)
             pass
         # The merge use case, as `python -m engine merge`: it also keeps the Bias page's values of
-        # the experiments merged in, so the Space's first Bias visitor reads them (issue 31).
+        # the experiments merged in, so the Space's first Bias visitor reads them.
         return merge(Path(db_path), copy)
 
 

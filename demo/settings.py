@@ -218,7 +218,7 @@ def without_server_paths(message: str, db_path: str | os.PathLike[str], *, datas
                          shown: str = "the store") -> str:
     """One line fit for any visitor: the database's path shown as `shown`, a dataset by its file
     name, and every other server path (its folder, temp and upload folders, caches) left out
-    (store.server_paths: on a Space the store and the temp folder lie apart, issue 29)."""
+    (store.server_paths: on a Space the store and the temp folder lie apart)."""
     from store.server_paths import HIDDEN, mask_server_paths
 
     path = Path(db_path)

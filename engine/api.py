@@ -64,7 +64,7 @@ _HOMES: dict[str, str] = {
     "LabelBiasPlan": "engine.usecases.judge_label_pairs",
     "plan_label_bias": "engine.usecases.judge_label_pairs",
     "run_label_bias": "engine.usecases.judge_label_pairs",
-    # judges of citations: human labels in, agreement between the judges out (issue 32)
+    # judges of citations: human labels in, agreement between the judges out
     "ImportLabelsRequest": "engine.usecases.import_labels",
     "ImportLabelsResult": "engine.usecases.import_labels",
     "import_labels": "engine.usecases.import_labels",
@@ -100,13 +100,13 @@ _HOMES: dict[str, str] = {
     "Leaderboard": "engine.usecases.leaderboard",
     "leaderboard": "engine.usecases.leaderboard",
     "read_item_ids": "engine.usecases.leaderboard",
-    # why was a document cited? the citation choice model (issue 19)
+    # why was a document cited? the citation choice model
     "WhyCitedRequest": "engine.usecases.why_cited",
     "WhyCitedResult": "engine.usecases.why_cited",
     "why_cited": "engine.usecases.why_cited",
     "citation_decisions": "engine.usecases.why_cited",
     "fit_choice_model": "engine.statistics.choice_model",
-    # one model of label bias across a study: the label effect per configuration (issue 33)
+    # one model of label bias across a study: the label effect per configuration
     "StudyEffectsRequest": "engine.usecases.study_effects",
     "StudyEffectsResult": "engine.usecases.study_effects",
     "why_cited_study": "engine.usecases.study_effects",

@@ -18,7 +18,7 @@ def limit_address_space(limit: int | None) -> None:
         pass  # not on this platform (Windows, some macOS): the time limit still holds
 
 
-# What one stored answer costs the store, for quotas checked before a job starts (issue 29 §5).
+# What one stored answer costs the store, for quotas checked before a job starts.
 # Measured: ~157 KB per answer at 512 new tokens and 5 top log-probs (the Space's limits), ~1.7 MB
 # at 4,000 tokens and 20; a token row is ~270 B and each alternative ~9 B more. Rounded up, so
 # that the estimate bounds what a job writes (answers stopping early write less).

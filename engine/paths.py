@@ -3,7 +3,7 @@
 On a Hugging Face Space, /data is the persistent volume (a paid add-on); everything goes there
 when it exists so results survive restarts. Without it, the store goes where this user can write:
 results/ under the working folder, else the user's data folder, else a temporary folder, since a
-Space's app folder may belong to root (issue 28: the run failed after loading its model).
+Space's app folder may belong to root (the run failed after loading its model).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def cache_dir() -> Path:
 def require_store(db):
     """`db` itself, where it is a store or the path of one: a read of a path that is no file
     would create an empty store there (store.db migrates on open) and then report nothing found.
-    The command line checks its --db first; this is the Python API's check (issue 31's note)."""
+    The command line checks its --db first; this is the Python API's check."""
     from engine.errors import UserError
 
     # Only what is not there at all: a FIFO, a device or a folder at the path is the store's open

@@ -215,7 +215,7 @@ REPORTS = ("report --experiment", "report (all)")
 # so the table tells reading the experiment from the bootstrap that follows.
 # "  after run" is the first request after the experiment's last run ended: the values kept in
 # the store removed, then kept again as the writer keeps them when a run ends (untimed:
-# engine.usecases.bias_kept, issue 31); "  writer keeps" times that keeping itself, the work it
+# engine.usecases.bias_kept); "  writer keeps" times that keeping itself, the work it
 # adds to the end of a run. "  computed" is bias_page with nothing kept in the store (store.derived):
 # what a request for other resamples waits for, or one after a writer that could not keep them.
 PARTS = ("  cached", "  after run", "  writer keeps", "  computed", "  bias_inputs")

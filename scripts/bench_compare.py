@@ -1,4 +1,4 @@
-"""Time the paired tests of `compare` (issue 31): every default metric of two synthetic runs of
+"""Time the paired tests of `compare`: every default metric of two synthetic runs of
 N items, the engine at --old-rev (default HEAD: the code before the working tree's change,
 exported from git) against the working tree, each side in its own process one after the other:
 CPU seconds, wall seconds, peak RSS, and every p value, interval and detectable difference

@@ -1,4 +1,4 @@
-"""compare's reads at scale (issue 31): two runs' per-item metrics computed through query_metrics
+"""compare's reads at scale: two runs' per-item metrics computed through query_metrics
 (what every read did before migration 023), the writer keeping them (what a run's completion now
 adds), the same read from the kept rows, and the citation-flip counts; CPU and wall seconds each,
 the arrays checked equal. Works on a copy of STORE (it writes the kept rows).

@@ -1,4 +1,4 @@
-"""Benchmark: the statistics commands beside query_detail, in one run (issue 31).
+"""Benchmark: the statistics commands beside query_detail, in one run.
 
 For each size, on the stores of scripts/bench_app.py's `build_store` (through the real schema):
 - query_detail: demo.handlers.query.query_detail on the size's store (bench_app's call), in this

@@ -1,6 +1,6 @@
 """Type-I error and interval coverage of what `bias`, `compare` and `why-cited` print, by simulation.
 
-Answers are simulated per item, so the truth is known (issue 26). Each item shows 5 documents,
+Answers are simulated per item, so the truth is known. Each item shows 5 documents,
 one or two relevant; a run's answer cites nothing (15%), one document (51%) or two (34%, the
 multi-citation answers), each cited document relevant with the item's own probability
 q ~ Beta(3, 2). Two runs of an item give the same answer with probability 0.7 (a label changes

@@ -1,4 +1,4 @@
-"""Where compare_metrics' CPU goes at N items (issue 31): each part timed alone, then the whole, CPU
+"""Where compare_metrics' CPU goes at N items: each part timed alone, then the whole, CPU
 seconds, and the peak RSS.
 
     /usr/bin/time -v python scripts/profile_compare.py 1000000

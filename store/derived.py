@@ -82,7 +82,7 @@ def known_signature(conn: duckdb.DuckDBPyConnection, experiment_id: str, known: 
     """experiment_signature, computed once per request: `known` holds those computed already in
     the same read transaction (a request's readers share it, as they share `pending`), where one
     is added. Each costs tens of ms at 1M answers, and the Bias page reads a kept report and kept
-    Table 2 rows of the same experiments (issue 31). A version number the writer bumps would be
+    Table 2 rows of the same experiments. A version number the writer bumps would be
     cheaper still, but every path that changes runs (run, resume, merge, import, a migration,
     SQL typed by hand) would have to bump it; the signature reads what the value depends on."""
     if known is None:

@@ -73,7 +73,7 @@ def export_results(
     _check_destination(out, overwrite)
     if not experiments:
         raise UserError("choose at least one experiment to export")
-    # Streamed: one chunk of rows in memory at a time, written as it is read (issue 20).
+    # Streamed: one chunk of rows in memory at a time, written as it is read.
     with export_results_chunks(db, list(experiments), rows=rows) as chunks:
         written = _Written()
         _write_atomically(out, lambda f: _write_chunks(f, chunks.frames, fmt, written, columns), overwrite)

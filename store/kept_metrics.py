@@ -1,11 +1,11 @@
 """run_metrics' and the bias view's numbers, kept by the writer (tables run_metric_rows and
 bias_rows, migrations 013 and 017) so that whole-store reads cost milliseconds at a million answers;
-and each run's per-item metrics (item_metric_rows, migrations 023 and 024: issue 31), read by
+and each run's per-item metrics (item_metric_rows, migrations 023 and 024), read by
 `compare` and the Bias report while the run's content is what they were kept from
 (item_metric_runs, `current_item_runs`).
 
 `python -m engine report` reads run_metrics for every run and the bias view for every
-experiment: computed from query_metrics, 12-25 s at 1M answers (issue 21). The numbers change
+experiment: computed from query_metrics, 12-25 s at 1M answers. The numbers change
 only when a run's answers do, so the writer keeps them when a run is marked complete
 (store.run_scores.store_scores, called by store.run_store and store.merge), computed through
 the views themselves (run_metric_wide, bias), one run or pair at a time (an equality on run_id
@@ -156,7 +156,7 @@ def run_metric_rows_sql(conn: duckdb.DuckDBPyConnection, run_ids: list[str],
     stale = [r for r in run_ids if kept.get(r) != current.get(r)]
     # The kept rows in one statement (a list parameter: one plan whatever the number of runs),
     # joined with the list: list_contains compares every row with every run (1,000 runs: 31 ms
-    # against 18, issue 31); the kept table is small, so a semi-join above it reads nothing more.
+    # against 18); the kept table is small, so a semi-join above it reads nothing more.
     parts = ["SELECT * FROM run_metrics_over(true) WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"] if fresh else []
     parts += [_LIVE_RUN] * len(stale)
     return " UNION ALL ".join(f"({p})" for p in parts) or "SELECT * FROM run_metrics WHERE false", \

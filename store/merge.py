@@ -94,13 +94,13 @@ class MergeResult:
     skipped: tuple[SkippedRun, ...]  # source runs that are not complete
     moved: tuple[MovedRun, ...]
     unnamed: tuple[tuple[str, str], ...]  # (experiment id, name) copied without its name, taken in the target
-    # What came along with the runs (issue 8); last, with defaults, so that older readers keep working.
+    # What came along with the runs; last, with defaults, so that older readers keep working.
     n_explanations: int = 0
     n_verifications: int = 0
     n_studies_new: int = 0
     n_study_experiments: int = 0  # memberships (study, experiment) new in the target
     n_left_out: int = 0  # explanations and verifications of answers that differ between the stores
-    n_propensities: int = 0  # citation_propensities rows (issue 19)
+    n_propensities: int = 0  # citation_propensities rows
     n_judges_new: int = 0  # judges rows (migration 019) the target lacked
     n_judge_labels: int = 0  # imported human labels (judge_labels) copied
     n_document_use: int = 0  # document_use rows (migration 020) copied

@@ -64,7 +64,7 @@ class RunStore:
     def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  on_finished: Callable[[str], None] | None = None):
         """`on_finished(run_id)`: called after a run's final status is committed (finish_run),
-        outside its transaction; the use cases keep the Bias page's values with it (issue 31)."""
+        outside its transaction; the use cases keep the Bias page's values with it."""
         self.database = Database(Path(path), timeout_s)
         self.on_finished = on_finished
 

@@ -62,7 +62,7 @@ _PATH_REVEALING = re.compile(
     r"^(duckdb_(?!(columns|constraints|dependencies|functions|indexes|keywords|schemas|sequences|tables"
     r"|types|views)$)\w+|pragma_(?!(table_info|version|collations)$)\w+|current_setting|getvariable"
     r"|json_execute_serialized_sql|\w*checkpoint|\w*logging|\w*profiling|\w*external_resource\w*"
-    r"|pg_settings)$"  # pg_catalog.pg_settings is duckdb_settings() under Postgres' name (issue 29)
+    r"|pg_settings)$"  # pg_catalog.pg_settings is duckdb_settings() under Postgres' name
 )
 
 # Setting names that hold a path, for `SHOW <name>`: some (extension_directory) are not listed

@@ -3,7 +3,7 @@
 Why one place: a message may quote any folder the server writes to, not only the store's. On a
 Space the store sits on /data and temporary files under /tmp: an export that fails on a full temp
 disk quoted `/tmp/pattrieval-downloads/<id>/...`, which masking by the store's folder missed
-(issue 29). So known folders (temp, Gradio's uploads, caches, home, the working folder, Python's
+. So known folders (temp, Gradio's uploads, caches, home, the working folder, Python's
 prefix, this checkout) are replaced by name, and then any other absolute path by its last part:
 POSIX paths, and Windows ones too (`C:\\Users\\...`, `C:/...`, `\\\\server\\share\\...`), which a
 Windows operator's DuckDB and OS errors quote, with spaces inside quotes ("C:\\Users\\Jo Ann\\x").

@@ -193,7 +193,7 @@ FROM run_metric_summary GROUP BY run_id;
 -- run's count of generations equals their n_answers: store/kept_metrics.py reads through it for
 -- such runs, and through run_metrics for the others. query_table names the one source asked
 -- for, so the other is never bound: binding run_metric_wide costs ~25 ms of every kept read
--- (`report` on the whole store, issue 31), and the kept rows' extra columns are left out by name.
+-- (`report` on the whole store), and the kept rows' extra columns are left out by name.
 CREATE OR REPLACE MACRO run_metrics_over(kept) AS TABLE
 WITH w AS (
   SELECT COLUMNS(lambda c: c NOT IN ('n_answers', 'computed_utc'))
@@ -236,7 +236,7 @@ JOIN chosen b ON b.experiment_id = a.experiment_id AND b.rag_mode = m.mode_b;
 -- CAS = mean |M_vanilla - M_base| and CAB = mean (M_base - M_cf), x100, per experiment and
 -- metric, over the items both runs hold: the arithmetic, and what engine/statistics/bias.py's test reads.
 -- Intervals, p values and verdicts are engine/statistics/bias.py's alone (`python -m engine bias`, report,
--- the app, engine.api), so every face prints the same ones: no t-interval here (issue 26).
+-- the app, engine.api), so every face prints the same ones: no t-interval here.
 -- value is NULL, and undefined_reason says why, where no answer of either run cites a shown
 -- document (every M is then 0: not "no bias"); n_cite_a / n_cite_b count the paired items whose
 -- answer cites one. The test's inputs: the signed differences M_a - M_b (for CAS too: its test is
@@ -483,7 +483,7 @@ ORDER BY a.item_id;
 -- One row per run: the label pair its prompt shows after "written by" (label A on relevant
 -- documents in base, B in cf; NULL where the run has none), read from its config once per run.
 -- citation_decisions takes its labels from here: read per row, the JSON was half the cost of its
--- label column (issue 31). store.queries.decisions lists a request's labels from here too.
+-- label column. store.queries.decisions lists a request's labels from here too.
 CREATE OR REPLACE VIEW run_labels AS
 SELECT run_id,
        json_extract_string(config_json, '$.prompt.metadata.label_a') AS label_a,
@@ -491,7 +491,7 @@ SELECT run_id,
 FROM runs;
 
 -- One row per shown document per answer: every citation decision the model made, with what it
--- saw at that place (issue 19; docs/store.md). The citation choice model
+-- saw at that place (docs/store.md). The citation choice model
 -- (`python -m engine why-cited`, engine.statistics.choice_model) reads these rows.
 --   position            1-based place in the prompt ([position] cites it)
 --   position_group      'first', 'middle' or 'last' (a single shown document is 'first')

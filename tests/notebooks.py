@@ -1,7 +1,7 @@
 """Run code as a notebook does: cells in a Jupyter kernel (ipykernel), driven by nbclient.
 
 A kernel is not plain Python: DuckDB, for one, notices it and changes its progress bar setting
-(issue 28: without ipywidgets it refused `SET enable_progress_bar` and every store call failed).
+(without ipywidgets it refused `SET enable_progress_bar` and every store call failed).
 `ipywidgets=False` hides ipywidgets from the kernel, installed or not, by a module of that name
 that refuses to import, placed first on its path.
 """

@@ -1,4 +1,4 @@
-"""`agreement` (issue 32): the judges of a run's citations set against each other and against human
+"""`agreement`: the judges of a run's citations set against each other and against human
 labels. The numbers are engine.statistics.agreement's (tested against the libraries in
 tests/test_agreement_stats.py); here, that the use case hands them the right verdicts: kappa equals
 statsmodels' cohens_kappa on the same pairs, raw agreement equals the judge_agreement view's, NULL

@@ -1,4 +1,4 @@
-"""Agreement between judges (issue 32, item 2): engine.statistics.agreement against the libraries
+"""Agreement between judges: engine.statistics.agreement against the libraries
 run directly (statsmodels, krippendorff, sklearn), its degenerate inputs, and its intervals'
 coverage by seeded simulation."""
 

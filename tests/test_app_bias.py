@@ -411,7 +411,7 @@ def test_bias_table_endpoint_returns_tables_and_plots_for_two_experiments(db):
             client.predict("", ["typo"], api_name="/bias_table")
 
 
-# ---------------------------------------------------------------- by study, and beyond the metrics (issue 8)
+# ---------------------------------------------------------------- by study, and beyond the metrics
 
 EXPLAINED = {  # run -> the explanation of each item: q00..q03 give a label as a reason in base, one in cf
     "exp-gender-base": ["I cited [1] as it was written by a woman.", "Document 2 names the answer.",

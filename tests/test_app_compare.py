@@ -1,4 +1,4 @@
-"""The Compare tab (issue 17) without a browser: the handlers (the page's table, plot, items, the
+"""The Compare tab without a browser: the handlers (the page's table, plot, items, the
 side-by-side drill-down, the export, the Runs tab's ticks, the SQL tab's compare_runs example
 through the sandbox) and `/compare`, `/compare_item`, `/compare_export` through gradio_client.
 
@@ -53,7 +53,7 @@ def test_the_request_from_the_page(db):
     assert h.request_from("a", "b", "f1, recall").metrics == ("f1", "recall")  # an API caller's text
     assert h.request_from("a", "b", None, "").margins is None
     assert h.request_from("a", "b", None, 0).margins is None  # an API caller's blank number
-    # Issue 26: a margin per metric, as the CLI's --margin reads it.
+    # A margin per metric, as the CLI's --margin reads it.
     assert h.request_from("a", "b", None, " precision=5, n_citations=0.2 ").margins == Margins(
         None, (("precision", 5.0), ("n_citations", 0.2)))
     for args, message in ((("", "b"), "choose A and B"), (("a", "b", []), "tick at least one metric"),
@@ -99,7 +99,7 @@ def test_the_table_is_the_use_cases_numbers(db, two_runs):
     for shown, (_, want) in zip(view.table.itertuples(index=False), expected.iterrows(), strict=True):
         assert (shown.comparison, shown.metric, shown.n, shown.test) == (want.comparison, want.label, want.n, want.test)
         assert shown.verdict.startswith(want.verdict)
-        if want.min_detectable_undefined:  # issue 26: says why, never 0
+        if want.min_detectable_undefined:  # says why, never 0
             assert shown[11] == "undefined" and want.min_detectable_undefined in shown.verdict
         assert shown[3] == f"{want.mean_a:.1f}" and shown[5] == f"{want['diff']:+.1f}"
         interval = f"[{want.ci_low:+.1f}, {want.ci_high:+.1f}]"
@@ -144,7 +144,7 @@ def test_the_items_that_differ_most_come_first(db, two_runs):
 def test_the_plot_shows_each_difference_with_its_interval(db):
     view = h.compare_view(db, "same-1", "same-2", ["f1", "exact_match"], "20")
     want = compare(CompareRequest("same-1", "same-2", ("f1", "exact_match"), Margins(20.0)), db).table()
-    # Identical runs (issue 26): F1 has no spread, so no equivalence; exact match's 0 of 40
+    # Identical runs: F1 has no spread, so no equivalence; exact match's 0 of 40
     # discordant pairs bound B - A within +-11 points (exact): equivalent within 20.
     assert list(view.table["verdict"]) == [
         "no significant difference; equivalence undefined: every paired difference is equal; detectable "

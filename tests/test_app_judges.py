@@ -1,4 +1,4 @@
-"""The Judges tab (issue 32 §4) without a browser: the handlers (the agreement matrix, the panel
+"""The Judges tab without a browser: the handlers (the agreement matrix, the panel
 line, the judges against human labels, the PPI rate, the disagreements of a pair, a clicked row,
 importing labels from an upload and its refusals, the hint) on tests/judged_store.py's store with
 a person's labels, and `/agreement` through gradio_client on the app as `python -m demo` builds it.

@@ -110,7 +110,7 @@ def test_an_empty_store_has_no_rows_and_is_not_created(tmp_path):
     db = tmp_path / "none.duckdb"
     view = runs_view(db, 1)
     assert (view.rows, view.pages, view.total) == ([], 1, 0) and query_handlers.experiment_choices(db) == []
-    # The tab says so above its empty table, and where to start (issue 15).
+    # The tab says so above its empty table, and where to start.
     assert view.caption == "**Nothing is stored yet: start a run in the Run tab (or merge a results store).**"
     with pytest.raises(UserError, match="^nothing is stored yet"):
         export_file(db, ["exp-a"], "", "csv")

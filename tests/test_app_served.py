@@ -117,7 +117,7 @@ def test_the_run_batch_api_keeps_its_positional_inputs_and_takes_the_server_ones
         names = [p["parameter_name"] for p in client.view_api(print_info=False, return_format="dict")
                  ["named_endpoints"]["/run_batch"]["parameters"]]
         # The 30 inputs before the server's, in their order, then the server's five, then the
-        # battery's three (issue 19), each added at the end so older positional calls still work.
+        # battery's three, each added at the end so older positional calls still work.
         assert names[25:] == ["study", "backend", "ray_address", "actors", "gpus_per_actor", "base_url", "tokenizer",
                               "concurrency", "api_key_env", "request_timeout", "relevant_at", "repetition",
                               "label_scope"]

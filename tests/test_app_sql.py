@@ -103,7 +103,7 @@ HUGE_SQL = (f"SELECT {HUGE}::HUGEINT AS h, 3402823669209384634633746074317682114
 
 
 def test_integers_beyond_what_a_browser_holds_show_as_text_digit_for_digit(store):
-    """Issue 29: a HUGEINT killed the visitor's event stream (orjson: integer exceeds 64-bit range)."""
+    """A HUGEINT killed the visitor's event stream (orjson: integer exceeds 64-bit range)."""
     import gradio as gr
     import orjson
 
@@ -126,7 +126,7 @@ def test_the_empty_store_is_one_line_and_nothing_is_created(tmp_path):
 
 
 def test_settings_and_databases_never_show_the_server_path(store):
-    # Refused, not masked (issue 20): masking was bypassed by reverse(), to_base64() and the like.
+    # Refused, not masked: masking was bypassed by reverse(), to_base64() and the like.
     for sql in ("SELECT * FROM duckdb_settings()", "SELECT * FROM duckdb_databases()",
                 "SELECT current_setting('temp_directory') AS t", "SELECT reverse(path) FROM duckdb_databases()"):
         with pytest.raises(UserError, match="not allowed in the SQL console") as caught:

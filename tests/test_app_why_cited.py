@@ -124,7 +124,7 @@ def test_the_app_bounds_the_answers_it_fits(imported, monkeypatch):  # noqa: F81
 
 
 def test_the_app_bounds_the_decisions_it_fits_before_reading_them(imported, monkeypatch):  # noqa: F811
-    """Documents x answers is what a fit's time and memory grow with (issue 29): refused in one
+    """Documents x answers is what a fit's time and memory grow with: refused in one
     line from a count, before a decision row is read."""
     import store.queries
 
@@ -165,7 +165,7 @@ def test_the_operator_sets_the_decisions_bound(monkeypatch):
     from demo.settings import DEFAULT_MAX_FIT_DECISIONS, settings_from_env
 
     monkeypatch.delenv("PATTRIEVAL_MAX_FIT_DECISIONS", raising=False)
-    # Measured with a 2x margin on the child's memory and CPU caps (docs/figures.md, issue 31):
+    # Measured with a 2x margin on the child's memory and CPU caps (docs/figures.md):
     # 500,000 answers of 10 shown documents.
     assert settings_from_env("x.duckdb").max_fit_decisions == DEFAULT_MAX_FIT_DECISIONS == 5_000_000
     assert h.MAX_ANSWERS == 500_000

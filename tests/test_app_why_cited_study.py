@@ -1,4 +1,4 @@
-"""The Bias tab's study model (issue 33 §2's app face) without a browser: the handler's page
+"""The Bias tab's study model (the study model's app face) without a browser: the handler's page
 against the use case, its bounds and refusals in one line, the child's words, and
 `/why_cited_study` through gradio_client.
 

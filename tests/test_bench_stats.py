@@ -1,4 +1,4 @@
-"""scripts/bench_stats.py (issue 31): the statistics commands timed beside query_detail in one run.
+"""scripts/bench_stats.py: the statistics commands timed beside query_detail in one run.
 End to end at its tiny size, so the bench cannot rot; its sizes; a wrong size is one line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CAS and CAB say only what the data support (issue 26 §2, §7, §8, §11): CAS has no p that pretends
+"""CAS and CAB say only what the data support: CAS has no p that pretends
 to test label sensitivity, CAB's test holds its size at small n (checked against scipy and by
 simulation), a model that never cites gives "undefined" on every face, and every face prints the
 same bounded interval."""

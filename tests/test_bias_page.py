@@ -1,4 +1,4 @@
-"""The Bias page as a use case (engine.usecases.bias_page, issue 30): typed, each reference
+"""The Bias page as a use case (engine.usecases.bias_page): typed, each reference
 resolved once, explanation_rates read once; the app's tab and engine.api.bias_page show the
 same numbers. The store is tests/test_app_bias.py's, with its explanations and verifications."""
 

@@ -1,6 +1,6 @@
 """scripts/calibration.py at a reduced size: the verdicts `bias` and `compare` print keep their
 size (at most 5%, within sampling error) on simulated answers where the truth is known, and the
-script's table cannot rot (issue 26; the full table is in docs/figures.md)."""
+script's table cannot rot (the full table is in docs/figures.md)."""
 
 from __future__ import annotations
 

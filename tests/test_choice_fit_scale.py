@@ -1,4 +1,4 @@
-"""The choice model's fit at scale (issue 31): equal strata fitted once as patterns, equal to
+"""The choice model's fit at scale: equal strata fitted once as patterns, equal to
 statsmodels' ConditionalLogit (coefficients and standard errors to 1e-6) on data sets where
 statsmodels converges, Newton with step halving where plain Newton diverges, a fit stopped short
 says so, and why-cited's rows read as numbers (no column of Python strings)."""
@@ -135,7 +135,7 @@ def test_why_cited_reads_numbers_not_text(tmp_path):
 def test_a_coded_design_fits_as_its_rows_and_the_separation_rows_do_not_depend_on_the_chunk(monkeypatch):
     """CodedDesign (each row a code into a table of distinct rows: the study model's 38 columns
     took 1.5 GB at a million answers) gives the fit of the rows it stands for; the separation
-    programme's distinct differences, made chunk by chunk (issue 31), are those of one chunk."""
+    programme's distinct differences, made chunk by chunk, are those of one chunk."""
     from engine.statistics import choice_fit
     from engine.statistics.choice_fit import CodedDesign, _differences
 

@@ -1,4 +1,4 @@
-"""compare's citation flips counted in SQL (issue 31, store/queries/citation_flips.py) against
+"""compare's citation flips counted in SQL (store/queries/citation_flips.py) against
 engine.statistics.flips.citation_flips on the items paired in Python, on stores written through
 RunStore: tests/test_compare.py's random runs, and hand-made runs with the edge cases (a document
 shown twice, a cited number no document was shown under, relevance unknown or different between
@@ -22,7 +22,7 @@ from tests.test_compare import _write, build_store
 
 
 def _python_flips(db: Path, run_a: str, run_b: str) -> CitationFlips:
-    """The pairing compare's read made before issue 31 (read_paired(with_citations=True)), from the raw rows: per item both runs
+    """The pairing compare's read made before the flips were counted in SQL (read_paired(with_citations=True)), from the raw rows: per item both runs
     hold, A's shown documents that B showed too, each run's cited documents, the documents either
     run cited as relevant; then citation_flips."""
     with connect(db, read_only=True) as conn:

@@ -1,7 +1,7 @@
-"""Issue 20 §7: a cited number past 2**31 (or of thousands of digits) is an out-of-range
+"""A cited number past 2**31 (or of thousands of digits) is an out-of-range
 citation, in a run and in `import`: before, the store's INTEGER column ended the run with a
 traceback (and greedy decoding repeats the answer on every resume) and `import` exited 1.
-Issue 26 §10: the parser's edges (reversed ranges, the range cap, distinct huge numbers)."""
+The parser's edges (reversed ranges, the range cap, distinct huge numbers)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_huge_numbers_parse_as_out_of_range(text, expected):
 MAX = MAX_CITATION_NUMBER
 
 
-# Issue 26 §10: the parser's edges, each defined (engine/prompting/citations.py's docstring, docs/method.md).
+# The parser's edges, each defined (engine/prompting/citations.py's docstring, docs/method.md).
 @pytest.mark.parametrize("text, expected", [
     # A reversed range cites the same numbers, in the order written; before, it cited nothing.
     ("[3-1]", [3, 2, 1]),

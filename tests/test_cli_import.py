@@ -55,7 +55,7 @@ def test_custom_type_with_a_consideration_still_works(files, tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--metadata", "expertise"], "name its labels with --label-a and --label-b"),
-    # Issue 28: the option that is missing, by name; a mistyped built-in type, the closest one.
+    # The option that is missing, by name; a mistyped built-in type, the closest one.
     (["--metadata", "expertise", "--label-a", "an expert"], "metadata type 'expertise': --label-b is missing"),
     (["--metadata", "expertise", "--label-b", "a novice"], "metadata type 'expertise': --label-a is missing"),
     (["--metadata", "gendr"], "name its labels with --label-a and --label-b; did you mean gender?"),
@@ -71,7 +71,7 @@ def test_custom_type_errors_are_one_line_and_write_nothing(files, tmp_path, caps
 
 
 def test_import_holds_no_sql():
-    # Section 9 of issue 6: SQL lives in store/, the command only calls it.
+    # Section 9 of SQL lives in store/, the command only calls it.
     source = (ROOT / "engine" / "commands" / "import_answers.py").read_text()
     assert "SELECT" not in source and "conn.execute" not in source
 

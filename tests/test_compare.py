@@ -1,4 +1,4 @@
-"""`compare` (issue 17): every paired statistic against scipy and statsmodels, the store reads
+"""`compare`: every paired statistic against scipy and statsmodels, the store reads
 against query_metrics and the compare_runs macro (store/views.sql), the use case and the CLI end to end on
 stores written through the store's own writer (RunStore), with the edge cases: identical runs,
 disjoint items, one item, all ties, a run still running, two datasets.
@@ -151,7 +151,7 @@ def test_power_against_noncentral_t_and_statsmodels():
 
 
 def test_all_ties_one_item_and_identical_without_warnings():
-    # Issue 26: with no spread there is no interval, TOST or detectable difference for a
+    # With no spread there is no interval, TOST or detectable difference for a
     # continuous metric (each says why); a 0/1 metric keeps its exact bounds.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -286,7 +286,7 @@ def test_read_paired_is_query_metrics(db):
 
 
 def test_kept_item_metrics_are_what_the_view_computes(db, tmp_path):
-    """The writer keeps each complete run's per-item metrics (item_metric_rows, issue 31); a read
+    """The writer keeps each complete run's per-item metrics (item_metric_rows); a read
     uses them only while they are all there and the run's content is what they were kept from,
     else computes them: the same arrays either way, to the bit. A running run has none kept."""
     import shutil
@@ -369,7 +369,7 @@ def test_compare_experiments_mode_by_mode_and_bias(db):
 
 
 def test_identical_runs_are_not_called_equivalent(db):
-    # Issue 26: identical runs have no spread; "equivalent within 1" would claim evidence there is
+    # Identical runs have no spread; "equivalent within 1" would claim evidence there is
     # none of. Continuous metrics: undefined; 0/1 metrics: the exact bound of 0 of 40 discordant
     # (about +-9 points) does not fit within 1.
     result = compare(CompareRequest("same-1", "same-2", margins=Margins(1.0), resamples=200), db)
@@ -442,7 +442,7 @@ def test_cli_text_json_csv_and_errors(db, capsys):
 
 
 def test_cli_text_is_the_table_and_one_short_verdict_line_per_metric(db, capsys):
-    # Issue 28: every table row came again as a long sentence; now one short line per metric names
+    # Every table row came again as a long sentence; now one short line per metric names
     # its verdict and the test(s) behind it, and --explain gives the sentences.
     argv = ["compare", "e1:base", "e2:base", "--db", str(db), "--resamples", "200", "--items", "0", "--margin", "2"]
     assert main(argv) == 0

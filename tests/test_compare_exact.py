@@ -1,4 +1,4 @@
-"""`compare`'s verdicts hold (issue 26, items 3 and 11): the exact statistics of paired 0/1 values
+"""`compare`'s verdicts hold: the exact statistics of paired 0/1 values
 (engine.statistics.paired_exact) against scipy and statsmodels and summed exactly over every outcome; the
 verdicts' error rates by seeded simulation; margins per metric; Holm over the equivalence tests.
 
@@ -54,7 +54,7 @@ def test_clopper_pearson_is_statsmodels_and_scipy(k, n):
 
 
 def test_no_discordant_pair_bounds_the_difference_only_loosely():
-    # Issue 26: 0 of 20 discordant pairs: B - A is still anywhere within about +-17 points
+    # 0 of 20 discordant pairs: B - A is still anywhere within about +-17 points
     # (Clopper-Pearson 97.5% for 0 of 20 = 1 - 0.025 ** (1 / 20)).
     bound = 1 - 0.025 ** (1 / 20)
     assert pe.difference_bounds(0, 0, 20) == pytest.approx((-bound, bound))
@@ -147,7 +147,7 @@ def test_a_0_1_metric_gets_its_detectable_difference_from_mcnemar_not_the_t_test
 
 
 def test_equivalence_without_spread_is_undefined():
-    # Issue 26: every paired difference equal; old: "equivalent within 0.1 (TOST p<0.001)" and
+    # Every paired difference equal; old: "equivalent within 0.1 (TOST p<0.001)" and
     # "a difference of 0.0 is detectable at 80% power".
     same = np.linspace(0, 1, 20)
     m = cs.compare_metric(cs.METRICS["precision"], same, same, margin=0.1, n_resamples=200)
@@ -166,7 +166,7 @@ def _sparse(rng: np.random.Generator, n: int, shift: float, p_change: float = 0.
 
 
 def test_equivalence_rate_with_a_true_difference_beyond_the_margin():
-    # Issue 26: a true +3-point difference; "equivalent within 1" came in 35% of comparisons at
+    # A true +3-point difference; "equivalent within 1" came in 35% of comparisons at
     # n = 20 (most of them with no item changed). Now at most 5%, continuous and 0/1.
     rng = np.random.default_rng(26)
     hits = 0

@@ -1,4 +1,4 @@
-"""compare's work done once where it was repeated with the same inputs (issue 31), the same results
+"""compare's work done once where it was repeated with the same inputs, the same results
 to the bit: the exact McNemar detectable difference's rejection region (at 100k items the ~20 power
 evaluations recomputing it took 80% of a binary metric's time), and the bootstrap's resampled items,
 drawn once for every metric with the same number of items and seed (the draws were ~90% of each
@@ -51,7 +51,7 @@ def test_compare_metrics_gives_every_metric_its_own_interval():
 
 def test_power_sums_the_same_terms_where_most_weights_are_zero():
     """At 50k pairs the discordant count's weight underflows to 0 on ~90% of 0..n: the rejection
-    probability is computed only where it is not (issue 31), and the power is the full sum's."""
+    probability is computed only where it is not, and the power is the full sum's."""
     from scipy.stats import binom
 
     n, p_d, difference = 50_000, 0.3, 0.01
@@ -64,7 +64,7 @@ def test_power_sums_the_same_terms_where_most_weights_are_zero():
 
 
 def test_detectable_difference_at_300k_pairs_takes_seconds_not_tens():
-    """Before issue 31's second pass: ~9 s of CPU at 300k pairs (30 s at 1M), the rejection
+    """Before the draws were shared: ~9 s of CPU at 300k pairs (30 s at 1M), the rejection
     probability of every possible number of discordant pairs, ~20 times; now ~0.6 s."""
     import time
 
@@ -74,7 +74,7 @@ def test_detectable_difference_at_300k_pairs_takes_seconds_not_tens():
 
 
 def test_bootstrap_memory_is_bounded_by_cells_not_resamples():
-    """500 resamples x 100k items at once were ~1 GB (14 GB at 1M: issue 31); now a block holds at
+    """500 resamples x 100k items at once were ~1 GB (14 GB at 1M); now a block holds at
     most BOOTSTRAP_CELLS counts. The resamples are the same whatever the block; BLAS sums a row of
     the product in an order that depends on the block's shape, so a mean may move in its last bit."""
     import tracemalloc
@@ -92,7 +92,7 @@ def test_bootstrap_memory_is_bounded_by_cells_not_resamples():
 
 def test_the_tests_and_the_intervals_run_side_by_side_with_the_same_results(monkeypatch):
     """compare_metrics runs the permutation tests in a second thread while the bootstrap runs
-    (issue 31: wall time at 1M items); each draws its own seeded stream, so one core or two give
+    (wall time at 1M items); each draws its own seeded stream, so one core or two give
     the same comparison, and an error in the thread reaches the caller."""
     import os
     import threading

@@ -147,7 +147,7 @@ def test_every_connection_turns_extension_autoloading_off(tmp_path):
     from store.queries import run_readonly_sql
     from store.sandbox import SandboxRequest, connection_config
 
-    # The sandbox refuses current_setting() (issue 20: settings hold server paths), so its
+    # The sandbox refuses current_setting() (settings hold server paths), so its
     # settings are checked where they are made: the config its connection opens with.
     sandbox = connection_config(SandboxRequest(path=str(db), sql="", max_rows=1, timeout_s=1, lock_timeout_s=1,
                                                memory_limit="64MB", threads=1, max_result_bytes=1,

@@ -132,7 +132,7 @@ def test_a_store_that_cannot_take_the_values_still_shows_the_page(db, monkeypatc
 
 
 def _live(db: Path, experiment: str | None = None) -> tuple:
-    """run_metric_table and bias_table as computed straight from the views (the code before issue 21)."""
+    """run_metric_table and bias_table as computed straight from the views (the code before the kept values)."""
     from store.queries._read import fetch_frame
 
     runs = fetch_frame(db, "SELECT *, dataset_name(dataset) AS dataset_name, dataset_label(dataset, dataset_sha) "
@@ -284,7 +284,7 @@ def test_kept_reads_follow_the_views_definitions(db):
 def test_a_request_computes_each_experiments_signature_once(db, monkeypatch):
     """A Bias page request reads each experiment's kept report and kept Table 2 rows, which both
     need its signature (about 40 ms at 1M answers): computed once, whether the values are
-    computed and kept or read back (issue 31)."""
+    computed and kept or read back."""
     import store.derived
     import store.queries.bias_tables
 
@@ -296,7 +296,7 @@ def test_a_request_computes_each_experiments_signature_once(db, monkeypatch):
         return real(conn, experiment_id)
 
     monkeypatch.setattr(store.derived, "experiment_signature", counted)
-    # Before issue 31 the readers imported it by name.
+    # Before the kept values the readers imported it by name.
     monkeypatch.setattr(store.queries.bias_tables, "experiment_signature", counted, raising=False)
     for kept_before in (0, 6):  # the first request computes and keeps; the second reads back
         assert sum(_kept(db).values()) == kept_before
@@ -307,7 +307,7 @@ def test_a_request_computes_each_experiments_signature_once(db, monkeypatch):
 
 def test_kept_numbers_are_read_without_planning_the_views_that_compute_them(db):
     """run_metrics_over(true) names only the kept rows (query_table): binding run_metric_wide cost
-    ~25 ms of every whole-store `report` (issue 31). A store without that view still reads them."""
+    ~25 ms of every whole-store `report`. A store without that view still reads them."""
     from store import queries
 
     before = queries.run_metric_table(db, status=None)
@@ -319,7 +319,7 @@ def test_kept_numbers_are_read_without_planning_the_views_that_compute_them(db):
 
 def test_the_report_counts_the_runs_answers_once(db, monkeypatch):
     """Whether a kept row is current depends on its runs' counts of answers (a scan of every
-    generation): the report's runs and Table 2 share one count (issue 31)."""
+    generation): the report's runs and Table 2 share one count."""
     import store.kept_metrics
     import store.queries.bias_tables
     from engine.usecases.tables import ReportRequest, report_tables
@@ -337,7 +337,7 @@ def test_the_report_counts_the_runs_answers_once(db, monkeypatch):
     assert tables.table1 and tables.table2 and calls == [11]
 
 
-# ---------------------------------------------------------------- kept by the writer when an experiment's runs end (issue 31)
+# ---------------------------------------------------------------- kept by the writer when an experiment's runs end
 
 
 def _kept_rows(db: Path, experiment: str) -> list[tuple]:
@@ -397,7 +397,7 @@ def test_the_writer_keeps_exactly_what_the_first_visitor_would_compute(db, monke
     with connect(db) as conn:
         conn.execute("DELETE FROM derived_values")
     handler.clear_cache()
-    fresh = handler.bias_page(db, "exp-hai")  # computed now and kept by the request, as before issue 31
+    fresh = handler.bias_page(db, "exp-hai")  # computed now and kept by the request, as before the writer kept values
     assert _kept_rows(db, "exp-hai") == by_writer
     assert (fresh.results, fresh.table1, fresh.table2, fresh.confidence) == (read.results, read.table1, read.table2,
                                                                             read.confidence)
@@ -452,7 +452,7 @@ def test_a_failure_to_keep_never_fails_the_run(db, monkeypatch, caplog):
 
 
 def test_the_bias_reports_item_metrics_are_the_kept_rows_and_equal_the_views(db):
-    """bias_inputs reads a run's per-item metrics from item_metric_rows (issue 31) while they are
+    """bias_inputs reads a run's per-item metrics from item_metric_rows while they are
     current, and they equal query_metrics' (the view's rows, column by column, cites_in_range too)."""
     from store.queries.bias_tables import bias_inputs
 

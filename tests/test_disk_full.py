@@ -1,4 +1,4 @@
-"""Issue 20 §7: a full disk during a run ends in one line (exit 2) and leaves the run statuses
+"""A full disk during a run ends in one line (exit 2) and leaves the run statuses
 alike: a traceback and one run 'failed' beside two still 'running' before."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A choice-model or study-model fit the memory available now cannot hold is refused in one line,
-from a count, before a decision row is read (engine.usecases.fit_memory; issue 31: at 10M answers
+from a count, before a decision row is read (engine.usecases.fit_memory; at 10M answers
 `why-cited` read for minutes, then needed ~15 GB)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`import-labels` (issue 32): a person's labels of cited documents stored as a judge; every bad row
+"""`import-labels`: a person's labels of cited documents stored as a judge; every bad row
 refused in one line naming the file and line with nothing written; the same file again adds
 nothing; the labels travel with `merge`."""
 

@@ -312,7 +312,7 @@ APP_EXCEPTIONS = {
     "demo.handlers.judges imports store.state_cache": "the same memo, for the agreements the Judges tab computed",
     "demo.render imports engine.prompting.citations": "the one parser of citation marks: the drill-down marks the spans the metrics counted",
 }
-# Imports of the app that still reach past the use cases (issue 30). This list may only shrink:
+# Imports of the app that still reach past the use cases. This list may only shrink:
 # move the decision into a use case and strike its line; never add one.
 APP_NOT_YET = [
     "demo.handlers.run imports engine.datasets.data",  # dataset_location: a typed path, `sample` as the CLI reads it

@@ -1,4 +1,4 @@
-"""`engine merge` carries the rest (issue 8): the explanations and verifications of the runs it
+"""`engine merge` carries the rest: the explanations and verifications of the runs it
 copies (and of those the target holds already), and the studies grouping their experiments;
 once only, with the merge's own refusals, all or nothing."""
 

@@ -1,4 +1,4 @@
-"""`engine merge` and the tables of issue 33: document_use comes along with its runs, for the
+"""`engine merge` and the tables of document_use comes along with its runs, for the
 answers the target holds as the source does, once only; a study's fitted label effects
 (study_label_effects) never do, and the output names the studies to refit. And every table of
 the store is either carried by merge or named here as deliberately not carried."""

@@ -226,7 +226,7 @@ def test_verdict_names_its_test_and_labels():
     significant = DifferenceTest(0.01, 12, "sign-flip permutation test (exact)", "sign-flip")
     assert verdict(5.0, significant, labels) == "favours Woman (sign-flip p < 0.05)"
     assert verdict(-0.1, significant, labels) == "favours Man (sign-flip p < 0.05)"
-    # A sign is no verdict without its test (issue 26): CAB +3 with p = 0.4 favours nobody.
+    # A sign is no verdict without its test: CAB +3 with p = 0.4 favours nobody.
     assert verdict(3.0, DifferenceTest(0.4, 9, "t", "sign-flip"), labels) == "no significant difference (sign-flip p >= 0.05)"
     assert verdict(0.0, DifferenceTest(1.0, 0, "t", "sign-flip"), labels) == "no item differs (sign-flip p = 1)"
     assert labels_for("race") == Labels("White", "Black") and labels_for("hai") == Labels("Human", "LLM")

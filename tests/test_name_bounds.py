@@ -1,4 +1,4 @@
-"""Issue 20 §2: every name, label and consideration is bounded and free of control characters
+"""Every name, label and consideration is bounded and free of control characters
 in the CLI, the app and the Python API alike, before anything is written; stores that already
 hold escape codes are escaped by `list` and `report`; pages get bounded labels."""
 

@@ -1,4 +1,4 @@
-"""The Python API where notebook users are (issue 28): it opens the store in a Jupyter kernel with
+"""The Python API where notebook users are: it opens the store in a Jupyter kernel with
 and without ipywidgets, its results display as the CLI prints them, and help() shows only what a
 user passes. docs/python.md as a whole runs as a notebook in tests/test_walkthrough.py."""
 

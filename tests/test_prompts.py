@@ -84,7 +84,7 @@ def test_custom_metadata_type():
 
 
 @pytest.mark.parametrize(("given", "message"), [
-    # Issue 28: a mistyped built-in type gets the closest name, as an unknown model does (difflib).
+    # A mistyped built-in type gets the closest name, as an unknown model does (difflib).
     (("gendr",), "metadata type 'gendr' is not built in (hai, gender, race, publisher); define it with --label-a, "
                  "--label-b and --consideration; did you mean gender?"),
     (("Race",), "did you mean race?"),
@@ -104,7 +104,7 @@ def test_an_unknown_or_incomplete_metadata_type_says_what_was_meant_or_missing(g
 
     with pytest.raises(UserError) as caught:
         metadata_type(*given)
-    # The CLI's wording: the fields named by their options (issue 30: the app names its boxes).
+    # The CLI's wording: the fields named by their options (the app names its boxes).
     assert message in cli_message(caught.value) and "\n" not in str(caught.value)
     if given == ("expertise",):
         assert "did you mean" not in str(caught.value)

@@ -228,7 +228,7 @@ def test_query_endpoints_through_gradio_client(db):
 
 def test_items_are_listed_in_dataset_order_not_in_the_order_answers_were_written(tmp_path):
     """The generator sorts each batch by prompt length, so answers are written out of order
-    (a real smoke run wrote nq-003 first); the list follows the dataset (issue 15)."""
+    (a real smoke run wrote nq-003 first); the list follows the dataset."""
     from store import RunStore
     from tests.test_query_detail import ITEMS, RUNS, SHA, _spec
 

@@ -1,4 +1,4 @@
-"""The report's reads at scale (issue 31): records of a frame without pandas' cell-by-cell
+"""The report's reads at scale: records of a frame without pandas' cell-by-cell
 to_dict, the verification and explanation views left unread while their tables hold no row
 (most stores: their IN list of every run cost 13 ms each at 10M answers), and the Bias report's
 per-item metrics read as columns, not a Python tuple per answer."""

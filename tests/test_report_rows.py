@@ -1,4 +1,4 @@
-"""`report` shows every experiment (issue 26, item 1): experiments that model, dataset and labels
+"""`report` shows every experiment: experiments that model, dataset and labels
 show alike (a study's orders, two experiments of one configuration) each get their rows,
 labelled by the settings they differ in or else by name or id; no Table 1 block pairs one
 experiment's vanilla run with another's base and cf runs, while a study's shared vanilla run

@@ -111,7 +111,7 @@ def test_every_option_reaches_the_stored_run(launched, tiny_llama_dir, tmp_path)
                               "seed": 11, "top_n_logprobs": 2}
     assert _stored(db, "SELECT count(*), count(top_logprobs) FROM generations") == [(4, 4)]
     # A bad value: one line, nothing queued.
-    with pytest.raises(Exception, match="top-p must be in") as caught:  # the form's label, not an option (issue 30)
+    with pytest.raises(Exception, match="top-p must be in") as caught:  # the form's label, not an option
         client.predict(str(tiny_llama_dir), None, "gender", "", "", "", ["vanilla"], "none", 2, 2, 2, "", "",
                        top_p=3.0, api_name="/run_batch")
     assert "--" not in str(caught.value)

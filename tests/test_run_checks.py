@@ -68,7 +68,7 @@ FAILURES = {
     "temperature nan": (["--sample", "--temperature", "nan"], "--temperature must be a finite number above 0, not nan"),
     "temperature inf": (["--sample", "--temperature", "inf"], "--temperature must be a finite number above 0, not inf"),
     "top-p nan": (["--sample", "--top-p", "nan"], "--top-p must be in (0, 1], not nan"),
-    # Issue 28: greedy decoding would ignore them, and the run would be stored as greedy.
+    # Greedy decoding would ignore them, and the run would be stored as greedy.
     "temperature without --sample": (["--temperature", "0.7"], "--temperature 0.7 needs --sample"),
     "top-p without --sample": (["--top-p", "0.9"], "--top-p 0.9 needs --sample"),
     "sample-top-k without --sample": (["--sample-top-k", "5"], "--sample-top-k 5 needs --sample"),
@@ -281,7 +281,7 @@ def test_the_use_case_refuses_sampling_settings_without_sampling():
     common = dict(batch_size=1, max_new_tokens=1, limit=None, top_n_logprobs=0, threads=None, seed=0, experiment=None)
     check_settings(temperature=1.0, do_sample=False, top_p=1.0, top_k_sampling=0, **common)  # the defaults: greedy
     check_settings(temperature=0.7, do_sample=True, top_p=0.9, top_k_sampling=5, **common)
-    # Named by their fields (engine.errors.FieldError); each face words them (issue 30).
+    # Named by their fields (engine.errors.FieldError); each face words them.
     for changed, option in (({"temperature": 0.7}, "temperature 0.7"), ({"top_p": 0.9}, "top_p 0.9"),
                             ({"top_k_sampling": 5}, "sample_top_k 5")):
         settings = {"temperature": 1.0, "top_p": 1.0, "top_k_sampling": 0, **changed}

@@ -223,7 +223,7 @@ def test_the_first_run_on_an_empty_store(tmp_path):
 
 
 def test_the_first_run_takes_the_model_auto_would_and_says_why(tmp_path):
-    """As `--model auto` (issue 15): Qwen2.5-0.5B on a CPU where the Hub or the cache has it,
+    """As `--model auto`: Qwen2.5-0.5B on a CPU where the Hub or the cache has it,
     Mistral on a GPU, smoke only where neither can be had, or the operator offers neither."""
     from demo.handlers.run import first_run
     from demo.render import SMOKE_NOTE

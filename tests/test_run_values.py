@@ -1,5 +1,5 @@
 """One builder for a run request (engine.usecases.run_values), and its errors in each face's words
-(issue 30): the CLI names a field by its option, the app by its form's label, never by an option
+: the CLI names a field by its option, the app by its form's label, never by an option
 or a command a visitor of a web page cannot type."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ CASES = [(field, changes) for field, forms in BAD_FORMS.items() for changes in f
 @pytest.mark.parametrize("field, changes", CASES, ids=[f"{f}-{i}" for i, (f, _) in enumerate(CASES)])
 def test_the_run_forms_errors_speak_the_apps_words(tmp_path, field, changes):
     """Whatever a visitor gets wrong, single run or grid, the one line names the form's box, never
-    a CLI option (`--top-k`) or a command (`python -m engine`). Before issue 30, 22 such hints did."""
+    a CLI option (`--top-k`) or a command (`python -m engine`). Once, 22 such hints did."""
     settings = AppSettings(tmp_path / "db.duckdb")
     with pytest.raises(UserError) as caught:
         run_form(None, settings, RunForm(**changes))  # refused before anything is queued: no job queue needed

@@ -213,7 +213,7 @@ def _children(parent: int) -> list[int]:
 # --- 6. server paths never shown ------------------------------------------------------------
 
 
-# Issue 20: masking was bypassed by any string function of a path (reverse, replace,
+# Masking was bypassed by any string function of a path (reverse, replace,
 # string_split, to_base64). The functions and views that hold server paths are refused by name,
 # so that no query ever sees one: not masked, unreachable.
 PATH_ATTACKS = [
@@ -230,7 +230,7 @@ PATH_ATTACKS = [
     "SELECT CAST(path AS INTEGER) FROM duckdb_databases() WHERE database_name = current_database()",
     "SELECT * FROM duckdb_extensions()",
     "SELECT * FROM duckdb_temporary_files()",
-    # Issue 29: pg_settings is duckdb_settings() under Postgres' name, and SHOW <setting> is
+    # Pg_settings is duckdb_settings() under Postgres' name, and SHOW <setting> is
     # current_setting(); both gave the temp folder through reverse/replace/to_base64.
     "SELECT reverse(setting) FROM pg_settings WHERE name = 'temp_directory'",
     "SELECT replace(setting, '/', '|') FROM pg_catalog.pg_settings",
@@ -311,7 +311,7 @@ def test_the_masker_replaces_the_longest_path_first(tmp_path: Path):
 
 
 def test_the_masker_knows_the_temp_upload_and_cache_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Issue 29: the store and the temp folder apart, as on a Space (/data and /tmp)."""
+    """The store and the temp folder apart, as on a Space (/data and /tmp)."""
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "scratch"))

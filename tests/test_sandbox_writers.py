@@ -132,7 +132,7 @@ def test_two_visitors_looping_long_queries_never_starve_a_writer(tmp_path: Path)
     # The visitors really held the file: their queries ran to the limit, or were stopped for the writer.
     held = [o for o in outcomes if o == "time limit" or o == WRITER_FIRST]
     assert len(held) >= 6 and WRITER_FIRST in outcomes, outcomes
-    # A waiting writer stops the query holding the file (issue 20: writers first): it waits a
+    # A waiting writer stops the query holding the file (writers first): it waits a
     # poll and an open, not a visitor query's time limit.
     assert max(waits) < WRITER_WAIT_S, [round(w, 2) for w in waits]
     assert writers_waiting(db) == 0

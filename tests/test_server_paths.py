@@ -1,4 +1,4 @@
-"""Issue 29 §10: no server path in a visitor's message, with the store and the temp folder apart
+"""No server path in a visitor's message, with the store and the temp folder apart
 (as on a Space: the store on /data, temporary files under /tmp)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One draw of sign patterns for every metric's paired permutation test (issue 31): the same p
+"""One draw of sign patterns for every metric's paired permutation test: the same p
 values as scipy's permutation_test per metric, exactly, whatever the block size, in bounded memory."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_memory_stays_bounded() -> None:
 
 def test_many_small_blocks_give_scipys_p_values() -> None:
     """Blocks of 7 patterns and a partial last one (cells forced small), n odd (a block starts
-    mid-draw): each p is scipy's permutation_test's, equal, not close (issue 31: blocks bound the
+    mid-draw): each p is scipy's permutation_test's, equal, not close (blocks bound the
     memory at 1M items)."""
     from engine.statistics.compare_stats import _PERMUTATION_CELLS
 

@@ -1,4 +1,4 @@
-"""Issue 28, part 2: a Space without persistent storage (/data) still writes its store.
+"""A Space without persistent storage (/data) still writes its store.
 
 The Space runs as uid 1000 in the image's app folder. The old Dockerfile made that folder as root
 (WORKDIR before USER), so `results/` could not be created there and the first run failed after

@@ -1,4 +1,4 @@
-"""Issue 20 §6: the SQL console's queue is bounded per visitor and in all, and no visitor's upload
+"""The SQL console's queue is bounded per visitor and in all, and no visitor's upload
 path reaches the store (so SQL cannot show it) or stays where Gradio would serve it."""
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def test_bias_needs_same_items():
 
 @pytest.mark.parametrize("workers", [1, 3])
 def test_bootstrap_counted_on_other_threads_is_the_sequential_one_to_the_bit(workers):
-    """_pipelined: this thread draws the blocks in order, other threads count them (issue 31);
+    """_pipelined: this thread draws the blocks in order, other threads count them;
     each block's means land in its own rows, so the intervals are the sequential loop's."""
     x = np.random.default_rng(8).normal(size=(3000, 3))
     discrete = np.round(np.random.default_rng(9).random((3000, 2)) * 4)

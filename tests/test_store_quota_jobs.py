@@ -1,4 +1,4 @@
-"""Issue 29 §5: every job kind is held to the store quota (PATTRIEVAL_MAX_STORE_MB), before it is
+"""Every job kind is held to the store quota (PATTRIEVAL_MAX_STORE_MB), before it is
 queued, before it starts, and while it runs: a real worker, real runs on the tiny model, DuckDB.
 
 The quotas are whole MB; here demo.quotas.MB is one byte, so that a few KB of the tiny model's

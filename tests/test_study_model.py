@@ -1,4 +1,4 @@
-"""One model of label bias across a study (issue 33 §2): the per-configuration label effect and the
+"""One model of label bias across a study: the per-configuration label effect and the
 interaction test against statsmodels run directly, the refusals, a small coverage simulation, and
 `why-cited --study NAME` end to end on a study of imported answers."""
 
@@ -296,7 +296,7 @@ def test_pooled_keeps_the_choice_model_of_the_study(stored, capsys):
 
 def test_the_study_model_reads_the_store_a_chunk_of_runs_at_a_time(stored):
     """The study's answers come from store.queries.decision_code_chunks (numbers, never the
-    decision rows' text: 5.9 GB at a million answers) folded into patterns (issue 31: every row
+    decision rows' text: 5.9 GB at a million answers) folded into patterns (every row
     at once was ~17 GB at ten million answers); the fit equals the simulated frame's, and a read
     one run at a time gives the same fit as one read of every run."""
     from engine.statistics.study_model import fit_study_answers
@@ -315,7 +315,7 @@ def test_the_study_model_reads_the_store_a_chunk_of_runs_at_a_time(stored):
 
 
 def _identified_by_least_squares(nuisance, label_a, cfg, answers, k):
-    """The check as it was before issue 31: every within-answer column at once, numpy's lstsq."""
+    """The check as it was before every within-answer column at once, numpy's lstsq."""
     from engine.statistics.study_checks import TOL as _TOL
     from engine.statistics.study_checks import within as _within
 
@@ -337,7 +337,7 @@ def _identified_by_least_squares(nuisance, label_a, cfg, answers, k):
 
 
 def test_the_identification_check_keeps_what_least_squares_keeps(study):
-    """_identified_nuisance works per configuration and by Gram-Schmidt (issue 31: the stacked
+    """_identified_nuisance works per configuration and by Gram-Schmidt (the stacked
     columns were 1.8 GB at a million answers); it keeps and drops what lstsq over all of them did:
     columns fixed by the label columns, by kept nuisance columns or by both, and constant ones."""
     from engine.statistics.study_answers import configuration_names
@@ -367,7 +367,7 @@ def test_the_identification_check_keeps_what_least_squares_keeps(study):
 
 def test_the_identification_check_weighs_each_pattern_by_its_answers(study):
     """The study model checks each distinct (pattern, configuration) once, weighted by how many
-    answers it stands for (issue 31): the same columns are kept and dropped as on every answer's rows."""
+    answers it stands for: the same columns are kept and dropped as on every answer's rows."""
     from engine.statistics.study_answers import configuration_names
     from engine.statistics.study_checks import identified_nuisance
 

@@ -1,4 +1,4 @@
-"""Issue 20 §1: uploads that decode to far more than their size, datasets past their bounds,
+"""Uploads that decode to far more than their size, datasets past their bounds,
 and paths that are not regular files. The app's memory is measured from outside (psutil on
 the `python -m demo` process), as a visitor's upload would meet it."""
 

@@ -1,4 +1,4 @@
-"""Issue 29 §4: what all uploads together may hold on disk (PATTRIEVAL_MAX_UPLOADS_MB, demo.uploads).
+"""What all uploads together may hold on disk (PATTRIEVAL_MAX_UPLOADS_MB, demo.uploads).
 
 `/gradio_api/upload` needs no session and Gradio keeps each file an hour; the app is launched as
 `python -m demo` serves it, with its upload folder in the test's folder, and uploaded to over real

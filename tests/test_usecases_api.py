@@ -105,7 +105,7 @@ def test_evaluate_reads_the_views(store):
     assert len(ev.items) == 15
     base = ev.items[ev.items["run_id"] == runs["base"]].reset_index(drop=True)
     assert base.equals(metrics_for_run(db, runs["base"]))
-    # CAS and CAB as `bias` reports them: one definition of their intervals and tests (issue 26).
+    # CAS and CAB as `bias` reports them: one definition of their intervals and tests.
     report = api.bias_report(db, experiment_id).report["results"]
     assert ev.bias[["measure", "metric", "n", "direction"]].to_dict("records") == [
         {k: r[k] for k in ("measure", "metric", "n", "direction")} for r in report]

@@ -1,4 +1,4 @@
-"""Cited or used? (`python -m engine used`, issue 33 §1): the prompt split into its documents (one
+"""Cited or used? (`python -m engine used`): the prompt split into its documents (one
 line left out exactly, numbering kept), the stored log-probs against a direct transformers
 forward pass, resume, --limit, the cost line, the view citation_use, the figures recomputed
 from the stored rows, and refusals in one line."""

@@ -1,5 +1,5 @@
 """`python -m engine verify --judge nli:MODEL`: an NLI model judges the same (sentence, cited document)
-pairs as the LLM judge, into the same table (issue 32 §1). Tiny random-weight models of the real
+pairs as the LLM judge, into the same table. Tiny random-weight models of the real
 architectures (tests/nli_models.py) load through from_pretrained like a Hub model."""
 
 from __future__ import annotations

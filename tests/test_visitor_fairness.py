@@ -1,4 +1,4 @@
-"""Issue 29 §3: bounds that hold across sessions. Sessions are free (one gradio_client each), so
+"""Bounds that hold across sessions. Sessions are free (one gradio_client each), so
 10 sessions of one client filled the 20-job queue, and 8 kept the SQL console busy for everyone.
 Now jobs are capped per client address, the queue serves clients round-robin (fewest jobs
 started first), and the SQL console admits one query per address."""

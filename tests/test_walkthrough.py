@@ -3,7 +3,7 @@ prints.
 
 Every ```python block of the page is a cell of one notebook, run in order in a Jupyter kernel
 (nbclient + ipykernel, ipywidgets hidden: tests/notebooks.py) from an empty folder, so the page
-cannot drift from the API it documents, nor from where its readers run it (issue 28: in a kernel
+cannot drift from the API it documents, nor from where its readers run it (in a kernel
 every call that opened the store failed).
 """
 

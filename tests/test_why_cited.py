@@ -78,7 +78,7 @@ def test_the_stored_answers_fit_exactly_as_the_simulated_frame(imported):
 
 
 def test_read_a_run_at_a_time_the_fit_and_the_rates_are_the_same(imported, monkeypatch):
-    """why_cited reads the decision rows a chunk of runs at a time (issue 31: ten million answers'
+    """why_cited reads the decision rows a chunk of runs at a time (ten million answers'
     rows held 16 GB at once). A chunk of one run each gives the same numbers as one chunk of all,
     and the chunks in order are decision_codes' rows."""
     from engine.api import WhyCitedRequest, why_cited
@@ -190,7 +190,7 @@ def test_odds_ratios_are_shown_in_three_digits_with_their_zeros(ratio, shown):
 
 
 def test_a_small_well_posed_study_of_imported_answers_is_fitted(tmp_path, capsys):
-    # Issue 26 item 4: 30 items x base/cf, ten documents each, one citation per answer. The old
+    # 30 items x base/cf, ten documents each, one citation per answer. The old
     # fit (statsmodels' Newton, no step control) ended in NaN and printed "did not converge".
     settings = SimulationSettings(n_items=30, n_shown=10, relevant_counts=(1,), label_a="a woman", label_b="a man")
     truth = ChoiceTruth(relevant=math.log(4), label=math.log(2), nothing=-20)

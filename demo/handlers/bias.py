@@ -32,7 +32,7 @@ CONFIDENCE_COLUMNS = ["rag_mode", "cited_docs", "label", "mean_probability", "n_
 EXPERIMENT_COLUMNS = ["experiment", "model", "metadata"]
 PAGE_RESULT_COLUMNS = EXPERIMENT_COLUMNS + RESULT_COLUMNS
 PAGE_CONFIDENCE_COLUMNS = EXPERIMENT_COLUMNS + CONFIDENCE_COLUMNS
-# Beyond the metrics (issue 8), per run of the shown experiments, when stored: the share of
+# Beyond the metrics, per run of the shown experiments, when stored: the share of
 # Prompt 5 explanations that give a label as a reason (view explanation_rates, `engine explain`)
 # and the AttrScore classes of its citations (view verification_shares, `engine verify`).
 RUN_COLUMNS = EXPERIMENT_COLUMNS + ["rag_mode", "run_id"]

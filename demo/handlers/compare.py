@@ -1,4 +1,4 @@
-"""The Compare tab (issue 17): two runs, two experiments' modes or two whole experiments on the
+"""The Compare tab: two runs, two experiments' modes or two whole experiments on the
 same items, through engine.usecases.compare (the CLI's `compare`). Plain functions: values in,
 DataFrames, figures and HTML out, so that each is testable without a browser.
 

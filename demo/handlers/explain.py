@@ -170,10 +170,10 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     # What loads and how the store names it, after every check: smoke writes its model on first use.
     request = resolved(RunRequest(model=name, modes=tuple(r.rag_mode for r in answered), prompt=PromptConfig(),
                                   environment_token=operator_token_serves(settings, name)))
-    # The operator's bounds on a run bound every job a visitor queues (issue 29): answers per job
+    # The operator's bounds on a run bound every job a visitor queues: answers per job
     # (the item cap) and new tokens per answer.
     tokens = min(ExplainSpec.max_new_tokens, settings.max_new_tokens or ExplainSpec.max_new_tokens)
-    # The store quota (issue 29 §5): at most one explanation per answer asked for, within the cap.
+    # The store quota: at most one explanation per answer asked for, within the cap.
     rows = len(answered) if scope == "item" else sum(r.n_answers for r in answered)
     check_explain_quota(settings, min(rows, settings.max_items or rows), tokens)
     return ExplainSpec(tuple(r.run_id for r in answered), request, settings.db_path,

@@ -1,4 +1,4 @@
-"""The Judges tab (issue 32 §4): how far the judges of citations agree, through
+"""The Judges tab: how far the judges of citations agree, through
 engine.usecases.agreement (the CLI's `agreement`), and human labels imported through
 engine.usecases.import_labels (the CLI's `import-labels`). Plain functions: values in,
 DataFrames and HTML out, so that each is testable without a browser. The app computes nothing:

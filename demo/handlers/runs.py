@@ -14,7 +14,7 @@ from engine.errors import UserError
 
 PAGE_SIZE = 50
 MODE_COLUMNS = ["vanilla", "base", "cf"]  # engine.types.MODES, one metrics column each
-# "studies" came last (issue 8): scripts that read /runs by position keep working.
+# "studies" came last: scripts that read /runs by position keep working.
 RUNS_COLUMNS = ["experiment", "name", "model", "dataset", "metadata", "modes", "status", "items",
                 "created (UTC)", *(f"{m}: P / R / F1, EM" for m in MODE_COLUMNS), "studies"]
 # Pages past this are clamped before they become an OFFSET (page 10**18 overflowed DuckDB's

@@ -41,7 +41,7 @@ class FitGate:
 
     Why: one fit holds a core for seconds, so fits take turns; a visitor looping the Fit button
     waits for their own fit and is refused a second one, while a second visitor waits their turn
-    rather than being refused (issue 29). A full queue is refused at once (BUSY)."""
+    rather than being refused. A full queue is refused at once (BUSY)."""
 
     def __init__(self, slots: int = 1, max_waiting: int = MAX_WAITING_FITS):
         self.slots, self.max_waiting = slots, max_waiting

@@ -9,7 +9,7 @@ Per run, where stored, the beyond-metric shares: explanations that give a label 
 AttrScore verification classes (also `/bias_shares`, same inputs; `/bias_table` keeps its outputs).
 
 Choosing a study (`/bias_study`: a name in, its experiment ids out) fills the multiselect with
-all its experiments (issue 8: the app groups by study).
+all its experiments (the app groups by study).
 """
 
 from __future__ import annotations

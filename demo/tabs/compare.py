@@ -1,4 +1,4 @@
-"""The Compare tab (issue 17): two runs, two experiments' modes (EXP:mode) or two whole experiments
+"""The Compare tab: two runs, two experiments' modes (EXP:mode) or two whole experiments
 on the same items, with the paired statistics of `python -m engine compare` (`/compare`), a plot
 of the differences, the flips and the items that differ most; a clicked item opens the Query tab
 with both runs side by side (`/compare_item`); the per-item comparison as CSV or Parquet

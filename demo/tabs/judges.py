@@ -1,4 +1,4 @@
-"""The Judges tab (issue 32 §4): the judges of an experiment's (or chosen runs') citations, how far
+"""The Judges tab: the judges of an experiment's (or chosen runs') citations, how far
 they agree (`/agreement`, the use case's JSON), the citations two of them disagree on (a clicked
 row opens the item in the Query tab), and people's labels imported from a CSV or JSONL upload.
 Each of these runs in a bounded child process in the visitor's turn (demo.handlers.judges)."""

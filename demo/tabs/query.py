@@ -106,7 +106,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (experiment, *view_outputs(view), "all", tabs, "")
 
     with gr.Tab("Query", id=TAB_ID) as query_tab:
-        # The Compare tab's drill-down (issue 17): one item of two runs side by side, shown above
+        # The Compare tab's drill-down: one item of two runs side by side, shown above
         # this tab's own view of run A's experiment; hidden until an item is opened from Compare.
         with gr.Column(visible=False) as pair_box:
             with gr.Row():

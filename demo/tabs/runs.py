@@ -24,7 +24,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 
-    # study_filter came last (issue 8), with "" for any study: older /runs calls keep working.
+    # study_filter came last, with "" for any study: older /runs calls keep working.
     def runs(page, model_filter, metadata_filter, dataset_filter="", mode_filter="", study_filter=""):
         try:
             view = runs_handlers.runs_view(settings.db_path, page, model=model_filter, metadata=metadata_filter,
@@ -75,7 +75,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         runs_table = gr.Dataframe(**TABLE, headers=runs_handlers.RUNS_COLUMNS, label="experiments", interactive=False)
         gr.Markdown("Metrics per mode are those of the mode's newest run: citation precision, recall and F1 "
                     "(x100) and exact match, means over the answers stored so far.")
-        # Issue 17: tick two experiments of this page and compare them (mode by mode) in the Compare tab.
+        # Tick two experiments of this page and compare them (mode by mode) in the Compare tab.
         with gr.Row():
             compare_pick = gr.CheckboxGroup(choices=[], label="tick two experiments to compare (B against A, in "
                                             "the order ticked)", scale=4)

@@ -69,7 +69,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             with gr.Column(scale=2):
                 gr.Markdown("**Example queries** (from the README): a click fills the box and runs it.")
                 example_buttons = [(gr.Button(title, size="sm"), sql) for title, sql in sql_handlers.examples()]
-                # Issue 17: the compare_runs table macro on two of this store's runs (picked at the click).
+                # The compare_runs table macro on two of this store's runs (picked at the click).
                 compare_example = gr.Button("Compare two runs item by item (compare_runs)", size="sm")
                 # Fixed widths: left to itself the table sizes the columns list to its longest line
                 # and runs wider than this column, which hides most of each list.

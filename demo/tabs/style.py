@@ -1,4 +1,4 @@
-"""The app's look in one place: what every table is given, and the page's CSS (issue 15: key
+"""The app's look in one place: what every table is given, and the page's CSS (key
 numbers, job messages and column names were cut off or sat right of a 1440 px window)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m engine agreement`: how far the judges of citations agree (issue 32).
+"""`python -m engine agreement`: how far the judges of citations agree.
 
 Thin: parse, call engine.usecases.agreement, print. Each number names the test or library it
 comes from; a statistic the data cannot define says why instead. --format json gives every

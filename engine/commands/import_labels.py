@@ -1,5 +1,5 @@
 """`python -m engine import-labels FILE --judge NAME`: a person's labels of cited documents, stored
-as a judge (issue 32), for `python -m engine agreement` to set the other judges against.
+as a judge, for `python -m engine agreement` to set the other judges against.
 
 Thin: parse, call engine.usecases.import_labels, print one line. The whole file is checked first;
 the first bad row refuses it in one line naming the file and line, and nothing is written.

@@ -1,4 +1,4 @@
-"""Agreement between judges of citations (issue 32): pure functions, labels in, values out.
+"""Agreement between judges of citations: pure functions, labels in, values out.
 
   * two judges: the confusion table, raw agreement and Cohen's kappa with its asymptotic 95%
     interval (statsmodels' cohens_kappa, Fleiss, Cohen & Everitt 1969's variance);

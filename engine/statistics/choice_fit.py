@@ -19,7 +19,7 @@ d moves are infinite. `separation` finds such a direction by linear programming 
 maximum likelihood estimate (Clarkson and Jennrich 1991), whose coefficients for the other
 columns are finite and keep their meaning. Pure numpy; scipy is imported on use.
 
-Scale (issue 31): strata with equal rows (and, after separation, the same subsets ruled out) are
+Scale: strata with equal rows (and, after separation, the same subsets ruled out) are
 one pattern, weighted by its count. The log-likelihood, gradient, Hessian and the separation
 programme are sums over patterns, not answers: with the battery's 0/1 covariates a million
 answers make some thousands of patterns, so a Newton step costs milliseconds and memory is the
@@ -110,7 +110,7 @@ def _codes(labels) -> np.ndarray:
 class CodedDesign:
     """A design whose rows take few distinct values, held as each row's code into a table of
     them: row i is table[codes[i]]. A study's 33 configurations make 38 columns, 1.5 GB of float32
-    rows at a million answers; their codes are 4 bytes a row (issue 31). Equal codes are equal
+    rows at a million answers; their codes are 4 bytes a row. Equal codes are equal
     rows, so strata are told apart by their rows' codes."""
 
     codes: np.ndarray  # (rows,) int
@@ -309,7 +309,7 @@ def _differences(blocks: list[Strata]) -> tuple[np.ndarray, np.ndarray]:
     """The distinct differences 'an allowed subset's x sum minus its stratum's chosen one' (rows
     all zero left out), and how many (stratum, subset) pairs give each. Made distinct chunk by
     chunk, then once more: every pair's row at once was 0.5 GB of a 33-configuration study at
-    100k answers, where the distinct rows are a few MB (issue 31)."""
+    100k answers, where the distinct rows are a few MB."""
     diffs, counts = [], []
     for s in blocks:
         pat, ch, cnt = _pairs(s)

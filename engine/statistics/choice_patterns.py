@@ -1,4 +1,4 @@
-"""Answers as patterns of shown documents, folded in a chunk of answers at a time (issue 31).
+"""Answers as patterns of shown documents, folded in a chunk of answers at a time.
 
 The choice model reads an answer only through its documents' covariates, which of them it
 cited, and its cluster. With the battery's 0/1 covariates and positions, ten million answers show

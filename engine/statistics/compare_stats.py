@@ -1,4 +1,4 @@
-"""Paired statistics for comparing two runs on the same items (issues 17, 26). Pure: arrays in, values out.
+"""Paired statistics for comparing two runs on the same items. Pure: arrays in, values out.
 
 Every comparison is paired by item: the difference is B - A per item, so its spread is the
 spread of the per-item differences, not of two independent samples. Per metric (docs/method.md,
@@ -216,7 +216,7 @@ def paired_permutations(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_res
                         seed: int = DEFAULT_SEED) -> list[TestResult]:
     """paired_permutation of each (a, b), with the same p values: the Monte Carlo tests of pairs
     with the same number of items share one draw of sign patterns (engine.statistics.sign_flips),
-    which is what made a comparison of many metrics on 1M items take minutes (issue 31)."""
+    which is what made a comparison of many metrics on 1M items take minutes."""
     from engine.statistics.sign_flips import sign_flip_pvalues
 
     out: list[TestResult | None] = [None] * len(pairs)
@@ -254,7 +254,7 @@ def bootstrap_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.n
 def bootstrap_diff_cis(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_resamples: int = DEFAULT_RESAMPLES,
                        seed: int = DEFAULT_SEED) -> list[tuple[float, float]]:
     """bootstrap_diff_ci of each (a, b), the same intervals: pairs with the same number of items
-    share one draw of resamples (issue 31; the draws were most of each interval's time)."""
+    share one draw of resamples (the draws were most of each interval's time)."""
     diffs = [y - x for x, y in (known_pairs(a, b) for a, b in pairs)]
     out = [(math.nan, math.nan)] * len(diffs)
     for n in {d.size for d in diffs} - {0}:
@@ -481,7 +481,7 @@ def _side_by_side(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U
     """first() and second() at once where the process may use two cores. The permutation tests and
     the bootstrap draw their own seeded streams and share nothing, so their results are the same
     either way; both spend their time in numpy and BLAS, which release the GIL, so at 1M items
-    compare's wall time is the longer of the two instead of their sum (issue 31)."""
+    compare's wall time is the longer of the two instead of their sum."""
     from engine.statistics.stats import usable_cores
 
     if usable_cores() < 2:

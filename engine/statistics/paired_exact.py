@@ -1,4 +1,4 @@
-"""Exact statistics for paired 0/1 values (issue 26): the equivalence test and the power of the
+"""Exact statistics for paired 0/1 values: the equivalence test and the power of the
 exact McNemar test, both from the discordant pairs. Pure: counts in, values out.
 
 Two runs scored 0/1 on the same n items: b_only items are 1 in B only, a_only items 1 in A only.
@@ -138,7 +138,7 @@ def _discordant_weights(n: int, p_discordant: float) -> np.ndarray:
     """P(m discordant pairs of n), m = 0..n. Beyond a few hundred SDs of n p it underflows to 0,
     and a term 0 x (a rejection probability in [0, 1]) is 0: the power is summed over the same n + 1
     terms as before, but the rejection probability is computed only where its weight is not 0 (at
-    1M items ~4% of them: issue 31)."""
+    1M items ~4% of them)."""
     from scipy.stats import binom
 
     return binom.pmf(np.arange(n + 1), n, p_discordant)
@@ -167,7 +167,7 @@ def mcnemar_min_detectable(n: int, discordant: int, power: float = POWER, alpha:
     if discordant == 0:
         return Detectable(None, "no discordant pair (every paired difference is 0)")
     p_d = discordant / n
-    # One rejection region for the ~20 power evaluations below (issue 31: 80% of the time at 100k),
+    # One rejection region for the ~20 power evaluations below (80% of the time at 100k),
     # where the number of discordant pairs has a weight (elsewhere it is never read).
     weights = _discordant_weights(n, p_d)
     m = np.flatnonzero(weights)

@@ -1,4 +1,4 @@
-"""The paired permutation test of several metrics at once, with scipy's p values (issue 31).
+"""The paired permutation test of several metrics at once, with scipy's p values.
 
 compare_stats' paired permutation test is scipy.stats.permutation_test(permutation_type="samples")
 with np.random.default_rng(seed): each metric drew its own 9,999 x n sign patterns, the same ones
@@ -41,7 +41,7 @@ import numpy as np
 from engine.statistics.stats import usable_cores
 
 # Sign-pattern cells (patterns x items) held at once: 8M x float64 = 64 MB, plus the raw draws
-# (32 MB). Fewer rows than ~8 a block at 1M items re-read the differences per pattern (issue 31).
+# (32 MB). Fewer rows than ~8 a block at 1M items re-read the differences per pattern.
 BLOCK_CELLS = 8_000_000
 # A tile of 16 patterns x 8,192 items as float64 is 1 MB: it stays in a core's L2 (1-2 MB on the
 # machines measured) between the bits' conversion and the product. 16 rows keep BLAS efficient;

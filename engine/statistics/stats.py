@@ -13,7 +13,7 @@ scipy.stats.bootstrap(method="percentile") draw for draw.
 The sign-flip test is the paired permutation test (scipy.stats.permutation_test with
 permutation_type="samples" on the differences): exact, by enumerating every sign pattern, for
 few non-zero differences, Monte Carlo (seeded) for more. It holds its size at every n, where
-the paired t-test does not (7.5-8% at n = 30 for 0/1 or skewed metrics; issue 26).
+the paired t-test does not (7.5-8% at n = 30 for 0/1 or skewed metrics).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 DEFAULT_RESAMPLES = 2000  # the usual minimum for 95% percentile intervals; --resamples for more
 DEFAULT_SEED = 0
 DEFAULT_BATCH = 500  # resamples per chunk: bounds memory at batch x n counts
-# ...and at most this many resample x item counts per chunk (issue 31: 500 x 1M items held 14 GB
+# ...and at most this many resample x item counts per chunk (500 x 1M items held 14 GB
 # at once, most of a 1M-item `compare`'s time went to page faults): ~4M x 20 bytes = 80 MB.
 BOOTSTRAP_CELLS = 4_000_000
 # Resample x item draws below which the bootstrap counts on this thread alone (~10 ms of work):
@@ -248,7 +248,7 @@ def bootstrap_mean_cis(values: Sequence[np.ndarray], *, n_resamples: int = DEFAU
                        seed: int = DEFAULT_SEED, confidence: float = 0.95,
                        batch: int = DEFAULT_BATCH, cells: int = BOOTSTRAP_CELLS) -> list[tuple[float, float]]:
     """bootstrap_mean_ci of each (n,) array, all of one length n >= 1, with the resampled items
-    drawn once for all of them (issue 31): the draws depend on n and the seed only, so every
+    drawn once for all of them: the draws depend on n and the seed only, so every
     interval is the one bootstrap_mean_ci gives alone, to the bit, for a sixth of the draws at six."""
     columns = [np.asarray(v, dtype=float).reshape(-1, 1) for v in values]
     return [(float(low[0]), float(high[0]))
@@ -264,13 +264,13 @@ def _percentile_intervals(arrays: list[np.ndarray], n_resamples: int, seed: int,
     means = [np.empty((n_resamples, a.shape[1])) for a in arrays]
     # The draws are one stream, however it is cut into blocks. BLAS sums a row of the product in an
     # order that depends on the block's shape: up to cells / batch items (8,000) the blocks, and so
-    # every interval, are as before issue 31 to the bit; above, a mean may move in its last bit.
+    # every interval, are those of one draw per metric to the bit; above, a mean may move in its last bit.
     batch = max(1, min(batch, cells // n))
     blocks = _resample_blocks(n, n_resamples, seed, batch)
     if workers is None:
         workers = usable_cores() - 1 if n_resamples * n >= PARALLEL_CELLS else 0
     if workers < 1:
-        counts = np.empty((batch, n))  # reused: a fresh block per batch was page faults (issue 31)
+        counts = np.empty((batch, n))  # reused: a fresh block per batch was page faults
         for start, idx in blocks:
             _block_means(idx, start, arrays, means, counts)
     else:

@@ -1,5 +1,5 @@
 """A study's answers as the study model reads them: patterns of shown documents, each answer's
-group (its run, or its configuration), and what each group's rows carry (issue 31).
+group (its run, or its configuration), and what each group's rows carry.
 
 The study model (engine.statistics.study_model) reads an answer only through its documents'
 relevance, position and label side (A, B or neither), which it cited, its item (the cluster) and

@@ -5,7 +5,7 @@ Both read the informative answers' rows within answers (each row less its answer
 study model passes each distinct (pattern, configuration) once with its count as weights: an
 answer's within-answer rows are its pattern's, so the weighted sums of squares and inner products
 over the patterns are those over every answer's rows, and ten million answers cost a few thousand
-rows (issue 31). Without weights every row counts once. Pure numpy; UserError names what fails.
+rows. Without weights every row counts once. Pure numpy; UserError names what fails.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def identified_nuisance(nuisance: dict[str, np.ndarray], scales: dict[str, float
     one ratio per configuration. What is left is orthogonalised against the nuisance columns kept
     so far (Gram-Schmidt, twice: stable to the last bits that matter at the 1e-7 test below).
     The least-squares residual over every column at once needed them all as float64 rows, 1.8 GB
-    at a million answers (issue 31); the residual is the same."""
+    at a million answers; the residual is the same."""
     group = np.unique(groups, return_inverse=True)[1]
     counts = np.bincount(group)
     w = np.ones(len(group)) if weights is None else np.asarray(weights, dtype=float)

@@ -1,5 +1,5 @@
 """How far the judges of citations agree: `python -m engine agreement` and engine.api.agreement
-(issue 32).
+.
 
 Reads the store's `judgements` view (every judge's verdict per run, item and cited document) for
 an experiment's runs or chosen runs, and hands each judge's binary verdicts (attributable or

@@ -154,7 +154,7 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
 
 
 # derived_values' kind of a kept report (bump the number when the report's content changes).
-BIAS_REPORT = "bias_report/3"  # /2: label_note (issue 19); /3: tests, undefined CAS/CAB (issue 26)
+BIAS_REPORT = "bias_report/3"  # /2: label_note; /3: tests, undefined CAS/CAB
 # The rerun floors are not kept with it: they are read at every request (rerun_floor_report).
 
 

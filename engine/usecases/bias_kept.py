@@ -1,4 +1,4 @@
-"""The Bias page's values of an experiment, kept by the writer when its runs change (issue 31).
+"""The Bias page's values of an experiment, kept by the writer when its runs change.
 
 The first visitor of the Bias page after new runs used to wait for the experiment's bootstrap
 (2,000 resamples), its Table 2 rows through the bias view and its per-item metrics through

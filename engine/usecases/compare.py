@@ -1,4 +1,4 @@
-"""Compare two runs, two experiments' modes or two whole experiments on the same items (issue 17).
+"""Compare two runs, two experiments' modes or two whole experiments on the same items.
 
 `compare(CompareRequest(a, b), db)` returns a typed Comparison: per pair of runs a table of
 metrics (mean in A and in B, B - A with its 95% interval, the p value of the test that gives
@@ -475,7 +475,7 @@ def _compare_bias(db: DbLike, request: CompareRequest, measure: str, side_a: Sid
             d = first[name] - second[name]
             per_item.append(np.abs(d) if measure == "CAS" else d)
         per_metric[name] = per_item
-    # One draw of sign patterns for the permutation tests of the metrics that need one (issue 31).
+    # One draw of sign patterns for the permutation tests of the metrics that need one.
     pairs = {name: (p[0] * 100, p[1] * 100) for name, p in per_metric.items()}
     small = [name for name, (x, y) in pairs.items() if not large_sample(x, y, request.exact)]
     tests = dict(zip(small, paired_permutations([pairs[name] for name in small], n_resamples=request.permutations,

@@ -81,7 +81,7 @@ def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None =
 def bias_frame(path: Path, experiment_ids: Sequence[str]) -> pd.DataFrame:
     """CAS and CAB of these experiments as `python -m engine bias` gives them (engine.usecases.bias,
     default seed and resamples), one row per experiment, measure and metric: one definition of
-    their intervals and tests on every face (issue 26). Experiments without two complete modes to
+    their intervals and tests on every face. Experiments without two complete modes to
     compare give no row."""
     import pandas as pd
 

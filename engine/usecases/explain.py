@@ -104,7 +104,7 @@ ExplainResult = JudgeResult
 def capped_plan(plan: JudgePlan, limit: int | None) -> JudgePlan:
     """At most `limit` of the plan's answers (None: all), shared evenly among its runs (modes), so
     that a capped job still compares modes; each run keeps its first ones. The app bounds every
-    job a visitor queues by the operator's item cap (issue 29); the rest wait for the next job."""
+    job a visitor queues by the operator's item cap; the rest wait for the next job."""
     from dataclasses import replace
 
     if limit is None or plan.n_todo <= limit:

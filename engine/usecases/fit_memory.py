@@ -1,5 +1,5 @@
 """Whether a fit of the choice or the study model fits in this machine's memory, told from a count
-before a decision row is read (issue 31).
+before a decision row is read.
 
 Both fits read the decision rows (one per document shown to each answer) a chunk of runs at a time
 (engine.usecases.why_cited.CHUNK_DECISIONS) and keep a few numbers per answer. scripts/bench_stats.py

@@ -255,7 +255,7 @@ def import_answers(request: ImportRequest) -> ImportResult:
     run_hash = config_hash(request.name, dataset.sha,
                            {"import": answers_sha, "prompt": prompt, "experiment": request.experiment, **reading})
 
-    store = RunStore(path, on_finished=after_run(path))  # the Bias page's values, kept (issue 31)
+    store = RunStore(path, on_finished=after_run(path))  # the Bias page's values, kept
     existing = store.find_resumable(run_hash)
     if existing is not None and existing.status == "complete":
         return ImportResult(existing.run_id, existing.experiment_id, already=True)

@@ -1,5 +1,5 @@
 """Import a person's labels of cited documents as a judge: `python -m engine import-labels` and
-engine.api.import_labels (issue 32).
+engine.api.import_labels.
 
 A labels file is CSV (a header row) or JSONL (one object a line) with the fields `item_id`, `run`
 (a run id) or `experiment` (id or name) and `mode` (vanilla, base or cf), `position` (the cited

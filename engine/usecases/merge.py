@@ -16,5 +16,5 @@ def merge(target: Path | None, source: str | os.PathLike[str]):
 
     path = Path(target) if target else default_db_path()
     result = merge_stores(path, source)
-    after_merge(path, result.merged)  # the Bias page's values of the experiments merged into (issue 31)
+    after_merge(path, result.merged)  # the Bias page's values of the experiments merged into
     return result

@@ -29,7 +29,7 @@ def configuration(config: Mapping[str, Any] | None) -> Configuration:
     and generation settings), absent ones at what their absence means."""
     settings = experiment_settings(dict(config or {}))
     # Worked out once per distinct configuration: a store's runs share a few, and the whole-store
-    # report asks twice per run (0.1 ms each: 20 ms of `report` at 100 runs, issue 31). Configs
+    # report asks twice per run (0.1 ms each: 20 ms of `report` at 100 runs). Configs
     # are config_json parsed, so their JSON text names them; the Settings are never changed.
     try:
         text = json.dumps(settings, sort_keys=True)
@@ -40,7 +40,7 @@ def configuration(config: Mapping[str, Any] | None) -> Configuration:
 
 def configurations(settings: Mapping[str, Any]) -> dict[str, Configuration]:
     """Each run's configuration, by run id, from store.queries.run_settings' records: worked out
-    once for both of the report's tables (issue 31: each table's own pass took ~13 ms at 1,000 runs)."""
+    once for both of the report's tables (each table's own pass took ~13 ms at 1,000 runs)."""
     return {run_id: configuration(found.config) for run_id, found in settings.items()}
 
 

@@ -126,7 +126,7 @@ def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, t
         raise FieldError("sample_top_k", "{sample_top_k} must be 0 or more")
     if not do_sample:
         # Greedy decoding ignores them: a value other than the default was meant to sample, and a
-        # run that silently did not would be stored as greedy under the user's nose (issue 28).
+        # run that silently did not would be stored as greedy under the user's nose.
         sampling_values: tuple[tuple[str, float, float], ...] = (
             ("temperature", temperature, 1.0), ("top_p", top_p, 1.0), ("sample_top_k", top_k_sampling, 0))
         for name, given, default in sampling_values:
@@ -195,7 +195,7 @@ def resolve_db(db: Path | str | None) -> Path:
 
 def check_store_writable(db: Path) -> None:
     """Refuse, in one line, a store this user cannot write, before anything is written or a model
-    loads (issue 28: a Space's root-owned app folder failed the run after its model had loaded)."""
+    loads (a Space's root-owned app folder failed the run after its model had loaded)."""
     from engine.paths import store_writable_problem
 
     problem = store_writable_problem(db)

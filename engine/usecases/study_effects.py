@@ -1,4 +1,4 @@
-"""The label effect in each configuration of a study, from one model across it (issue 33).
+"""The label effect in each configuration of a study, from one model across it.
 
 `why_cited_study(StudyEffectsRequest("grid"), db)` reads the study's citation decisions (one row per
 shown document per answer, every experiment of the study) a chunk of runs at a time, labels each
@@ -96,7 +96,7 @@ def study_answers(request: StudyEffectsRequest,
     """The study's answers as the study model reads them (engine.statistics.study_answers), the
     experiment ids with rows, the axes to fit (those with two or more levels, in the grid's order)
     and (axis, why) for the others its grid lists. Read a chunk of runs at a time: a study's
-    decision rows are never held at once (issue 31)."""
+    decision rows are never held at once."""
     from engine.statistics.study_model import varying_axes
     from store.queries.study_effects import study_axes
 

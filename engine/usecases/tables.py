@@ -73,7 +73,7 @@ def table1(runs: Any, settings: Mapping[str, Any] | None = None,
     from store.queries import records as records_of
 
     settings = settings or {}
-    # Only the columns read: records of run_metrics' 43 columns cost more than the table (issue 31).
+    # Only the columns read: records of run_metrics' 43 columns cost more than the table.
     records = records_of(runs[[c for c in _TABLE1_READS if c in runs.columns]])
     conf = {r["run_id"]: (confs or {}).get(r["run_id"]) or configuration(run_config(settings, r["run_id"]))
             for r in records}
@@ -187,7 +187,7 @@ def table2(bias: Any, settings: Mapping[str, Any] | None = None,
             "conf": (confs or {}).get(rec.get("run_a", "")) or configuration(found.config if found is not None else {}),
         })
         exp[rec["metric"]] = _value(rec["value"])
-        # The view gives the test's inputs; engine.statistics.bias its p, the one `bias` prints (issue 26 §8).
+        # The view gives the test's inputs; engine.statistics.bias its p, the one `bias` prints.
         tested = view_row_test(rec)
         exp[f"{rec['metric']}_p"] = None if tested is None else tested.p
         if exp[rec["metric"]] is None:

@@ -1,4 +1,4 @@
-"""Why was this document cited? The citation choice model over stored answers (issue 19).
+"""Why was this document cited? The citation choice model over stored answers.
 
 `why_cited(WhyCitedRequest(experiments=("exp1",)), db)` reads the chosen experiments' citation
 decisions (the citation_decisions view: one row per shown document per answer), fits the
@@ -104,7 +104,7 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
         raise UserError("choose the answers to model: give --experiment (repeatable) or --study")
     ids: list[str] = []
     # One connection for every reference: an open each took 9 of the 11 s that 334 experiments'
-    # refusal took at 10M answers (issue 31).
+    # refusal took at 10M answers.
     with reading(db) as conn:
         for reference in request.experiments:
             found = resolve_experiment(conn, reference)
@@ -139,7 +139,7 @@ def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
 
 
 # Decision rows read at a time: a chunk of whole runs of about this many rows (a run with more is
-# a chunk of its own). Ten million answers' hundred million rows held 16 GB at once (issue 31);
+# a chunk of its own). Ten million answers' hundred million rows held 16 GB at once;
 # a chunk is read, folded into patterns (engine.statistics.choice_patterns) and let go.
 CHUNK_DECISIONS = 2_000_000
 

@@ -1,5 +1,5 @@
 -- 011_run_metrics_verification: run_metrics gains each run's AttrScore verification shares
--- (issue 8: "the shares of attributable, extrapolatory, contradictory and unparsed citations go
+-- ("the shares of attributable, extrapolatory, contradictory and unparsed citations go
 -- into run_metrics"), so one row per run says both how well it cites against the gold labels
 -- and how often what it cites supports the sentence citing it, which needs no gold labels.
 -- Do not change what this file does once released: add NNN_name.sql files instead.

@@ -1,2 +1,2 @@
--- Views: compare_item_metrics and the compare_runs(run_a, run_b) macro (issue 17), defined in
+-- Views: compare_item_metrics and the compare_runs(run_a, run_b) macro, defined in
 -- store/views.sql, which every migration applies.

@@ -1,6 +1,6 @@
 -- 013_kept_values: (1) derived_values: values computed from an experiment's runs (the Bias tab's bias report,
 -- its Table 2 rows), kept so that the tab's first request for an experiment does not redo the
--- 2,000-resample bootstrap and the bias view (2 s at 1M answers; issue 21, scripts/bench_app.py).
+-- 2,000-resample bootstrap and the bias view (2 s at 1M answers; scripts/bench_app.py).
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.
 --
 -- Only a cache (store/derived.py): a row is used while its `signature` equals the one computed

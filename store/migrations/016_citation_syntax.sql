@@ -1,5 +1,5 @@
 -- 016_citation_syntax: query_metrics (store/views.sql) leaves numbers that were not shown out of
--- precision for runs whose config_json says citation_syntax 'paper' (issue 26 §9: `run` and
+-- precision for runs whose config_json says citation_syntax 'paper' (`run` and
 -- `import --citation-syntax paper`, the seed library's reading; engine/prompting/citations.py).
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (18c5200: comments only, the paths of moved modules).

@@ -1,6 +1,6 @@
 -- 017_bias_undefined: the bias view (store/views.sql) gives the arithmetic of CAS and CAB and the
--- inputs of engine/statistics/bias.py's test, no longer a t-interval, t-test or direction of its own (issue
--- 26 §2, §7, §8): value is NULL with undefined_reason where no answer of either run cites a shown
+-- inputs of engine/statistics/bias.py's test, no longer a t-interval, t-test or direction of its own:
+-- value is NULL with undefined_reason where no answer of either run cites a shown
 -- document, beside n_cite_a, n_cite_b, n_differ, mean_diff, sd_diff and differences.
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (18c5200: comments only, the paths of moved modules).

@@ -1,4 +1,4 @@
--- 019_judges: a panel of judges of the same citations (issue 32; `python -m engine verify --judge`,
+-- 019_judges: a panel of judges of the same citations (`python -m engine verify --judge`,
 -- `import-labels`, `agreement`).
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 --

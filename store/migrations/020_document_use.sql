@@ -1,4 +1,4 @@
--- 020_document_use: cited or used? (issue 33; `python -m engine used`, engine/judges/document_use.py):
+-- 020_document_use: cited or used? (`python -m engine used`, engine/judges/document_use.py):
 -- with a stored answer's text held fixed, its log-probability with the full prompt, without one
 -- shown document, and with only the cited documents.
 -- Do not change what this file does once released: add NNN_name.sql files instead.

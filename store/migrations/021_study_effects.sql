@@ -1,5 +1,5 @@
 -- 021_study_effects: the label effect per configuration of a study, from one model across the
--- study (issue 33; `python -m engine why-cited --study NAME --save`, engine/statistics/study_model.py).
+-- study (`python -m engine why-cited --study NAME --save`, engine/statistics/study_model.py).
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 --
 -- A fitted model is no SQL view: the conditional logit across the study's citation decisions,

@@ -1,6 +1,6 @@
 -- 022_run_metrics_kept_read: the table macro run_metrics_over reads only the source asked for
 -- (query_table: run_metric_wide, or the kept run_metric_rows), so a read of kept numbers no
--- longer binds run_metric_wide (~25 ms of `report` on a whole store; issue 31). Same columns,
+-- longer binds run_metric_wide (~25 ms of `report` on a whole store). Same columns,
 -- types and rows as before; run_metrics reads it as before.
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.
 --

@@ -1,6 +1,6 @@
 -- 024_item_metrics_current: the Bias report's per-item metrics read from the rows the writer
 -- kept (item_metric_rows, migration 023) instead of computing query_metrics for the experiment's
--- runs again (issue 31), and kept rows told current by their run's content, not by its count:
+-- runs again, and kept rows told current by their run's content, not by its count:
 --   item_metric_rows.cites_in_range  whether the answer cites a document it was shown
 --                                    (query_metrics' n_citations > out_of_range_citations; the
 --                                    compare_item_metrics view gives the same column)

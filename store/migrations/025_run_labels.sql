@@ -1,4 +1,4 @@
 -- 025_run_labels: the run_labels view (one row per run: the label pair its prompt shows), from
 -- which citation_decisions now takes its labels instead of reading each run's config per row
--- (issue 31). Views are store/views.sql's; this file ships that change (store/migrations/__init__.py).
+--. Views are store/views.sql's; this file ships that change (store/migrations/__init__.py).
 -- Append-only: never edit this file once released; add NNN_name.sql files instead.

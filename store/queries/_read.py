@@ -72,7 +72,7 @@ Readable = DbLike | duckdb.DuckDBPyConnection
 def reading(db: Readable) -> Iterator[duckdb.DuckDBPyConnection]:
     """One short read-only transaction on `db` (a path, a Database or a RunStore), or the open
     connection `db` itself: a request that reads several things opens one connection and passes
-    it down (each open costs 15-40 ms, more than most of the reads; issue 21)."""
+    it down (each open costs 15-40 ms, more than most of the reads)."""
     if isinstance(db, duckdb.DuckDBPyConnection):
         yield db  # the caller's: it commits and closes it
         return
@@ -101,7 +101,7 @@ def marks(values: list[Any] | tuple[Any, ...]) -> str:
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
     """table.to_dict("records"), the same values (a nullable column's missing ones as None), at
-    a third of its time: whole columns to lists, not cell by cell (issue 31: 48 of `report`'s
+    a third of its time: whole columns to lists, not cell by cell (48 of `report`'s
     ~260 ms at 10M answers went to to_dict)."""
     import pandas as pd
 

@@ -98,7 +98,7 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
         # (parallel hash tables) would give other intervals for the same seed now and then.
         # A run's per-item metrics as the writer kept them (item_metric_rows, store/kept_metrics.py)
         # while they are still its rows; query_metrics for the others (0.2-0.5 s for an experiment
-        # of 10,000 items a run at 1M answers: issue 31). The same numbers.
+        # of 10,000 items a run at 1M answers). The same numbers.
         kept = current_item_runs(conn, ids)
         # The others' per-answer rows kept as their answers were written (store.answer_metrics:
         # a run running, failed or resumed, or whose completion's rows are lost), the same numbers.
@@ -112,7 +112,7 @@ def bias_inputs(db: DbLike, reference: str) -> BiasInputs | None:
         if computed:
             parts.append("SELECT run_id, item_id, precision, recall, f1, n_citations > out_of_range_citations "
                          f"FROM query_metrics WHERE run_id IN ({marks(computed)})")
-        # As columns: 30,000 rows as Python tuples took 40-60 ms at 1M answers, the columns 15 (issue 31).
+        # As columns: 30,000 rows as Python tuples took 40-60 ms at 1M answers, the columns 15.
         columns = conn.execute(" UNION ALL ".join(f"({p})" for p in parts) + " ORDER BY run_id, item_id",
                                kept + answers + computed).fetchnumpy()
         metrics = _per_run(ids, columns)
@@ -246,7 +246,7 @@ def _bias_frame_of(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | 
 def report_frames(db: DbLike, experiment_id: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """run_metric_table(db, status=None) and bias_table(db, experiment_id), as `report` reads
     them: in one transaction, every run's answers counted once for both (a scan of the whole
-    generations table: about 10 ms at 1M answers, issue 31)."""
+    generations table: about 10 ms at 1M answers)."""
     with reading(db) as conn:
         current = counts(conn, [row[0] for row in conn.execute("SELECT run_id FROM runs").fetchall()])
         return _run_metric_frame(conn, None, current, reruns=False), _bias_frame(conn, experiment_id, current)
@@ -417,7 +417,7 @@ def _desc(text: str) -> tuple[int, ...]:
 def _bias_rows(conn: Any, experiment_ids: list[str]) -> pd.DataFrame:
     """bias_table's rows for these experiments: the writer's kept bias_rows where they are
     current, the bias view pair by pair otherwise (store.kept_metrics; 0.2 s a request at 1M
-    answers through the view, issue 31)."""
+    answers through the view)."""
     return _bias_frame_of(conn, list(experiment_ids))
 
 

@@ -1,4 +1,4 @@
-"""Citation flips between two runs (issue 31), counted in the store in one query.
+"""Citation flips between two runs, counted in the store in one query.
 
 `compare` shows five counts: documents shown in both runs of an item and cited by one run only,
 split by whether they hold the answer, and how many (item, document) pairs both runs showed.

@@ -1,4 +1,4 @@
-"""Reads for `compare` (issue 17): which runs a reference names, and two or more runs' per-item
+"""Reads for `compare`: which runs a reference names, and two or more runs' per-item
 metrics paired by item id.
 
 The metrics are query_metrics' (the views are the one definition of every metric), with two
@@ -138,12 +138,12 @@ def read_paired(db: Readable, runs: Sequence[CompareRun], *, pair_by_id: bool = 
         per_run = [_item_metrics(conn, run.run_id, run.run_id in kept) for run in runs]
     # Each run's rows come sorted by item id, one per item: the common ids, sorted, pick each
     # run's rows in the same order (columns of numbers: rows as Python tuples were most of a
-    # million items' read; issue 31).
+    # million items' read).
     ids = [columns["item_id"] for columns in per_run]
     where_each: list[Any]  # per run: its rows of the common items, in their order
     if all(len(other) == len(ids[0]) and np.array_equal(other, ids[0]) for other in ids[1:]):
         # Runs over the same items, the usual case: intersecting would sort a million ids again
-        # for each run (3.5 s of a 1M-item compare; issue 31).
+        # for each run (3.5 s of a 1M-item compare).
         common, where_each = ids[0], [slice(None)] * len(ids)
     else:
         common = ids[0]

@@ -83,7 +83,7 @@ _QUERY_MEMORY = "1GB"  # DuckDB's memory for the decision rows' queries (decisio
 # run of 2.5M rows in a store of 1.5M citations took 9.4 s run by run, 3.0 s in one statement;
 # before, every experiment of a 1M store 61 s run by run, 23 s in one). No temporary table is made a chunk: one
 # dropped inside the read transaction keeps its memory until the transaction ends, and the
-# 50th chunk of a 10M-answer store ran out of DuckDB's memory (issue 31).
+# 50th chunk of a 10M-answer store ran out of DuckDB's memory.
 _CITATIONS_PER_ROW_RUN_BY_RUN = 6
 _ROWS_COLUMNS = "run_id, item_id, position, n_shown, position_group, label, relevant, repeated, cited"
 _RUN_CODES_SQL = f"""
@@ -155,7 +155,7 @@ def decision_code_chunks(db: DbLike, experiment_ids: tuple[str, ...] | list[str]
     (a run with more is a chunk of its own; None: one chunk, empty where there are no rows). The
     chunks in order are decision_codes' rows in order. Run and item codes are the whole request's;
     each chunk's label codes are into its own `labels`. All in one read transaction: a fit of ten
-    million answers reads them so and never holds their hundred million rows (issue 31)."""
+    million answers reads them so and never holds their hundred million rows."""
 
     ids = list(experiment_ids)
     with reading(db) as conn:

@@ -1,4 +1,4 @@
-"""Query drill-down (issue 7, /query_detail): one item of one experiment across its modes, for the
+"""Query drill-down (/query_detail): one item of one experiment across its modes, for the
 app's drill-down and its navigation.
 
 Every lookup is keyed by run_id (and item_id) first, so its cost does not grow with the store:

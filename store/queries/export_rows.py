@@ -1,4 +1,4 @@
-"""The rows of an export (issue 7: `engine export`, the app's /export): one per stored answer of the
+"""The rows of an export (`engine export`, the app's /export): one per stored answer of the
 chosen experiments, query_metrics joined with its run, its experiment and its dataset item.
 store/export.py writes them as CSV or Parquet."""
 

@@ -1,4 +1,4 @@
-"""The app's Runs tab (issue 7, /runs): one page of experiments with their runs' progress and metrics.
+"""The app's Runs tab (/runs): one page of experiments with their runs' progress and metrics.
 
 Filtered in SQL on the runs table (small: one row per run). Progress and metrics are then read
 for the page's runs only, through `run_id IN (subquery)`, which DuckDB pushes into generations'

@@ -269,7 +269,7 @@ def test_the_query_tab_shows_grid_answers_and_token_heat_map(page, app, smoke_ru
     root = page.locator(Q_ROOT)
     assert item["question"] in root.locator("h3").inner_text()
     # The documents x modes grid: one row per shown document, a citation column per mode, and one
-    # position column (the run is in ranked order, the same in every mode: issue 15).
+    # position column (the run is in ranked order, the same in every mode).
     headers = [h.inner_text().strip() for h in page.locator(f"{Q_GRID} th").all()]
     assert headers.count("position") == 1 and not any(h.endswith(" position") for h in headers), headers
     for mode in MODES:
@@ -462,7 +462,7 @@ def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
     intro = panel.get_by_text(FIRST_SCREEN).locator("xpath=..").inner_text()
     assert f"{FIRST_RUN_ITEMS} items in vanilla, base and cf" in intro, intro
-    # Offline with nothing cached: the smoke model, and the line says why (issue 15 §2).
+    # Offline with nothing cached: the smoke model, and the line says why.
     assert "on the smoke model" in intro and "never cites" in intro and "Hub is not reachable" in intro, intro
     button = panel.get_by_role("button", name=FIRST_RUN, exact=True)
     assert button.is_visible()
@@ -492,6 +492,6 @@ def test_an_empty_store_opens_on_the_one_click_first_run(page, empty_app):
     from playwright.sync_api import expect
 
     expect(banner).to_contain_text("complete", timeout=WAIT_MS)
-    assert banner.inner_text().count("never cites") == 1, banner.inner_text()  # said once (issue 28 §5)
+    assert banner.inner_text().count("never cites") == 1, banner.inner_text()  # said once
     page.screenshot(path=str(ARTIFACTS / "first-run-complete.png"))
     cancel.wait_for(state="hidden", timeout=WAIT_MS)

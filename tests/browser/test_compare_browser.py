@@ -1,4 +1,4 @@
-"""The Compare tab in a real browser at 1440x900 (issue 17): two runs compared, the per-metric
+"""The Compare tab in a real browser at 1440x900: two runs compared, the per-metric
 table and the plot of the differences, an item clicked in the items table opening the Query tab
 with both runs side by side.
 

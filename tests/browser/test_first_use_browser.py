@@ -1,4 +1,4 @@
-"""Issue 28 §5 in a real browser at 1440x900: what a first-time visitor saw.
+"""What a first-time visitor saw.
 
 On an empty store: the tab bar names each tab once after the SQL tab was opened (it showed
 "SQL" twice); the Compare, Query, Bias and Explain tabs say where to start; the form under the

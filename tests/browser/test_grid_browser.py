@@ -1,4 +1,4 @@
-"""A study grid from the Run tab in a real browser at 1440x900 (issue 16 §3): comma lists in two
+"""A study grid from the Run tab in a real browser at 1440x900: comma lists in two
 boxes, the plan shown before Start (one row per configuration, vanilla shared), then ONE job that
 runs every configuration to the end, followed in the jobs table and the banner."""
 

@@ -1,4 +1,4 @@
-"""The Judges tab in a real browser at 1440x900 (issue 32 §4): the hint before anything is chosen,
+"""The Judges tab in a real browser at 1440x900: the hint before anything is chosen,
 an experiment's agreement matrix, a person's labels uploaded and imported (the matrix then has
 three judges), the disagreements of a pair, and a clicked disagreement opening its item in the
 Query tab. The store is tests/judged_store.py's (two model judges on 12 answers).

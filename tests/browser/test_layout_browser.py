@@ -1,4 +1,4 @@
-"""The app as a person sees it (issue 15 §3): every tab at 1440x900 and 1024x768 fits the window
+"""The app as a person sees it: every tab at 1440x900 and 1024x768 fits the window
 (no page-wide horizontal scroll, the Runs table's per-mode metrics inside it, long unbroken
 answers wrapped), a row clicked in Runs opens Query, an unknown id in Bias empties the panels
 and logs one line, and the only experiment is opened in Query, Bias and Explain.

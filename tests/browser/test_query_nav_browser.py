@@ -1,7 +1,7 @@
 """The Query tab's navigation in a real browser: a permalink opens its view in the Query tab,
 previous / next, the filter and the search move through the item list, the address bar follows,
 and a hostile permalink shows as text; where `used` read the answers, each document's necessity
-and use beside its citations (issue 33 §1), screenshotted at 1440x900.
+and use beside its citations, screenshotted at 1440x900.
 
 The store is tests/test_query_detail.py's: experiment exp-q ("hamlet-study") over hamlet, paris,
 madrid and mona, in that order; hamlet and paris change citations between base and cf; with

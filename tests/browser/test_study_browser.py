@@ -1,4 +1,4 @@
-"""Studies in a browser (issue 8): the Runs tab's study filter and studies column, and the Bias
+"""Studies in a browser: the Runs tab's study filter and studies column, and the Bias
 tab's study picker selecting a grid's experiments, whose runs' label and AttrScore shares then
 show beside CAS and CAB."""
 

@@ -1,4 +1,4 @@
-"""Issue 20 §5: stored text in an error toast shows as text. The red team stored a metadata name
+"""Stored text in an error toast shows as text. The red team stored a metadata name
 holding a link, an external image and a password form; another visitor's Bias-tab error toast
 (an unknown experiment: the message lists the newest experiments with their metadata types)
 rendered all three live, and the image was fetched from the red team's listener."""

@@ -1,6 +1,6 @@
-"""The Bias tab's "Why was it cited?" panel in a real browser at 1440x900 (issue 19): an
+"""The Bias tab's "Why was it cited?" panel in a real browser at 1440x900: an
 experiment chosen, the choice model fitted, its effects table, forest plot and suppression rates;
-and (issue 33) a study chosen, its study model fitted (tests/test_study_model.py's store).
+and a study chosen, its study model fitted (tests/test_study_model.py's store).
 
 The store is tests/test_why_cited.py's: simulated base and cf choices imported as answers.
 """
@@ -52,7 +52,7 @@ def study_app(stored, launch_app):  # noqa: F811
 
 
 def test_fit_the_study_model_of_a_chosen_study(page, study_app):
-    """Issue 33: the study picked at the top of the tab, its study model fitted: the effects per
+    """The study picked at the top of the tab, its study model fitted: the effects per
     configuration, their forest plot, the named Wald test and the Holm-corrected pairs."""
     from tests.browser.test_study_browser import pick
 
