@@ -1,4 +1,4 @@
-"""Issue 20 §7 in the app: `/runs` with an absurd page, `/export` streamed in chunks, and the
+"""Bounds in the app: `/runs` with an absurd page, `/export` streamed in chunks, and the
 model-name check that told a Space's visitor which relative paths exist on the server."""
 
 from __future__ import annotations

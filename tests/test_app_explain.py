@@ -293,7 +293,7 @@ def test_generate_for_a_run_of_another_experiment_is_refused(built):
 
 
 def test_the_operators_bounds_bound_explanation_jobs(built, tmp_path, tiny_llama):
-    """Issue 29: "every answer of the experiment" was unbounded; the item cap (answers per job,
+    """The answers of a whole experiment were unbounded; the item cap (answers per job,
     shared among the runs) and the new-token cap now bound every explanation job."""
     from demo.handlers.explain import explain_spec, job_line
     from demo.jobs import JobQueue

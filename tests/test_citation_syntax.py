@@ -1,4 +1,4 @@
-"""Issue 26 §9: `--citation-syntax paper` reads and scores citations as the seed library does.
+"""`--citation-syntax paper` reads and scores citations as the seed library does.
 
 The oracle is the seed's own evaluate_prec_recall, cab_evaluation and cas_evaluation
 (tests/seed_evaluation.py, transcribed from github aminvenv/attrieval). Imported answers in the

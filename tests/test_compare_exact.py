@@ -201,7 +201,7 @@ def _null_rates(n: int, moved: int, draws: int, seed: int, permutations: int = 9
 
 
 def test_the_verdicts_size_at_30_items():
-    # Issue 26, item 11: with 4 of 30 items moved, the t-test rejects 12.5% of the time (all four
+    # With 4 of 30 items moved, the t-test rejects 12.5% of the time (all four
     # alike in sign: t = 2.11, p = 0.043), and the old verdict with it; the verdict's
     # permutation test cannot (p >= 2/16).
     different, t_rate = _null_rates(30, 4, 250, seed=11, permutations=199)

@@ -1,4 +1,4 @@
-"""Issue 29, items 6 to 8: every CSV the tool writes is safe to open in a spreadsheet, and to print.
+"""Every CSV the tool writes is safe to open in a spreadsheet, and to print.
 
 6. Item ids, answers and names are strangers' text (the app is a public Space): a cell that
    begins with =, +, -, @, tab or CR is a live formula in Excel or LibreOffice. Every CSV

@@ -1,8 +1,8 @@
-"""Issue 29 §4 and §5: what one visitor can make the server keep on disk.
+"""What one visitor can make the server keep on disk.
 
-§4: each /export wrote a new folder (+15 MB a call, ~10 GB an hour per looping visitor). Now the
+Each /export wrote a new folder (+15 MB a call, ~10 GB an hour per looping visitor). Now the
 same store state and request give the same file, downloads are bounded in all and per visitor,
-and free space is checked before writing. §5: the store grew ~157 KB per answer at a Space's
+and free space is checked before writing. The store grew ~157 KB per answer at a Space's
 limits (a 12-configuration grid ~5.7 GB); quotas per job and per store refuse such a job in one
 line before it is queued."""
 
@@ -112,7 +112,7 @@ def test_a_space_sets_download_and_store_bounds(monkeypatch, tmp_path):
         settings_from_env(str(tmp_path / "x.duckdb"))
 
 
-# ---------------------------------------------------------------- §5: store quotas
+# ---------------------------------------------------------------- store quotas
 
 
 def test_the_estimate_bounds_what_an_answer_was_measured_to_take():

@@ -1,4 +1,4 @@
-"""Issue 32 end to end, through the CLI: answers citing four documents of the bundled sample's
+"""Judges end to end, through the CLI: answers citing four documents of the bundled sample's
 first four items, imported (`import`) as the vanilla, base and cf runs of one experiment; one
 `verify` with two tiny NLI judges of different architectures (BERT, DeBERTa-v2) and the tiny LLM
 judge; human labels of part of the cited documents written from the stored citations by a fixed

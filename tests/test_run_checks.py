@@ -256,7 +256,7 @@ def test_a_huge_prompt_is_refused_without_tokenizing_it(tmp_path, tiny_llama_dir
 
 @pytest.mark.parametrize("command", [["run", "--dataset", "sample"], ["quickstart"]])
 def test_a_sampling_option_without_sample_is_refused_before_any_model_loads(command, tmp_path, monkeypatch, capsys):
-    # Issue 28: `--temperature 0.7` alone was read and then ignored (greedy). Refused in one line,
+    # `--temperature 0.7` alone was read and then ignored (greedy). Refused in one line,
     # with nothing loaded or written: loading a model here fails the test.
     import engine.generation.model_choice
     import engine.generation.models

@@ -1,4 +1,4 @@
-"""Issue 20 §3 and §4: each visitor's jobs are that visitor's, the queue is capped, the operator's
+"""Each visitor's jobs are that visitor's, the queue is capped, the operator's
 bounds hold on the server, cancel is heard within seconds, and the operator's HF_TOKEN never
 reaches a visitor's load of a model outside the operator's allowlist."""
 
@@ -42,7 +42,7 @@ class GatedLoader:
         return self.model
 
 
-# ---------------------------------------------------------------- §3: two visitors, one queue
+# ---------------------------------------------------------------- two visitors, one queue
 
 def test_two_visitors_see_and_cancel_only_their_own_jobs_through_the_api(tmp_path, tiny_llama, tiny_llama_dir):
     from gradio_client import Client
@@ -159,7 +159,7 @@ def test_a_space_gets_bounds_and_the_paper_models_by_default(monkeypatch, tmp_pa
     assert desktop.operator_view and desktop.operator_token_models is None and desktop.max_new_tokens is None
 
 
-# ---------------------------------------------------------------- §3: cancel within seconds
+# ---------------------------------------------------------------- cancel within seconds
 
 class StopAfter:
     """should_stop that says yes from its n-th call on."""
@@ -240,7 +240,7 @@ def test_a_running_job_is_cancelled_within_seconds_before_its_first_batch(tiny_l
     assert not db.exists() or stored(db, "SELECT count(*) FROM generations")[0][0] <= 64
 
 
-# ---------------------------------------------------------------- §4: the operator's token
+# ---------------------------------------------------------------- the operator's token
 
 def test_a_visitor_without_a_token_never_gets_the_operators_token(monkeypatch, tmp_path):
     """Through the loader itself: what reaches from_pretrained is no token at all (False)."""

@@ -421,8 +421,8 @@ def test_the_sql_tab_runs_an_example_and_refuses_hostile_queries(page, app, requ
     line = sql_run(panel, count)
     runs_before = grid_rows(result)[0]["n"]
     assert int(runs_before) >= 3, runs_before
-    # Hostile queries: writes, files, attaching and the functions that hold server paths (issue
-    # 20: refused, not masked) refused in one line on the status line; the catalogue functions
+    # Hostile queries: writes, files, attaching and the functions that hold server paths
+    # (refused, not masked) refused in one line on the status line; the catalogue functions
     # without paths answer, and no server path may show, on the page or in the CSV.
     paths = {str(app.db), str(app.db.resolve()), str(app.db.parent), str(app.db.parent.resolve())}
     for hostile, refused in (("DELETE FROM runs", True), ("SELECT * FROM duckdb_settings()", True),
