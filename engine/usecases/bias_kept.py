@@ -56,11 +56,16 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
 
 
 def _running(conn: Any, experiment_id: str) -> bool:
-    """Whether a run of the experiment is still being written: its end keeps the values."""
-    return conn.execute(
-        "SELECT count(*) FROM runs r JOIN run_owners o USING (run_id) WHERE r.experiment_id = ? AND r.status = 'running'",
-        [experiment_id],
-    ).fetchone()[0] > 0
+    """Whether a run of the experiment is still being written by a live process: its end keeps
+    the values. A run whose process was killed is not waited for (it may never be resumed); the
+    Bias page reads complete runs only, and its resume changes the experiment's signature and
+    keeps the values again when it ends."""
+    from store.owners import ProcessIdentity, owner_alive
+
+    rows = conn.execute(
+        "SELECT o.host, o.pid, o.process_start, o.heartbeat_utc FROM runs r JOIN run_owners o USING (run_id) "
+        "WHERE r.experiment_id = ? AND r.status = 'running'", [experiment_id]).fetchall()
+    return any(owner_alive(ProcessIdentity(host, pid, start), heartbeat) for host, pid, start, heartbeat in rows)
 
 
 def after_run(db: str | Path) -> Callable[[str], None]:
@@ -79,6 +84,15 @@ def after_run(db: str | Path) -> Callable[[str], None]:
             keep_experiments(db, [row[0]])
 
     return kept
+
+
+def after_nothing_to_do(db: str | Path, experiment_ids: Iterable[str]) -> None:
+    """A command run again over runs that have all ended (`run` or a study that resumes nothing):
+    keep what a process killed between a run's end and its keeping left unkept. Values already
+    kept cost one signature and a lookup each (they are read, not computed)."""
+    ids = list(experiment_ids)
+    if ids:
+        keep_experiments(db, ids)
 
 
 def after_merge(db: str | Path, run_ids: Iterable[str]) -> None:

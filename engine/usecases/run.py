@@ -215,7 +215,7 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     can fix; RunCancelled once `stop` says yes."""
     from engine.running.planner import check_prompt_lengths, plan_experiment
     from engine.running.runner import execute_plan
-    from engine.usecases.bias_kept import after_run
+    from engine.usecases.bias_kept import after_nothing_to_do, after_run
     from engine.usecases.served import check_server, record_served, served_run, server_backend
     from store.run_store import RunStore
 
@@ -239,6 +239,8 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     step.emit("planned", total=n_todo, experiment_id=plan.experiment_id, message=rerun_cost(plan, reruns))
     step.check()
     if plan.nothing_to_do and all(p.nothing_to_do for p in reruns):
+        # Every run ended already: what a process killed before keeping them left unkept, kept now.
+        after_nothing_to_do(db, [plan.experiment_id, *(p.experiment_id for p in reruns)])
         return replace(execute_plan(plan, None, sink), reruns=tuple(execute_plan(p, None, sink) for p in reruns))
     loaded = backend = None
     try:

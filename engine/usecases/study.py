@@ -185,6 +185,8 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
 
     `progress` first gets a "planned" Progress with the StudySummary, then one per stored batch
     (or copied vanilla answers); `stop`, `load` and `read_dataset` as in run_experiment."""
+    from engine.usecases.bias_kept import after_nothing_to_do
+
     check_store_writable(resolve_db(study.db))  # before the smoke model is written or any model loads
     planned, copy_from, summary, sink = _plan(study, read_dataset, stop, check_models=load is None)
     step = _Steps(progress, stop)
@@ -196,6 +198,8 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
         outcomes = _execute_served(planned, copy_from, sink, name, grid, study.server, step, stop)
     else:
         outcomes = _execute(planned, copy_from, sink, name, grid, study.ray, step, stop, load)
+    # Experiments whose runs had all ended: what a process killed before keeping them left unkept.
+    after_nothing_to_do(sink.path, [p.plan.experiment_id for p in planned if p.plan.nothing_to_do])
     return StudyOutcome(name, summary, tuple(
         StudyExperiment(p.position, p.configuration, p.label, outcome, dict(copy_from.get(p.position, {})))
         for p, outcome in zip(planned, outcomes, strict=True)
