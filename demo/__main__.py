@@ -78,6 +78,8 @@ def operator_settings() -> str:
          f"({space[0]}: {s.SPACE_MAX_UPLOADS_MB}; {space[1]}: no cap)"),
         ("PATTRIEVAL_MAX_UPLOADS_PER_VISITOR_MB", f"the same, one client address's uploads ({space[0]}: "
          f"{s.SPACE_MAX_UPLOADS_PER_VISITOR_MB}; {space[1]}: no cap)"),
+        ("PATTRIEVAL_PRIVATE_ITEMS", "a file of item ids, one a line: a private split that counts in no number; "
+         "the app then shows the Leaderboard tab alone"),
         ("PATTRIEVAL_RESULTS_REPO", "OWNER/NAME of a Hugging Face dataset repo whose results store is merged "
          "in at start (none)"),
         ("PATTRIEVAL_RESULTS_FILE", f"that store's file in the repo ({s.DEFAULT_RESULTS_FILE})"),

@@ -18,7 +18,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     from demo.handlers.run import store_note
     from demo.jobs import JobQueue
-    from demo.tabs import bias, compare, explain, judges, query, run, runs, sql
+    from demo.tabs import bias, compare, explain, judges, leaderboard, query, run, runs, sql
     from demo.tabs.style import APP_CSS
 
     if jobs is None:
@@ -32,7 +32,10 @@ def build_app(settings: AppSettings, jobs: Any = None):
         gr.Markdown(" ".join(filter(None, (_gpu_banner(), store_note(settings)))))
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
-            for tab in (run, runs, compare, query, bias, explain, judges, sql):  # in the order shown
+            # A private split of items: every tab but the Leaderboard shows items, so it stands alone.
+            shown = (leaderboard,) if settings.private_items is not None else (
+                run, runs, compare, query, bias, leaderboard, explain, judges, sql)  # in the order shown
+            for tab in shown:
                 tab.build(app, settings, jobs)
         _open_clicked_rows(app)
         _wire_compare(app)

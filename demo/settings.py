@@ -115,6 +115,9 @@ class AppSettings:
     # variable holding its key): the desktop only, for the same reason, and since the key is read
     # from this process's environment, which a visitor must never spend.
     allow_server: bool = True
+    # A private split of items (PATTRIEVAL_PRIVATE_ITEMS, a file of item ids): they count in no
+    # number, and the app shows the Leaderboard tab alone, since every other tab shows items.
+    private_items: frozenset[str] | None = None
 
     @property
     def max_upload_bytes(self) -> int:
@@ -146,7 +149,9 @@ def settings_from_env(db: str | None = None, read_only: bool = False, *, share: 
         models = listed
     else:
         models = listed or SPACE_MODELS
+    private = os.environ.get("PATTRIEVAL_PRIVATE_ITEMS", "").strip()
     return AppSettings(
+        private_items=_private_items(private) if private else None,
         db_path=Path(db) if db else default_db_path(),
         read_only=read_only or os.environ.get("PATTRIEVAL_READ_ONLY", "") in ("1", "true", "yes"),
         max_items=int(cap) if cap and cap.isdigit() and int(cap) > 0 else (SPACE_MAX_ITEMS if strangers else None),
@@ -230,3 +235,14 @@ def without_server_paths(message: str, db_path: str | os.PathLike[str], *, datas
     # folder is gone by now, so "…/the store" reads as what it is.
     message = message.replace(f"{HIDDEN}/{shown}", shown)
     return message.splitlines()[0] if message.strip() else "the database cannot be read"
+
+
+def _private_items(path: str) -> frozenset[str]:
+    """The item ids of the operator's private split; UserError in one line naming the setting."""
+    from engine.errors import UserError
+    from engine.usecases.leaderboard import read_item_ids
+
+    try:
+        return read_item_ids(path)
+    except UserError as err:
+        raise UserError(f"PATTRIEVAL_PRIVATE_ITEMS: {err}") from None

@@ -72,7 +72,7 @@ def test_the_tabs_hold_nothing_but_tabs(empty_app):
 
     children = empty_app.tabs.children
     assert [c.label for c in children if isinstance(c, gr.Tab)] == [
-        "Run", "Runs", "Compare", "Query", "Bias", "Explain", "Judges", "SQL"]
+        "Run", "Runs", "Compare", "Query", "Bias", "Leaderboard", "Explain", "Judges", "SQL"]
     assert [type(c).__name__ for c in children if not isinstance(c, gr.Tab)] == []
 
 

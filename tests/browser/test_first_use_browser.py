@@ -19,7 +19,7 @@ from tests.browser.test_app_browser import ARTIFACTS, FIRST_SCREEN, RUN_LIMIT, R
 from tests.test_app_first_use import one_run_store
 
 SIZE = {"width": 1440, "height": 900}
-TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Explain", "Judges", "SQL")
+TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Leaderboard", "Explain", "Judges", "SQL")
 SHOTS = ARTIFACTS / "first-use"
 COMPARE_A = "A (run, experiment or EXP:mode)"
 COMPARE_B = "B (run, experiment or EXP:mode)"

@@ -19,7 +19,7 @@ import pytest
 from tests.browser.test_app_browser import ARTIFACTS, WAIT_MS, grid_rows, open_app, open_tab
 
 SIZES = ((1440, 900), (1024, 768))
-TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Explain", "Judges", "SQL")
+TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Leaderboard", "Explain", "Judges", "SQL")
 EXPERIMENT = "layout-study"
 ITEM = "nq-1"
 LONG_WORD = "x" * 400  # an answer or document without a space: must wrap, not widen the page
