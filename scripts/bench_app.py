@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -218,8 +219,20 @@ REPORTS = ("report --experiment", "report (all)")
 # engine.usecases.bias_kept); "  writer keeps" times that keeping itself, the work it
 # adds to the end of a run. "  computed" is bias_page with nothing kept in the store (store.derived):
 # what a request for other resamples waits for, or one after a writer that could not keep them.
-PARTS = ("  cached", "  after run", "  writer keeps", "  computed", "  bias_inputs")
-BIAS_PAGES = ("bias_page", "  cached", "  after run", "  computed")
+# The computed page where a run's rows kept at its completion are not current (a run resumed,
+# failed or running, rows lost), side by side: "  computed, answers kept" reads each answer's
+# precision, recall and F1 kept as it was written (store.answer_metrics), "  computed, nothing
+# kept" has neither and reads them through query_metrics, as the page did before answers were
+# kept; each with its "  bias_inputs". What is hidden is put back after each call.
+HIDDEN = {
+    "  computed, nothing kept": ("item_metric_runs", "answer_metric_runs"),
+    "  bias_inputs, nothing kept": ("item_metric_runs", "answer_metric_runs"),
+    "  computed, answers kept": ("item_metric_runs",),
+    "  bias_inputs, answers kept": ("item_metric_runs",),
+}
+PARTS = ("  cached", "  after run", "  writer keeps", "  computed", "  bias_inputs", *HIDDEN)
+BIAS_PAGES = ("bias_page", "  cached", "  after run", "  computed", "  computed, nothing kept",
+              "  computed, answers kept")
 
 
 def call(handler: str, store: BenchStore):
@@ -251,16 +264,34 @@ def call(handler: str, store: BenchStore):
 
 def prepare(handler: str, store: BenchStore) -> None:
     """What precedes a timed call, untimed: bias_page's first look empties the caches."""
-    if handler in ("bias_page", "  after run", "  computed"):
+    if handler in ("bias_page", "  after run", "  computed", *HIDDEN):
         from demo.handlers.bias import clear_cache
 
         clear_cache()
-    if handler in ("  after run", "  writer keeps", "  computed"):
+    if handler in ("  after run", "  writer keeps", "  computed", *HIDDEN):
         forget_kept(store.path)
+    if handler in HIDDEN:
+        from store.db import connect
+
+        with connect(store.path) as conn:
+            for table in HIDDEN[handler]:
+                conn.execute(f"CREATE TABLE bench_hidden_{table} AS SELECT * FROM {table}")
+                conn.execute(f"DELETE FROM {table}")
     if handler == "  after run":
         from engine.usecases.bias_kept import keep_experiments
 
         keep_experiments(store.path, [store.experiment_id])
+
+
+def restore(handler: str, store: BenchStore) -> None:
+    """What follows a timed call, untimed: the rows `prepare` hid put back."""
+    if handler in HIDDEN:
+        from store.db import connect
+
+        with connect(store.path) as conn:
+            for table in HIDDEN[handler]:
+                conn.execute(f"INSERT INTO {table} SELECT * FROM bench_hidden_{table}")
+                conn.execute(f"DROP TABLE bench_hidden_{table}")
 
 
 def forget_kept(path: Path) -> None:
@@ -309,12 +340,14 @@ def time_handlers(names: tuple[str, ...], stores: dict[str, BenchStore], repeats
         for store in chosen.values():
             prepare(handler, store)
             check(handler, store, call(handler, store))
+            restore(handler, store)
         for _ in range(repeats):
             for name, store in chosen.items():
                 prepare(handler, store)
                 started = time.perf_counter()
                 call(handler, store)
                 times.setdefault((handler, name), []).append(time.perf_counter() - started)
+                restore(handler, store)
     return {key: statistics.median(values) for key, values in times.items()}
 
 
@@ -398,7 +431,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name}: built {stores[name].n_generations:,} generations ({runs} runs x {items:,} items) "
                       f"in {stores[name].build_s:.1f} s, {path.stat().st_size / 1e6:.0f} MB", flush=True)
         names = HANDLERS + PARTS + (REPORTS if args.report else ())
+        # The machine is shared: its load (1, 5, 15 min) says how to read absolute times.
+        print("load average before timing: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
         medians = time_handlers(names, stores, args.repeats)
+        print("load average after timing: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
         memory = {(h, k): peak_memory(h, stores[k]) for h in HANDLERS + ("  computed",) + (REPORTS if args.report else ())
                   for k in sized} if args.memory else {}
     _print(args.repeats, names, stores, sized, medians, memory)
@@ -414,12 +450,12 @@ def _print(repeats: int, names: tuple[str, ...], stores: dict[str, BenchStore], 
     print(f"median of {repeats} calls after one warm-up, in ms; "
           + ", ".join(f"{labels[k]} = {stores[k].n_runs} runs x {stores[k].n_items:,} items" for k in sized)
           + f", exp = 1 experiment alone (3 runs x {stores['exp'].n_items:,} items)")
-    head = f"{'handler':<22}" + "".join(f"{labels[k]:>9}" for k in sized)
+    head = f"{'handler':<30}" + "".join(f"{labels[k]:>9}" for k in sized)
     head += "".join(f"{labels[b] + '/' + labels[a]:>10}" for a, b in zip(sized, sized[1:], strict=False))
     print(head + f"{'exp':>9}{labels[last] + '/exp':>10}{'/query':>8}   target: < 200 ms, within 2x a size up")
     for handler in names:
         values = [medians[handler, k] for k in sized]
-        line = f"{handler:<22}" + "".join(f"{1000 * v:9.1f}" for v in values)
+        line = f"{handler:<30}" + "".join(f"{1000 * v:9.1f}" for v in values)
         line += "".join(f"{b / a:10.2f}" for a, b in zip(values, values[1:], strict=False))
         exp = medians.get((handler, "exp"))
         line += f"{1000 * exp:9.1f}{values[-1] / exp:10.2f}" if exp else f"{'':9}{'':10}"
@@ -429,7 +465,7 @@ def _print(repeats: int, names: tuple[str, ...], stores: dict[str, BenchStore], 
         print("peak resident MB of a fresh process during one call (in brackets: over its size after imports), "
               + ", ".join(labels[k] for k in sized))
         for handler in sorted({h for h, _ in memory}, key=lambda h: names.index(h) if h in names else 99):
-            print(f"{handler:<22}" + "".join(f"{memory[handler, k][0]:9.0f} ({memory[handler, k][1]:+5.0f})" for k in sized))
+            print(f"{handler:<30}" + "".join(f"{memory[handler, k][0]:9.0f} ({memory[handler, k][1]:+5.0f})" for k in sized))
 
 
 def _reuse(path: Path, items: int, runs: int) -> BenchStore:

@@ -137,3 +137,32 @@ def test_bias_reports_are_cached_per_store_state(store, tmp_path, monkeypatch):
     assert len(computed) == 3 and changed.report["results"] != again.report["results"]
     bias_command.clear_report_cache()
     assert bias_command.bias_report(path, "exp-0001").report == changed.report
+
+
+@pytest.mark.parametrize("handler", ["  computed, nothing kept", "  computed, answers kept",
+                                     "  bias_inputs, nothing kept", "  bias_inputs, answers kept"])
+def test_the_computed_paths_read_what_they_name_and_put_back_what_they_hid(bench, store, handler):
+    """'nothing kept' reads the experiment's runs through query_metrics, 'answers kept' from the
+    answers' kept rows; both give the kept rows' numbers, and the hidden rows come back."""
+    import numpy as np
+
+    from store.answer_metrics import current_answer_runs
+    from store.kept_metrics import current_item_runs
+    from store.queries import reading
+    from store.queries.bias_tables import bias_inputs
+
+    expected = bias_inputs(store.path, store.experiment_id).metrics
+    runs = sorted(expected)
+    bench.prepare(handler, store)
+    with reading(store.path) as conn:
+        assert current_item_runs(conn, runs) == []
+        assert current_answer_runs(conn, runs) == ([] if "nothing" in handler else runs)
+    got = bias_inputs(store.path, store.experiment_id).metrics
+    bench.check(handler, store, bench.call(handler, store))
+    bench.restore(handler, store)
+    with reading(store.path) as conn:
+        assert current_item_runs(conn, runs) == runs == current_answer_runs(conn, runs)
+    for run_id in runs:
+        assert got[run_id].item_ids == expected[run_id].item_ids
+        np.testing.assert_array_equal(got[run_id].values, expected[run_id].values)
+        np.testing.assert_array_equal(got[run_id].cites, expected[run_id].cites)
