@@ -121,6 +121,9 @@ _HOMES: dict[str, str] = {
     "ImportResult": "engine.usecases.import_answers",
     "import_answers": "engine.usecases.import_answers",
     "import_metadata": "engine.usecases.import_answers",
+    # Inspect AI logs in (needs the `inspect` extra): each mode's answers stored as a run
+    "InspectImportRequest": "engine.usecases.import_inspect",
+    "InspectImportResult": "engine.usecases.import_inspect",
     "ExportRequest": "engine.usecases.export",
     "export": "engine.usecases.export",
     "merge": "engine.usecases.merge",
@@ -177,7 +180,24 @@ def experiment_tables(db: str | os.PathLike[str], experiment_ids: list[str] | tu
     return tables(Path(db), experiment_ids)
 
 
-__all__ = sorted([*_HOMES, "bias_page", "bias_report", "experiment_tables"])
+def import_inspect(log: str | os.PathLike[str], db: str | os.PathLike[str], *, name: str | None = None,
+                   experiment: str | None = None, mode: str = "vanilla", metadata: Any = None,
+                   citation_syntax: str | None = None) -> Any:
+    """Store the answers of an Inspect AI log as runs of one experiment in the store `db`, as
+    `python -m engine import --inspect LOG` does: one run per mode its samples answer (our tasks
+    answer vanilla, base and cf; another task's output is the answer of `mode`). `name` defaults to
+    the log's model, `metadata` (metadata_type) to the label type its samples carry. Every sample
+    is checked first; UserError in one line naming the sample and the field, and nothing is
+    written. Returns an InspectImportResult (experiment_id, run_ids by mode). docs/inspect.md."""
+    from pathlib import Path
+
+    from engine.usecases.import_inspect import InspectImportRequest
+    from engine.usecases.import_inspect import import_inspect as read
+
+    return read(InspectImportRequest(Path(log), Path(db), name, experiment, mode, metadata, citation_syntax))
+
+
+__all__ = sorted([*_HOMES, "bias_page", "bias_report", "experiment_tables", "import_inspect"])
 
 
 def __getattr__(name: str) -> Any:

@@ -53,7 +53,8 @@ def layer(module: str) -> str:
         return "app"
     if module == "engine.__main__" or module.startswith("engine.commands"):
         return "cli"
-    if module == "engine.api" or module.startswith("engine.usecases"):
+    # Inspect's tasks are use cases that Inspect's runner calls (engine/inspect_tasks).
+    if module == "engine.api" or module.startswith(("engine.usecases", "engine.inspect_tasks")):
         return "usecases"
     return "core"
 
