@@ -26,7 +26,7 @@ def items(n: int) -> list[Item]:
 def generation(item_id: str, cites: tuple[int, ...], answer: str | None = None) -> Generation:
     """An answer citing positions `cites` (1: the non-relevant document, 2: the relevant one)."""
     shown = (f"{item_id}-d1", f"{item_id}-d2")
-    text = answer if answer is not None else "Author " + item_id[1:].lstrip("0") + "".join(f" [{p}]" for p in cites)
+    text = answer if answer is not None else "Author " + (item_id[1:].lstrip("0") or "0") + "".join(f" [{p}]" for p in cites)
     return Generation(
         item_id=item_id, prompt=f"Prompt of {item_id}", answer=text, shown_doc_ids=shown, finish_reason="stop",
         n_prompt_tokens=10, tokens=(TokenLogprob(1, "x", -0.5, ()),),

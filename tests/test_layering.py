@@ -68,6 +68,7 @@ FOLDER_MAY_IMPORT: dict[str, set[str]] = {
     "generation": set(),
     "running": {"datasets", "prompting", "generation"},
     "judges": {"datasets", "prompting", "generation", "statistics"},
+    "formats": set(),
 }
 PURE_CORE = ("datasets", "prompting", "statistics")
 

@@ -1,4 +1,5 @@
-"""`python -m engine export`: the chosen experiments' per-item results as a CSV or Parquet file.
+"""`python -m engine export`: the chosen experiments' per-item results as a CSV or Parquet file, or
+in the Every Eval Ever schema (--format eee: a folder of aggregate and instance-level records).
 
 Reads only the store and never imports torch. The file is written by engine.usecases.export
 (store.export) under a temporary name and renamed into place; an existing file is replaced only
@@ -27,9 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--experiment", action="append", required=True, metavar="ID",
                    help="experiment id or name (see `python -m engine list`); repeat for several")
-    p.add_argument("--format", choices=EXPORT_FORMATS, default=None,
-                   help="csv or parquet (default: from the --out suffix)")
-    p.add_argument("--out", required=True, metavar="PATH", help="file to write")
+    p.add_argument("--format", choices=(*EXPORT_FORMATS, "eee"), default=None,
+                   help="csv or parquet (default: from the --out suffix), or eee: the Every Eval Ever schema's "
+                        "aggregate and instance-level records, CAS and CAB (citation attribution bias, Abolghasemi "
+                        "et al.) with intervals and tests, into the folder --out")
+    p.add_argument("--out", required=True, metavar="PATH", help="file to write (eee: a folder)")
     p.add_argument("--force", action="store_true",
                    help="replace --out if it is a file (a device, pipe or socket is refused even so)")
     p.add_argument("--rows", choices=("answers", "decisions"), default="answers",
@@ -46,6 +49,12 @@ def main(args: argparse.Namespace) -> int:
     from engine.usecases.export import ExportRequest, export, export_format
 
     fmt = export_format(args.format, args.out)  # before the store is looked for, as always
+    if fmt == "eee":
+        written = export(ExportRequest(db_path(args.db), tuple(args.experiment), Path(args.out), fmt, args.force))
+        for f in written.files:
+            print(f"wrote {f.n_results} results and {f.n_samples} samples of {f.experiment_id} to {f.aggregate} "
+                  f"and {f.samples.name}")
+        return 0
     result = export(ExportRequest(db_path(args.db), tuple(args.experiment), Path(args.out), fmt, args.force,
                                   args.rows))
     print(f"wrote {result.n_rows} {'decision ' if args.rows == 'decisions' else ''}rows ({result.n_runs} runs of {len(result.experiment_ids)} "

@@ -1,6 +1,7 @@
 """Export the chosen experiments' per-item results as CSV or Parquet: `python -m engine export` and
 engine.api. The file is written by store.export under a temporary name and renamed into place;
-an existing file is replaced only when asked."""
+an existing file is replaced only when asked. `format="eee"` writes the Every Eval Ever schema's
+records instead, into the folder `out` (engine.usecases.export_eee)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ def export_format(format: str | None, out: Path | str | None = None) -> str:
     else the one the file name `out`'s suffix names (one line when it names none). A face asks this
     before it looks for the store, so the wording wins."""
     from engine.errors import UserError
+    from engine.usecases.export_eee import EEE_FORMAT
     from store.export import check_format, format_from_suffix
 
+    if format == EEE_FORMAT:
+        return format
     if format or out is None:
         return check_format(format or "")
     fmt = format_from_suffix(out)
@@ -47,8 +51,9 @@ def write_export(db: Path, experiments: Sequence[str], fmt: str, out: Path, *, o
 
 
 def export(request: ExportRequest):
-    """Write the file; store.export.ExportResult says what was written. One line for an unknown
-    experiment (naming the newest ones) or a file name that names no format."""
+    """Write the file; store.export.ExportResult says what was written (engine.usecases.export_eee.
+    EeeExport for format "eee"). One line for an unknown experiment (naming the newest ones) or a
+    file name that names no format."""
     from engine.errors import UserError
     from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
@@ -56,6 +61,10 @@ def export(request: ExportRequest):
 
     fmt = export_format(request.format, request.out)
     require_store(request.db)  # after the format, as the CLI checks them (the wording wins)
+    if fmt == "eee":  # a folder of records; bias_report names the newest experiments for an unknown one
+        from engine.usecases.export_eee import export_eee
+
+        return export_eee(Path(request.db), request.experiments, Path(request.out), force=request.force)
     try:
         return write_export(request.db, request.experiments, fmt, request.out, overwrite=request.force,
                             rows=request.rows)
