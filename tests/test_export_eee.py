@@ -1,5 +1,5 @@
 """`export --format eee`: the Every Eval Ever schema's aggregate and instance-level records, checked
-with what the `every-eval-ever` package ships (its JSON schemas, through jsonschema, and its
+with what the `every-eval-ever` package ships (its validator, its JSON schemas through jsonschema, and its
 pydantic reader types), and read back with every number kept.
 
 The package needs Python >= 3.12 and huggingface-hub < 2, so it cannot be installed beside our
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import zipfile
@@ -45,6 +46,18 @@ def eee(tmp_path_factory):
     finally:
         sys.path.remove(str(unpacked))
     return unpacked / "every_eval_ever" / "schemas", eval_types, instance_level_types
+
+
+def _validate(eee, folder: Path) -> list[dict]:
+    """The package's own validator (`eee-validate`, strict JSON, its schemas, the datastore's path
+    rules and the aggregate checked against its samples file) on every file under `folder`."""
+    unpacked = eee[0].parents[1]
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    done = subprocess.run([sys.executable, "-m", "every_eval_ever.validator.validate", "--format", "json", *files],
+                          cwd=folder, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(unpacked)})
+    assert done.stdout.strip(), done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +106,20 @@ def test_the_records_pass_the_packages_schemas_and_reader(db, tmp_path, eee):
         for line in lines:
             jsonschema.Draft7Validator(instance_schema).validate(json.loads(line))
             instance_types.InstanceLevelEvaluationLog.model_validate_json(line)
+
+
+def test_the_packages_validator_finds_no_error_nor_warning_and_sees_a_broken_file(db, tmp_path, eee):
+    _export(db, tmp_path, "exp-b", "exp-silent")
+    reports = _validate(eee, tmp_path)
+    assert len(reports) == 4 and {r["file_type"] for r in reports} == {"aggregate", "instance"}
+    assert all(r["valid"] and not r["errors"] and not r["warnings"] for r in reports), reports
+    # The validator can fail: a sample without its required answer_attribution is caught.
+    samples = next(tmp_path.rglob("*_samples.jsonl"))
+    lines = samples.read_text().splitlines()
+    broken = json.loads(lines[0])
+    del broken["answer_attribution"]
+    samples.write_text("\n".join([json.dumps(broken), *lines[1:]]) + "\n")
+    assert not all(r["valid"] for r in _validate(eee, tmp_path))
 
 
 def test_a_round_trip_keeps_every_number(db, tmp_path, eee):
