@@ -141,19 +141,26 @@ ASQA = {
 }
 
 
-@pytest.mark.parametrize("layout", ["ours", "paper", "alce"])
+@pytest.mark.parametrize("layout", ["ours", "paper", "seed", "alce"])
 def test_an_import_keeps_its_answers_metrics(tmp_path, layout):
-    """Imported answers (the JSONL of one answer per item) under our citation reading, the seed's
-    ('paper': only shown numbers count), and from an ALCE release."""
+    """Imported answers (the JSONL of one answer per item) for a dataset of our layout, under our
+    citation reading and the seed's ('paper': only shown numbers count), of the seed's layout,
+    and of an ALCE release."""
     from engine.datasets.data import load_dataset
     from engine.usecases.import_answers import ImportRequest, import_answers
 
     if layout == "alce":
         data = tmp_path / "asqa_eval_gtr_top100.json"
         data.write_text(json.dumps([ASQA, {**ASQA, "sample_id": "s2"}]))
+    elif layout == "seed":
+        data = write_jsonl(tmp_path / "seed.jsonl", (
+            {"query_id": f"s{i}", "query": f"question {i}?", "org_answers": [f"answer {i}"],
+             "passages": [{"passage_text": f"passage {j} of {i}", "is_selected": int(j == i % 4)} for j in range(4)]}
+            for i in range(5)))
     else:
         data = make_ranked_dataset(tmp_path / "data.jsonl", 6)
     dataset = load_dataset(data)
+    assert dataset.layout == {"ours": "native", "paper": "native"}.get(layout, layout.replace("alce", "alce-asqa"))
     answers = write_jsonl(tmp_path / "answers.jsonl", (
         {"item_id": item.id, "answer": f"It is {n} [{n % 4 + 1}][{n % 3 + 1}]" + (" [9]." if n % 2 else ".")}
         for n, item in enumerate(dataset.items)))
