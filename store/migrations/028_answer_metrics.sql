@@ -23,6 +23,9 @@ CREATE TABLE IF NOT EXISTS answer_metrics(
 CREATE TABLE IF NOT EXISTS answer_metric_runs(
   run_id VARCHAR PRIMARY KEY, content VARCHAR NOT NULL, computed_utc TIMESTAMP
 );
+-- Emptied first: a store rebuilt to an older version keeps these tables (tests undo migrations so).
+DELETE FROM answer_metrics;
+DELETE FROM answer_metric_runs;
 INSERT INTO answer_metrics
 SELECT run_id, item_id, precision, recall, f1, n_citations > out_of_range_citations
 FROM query_metrics ORDER BY run_id, item_id;
