@@ -199,3 +199,11 @@ def test_only_the_inspect_modules_import_inspect_ai_and_only_they_at_load():
                     at_load.add(rel)
     assert {p for p in at_load if not p.startswith("engine/inspect_tasks/")} == set()
     assert {p for p in anywhere if not p.startswith("engine/inspect_tasks/")} == {"engine/usecases/import_inspect.py"}
+
+
+def test_a_json_log_imports_as_an_eval_log_does(tmp_path):
+    [log] = inspect_eval("pattrieval/hai", model=get_model("mockllm/model", custom_outputs=_said),
+                         task_args={"limit": 2}, log_dir=str(tmp_path / "logs"), log_format="json", display="none")
+    assert log.location.endswith(".json")
+    result = api.import_inspect(log.location, tmp_path / "s.duckdb")
+    assert set(result.run_ids) == {"vanilla", "base", "cf"} and result.n_samples == 2 and result.n_cited["cf"] == 2
