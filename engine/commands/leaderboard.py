@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "leaderboard",
         help="models ranked by label bias (CAB), per label type, with tiers",
         description=f"Rank the models of a store by CAB, {CAB_NAME}: mean over items of "
-        "M_base - M_cf, x100, with its bootstrap 95%% interval, per label type and dataset, least |CAB| first. "
+        "M_base - M_cf, x100, with its bootstrap 95% interval, per label type and dataset, least |CAB| first. "
         "Models share a tier while no pair of them is told apart by the pairwise paired test of per-item "
         "CAB, Holm-corrected over the board's pairs (docs/method.md). Each model's newest experiment with "
         "complete base and cf runs stands; the rerun floor shows where `run --reruns` measured it.",
