@@ -158,6 +158,7 @@ class _Entry:
     experiment_id: str
     tables: dict[str, Any]  # base and cf MetricTables, filtered
     labels: Any
+    run_ids: dict[str, str]  # base and cf: the runs the tables are of, as messages name them
 
 
 def _keep(item_ids: Iterable[str], request: LeaderboardRequest) -> list[int]:
@@ -210,7 +211,8 @@ def _candidates(conn: Any, request: LeaderboardRequest) -> tuple[dict[tuple[str,
             notes.append(f"{e.experiment_id} ({e.model}, {key[0]}): left out, none of its items counts")
             continue
         seen.add((key, e.model))
-        boards.setdefault(key, []).append(_Entry(e.model, e.experiment_id, tables, labels))
+        runs = {mode: data.chosen[mode].run_id for mode in ("base", "cf")}
+        boards.setdefault(key, []).append(_Entry(e.model, e.experiment_id, tables, labels, runs))
     return boards, notes
 
 
@@ -229,7 +231,7 @@ def _board(conn: Any, key: tuple[str, str, str, str], entries: list[_Entry], req
     reasons: dict[str, str] = {}
     for entry in entries:
         try:
-            found = compute_bias(entry.tables, entry.labels, n_resamples=request.resamples or DEFAULT_RESAMPLES,
+            found = compute_bias(entry.tables, entry.labels, run_ids=entry.run_ids, n_resamples=request.resamples or DEFAULT_RESAMPLES,
                                  seed=request.seed)
         except UserError as err:  # runs that do not cover the same items
             reasons[entry.model] = str(err)
