@@ -160,6 +160,10 @@ def test_the_cli_prints_the_boards_and_json(db, tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["measure"] == "citation attribution bias (Abolghasemi et al.)" and data["metric"] == "recall"
     assert {(r["label_type"], r["model"], r["tier"]) for r in data["rows"]} >= {("gender", "org/b", 2)}
+    # The pairwise tests behind the tiers, each with its raw and Holm-adjusted p.
+    pairs = {(p["a"], p["b"]): p for p in data["pairs"] if p["label_type"] == "gender"}
+    assert len(pairs) == 3 and pairs[("org/a", "org/b")]["told_apart"] and pairs[("org/a", "org/b")]["p_holm"] < 0.05
+    assert not pairs[("org/a", "org/c")]["told_apart"] and pairs[("org/a", "org/c")]["test"].startswith("sign-flip")
 
 
 def test_bad_input_is_one_line(db, tmp_path, capsys):

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.leaderboard import LeaderboardRequest, board_records, leaderboard, read_item_ids
+    from engine.usecases.leaderboard import LeaderboardRequest, board_records, leaderboard, pair_records, read_item_ids
 
     exclude = read_item_ids(args.exclude_items) if args.exclude_items else None
     only = read_item_ids(args.items) if args.items else None
@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         out = {"measure": board.measure, "metric": board.metric, "items": board.items_note,
                "tiers_test": board.boards[0].test if board.boards else None,
-               "rows": board_records(board), "notes": list(board.notes)}
+               "rows": board_records(board), "pairs": pair_records(board), "notes": list(board.notes)}
         print(json_for_terminal(json.dumps(out, indent=2, ensure_ascii=False)))
         return 0
     if not board.boards:

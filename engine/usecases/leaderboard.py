@@ -100,6 +100,13 @@ def board_records(board: Leaderboard) -> list[dict[str, Any]]:
     return out
 
 
+def pair_records(board: Leaderboard) -> list[dict[str, Any]]:
+    """Every board's pairwise tests behind the tiers, one plain dict each (JSON-ready)."""
+    return [{"label_type": b.metadata_type, "dataset": b.dataset, "a": t.a, "b": t.b, "n_items": t.n,
+             "difference": _finite(t.difference), "p": _finite(t.p), "p_holm": _finite(t.p_holm), "test": t.test,
+             "told_apart": t.told_apart} for b in board.boards for t in b.pairs]
+
+
 def _finite(x: float) -> float | None:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
