@@ -175,5 +175,9 @@ def test_bad_input_is_one_line(db, tmp_path, capsys):
         read_item_ids(empty)
     with pytest.raises(UserError, match="unknown metric 'em'"):
         leaderboard(LeaderboardRequest(db, metric="em"))
+    assert main(["leaderboard", "--db", str(db), "--resamples", "5"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --resamples must be between 100 and 100,000, not 5"
+    assert main(["leaderboard", "--db", str(db), "--items", str(tmp_path)]) == 2
+    assert "is a folder; give a file of item ids" in capsys.readouterr().err
     assert main(["leaderboard", "--db", str(tmp_path / "none.duckdb")]) == 2
     assert "no database at" in capsys.readouterr().err

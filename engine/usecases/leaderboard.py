@@ -129,6 +129,8 @@ def read_item_ids(path: str | Path) -> frozenset[str]:
         raise UserError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except IsADirectoryError:
         raise UserError(f"{path} is a folder; give a file of item ids, one a line") from None
+    except OSError as err:  # unreadable: permissions, a device
+        raise UserError(f"cannot read the item list {path}: {err.strerror}") from None
     ids = frozenset(s for line in text.splitlines() if (s := line.strip()) and not s.startswith("#"))
     if not ids:
         raise UserError(f"{path} lists no item ids (one a line)")
@@ -144,6 +146,12 @@ def leaderboard(request: LeaderboardRequest) -> Leaderboard:
 
     if request.metric not in METRICS:
         raise UserError(f"unknown metric '{request.metric}': choose {', '.join(METRICS)}")
+    from engine.usecases.bias import MAX_RESAMPLES, MIN_RESAMPLES
+
+    if request.resamples is not None and not MIN_RESAMPLES <= request.resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {request.resamples}")
+    if request.seed < 0:
+        raise UserError(f"--seed must be 0 or more, not {request.seed}")
     require_store(request.db)
     with reading(Path(request.db)) as conn:
         candidates, notes = _candidates(conn, request)
