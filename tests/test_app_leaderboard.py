@@ -36,6 +36,22 @@ def test_the_table_is_the_boards_with_tiers_intervals_and_items(db):
     assert "citation attribution bias (Abolghasemi et al.)" in view.caption and "Holm" in view.caption
 
 
+def test_a_board_is_kept_while_the_store_is_unchanged_and_recomputed_after_a_write(db, tmp_path, monkeypatch):
+    import shutil
+
+    from engine.usecases import leaderboard as use_case
+
+    copy = Path(shutil.copy(db, tmp_path / "copy.duckdb"))
+    first = leaderboard_view(copy)
+    calls = []
+    real = use_case._computed
+    monkeypatch.setattr(use_case, "_computed", lambda request: calls.append(request) or real(request))
+    assert leaderboard_view(copy) == first and calls == []  # kept
+    add_experiment(copy, "e-c", "org/c", *biased(N, 3))
+    again = leaderboard_view(copy)
+    assert len(calls) == 1 and "org/c" in {row[4] for row in again.rows}
+
+
 def test_a_private_split_counts_in_no_number(db):
     view = leaderboard_view(db, "precision", frozenset(f"q{i:03d}" for i in range(15)))
     assert {row[4]: (row[5], row[8]) for row in view.rows} == {"org/a": ("+0.0 (no interval)", 15),

@@ -10,6 +10,7 @@ every number (`exclude_items`), or computes the board on a chosen split only (`o
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -142,7 +143,6 @@ def leaderboard(request: LeaderboardRequest) -> Leaderboard:
     a missing store or an unknown metric."""
     from engine.errors import UserError
     from engine.paths import require_store
-    from store.queries import reading
 
     if request.metric not in METRICS:
         raise UserError(f"unknown metric '{request.metric}': choose {', '.join(METRICS)}")
@@ -153,6 +153,22 @@ def leaderboard(request: LeaderboardRequest) -> Leaderboard:
     if request.seed < 0:
         raise UserError(f"--seed must be 0 or more, not {request.seed}")
     require_store(request.db)
+    key = (request.metric, request.exclude_items, request.only_items, request.resamples, request.seed)
+    return _cache().get(Path(request.db), key, lambda: _computed(request))
+
+
+# Every visitor of a published board asks for the same one: kept per store state (store.state_cache).
+@functools.cache
+def _cache() -> Any:
+    """The boards kept, made on first use (importing store at import time would load DuckDB)."""
+    from store.state_cache import StoreStateCache
+
+    return StoreStateCache(8)
+
+
+def _computed(request: LeaderboardRequest) -> Leaderboard:
+    from store.queries import reading
+
     with reading(Path(request.db)) as conn:
         candidates, notes = _candidates(conn, request)
         boards = [_board(conn, key, entries, request) for key, entries in sorted(candidates.items())]
