@@ -29,7 +29,9 @@ def build_app(settings: AppSettings, jobs: Any = None):
     with gr.Blocks(title="PAttriEval", delete_cache=(600, UPLOAD_MAX_AGE_S)) as app:
         gr.HTML(APP_CSS, elem_id="pe-css", padding=False)
         gr.Markdown("# PAttriEval: do RAG models cite the right sources, and does a label change what they cite?")
-        gr.Markdown(" ".join(filter(None, (_gpu_banner(), store_note(settings)))))
+        # A published leaderboard (a private split set) has no runs, browsing or SQL to speak of.
+        banner = PRIVATE_BANNER if settings.private_items is not None else _gpu_banner()
+        gr.Markdown(" ".join(filter(None, (banner, store_note(settings)))))
         with gr.Tabs() as tabs:
             app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
             # A private split of items: every tab but the Leaderboard shows items, so it stands alone.
@@ -135,6 +137,10 @@ def _wire_judges(app) -> None:
 
     clicked.__annotations__ = {"event": gr.SelectData}  # see _open_clicked_rows
     then(table.select(clicked, None, outputs, api_visibility="private"))
+
+
+PRIVATE_BANNER = ("This page shows the leaderboard only: the operator keeps a private split of items, "
+                  "which counts in none of its numbers.")
 
 
 def _gpu_banner() -> str:

@@ -93,7 +93,12 @@ def test_with_a_private_split_the_app_is_the_leaderboard_alone(db):
             assert "Leaderboard" in labels and len(labels) == tabs
             endpoints = {f.api_name for f in app.fns.values() if f.api_visibility == "public"}
             assert "leaderboard" in endpoints
+            banners = " ".join(str(c.value) for c in app.blocks.values() if isinstance(c, gr.Markdown))
             if private is not None:
                 assert endpoints == {"leaderboard"}  # no endpoint reads items
+                # The page speaks of no tab it does not have.
+                assert "leaderboard only" in banners and "SQL" not in banners and "Browsing" not in banners
+            else:
+                assert "Browsing and SQL work as usual" in banners or "GPU:" in banners
         finally:
             app.jobs.shutdown(timeout=5)
