@@ -1,4 +1,4 @@
-"""Issue 28 §5, the app as a first-time visitor meets it, without a browser: the page's own
+"""The app as a first-time visitor meets it, without a browser: the page's own
 handlers are called as Gradio calls them (found in the built Blocks by module and name).
 
 - Nothing but tabs in gr.Tabs: a State between two tabs put "SQL" twice in the tab bar.
