@@ -17,12 +17,12 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 
 import engine.inspect_tasks.registry  # noqa: E402,F401
 from engine import api  # noqa: E402
 from engine.errors import UserError  # noqa: E402
+from tests.inspect_runner import inspect_eval  # noqa: E402  (Inspect in a thread of its own)
 
 ROOT = Path(__file__).resolve().parent.parent
 

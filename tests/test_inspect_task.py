@@ -16,13 +16,13 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 
 import engine.inspect_tasks.registry  # noqa: E402,F401  (what the entry point loads)
 from engine import api  # noqa: E402
 from engine.inspect_tasks.scoring import CAB_NAME, CAS_NAME, item_scores  # noqa: E402
 from engine.statistics.bias import compute_bias  # noqa: E402
+from tests.inspect_runner import inspect_eval  # noqa: E402  (Inspect in a thread of its own)
 
 ROOT = Path(__file__).resolve().parent.parent
 

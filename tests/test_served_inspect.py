@@ -13,11 +13,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_gender_task_runs_on_a_served_model_and_its_log_imports(server, tmp_path, monkeypatch):
-    from inspect_ai import eval as inspect_eval
-
     import engine.inspect_tasks.registry  # noqa: F401
     from engine import api
     from engine.prompting.prompts import PromptConfig, build_prompt
+    from tests.inspect_runner import inspect_eval
 
     monkeypatch.setenv("LLAMA_BASE_URL", server.base_url)
     monkeypatch.setenv("LLAMA_API_KEY", server.api_key)
