@@ -230,7 +230,7 @@ PATH_ATTACKS = [
     "SELECT CAST(path AS INTEGER) FROM duckdb_databases() WHERE database_name = current_database()",
     "SELECT * FROM duckdb_extensions()",
     "SELECT * FROM duckdb_temporary_files()",
-    # Pg_settings is duckdb_settings() under Postgres' name, and SHOW <setting> is
+    # pg_settings is duckdb_settings() under Postgres' name, and SHOW <setting> is
     # current_setting(); both gave the temp folder through reverse/replace/to_base64.
     "SELECT reverse(setting) FROM pg_settings WHERE name = 'temp_directory'",
     "SELECT replace(setting, '/', '|') FROM pg_catalog.pg_settings",
