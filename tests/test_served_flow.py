@@ -92,9 +92,12 @@ def test_the_choice_given_slots_and_asked():
 def test_a_one_at_a_time_server_that_says_nothing_gets_at_most_two_requests():
     """The default used to be 8 in flight: on a one-slot server, 7 waited in its queue, the
     wait counting against --request-timeout."""
-    # 100 ms an answer: the jitter of a busy test machine (tens of ms) stays small beside it, as
-    # beside a real model's seconds.
-    with PacedServer(0.1, serial=True) as paced:
+    # 250 ms an answer. At level 2 the window's mean latency is about 1.83 answer-times (the first
+    # request sent at the change waits for nobody), so with a client overhead of o seconds per
+    # request the ratio to level 1 is (1.83 p + o) / (p + o), which passes HOLD (1.5) once o
+    # reaches 0.67 p: at 100 ms that was 67 ms, which a loaded CI machine reached once (3 in
+    # flight). At 250 ms it takes 167 ms, as a real model's seconds make it.
+    with PacedServer(0.25, serial=True) as paced:
         b = backend(paced.base_url).start()
         batches, results = generate(b, 16)
         assert [r.batch_id for r in results] == [x.batch_id for x in batches]
