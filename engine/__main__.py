@@ -2,9 +2,10 @@
 
 Each command lives in engine/commands/<name>.py with `add_parser(subparsers)` and
 `main(args) -> int`. Command modules import torch, transformers or the store only inside
-`main`, so read-only commands (list, bias, report) start without torch. Commands reach the
-store only through the use cases and engine.api; the one store module they import themselves is
-store.csv_safe, the rule for CSV cells (tests/test_layering.py holds both).
+functions (`main` and what it calls), never at import, so `--help` and the read-only commands
+(list, bias, report) start without torch. Commands reach the store only through the use cases
+and engine.api; the one store module they import themselves is store.csv_safe, the rule for CSV
+cells (tests/test_layering.py holds both).
 """
 
 from __future__ import annotations
