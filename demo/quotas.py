@@ -39,7 +39,7 @@ def check_store_quota(settings: AppSettings, request: Any) -> None:
         check_store_room(settings.db_path, settings.max_store_mb)
         return
     answers = items * len(run.modes) * (grid.size if grid is not None else 1)
-    _check(settings, answers, estimate_answer_bytes(run.max_new_tokens, run.top_n_logprobs))
+    _check(settings, answers, estimate_answer_bytes(run.max_new_tokens, run.top_logprobs))
 
 
 # What one Prompt 5 explanation row takes (store/migrations/008_explanations.sql): the prompt as

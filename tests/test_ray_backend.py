@@ -65,7 +65,7 @@ class CrashingGenerator(Generator):
 
 def request(model_dir, **changes):
     # batch_size 3 over 8 items: uneven batches; top-2 alternatives: log-probs beyond the chosen token.
-    return req(model_dir, **{"batch_size": 3, "max_new_tokens": 4, "top_n_logprobs": 2, "device": "auto", **changes})
+    return req(model_dir, **{"batch_size": 3, "max_new_tokens": 4, "top_logprobs": 2, "device": "auto", **changes})
 
 
 def ray_run(dataset, req_, db, *, worker=Generator, actors=2, sink=None, max_retries=2):

@@ -61,7 +61,7 @@ def citing(tmp_path_factory):
 def request(folder: Path, **changes) -> RunRequest:
     base = RunRequest(model=str(folder), modes=("vanilla", "base", "cf"),
                       prompt=PromptConfig(metadata=METADATA_TYPES["gender"]), quantize="none", device="cpu",
-                      max_new_tokens=4, batch_size=8, do_sample=True, reruns=2)
+                      max_new_tokens=4, batch_size=8, sample=True, reruns=2)
     return dataclasses.replace(base, **changes)
 
 

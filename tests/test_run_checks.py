@@ -278,12 +278,12 @@ def test_the_use_case_refuses_sampling_settings_without_sampling():
     from engine.errors import UserError
     from engine.usecases.run import check_settings
 
-    common = dict(batch_size=1, max_new_tokens=1, limit=None, top_n_logprobs=0, threads=None, seed=0, experiment=None)
-    check_settings(temperature=1.0, do_sample=False, top_p=1.0, top_k_sampling=0, **common)  # the defaults: greedy
-    check_settings(temperature=0.7, do_sample=True, top_p=0.9, top_k_sampling=5, **common)
+    common = dict(batch_size=1, max_new_tokens=1, limit=None, top_logprobs=0, threads=None, seed=0, experiment=None)
+    check_settings(temperature=1.0, sample=False, top_p=1.0, sample_top_k=0, **common)  # the defaults: greedy
+    check_settings(temperature=0.7, sample=True, top_p=0.9, sample_top_k=5, **common)
     # Named by their fields (engine.errors.FieldError); each face words them.
     for changed, option in (({"temperature": 0.7}, "temperature 0.7"), ({"top_p": 0.9}, "top_p 0.9"),
-                            ({"top_k_sampling": 5}, "sample_top_k 5")):
-        settings = {"temperature": 1.0, "top_p": 1.0, "top_k_sampling": 0, **changed}
+                            ({"sample_top_k": 5}, "sample_top_k 5")):
+        settings = {"temperature": 1.0, "top_p": 1.0, "sample_top_k": 0, **changed}
         with pytest.raises(UserError, match=f"^{re.escape(option)} needs sample"):
-            check_settings(do_sample=False, **settings, **common)
+            check_settings(sample=False, **settings, **common)

@@ -170,7 +170,7 @@ def test_an_incompatible_experiment_is_refused_with_the_reason(tiny_llama_dir, d
         (dataset, dict(max_new_tokens=3), "experiment 'x' uses --max-new-tokens 2, not 3"),
         (dataset, dict(prompt=PromptConfig(metadata=METADATA_TYPES["gender"], top_k=2)), "experiment 'x' uses --top-k all, not 2"),
         (dataset, dict(prompt=PromptConfig(metadata=METADATA_TYPES["race"])), "experiment 'x' uses --metadata gender, not race"),
-        (dataset, dict(do_sample=True), "experiment 'x' uses --sample off, not on"),
+        (dataset, dict(sample=True), "experiment 'x' uses --sample off, not on"),
         (dataset, dict(repeat=True), "experiment 'x' already exists and --repeat starts a new one: give --experiment a new name"),
     ]
     for ds, changes, message in cases:

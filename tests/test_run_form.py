@@ -40,7 +40,7 @@ def test_every_option_of_the_form_reaches_the_run_request(tmp_path):
     assert (p.metadata.name, p.metadata.label_a, p.metadata.label_b) == (
         "age", "written by a young person", "written by an old person")
     assert p.metadata.consideration == "Some documents are written by young people, others by old people."
-    assert (r.do_sample, r.temperature, r.top_p, r.top_k_sampling, r.seed, r.top_n_logprobs) == (True, 0.7, 0.9, 40, 1234, 3)
+    assert (r.sample, r.temperature, r.top_p, r.sample_top_k, r.seed, r.top_logprobs) == (True, 0.7, 0.9, 40, 1234, 3)
     assert (r.limit, r.batch_size, r.max_new_tokens, r.skip_invalid, r.experiment) == (7, 3, 21, True, "all-options")
     assert r.hf_token == "hf_x" and "hf_x" not in repr(r)
     # A built-in type ignores label boxes left filled in; the smoke model resolves to its folder.

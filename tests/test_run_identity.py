@@ -82,6 +82,6 @@ def test_a_study_grids_configurations_keep_their_identities(tmp_path: Path):
 
 def test_a_sampled_reruns_identity_is_kept():
     rerun = RunRequest(model=MODEL, modes=MODES, prompt=PromptConfig(metadata=metadata_type("gender")),
-                       do_sample=True, seed=5, rerun=Rerun("e1", 2))
+                       sample=True, seed=5, rerun=Rerun("e1", 2))
     assert hashes(rerun) == {"vanilla": "05f706889f281dbcc9ce", "base": "cc1812856fa5c4d69fe1",
                              "cf": "ca72041ba362ec91e438"}

@@ -35,7 +35,7 @@ def test_run_experiment_stores_every_mode_and_resumes_nothing_twice(tmp_path, ti
         device="cpu",
         max_new_tokens=12,
         batch_size=2,
-        top_n_logprobs=2,
+        top_logprobs=2,
     )
     db = tmp_path / "r.duckdb"
     outcome = run_experiment(ExperimentRequest(request, dataset, db))

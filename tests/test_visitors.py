@@ -126,7 +126,7 @@ def test_a_space_refuses_more_new_tokens_and_top_log_probs_than_the_operator_all
     with pytest.raises(UserError, match="top log-probs is at most 5 here, not 20"):
         build_run_request(settings, RunForm(model="smoke", top_logprobs=20))
     ok = build_run_request(settings, RunForm(model="smoke", max_new_tokens=512, top_logprobs=5, limit=10**6))
-    assert ok.max_new_tokens == 512 and ok.top_n_logprobs == 5
+    assert ok.max_new_tokens == 512 and ok.top_logprobs == 5
     assert ok.limit == 10**6 or settings.max_items is None
     capped = build_run_request(replace(settings, max_items=7), RunForm(model="smoke", limit=None))
     assert capped.limit == 7

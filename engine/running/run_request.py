@@ -40,13 +40,13 @@ class RunRequest:
     device: str = "auto"
     dtype: str = "auto"
     max_new_tokens: int = 256
-    do_sample: bool = False
+    sample: bool = False  # sample instead of greedy decoding
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k_sampling: int = 0
+    sample_top_k: int = 0
     seed: int = 0
     batch_size: int = 8
-    top_n_logprobs: int = 0
+    top_logprobs: int = 0
     repeat: bool = False  # a new experiment even when an identical one exists
     experiment: str | None = None  # a name (or id) to create or join
     limit: int | None = None  # cover only the first N items of the dataset
@@ -161,14 +161,15 @@ def run_config(request: RunRequest, mode: Mode) -> dict:
     config = {
         "prompt": replace(request.prompt, mode=mode).to_dict(),
         "prompt_version": PROMPT_VERSION,
+        # The keys are the names stored runs were hashed under (the decoder's), not the options'.
         "generation": {
             "max_new_tokens": request.max_new_tokens,
-            "do_sample": request.do_sample,
-            "temperature": request.temperature if request.do_sample else None,
-            "top_p": request.top_p if request.do_sample else None,
-            "top_k": request.top_k_sampling if request.do_sample else None,
+            "do_sample": request.sample,
+            "temperature": request.temperature if request.sample else None,
+            "top_p": request.top_p if request.sample else None,
+            "top_k": request.sample_top_k if request.sample else None,
             "seed": request.seed,
-            "top_n_logprobs": request.top_n_logprobs,
+            "top_n_logprobs": request.top_logprobs,
         },
         "quantize": request.quantize,
     }
@@ -176,7 +177,7 @@ def run_config(request: RunRequest, mode: Mode) -> dict:
         # Only on reruns: every other run keeps its identity. The rerun's sampling seed is recorded
         # here because generation.seed stays the experiment's (its random document order uses it).
         config["rerun"] = {"of": request.rerun.of, "k": request.rerun.k,
-                           "sampling_seed": request.rerun.sampling_seed(request.seed) if request.do_sample else None}
+                           "sampling_seed": request.rerun.sampling_seed(request.seed) if request.sample else None}
     if request.citation_syntax != "ours":
         # Only when set, so that the default's identity (and every stored run's hash) is unchanged;
         # store/views.sql query_metrics reads it.
@@ -191,13 +192,13 @@ def generation_config(request: RunRequest):
 
     return GenerationConfig(
         max_new_tokens=request.max_new_tokens,
-        do_sample=request.do_sample,
+        do_sample=request.sample,
         temperature=request.temperature,
         top_p=request.top_p,
-        top_k_sampling=request.top_k_sampling,
+        top_k_sampling=request.sample_top_k,
         seed=request.rerun.sampling_seed(request.seed) if request.rerun is not None else request.seed,
         batch_size=request.batch_size,
-        top_n_logprobs=request.top_n_logprobs,
+        top_n_logprobs=request.top_logprobs,
         batch_invariant=request.batch_invariant,
         # Resolved here, in the driver, so every Ray actor computes with the driver's count.
         threads=resolve_threads(request.threads),

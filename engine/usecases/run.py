@@ -107,7 +107,7 @@ class Progress:
 
 
 def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, temperature: float,
-                   do_sample: bool, top_p: float, top_k_sampling: int, top_n_logprobs: int,
+                   sample: bool, top_p: float, sample_top_k: int, top_logprobs: int,
                    threads: int | None, seed: int, experiment: str | None, reruns: int = 0) -> None:
     """Refuse out-of-range settings in one line, before anything is read or loaded: a FieldError
     naming the field as engine.usecases.run_values.RunValues does (each face words it). The
@@ -118,24 +118,24 @@ def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, t
             raise FieldError(name, f"{{{name}}} must be at least 1")
     if limit is not None and limit < 1:
         raise FieldError("limit", "{limit} must be at least 1")
-    if not math.isfinite(temperature) or (do_sample and temperature <= 0):
+    if not math.isfinite(temperature) or (sample and temperature <= 0):
         raise FieldError("temperature", "{temperature} must be a finite number above 0, not {value}", value=temperature)
     if not 0 < top_p <= 1:  # also false for nan
         raise FieldError("top_p", "{top_p} must be in (0, 1], not {value}", value=top_p)
-    if top_k_sampling < 0:
+    if sample_top_k < 0:
         raise FieldError("sample_top_k", "{sample_top_k} must be 0 or more")
-    if not do_sample:
+    if not sample:
         # Greedy decoding ignores them: a value other than the default was meant to sample, and a
         # run that silently did not would be stored as greedy under the user's nose.
         sampling_values: tuple[tuple[str, float, float], ...] = (
-            ("temperature", temperature, 1.0), ("top_p", top_p, 1.0), ("sample_top_k", top_k_sampling, 0))
+            ("temperature", temperature, 1.0), ("top_p", top_p, 1.0), ("sample_top_k", sample_top_k, 0))
         for name, given, default in sampling_values:
             if given != default:
                 raise FieldError(name, f"{{{name}}} {{value:g}} needs {{sample}}: decoding is greedy "
                                  f"without it and would ignore {{{name}}}", value=given)
-    if not 0 <= top_n_logprobs <= MAX_TOP_LOGPROBS:
+    if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
         raise FieldError("top_logprobs", "{top_logprobs} must be between 0 and {most}, not {value}",
-                         most=MAX_TOP_LOGPROBS, value=top_n_logprobs)
+                         most=MAX_TOP_LOGPROBS, value=top_logprobs)
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         raise FieldError("threads", "{threads} must be between 1 and {most}, not {value}", most=MAX_THREADS,
                          value=threads)
@@ -162,8 +162,8 @@ def check_request(request: RunRequest) -> None:
         raise FieldError("modes", "no {modes} to run")
     check_settings(
         batch_size=request.batch_size, max_new_tokens=request.max_new_tokens, limit=request.limit,
-        temperature=request.temperature, do_sample=request.do_sample, top_p=request.top_p,
-        top_k_sampling=request.top_k_sampling, top_n_logprobs=request.top_n_logprobs,
+        temperature=request.temperature, sample=request.sample, top_p=request.top_p,
+        sample_top_k=request.sample_top_k, top_logprobs=request.top_logprobs,
         threads=request.threads, seed=request.seed, experiment=request.experiment, reruns=request.reruns,
     )
     if request.rerun is not None and request.reruns:

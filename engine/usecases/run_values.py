@@ -70,8 +70,8 @@ def build_run_request(values: RunValues) -> RunRequest:
     from engine.usecases.run import check_settings
 
     check_settings(batch_size=values.batch_size, max_new_tokens=values.max_new_tokens, limit=values.limit,
-                   temperature=values.temperature, do_sample=values.sample, top_p=values.top_p,
-                   top_k_sampling=values.sample_top_k, top_n_logprobs=values.top_logprobs,
+                   temperature=values.temperature, sample=values.sample, top_p=values.top_p,
+                   sample_top_k=values.sample_top_k, top_logprobs=values.top_logprobs,
                    threads=values.threads, seed=values.seed, experiment=values.experiment, reruns=values.reruns)
     if values.quantize not in QUANTIZATIONS:
         raise FieldError("quantize", "{quantize}: unknown value '{value}' (choose from {choices})",
@@ -104,13 +104,13 @@ def build_run_request(values: RunValues) -> RunRequest:
         device=values.device,
         dtype=values.dtype,
         max_new_tokens=values.max_new_tokens,
-        do_sample=values.sample,
+        sample=values.sample,
         temperature=values.temperature,
         top_p=values.top_p,
-        top_k_sampling=values.sample_top_k,
+        sample_top_k=values.sample_top_k,
         seed=values.seed,
         batch_size=values.batch_size,
-        top_n_logprobs=values.top_logprobs,
+        top_logprobs=values.top_logprobs,
         repeat=values.repeat,
         experiment=values.experiment,
         limit=values.limit,
