@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from demo.tabs.links import CompareLinks, JudgesLinks, Opener, RunsLinks
 
 UPLOAD_MAX_AGE_S = 3600
 
@@ -18,7 +19,7 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     from demo.handlers.run import store_note
     from demo.jobs import JobQueue
-    from demo.tabs import bias, compare, explain, judges, leaderboard, query, run, runs, sql
+    from demo.tabs import leaderboard
     from demo.tabs.style import APP_CSS
 
     if jobs is None:
@@ -33,15 +34,11 @@ def build_app(settings: AppSettings, jobs: Any = None):
         banner = PRIVATE_BANNER if settings.private_items is not None else _gpu_banner()
         gr.Markdown(" ".join(filter(None, (banner, store_note(settings)))))
         with gr.Tabs() as tabs:
-            app.tabs = tabs  # a Query permalink (?experiment=…&item=…) selects its tab
-            # A private split of items: every tab but the Leaderboard shows items, so it stands alone.
-            shown = (leaderboard,) if settings.private_items is not None else (
-                run, runs, compare, query, bias, leaderboard, explain, judges, sql)  # in the order shown
-            for tab in shown:
-                tab.build(app, settings, jobs)
-        _open_clicked_rows(app)
-        _wire_compare(app)
-        _wire_judges(app)
+            if settings.private_items is not None:
+                # A private split of items: every tab but the Leaderboard shows items, so it stands alone.
+                leaderboard.build(app, settings, jobs)
+            else:
+                _every_tab(app, settings, jobs, tabs)
     from demo.uploads import take_uploads_only
 
     take_uploads_only(app)  # a file given as a link would be downloaded whole, past the upload bounds
@@ -49,30 +46,42 @@ def build_app(settings: AppSettings, jobs: Any = None):
     return app
 
 
-def _open_clicked_rows(app) -> None:
+def _every_tab(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> None:
+    """Every tab in the order shown, then the links by which one tab opens another."""
+    from demo.tabs import bias, compare, explain, judges, leaderboard, query, run, runs, sql
+
+    run.build(app, settings, jobs)
+    runs_links = runs.build(app, settings, jobs)
+    compare_links = compare.build(app, settings, jobs, tabs)
+    query_links = query.build(app, settings, jobs, tabs)
+    bias.build(app, settings, jobs)
+    leaderboard.build(app, settings, jobs)
+    explain.build(app, settings, jobs)
+    judges_links = judges.build(app, settings, jobs)
+    sql.build(app, settings, jobs)
+    _open_clicked_rows(runs_links, query_links.experiment)
+    _wire_compare(runs_links, compare_links, query_links.pair)
+    _wire_judges(judges_links, query_links.pair)
+
+
+def _open_clicked_rows(runs_links: RunsLinks, opener: Opener) -> None:
     """A row clicked in the Runs table opens that experiment in the Query tab."""
     import gradio as gr
-
-    opener = getattr(app, "open_in_query", None)
-    table = getattr(app, "runs_table", None)
-    if opener is None or table is None:
-        return
-    open_experiment, outputs, then = opener
 
     def clicked(event):
         row = getattr(event, "row_value", None) or []
         experiment_id = str(row[0]).strip() if row else ""
         if not experiment_id:  # a click on an empty table
-            return tuple(gr.skip() for _ in outputs)
-        return open_experiment(experiment_id)
+            return tuple(gr.skip() for _ in opener.outputs)
+        return opener.open(experiment_id)
 
     # Gradio passes the click to a parameter annotated gr.SelectData; with postponed annotations
     # the string cannot be resolved from this module, so it is set here.
     clicked.__annotations__ = {"event": gr.SelectData}
-    then(table.select(clicked, None, outputs, api_visibility="private"))
+    opener.then(runs_links.table.select(clicked, None, opener.outputs, api_visibility="private"))
 
 
-def _wire_compare(app) -> None:
+def _wire_compare(runs_links: RunsLinks, compare_links: CompareLinks, opener: Opener) -> None:
     """An item clicked in the Compare tab opens the Query tab with both runs side by
     side; the Runs tab's two ticked experiments fill the Compare tab, which compares them."""
     import gradio as gr
@@ -81,62 +90,46 @@ def _wire_compare(app) -> None:
     from demo.toasts import error
     from engine.errors import UserError
 
-    tabs = getattr(app, "tabs", None)
-    items = getattr(app, "compare_items", None)
-    opener = getattr(app, "open_pair_in_query", None)
-    if tabs is not None and items is not None and opener is not None:
-        table, pairs = items
-        open_pair, outputs, then = opener
+    def clicked(pairs_, event):
+        chosen = clicked_item(pairs_, getattr(event, "row_value", None))
+        if chosen is None:  # a click on an empty table
+            return tuple(gr.skip() for _ in opener.outputs)
+        return opener.open(*chosen)
 
-        def clicked(pairs_, event):
-            chosen = clicked_item(pairs_, getattr(event, "row_value", None))
-            if chosen is None:  # a click on an empty table
-                return tuple(gr.skip() for _ in outputs)
-            return open_pair(*chosen)
+    clicked.__annotations__ = {"event": gr.SelectData}  # see _open_clicked_rows
+    opener.then(compare_links.items.select(clicked, compare_links.pairs, opener.outputs, api_visibility="private"))
+    fill = compare_links.fill
 
-        clicked.__annotations__ = {"event": gr.SelectData}  # see _open_clicked_rows
-        then(table.select(clicked, pairs, outputs, api_visibility="private"))
-    picker = getattr(app, "runs_compare", None)
-    filler = getattr(app, "open_in_compare", None)
-    if tabs is not None and picker is not None and filler is not None:
-        ticked, button = picker
-        fill, sides, then = filler
+    def compare_ticked(chosen):
+        try:
+            a, b = two_ticked(chosen)
+        except UserError as err:
+            raise error(str(err), "runs") from None
+        return fill.open(a, b)
 
-        def compare_ticked(chosen):
-            try:
-                a, b = two_ticked(chosen)
-            except UserError as err:
-                raise error(str(err), "runs") from None
-            return fill(a, b)
-
-        then(button.click(compare_ticked, ticked, [tabs, *sides], api_visibility="private"))
+    fill.then(runs_links.compare_button.click(compare_ticked, runs_links.compare_pick, fill.outputs,
+                                              api_visibility="private"))
 
 
-def _wire_judges(app) -> None:
+def _wire_judges(judges_links: JudgesLinks, opener: Opener) -> None:
     """A disagreement clicked in the Judges tab opens its item in the Query tab: the
     Compare tab's opener on the one run, with the side-by-side view left closed."""
     import gradio as gr
 
     from demo.handlers.judges import clicked_disagreement
 
-    table = getattr(app, "judges_disagreements", None)
-    opener = getattr(app, "open_pair_in_query", None)
-    if table is None or opener is None:
-        return
-    open_pair, outputs, then = opener
-
     def clicked(event):
         chosen = clicked_disagreement(getattr(event, "row_value", None))
         if chosen is None:  # a click on an empty table
-            return tuple(gr.skip() for _ in outputs)
+            return tuple(gr.skip() for _ in opener.outputs)
         run_id, item_id = chosen
         # outputs: tabs, the side-by-side box, its HTML, then the Query tab's own view
-        opened = list(open_pair(run_id, run_id, item_id))
+        opened = list(opener.open(run_id, run_id, item_id))
         opened[1], opened[2] = gr.Column(visible=False), gr.skip()
         return tuple(opened)
 
     clicked.__annotations__ = {"event": gr.SelectData}  # see _open_clicked_rows
-    then(table.select(clicked, None, outputs, api_visibility="private"))
+    opener.then(judges_links.disagreements.select(clicked, None, opener.outputs, api_visibility="private"))
 
 
 PRIVATE_BANNER = ("This page shows the leaderboard only: the operator keeps a private split of items, "

@@ -70,7 +70,8 @@ def test_the_tabs_hold_nothing_but_tabs(empty_app):
     bar's order in the browser: opening the last tab (SQL) then showed it twice."""
     import gradio as gr
 
-    children = empty_app.tabs.children
+    (tab_bar,) = [c for c in empty_app.blocks.values() if isinstance(c, gr.Tabs)]  # the app has one
+    children = tab_bar.children
     assert [c.label for c in children if isinstance(c, gr.Tab)] == [
         "Run", "Runs", "Compare", "Query", "Bias", "Leaderboard", "Explain", "Judges", "SQL"]
     assert [type(c).__name__ for c in children if not isinstance(c, gr.Tab)] == []

@@ -89,7 +89,8 @@ def test_with_a_private_split_the_app_is_the_leaderboard_alone(db):
     for private, tabs in ((None, 9), (frozenset({"q000"}), 1)):
         app = build_app(AppSettings(db, read_only=True, private_items=private))
         try:
-            labels = [c.label for c in app.tabs.children if isinstance(c, gr.Tab)]
+            (tab_bar,) = [c for c in app.blocks.values() if isinstance(c, gr.Tabs)]
+            labels = [c.label for c in tab_bar.children if isinstance(c, gr.Tab)]
             assert "Leaderboard" in labels and len(labels) == tabs
             endpoints = {f.api_name for f in app.fns.values() if f.api_visibility == "public"}
             assert "leaderboard" in endpoints

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from demo.tabs.links import CompareLinks, Opener
 
 TAB_ID = "compare"  # the Runs tab's "Compare" button selects it
 
 
-def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> CompareLinks:
+    """The tab inside `tabs` (the app's gr.Tabs, which the Runs tab's Compare button selects)."""
     import gradio as gr
     import pandas as pd
 
@@ -130,6 +132,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     # app.build_app wires these to the other tabs: a clicked item opens the Query tab (pair view),
     # and the Runs tab's two ticked experiments fill A and B here and compare them.
-    app.compare_items = (items, pairs)
-    app.open_in_compare = (lambda a, b: (gr.Tabs(selected=TAB_ID), a, b), [side_a, side_b],
-                           lambda event: event.success(show, inputs, outputs, api_visibility="private"))
+    fill = Opener(lambda a, b: (gr.Tabs(selected=TAB_ID), a, b), [tabs, side_a, side_b],
+                  lambda event: event.success(show, inputs, outputs, api_visibility="private"))
+    return CompareLinks(items, pairs, fill)

@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from demo.tabs.links import JudgesLinks
 
 TAB_ID = "judges"
 
 
-def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+def build(app: Any, settings: AppSettings, jobs: Any) -> JudgesLinks:
     import gradio as gr
     import pandas as pd
 
@@ -147,4 +148,4 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         show_hint_when_free(trigger(choices, None, [experiment, runs, hint], api_visibility="private"), hint, summary)
 
     # app.build_app wires a clicked disagreement to the Query tab.
-    app.judges_disagreements = disagreements
+    return JudgesLinks(disagreements)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from demo.settings import AppSettings
+from demo.tabs.links import Opener, QueryLinks
 
-TAB_ID = "query"  # the Query tab's id in app.tabs: a permalink selects it
+TAB_ID = "query"  # the Query tab's id in the app's gr.Tabs: a permalink selects it
 # Runs in the browser after each view change: the address bar shows the permalink, so that a
 # reload or a copied address opens the same view. Only a query string ("?…") is ever put there.
 _REPLACE_URL_JS = """(link) => {
@@ -17,7 +18,8 @@ _REPLACE_URL_JS = """(link) => {
 }"""
 
 
-def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> QueryLinks:
+    """The tab inside `tabs` (the app's gr.Tabs, which a permalink and the other tabs' links select)."""
     import gradio as gr
 
     from demo.handlers import query as query_handlers
@@ -82,7 +84,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         choices, line, permalink = query_handlers.locate(settings.db_path, experiment_ref, item_id, search, changed)
         return gr.Dropdown(choices=list(choices)), line, permalink
 
-    def on_load(request):
+    def load(request):
         """The experiments to choose from; with `?experiment=…&item=…`, that view, in this tab.
         The last output is the hidden hint box (the page shows the hint only where it is free)."""
         experiments = experiments_update()
@@ -101,9 +103,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             return experiments, *([gr.skip()] * 7), hint_html(settings.db_path, "query")
         experiment_ref, item_id = params
         view = query_handlers.open_view(settings.db_path, experiment_ref, item_id)
-        tabs = gr.Tabs(selected=TAB_ID) if getattr(app, "tabs", None) is not None else gr.skip()
         experiment = gr.Dropdown(choices=experiments.choices, value=experiment_ref, allow_custom_value=True)
-        return (experiment, *view_outputs(view), "all", tabs, "")
+        return (experiment, *view_outputs(view), "all", gr.Tabs(selected=TAB_ID), "")
 
     with gr.Tab("Query", id=TAB_ID) as query_tab:
         # The Compare tab's drill-down: one item of two runs side by side, shown above
@@ -166,10 +167,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         experiment_box = gr.Dropdown(choices=experiments.choices, value=experiment_id, allow_custom_value=True)
         return (gr.Tabs(selected=TAB_ID), experiment_box, *view_outputs(view_), "", "all")
 
-    if getattr(app, "tabs", None) is not None:
-        # (function of an experiment id, its outputs, what runs after): app.build_app wires it.
-        app.open_in_query = (open_experiment, [app.tabs, query_experiment, *view, search, changed],
-                             lambda event: then_url(event))
 
     def open_pair(run_a, run_b, item_id):
         """The Compare tab's clicked item: both runs side by side, and below, run A's experiment on
@@ -190,10 +187,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     for trigger in (pair_close.click, query_button.click, query_experiment.select, query_item.select, search.submit,
                     changed.input, previous_button.click, next_button.click):
         trigger(lambda: gr.Column(visible=False), None, pair_box, api_visibility="private")
-    if getattr(app, "tabs", None) is not None:
-        # (function of run A, run B and an item id, its outputs, what runs after): app.build_app wires it.
-        app.open_pair_in_query = (open_pair, [app.tabs, pair_box, pair_html, query_experiment, *view, search, changed],
-                                  lambda event: then_url(event))
 
     def select_tab(current):
         """Opening the tab: the experiments stored meanwhile; the only one is opened (no blank
@@ -210,14 +203,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     then_url(show_hint_when_free(query_tab.select(select_tab, [query_experiment], [query_experiment, *view, hint],
                                                   api_visibility="private"), hint, query_html))
-    tabs = getattr(app, "tabs", None)
-    load_outputs = [query_experiment, *view, changed] + ([tabs] if tabs is not None else []) + [hint]
-
-    def load(request):
-        out = on_load(request)
-        return out if tabs is not None else (*out[:-2], out[-1])
-
     # Gradio passes the request to a parameter annotated gr.Request; with postponed annotations
     # the string "gr.Request" cannot be resolved from this module's globals, so it is set here.
     load.__annotations__ = {"request": gr.Request}
-    then_url(show_hint_when_free(app.load(load, None, load_outputs, api_visibility="private"), hint, query_html))
+    then_url(show_hint_when_free(app.load(load, None, [query_experiment, *view, changed, tabs, hint],
+                                          api_visibility="private"), hint, query_html))
+    # app.build_app wires these to the Runs, Compare and Judges tabs.
+    return QueryLinks(
+        experiment=Opener(open_experiment, [tabs, query_experiment, *view, search, changed], then_url),
+        pair=Opener(open_pair, [tabs, pair_box, pair_html, query_experiment, *view, search, changed], then_url))

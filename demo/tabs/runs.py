@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from demo.tabs.links import RunsLinks
 
 MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "cf")]
 
 
-def build(app: Any, settings: AppSettings, jobs: Any) -> None:
+def build(app: Any, settings: AppSettings, jobs: Any) -> RunsLinks:
     import gradio as gr
     import pandas as pd
 
@@ -88,8 +89,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 export_format = gr.Radio(choices=list(EXPORT_FORMATS), value="csv", label="format")
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
-        app.runs_table = runs_table  # app.build_app opens a clicked row in the Query tab
-        app.runs_compare = (compare_pick, compare_button)  # and the two ticked in the Compare tab
         filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter, study_filter]
         refresh.click(runs, filters, [runs_table, caption], api_name="runs", api_visibility="public").then(
             lambda text: text, caption, page_info, api_visibility="private")
@@ -102,3 +101,5 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                 lambda text: text, caption, page_info, api_visibility="private")
             trigger(choices, None, export_choice, api_visibility="private")
             trigger(studies, None, study_filter, api_visibility="private")
+    # app.build_app opens a clicked row in the Query tab, and the two ticked in the Compare tab.
+    return RunsLinks(runs_table, compare_pick, compare_button)
