@@ -89,7 +89,7 @@ def test_why_cited_where_most_answers_coincide_keeps_its_size_and_its_scenarios_
         # Each answer cites what a drawn answer could: one document or none.
         assert made.groupby("answer")["cited"].sum().max() == 1
     # Four items alone carry the label's score: the normal quantile rejected 10% of 200 draws here
-    # (docs/figures.md); Student's t on the clusters the variance rests on does not.
+    # (docs/method.md, the robust interval); Student's t on the clusters the variance rests on does not.
     draws = 30
     row = calibration.identical_calibration(80, draws, 1.0, seed=5, differ=4)
     assert row.differing == 4 and row.no_robust == 0
