@@ -135,7 +135,8 @@ def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
     `python -m engine explain` runs: each finished batch committed on its own, answers
     already explained by this model skipped, cancel honoured between steps and batches."""
     from engine.errors import UserError
-    from engine.usecases.explain import ExplainRequest, UnknownRun, capped_plan, plan_explain, run_explain
+    from engine.usecases.explain import ExplainRequest, plan_explain, run_explain
+    from engine.usecases.judge_runs import UnknownRun
 
     spec = job.spec
     if not isinstance(spec, ExplainSpec):  # run_job sends runs to execute()
@@ -154,7 +155,7 @@ def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
         plan = plan_explain(request, stop=stop)
     except UnknownRun as err:
         raise UserError(f"no run '{err.run_id}' in the store") from err
-    capped = capped_plan(plan, spec.max_answers)
+    capped = plan.capped(spec.max_answers)
     update(experiment_id=plan.experiment_id, n_total=capped.n_todo)
     if plan.n_todo == 0:
         return f"nothing to explain: every answer asked for is already explained by {plan.label}"

@@ -326,12 +326,12 @@ def test_the_operators_bounds_bound_explanation_jobs(built, tmp_path, tiny_llama
 
 
 def test_a_capped_plan_shares_the_cap_among_the_runs():
-    from engine.usecases.explain import JudgePlan, RunTodo, capped_plan
+    from engine.judges.plan import JudgePlan, RunTodo
 
     plan = JudgePlan(Path("s.duckdb"), tuple(RunTodo(f"run{i}", tuple(range(n))) for i, n in enumerate((10, 1, 7))),
                      "m", "m", 18)
-    assert capped_plan(plan, None) is plan and capped_plan(plan, 18) is plan
+    assert plan.capped(None) is plan and plan.capped(18) is plan
     for limit, want in ((5, [2, 1, 2]), (3, [1, 1, 1]), (2, [1, 1, 0]), (12, [6, 1, 5]), (17, [9, 1, 7])):
-        capped = capped_plan(plan, limit)
+        capped = plan.capped(limit)
         assert [len(t.sources) for t in capped.runs] == want and capped.n_todo == limit == sum(want)
         assert all(t.sources == tuple(range(len(t.sources))) for t in capped.runs)  # each run's first ones

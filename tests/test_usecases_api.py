@@ -82,7 +82,7 @@ def test_cancel_before_loading_loads_nothing(store):
 def test_one_line_refusals(store):
     from engine import api
     from engine.errors import UserError
-    from engine.usecases.explain import UnknownRun
+    from engine.usecases.judge_runs import UnknownRun
 
     db, _, _ = store
     with pytest.raises(UnknownRun) as caught:

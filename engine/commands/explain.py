@@ -67,7 +67,7 @@ def build_request(kind: type, args: argparse.Namespace) -> Any:
 
     from engine.commands._served_options import server_options
     from engine.commands.bias import db_path
-    from engine.usecases.explain import check_request
+    from engine.usecases.judge_runs import check_request
 
     request = kind(db=Path(args.db or "."), experiment=args.experiment, runs=(args.run,) if args.run is not None else (),
                    model=args.model, limit=args.limit, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,

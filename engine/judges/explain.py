@@ -14,14 +14,14 @@ question that is itself about women can mention the label without meaning it. Va
 saw no labels; their explanations are read with the experiment's labels all the same, which
 gives the rate at which the words occur without any label shown.
 
-Generation uses engine.generation.generate (batched, raw log-probs), like runs; the store is reached only
-through the `write` callback the caller (the CLI) passes, so the engine never imports DuckDB.
+The judge that asks Prompt 5 and reads its answer with these functions is
+engine.judges.registry.EXPLAIN; generation and the batch loop are engine.judges.plan's, and the
+store is reached only through the writer the use case passes, so the engine never imports DuckDB.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from engine.prompting.prompts import METADATA_TYPES, TYPE_CATEGORIES, build_explain_prompt
@@ -177,21 +177,3 @@ def read_explanation(source: ExplainSource, run: ExplainRun, explainer_model: st
         mentioned_labels=mentioned_labels(output.text, run.label_a, run.label_b, run.metadata_type),
     )
 
-
-def explain_batches(
-    loaded,
-    run: ExplainRun,
-    sources: Sequence[ExplainSource],
-    explainer_model: str,
-    config,
-    write: Callable[[Sequence[Explanation]], object],  # its return (a count) is not used
-) -> Iterable[int]:
-    """Generate the explanations of `sources` batch by batch, hand each finished batch to
-    `write` (which commits it), and yield how many each batch held."""
-    from engine.generation.generate import iter_batches
-
-    prompts = [explain_prompt(s) for s in sources]
-    for batch in iter_batches(loaded, prompts, config):
-        rows = [read_explanation(sources[i], run, explainer_model, prompts[i], out) for i, out in batch]
-        write(rows)
-        yield len(rows)

@@ -1,7 +1,8 @@
-"""What explaining and verifying stored answers share (engine.usecases.explain and .verify): both
-prompt a model (by default the one that answered) about them. Choosing and loading that model,
-and refusing in one line, before anything is written, a prompt that does not fit its context.
-No store here: the runs come in from store.queries.explain_runs."""
+"""What every judge of stored answers shares about its model (engine.judges.plan's loop, the use
+cases engine.usecases.explain, .verify, .propensity): a judge prompts a model (by default the one
+that answered) about them. Choosing and loading that model, and refusing in one line, before
+anything is written, a prompt that does not fit its context. No store here: the runs come in
+from store.queries.explain_runs, through engine.usecases.judge_runs."""
 
 from __future__ import annotations
 

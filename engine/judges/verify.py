@@ -15,20 +15,21 @@ Probabilities (see class_probabilities): at the first generated step where the p
 starts, the probability the judge gave, among the top-n alternatives recorded at that step, to
 tokens that begin each class word.
 
-Pure functions; generation goes through engine.generation.generate and the store is reached only through the
-`write` callback the CLI passes, as in engine.judges.explain.
+Pure functions. The judge that asks this prompt and reads its answer with them is
+engine.judges.registry.ATTRSCORE; generation and the batch loop are engine.judges.plan's, and the
+store is reached only through the writer the use case passes, as for engine.judges.explain.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from engine.prompting.citations import parse_citation_marks
 
 # The value types live in engine.types (the store builds them); re-exported here.
-from engine.types import Claim, Document, StoredAnswer, Verification, VerifySource
+from engine.types import Claim, Document, StoredAnswer, VerifySource
 
 CLASSES = ("attributable", "extrapolatory", "contradictory")
 UNPARSED = "unparsed"
@@ -195,39 +196,3 @@ def class_probabilities(output) -> tuple[float | None, float | None, float | Non
             return tuple(min(1.0, sums[name]) for name in CLASSES)  # type: ignore[return-value]
     return (None, None, None)
 
-
-# ------------------------------------------------------------------ generation
-
-
-def source_prompts(source: VerifySource) -> list[str]:
-    docs = {d.id: d for d in source.item.documents}
-    return [verify_prompt(source.item.question, c.sentence, docs[c.doc_id], shown_label(source, c.position))
-            for c in source.claims]
-
-
-def verify_batches(
-    loaded,
-    sources: Sequence[VerifySource],
-    judge_model: str,
-    config,
-    write: Callable[[Sequence[Verification]], object],  # its return (a count) is not used
-) -> Iterable[int]:
-    """Judge every claim of `sources` batch by batch, hand each finished batch to `write` (which
-    commits it), and yield how many pairs each batch held."""
-    from engine.generation.generate import iter_batches
-
-    pairs = [(s, c, p) for s in sources for c, p in zip(s.claims, source_prompts(s), strict=True)]
-    prompts = [p for _, _, p in pairs]
-    for batch in iter_batches(loaded, prompts, config):
-        rows = []
-        for i, out in batch:
-            source, claim, prompt = pairs[i]
-            p_att, p_ext, p_con = class_probabilities(out)
-            rows.append(Verification(
-                run_id=source.run_id, item_id=claim.item_id, sentence_index=claim.sentence_index,
-                position=claim.position, doc_id=claim.doc_id, judge_model=judge_model, prompt=prompt,
-                raw_output=out.text, label=parse_class(out.text),
-                p_attributable=p_att, p_extrapolatory=p_ext, p_contradictory=p_con,
-            ))
-        write(rows)
-        yield len(rows)

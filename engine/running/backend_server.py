@@ -401,7 +401,7 @@ class ServerBackend:
 
 class ServedModel:
     """A served model where engine.generation.generate.iter_batches takes a loaded one: the explain and
-    verify loops (engine.usecases.explain) generate on the server through it, unchanged.
+    verify loops (engine.judges.plan.generate_plan) generate on the server through it, unchanged.
     `context_length` None: prompt lengths are the server's to refuse."""
 
     context_length = None
@@ -420,7 +420,7 @@ class ServedModel:
         return self
 
     def close(self) -> None:
-        """Close the connections the server's threads kept alive (engine.usecases.explain calls it
+        """Close the connections the server's threads kept alive (engine.judges.plan.close_judge calls it
         when its loop ends)."""
         self.backend.close()
 

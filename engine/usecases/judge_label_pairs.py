@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FieldError
+from engine.judges.plan import Load, Progress, Stage, Stop, check_stop, close_judge
 from engine.types import Claim, LabelVerdict, Verification, VerifySource
-from engine.usecases.explain import Load, Progress, Stage, Stop, check_stop
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def plan_label_bias(request: Any, *, stop: Stop | None = None) -> LabelBiasPlan 
     """The prompts still to judge for the request's one judge (a VerifyRequest); None where the
     request's runs hold no base and cf run of one experiment. Reads the store only."""
     from engine.judges.verify import claims_of
-    from engine.usecases.explain import answered_runs, check_request, judge_model
+    from engine.usecases.judge_runs import answered_runs, check_request, judge_model
     from engine.usecases.verify_nli import SHOWN, judge_requests, nli_model
     from store.queries import answers_to_verify
     from store.queries.verify_labels import label_verdicts_done, labels_as_shown, labels_by_document
@@ -164,7 +164,7 @@ def _llm(plan: LabelBiasPlan, request: Any, load: Load | None) -> Any:
     from engine.generation.generate import GenerationConfig, iter_batches
     from engine.judges.judging import check_lengths
     from engine.judges.verify import TOP_N, class_probabilities, parse_class, verify_prompt
-    from engine.usecases.explain import load_judge
+    from engine.usecases.judge_runs import load_judge
     from engine.usecases.verify_nli import judge_row
 
     prompts = [verify_prompt(c.source.item.question, c.claim.sentence, _document(c), c.label) for c in plan.cases]
@@ -185,9 +185,7 @@ def _llm(plan: LabelBiasPlan, request: Any, load: Load | None) -> Any:
                     label=parse_class(out.text), p_attributable=p_att, p_extrapolatory=p_ext, p_contradictory=p_con)))
             yield verdicts, row
     finally:
-        close = getattr(loaded, "close", None)  # a served judge's connections (a local model has none)
-        if close is not None:
-            close()
+        close_judge(loaded)
 
 
 def _document(case: LabelCase) -> Any:

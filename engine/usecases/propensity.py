@@ -199,8 +199,9 @@ def propensity(request: PropensityRequest, *, load: Load | None = None, progress
     import math
 
     from engine.judges.judging import choose_model
+    from engine.judges.plan import check_stop
     from engine.statistics.stats import paired_test
-    from engine.usecases.explain import check_stop, load_judge  # the judges' loader and cancel
+    from engine.usecases.judge_runs import load_judge
     from store.propensity_store import PropensityStore
     from store.queries import probe_items, stored_propensities
 

@@ -119,7 +119,7 @@ def _runs(request: UsedRequest) -> tuple[Any, ...]:
     """The runs the request names; one line when any is unknown, none has answers, or one was served."""
     from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
-    from engine.usecases.explain import UnknownRun
+    from engine.usecases.judge_runs import UnknownRun
     from store.queries.document_use import use_runs
 
     path = Path(require_store(request.db))
@@ -221,7 +221,8 @@ def run_used(plan: UsedPlan, request: UsedRequest, *, load: Load | None = None, 
     """Read what `plan` holds and store each answer as it finishes; loads nothing when nothing is
     to do. Returns (answers stored now, answers skipped for length)."""
     from engine.judges.document_use import answer_token_ids
-    from engine.usecases.explain import check_stop, load_judge
+    from engine.judges.plan import check_stop
+    from engine.usecases.judge_runs import load_judge
     from store.document_use_store import DocumentUseStore
 
     if not plan.todo:

@@ -11,27 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from engine.errors import FieldError
-from engine.judges.verify import TOP_N
-from engine.usecases.explain import (
-    JudgePlan,
-    JudgeResult,
-    Load,
-    Progress,
-    RunDone,
-    RunTodo,
-    Stage,
-    Stop,
-    answered_runs,
-    check_request,
-    generate_plan,
-    judge_model,
-    load_judge,
-)
+from engine.judges.plan import JudgePlan, JudgeResult, Load, Progress, RunTodo, Stage, Stop, generate_plan
+from engine.judges.registry import ATTRSCORE
+from engine.types import VerifySource
+from engine.usecases.judge_runs import answered_runs, check_request, judge_model, load_judge, table_writer
+from engine.usecases.served import ServerOptions
 
-VerifyPlan = JudgePlan
+VerifyPlan = JudgePlan[VerifySource]
 VerifyResult = JudgeResult
 
 
@@ -51,9 +39,10 @@ class VerifyRequest:
     device: str = "auto"
     dtype: str = "auto"
     # An OpenAI-compatible server judges (engine.usecases.served); its model "" = the one that answered.
-    server: Any = None
-    # More judges (engine.usecases.verify_nli): "nli:MODEL", "llm:MODEL" or "MODEL" (llm), judged one
-    # after another on the same pairs after `model`'s; plan_verify plans one (see judge_requests).
+    server: ServerOptions | None = None
+    # More judges (engine.usecases.verify_nli): "nli:MODEL", "llm:MODEL" or "MODEL" (AttrScore's),
+    # "NAME:MODEL" (a claim judge registered in engine.judges.registry), judged one after another
+    # on the same pairs after `model`'s; plan_verify plans one (see judge_requests).
     judges: tuple[str, ...] = ()
     # The judge sees the label each document had in the run's prompt; stored as "<judge>+label".
     show_label: bool = False
@@ -63,7 +52,7 @@ def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPl
     """The (sentence, cited document) pairs still to judge by the request's one judge; reads the
     store only. A request naming several judges is planned one judge at a time (judge_requests)."""
     from engine.judges.verify import sources_to_verify
-    from engine.usecases.verify_nli import SHOWN, check_judge_name, judge_requests, nli_model, with_labels
+    from engine.usecases.verify_nli import SHOWN, check_judge_name, judge_requests, nli_model, prompted, with_labels
     from store.queries import answers_to_verify
 
     check_request(request)
@@ -73,10 +62,16 @@ def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPl
     request = requests[0]  # a lone "llm:M" judge as `model`
     answered = answered_runs(request, "verify", stop)
     nli = nli_model(request)
+    judge, judged_by = prompted(request)
     if nli is not None:
         model, label = nli, f"nli:{nli}"
     else:
-        model, label = judge_model(replace(request, judges=()), answered)
+        model, label = judge_model(replace(request, model=judged_by or request.model, judges=()), answered)
+        if judge.name != ATTRSCORE.name:  # another prompt's verdicts are another judge's, by name
+            if request.show_label:  # the label-bias pass judges with AttrScore's prompt (judge_label_pairs)
+                raise FieldError("show_label", "{show_label} is for AttrScore's and NLI judges, not {name}",
+                                 name=judge.name)
+            label = f"{judge.name}:{label}"
     if request.show_label:
         label += SHOWN
     check_judge_name(request.db, label, "llm" if nli is None else "nli")
@@ -92,26 +87,16 @@ def run_verify(plan: VerifyPlan, request: VerifyRequest, *, load: Load | None = 
                stage: Stage | None = None) -> VerifyResult:
     """Judge what `plan` holds and store each batch as it finishes; loads nothing when nothing
     is to do. `progress(n)` counts judged pairs."""
-    from engine.generation.generate import GenerationConfig
-    from engine.judges.verify import source_prompts, verify_batches
-    from engine.usecases.verify_nli import judge_requests, judge_row, nli_model, run_nli
-    from store.verification_store import VerificationStore
+    from engine.usecases.verify_nli import judge_requests, judge_row, nli_model, prompted, run_nli
 
     request = judge_requests(request)[0]
     if nli_model(request) is not None:
         return run_nli(plan, request, progress=progress, stop=stop, stage=stage)
-    if plan.n_todo == 0:
-        return JudgeResult(plan.label, plan.experiment_id, tuple(RunDone(t.run, 0) for t in plan.runs), 0)
-    store = VerificationStore(plan.db)
-    row = judge_row(plan.label, "llm", plan.model, "attrscore")
-    config = GenerationConfig(max_new_tokens=request.max_new_tokens, batch_size=request.batch_size, top_n_logprobs=TOP_N)
-    return generate_plan(
-        plan, what="verification", unit="verification", doing="verifying", max_new_tokens=request.max_new_tokens,
-        prompts=lambda t: ((s, p) for s in t.sources for p in source_prompts(s)),
-        batches=lambda loaded, t: verify_batches(loaded, t.sources, plan.label, config,
-                                                  lambda rows: store.write_batch(rows, row)),
-        load=load or load_judge(request), progress=progress, stop=stop, stage=stage,
-    )
+    judge = prompted(request)[0]
+    write = table_writer(plan.db, judge.table, judge_row(plan.label, "llm", plan.model, judge.name))
+    return generate_plan(plan, judge, write, max_new_tokens=request.max_new_tokens, batch_size=request.batch_size,
+                         doing="verifying", load=load or load_judge(request), progress=progress, stop=stop,
+                         stage=stage)
 
 
 def verification_shares(plan: VerifyPlan) -> tuple[tuple, ...]:

@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.errors import FieldError, UserError
-from engine.usecases.explain import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop
+from engine.judges.plan import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop
+from engine.judges.registry import ATTRSCORE, LLM, NLI, Judge, claim_judge_named, claim_judges
+from engine.types import Verification, VerifySource
 
 SHOWN = "+label"  # what a judge that sees the labels adds to its stored name
 
@@ -29,12 +31,14 @@ class NliResult(JudgeResult):
 
 
 def parse_judge(spec: str) -> tuple[str, str]:
-    """(kind, model) of a judge spec: "nli:MODEL", "llm:MODEL", or a plain MODEL (llm)."""
+    """(kind, model) of a judge spec: "nli:MODEL", "llm:MODEL" (or "attrscore:MODEL"), a plain
+    MODEL (llm), or "NAME:MODEL" for a claim judge registered in engine.judges.registry (kind NAME)."""
     kind, sep, model = spec.partition(":")
-    if sep and kind in ("nli", "llm"):
+    if sep and kind in (NLI, LLM, *claim_judges()):
         name = model.strip()
-    else:  # a Hub id or folder holds no "nli:"/"llm:" prefix; "C:\\..." stays whole
-        kind, name = "llm", spec.strip()
+        kind = LLM if kind == ATTRSCORE.name else kind
+    else:  # a Hub id or folder holds no judge's prefix; "C:\\..." stays whole
+        kind, name = LLM, spec.strip()
     if not name:
         raise FieldError("judge", "{judge} needs a model: nli:MODEL, llm:MODEL or MODEL, not {spec!r}", spec=spec)
     return kind, name
@@ -54,11 +58,22 @@ def judge_requests(request: Any) -> tuple[Any, ...]:
         if (kind, model) in seen:
             continue
         seen.add((kind, model))
-        if kind == "llm":
+        if kind == LLM:
             out.append(replace(request, model=model, label=None, judges=()))
-        else:
-            out.append(replace(request, model=None, label=None, judges=(f"nli:{model}",)))
+        else:  # an NLI or another prompted judge is named in `judges` alone
+            out.append(replace(request, model=None, label=None, judges=(f"{kind}:{model}",)))
     return tuple(out) or (request,)
+
+
+def prompted(request: Any) -> tuple[Judge[VerifySource, Verification], str | None]:
+    """The prompted judge of a one-judge request, and the model its `judges` names for it (None:
+    the request's `model`, or the model that answered): AttrScore's unless `judges` names another
+    registered claim judge."""
+    if len(request.judges) == 1 and request.model is None:
+        kind, model = parse_judge(request.judges[0])
+        if kind not in (NLI, LLM):
+            return claim_judge_named(kind), model
+    return ATTRSCORE, None
 
 
 def check_loadable(request: Any, plan: JudgePlan) -> None:
