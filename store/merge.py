@@ -37,6 +37,7 @@ So a second merge of the same source adds nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -143,7 +144,13 @@ def merge_stores(target: DbLike, source: str | os.PathLike[str]) -> MergeResult:
     deadline = time.monotonic() + database.timeout_s
     with database.connect() as conn, file_lock(source, deadline), store_lock(source, shared=True, deadline=deadline):
         _attach(conn, source)
-        return _merge(conn)
+        try:
+            return _merge(conn)
+        finally:
+            # Closing the connection would detach it, but a session's stays open (store.db). After
+            # a failed statement the transaction refuses even this; its rollback ends the merge.
+            with contextlib.suppress(duckdb.Error):
+                conn.execute(f"DETACH {_SOURCE}")
 
 
 def _attach(conn: duckdb.DuckDBPyConnection, source: Path) -> None:
