@@ -274,16 +274,20 @@ def test_a_sampling_option_without_sample_is_refused_before_any_model_loads(comm
 
 
 def test_the_use_case_refuses_sampling_settings_without_sampling():
-    # The Python API and the app build the request themselves: the same refusal there.
+    # The Python API and the app build the request themselves: the request refuses it where it is made.
     from engine.errors import UserError
-    from engine.usecases.run import check_settings
+    from engine.prompting.prompts import PromptConfig
+    from engine.running.run_request import RunRequest
 
-    common = dict(batch_size=1, max_new_tokens=1, limit=None, top_logprobs=0, threads=None, seed=0, experiment=None)
-    check_settings(temperature=1.0, sample=False, top_p=1.0, sample_top_k=0, **common)  # the defaults: greedy
-    check_settings(temperature=0.7, sample=True, top_p=0.9, sample_top_k=5, **common)
+    def request(**settings):
+        return RunRequest(model="m", modes=("vanilla",), prompt=PromptConfig(), batch_size=1, max_new_tokens=1,
+                          **settings)
+
+    request(temperature=1.0, sample=False, top_p=1.0, sample_top_k=0)  # the defaults: greedy
+    request(temperature=0.7, sample=True, top_p=0.9, sample_top_k=5)
     # Named by their fields (engine.errors.FieldError); each face words them.
     for changed, option in (({"temperature": 0.7}, "temperature 0.7"), ({"top_p": 0.9}, "top_p 0.9"),
                             ({"sample_top_k": 5}, "sample_top_k 5")):
         settings = {"temperature": 1.0, "top_p": 1.0, "sample_top_k": 0, **changed}
         with pytest.raises(UserError, match=f"^{re.escape(option)} needs sample"):
-            check_settings(sample=False, **settings, **common)
+            request(sample=False, **settings)

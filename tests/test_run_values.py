@@ -1,4 +1,4 @@
-"""One builder for a run request (engine.usecases.run_values), and its errors in each face's words
+"""One builder for a run request (engine.usecases.run_options), and its errors in each face's words
 : the CLI names a field by its option, the app by its form's label, never by an option
 or a command a visitor of a web page cannot type."""
 
@@ -73,17 +73,16 @@ def test_a_field_error_reaching_a_toast_is_worded_with_the_forms_labels():
 
 def test_the_cli_names_the_same_errors_by_their_options():
     from engine.commands._field_words import cli_message
-    from engine.usecases.run_values import RunValues
-    from engine.usecases.run_values import build_run_request as build
+    from engine.usecases.run_options import build_run_request as build
 
     for values, expected in (
-        (RunValues("m", top_k=0), "--top-k must be at least 1, not 0"),
-        (RunValues("m", temperature=0.5), "--temperature 0.5 needs --sample: decoding is greedy without it and "
-                                          "would ignore --temperature"),
-        (RunValues("m", metadata="age", label_a="young"), "metadata type 'age': --label-b and --consideration are "
-                                                          "missing (a type of your own needs all of --label-a, "
-                                                          "--label-b and --consideration)"),
-        (RunValues("m", modes=("vanilla", "fancy")), "--modes: unknown mode(s) fancy; choose from vanilla,base,cf"),
+        ({"model": "m", "top_k": 0}, "--top-k must be at least 1, not 0"),
+        ({"model": "m", "temperature": 0.5}, "--temperature 0.5 needs --sample: decoding is greedy without it and "
+                                             "would ignore --temperature"),
+        ({"model": "m", "metadata": "age", "label_a": "young"}, "metadata type 'age': --label-b and --consideration "
+                                                                "are missing (a type of your own needs all of "
+                                                                "--label-a, --label-b and --consideration)"),
+        ({"model": "m", "modes": ("vanilla", "fancy")}, "--modes: unknown mode(s) fancy; choose from vanilla,base,cf"),
     ):
         with pytest.raises(FieldError) as caught:
             build(values)
@@ -94,8 +93,7 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
     """One builder: the same values typed as options and chosen in the form give one RunRequest."""
     from engine.__main__ import build_parser
     from engine.commands.run import build_request
-    from engine.usecases.run_values import RunValues
-    from engine.usecases.run_values import build_run_request as build
+    from engine.usecases.run_options import build_run_request as build
 
     model = "Qwen/Qwen2.5-0.5B-Instruct"  # resolves to itself in both faces: nothing is loaded
     typed = ["run", "--dataset", "d.jsonl", "--model", model, "--modes", "base,vanilla", "--metadata", "age",
@@ -117,12 +115,12 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
     app = build_run_request(AppSettings(tmp_path / "db.duckdb"), form)
     assert app == cli
     assert app.modes == ("vanilla", "base") and app.prompt.metadata.name == "age"
-    direct = build(RunValues(model, model_label=model, modes=("base", "vanilla"), metadata="age",
-                             label_a="a young person", label_b="an old person", consideration="Ages differ.",
-                             top_k=3, order="random", few_shot=1, xai="direct", relevant_at="first",
-                             repetition="distractor", label_scope="relevant", sample=True, temperature=0.7,
-                             top_p=0.9, sample_top_k=5, seed=11, batch_size=3, max_new_tokens=21, top_logprobs=2,
-                             limit=7, experiment="same-values", skip_invalid=True))
+    direct = build({"model": model, "modes": ("base", "vanilla"), "metadata": "age", "label_a": "a young person",
+                    "label_b": "an old person", "consideration": "Ages differ.", "top_k": 3, "order": "random",
+                    "few_shot": 1, "xai": "direct", "relevant_at": "first", "repetition": "distractor",
+                    "label_scope": "relevant", "sample": True, "temperature": 0.7, "top_p": 0.9, "sample_top_k": 5,
+                    "seed": 11, "batch_size": 3, "max_new_tokens": 21, "top_logprobs": 2, "limit": 7,
+                    "experiment": "same-values", "skip_invalid": True}, model_label=model)
     assert direct == cli
     # The app's own policy stays the app's: the operator's item cap.
     capped = build_run_request(AppSettings(tmp_path / "db.duckdb", max_items=4), form)

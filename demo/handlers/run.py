@@ -4,7 +4,7 @@ Plain functions (values in, values out) so that tests call them without a browse
 wires them to buttons and to the API names /run_batch, /run_status and /cancel_run.
 
 A form becomes the engine's RunRequest through the use case's one builder
-(engine.usecases.run_values), so every option means in the app exactly what it means to
+(engine.usecases.run_options), so every option means in the app exactly what it means to
 `python -m engine run`, and a bad value gets the same one-line message, its field named by the
 form's label (demo.field_words); the job queue then runs it through the same use case
 (engine.usecases.run.run_experiment).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from demo.render import SMOKE_NOTE
 from demo.settings import AppSettings, without_server_paths
 from engine.usecases.formatting import TYPE_NAMES
 from engine.usecases.model_names import is_smoke
+from engine.usecases.run_options import OPTIONS
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
 BUILT_IN_METADATA = tuple(TYPE_NAMES)  # engine.prompting.prompts' built-in types, in the paper's order
@@ -35,55 +36,64 @@ METRIC_COLUMNS = ["run_id", "mode", "relevant_label", "n", "precision", "recall"
 STORE_PROGRESS_COLUMNS = ["experiment", "mode", "model", "state", "progress", "run", "started (UTC)"]
 
 
+def _initial(name: str) -> Any:
+    return OPTIONS[name].initial
+
+
 @dataclass(frozen=True)
 class RunForm:
-    """What a visitor chose in the Run tab (defaults: the form's initial values)."""
+    """What a visitor chose in the Run tab: the run options (engine.usecases.run_options) the form
+    offers, by their names, with the table's initial values, and the app's own dataset path. A text
+    box left empty is "" here."""
 
-    model: str = "smoke"
+    model: str = _initial("model")
     dataset: str = SAMPLE  # "sample", or the path of an uploaded file (Gradio's upload folder)
     local_path: str = ""  # a dataset path typed in: the desktop only (AppSettings.allow_local_paths)
-    metadata: str = "gender"  # a built-in type, or the name of a custom one defined by the next three
+    metadata: str = _initial("metadata")  # a built-in type, or the name of a custom one defined by the next three
     label_a: str = ""
     label_b: str = ""
     consideration: str = ""
-    modes: tuple[str, ...] = ("vanilla", "base", "cf")
-    quantize: str = "auto"
-    # model, metadata, these four and the battery's three may each hold a comma list ("5,10"): the form is then a study
-    # grid (demo.handlers.grid), one experiment per configuration, as `run` with lists.
-    top_k: int | str | None = None  # cut-off: the first k ranked documents; None shows all
-    order: str = "ranked"
-    few_shot: int | str = 0
-    xai: str = "none"
-    # The battery (docs/method.md, "Battery"); each may hold a comma list too.
-    relevant_at: str = "ranked"
-    repetition: str = "none"
-    label_scope: str = "all"
-    sample: bool = False  # sample instead of greedy decoding
-    temperature: float = 1.0
-    top_p: float = 1.0
-    sample_top_k: int = 0
-    seed: int = 0  # sampling seed and random-order seed
-    top_logprobs: int = 0
-    limit: int | None = 10
-    batch_size: int = 8
-    max_new_tokens: int = 48
-    skip_invalid: bool = False
+    modes: tuple[str, ...] = _initial("modes")
+    quantize: str = _initial("quantize")
+    # The grid options (OPTIONS[name].grid) may each hold a comma list ("5,10"): the form is then a
+    # study grid (demo.handlers.grid), one experiment per configuration, as `run` with lists.
+    top_k: int | str | None = _initial("top_k")  # cut-off: the first k ranked documents; None shows all
+    order: str = _initial("order")
+    few_shot: int | str = _initial("few_shot")
+    xai: str = _initial("xai")
+    relevant_at: str = _initial("relevant_at")
+    repetition: str = _initial("repetition")
+    label_scope: str = _initial("label_scope")
+    sample: bool = _initial("sample")
+    temperature: float = _initial("temperature")
+    top_p: float = _initial("top_p")
+    sample_top_k: int = _initial("sample_top_k")
+    seed: int = _initial("seed")
+    top_logprobs: int = _initial("top_logprobs")
+    limit: int | None = _initial("limit")
+    batch_size: int = _initial("batch_size")
+    max_new_tokens: int = _initial("max_new_tokens")
+    skip_invalid: bool = _initial("skip_invalid")
     experiment: str = ""
     hf_token: str = ""  # used for this load only; never stored, logged or returned
     study: str = ""  # a grid's study name (optional, as `run --study`); a name makes even one configuration a study
     # Where answers are generated (demo.handlers.grid.BACKENDS): "local", the app's worker, or
-    # "ray", a pool of Ray actors (the desktop only, AppSettings.allow_ray), with run's Ray options.
-    backend: str = "local"
+    # "ray", a pool of Ray actors (the desktop only, AppSettings.allow_ray), with run's Ray options,
+    # or "server", an OpenAI-compatible server (the desktop only, AppSettings.allow_server), the
+    # model box then holding the served model name(s).
+    backend: str = _initial("backend")
     ray_address: str = ""  # empty: a Ray instance started on this machine
-    actors: int = 1
-    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
-    # "server": an OpenAI-compatible server (the desktop only, AppSettings.allow_server), with
-    # `run --backend server`'s options; the model box then holds the served model name(s).
+    actors: int = _initial("actors")
+    gpus_per_actor: float | None = _initial("gpus_per_actor")  # None: 1 when the cluster has GPUs, else 0
     base_url: str = ""  # e.g. http://127.0.0.1:8000/v1
     tokenizer: str = ""  # empty: the chat endpoint (the server applies the chat template)
-    concurrency: int | None = None  # requests in flight; None: fit the server (engine.running.served_flow)
+    concurrency: int | None = _initial("concurrency")  # None: fit the server (engine.running.served_flow)
     api_key_env: str = ""  # the NAME of the key's environment variable (empty: OPENAI_API_KEY when set)
-    request_timeout: float = 300.0  # seconds one request may take
+    request_timeout: float = _initial("request_timeout")  # seconds one request may take
+
+
+# The form's fields that the run request is built from (the rest say where and how it runs).
+RUN_FORM_OPTIONS = tuple(f.name for f in fields(RunForm) if f.name in OPTIONS)
 
 
 def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str | None = None, *,
@@ -141,14 +151,13 @@ def _take_upload(path: str) -> str:
 
 def build_run_request(settings: AppSettings, form: RunForm):
     """The engine's RunRequest for a form: the operator's bounds here, then the use case's one
-    builder (engine.usecases.run_values), its FieldErrors worded with the form's labels
+    builder (engine.usecases.run_options), its FieldErrors worded with the form's labels
     (demo.field_words); UserError, one line."""
     from demo.field_words import app_worded
     from engine.errors import UserError
     from engine.usecases.model_names import SMOKE
     from engine.usecases.run import resolved
-    from engine.usecases.run_values import RunValues
-    from engine.usecases.run_values import build_run_request as build
+    from engine.usecases.run_options import build_run_request as build
 
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
@@ -165,19 +174,14 @@ def build_run_request(settings: AppSettings, form: RunForm):
     # A list in these fields makes a grid, which demo.handlers.grid splits into single values first.
     if isinstance(form.top_k, str) or isinstance(form.few_shot, str):
         raise UserError("a list of cut-offs or few-shot counts makes a grid: start it as a study")
-    values = RunValues(
-        model=model_name, model_label=model_name, modes=tuple(form.modes), metadata=form.metadata.strip(),
-        label_a=form.label_a if custom else None, label_b=form.label_b if custom else None,
-        consideration=form.consideration if custom else None, top_k=form.top_k, order=form.order,
-        few_shot=form.few_shot, xai=form.xai, relevant_at=form.relevant_at,
-        repetition=form.repetition, label_scope=form.label_scope, quantize=form.quantize,
-        max_new_tokens=form.max_new_tokens, sample=form.sample, temperature=form.temperature, top_p=form.top_p,
-        sample_top_k=form.sample_top_k, seed=form.seed, batch_size=form.batch_size, top_logprobs=form.top_logprobs,
-        experiment=form.experiment.strip() or None, limit=form.limit, skip_invalid=form.skip_invalid,
-        threads=None,  # torch's default in the worker
-    )
+    values = {name: getattr(form, name) for name in RUN_FORM_OPTIONS} | {
+        "model": model_name, "modes": tuple(form.modes), "metadata": form.metadata.strip(),
+        "label_a": form.label_a if custom else None, "label_b": form.label_b if custom else None,
+        "consideration": form.consideration if custom else None, "experiment": form.experiment.strip() or None,
+        "hf_token": None,  # set below, after every check: a typed token is for this load only
+    }
     with app_worded():
-        request = build(values)
+        request = build(values, model_label=model_name)
     if settings.max_items is not None:  # the operator's cap, on a limit already checked
         request = replace(request, limit=min(request.limit or settings.max_items, settings.max_items))
     request = resolved(replace(request, model_label=None))  # after every check: smoke writes its model on first use

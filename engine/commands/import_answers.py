@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.commands._options import add_db_arg
 from engine.types import MODES
-from engine.usecases.run_values import CITATION_SYNTAXES
+from engine.usecases.run_options import OPTIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-b", default=None, help="custom type: label on relevant documents in cf")
     p.add_argument("--consideration", default=None, help="custom type, optional: the consideration sentence, stored for reference (import renders no prompt)")
     p.add_argument(
-        "--citation-syntax", choices=CITATION_SYNTAXES, default=None,
+        "--citation-syntax", choices=OPTIONS["citation_syntax"].choices, default=None,
         help="how the answers' citations are read: ours ([1], [1,2], [1-3] ...; a number not shown "
         "counts against precision) or paper (the PAttriEval code's [n] only, numbers not shown "
         "ignored), to reproduce the paper's numbers (default: ours; with --inspect, the log's task argument, else ours)",

@@ -11,165 +11,71 @@ import argparse
 import os
 import shlex
 import sys
+from typing import Any
 
 from engine.bounds import MAX_NAME_CHARS
-from engine.commands._options import (
-    RunBar,
-    add_battery_args,
-    add_db_arg,
-    add_extra_label_arg,
-    battery_fields,
-    extra_labels,
-    store_path,
-)
+from engine.commands._options import RunBar, add_db_arg, store_path
 from engine.commands._served_options import add_server_args, server_options
 from engine.errors import UserError
-
-# engine.types, not engine.prompting.prompts: every command builds this parser, and bias should not pay
-# for the prompt module (it imports random, hence hashlib).
-from engine.types import FEW_SHOT_COUNTS, MODES, ORDERS, QUANTIZATIONS, XAI_VARIANTS
-from engine.usecases.run import MAX_RERUNS, MAX_SEED, MAX_TOP_LOGPROBS  # light at import
-from engine.usecases.run_values import BATCHINGS, CITATION_SYNTAXES, INVARIANT, SORTED  # light: no torch
+from engine.types import MODES
+from engine.usecases.run_options import GENERATION, OPTIONS, PROMPT, RAY, RUN_OPTIONS, SAME, STORE, RunOption
 
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
-# The sampling options' values when not typed; their argparse default is None, so that one typed
-# without --sample is seen and refused (sampling_settings).
-SAMPLING_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "sample_top_k": 0}
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
                     "set HF_TOKEN or run `hf auth login` once instead")
+# How the quickstart's help states a default of its own (its answers are concise on a CPU).
+QUICKSTART_DEFAULTS = {"max_new_tokens": "48 with --model smoke, whose random weights never stop; else 256 on a GPU, "
+                       "128 on a CPU"}
+
+
+def add_option(group, option: RunOption, *, lists: bool = False, shown: str | None = None) -> None:
+    """One run option as argparse declares it, from its row of the table (engine.usecases.run_options).
+
+    `lists`: a grid option takes a comma list, parsed and checked by engine.prompting.study instead
+    of argparse. A sampling setting's parsed default is None, so that one typed without --sample is
+    seen and refused (sampling_settings); the help states the value it then takes."""
+    listed = lists and option.grid
+    text = option.help.format(grid=" (a comma list runs each)" if listed else "") + (option.list_note if listed else "")
+    parsed = None if option.needs else option.default if option.cli_default is SAME else option.cli_default
+    shown = shown or option.shown_default or ("%(default)s" if parsed is not None else str(option.default))
+    kwargs: dict = {"help": f"{text} (required)" if option.required else f"{text} (default: {shown})"}
+    if option.type is bool:
+        kwargs["action"] = "store_true"
+    elif option.repeatable:
+        kwargs.update(action="append", default=None, metavar=option.metavar)
+    elif option.required:
+        kwargs["required"] = True
+    else:
+        kwargs["default"] = parsed
+        if option.type is not str and not listed:
+            kwargs["type"] = option.type
+        if option.choices and not listed:
+            kwargs["choices"] = option.choices
+        if option.metavar and (listed or not option.grid):
+            kwargs["metavar"] = f"{option.metavar}[,{option.metavar}...]" if listed else option.metavar
+    group.add_argument(option.option, **kwargs)
 
 
 def add_common_run_args(p: argparse.ArgumentParser, *, lists: bool = False) -> None:
-    """Options shared by `run` and `quickstart`; every help text states its default.
-
-    `lists=True` (run): --metadata, --top-k, --order, --few-shot and --xai take comma lists,
-    parsed and checked by engine.prompting.study instead of argparse.
-    """
-    g = p.add_argument_group("prompt")
-    grid = " (a comma list runs each)" if lists else ""
-    g.add_argument(
-        "--metadata", default="hai", metavar="TYPE[,TYPE...]" if lists else None,
-        help="label type on the documents in base and cf: hai, gender, race, publisher (three labels), or a NAME defined "
-        f"with --label-a/--label-b/--consideration{grid} (default: %(default)s)",
-    )
-    g.add_argument("--label-a", help="custom type: label on relevant documents in base mode (default: none)")
-    g.add_argument("--label-b", help="custom type: label on the other documents in base mode (default: none)")
-    g.add_argument("--consideration", help="custom type: the sentence added as consideration 3 (default: none)")
-    if lists:
-        add_extra_label_arg(g)
-    g.add_argument(
-        "--modes", default=",".join(MODES),
-        help=f"comma-separated subset of {','.join(MODES)} (default: %(default)s)",
-    )
-    g.add_argument(
-        "--top-k", type=str if lists else int, default=None, metavar="K[,K...]" if lists else None,
-        help=f"show only the first K ranked documents{grid}{', all = every document' if lists else ''} (default: all)",
-    )
-    g.add_argument(
-        "--order", default="ranked", choices=None if lists else ORDERS, metavar="ORDER[,ORDER...]" if lists else None,
-        help=f"document order after the cut-off: {', '.join(ORDERS)}; random is seeded per item by "
-        f"--seed{grid} (default: %(default)s)",
-    )
-    g.add_argument(
-        "--few-shot", type=str if lists else int, default=0, choices=None if lists else FEW_SHOT_COUNTS,
-        metavar="N[,N...]" if lists else None,
-        help=f"unlabelled demonstrations before the question: {', '.join(map(str, FEW_SHOT_COUNTS))}{grid} "
-        "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--xai", default="none", choices=None if lists else XAI_VARIANTS, metavar="XAI[,XAI...]" if lists else None,
-        help=f"self-interpretation question added to the prompt: {', '.join(XAI_VARIANTS)}{grid} (default: %(default)s)",
-    )
-    if lists:  # run only; quickstart keeps the paper's prompt
-        add_battery_args(g, lists=lists)
-    m = p.add_argument_group("model and generation")
-    add_loading_args(m)
-    m.add_argument("--batch-size", type=int, default=8, help="prompts generated together (default: %(default)s)")
-    m.add_argument(
-        "--max-new-tokens", type=int, default=None, metavar="N",
-        help="most tokens generated per answer (default: 48 with --model smoke, whose random weights never stop; "
-        + ("else 256)" if lists else "else 256 on a GPU, 128 on a CPU)"),
-    )
-    m.add_argument("--sample", action="store_true",
-                   help="sample instead of greedy decoding; --temperature, --top-p and --sample-top-k are "
-                   "refused without it (default: greedy)")
-    m.add_argument("--temperature", type=float, default=None,
-                   help=f"with --sample only (default: {SAMPLING_DEFAULTS['temperature']})")
-    m.add_argument("--top-p", type=float, default=None,
-                   help=f"with --sample only: nucleus mass in (0, 1] (default: {SAMPLING_DEFAULTS['top_p']})")
-    m.add_argument("--sample-top-k", type=int, default=None, help="with --sample only: keep the K most likely "
-                   f"tokens, 0 = off (default: {SAMPLING_DEFAULTS['sample_top_k']})")
-    m.add_argument(
-        "--seed", type=int, default=0,
-        help=f"sampling seed and random-order seed, 0 to {MAX_SEED} (default: %(default)s)",
-    )
-    m.add_argument(
-        "--threads", type=int, default=None, metavar="N",
-        help="torch CPU threads that generation computes with, here and on every Ray actor; "
-        "recorded with the runs. Log-probs on a CPU differ in their last digits between counts "
-        "(default: torch's default here, the physical cores or $OMP_NUM_THREADS)",
-    )
-    m.add_argument(
-        "--batching", choices=BATCHINGS, default=SORTED,
-        help=f"how prompts are cut into batches: {SORTED} (by length: fastest, but an answer's log-probs, and at a "
-        f"near-tie its tokens, may change with its batch) or {INVARIANT} (fixed shapes: an answer's tokens and "
-        "log-probs do not depend on the rest of its batch; about 2x the prompt tokens at --batch-size 8 on the "
-        "bundled sample, more at larger sizes); recorded with the runs, ignored by a served model (default: %(default)s)",
-    )
-    m.add_argument(
-        "--top-logprobs", type=int, default=0,
-        help=f"also record the top N alternatives per token, 0 to {MAX_TOP_LOGPROBS} (default: %(default)s)",
-    )
-    s = p.add_argument_group("experiment and store")
-    add_db_arg(s)
-    s.add_argument(
-        "--experiment", default=None, metavar="NAME",
-        help="create or extend the experiment NAME (or an experiment id); refused when its model, "
-        "dataset or settings differ (default: the newest experiment with the same settings)",
-    )
-    s.add_argument(
-        "--limit", type=int, default=None,
-        help="only the first N items; a larger N later extends the same runs (default: all)",
-    )
-    s.add_argument(
-        "--skip-invalid", action="store_true",
-        help="leave out invalid items and prompts too long for the model's context, and record "
-        "them with the run, instead of refusing (default: refuse)",
-    )
-    s.add_argument(
-        "--repeat", action="store_true",
-        help="start a new experiment even if an identical one exists (default: resume or reuse it)",
-    )
-    if lists:  # run only: the quickstart's experiment has no reruns
-        s.add_argument(
-            "--reruns", type=int, default=0, metavar="K",
-            help=f"after the experiment's runs, K more runs of each mode under the same configuration, 0 to "
-            f"{MAX_RERUNS}, each cutting its batches another way (and, with --sample, another seed); stored as "
-            "reruns of the experiment, never as experiments of their own: `bias` shows each measure beside its "
-            "rerun floor (default: %(default)s)",
-        )
-    s.add_argument(
-        "--citation-syntax", choices=CITATION_SYNTAXES, default="ours",
-        help="how answers' citations are read: ours ([1], [1,2], [1-3] ...; a number not shown "
-        "counts against precision) or paper (the PAttriEval code's [n] only, numbers not shown "
-        "ignored), to reproduce the paper's numbers (default: %(default)s)",
-    )
+    """Options shared by `run` and `quickstart`, in the table's order; every help text states its
+    default. `lists=True` (run): the grid options take comma lists, and the options the quickstart
+    leaves out (the battery, the reruns) are there."""
+    groups = {name: p.add_argument_group(name) for name in (PROMPT, GENERATION, STORE)}
+    store_named = False
+    for option in RUN_OPTIONS:
+        if option.group in groups and (lists or option.quickstart):
+            if option.group == STORE and not store_named:  # the store first, then what the run is in it
+                add_db_arg(groups[STORE])
+                store_named = True
+            shown = None if lists else QUICKSTART_DEFAULTS.get(option.name)
+            add_option(groups[option.group], option, lists=lists, shown=shown)
 
 
 def add_loading_args(group) -> None:
     """How the model is loaded (--quantize, --device, --dtype, --hf-token), shared with `selfcheck`
     so that it loads a model exactly as `run` does."""
-    group.add_argument(
-        "--quantize", default="auto", choices=QUANTIZATIONS,
-        help="auto = 4bit on a GPU, none on CPU (default: %(default)s)",
-    )
-    group.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
-    group.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
-    group.add_argument(
-        "--hf-token", default=None,
-        help="for gated models; visible to other users in `ps`, so prefer $HF_TOKEN or `hf auth "
-        "login` (default: $HF_TOKEN, else the Hugging Face login cache); never stored",
-    )
+    for name in ("quantize", "device", "dtype", "hf_token"):
+        add_option(group, OPTIONS[name])
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -178,37 +84,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="generate cited answers for a dataset, one run per RAG mode",
         description="Generate cited answers for a dataset, one run per RAG mode, stored as they go.",
     )
-    p.add_argument(
-        "--model", default="auto", metavar="MODEL[,MODEL...]",
-        help="Hugging Face id or local folder; 'smoke' = offline tiny model; 'auto' = "
-        "Mistral-7B-Instruct-v0.3 on a GPU, Qwen2.5-0.5B-Instruct on CPU, smoke only offline; "
-        "with --backend server, the name the server serves the model under; "
-        "a comma list runs each (default: %(default)s)",
-    )
-    p.add_argument("--dataset", required=True, help=".jsonl, .json, .parquet or a datasets.save_to_disk folder; 'sample' = the bundled sample (required)")
+    add_option(p, OPTIONS["model"], lists=True)
+    add_option(p, OPTIONS["dataset"])
     add_common_run_args(p, lists=True)
-    p.add_argument(
-        "--study", default=None, metavar="NAME",
-        help="run the cross product of the comma lists as the study NAME, one experiment per "
-        "configuration; running it again completes what is missing (default: a name made from "
-        "the grid, when a list has more than one value)",
-    )
-    r = p.add_argument_group("scaling out (optional: pip install -r requirements-ray.txt)")
-    r.add_argument(
-        "--backend", default="local", choices=("local", "ray", "server"),
-        help="local = generate in this process; ray = on a pool of Ray actors; server = on an "
-        "OpenAI-compatible server (--base-url); this process always writes the store (default: %(default)s)",
-    )
-    r.add_argument(
-        "--ray-address", default=None, metavar="ADDR",
-        help="with --backend ray: HOST:PORT of a running cluster (`ray start --head` prints it), or "
-        "auto (default: a Ray instance started on this machine)",
-    )
-    r.add_argument("--actors", type=int, default=None, metavar="N", help="with --backend ray: model replicas (default: 1)")
-    r.add_argument(
-        "--gpus-per-actor", type=float, default=None, metavar="G",
-        help="with --backend ray: GPUs each replica takes (default: 1 when the cluster has GPUs, else 0)",
-    )
+    add_option(p, OPTIONS["study"])
+    r = p.add_argument_group(RAY)
+    for name in ("backend", "ray_address", "actors", "gpus_per_actor"):
+        add_option(r, OPTIONS[name])
     add_server_args(p)
     p.set_defaults(main=main)
 
@@ -241,47 +123,37 @@ def max_new_tokens(args: argparse.Namespace) -> int:
     return default_max_new_tokens({m.strip() for m in str(args.model).split(",") if m.strip()})
 
 
-def sampling_settings(args: argparse.Namespace) -> dict[str, float]:
-    """--temperature, --top-p and --sample-top-k, defaults filled in. One typed without --sample is
-    refused: greedy decoding would ignore it, and sampling for the user would make the stored
-    configuration something not asked for."""
-    typed = {name: getattr(args, name, None) for name in SAMPLING_DEFAULTS}
-    given = [name for name, value in typed.items() if value is not None]
+def sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings that act only with --sample (--temperature, --top-p, --sample-top-k), defaults
+    filled in. One typed without --sample is refused: greedy decoding would ignore it, and sampling
+    for the user would make the stored configuration something not asked for."""
+    needing = [o for o in RUN_OPTIONS if o.needs == "sample"]
+    typed = {o.name: getattr(args, o.name, None) for o in needing}
+    given = [o for o in needing if typed[o.name] is not None]
     if given and not getattr(args, "sample", False):
-        option = "--" + given[0].replace("_", "-")
-        raise UserError(f"{option} {typed[given[0]]:g} needs --sample: decoding is greedy without it and would "
+        option = given[0].option
+        raise UserError(f"{option} {typed[given[0].name]:g} needs --sample: decoding is greedy without it and would "
                         f"ignore {option}")
-    return {name: SAMPLING_DEFAULTS[name] if value is None else value for name, value in typed.items()}
+    return {o.name: o.default if typed[o.name] is None else typed[o.name] for o in needing}
 
 
-def run_values(args: argparse.Namespace, model: str, label: str | None):
-    """The RunValues of parsed arguments: run's defaults filled in (max_new_tokens, sampling,
-    $HF_TOKEN), the rest as typed. `label` None: the use case resolves `model` and names it."""
-    from engine.usecases.run_values import RunValues
-
-    sampling = sampling_settings(args)
-    return RunValues(
-        model=model, model_label=label, modes=tuple(args.modes.split(",")), metadata=args.metadata,
-        label_a=args.label_a, label_b=args.label_b, consideration=args.consideration, extra_label=extra_labels(args),
-        top_k=args.top_k, order=args.order, few_shot=args.few_shot, xai=args.xai, **battery_fields(args),
-        quantize=args.quantize, device=args.device, dtype=args.dtype, max_new_tokens=max_new_tokens(args),
-        sample=args.sample, temperature=sampling["temperature"], top_p=sampling["top_p"],
-        sample_top_k=int(sampling["sample_top_k"]), seed=args.seed, batch_size=args.batch_size,
-        top_logprobs=args.top_logprobs, threads=getattr(args, "threads", None), repeat=args.repeat,
-        batching=getattr(args, "batching", SORTED), reruns=getattr(args, "reruns", 0),
-        experiment=args.experiment, limit=args.limit, skip_invalid=args.skip_invalid,
-        citation_syntax=getattr(args, "citation_syntax", "ours"),
-        # None lets from_pretrained read $HF_TOKEN or the login cache itself.
-        hf_token=args.hf_token or os.environ.get("HF_TOKEN") or None,
-    )
+def option_values(args: argparse.Namespace, model: str) -> dict:
+    """The run options of parsed arguments by their names, run's defaults filled in (max_new_tokens,
+    sampling, $HF_TOKEN); an option a command lacks (the quickstart's battery) is left to its default."""
+    values = {o.name: getattr(args, o.name) for o in RUN_OPTIONS if hasattr(args, o.name)}
+    return {**values, **sampling_settings(args), "model": model, "modes": tuple(args.modes.split(",")),
+            "extra_label": tuple(getattr(args, "extra_label", None) or ()), "max_new_tokens": max_new_tokens(args),
+            # None lets from_pretrained read $HF_TOKEN or the login cache itself.
+            "hf_token": args.hf_token or os.environ.get("HF_TOKEN") or None}
 
 
 def build_request(args: argparse.Namespace, model: str, label: str | None):
     """A RunRequest from parsed arguments, built and checked by the use case's one builder
-    (engine.usecases.run_values; FieldError, worded as options by engine.commands._field_words)."""
-    from engine.usecases.run_values import build_run_request
+    (engine.usecases.run_options; FieldError, worded as options by engine.commands._field_words).
+    `label` None: the use case resolves `model` and names it."""
+    from engine.usecases.run_options import build_run_request
 
-    return build_run_request(run_values(args, model, label))
+    return build_run_request(option_values(args, model), model_label=label)
 
 
 def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint: bool = True):

@@ -7,12 +7,26 @@ and the use cases (engine.usecases), so that each imports them from here, one wa
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from engine.errors import FieldError, UserError
+from engine.generation.threads import MAX_THREADS  # torch-free at import
 from engine.prompting.prompts import PROMPT_VERSION, PromptConfig
 from engine.types import MODES, Mode, Quantize, SkippedItem
+
+MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
+MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
+MAX_RERUNS = 10  # each rerun repeats every answer of the experiment's modes
+# The whole-number settings' bounds (least, most; None: unbounded), checked where a request is made
+# and stated by the run options' help (engine.usecases.run_options).
+SETTING_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "batch_size": (1, None), "max_new_tokens": (1, None), "limit": (1, None), "sample_top_k": (0, None),
+    "top_logprobs": (0, MAX_TOP_LOGPROBS), "threads": (1, MAX_THREADS), "seed": (0, MAX_SEED),
+    "reruns": (0, MAX_RERUNS),
+}
 
 
 @dataclass(frozen=True)
@@ -75,10 +89,12 @@ class RunRequest:
     citation_syntax: str = "ours"
 
     def __post_init__(self) -> None:
-        # The API's own check, so that a notebook cannot store what the CLI and the app refuse.
+        # Every request is checked where it is made, once, whichever face made it: a notebook cannot
+        # store what the CLI and the app refuse, and no later step checks again.
         from engine.bounds import MAX_MODEL_CHARS, check_name
         from engine.prompting.citations import check_citation_syntax
 
+        check_settings(self)
         check_citation_syntax(self.citation_syntax)
 
         # A folder of the operator's own (a home folder in Cyrillic, the smoke model's cache) is a
@@ -88,8 +104,6 @@ class RunRequest:
         if self.model_label is not None:
             check_name(self.model_label, "the model label", MAX_MODEL_CHARS,
                        one_script=not (folder and self.model_label == self.model))
-        if self.experiment is not None:
-            check_name(self.experiment, "the experiment name")
 
     @property
     def label(self) -> str:
@@ -183,6 +197,58 @@ def run_config(request: RunRequest, mode: Mode) -> dict:
         # store/views.sql query_metrics reads it.
         config["citation_syntax"] = request.citation_syntax
     return config
+
+
+def check_settings(request: RunRequest) -> None:
+    """Refuse out-of-range settings in one line: a FieldError naming the field by its run option's
+    name (engine.usecases.run_options), for each face to word as its own."""
+
+    def bounded(name: str) -> None:
+        value = getattr(request, name)
+        least, most = SETTING_BOUNDS[name]
+        if value is None and name in ("limit", "threads"):  # None: all items, torch's default
+            return
+        if most is not None and not least <= value <= most:
+            raise FieldError(name, f"{{{name}}} must be between {{least}} and {{most}}, not {{value}}", least=least,
+                             most=most, value=value)
+        if most is None and value < least:
+            raise FieldError(name, f"{{{name}}} must be at least {least}" if least else f"{{{name}}} must be 0 or more")
+
+    for name in ("batch_size", "max_new_tokens", "limit"):
+        bounded(name)
+    if not math.isfinite(request.temperature) or (request.sample and request.temperature <= 0):
+        raise FieldError("temperature", "{temperature} must be a finite number above 0, not {value}",
+                         value=request.temperature)
+    if not 0 < request.top_p <= 1:  # also false for nan
+        raise FieldError("top_p", "{top_p} must be in (0, 1], not {value}", value=request.top_p)
+    bounded("sample_top_k")
+    if not request.sample:
+        # Greedy decoding ignores them: a value other than the default was meant to sample, and a
+        # run that silently did not would be stored as greedy under the user's nose.
+        sampling_values: tuple[tuple[str, float, float], ...] = (
+            ("temperature", request.temperature, 1.0), ("top_p", request.top_p, 1.0),
+            ("sample_top_k", request.sample_top_k, 0))
+        for name, given, default in sampling_values:
+            if given != default:
+                raise FieldError(name, f"{{{name}}} {{value:g}} needs {{sample}}: decoding is greedy "
+                                 f"without it and would ignore {{{name}}}", value=given)
+    for name in ("top_logprobs", "threads", "seed", "reruns"):
+        bounded(name)
+    if request.experiment is not None:
+        _check_experiment_name(request.experiment)
+
+
+def _check_experiment_name(experiment: str) -> None:
+    from engine.bounds import MAX_NAME_CHARS, check_name
+
+    if (not experiment.strip() or experiment != experiment.strip() or not experiment.isprintable()
+            or len(experiment) > MAX_NAME_CHARS):
+        raise FieldError("experiment", "{experiment} must be 1 to {most} printable characters without "
+                         "leading or trailing spaces", most=MAX_NAME_CHARS)
+    try:
+        check_name(experiment, "")  # look-alike letters (engine.bounds); its line starts after `what`
+    except UserError as err:
+        raise FieldError("experiment", "{experiment} {problem}", problem=str(err).strip()) from None
 
 
 def generation_config(request: RunRequest):

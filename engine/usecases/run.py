@@ -22,9 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine.errors import FieldError, RunCancelled, UserError
+from engine.errors import FieldError, RunCancelled
 from engine.generation.model_choice import SMOKE  # a value of this API (default_max_new_tokens); torch-free
-from engine.generation.threads import MAX_THREADS  # torch-free at import
 from engine.usecases.served import ServerOptions
 
 if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
@@ -32,9 +31,6 @@ if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, w
     from engine.running.planner import ExperimentPlan
     from engine.running.run_request import ExperimentOutcome, RunRequest
 
-MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
-MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
-MAX_RERUNS = 10  # each rerun repeats every answer of the experiment's modes
 
 Stage = Literal["planned", "loading", "generating", "stored"]
 ProgressFn = Callable[["Progress"], None]
@@ -106,66 +102,10 @@ class Progress:
     study: StudySummary | None = None  # with "planned", for a study
 
 
-def check_settings(*, batch_size: int, max_new_tokens: int, limit: int | None, temperature: float,
-                   sample: bool, top_p: float, sample_top_k: int, top_logprobs: int,
-                   threads: int | None, seed: int, experiment: str | None, reruns: int = 0) -> None:
-    """Refuse out-of-range settings in one line, before anything is read or loaded: a FieldError
-    naming the field as engine.usecases.run_values.RunValues does (each face words it). The
-    request builder calls it before it builds a RunRequest, whose own name checks would
-    otherwise speak first; the use cases call it again on the request (check_request)."""
-    for name, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
-        if value < 1:
-            raise FieldError(name, f"{{{name}}} must be at least 1")
-    if limit is not None and limit < 1:
-        raise FieldError("limit", "{limit} must be at least 1")
-    if not math.isfinite(temperature) or (sample and temperature <= 0):
-        raise FieldError("temperature", "{temperature} must be a finite number above 0, not {value}", value=temperature)
-    if not 0 < top_p <= 1:  # also false for nan
-        raise FieldError("top_p", "{top_p} must be in (0, 1], not {value}", value=top_p)
-    if sample_top_k < 0:
-        raise FieldError("sample_top_k", "{sample_top_k} must be 0 or more")
-    if not sample:
-        # Greedy decoding ignores them: a value other than the default was meant to sample, and a
-        # run that silently did not would be stored as greedy under the user's nose.
-        sampling_values: tuple[tuple[str, float, float], ...] = (
-            ("temperature", temperature, 1.0), ("top_p", top_p, 1.0), ("sample_top_k", sample_top_k, 0))
-        for name, given, default in sampling_values:
-            if given != default:
-                raise FieldError(name, f"{{{name}}} {{value:g}} needs {{sample}}: decoding is greedy "
-                                 f"without it and would ignore {{{name}}}", value=given)
-    if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
-        raise FieldError("top_logprobs", "{top_logprobs} must be between 0 and {most}, not {value}",
-                         most=MAX_TOP_LOGPROBS, value=top_logprobs)
-    if threads is not None and not 1 <= threads <= MAX_THREADS:
-        raise FieldError("threads", "{threads} must be between 1 and {most}, not {value}", most=MAX_THREADS,
-                         value=threads)
-    if not 0 <= seed <= MAX_SEED:
-        raise FieldError("seed", "{seed} must be between 0 and {most}, not {value}", most=MAX_SEED, value=seed)
-    if not 0 <= reruns <= MAX_RERUNS:
-        raise FieldError("reruns", "{reruns} must be between 0 and {most}, not {value}", most=MAX_RERUNS, value=reruns)
-    if experiment is not None:
-        from engine.bounds import MAX_NAME_CHARS, check_name
-
-        if (not experiment.strip() or experiment != experiment.strip() or not experiment.isprintable()
-                or len(experiment) > MAX_NAME_CHARS):
-            raise FieldError("experiment", "{experiment} must be 1 to {most} printable characters without "
-                             "leading or trailing spaces", most=MAX_NAME_CHARS)
-        try:
-            check_name(experiment, "")  # look-alike letters (engine.bounds); its line starts after `what`
-        except UserError as err:
-            raise FieldError("experiment", "{experiment} {problem}", problem=str(err).strip()) from None
-
-
 def check_request(request: RunRequest) -> None:
-    """check_settings on a built request: a notebook's request meets the CLI's and the app's bounds."""
+    """What a request to run needs besides the settings it was made with (RunRequest checks those)."""
     if not request.modes:
         raise FieldError("modes", "no {modes} to run")
-    check_settings(
-        batch_size=request.batch_size, max_new_tokens=request.max_new_tokens, limit=request.limit,
-        temperature=request.temperature, sample=request.sample, top_p=request.top_p,
-        sample_top_k=request.sample_top_k, top_logprobs=request.top_logprobs,
-        threads=request.threads, seed=request.seed, experiment=request.experiment, reruns=request.reruns,
-    )
     if request.rerun is not None and request.reruns:
         raise FieldError("reruns", "a rerun cannot ask for {reruns} of its own")
 
