@@ -16,6 +16,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,3 +225,33 @@ def test_the_api_writes_the_same_records(db, tmp_path):
     assert files.n_samples == 3 * N and files.aggregate.exists() and files.samples.exists()
     with pytest.raises(UserError, match="give --format csv or parquet"):
         api.export(api.ExportRequest(db, ("exp-b",), tmp_path / "x", None))
+
+
+def test_the_apps_zip_holds_the_clis_records(db, tmp_path):
+    """The Runs tab's `eee` export: the same files as `export --format eee`, in one zip."""
+    from demo.handlers.runs import export_file
+
+    _export(db, tmp_path / "cli", "exp-b", "exp-silent")
+    zipped = export_file(db, ["exp-b"], "exp-silent", "eee")
+    assert zipped.name == "pattrieval-eee.zip" and not zipped.with_suffix("").exists()  # the folder is gone
+    with zipfile.ZipFile(zipped) as archive:
+        archive.extractall(tmp_path / "app")
+    cli, app = _files(tmp_path / "cli"), _files(tmp_path / "app")
+    assert sorted(cli) == sorted(app) == ["exp-b", "exp-silent"]
+    for experiment, (aggregate, samples) in cli.items():
+        (app_aggregate, app_samples), stamp = app[experiment], json.loads(aggregate.read_text())["retrieved_timestamp"]
+        assert aggregate.relative_to(tmp_path / "cli") == app_aggregate.relative_to(tmp_path / "app")
+        app_stamp = json.loads(app_aggregate.read_text())["retrieved_timestamp"]
+        # the same records but for the second each export was written at, which it stamps (in
+        # the samples too, so the aggregate's checksum of them differs by that alone)
+        assert samples.read_text().replace(stamp, "-") == app_samples.read_text().replace(app_stamp, "-")
+        assert _unstamped(aggregate, stamp) == _unstamped(app_aggregate, app_stamp)
+
+
+def _unstamped(aggregate: Path, stamp: str) -> Any:
+    def drop(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: drop(v) for k, v in value.items() if k != "checksum"}
+        return [drop(v) for v in value] if isinstance(value, list) else value
+
+    return drop(json.loads(aggregate.read_text().replace(stamp, "-")))

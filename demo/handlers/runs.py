@@ -131,11 +131,14 @@ def _metrics_cell(run: Any) -> str:
 def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, fmt: str, *,
                 owner: str | None = None, limits: Any = None) -> Path:
     """The chosen experiments' per-item results written to a temporary file
-    `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`).
+    `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`),
+    or for `fmt` "eee" their Every Eval Ever records (engine.usecases.export_eee, as `export
+    --format eee`) in one `pattrieval-eee.zip`, since a browser downloads one file.
     The same store state and request give the same file, written once; `limits`
     (demo.downloads.DownloadLimits) bound what `owner` and everyone keep on disk."""
     from demo.settings import without_server_paths
-    from engine.usecases.export import export_format, write_export
+    from engine.usecases.export import export_format
+    from engine.usecases.export_eee import EEE_FORMAT
 
     export_format(fmt or "")
     references = list(dict.fromkeys([*(c for c in chosen or () if c), *re.split(r"[,\s]+", typed or "")]))
@@ -147,14 +150,35 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
     from demo.downloads import bounded_download, store_state
 
     key = "\0".join(("export", store_state(db_path), fmt, *references))
+    name = "pattrieval-eee.zip" if fmt == EEE_FORMAT else f"pattrieval-export.{fmt}"
     try:
         # Written aside and moved in whole (nothing half-written is handed out); the same key
         # returns the file already written.
-        return bounded_download(f"pattrieval-export.{fmt}", lambda out: write_export(db_path, references, fmt, out),
-                                key=key, owner=owner, limits=limits)
+        return bounded_download(name, lambda out: _write(db_path, references, fmt, out), key=key, owner=owner,
+                                limits=limits)
     except OSError as err:  # a full temp disk: "[Errno 28] ...: '/tmp/...'", masked below
         raise UserError(without_server_paths(f"cannot write the export: {err}", db_path)) from None
     except UserError as err:
         # Messages may name the temporary folder or the store: a visitor sees neither (every
         # server path, wherever the temp folder lies: store.server_paths).
         raise UserError(without_server_paths(str(err), db_path, shown="the store")) from None
+
+
+def _write(db_path: Path, references: list[str], fmt: str, out: Path) -> None:
+    from engine.usecases.export import write_export
+    from engine.usecases.export_eee import EEE_FORMAT, export_eee
+
+    if fmt != EEE_FORMAT:
+        write_export(db_path, references, fmt, out)
+        return
+    import shutil
+    import zipfile
+
+    folder = out.with_suffix("")  # beside the zip, in the download's own scratch folder
+    try:
+        export_eee(db_path, references, folder)
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                archive.write(path, path.relative_to(folder).as_posix())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,6 +1,6 @@
 """The Runs tab: the stored experiments, filtered (model, metadata, dataset, mode, study) and
 paged on the server (`/runs`), each with the studies it belongs to, and the
-export of chosen experiments' per-item results as CSV or Parquet (`/export`)."""
+export of chosen experiments' per-item results as CSV or Parquet, or their Every Eval Ever records (`/export`)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> RunsLinks:
                 export_choice = gr.Dropdown(choices=[], multiselect=True, allow_custom_value=True,
                                             label="experiments")
                 export_typed = gr.Textbox(label="or ids / names (comma-separated)")
-                export_format = gr.Radio(choices=list(EXPORT_FORMATS), value="csv", label="format")
+                export_format = gr.Radio(choices=[*((f, f) for f in EXPORT_FORMATS), ("Every Eval Ever (zip)", "eee")],
+                                         value="csv", label="format")
                 export_button = gr.Button("Export")
             export_out = gr.File(label="export", interactive=False)
         filters = [page, model_filter, metadata_filter, dataset_filter, mode_filter, study_filter]
