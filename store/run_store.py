@@ -34,7 +34,15 @@ from engine.types import (
 from store.answer_metrics import keep_answers
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 from store.owners import this_process
-from store.rows import CITATION_ROW, GENERATION_ROW, citation_row, generation_row, insert_items, json_text
+from store.rows import (
+    CITATION_ROW,
+    GENERATION_ROW,
+    ROWS_PER_STATEMENT,
+    citation_row,
+    generation_row,
+    insert_items,
+    json_text,
+)
 from store.run_plans import (  # RunConflict and StoreLostAnswers are part of this module's surface
     RunConflict,
     StoreLostAnswers,
@@ -197,19 +205,21 @@ class RunStore:
                     fresh.append(generation)
             if not fresh:
                 return
-            conn.execute(
-                "INSERT INTO generations SELECT ?, r.item_id, r.prompt, r.answer, r.shown_doc_ids, "
-                "r.n_prompt_tokens, r.n_tokens, r.finish_reason, r.token_ids, r.tokens, r.logprobs, "
-                f"r.top_logprobs::JSON, ?, r.shown_labels FROM (SELECT unnest(?::{GENERATION_ROW}) AS r)",
-                [run_id, now, [generation_row(g) for g in fresh]],
-            )
-            citations = [citation_row(g.item_id, c) for g in fresh for c in g.citations]
-            if citations:
+            for start in range(0, len(fresh), ROWS_PER_STATEMENT):  # one transaction, however split
+                part = fresh[start:start + ROWS_PER_STATEMENT]
                 conn.execute(
-                    "INSERT INTO citations SELECT ?, r.item_id, r.citation_index, r.position, "
-                    f"r.doc_id, r.relevant, r.probability FROM (SELECT unnest(?::{CITATION_ROW}) AS r)",
-                    [run_id, citations],
+                    "INSERT INTO generations SELECT ?, r.item_id, r.prompt, r.answer, r.shown_doc_ids, "
+                    "r.n_prompt_tokens, r.n_tokens, r.finish_reason, r.token_ids, r.tokens, r.logprobs, "
+                    f"r.top_logprobs::JSON, ?, r.shown_labels FROM (SELECT unnest(?::{GENERATION_ROW}) AS r)",
+                    [run_id, now, [generation_row(g) for g in part]],
                 )
+                citations = [citation_row(g.item_id, c) for g in part for c in g.citations]
+                if citations:
+                    conn.execute(
+                        "INSERT INTO citations SELECT ?, r.item_id, r.citation_index, r.position, "
+                        f"r.doc_id, r.relevant, r.probability FROM (SELECT unnest(?::{CITATION_ROW}) AS r)",
+                        [run_id, citations],
+                    )
             # Their precision, recall and F1, in the same transaction: the Bias report reads them
             # for a run whose rows kept at completion are not current (store.answer_metrics).
             keep_answers(conn, run_id, [g.item_id for g in fresh])
