@@ -216,17 +216,35 @@ def test_every_core_module_sits_in_a_folder_its_name_says():
     assert {folder(m) for m in MODULES} - {None} == set(FOLDER_MAY_IMPORT)
 
 
-def test_the_pure_core_loads_no_torch():
-    # Import every module of datasets, prompting and statistics in a fresh interpreter.
+def _loaded_by(names: list[str], heavy: tuple[str, ...]) -> list[str]:
+    """Which of `heavy` importing `names` loads, in a fresh interpreter."""
+    import json
     import subprocess
     import sys
 
-    names = sorted(m for m in MODULES if folder(m) in PURE_CORE)
-    code = ("import sys\n" + "".join(f"import {n}\n" for n in names)
-            + "print(sorted(m for m in ('torch', 'transformers', 'duckdb', 'gradio') if m in sys.modules))")
+    code = ("import json, sys\n" + "".join(f"import {n}\n" for n in names)
+            + f"print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    return json.loads(out.stdout)
+
+
+def test_the_pure_core_loads_no_torch():
+    # Import every module of datasets, prompting and statistics.
+    names = sorted(m for m in MODULES if folder(m) in PURE_CORE)
+    assert _loaded_by(names, ("torch", "transformers", "duckdb", "gradio")) == []
+
+
+# A face plans a judge (what explain or verify will do, refused in one line where it cannot)
+# before any model loads: the judges' definitions and plan, and the use cases that read the store
+# for them, load no torch until a judge is loaded.
+JUDGE_PLANNING = ("engine.judges.registry", "engine.judges.plan", "engine.usecases.judge_runs",
+                  "engine.usecases.explain", "engine.usecases.verify")
+
+
+def test_planning_a_judge_loads_no_torch():
+    assert set(JUDGE_PLANNING) <= set(MODULES)
+    assert _loaded_by(list(JUDGE_PLANNING), ("torch", "transformers", "gradio")) == []
 
 
 def test_no_modules_import_each_other_in_a_circle():
