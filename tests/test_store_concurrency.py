@@ -6,6 +6,8 @@ ROLE ...`, so they share no DuckDB instance, file lock or Python lock with the t
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -33,6 +35,10 @@ from store import DatabaseBusy, RunStore, queries  # noqa: E402
 
 SHA = "sha-concurrency"
 BATCH = 4
+# The loop of the interleaving test: rounds, and the writer's items per round (its batches of
+# BATCH are the app's rounds; the app starts its own run in round 2 and writes it in rounds 3, 4).
+LOOP_TRIES = int(os.environ.get("PATTRIEVAL_INTERLEAVE_ROUNDS", "100"))
+LOOP_ITEMS = 24
 
 
 def spec(run_id: str, n_items: int) -> RunSpec:
@@ -89,14 +95,18 @@ def role_writer(db: str, flag: str, n_items: str) -> None:
     write_run(RunStore(db, timeout_s=30), "cli-run", int(n_items), pause_s=0.05)
 
 
-def role_app(db: str, flag: str, n_items: str) -> None:
+def role_app(db: str, flag: str, n_items: str, sandbox: str = "yes") -> None:
     """The app: keeps reading (and checks it never sees half a batch) and writes a run too."""
     wait_for(Path(flag))
-    store = RunStore(db, timeout_s=30)
+    app_rounds(RunStore(db, timeout_s=30), int(n_items), sandbox == "yes")
+
+
+def app_rounds(store: RunStore, n_items: int, sandbox: bool) -> None:
+    """The app role's reads and writes against the writer's run."""
     reads = 0
     last = 0
     seen_values = []
-    for round_ in range(int(n_items) // BATCH):
+    for round_ in range(n_items // BATCH):
         runs = queries.list_runs(store)
         done = dict(zip(runs["run_id"], runs["n_done"], strict=True))
         seen = int(done.get("cli-run", 0))
@@ -108,16 +118,37 @@ def role_app(db: str, flag: str, n_items: str) -> None:
             frame = queries.generations_for_run(store, "cli-run")
             assert len(frame) >= seen
             assert queries.generation_detail(store, "cli-run", "q0").n_tokens == 32
-        if round_ % 4 == 0:  # the sandbox starts a process per query: keep the test quick
+        if sandbox and round_ % 4 == 0:  # the sandbox starts a process per query: keep the test quick
             assert not queries.run_readonly_sql(store, "SELECT count(*) FROM tokens").truncated
         reads += 3
         if round_ == 2:
             store.put_items(SHA, items(8))
             store.start_run(spec("app-run", 8))
+            # What a user whose app and CLI write one store must always find: the run just started.
+            assert queries.get_run(store, "app-run") is not None, "app-run unknown right after start_run"
         if round_ in (3, 4):
             store.write_batch("app-run", [generation(f"q{(round_ - 3) * BATCH + k}") for k in range(BATCH)])
     store.finish_run("app-run", "complete")
     print(f"reads={reads} seen={seen_values}")
+
+
+def role_loop(folder: str, role: str, tries: str) -> None:
+    """One role of the interleaving test, `tries` rounds, each on a fresh store and begun together
+    with the other role's; prints `ok N` or `FAIL N: error` per round and goes on after a failure."""
+    other = "app" if role == "writer" else "writer"
+    for n in range(int(tries)):
+        db = Path(folder) / f"round-{n}.duckdb"
+        (Path(folder) / f"{role}-{n}").touch()
+        wait_for(Path(folder) / f"{other}-{n}")
+        try:
+            if role == "writer":
+                write_run(RunStore(db, timeout_s=30), "cli-run", LOOP_ITEMS, pause_s=0.0)
+            else:
+                with contextlib.redirect_stdout(io.StringIO()):  # its reads=... line, each round
+                    app_rounds(RunStore(db, timeout_s=30), LOOP_ITEMS, sandbox=False)
+            print(f"ok {n}", flush=True)
+        except Exception as err:  # noqa: BLE001 - reported per round, the loop goes on
+            print(f"FAIL {n}: {type(err).__name__}: {err}".replace("\n", " "), flush=True)
 
 
 def role_holder(db: str, flag: str, hold_s: str) -> None:
@@ -171,6 +202,22 @@ def test_writer_and_reader_processes_interleave(tmp_path: Path):
     assert tokens == (n_items + 8) * 32
     cites = queries.run_readonly_sql(db, "SELECT count(*) AS n FROM citations").frame["n"][0]
     assert cites == n_items + 8
+
+
+@pytest.mark.slow  # two processes, 100 rounds (PATTRIEVAL_INTERLEAVE_ROUNDS): about a minute idle
+def test_the_app_and_a_cli_run_interleave_round_after_round(tmp_path: Path):
+    """The interleaving test's two roles again and again, each round on a fresh store: the app's run
+    is there right after start_run returns, in every round, and every batch of both runs is kept.
+    (A fresh-clone run of the test above once found its run unknown right after start_run.)"""
+    writer = spawn("loop", tmp_path, "writer", LOOP_TRIES)
+    app = spawn("loop", tmp_path, "app", LOOP_TRIES)
+    outs = [finish(proc, timeout=900) for proc in (writer, app)]
+    failed = [line for out in outs for line in out.splitlines() if not line.startswith("ok ")]
+    assert not failed, "\n".join(failed[:20])
+    assert all(out.count("ok ") == LOOP_TRIES for out in outs)
+    for n in range(LOOP_TRIES):
+        counts = queries.done_counts(tmp_path / f"round-{n}.duckdb").set_index("run_id")["n_done"].to_dict()
+        assert counts == {"cli-run": LOOP_ITEMS, "app-run": 8}, (n, counts)
 
 
 def test_a_writer_waits_for_a_process_that_holds_the_file(tmp_path: Path):
@@ -235,7 +282,7 @@ def test_threads_of_one_process_share_the_file(tmp_path: Path):
     assert queries.get_run(db, "t-run").n_done == 24
 
 
-ROLES = {"writer": role_writer, "app": role_app, "holder": role_holder}
+ROLES = {"writer": role_writer, "app": role_app, "holder": role_holder, "loop": role_loop}
 
 if __name__ == "__main__":
     ROLES[sys.argv[1]](*sys.argv[2:])
