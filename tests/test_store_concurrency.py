@@ -142,10 +142,10 @@ def role_loop(folder: str, role: str, tries: str) -> None:
         wait_for(Path(folder) / f"{other}-{n}")
         try:
             if role == "writer":
-                write_run(RunStore(db, timeout_s=30), "cli-run", LOOP_ITEMS, pause_s=0.0)
+                write_run(RunStore(db, timeout_s=120), "cli-run", LOOP_ITEMS, pause_s=0.0)
             else:
                 with contextlib.redirect_stdout(io.StringIO()):  # its reads=... line, each round
-                    app_rounds(RunStore(db, timeout_s=30), LOOP_ITEMS, sandbox=False)
+                    app_rounds(RunStore(db, timeout_s=120), LOOP_ITEMS, sandbox=False)
             print(f"ok {n}", flush=True)
         except Exception as err:  # noqa: BLE001 - reported per round, the loop goes on
             print(f"FAIL {n}: {type(err).__name__}: {err}".replace("\n", " "), flush=True)
