@@ -52,7 +52,7 @@ _HOMES: dict[str, str] = {
     "plan_explain": "engine.usecases.explain",
     "run_explain": "engine.usecases.explain",
     "explain": "engine.usecases.explain",
-    "VerifyRequest": "engine.usecases.verify",
+    "VerifyRequest": "engine.usecases.verify_request",
     "VerifyPlan": "engine.usecases.verify",
     "VerifyResult": "engine.usecases.verify",
     "plan_verify": "engine.usecases.verify",

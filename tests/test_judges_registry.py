@@ -11,8 +11,8 @@ import pytest
 from engine.judges import registry
 from engine.judges.registry import ATTRSCORE, EXPLAIN, Asked, Judge, claim_judge, register
 from engine.types import Claim, Document, ExplainRun, GenerationOutput, Item, VerifySource
-from engine.usecases.verify import VerifyRequest
 from engine.usecases.verify_nli import judge_requests, parse_judge, prompted
+from engine.usecases.verify_request import VerifyRequest
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model_options(p, role="judge", max_new_tokens=16)
     p.add_argument("--judge", action="append", default=None, metavar="SPEC",
                    help="a judge, repeatable, each judging the same pairs in turn after --model's: nli:MODEL (an NLI "
-                   "model: entailment -> attributable), llm:MODEL or MODEL (AttrScore's prompt)")
+                   "model: entailment -> attributable), llm:MODEL or MODEL (AttrScore's prompt), or NAME:MODEL (a judge "
+                   "registered in engine/judges/registry.py, see docs/extending.md)")
     p.add_argument("--show-label", action="store_true",
                    help="the judge sees each document's label as the run's prompt showed it (stored as JUDGE+label; "
                    "base and cf runs only); on an experiment it also judges each base sentence with the label as base "
@@ -40,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from engine.usecases.verify import VerifyRequest, plan_judges, run_verify
+    from engine.usecases.verify import plan_judges, run_verify
+    from engine.usecases.verify_request import VerifyRequest
 
     request = replace(build_request(VerifyRequest, args), judges=tuple(args.judge or ()), show_label=args.show_label)
     planned = plan_judges(request)  # every judge planned and its config read before any judge loads

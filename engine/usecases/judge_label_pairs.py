@@ -17,13 +17,21 @@ judges only what is missing. engine.usecases.judge_label_bias measures them.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.errors import FieldError
 from engine.judges.plan import Load, Progress, Stage, Stop, check_stop, close_judge
-from engine.types import Claim, LabelVerdict, Verification, VerifySource
+from engine.types import Claim, Document, LabelVerdict, Verification, VerifySource
+from engine.usecases.verify_request import VerifyRequest
+
+if TYPE_CHECKING:
+    from store.verification_store import JudgeRow
+
+# Each batch's verdicts, and the `judges` row of the judge that judged them.
+Batches = Generator[tuple[list[LabelVerdict], "JudgeRow"], None, None]
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ class LabelBiasPlan:
         return len(self.cases)
 
 
-def plan_label_bias(request: Any, *, stop: Stop | None = None) -> LabelBiasPlan | None:
+def plan_label_bias(request: VerifyRequest, *, stop: Stop | None = None) -> LabelBiasPlan | None:
     """The prompts still to judge for the request's one judge (a VerifyRequest); None where the
     request's runs hold no base and cf run of one experiment. Reads the store only."""
     from engine.judges.verify import claims_of
@@ -103,7 +111,7 @@ def plan_label_bias(request: Any, *, stop: Stop | None = None) -> LabelBiasPlan 
                          tuple(passes["base"] + passes["cf"]), left_out)
 
 
-def run_label_bias(plan: LabelBiasPlan, request: Any, *, load: Load | None = None, progress: Progress | None = None,
+def run_label_bias(plan: LabelBiasPlan, request: VerifyRequest, *, load: Load | None = None, progress: Progress | None = None,
                    stop: Stop | None = None, stage: Stage | None = None) -> int:
     """Judge what `plan` holds and store each batch as it finishes; how many verdicts were
     judged. Loads nothing when nothing is to do."""
@@ -133,7 +141,7 @@ def _verdict(plan: LabelBiasPlan, case: LabelCase, judged: Verification) -> Labe
     return LabelVerdict(judged, plan.cf_run, case.label_from, case.label)
 
 
-def _nli(plan: LabelBiasPlan, request: Any) -> Any:
+def _nli(plan: LabelBiasPlan, request: VerifyRequest) -> Batches:
     """Each batch's verdicts and the judge's `judges` row, judged by the NLI model in plan order."""
     from engine.judges.nli import (
         NliPair,
@@ -159,7 +167,7 @@ def _nli(plan: LabelBiasPlan, request: Any) -> Any:
                        strict=True)], row)
 
 
-def _llm(plan: LabelBiasPlan, request: Any, load: Load | None) -> Any:
+def _llm(plan: LabelBiasPlan, request: VerifyRequest, load: Load | None) -> Batches:
     """Each batch's verdicts and the judge's `judges` row, judged with AttrScore's prompt."""
     from engine.generation.generate import GenerationConfig, iter_batches
     from engine.judges.judging import check_lengths
@@ -188,5 +196,5 @@ def _llm(plan: LabelBiasPlan, request: Any, load: Load | None) -> Any:
         close_judge(loaded)
 
 
-def _document(case: LabelCase) -> Any:
+def _document(case: LabelCase) -> Document:
     return next(d for d in case.source.item.documents if d.id == case.claim.doc_id)

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import FieldError, UserError
 from engine.judges.plan import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop
 from engine.judges.registry import ATTRSCORE, LLM, NLI, Judge, claim_judge_named, claim_judges
 from engine.types import Verification, VerifySource
+from engine.usecases.verify_request import VerifyRequest
+
+if TYPE_CHECKING:
+    from store.verification_store import JudgeRow
 
 SHOWN = "+label"  # what a judge that sees the labels adds to its stored name
 
@@ -44,11 +49,11 @@ def parse_judge(spec: str) -> tuple[str, str]:
     return kind, name
 
 
-def judge_requests(request: Any) -> tuple[Any, ...]:
+def judge_requests(request: VerifyRequest) -> tuple[VerifyRequest, ...]:
     """One request per judge of `request`, in order: its `model` first (an LLM judge, as before),
     then each of `judges`; an NLI judge's request names it in `judges` alone, an LLM judge's in
     `model`. A request naming no judge is returned as is (the model that answered judges)."""
-    out: list[Any] = []
+    out: list[VerifyRequest] = []
     seen: set[tuple[str, str]] = set()
     if request.model is not None:
         out.append(replace(request, judges=()))
@@ -65,7 +70,7 @@ def judge_requests(request: Any) -> tuple[Any, ...]:
     return tuple(out) or (request,)
 
 
-def prompted(request: Any) -> tuple[Judge[VerifySource, Verification], str | None]:
+def prompted(request: VerifyRequest) -> tuple[Judge[VerifySource, Verification], str | None]:
     """The prompted judge of a one-judge request, and the model its `judges` names for it (None:
     the request's `model`, or the model that answered): AttrScore's unless `judges` names another
     registered claim judge."""
@@ -76,13 +81,13 @@ def prompted(request: Any) -> tuple[Judge[VerifySource, Verification], str | Non
     return ATTRSCORE, None
 
 
-def check_loadable(request: Any, plan: JudgePlan) -> None:
+def check_loadable(request: VerifyRequest, plan: JudgePlan[VerifySource]) -> None:
     """Refuse in one line a judge of `plan` that cannot load: its name (a folder, a cached or
     reachable Hub id), and an NLI judge's config, labels and tokenizer. Run for every judge before
     any judge writes, so that a misspelt second judge leaves the store as it was. A served judge
     and one with nothing to do are not read; a judge whose folder exists but whose weights do not
     load still fails at its own load, after the judges before it have written."""
-    if plan.n_todo == 0 or getattr(request, "server", None) is not None:
+    if plan.n_todo == 0 or request.server is not None:
         return
     from engine.generation.model_check import check_model_name
 
@@ -94,7 +99,7 @@ def check_loadable(request: Any, plan: JudgePlan) -> None:
         check_nli(model)
 
 
-def nli_model(request: Any) -> str | None:
+def nli_model(request: VerifyRequest) -> str | None:
     """The NLI model a one-judge request names, else None (an LLM judge)."""
     if len(request.judges) == 1 and request.model is None:
         kind, model = parse_judge(request.judges[0])
@@ -102,7 +107,7 @@ def nli_model(request: Any) -> str | None:
     return None
 
 
-def check_judge_name(db: Any, judge: str, kind: str) -> None:
+def check_judge_name(db: Path, judge: str, kind: str) -> None:
     """Refuse in one line, before anything loads, a model judge (`kind` llm or nli) whose name the
     store gives another kind: a person's labels imported under a model's name would otherwise
     have the model's verdicts added to them."""
@@ -114,12 +119,12 @@ def check_judge_name(db: Any, judge: str, kind: str) -> None:
         raise UserError(taken_judge(judge, stored, kind))
 
 
-def with_labels(db: Any, todo: tuple[RunTodo, ...]) -> tuple[RunTodo, ...]:
+def with_labels(db: Path, todo: tuple[RunTodo[VerifySource], ...]) -> tuple[RunTodo[VerifySource], ...]:
     """The plan's runs whose prompts showed labels, each source carrying the labels its model
     saw; one line when none of the runs showed any (vanilla)."""
     from store.queries.verify_labels import labels_as_shown
 
-    out = []
+    out: list[RunTodo[VerifySource]] = []
     for t in todo:
         labels = labels_as_shown(db, t.run)
         if not any(label is not None for shown in labels.values() for label in shown):
@@ -131,7 +136,7 @@ def with_labels(db: Any, todo: tuple[RunTodo, ...]) -> tuple[RunTodo, ...]:
     return tuple(out)
 
 
-def judge_row(label: str, kind: str, model: str, mapping: str) -> Any:
+def judge_row(label: str, kind: str, model: str, mapping: str) -> JudgeRow:
     """The `judges` row of a judge, with the library versions that judged."""
     import importlib.metadata as md
 
@@ -147,7 +152,7 @@ def judge_row(label: str, kind: str, model: str, mapping: str) -> Any:
     return JudgeRow(label, kind, model, mapping, json.dumps(provenance))
 
 
-def run_nli(plan: JudgePlan, request: Any, *, progress: Progress | None = None, stop: Stop | None = None,
+def run_nli(plan: JudgePlan[VerifySource], request: VerifyRequest, *, progress: Progress | None = None, stop: Stop | None = None,
             stage: Stage | None = None) -> NliResult:
     """Load the NLI judge, count the pairs it must cut, then judge and store batch by batch.
     Loads nothing when nothing is to do; refuses a model it cannot load before any write."""
