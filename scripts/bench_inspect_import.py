@@ -8,13 +8,15 @@
    documents and answers (seeded), the header's sample list made to match; members deflated, as
    Inspect reads them.
 3. Imports that log into a new store in a child process and prints the wall time, the child's
-   peak resident memory (ru_maxrss) and the runs it made.
+   peak resident memory (ru_maxrss), the runs it made and the machine's load average before and
+   after (wall time on a shared machine means little without it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -114,6 +116,7 @@ def main() -> int:
         write_large_log(template_log(args.folder), log, args.samples)
         print(f"wrote {log} ({log.stat().st_size / 1e6:.0f} MB, {args.samples:,} samples) in "
               f"{time.perf_counter() - started:.0f} s")
+    load_before = os.getloadavg()
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "engine", "import", "--inspect", str(log), "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True)
@@ -122,6 +125,8 @@ def main() -> int:
     print(done.stdout.strip() or done.stderr.strip())
     print(f"import --inspect: {args.samples:,} samples, {wall:.0f} s wall, peak resident memory {peak_mb:.0f} MB, "
           f"exit {done.returncode}")
+    print("load average (1, 5, 15 min): before " + ", ".join(f"{x:.1f}" for x in load_before)
+          + "; after " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     return done.returncode
 
 
