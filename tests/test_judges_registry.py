@@ -100,3 +100,16 @@ def test_verify_finds_a_registered_judge_by_the_name_before_its_colon():
     ones = judge_requests(request)
     assert [(r.model, r.judges) for r in ones] == [("a", ()), (None, ("support:m",)), (None, ("nli:n",))]
     assert [prompted(r) for r in ones] == [(ATTRSCORE, None), (SUPPORT, "m"), (ATTRSCORE, None)]
+
+
+def test_a_registered_judge_shown_the_labels_is_refused_in_one_line_before_the_store_is_read(tmp_path):
+    from engine.commands._field_words import cli_message
+    from engine.errors import FieldError
+    from engine.usecases.verify import plan_verify
+
+    register(SUPPORT)
+    missing = tmp_path / "none.duckdb"
+    with pytest.raises(FieldError) as refused:
+        plan_verify(VerifyRequest(missing, experiment="e", judges=("support:m",), show_label=True))
+    assert cli_message(refused.value) == "--show-label is for AttrScore's and NLI judges, not support"
+    assert not missing.exists()

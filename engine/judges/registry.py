@@ -82,7 +82,9 @@ def claim_judge(name: str, *, ask: Callable[[str, str, Document, str | None], st
     """A judge of (answer sentence, cited document) pairs, stored in `verifications`.
 
     `ask(question, sentence, document, label)` is the judge's user turn for one pair (`label`: the
-    label the answering model saw beside the document under `--show-label`, else None);
+    label the answering model saw beside the document, for a judge that is to see it; None
+    otherwise, and always for a registered judge today: `verify --show-label` and the label-bias
+    pass it adds judge with AttrScore's prompt, engine.usecases.judge_label_pairs);
     `parse(text)` reads its output as one of CLASSES or UNPARSED; `probabilities(output)`, when
     given, is (p_attributable, p_extrapolatory, p_contradictory) read off the recorded top-n."""
 

@@ -35,17 +35,17 @@ def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPl
     if len(requests) > 1:
         raise FieldError("judge", "plan_verify plans one judge; judge_requests(request) gives one request per judge")
     request = requests[0]  # a lone "llm:M" judge as `model`
-    answered = answered_runs(request, "verify", stop)
     nli = nli_model(request)
     judge, judged_by = prompted(request)
+    if request.show_label and judge.name != ATTRSCORE.name:
+        # The label-bias pass it adds judges with AttrScore's prompt (engine.usecases.judge_label_pairs).
+        raise FieldError("show_label", "{show_label} is for AttrScore's and NLI judges, not {name}", name=judge.name)
+    answered = answered_runs(request, "verify", stop)
     if nli is not None:
         model, label = nli, f"nli:{nli}"
     else:
         model, label = judge_model(replace(request, model=judged_by or request.model, judges=()), answered)
         if judge.name != ATTRSCORE.name:  # another prompt's verdicts are another judge's, by name
-            if request.show_label:  # the label-bias pass judges with AttrScore's prompt (judge_label_pairs)
-                raise FieldError("show_label", "{show_label} is for AttrScore's and NLI judges, not {name}",
-                                 name=judge.name)
             label = f"{judge.name}:{label}"
     if request.show_label:
         label += SHOWN
