@@ -7,8 +7,12 @@ from store.queries.explain_runs, through engine.usecases.judge_runs."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from engine.errors import UserError
+
+if TYPE_CHECKING:  # torch loads with the judge, not with this module
+    from engine.generation.models import LoadedModel
 
 
 def choose_model(model_arg: str | None, answered) -> tuple[str, str]:
@@ -24,7 +28,7 @@ def choose_model(model_arg: str | None, answered) -> tuple[str, str]:
     return resolve_model(label_arg)
 
 
-def load_model_quietly(model: str, *, quantize: str, device: str, dtype: str, hf_token: str | None):
+def load_model_quietly(model: str, *, quantize: str, device: str, dtype: str, hf_token: str | None) -> LoadedModel:
     """The judging model, loaded as `run` loads one, without the Hub's progress bars."""
     from transformers.utils import logging as hf_logging
 

@@ -30,9 +30,10 @@ Progress = Callable[[int], None]
 Stage = Callable[[str], None]
 Stop = Callable[[], bool]
 # A judge as loaded: engine.generation.models.LoadedModel, or a served model that brings its own
-# iter_batches (engine.running.backend_server.ServedModel, a layer this folder does not import):
+# iter_batches (engine.running.backend_server.ServedModel, a folder this one does not import):
 # engine.generation.generate.iter_batches takes either, so no narrower type holds both here.
-Load = Callable[[str], Any]
+Loaded = Any
+Load = Callable[[str], Loaded]
 
 
 
@@ -115,7 +116,7 @@ class JudgeResult:
         return sum(r.n_done for r in self.runs)
 
 
-def nothing_done(plan: JudgePlan[Any]) -> JudgeResult:
+def nothing_done(plan: JudgePlan[S]) -> JudgeResult:
     """The result of a plan with nothing to do: every run at 0, nothing loaded."""
     return JudgeResult(plan.label, plan.experiment_id, tuple(RunDone(t.run, 0) for t in plan.runs), 0)
 
@@ -137,7 +138,7 @@ def close_judge(loaded: object) -> None:
         close()
 
 
-def judge_batches(judge: Judge[S, R], loaded: Any, todo: RunTodo[S], name: str, config: GenerationConfig,
+def judge_batches(judge: Judge[S, R], loaded: Loaded, todo: RunTodo[S], name: str, config: GenerationConfig,
                   write: Callable[[Sequence[R]], object]) -> Iterator[int]:
     """Ask `judge` about every source of one run batch by batch, hand each finished batch's rows
     to `write` (which commits it; its return is not used), and yield how many each batch held.
