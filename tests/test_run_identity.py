@@ -19,7 +19,7 @@ from engine.running.experiment import config_hash, experiment_key, experiment_se
 from engine.running.run_request import Rerun, RunRequest, run_config
 from engine.types import MODES
 from engine.usecases.run import resolved
-from engine.usecases.study import check_study, configuration_args, parse_grid
+from engine.usecases.study import check_study, grid_of
 
 MODEL = "org/model"
 SHA = "0123456789abcdef"
@@ -43,8 +43,8 @@ def cli_request(*extra: str) -> RunRequest:
     run_command.add_parser(parser.add_subparsers())
     args = parser.parse_args(["run", "--dataset", "sample", "--model", MODEL, "--max-new-tokens", "256", *extra])
     # As `run` does with one configuration: the lists parsed, then the single run's request.
-    grid = parse_grid(args)
-    single = configuration_args(args, grid.configurations()[0], grid)
+    grid = grid_of(vars(args))
+    single = run_command.configuration_args(args, grid.configurations()[0], grid)
     return resolved(run_command.build_request(single, single.model, None))
 
 

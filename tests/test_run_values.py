@@ -103,9 +103,10 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
              "--top-p", "0.9", "--sample-top-k", "5", "--seed", "11", "--batch-size", "3", "--max-new-tokens", "21",
              "--top-logprobs", "2", "--limit", "7", "--experiment", "same-values", "--skip-invalid"]
     args = build_parser().parse_args(typed)
-    from engine.usecases.study import configuration_args, parse_grid
+    from engine.commands.run import configuration_args
+    from engine.usecases.study import grid_of
 
-    grid = parse_grid(args)  # as `run` does: its list options parsed, then one configuration's values
+    grid = grid_of(vars(args))  # as `run` does: its list options parsed, then one configuration's values
     cli = build_request(configuration_args(args, grid.configurations()[0], grid), model, model)
     form = RunForm(model=model, modes=("base", "vanilla"), metadata="age", label_a="a young person",
                    label_b="an old person", consideration="Ages differ.", top_k=3, order="random", few_shot=1,

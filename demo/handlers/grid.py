@@ -43,14 +43,16 @@ def form_grid(form: RunForm):
     """The form's engine.prompting.study.Grid: each list box parsed as `run` parses its option (UserError,
     one line: an unknown value, a duplicate, an empty entry, k < 1)."""
     from engine.usecases.model_names import SMOKE
+    from engine.usecases.run_options import GRID_AXES
     from engine.usecases.study import grid_of
 
     top_k = form.top_k
     if isinstance(top_k, str) and top_k.strip().lower() in ("", "all"):
         top_k = None
     with app_worded():  # a field named by the form's label (demo.field_words)
-        return grid_of(form, model=str(form.model or "").strip() or SMOKE,
-                       metadata=str(form.metadata or "").strip() or "gender", top_k=top_k)
+        return grid_of({**{axis: getattr(form, axis) for axis in GRID_AXES}, "top_k": top_k,
+                        "model": str(form.model or "").strip() or SMOKE,
+                        "metadata": str(form.metadata or "").strip() or "gender"})
 
 
 def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | None = None, *,

@@ -1,15 +1,20 @@
 """The Run tab: choose a model, dataset and settings; start, follow and cancel background runs.
 
-/run_batch takes the form's values in a fixed order; options added later come last and have
-defaults (the form's initial values), so scripts written against the older order still work.
+The form's boxes are the run options (engine.usecases.run_options), read into the form's record
+(demo.handlers.run.RunForm) by each option's type. /run_batch takes them in a fixed order
+(FORM_INPUTS); options added later come last and have defaults (the form's initial values), so
+scripts written against the older order still work.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.types import MODES
 from engine.usecases.model_names import SMOKE, offered_models
+from engine.usecases.run_options import OPTIONS, SERVED
 
 PAPER_MODELS_CHOICES = (SMOKE, *offered_models())
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
@@ -17,11 +22,74 @@ PAPER_MODELS_CHOICES = (SMOKE, *offered_models())
 STATUS_COLUMNS = ["job", "state", "queue position", "model", "modes", "progress", "experiment", "message", "kind"]
 # The form's boxes the first screen fills with the first run's values, in first_screen's output order.
 FIRST_RUN_FIELDS = ("model", "quantize", "limit", "batch_size", "max_new_tokens")
+# The form's inputs by their names (the run options' and RunForm's), in the order /run_batch and
+# /plan_run take them: the first 13 came first and have no default; each added later came last.
+FORM_INPUTS = ("model", "dataset", "metadata", "label_a", "label_b", "consideration", "modes", "quantize", "limit",
+               "batch_size", "max_new_tokens", "experiment", "hf_token", "top_k", "order", "few_shot", "xai", "sample",
+               "temperature", "top_p", "sample_top_k", "seed", "top_logprobs", "skip_invalid", "local_path", "study",
+               "backend", "ray_address", "actors", "gpus_per_actor", "base_url", "tokenizer", "concurrency",
+               "api_key_env", "request_timeout", "relevant_at", "repetition", "label_scope")
+REQUIRED_INPUTS = 13
+API_NAMES = {"dataset": "dataset_file"}  # the API's name for the upload, kept for the scripts that use it
+
+
+def _api_default(name: str) -> Any:
+    """An input's default in the API: the form's initial value ("" for an empty text box)."""
+    if name == "top_k":
+        return "all"
+    if name == "local_path":
+        return None
+    option = OPTIONS[name]
+    return "" if option.type is str and option.initial is None else option.initial
+
+
+# The API's signature of the form (/run_batch, /plan_run): each input by its name, with its default.
+FORM_SIGNATURE = inspect.Signature([
+    inspect.Parameter(API_NAMES.get(name, name), inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                      default=inspect.Parameter.empty if i < REQUIRED_INPUTS else _api_default(name))
+    for i, name in enumerate(FORM_INPUTS)])
+
+
+def form_of(*values: Any):
+    """The RunForm of the form's values in FORM_INPUTS order (missing ones: their defaults), each
+    read by its option's type. A box holding a comma list (a study grid) stays text:
+    demo.handlers.grid parses it as `run` parses its lists; a single value is read as it always was."""
+    from demo.handlers.run import RunForm
+
+    given = dict(zip(FORM_INPUTS, values, strict=False))
+    return RunForm(**{name: _read(name, given.get(name, _api_default(name))) for name in FORM_INPUTS})
+
+
+def _read(name: str, value: Any) -> Any:
+    """One box's value as the form's record holds it; UserError (one line) for a number that is not one."""
+    from demo.handlers.run import SAMPLE
+
+    if name == "dataset":
+        return value or SAMPLE
+    if name == "local_path":
+        return value or ""
+    if name == "modes":
+        return tuple(m for m in MODES if m in (value or []))
+    option = OPTIONS[name]
+    if name == "top_k":
+        return _listed(value) or _cut_off(value)
+    if option.grid and option.type is int:
+        return _listed(value) or _or(_whole(value, option.label), option.initial)
+    if option.type is bool:
+        return bool(value)
+    if option.type is int:
+        number = _whole(value, option.label)
+        return option.initial if number is None and option.default is not None else number
+    if option.type is float:
+        if option.default is None:  # empty: the default is decided later (GPUs per actor: by the cluster)
+            return None if value is None or str(value).strip() == "" else _number(str(value).strip(), 0.0, option.label)
+        return _number(value, option.initial, option.label)
+    if option.initial is not None:  # a choice or a grid box: empty means its initial value
+        return str(value).strip() if value not in (None, "") else option.initial
+    return (value or "").strip() if option.group == SERVED else value or ""
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
-    import inspect
-
     import gradio as gr
     import pandas as pd
     import torch
@@ -54,72 +122,16 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             chosen.append(run_handlers.first_run(settings, gpu=gpu))
         return chosen[0]
 
-    def form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
-                max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none",
-                sample=False, temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False,
-                local_path=None, study="", backend="local", ray_address="", actors=1, gpus_per_actor=None,
-                base_url="", tokenizer="", concurrency=None, api_key_env="", request_timeout=300.0,
-                relevant_at="ranked", repetition="none", label_scope="all"):
-        # A box holding a comma list (a study grid) stays text: demo.handlers.grid parses it as
-        # `run` parses its lists; a single value is read as it always was.
-        return run_handlers.RunForm(
-            model=(model or "smoke").strip(),
-            dataset=dataset_file or run_handlers.SAMPLE,
-            local_path=local_path or "",
-            metadata=(metadata or "gender").strip(),
-            label_a=label_a or "",
-            label_b=label_b or "",
-            consideration=consideration or "",
-            modes=tuple(m for m in MODES if m in (modes or [])),
-            quantize=quantize or "auto",
-            top_k=_listed(top_k) or _cut_off(top_k),
-            order=(str(order).strip() if order not in (None, "") else "ranked"),
-            few_shot=_listed(few_shot) or _or(_whole(few_shot, "few-shot"), 0),
-            xai=(str(xai).strip() if xai not in (None, "") else "none"),
-            relevant_at=(str(relevant_at).strip() if relevant_at not in (None, "") else "ranked"),
-            repetition=(str(repetition).strip() if repetition not in (None, "") else "none"),
-            label_scope=(str(label_scope).strip() if label_scope not in (None, "") else "all"),
-            sample=bool(sample),
-            temperature=_number(temperature, 1.0, "temperature"),
-            top_p=_number(top_p, 1.0, "top-p"),
-            sample_top_k=_or(_whole(sample_top_k, "sampling top-k"), 0),
-            seed=_or(_whole(seed, "seed"), 0),
-            top_logprobs=_or(_whole(top_logprobs, "top log-probs"), 0),
-            limit=_whole(limit, "the item limit"),
-            batch_size=_or(_whole(batch_size, "the batch size"), defaults.batch_size),
-            max_new_tokens=_or(_whole(max_new_tokens, "max new tokens"), defaults.max_new_tokens),
-            skip_invalid=bool(skip_invalid),
-            experiment=experiment or "",
-            hf_token=hf_token or "",
-            study=study or "",
-            backend=backend or "local",
-            ray_address=ray_address or "",
-            actors=_or(_whole(actors, "actors"), 1),
-            gpus_per_actor=(None if gpus_per_actor is None or str(gpus_per_actor).strip() == ""
-                            else _number(str(gpus_per_actor).strip(), 0.0, "GPUs per actor")),
-            base_url=(base_url or "").strip(),
-            tokenizer=(tokenizer or "").strip(),
-            concurrency=_whole(concurrency, "concurrency"),  # empty: fit the server
-            api_key_env=(api_key_env or "").strip(),
-            request_timeout=_number(request_timeout, defaults.request_timeout, "the request timeout"),
-        )
-
-    # Gradio passes the request only to a named positional parameter: the form's inputs spelled out.
+    # Gradio passes the request only to a parameter it can see: FORM_SIGNATURE's inputs, the plan
+    # Start showed and the request, given last.
     @with_request
-    def start(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit, batch_size,
-              max_new_tokens, experiment, hf_token, top_k="all", order="ranked", few_shot=0, xai="none", sample=False,
-              temperature=1.0, top_p=1.0, sample_top_k=0, seed=0, top_logprobs=0, skip_invalid=False, local_path=None,
-              study="", backend="local", ray_address="", actors=1, gpus_per_actor=None, base_url="", tokenizer="",
-              concurrency=None, api_key_env="", request_timeout=300.0, relevant_at="ranked", repetition="none",
-              label_scope="all", planned=None, request=None):
+    def start(*values):
         # `planned`: the form whose plan Start's first step showed (a session State, never an API
         # input: None for /run_batch callers, who are shown no plan).
+        *values, request = values
+        planned = values[len(FORM_INPUTS)] if len(values) > len(FORM_INPUTS) else None
         try:
-            form = form_of(model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
-                           batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
-                           temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
-                           backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency,
-                           api_key_env, request_timeout, relevant_at, repetition, label_scope)
+            form = form_of(*values[:len(FORM_INPUTS)])
             # The form is read again here, after the plan step: a box changed in between is refused.
             grid_handlers.check_plan_shown(planned, form)
             job_id = grid_handlers.run_form(jobs, settings, form, visitor_id(request, settings),
@@ -128,6 +140,11 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             raise error(err, "run") from None
         # The token box is emptied: the token was for this load only and must not linger.
         return job_id, ""
+
+    start.__signature__ = FORM_SIGNATURE.replace(  # type: ignore[attr-defined]
+        parameters=[*FORM_SIGNATURE.parameters.values(),
+                    inspect.Parameter("planned", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+                    inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
 
     def plan(*values):
         """The grid's plan, and its form (what Start may run: the shown plan's session State)."""
@@ -165,9 +182,9 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             raise error(err, where) from None
 
     # The API shows /plan_run's inputs by the form's names, with its defaults (as /run_batch).
-    plan.__signature__ = inspect.signature(form_of)  # type: ignore[attr-defined]
-    plan_before_start.__signature__ = inspect.signature(form_of).replace(  # type: ignore[attr-defined]
-        parameters=[*inspect.signature(form_of).parameters.values(),
+    plan.__signature__ = FORM_SIGNATURE  # type: ignore[attr-defined]
+    plan_before_start.__signature__ = FORM_SIGNATURE.replace(  # type: ignore[attr-defined]
+        parameters=[*FORM_SIGNATURE.parameters.values(),
                     inspect.Parameter("shown", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
 
     # Each visitor (Gradio session) sees and cancels only their own jobs; the operator all.
@@ -242,50 +259,51 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         with gr.Group(visible=False) as empty_panel:
             first_intro = gr.Markdown("**Nothing is stored yet.**")
             first_button = gr.Button("Run the bundled sample", variant="primary")
+        box: dict[str, Any] = {}  # the form's inputs by their names (FORM_INPUTS)
         gr.Markdown("### Model")
         with gr.Row():
-            model = gr.Dropdown(list(PAPER_MODELS_CHOICES), value=defaults.model, allow_custom_value=True,
+            model = box["model"] = gr.Dropdown(list(PAPER_MODELS_CHOICES), value=defaults.model, allow_custom_value=True,
                                 elem_id="pe-model",
                                 label="model: a paper model, smoke, or any Hugging Face id"
                                 + (" or local folder" if settings.allow_local_paths else ""))
-            quantize = gr.Dropdown(list(QUANTIZATIONS), value=defaults.quantize,
+            quantize = box["quantize"] = gr.Dropdown(list(QUANTIZATIONS), value=defaults.quantize,
                                    label="quantization (auto: 4-bit on a GPU, none on a CPU)")
-            hf_token = gr.Textbox(label="Hugging Face token (gated models; used for this load only)",
+            hf_token = box["hf_token"] = gr.Textbox(label="Hugging Face token (gated models; used for this load only)",
                                   type="password")
         gr.Markdown("### Dataset")
         with gr.Row():
-            dataset_file = gr.File(label=f"dataset: .jsonl, .json or .parquet, native, seed-library or ALCE "
+            dataset_file = box["dataset"] = gr.File(label=f"dataset: .jsonl, .json or .parquet, native, seed-library or ALCE "
                                    f"layout, up to {settings.max_upload_mb} MB (empty: the bundled sample)",
                                    type="filepath", file_types=[".jsonl", ".json", ".parquet"])
             with gr.Column():
                 dataset_info = gr.Textbox(label="dataset check", interactive=False,
                                           value=run_handlers.validate_upload(settings, None))
-                local_path = gr.Textbox(label="or a dataset path on this machine", visible=settings.allow_local_paths)
-                skip_invalid = gr.Checkbox(value=defaults.skip_invalid,
+                local_path = box["local_path"] = gr.Textbox(label="or a dataset path on this machine", visible=settings.allow_local_paths)
+                box["skip_invalid"] = gr.Checkbox(value=defaults.skip_invalid,
                                            label="skip invalid items (--skip-invalid: recorded with the run) instead of refusing")
         gr.Markdown("### Prompt")
         with gr.Row():
-            metadata = gr.Dropdown(list(run_handlers.BUILT_IN_METADATA) + ["custom"], value=defaults.metadata,
+            metadata = box["metadata"] = gr.Dropdown(list(run_handlers.BUILT_IN_METADATA) + ["custom"], value=defaults.metadata,
                                    allow_custom_value=True, label="metadata type (type a new name for your own)")
-            label_a = gr.Textbox(label="custom label A (on relevant documents in base)", visible=False)
-            label_b = gr.Textbox(label="custom label B (on the others)", visible=False)
-            consideration = gr.Textbox(label="custom consideration sentence", visible=False)
+            label_a = box["label_a"] = gr.Textbox(label="custom label A (on relevant documents in base)", visible=False)
+            label_b = box["label_b"] = gr.Textbox(label="custom label B (on the others)", visible=False)
+            consideration = box["consideration"] = gr.Textbox(label="custom consideration sentence", visible=False)
         with gr.Row():
-            modes = gr.CheckboxGroup(list(MODES), value=list(defaults.modes), label="modes")
+            modes = box["modes"] = gr.CheckboxGroup(list(MODES), value=list(defaults.modes), label="modes")
             # A dropdown, not a Number: a browser's number box cannot be empty, and "all" is the default.
-            top_k = gr.Dropdown(["all", "3", "5", "10"], value="all", allow_custom_value=True,
+            top_k = box["top_k"] = gr.Dropdown(["all", "3", "5", "10"], value="all", allow_custom_value=True,
                                 label="cut-off k: the first k documents (type any k)")
             # Custom values: a comma list ("ranked,random") in any of these boxes makes a study grid.
-            order = gr.Dropdown(list(ORDERS), value=defaults.order, allow_custom_value=True, label="document order")
-            few_shot = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, allow_custom_value=True,
+            box["order"] = gr.Dropdown(list(ORDERS), value=defaults.order, allow_custom_value=True, label="document order")
+            box["few_shot"] = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, allow_custom_value=True,
                                    label="few-shot examples")
-            xai = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, allow_custom_value=True, label="XAI variant")
+            box["xai"] = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, allow_custom_value=True, label="XAI variant")
         with gr.Row():  # the battery (docs/method.md): each a list box too
-            relevant_at = gr.Dropdown(list(RELEVANT_ATS), value=defaults.relevant_at, allow_custom_value=True,
+            box["relevant_at"] = gr.Dropdown(list(RELEVANT_ATS), value=defaults.relevant_at, allow_custom_value=True,
                                       label="relevant documents at (ranked: where they are)")
-            repetition = gr.Dropdown(list(REPETITIONS), value=defaults.repetition, allow_custom_value=True,
+            box["repetition"] = gr.Dropdown(list(REPETITIONS), value=defaults.repetition, allow_custom_value=True,
                                      label="repetition (distractor: a non-relevant document shown again last)")
-            label_scope = gr.Dropdown(list(LABEL_SCOPES), value=defaults.label_scope, allow_custom_value=True,
+            box["label_scope"] = gr.Dropdown(list(LABEL_SCOPES), value=defaults.label_scope, allow_custom_value=True,
                                       label="labels on (all, only the relevant, only the others)")
         gr.Markdown("Comma lists in model, metadata type, cut-off k, order, few-shot, XAI or the three above (`gender,race`, "
                     "`5,10`) make a **study grid**: one experiment per combination, queued as one job, as "
@@ -293,42 +311,42 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                     elem_id="pe-grid-note")
         gr.Markdown("### Generation")
         with gr.Row():
-            sample = gr.Checkbox(value=defaults.sample, label="sample (off: greedy)")
-            temperature = gr.Number(value=defaults.temperature, label="temperature")
-            top_p = gr.Number(value=defaults.top_p, label="top-p")
-            sample_top_k = gr.Number(value=defaults.sample_top_k, precision=0, label="sampling top-k (0: off)")
-            seed = gr.Number(value=defaults.seed, precision=0, label="seed (sampling and random order)")
-            top_logprobs = gr.Number(value=defaults.top_logprobs, precision=0, label="top log-probs kept per token")
+            box["sample"] = gr.Checkbox(value=defaults.sample, label="sample (off: greedy)")
+            box["temperature"] = gr.Number(value=defaults.temperature, label="temperature")
+            box["top_p"] = gr.Number(value=defaults.top_p, label="top-p")
+            box["sample_top_k"] = gr.Number(value=defaults.sample_top_k, precision=0, label="sampling top-k (0: off)")
+            box["seed"] = gr.Number(value=defaults.seed, precision=0, label="seed (sampling and random order)")
+            box["top_logprobs"] = gr.Number(value=defaults.top_logprobs, precision=0, label="top log-probs kept per token")
         with gr.Row():
-            limit = gr.Number(value=defaults.limit, precision=0,
+            limit = box["limit"] = gr.Number(value=defaults.limit, precision=0,
                               label="item limit" + (f" (at most {settings.max_items})" if settings.max_items else ""))
-            batch_size = gr.Number(value=defaults.batch_size, precision=0, label="batch size")
-            max_new_tokens = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
-            experiment = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
-            study = gr.Textbox(value="", label="study name (a grid; optional, like run --study: the same name resumes)")
+            batch_size = box["batch_size"] = gr.Number(value=defaults.batch_size, precision=0, label="batch size")
+            max_new_tokens = box["max_new_tokens"] = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
+            box["experiment"] = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
+            box["study"] = gr.Textbox(value="", label="study name (a grid; optional, like run --study: the same name resumes)")
         # Where answers are generated (BACKENDS). Ray and a server reach other machines: the desktop
         # only (AppSettings.allow_ray, allow_server). The boxes stay in the API's inputs either way;
         # each backend's own boxes show only when it is chosen.
         offered = [b for b in grid_handlers.BACKENDS
                    if b == "local" or (b == "ray" and settings.allow_ray) or (b == "server" and settings.allow_server)]
         with gr.Row(visible=len(offered) > 1):
-            backend = gr.Radio(offered, value=defaults.backend,
+            backend = box["backend"] = gr.Radio(offered, value=defaults.backend,
                                label="backend (local: this app's worker; ray: a pool of Ray actors; server: an "
                                "OpenAI-compatible server, the model box naming the served model)")
         with gr.Row(visible=False) as ray_row:
-            ray_address = gr.Textbox(value="", label="Ray address (HOST:PORT or auto; empty: start Ray on this machine)")
-            actors = gr.Number(value=defaults.actors, precision=0, label="Ray actors (model replicas)")
+            box["ray_address"] = gr.Textbox(value="", label="Ray address (HOST:PORT or auto; empty: start Ray on this machine)")
+            box["actors"] = gr.Number(value=defaults.actors, precision=0, label="Ray actors (model replicas)")
             # A text box: a browser's number box cannot be empty, and empty (Ray's choice) is the default.
-            gpus_per_actor = gr.Textbox(value="", label="GPUs per actor (empty: 1 with GPUs, else 0)")
+            box["gpus_per_actor"] = gr.Textbox(value="", label="GPUs per actor (empty: 1 with GPUs, else 0)")
         with gr.Row(visible=False) as server_row:
-            base_url = gr.Textbox(value="", label="server base URL (e.g. http://127.0.0.1:8000/v1)")
-            tokenizer = gr.Textbox(value="", label="tokenizer (optional: a Hub id or folder; empty: the chat endpoint)")
+            box["base_url"] = gr.Textbox(value="", label="server base URL (e.g. http://127.0.0.1:8000/v1)")
+            box["tokenizer"] = gr.Textbox(value="", label="tokenizer (optional: a Hub id or folder; empty: the chat endpoint)")
             # A text box: empty (fit the server: its slots, else probed from 1) is the default.
-            concurrency = gr.Textbox(value="", label="requests in flight (empty: as many as the server takes)")
+            box["concurrency"] = gr.Textbox(value="", label="requests in flight (empty: as many as the server takes)")
             # The NAME only: the key is read from this app's environment, never typed into a page.
-            api_key_env = gr.Textbox(value="", label="API key's environment variable NAME (empty: OPENAI_API_KEY "
+            box["api_key_env"] = gr.Textbox(value="", label="API key's environment variable NAME (empty: OPENAI_API_KEY "
                                      "when set; never the key)")
-            request_timeout = gr.Number(value=defaults.request_timeout, label="request timeout (seconds)")
+            box["request_timeout"] = gr.Number(value=defaults.request_timeout, label="request timeout (seconds)")
         with gr.Row():
             plan_button = gr.Button("Show plan", interactive=not settings.read_only)
             start_button = gr.Button("Start run", variant="primary", interactive=not settings.read_only)
@@ -350,11 +368,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         # The store's other runs change slowly and cost a read of the file: every few seconds is enough.
         store_timer = gr.Timer(3.0)
 
-        form_inputs = [model, dataset_file, metadata, label_a, label_b, consideration, modes, quantize, limit,
-                       batch_size, max_new_tokens, experiment, hf_token, top_k, order, few_shot, xai, sample,
-                       temperature, top_p, sample_top_k, seed, top_logprobs, skip_invalid, local_path, study,
-                       backend, ray_address, actors, gpus_per_actor, base_url, tokenizer, concurrency, api_key_env,
-                       request_timeout, relevant_at, repetition, label_scope]
+        form_inputs = [box[name] for name in FORM_INPUTS]
         # Start runs the plan on screen or nothing (grid_handlers.check_plan_shown): a late page event
         # (the first screen's load filling limit and sizes) once changed the limit between Show plan
         # and Start, and a plan of 2 items ran 5. The plan's form is kept in the session, and Start

@@ -243,9 +243,9 @@ def _print_skipped(skipped) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.study import configuration_args, parse_grid
+    from engine.usecases.study import grid_of
 
-    grid = parse_grid(args)  # before anything is read: a bad list is one line
+    grid = grid_of(vars(args))  # before anything is read: a bad list is one line
     sampling_settings(args)  # a sampling option without --sample: one line, before anything loads
     # Settled once from the whole --model list, before a grid splits it into configurations.
     args.max_new_tokens = max_new_tokens(args)
@@ -258,12 +258,19 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def configuration_args(args: argparse.Namespace, configuration: dict, grid) -> argparse.Namespace:
+    """A copy of `args` with one value per list option: what a single `run` would get."""
+    from engine.usecases.study import configuration_values
+
+    return argparse.Namespace(**configuration_values(vars(args), configuration, grid))
+
+
 def run_study(args: argparse.Namespace, grid):
     """`run` with comma lists: the StudyRequest of the grid, run and reported by engine.commands._study."""
     from dataclasses import replace
 
     from engine.commands._study import run_study as run_grid
-    from engine.usecases.study import StudyRequest, configuration_args
+    from engine.usecases.study import StudyRequest
 
     check_backend_args(args)
     first = grid.configurations()[0]

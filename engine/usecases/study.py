@@ -14,15 +14,15 @@ Running the same request again completes what is missing.
 
 from __future__ import annotations
 
-import argparse
 import gc
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import FieldError
 from engine.prompting.prompts import METADATA_TYPES
-from engine.prompting.study import AXES, BATTERY_AXES, Grid, parse_list
+from engine.prompting.study import BATTERY_AXES, Grid, parse_list
 from engine.running.run_request import ExperimentOutcome, RunRequest
 from engine.usecases.run import (
     LoadFn,
@@ -42,6 +42,7 @@ from engine.usecases.run import (
     resolve_db,
     resolved,
 )
+from engine.usecases.run_options import GRID_AXES, OPTIONS
 from engine.usecases.served import ServerOptions
 
 if TYPE_CHECKING:
@@ -112,27 +113,21 @@ class _Planned:
     plan: ExperimentPlan
 
 
-def parse_grid(args: argparse.Namespace) -> Grid:
-    """The grid of a parsed `run` command line (its list options as typed; a battery option a
-    command lacks is at its default). FieldError (one line) on a bad list, before anything is read."""
-    return Grid(**{axis: parse_list(axis, getattr(args, axis, None) or BATTERY_AXES[axis][0])
-                   if axis in BATTERY_AXES else parse_list(axis, getattr(args, axis)) for axis in AXES})
+def grid_of(values: Mapping[str, object]) -> Grid:
+    """The grid of run option values by their names (engine.usecases.run_options): each grid option
+    a comma list or one value, parsed as `run` parses its list option; one not given is at its
+    default. FieldError (one line) on a bad list, before anything is read."""
+    return Grid(**{axis: parse_list(axis, values[axis] if axis in values else OPTIONS[axis].default)
+                   for axis in GRID_AXES})
 
 
-def grid_of(source: object, **given: object) -> Grid:
-    """The grid of a form's values: each axis from `given`, else `source`'s attribute of its name,
-    parsed as `run` parses its list option (FieldError, one line, on a bad list)."""
-    return Grid(**{axis: parse_list(axis, given[axis] if axis in given else getattr(source, axis)) for axis in AXES})
-
-
-def configuration_args(args: argparse.Namespace, configuration: dict, grid: Grid) -> argparse.Namespace:
-    """A copy of `args` with one value per list option: what a single `run` would get."""
-    values = dict(vars(args))
-    values.update(configuration)
+def configuration_values(values: Mapping[str, object], configuration: dict, grid: Grid) -> dict:
+    """`values` with one value per grid option: what a single run of `configuration` would get."""
+    single = {**values, **configuration}
     if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in grid.metadata):
         # The labels define the list's one custom type; its built-in types ignore them.
-        values.update(label_a=None, label_b=None, consideration=None, extra_label=None)
-    return argparse.Namespace(**values)
+        single.update(label_a=None, label_b=None, consideration=None, extra_label=None)
+    return single
 
 
 def configuration_request(study: StudyRequest, configuration: dict) -> RunRequest:
@@ -307,7 +302,7 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
     runs = [r for p in planned for r in p.plan.runs]
     n_copied = sum(len(r.todo) for p in planned for r in p.plan.runs if r.mode in copy_from.get(p.position, {}))
     summary = StudySummary(
-        name=name, n_experiments=len(planned), axis_sizes=tuple((a, len(getattr(grid, a))) for a in AXES),
+        name=name, n_experiments=len(planned), axis_sizes=tuple((a, len(getattr(grid, a))) for a in GRID_AXES),
         n_shared=len(copy_from), n_runs=len(runs), n_items=max(len(r.items) for r in runs),
         n_generations=sum(len(r.items) for r in runs), n_todo=sum(len(r.todo) for r in runs) - n_copied,
         n_copied=n_copied,
