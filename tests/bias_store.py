@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engine.types import Citation, Document, Generation, Item, RunSpec, TokenLogprob
-from store import RunStore
+from store import Database, RunStore
 
 SHA = "sha-board"
 DATASET = "/somewhere/data/board.jsonl"
@@ -40,23 +40,26 @@ def add_run(db: Path, run_id: str, experiment: str, mode: str, model: str, cites
     """One complete run answering item i with citations cites[i]."""
     store = RunStore(db, timeout_s=10)
     n = len(cites)
-    store.put_items(SHA, items(n_items or n))
     config = {"rerun": {"of": rerun_of, "k": 1}} if rerun_of else {}
-    store.start_run(RunSpec(run_id, experiment, f"h-{run_id}", model, None, "4bit", "bfloat16", "cpu", DATASET, SHA,
-                            None if mode == "vanilla" else metadata, mode, 0, "v1", None, {"torch": "2"}, config, n))
-    store.write_batch(run_id, [generation(f"q{i:03d}", c) for i, c in enumerate(cites)])
-    store.finish_run(run_id, "complete")
+    with store.database.session():  # four writes, one open of the file
+        store.put_items(SHA, items(n_items or n))
+        store.start_run(RunSpec(run_id, experiment, f"h-{run_id}", model, None, "4bit", "bfloat16", "cpu", DATASET,
+                                SHA, None if mode == "vanilla" else metadata, mode, 0, "v1", None, {"torch": "2"},
+                                config, n))
+        store.write_batch(run_id, [generation(f"q{i:03d}", c) for i, c in enumerate(cites)])
+        store.finish_run(run_id, "complete")
 
 
 def add_experiment(db: Path, experiment: str, model: str, base: Sequence[tuple[int, ...]],
                    cf: Sequence[tuple[int, ...]], *, vanilla: Sequence[tuple[int, ...]] | None = None,
                    metadata: str = "gender", rerun_of: str | None = None) -> None:
     """An experiment's runs: vanilla where given, base and cf."""
-    if vanilla is not None:
-        add_run(db, f"{experiment}-vanilla", experiment, "vanilla", model, vanilla, metadata=metadata,
-                rerun_of=rerun_of)
-    add_run(db, f"{experiment}-base", experiment, "base", model, base, metadata=metadata, rerun_of=rerun_of)
-    add_run(db, f"{experiment}-cf", experiment, "cf", model, cf, metadata=metadata, rerun_of=rerun_of)
+    with Database(db, 10).session():  # every run's writes on one open of the file
+        if vanilla is not None:
+            add_run(db, f"{experiment}-vanilla", experiment, "vanilla", model, vanilla, metadata=metadata,
+                    rerun_of=rerun_of)
+        add_run(db, f"{experiment}-base", experiment, "base", model, base, metadata=metadata, rerun_of=rerun_of)
+        add_run(db, f"{experiment}-cf", experiment, "cf", model, cf, metadata=metadata, rerun_of=rerun_of)
 
 
 def biased(n: int, k: int) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
