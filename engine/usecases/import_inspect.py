@@ -1,6 +1,6 @@
 """Import an Inspect AI log as runs: `python -m engine import --inspect LOG` and engine.api.import_inspect.
 
-The log is read with Inspect's own reader (inspect_ai.log), one sample at a time. A sample fits
+The log is read with Inspect's own reader (inspect_ai.log), a chunk of samples at a time. A sample fits
 when it carries (docs/inspect.md):
 - `metadata.documents`: the documents in the order shown, [1] first, each {"text", "relevant",
   "id"?, "title"?};
