@@ -71,16 +71,17 @@ def _spec(run_id: str, experiment: str, model: str, meta: MetadataType, mode: st
 
 def build_store(path: Path) -> Path:
     store = RunStore(path, timeout_s=10)
-    store.put_items(SHA, ITEMS)
-    rng = random.Random(7)
-    for experiment, (model, meta, modes) in EXPERIMENTS.items():
-        for mode, hit in modes.items():
-            run_id = f"{experiment}-{mode}"
-            store.start_run(_spec(run_id, experiment, model, meta, mode))
-            store.write_batch(run_id, [_generation(item, hit, rng) for item in ITEMS])
-            store.finish_run(run_id, "complete")
-    with connect(path) as conn:
-        conn.execute("UPDATE experiments SET name = 'gender, study' WHERE experiment_id = 'exp-gender'")
+    with store.database.session():  # one open of the file for every write
+        store.put_items(SHA, ITEMS)
+        rng = random.Random(7)
+        for experiment, (model, meta, modes) in EXPERIMENTS.items():
+            for mode, hit in modes.items():
+                run_id = f"{experiment}-{mode}"
+                store.start_run(_spec(run_id, experiment, model, meta, mode))
+                store.write_batch(run_id, [_generation(item, hit, rng) for item in ITEMS])
+                store.finish_run(run_id, "complete")
+        with connect(path) as conn:
+            conn.execute("UPDATE experiments SET name = 'gender, study' WHERE experiment_id = 'exp-gender'")
     return path
 
 
