@@ -37,7 +37,7 @@ SHA = "sha-concurrency"
 BATCH = 4
 # The loop of the interleaving test: rounds, and the writer's items per round (its batches of
 # BATCH are the app's rounds; the app starts its own run in round 2 and writes it in rounds 3, 4).
-LOOP_TRIES = int(os.environ.get("PATTRIEVAL_INTERLEAVE_ROUNDS", "100"))
+LOOP_TRIES = int(os.environ.get("PATTRIEVAL_INTERLEAVE_ROUNDS", "40"))
 LOOP_ITEMS = 24
 
 
@@ -204,7 +204,7 @@ def test_writer_and_reader_processes_interleave(tmp_path: Path):
     assert cites == n_items + 8
 
 
-@pytest.mark.slow  # two processes, 100 rounds (PATTRIEVAL_INTERLEAVE_ROUNDS): about a minute idle
+@pytest.mark.slow  # two processes, 40 rounds (PATTRIEVAL_INTERLEAVE_ROUNDS for more): some 60 s of CPU
 def test_the_app_and_a_cli_run_interleave_round_after_round(tmp_path: Path):
     """The interleaving test's two roles again and again, each round on a fresh store: the app's run
     is there right after start_run returns, in every round, and every batch of both runs is kept.
