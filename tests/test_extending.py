@@ -71,6 +71,9 @@ def test_the_registered_judge_judged_every_cited_pair_into_verifications(page, m
     for prompt, raw, label in stored:
         assert prompt.endswith("Does the document support the sentence? Answer yes or no.")
         assert label == page["parse_support"](raw)
+    # Every judge's verdicts meet in one view (agreement and the Judges tab read it): one per cited
+    # document of an answer ([n] and [3]), as for any other model judge.
+    assert sql("SELECT count(*), any_value(kind) FROM judgements WHERE judge = ?", result.label) == [(24, "llm")]
     # The same request again judges nothing: every pair is stored under the judge's name. (The
     # page's registration was undone with its namespace: registered again here, in a copy.)
     from engine import api
