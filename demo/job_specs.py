@@ -8,7 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # light: the job queue's module is imported by every tab
+    from engine.running.run_request import RunRequest
+    from engine.usecases.run import ExperimentRequest
+    from engine.usecases.study import StudyRequest
 
 JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
 JobKind = Literal["run", "explain"]
@@ -17,29 +22,33 @@ FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What to run: a dataset file, the request, and the store to write.
+    """What to run: the use case's own request, one experiment (engine.usecases.run.ExperimentRequest)
+    or a study grid (engine.usecases.study.StudyRequest), each naming its dataset file, its store
+    and where it generates. Its run's hf_token is dropped once the model is loaded."""
 
-    `request` is an engine.running.run_request.RunRequest (one experiment) or an
-    engine.usecases.study.StudyRequest (a grid; its dataset and db are this spec's). Its hf_token
-    is dropped once the model is loaded."""
-
-    dataset_path: str
-    request: Any
-    db_path: Path
-    skip_invalid: bool = False
-    # An upload: the name the store records in place of the path, and whether the file (a
-    # private copy, see demo.handlers.run) is deleted once loaded.
-    dataset_name: str | None = None
+    work: ExperimentRequest | StudyRequest
+    # An upload's private copy (see demo.handlers.run), deleted once loaded.
     delete_after_load: bool = False
-    # engine.usecases.run.RayOptions for one experiment generated on Ray (None: in the worker);
-    # a StudyRequest carries its own.
-    ray: Any = None
-    # engine.usecases.served.ServerOptions for one experiment generated on an OpenAI-compatible
-    # server (None: not served); a StudyRequest carries its own.
-    server: Any = None
     # The store quota (PATTRIEVAL_MAX_STORE_MB; None: none): checked before the job starts and
     # between its batches, where a job of unknown size (a served model, no item bound) stops.
     max_store_mb: int | None = None
+
+    @property
+    def request(self) -> RunRequest | StudyRequest:
+        """What the jobs table shows (its model label and modes): the experiment's run, or the study."""
+        from engine.usecases.study import StudyRequest
+
+        return self.work if isinstance(self.work, StudyRequest) else self.work.run
+
+    @property
+    def dataset_path(self) -> str:
+        return str(self.work.dataset)
+
+    @property
+    def db_path(self) -> Path:
+        from engine.usecases.run import resolve_db
+
+        return resolve_db(self.work.db)
 
 
 @dataclass(frozen=True)

@@ -84,13 +84,13 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
         try:
             return models.get(request)
         finally:
-            job.spec = replace(job.spec, request=without_token(job.spec.request))
+            job.spec = replace(job.spec, work=without_token(job.spec.work))
 
     def read(path, **options):
         from engine.datasets.load_child import load_dataset_bounded
 
         # In a capped child process: an upload may decode to far more than its size.
-        options["skip_invalid"] = spec.skip_invalid
+        options["skip_invalid"] = spec.work.run.skip_invalid
         try:
             return load_dataset_bounded(path, **options)
         finally:
@@ -111,19 +111,17 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
                 job.message = event.message
 
     try:
-        if is_study(spec.request):
+        if is_study(spec.work):
             from engine.usecases.study import run_study
 
-            study = replace(spec.request, dataset=spec.dataset_path, db=spec.db_path,
-                            dataset_name=spec.dataset_name)
-            studied = run_study(study, progress=progress, stop=stop, load=load, read_dataset=read)
+            studied = run_study(spec.work, progress=progress, stop=stop, load=load,  # type: ignore[arg-type]
+                                read_dataset=read)
             done = sum(r.n_generated for e in studied.experiments for r in e.outcome.runs)
             return f"generated {done} answers in study {studied.name} ({len(studied.experiments)} experiments)"
-        from engine.usecases.run import ExperimentRequest, run_experiment
+        from engine.usecases.run import run_experiment
 
-        request = ExperimentRequest(spec.request, spec.dataset_path, spec.db_path, dataset_name=spec.dataset_name,
-                                    ray=spec.ray, server=spec.server)
-        outcome = run_experiment(request, progress=progress, stop=stop, load=load, read_dataset=read)
+        outcome = run_experiment(spec.work, progress=progress, stop=stop, load=load,  # type: ignore[arg-type]
+                                 read_dataset=read)
     finally:
         discard_upload(spec)
     done = sum(r.n_generated for r in outcome.runs)
@@ -178,11 +176,9 @@ def is_study(request: Any) -> bool:
     return isinstance(request, StudyRequest)
 
 
-def without_token(request: Any) -> Any:
-    """The request with its typed token dropped (a study's in its shared settings)."""
-    if is_study(request):
-        return replace(request, run=replace(request.run, hf_token=None))
-    return replace(request, hf_token=None)
+def without_token(work: Any) -> Any:
+    """The experiment's or the study's request with its run's typed token dropped."""
+    return replace(work, run=replace(work.run, hf_token=None))
 
 
 def discard_upload(spec: JobSpec) -> None:

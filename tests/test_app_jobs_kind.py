@@ -12,6 +12,7 @@ from demo.jobs import JobQueue
 from demo.tabs.run import STATUS_COLUMNS
 from engine.prompting.prompts import PromptConfig
 from engine.running.run_request import RunRequest
+from engine.usecases.run import ExperimentRequest
 from store import connect
 from tests.helpers import wait_for_job
 
@@ -23,7 +24,7 @@ def test_the_jobs_table_names_each_jobs_kind(tmp_path):
     jobs = JobQueue(load=lambda request: pytest.fail("nothing may load"))
     try:
         request = RunRequest(model="org/model", modes=("base", "cf"), prompt=PromptConfig())
-        run_job = jobs.submit(JobSpec(str(tmp_path / "missing.jsonl"), request, db))
+        run_job = jobs.submit(JobSpec(ExperimentRequest(request, str(tmp_path / "missing.jsonl"), db)))
         explain_job = jobs.submit(ExplainSpec(("r-gone",), request, db))
         run, explain = wait_for_job(jobs, run_job, 30), wait_for_job(jobs, explain_job, 30)
         # Both fail before any model is loaded: a missing dataset, a run that is not stored.

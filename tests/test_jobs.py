@@ -16,6 +16,7 @@ from demo.model_cache import ModelCache
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.running.run_request import RunRequest
 from engine.types import MODES
+from engine.usecases.run import ExperimentRequest
 from tests.helpers import make_dataset
 
 
@@ -73,8 +74,8 @@ def test_jobs_run_one_at_a_time_in_order_and_share_the_loaded_model(queue, tiny_
     data = make_dataset(tmp_path / "d.jsonl", 3)
     db = tmp_path / "runs.duckdb"
     queue.loader.gate.clear()  # hold the first job in its model load
-    first = queue.submit(JobSpec(str(data), request(tiny_llama_dir), db))
-    second = queue.submit(JobSpec(str(data), request(tiny_llama_dir, modes=("vanilla",), experiment="other"), db))
+    first = queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir), str(data), db)))
+    second = queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",), experiment="other"), str(data), db)))
     deadline = time.monotonic() + 10
     while queue.status(first).state != "running" and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -93,7 +94,7 @@ def test_jobs_run_one_at_a_time_in_order_and_share_the_loaded_model(queue, tiny_
 def test_cancel_stops_after_the_batch_in_flight_and_the_same_settings_resume(queue, tiny_llama_dir, tmp_path):
     data = make_dataset(tmp_path / "d.jsonl", 30)
     db = tmp_path / "runs.duckdb"
-    spec = JobSpec(str(data), request(tiny_llama_dir, batch_size=1), db)
+    spec = JobSpec(ExperimentRequest(request(tiny_llama_dir, batch_size=1), str(data), db))
     job = queue.submit(spec)
     deadline = time.monotonic() + 30
     while queue.status(job).n_done < 1 and time.monotonic() < deadline:
@@ -107,7 +108,8 @@ def test_cancel_stops_after_the_batch_in_flight_and_the_same_settings_resume(que
     assert not queue.cancel(job)  # a finished job cannot be cancelled again
 
     # Batch size is not part of a run's identity: larger batches resume it faster.
-    again = wait_for(queue, queue.submit(dataclasses.replace(spec, request=dataclasses.replace(spec.request, batch_size=32))))
+    bigger = dataclasses.replace(spec.work, run=dataclasses.replace(spec.work.run, batch_size=32))
+    again = wait_for(queue, queue.submit(dataclasses.replace(spec, work=bigger)))
     assert again.state == "complete" and again.n_done == 90 - kept, again
     assert stored(db, "SELECT count(*), count(DISTINCT (run_id, item_id)) FROM generations") == [(90, 90)]
     assert stored(db, "SELECT count(DISTINCT run_id) FROM runs") == [(3,)]
@@ -117,8 +119,8 @@ def test_a_queued_job_cancels_at_once(queue, tiny_llama_dir, tmp_path):
     data = make_dataset(tmp_path / "d.jsonl", 2)
     db = tmp_path / "runs.duckdb"
     queue.loader.gate.clear()
-    first = queue.submit(JobSpec(str(data), request(tiny_llama_dir), db))
-    second = queue.submit(JobSpec(str(data), request(tiny_llama_dir, experiment="later"), db))
+    first = queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir), str(data), db)))
+    second = queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir, experiment="later"), str(data), db)))
     assert queue.cancel(second)
     assert queue.status(second).state == "cancelled" and queue.status(second).queue_position is None
     queue.loader.gate.set()
@@ -131,7 +133,7 @@ def test_a_model_that_cannot_load_fails_in_one_line_and_writes_nothing(tmp_path,
     db = tmp_path / "runs.duckdb"
     q = JobQueue()  # the real loader
     try:
-        job = q.submit(JobSpec(str(data), request(tmp_path / "no-such-model", hf_token="hf_secret_123"), db))
+        job = q.submit(JobSpec(ExperimentRequest(request(tmp_path / "no-such-model", hf_token="hf_secret_123"), str(data), db)))
         status = wait_for(q, job)
     finally:
         q.shutdown(timeout=30)
@@ -149,11 +151,11 @@ def test_a_bad_dataset_fails_the_job_not_the_worker(queue, tiny_llama_dir, tmp_p
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "q", "answers": ["x"], "documents": [{"text": "t", "relevant": false}]}\n')
     db = tmp_path / "runs.duckdb"
-    failed = wait_for(queue, queue.submit(JobSpec(str(bad), request(tiny_llama_dir), db)))
+    failed = wait_for(queue, queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir), str(bad), db))))
     assert failed.state == "failed" and "no relevant document" in failed.message
     assert failed.message.startswith("bad.jsonl:line 1: ") and str(tmp_path) not in failed.message
     good = make_dataset(tmp_path / "d.jsonl", 2)
-    assert wait_for(queue, queue.submit(JobSpec(str(good), request(tiny_llama_dir), db))).state == "complete"
+    assert wait_for(queue, queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir), str(good), db)))).state == "complete"
 
 
 def test_the_model_cache_frees_one_model_before_loading_another():
@@ -182,7 +184,7 @@ def test_a_study_grid_runs_as_one_job_through_the_same_use_case(queue, tiny_llam
     grid = Grid(model=(str(tiny_llama_dir),), metadata=("gender", "race"), top_k=(None,),
                 order=("ranked", "reversed"), few_shot=(0,), xai=("none",))
     study = StudyRequest(grid, request(tiny_llama_dir), str(data), db, name="grid")
-    job = queue.submit(JobSpec(str(data), study, db))
+    job = queue.submit(JobSpec(study))
     status = wait_for(queue, job, timeout=180)
     assert status.state == "complete", status
     assert "study grid (4 experiments)" in status.message

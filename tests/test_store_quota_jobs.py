@@ -15,6 +15,7 @@ from demo.job_specs import ExplainSpec, JobSpec
 from demo.jobs import JobQueue
 from demo.settings import AppSettings
 from engine.errors import UserError
+from engine.usecases.run import ExperimentRequest
 from tests.helpers import make_dataset
 from tests.test_jobs import request, stored, wait_for
 
@@ -30,8 +31,7 @@ def queue(tiny_llama):
 def answered(queue, tiny_llama_dir, tmp_path) -> Path:
     """A store with one complete experiment of 3 answers (vanilla)."""
     db = tmp_path / "runs.duckdb"
-    job = queue.submit(JobSpec(str(make_dataset(tmp_path / "d.jsonl", 3)),
-                               request(tiny_llama_dir, modes=("vanilla",), experiment="first"), db))
+    job = queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",), experiment="first"), str(make_dataset(tmp_path / "d.jsonl", 3)), db)))
     assert wait_for(queue, job).state == "complete"
     return db
 
@@ -40,8 +40,7 @@ def test_a_run_that_passes_the_store_quota_stops_and_says_why(queue, answered, t
     monkeypatch.setattr(quotas, "MB", 1)
     quota = quotas.store_bytes(answered) + 1  # anything the run commits passes it
     data = make_dataset(tmp_path / "big.jsonl", 40)
-    job = queue.submit(JobSpec(str(data), request(tiny_llama_dir, modes=("vanilla",), experiment="big", limit=None),
-                               answered, max_store_mb=quota))
+    job = queue.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",), experiment="big", limit=None), str(data), answered), max_store_mb=quota))
     status = wait_for(queue, job)
     # Before: no check while a job runs, and it completed its 40 answers whatever the store held.
     assert status.state == "failed", status
@@ -67,7 +66,7 @@ def test_jobs_of_every_kind_wait_for_room_when_the_store_is_full(queue, answered
     with pytest.raises(UserError, match=r"^the store is at its quota here \(\d+ MB of \d+ MB\): no job may add"):
         quotas.check_store_quota(settings, unknown)
     # ... and every job kind queued meanwhile fails before it starts, in one line.
-    run = queue.submit(JobSpec(str(make_dataset(tmp_path / "e.jsonl", 2)), unknown, answered,
+    run = queue.submit(JobSpec(ExperimentRequest(unknown, str(make_dataset(tmp_path / "e.jsonl", 2)), answered),
                                max_store_mb=settings.max_store_mb))
     run_ids = tuple(r for (r,) in stored(answered, "SELECT run_id FROM runs"))
     explain = queue.submit(ExplainSpec(run_ids, request(tiny_llama_dir, modes=("vanilla",)), answered,

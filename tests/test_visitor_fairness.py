@@ -16,6 +16,7 @@ from demo.job_specs import JobSpec
 from demo.jobs import JobQueue, QueueFull
 from demo.settings import AppSettings, settings_from_env
 from demo.visitors import client_key, fair_key
+from engine.usecases.run import ExperimentRequest
 from tests.app_server import served
 from tests.test_jobs import make_dataset, request, wait_for
 from tests.test_sql_visitors import SLOW, build_store, refuse_load
@@ -85,7 +86,7 @@ def test_the_worker_takes_turns_between_clients(tiny_llama_dir, tmp_path, capsys
     data = str(make_dataset(tmp_path / "d.jsonl", 1))
 
     def spec(name):
-        return JobSpec(data, request(tiny_llama_dir, modes=("vanilla",), experiment=name), tmp_path / "x.duckdb")
+        return JobSpec(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",), experiment=name), data, tmp_path / "x.duckdb"))
 
     try:
         ids = {}
@@ -131,7 +132,7 @@ def test_many_sessions_of_one_client_cannot_fill_the_queue(tiny_llama_dir, tmp_p
 def test_the_per_client_cap_counts_only_unfinished_jobs(tiny_llama, tiny_llama_dir, tmp_path):
     jobs = JobQueue(load=lambda r: tiny_llama)
     data = str(make_dataset(tmp_path / "d.jsonl", 1))
-    spec = JobSpec(data, request(tiny_llama_dir, modes=("vanilla",), max_new_tokens=1), tmp_path / "x.duckdb")
+    spec = JobSpec(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",), max_new_tokens=1), data, tmp_path / "x.duckdb"))
     try:
         first = jobs.submit(spec, "session:a", client="client:x", max_per_client=1)
         with pytest.raises(QueueFull, match="your address"):

@@ -16,6 +16,7 @@ from demo.job_specs import JobSpec
 from demo.jobs import JobQueue, QueueFull
 from demo.settings import SPACE_MODELS, AppSettings, settings_from_env
 from engine.errors import RunCancelled, UserError
+from engine.usecases.run import ExperimentRequest
 from tests.app_server import served
 from tests.test_jobs import make_dataset, request, stored, wait_for
 
@@ -93,8 +94,8 @@ def test_the_operator_sees_and_cancels_every_visitors_job(tiny_llama, tiny_llama
     jobs = JobQueue(load=loader)
     data = str(make_dataset(tmp_path / "d.jsonl", 2))
     try:
-        a = jobs.submit(JobSpec(data, request(tiny_llama_dir), tmp_path / "x.duckdb"), "session:a")
-        b = jobs.submit(JobSpec(data, request(tiny_llama_dir), tmp_path / "x.duckdb"), "session:b")
+        a = jobs.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir), data, tmp_path / "x.duckdb")), "session:a")
+        b = jobs.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir), data, tmp_path / "x.duckdb")), "session:b")
         assert [r["job"] for r in run_status(jobs, None, None)] == [b, a]  # None: the operator
         assert [r["job"] for r in run_status(jobs, None, "session:a")] == [a]
         assert run_status(jobs, b, "session:a") == []
@@ -108,7 +109,7 @@ def test_the_operator_sees_and_cancels_every_visitors_job(tiny_llama, tiny_llama
 def test_the_per_visitor_cap_counts_only_unfinished_jobs(tiny_llama, tiny_llama_dir, tmp_path):
     jobs = JobQueue(load=lambda r: tiny_llama)
     data = str(make_dataset(tmp_path / "d.jsonl", 1))
-    spec = JobSpec(data, request(tiny_llama_dir, modes=("vanilla",), max_new_tokens=1), tmp_path / "x.duckdb")
+    spec = JobSpec(ExperimentRequest(request(tiny_llama_dir, modes=("vanilla",), max_new_tokens=1), data, tmp_path / "x.duckdb"))
     try:
         first = jobs.submit(spec, "session:a", max_per_owner=1)
         with pytest.raises(QueueFull):
@@ -223,7 +224,7 @@ def test_a_running_job_is_cancelled_within_seconds_before_its_first_batch(tiny_l
     data = str(make_dataset(tmp_path / "d.jsonl", 6000))
     db = tmp_path / "runs.duckdb"
     try:
-        job = jobs.submit(JobSpec(data, request(tiny_llama_dir, batch_size=64, max_new_tokens=64), db))
+        job = jobs.submit(JobSpec(ExperimentRequest(request(tiny_llama_dir, batch_size=64, max_new_tokens=64), data, db)))
         deadline = time.monotonic() + 60
         while jobs.status(job).message != "generating" and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -119,25 +119,34 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     if not Path(dataset).exists():
         raise UserError("the uploaded file is gone from the server; upload it again" if form.dataset != SAMPLE
                         and not form.local_path.strip() else f"{Path(dataset).name}: no such file or folder")
+    given = dataset
     uploaded = not form.local_path.strip() and form.dataset not in ("", SAMPLE) and _in_upload_folder(dataset)
     # Where strangers are served, the store names even the bundled sample by its file name: the
     # SQL console shows the store to every visitor, and server paths are not theirs to see.
     named = uploaded or not settings.allow_local_paths
-    spec = JobSpec(dataset, request, settings.db_path, skip_invalid=form.skip_invalid,
-                   dataset_name=Path(dataset).name if named else None, ray=ray, server=server,
-                   max_store_mb=settings.max_store_mb)
     if uploaded:
-        # Moved before the submit: the worker may start the job at once.
-        spec = replace(spec, dataset_path=_take_upload(dataset), delete_after_load=True)
+        dataset = _take_upload(dataset)  # moved before the submit: the worker may start the job at once
+    spec = JobSpec(_work(request, dataset, settings, Path(dataset).name if named else None, ray, server),
+                   delete_after_load=uploaded, max_store_mb=settings.max_store_mb)
     try:
         return jobs.submit(spec, visitor, max_queued=settings.max_queued_jobs,
                            max_per_owner=settings.max_jobs_per_visitor, client=client,
                            max_per_client=settings.max_jobs_per_client)
     except QueueFull as full:
         if uploaded:  # refused: the visitor's upload goes back where it was, to try again later
-            shutil.move(spec.dataset_path, dataset)
-            Path(spec.dataset_path).parent.rmdir()
+            shutil.move(dataset, given)
+            Path(dataset).parent.rmdir()
         raise UserError(str(full)) from None
+
+
+def _work(request: Any, dataset: str, settings: AppSettings, name: str | None, ray: Any, server: Any) -> Any:
+    """The use case's own request of a job: a study on this dataset and store, or one experiment."""
+    from engine.usecases.run import ExperimentRequest
+    from engine.usecases.study import StudyRequest
+
+    if isinstance(request, StudyRequest):
+        return replace(request, dataset=dataset, db=settings.db_path, dataset_name=name)
+    return ExperimentRequest(request, dataset, settings.db_path, dataset_name=name, ray=ray, server=server)
 
 
 def _take_upload(path: str) -> str:
