@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UserError
+from engine.errors import PLACES, UserError, WordedError
 
 # Address space, not resident memory: a fit at the default bounds (500,000 answers, 5,000,000
 # decisions) peaked at 1.94 GB of it (about 1.2 GB is the libraries' and DuckDB's reservations
@@ -42,7 +42,7 @@ MAX_REPLY_BYTES = 16 * 1024**2  # a fit's effects and rates are a few KB
 # with other work) past WALL_FACTOR times that.
 NICENESS = 10
 WALL_FACTOR = 4
-FEWER = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
+FEWER = f"choose fewer experiments or modes, or {PLACES['fit_on_the_store']}"
 # What a library says when the address-space cap stops it: dlopen of an extension module (an
 # ImportError: "failed to map segment from shared object"), OpenBLAS ("Memory allocation still
 # failed", then exit 1), glibc ("cannot allocate memory for thread-local data: ABORT", exit 127).
@@ -100,8 +100,9 @@ def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -
             # A library that could not allocate under the cap and ended the process itself.
             raise UserError(memory_message(bounds.max_address_space, what, fewer))
         raise UserError(f"{what} could not be fitted (the fit ended without a reply)")
-    if reply.get("error"):
-        raise UserError(reply["error"])
+    error = reply.get("error")
+    if error:
+        raise error if isinstance(error, WordedError) else UserError(error)
     return reply["result"]
 
 
@@ -130,7 +131,7 @@ def out_of_memory(err: BaseException) -> bool:
 
 
 def user_error_line(err: UserError, max_address_space: int | None, what: str = "the choice model",
-                    fewer: str = FEWER) -> str:
+                    fewer: str = FEWER) -> str | WordedError:
     """The line a fit's UserError comes back as: its own first line, or the cap's refusal where it
     was raised from an allocation that failed under the cap. The store's open turns DuckDB's
     errors into "cannot open database ...", its allocation failure included (DuckDB 2.0.1, what
@@ -138,6 +139,8 @@ def user_error_line(err: UserError, max_address_space: int | None, what: str = "
     cap's doing, not a damaged store."""
     if max_address_space and err.__cause__ is not None and out_of_memory(err.__cause__):
         return memory_message(max_address_space, what, fewer)
+    if isinstance(err, WordedError):  # whole, so that the page words its fields and places
+        return err
     return str(err).splitlines()[0] if str(err).strip() else f"{what} could not be fitted"
 
 
@@ -147,7 +150,7 @@ def _words(request: Any) -> tuple[str, str]:
 
     if isinstance(request, StudyEffectsRequest):
         return ("the study model",
-                f"choose fewer modes, or run `python -m engine why-cited --study {request.study}` on the store")
+                "choose fewer modes, or " + PLACES["fit_study_on_the_store"].format(study=request.study))
     return "the choice model", FEWER
 
 

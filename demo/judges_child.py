@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from demo.fit_child import _ONE_THREAD, _OUT_OF_MEMORY, MAX_REPLY_BYTES, STDERR_TAIL, FitBounds, out_of_memory
-from engine.errors import UserError
+from engine.errors import UserError, WordedError
 
 DEFAULT_JUDGES_TIMEOUT_S = 120  # CPU seconds: an agreement of 480,000 verdicts took about 20
 FEWER = "choose fewer runs, or run it with `python -m engine` on the store"
@@ -83,8 +83,9 @@ def in_child(task: JudgesTask, bounds: FitBounds) -> Any:
                 bounds.max_address_space and _OUT_OF_MEMORY.search(tail)):
             raise UserError(memory_message(bounds.max_address_space, task))
         raise UserError(f"{task.what} ended without a reply")
-    if reply.get("error"):
-        raise UserError(reply["error"])
+    error = reply.get("error")
+    if error:
+        raise error if isinstance(error, WordedError) else UserError(error)
     return reply["result"]
 
 
@@ -113,6 +114,8 @@ def _serve(message: dict) -> dict:
     except UserError as err:
         if message["max_address_space"] and err.__cause__ is not None and out_of_memory(err.__cause__):
             return {"error": memory_message(message["max_address_space"], task)}
+        if isinstance(err, WordedError):  # whole, so that the page words its fields and places
+            return {"error": err}
         return {"error": str(err).splitlines()[0] if str(err).strip() else f"{task.what} failed"}
     except (MemoryError, duckdb.OutOfMemoryException):
         return {"error": memory_message(message["max_address_space"], task)}

@@ -29,25 +29,54 @@ class UserError(Exception):
         return [f"{type(self).__name__}: {message_line(self)}"]
 
 
-class FieldError(UserError):
-    """A user error in one field of a request, by the field's plain name ("top_k", "modes").
+# Places a message may send its reader to, named in a WordedError's template as fields are
+# ({see_runs}): here in the command line's words, which the Python API shows too (its users have
+# the command line); the app words them as its own tabs and boxes (demo.field_words). A place's
+# words may quote the message's values ({study}).
+PLACES: dict[str, str] = {
+    "see_experiments": "see `python -m engine list`",
+    "see_runs": "see `python -m engine list --runs`",
+    "see_studies": "see `python -m engine list --studies`",
+    "judge_first": "judge them first (`python -m engine verify`, `import-labels`)",
+    "fit_on_the_store": "run `python -m engine why-cited` on the store",
+    "fit_study_on_the_store": "run `python -m engine why-cited --study {study}` on the store (no bound there)",
+}
 
-    `template` is the line with every field it names as `{field}`, and the user's values as
-    `{name}` given in `values` (substituted once, never read as fields). Each face words the
-    fields its own way (`worded`): the CLI as its options (--top-k), the app as its form's labels,
-    so that neither shows the other's vocabulary. str() names them plainly, for the Python API.
+
+class WordedError(UserError):
+    """A user error whose line names fields or places, which each face words its own way.
+
+    `template` is the line with every field it names as `{field}` and every place as `{place}`
+    (PLACES), and the user's values as `{name}` given in `values` (substituted once, never read as
+    fields). The CLI words fields as its options (--top-k), the app as its form's labels, so that
+    neither shows the other's vocabulary (`worded`); str() names fields plainly, for the Python API.
     """
 
-    def __init__(self, field: str, template: str, **values: object):
-        self.field, self.template, self.values = field, template, values
+    def __init__(self, template: str, **values: object):
+        self.template, self.values = template, values
         super().__init__(self.worded(str))
 
-    def worded(self, name_of) -> str:
-        """The line with each field named by `name_of(field)`."""
-        return self.template.format_map(_Words(name_of, self.values))
+    def worded(self, name_of, places: dict[str, str] | None = None) -> str:
+        """The line with each field named by `name_of(field)` and each place by `places` (else PLACES)."""
+        return self.template.format_map(_Words(name_of, self.values, {**PLACES, **(places or {})}))
 
     def __reduce__(self):  # its own arguments, not the worded line (a pickled error rebuilds)
+        return (_worded_error, (self.template, self.values))
+
+
+class FieldError(WordedError):
+    """A WordedError about one field of a request, by the field's plain name ("top_k", "modes")."""
+
+    def __init__(self, field: str, template: str, **values: object):
+        self.field = field
+        super().__init__(template, **values)
+
+    def __reduce__(self):
         return (_field_error, (self.field, self.template, self.values))
+
+
+def _worded_error(template: str, values: dict) -> WordedError:
+    return WordedError(template, **values)
 
 
 def _field_error(field: str, template: str, values: dict) -> FieldError:
@@ -55,13 +84,15 @@ def _field_error(field: str, template: str, values: dict) -> FieldError:
 
 
 class _Words(dict):
-    """The template's names: the values given, and any other name a field, worded by name_of."""
+    """The template's names: the values given, the places, and any other name a field, worded by name_of."""
 
-    def __init__(self, name_of, values: dict):
+    def __init__(self, name_of, values: dict, places: dict[str, str]):
         super().__init__(values)
-        self.name_of = name_of
+        self.name_of, self.places, self.given = name_of, places, values
 
     def __missing__(self, key: str) -> str:
+        if key in self.places:  # its words may quote the values, never fields or places
+            return self.places[key].format_map(self.given)
         return self.name_of(key)
 
 

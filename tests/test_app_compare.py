@@ -66,7 +66,7 @@ def test_the_request_from_the_page(db):
 @pytest.mark.parametrize("a, b, message", [
     ("nope", "e1", "'nope' is neither a run id nor an experiment"),
     ("e1-base", "disjoint", "nothing to pair"),
-    ("e1-base", "other-data", 'use different datasets .* tick "pair by id" to pair them anyway'),
+    ("e1-base", "other-data", 'use different datasets .* a tick in "pair by id" pairs them anyway'),
     ("e1-base", "e2-base", None),
 ])
 def test_refusals_are_one_line_in_the_pages_words(db, a, b, message):

@@ -20,6 +20,7 @@ import pytest
 import scipy.stats
 
 from engine.__main__ import main
+from engine.commands._field_words import cli_message
 from engine.errors import UserError
 from engine.prompting.citations import parse_citations
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
@@ -390,8 +391,9 @@ METRICS_BINARY = {name: spec.binary for name, spec in cs.METRICS.items()}
 def test_refusals(db):
     with pytest.raises(UserError, match="nothing to pair"):
         compare(CompareRequest("e1-base", "disjoint"), db)
-    with pytest.raises(UserError, match="different datasets.*--pair-by-id"):
-        compare(CompareRequest("e1-base", "other-data"), db)
+    with pytest.raises(UserError, match="different datasets.*; pair_by_id pairs them anyway$") as caught:
+        compare(CompareRequest("e1-base", "other-data"), db)  # the Python API's name of the argument
+    assert cli_message(caught.value).endswith("; --pair-by-id pairs them anyway")  # the CLI's option
     with pytest.raises(UserError, match="neither a run id nor an experiment"):
         compare(CompareRequest("e1-base", "nope"), db)
     with pytest.raises(UserError, match="unknown metric"):

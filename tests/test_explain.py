@@ -173,7 +173,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, capsys):
     assert cli("explain", "--experiment", "nope", "--db", str(db)) == 2
     assert capsys.readouterr().err.startswith("error: no experiment 'nope' in ")
     assert cli("explain", "--run", "nope", "--db", str(db)) == 2
-    assert capsys.readouterr().err.strip() == f"error: no run 'nope' in {db} (see `python -m engine list`)"
+    assert capsys.readouterr().err.strip() == f"error: no run 'nope' in {db} (see `python -m engine list --runs`)"
     assert cli("explain", "--run", runs["base"], "--db", str(db), "--limit", "0") == 2
     assert capsys.readouterr().err.strip() == "error: --limit must be at least 1"
     assert cli("explain", "--run", runs["base"], "--db", str(tmp_path / "none.duckdb")) == 2

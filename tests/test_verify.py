@@ -187,7 +187,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, capsys):
     assert cli("verify", "--experiment", "nope", "--db", str(db)) == 2
     assert capsys.readouterr().err.startswith("error: no experiment 'nope' in ")
     assert cli("verify", "--run", "nope", "--db", str(db)) == 2
-    assert capsys.readouterr().err.strip() == f"error: no run 'nope' in {db} (see `python -m engine list`)"
+    assert capsys.readouterr().err.strip() == f"error: no run 'nope' in {db} (see `python -m engine list --runs`)"
     assert cli("verify", "--run", runs["base"], "--db", str(db), "--batch-size", "0") == 2
     assert capsys.readouterr().err.strip() == "error: --batch-size must be at least 1"
     assert cli("verify", "--run", runs["base"], "--db", str(db), "--model", str(tmp_path / "no-model")) == 2

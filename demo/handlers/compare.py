@@ -111,10 +111,7 @@ def run_compare(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, 
     except UserError as err:
         from demo.handlers.query import visitor_line
 
-        # The use case speaks to a CLI user; the page has a tick box where the CLI has a flag.
-        line = visitor_line(err, db).replace("give --pair-by-id", "tick \"pair by id\"")
-        line = line.replace("; see `python -m engine list --runs`", "; the A and B lists name them")
-        raise UserError(line.replace("--margin", "the equivalence margin")) from None
+        raise UserError(visitor_line(err, db)) from None  # the page's words for its boxes
 
 
 def compare_api(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,

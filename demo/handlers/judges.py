@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from demo.field_words import app_message
 from engine.errors import UserError
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def computed(task: JudgesTask, db: Path, bounds: FitBounds | None) -> Any:
         return in_child(task, bounds or FitBounds(timeout_s=DEFAULT_JUDGES_TIMEOUT_S))
     except UserError as err:
         path = getattr(task.request, "labels", None)
-        raise UserError(without_server_paths(str(err), db, dataset_path=str(path) if path else None)) from None
+        raise UserError(without_server_paths(app_message(err), db, dataset_path=str(path) if path else None)) from None
 
 
 def in_turn(owner: str | None, call: Callable[[], T], gate: FitGate | None = None) -> T:
@@ -150,11 +151,7 @@ def _page_words(err: UserError, db: Path) -> UserError:
     """The use case's line in the page's words: the store as "file", no CLI options."""
     from demo.handlers.query import visitor_line
 
-    line = visitor_line(err, db).replace("give --experiment or --runs (one of them)", "choose an experiment or runs")
-    line = line.replace(" (see `python -m engine list`)", "")
-    line = line.replace("judge them first (`python -m engine verify`, `import-labels`)",
-                        "judge them first (the verify command), or import people's labels below")
-    return UserError(line)
+    return UserError(visitor_line(err, db))
 
 
 def run_agreement(db: Path, experiment: Any, runs: Any, *, owner: str | None = None,
@@ -398,7 +395,7 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: s
         task = JudgesTask("import_labels", request)
         result = in_turn(owner, lambda: computed(task, Path(settings.db_path), judges_bounds(settings)))
     except UserError as err:
-        raise UserError(str(err).replace("--judge", "the judge's name").replace("use another", "name another")) from None
+        raise UserError(app_message(err)) from None  # the judge box by its name in the page
     runs = ", ".join(result.run_ids)
     if result.already:
         return f"{name}: all {result.n_labels} labels of judge '{result.judge}' were stored already (runs {runs})"

@@ -79,10 +79,12 @@ def shown_reference(reference: str) -> str:
 
 
 def visitor_line(err: UserError, db: Path) -> str:
-    """A store's message for a visitor: one line, the database file named only as "file"."""
+    """A store's message for a visitor: one line in the app's words (demo.field_words), the
+    database file named only as "file"."""
+    from demo.field_words import app_message
     from demo.settings import without_server_paths
 
-    return without_server_paths(str(err), db, shown="file")
+    return without_server_paths(app_message(err), db, shown="file")
 
 
 def clean_input(value: Any, what: str) -> str:

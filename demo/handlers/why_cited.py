@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from demo.field_words import app_message
 from demo.handlers.bias import markdown_text
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 from engine.errors import UserError
@@ -178,7 +179,7 @@ def fitted_in_child(request: Any, db_path: Path, bounds: FitBounds | None) -> An
     try:
         return fit_in_child(request, db_path, bounds or FitBounds())
     except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor
-        raise UserError(without_server_paths(str(err), db_path)) from None
+        raise UserError(without_server_paths(app_message(err), db_path)) from None
 
 
 def _page(result: Any) -> WhyCitedPage:

@@ -7,7 +7,7 @@ engine.usecases.run_options); every CLI message goes through cli_message, so tha
 
 from __future__ import annotations
 
-from engine.errors import FieldError
+from engine.errors import WordedError
 from engine.usecases.run_options import OPTIONS
 
 # Fields the CLI sets in more than one way: the store is --db or, for every command, $PATTRIEVAL_DB.
@@ -21,4 +21,4 @@ def option_name(field: str) -> str:
 
 def cli_message(err: object) -> str:
     """An error's line as the CLI prints it."""
-    return err.worded(option_name) if isinstance(err, FieldError) else str(err)
+    return err.worded(option_name) if isinstance(err, WordedError) else str(err)

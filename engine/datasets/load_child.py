@@ -22,7 +22,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engine.errors import FieldError, UserError
+from engine.errors import UserError, WordedError
 from engine.limits import limit_address_space
 
 # A normal load (50 MB of JSONL, ~10,000 items) stays well under these; see README "Security".
@@ -62,8 +62,8 @@ class DatasetCheck:
 
     layout: str | None = None
     n_items: int = 0  # valid items
-    # The strict load's message (invalid items, or a broken file); a FieldError whole, for each face to word.
-    error: str | FieldError | None = None
+    # The strict load's message (invalid items, or a broken file); a WordedError whole, for each face to word.
+    error: str | WordedError | None = None
     broken: bool = False  # the file itself is unusable: nothing would run
 
 
@@ -75,7 +75,7 @@ def load_dataset_bounded(path: str | os.PathLike[str], limit: int | None = None,
     reply = _call(request, bounds)
     error = reply.get("error")
     if error:
-        raise error if isinstance(error, FieldError) else UserError(error)
+        raise error if isinstance(error, WordedError) else UserError(error)
     return reply["dataset"]
 
 
@@ -130,10 +130,10 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _carried(err: UserError) -> str | FieldError:
-    """What a reply carries of a user error: a FieldError whole (pickled with its field, so that the
-    app words it with its form's labels, the CLI as options), any other as its line."""
-    return err if isinstance(err, FieldError) else str(err)
+def _carried(err: UserError) -> str | WordedError:
+    """What a reply carries of a user error: a WordedError whole (pickled with its fields, so that
+    the app words it with its form's labels, the CLI as options), any other as its line."""
+    return err if isinstance(err, WordedError) else str(err)
 
 
 def _serve(request: LoadRequest) -> dict:

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import FieldError, UserError, WordedError
+
 if TYPE_CHECKING:  # the statistics' types, for annotations only: nothing loaded at import time
     from engine.statistics.agreement import AgainstHuman, CorrectedRate, PairAgreement, PanelAgreement
 
@@ -90,21 +92,20 @@ class Agreement:
 
 def agreement_runs(request: AgreementRequest) -> tuple[str | None, tuple[str, ...]]:
     """(experiment id or None, the run ids) the request names; UserError for an unknown one."""
-    from engine.errors import UserError
     from store.queries import label_runs, resolve_experiment
 
     if (request.experiment is None) == (not request.runs):
-        raise UserError("give --experiment or --runs (one of them)")
+        raise FieldError("experiment", "give {experiment} or {runs} (one of them)")
     runs = label_runs(request.db)
     if request.experiment is not None:
         experiment_id = resolve_experiment(request.db, request.experiment)
         if experiment_id is None:
-            raise UserError(f"unknown experiment '{request.experiment}' (see `python -m engine list`)")
+            raise FieldError("experiment", "unknown experiment '{name}' ({see_experiments})", name=request.experiment)
         return experiment_id, tuple(r.run_id for r in runs if r.experiment_id == experiment_id)
     known = {r.run_id for r in runs}
     for run_id in request.runs:
         if run_id not in known:
-            raise UserError(f"unknown run '{run_id}' (see `python -m engine list`)")
+            raise FieldError("runs", "unknown run '{name}' ({see_runs})", name=run_id)
     return None, tuple(dict.fromkeys(request.runs))
 
 
@@ -124,7 +125,6 @@ class _Verdicts:
 
 
 def _read_verdicts(request: AgreementRequest) -> _Verdicts:
-    from engine.errors import FieldError, UserError
     from engine.statistics.agreement import BINARY
     from store.queries import judge_kinds, judgements
 
@@ -141,7 +141,7 @@ def _read_verdicts(request: AgreementRequest) -> _Verdicts:
     rows = judgements(request.db, run_ids, chosen or None)
     if not rows:
         what = f"experiment {experiment_id}" if experiment_id else "these runs"
-        raise UserError(f"no verdicts on {what}: judge them first (`python -m engine verify`, `import-labels`)")
+        raise WordedError("no verdicts on {what}: {judge_first}", what=what)
 
     verdicts: dict[str, dict[Citation, str]] = {}
     kind: dict[str, str] = {}
@@ -215,7 +215,6 @@ def disagreements(request: AgreementRequest, judge_a: str, judge_b: str, *,
                   limit: int | None = None) -> tuple[tuple[Disagreement, ...], int]:
     """(the first `limit` citations judge_a and judge_b disagree on, in run, item and position
     order; how many there are in all). UserError for a judge not among the runs' judges."""
-    from engine.errors import UserError
     from store.queries import cited_documents
 
     read = _read_verdicts(request)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.errors import UserError
+from engine.errors import FieldError, UserError, WordedError
 from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
 from engine.statistics.compare_stats import (
     DEFAULT_METRICS,
@@ -297,8 +297,8 @@ def _resolved(db: DbLike, reference: str) -> Side:
 
     side = resolve_side(db, reference)
     if side is None:
-        raise UserError(f"'{reference}' is neither a run id nor an experiment "
-                        "(id or name, optionally with :vanilla, :base or :cf); see `python -m engine list --runs`")
+        raise WordedError("'{reference}' is neither a run id nor an experiment (id or name, optionally with "
+                          ":vanilla, :base or :cf); {see_runs}", reference=reference)
     return side
 
 
@@ -318,9 +318,11 @@ def _check(request: CompareRequest) -> None:
         for name, margin in entries:
             if not (math.isfinite(margin) and margin > 0):
                 which = f": {name}" if name else ""
-                raise UserError(f"--margin{which} must be a positive number (in points for shares), not {margin:g}")
+                raise FieldError("margin", "{margin}{which} must be a positive number (in points for shares), "
+                                 "not {value}", which=which, value=f"{margin:g}")
             if name and name not in MARGIN_NAMES:
-                raise UserError(f"--margin: unknown metric '{name}'; choose from {', '.join(MARGIN_NAMES)}")
+                raise FieldError("margin", "{margin}: unknown metric '{name}'; choose from {names}", name=name,
+                                 names=", ".join(MARGIN_NAMES))
 
 
 def _pairs(side_a: Side, side_b: Side) -> list[tuple[str, CompareRun, CompareRun]]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import quoted
+from engine.errors import FieldError, UserError, WordedError, quoted
 from engine.types import MODES
 
 ATTRIBUTABLE = ("attributable", "true", "1", "yes")
@@ -62,7 +62,6 @@ def read_label_file(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, row) for each row of a CSV or JSONL file (by its suffix; else by its first
     character, '{' for JSONL); UserError on unreadable bytes, bad JSON or a missing column."""
     from engine.datasets.data_files import read_jsonl
-    from engine.errors import UserError
 
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -79,7 +78,6 @@ def read_label_file(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
     import csv
 
-    from engine.errors import UserError
 
     try:
         with path.open(encoding="utf-8-sig", newline="") as fh:
@@ -153,7 +151,6 @@ def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, j
     """The rows as store.judge_labels_store.LabelRow, each checked against the store: its run,
     item, shown and cited document, label, and against the other rows and the judge's stored
     labels; UserError `PATH:line N: problem` on the first bad one."""
-    from engine.errors import UserError
     from store.judge_labels_store import LabelRow
     from store.queries import cited_answers, label_runs, stored_labels
 
@@ -224,8 +221,10 @@ def check_labels(path: Path, rows: list[tuple[int, dict[str, Any]]], db: Path, j
         if key in first:
             raise bad(f"duplicate: item '{item_id}', [{position}] in run {run} is labelled at line {first[key]} already")
         if key in stored and stored[key] != label:
-            raise bad(f"judge '{judge}' labelled item '{item_id}', [{position}] in run {run} '{stored[key]}' "
-                      f"already (stored labels are kept; use another --judge)")
+            raise WordedError("{where}: judge '{who}' labelled item '{item}', [{position}] in run {run} '{label}' "
+                              "already (stored labels are kept: {judge} must name another)",
+                              where=f"{path}:line {line}", who=judge, item=item_id, position=position, run=run,
+                              label=stored[key])
         first[key] = line
         out.append(LabelRow(run, item_id, position, answer.shown_doc_ids[position - 1], label,
                             f"{path.name}:line {line}"))
@@ -283,19 +282,19 @@ def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
     import hashlib
 
     from engine.bounds import MAX_MODEL_CHARS, check_name
-    from engine.errors import FieldError, UserError
     from store.judge_labels_store import write_labels
     from store.queries import judge_kinds
 
     db, path = Path(request.db), Path(request.labels)
-    judge = check_name((request.judge or "").strip(), "--judge", MAX_MODEL_CHARS)
+    judge = check_name((request.judge or "").strip(), "the judge's name", MAX_MODEL_CHARS)
     if not judge:
-        raise UserError("--judge must name who labelled (a person or a team)")
+        raise FieldError("judge", "{judge} must name who labelled (a person or a team)")
     if not db.is_file():
         raise FieldError("db", "no database at {path}: give {db} the path of a store", path=db)
     kind = judge_kinds(db).get(judge)
     if kind is not None and kind != "human":
-        raise UserError(f"--judge '{judge}' is an {kind} judge in {db}; name the person another way")
+        raise FieldError("judge", "{judge} '{who}' is an {kind} judge in {db}; name the person another way",
+                         who=judge, kind=kind, db=db)
     full = quota_problem(request, 0, 0)
     if full:  # at its quota already: the file is not read
         raise UserError(full)

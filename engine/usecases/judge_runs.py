@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from engine.errors import FieldError, UserError
+from engine.errors import FieldError, UserError, WordedError
 from engine.judges.judging import choose_model, load_model_quietly
 from engine.judges.plan import Load, Stop, check_stop
 from engine.types import ExplainRun, Explanation, Verification
@@ -63,12 +63,15 @@ class LoadOptions(Protocol):
     def dtype(self) -> str: ...
 
 
-class UnknownRun(UserError):
+class UnknownRun(WordedError):
     """A run id the store does not hold; `run_id` lets a face word it its own way."""
 
     def __init__(self, run_id: str, path: Path):
-        super().__init__(f"no run '{run_id}' in {path} (see `python -m engine list`)")
-        self.run_id = run_id
+        self.run_id, self.path = run_id, path
+        super().__init__("no run '{run_id}' in {path} ({see_runs})", run_id=run_id, path=path)
+
+    def __reduce__(self):  # rebuilt as itself from a child process
+        return (UnknownRun, (self.run_id, self.path))
 
 
 def check_request(request: JudgeRequest) -> None:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import UserError
+from engine.errors import UserError, WordedError
 from engine.types import MODES
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def study_answers(request: StudyEffectsRequest,
 
     listed = study_axes(db, request.study)
     if listed is None:
-        raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
+        raise WordedError("no study '{study}' ({see_studies})", study=request.study)
     check_bounds(request, db)
     answers, experiment_ids = read_study_answers(request, db)
     # The axes are every axis of the grid with two or more levels in the answers. An axis the grid
@@ -130,7 +130,7 @@ def read_study_answers(request: StudyEffectsRequest, db: Path,
 
     ids = study_experiment_ids(db, request.study)
     if ids is None:
-        raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
+        raise WordedError("no study '{study}' ({see_studies})", study=request.study)
     builder = PatternBuilder(STUDY_COLUMNS)
     labels: dict[str, int] = {}
     side_a = np.full(len(ids), -2)  # per experiment code, label A's and B's codes (-2: not known yet, or none)
@@ -221,16 +221,17 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
 
     ids = study_experiment_ids(db, request.study)
     if ids is None:
-        raise UserError(f"no study '{request.study}' (see `python -m engine list --studies`)")
+        raise WordedError("no study '{study}' ({see_studies})", study=request.study)
     n = count_answers(db, tuple(ids), request.modes)
-    cli = f"run `python -m engine why-cited --study {request.study}` on the store (no bound there)"
     if request.max_answers is not None and n.answers > request.max_answers:
-        raise UserError(f"study '{request.study}' holds {n.answers:,} answers, more than the "
-                        f"{request.max_answers:,} fitted here; choose fewer modes, or {cli}")
+        raise WordedError("study '{study}' holds {answers} answers, more than the {most} fitted here; choose fewer "
+                          "modes, or {fit_study_on_the_store}", study=request.study, answers=f"{n.answers:,}",
+                          most=f"{request.max_answers:,}")
     if request.max_decisions is not None and n.decisions > request.max_decisions:
-        raise UserError(f"study '{request.study}': {n.answers:,} answers x their shown documents make "
-                        f"{n.decisions:,} citation decisions, more than the {request.max_decisions:,} fitted here; "
-                        f"choose fewer modes, or {cli}")
+        raise WordedError("study '{study}': {answers} answers x their shown documents make {decisions} citation "
+                          "decisions, more than the {most} fitted here; choose fewer modes, or {fit_study_on_the_store}",
+                          study=request.study, answers=f"{n.answers:,}", decisions=f"{n.decisions:,}",
+                          most=f"{request.max_decisions:,}")
     check_fit_memory(request, n.answers, n.decisions, "choose fewer modes", f"study '{request.study}': ")
 
 

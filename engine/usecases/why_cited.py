@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import UserError
+from engine.errors import UserError, WordedError
 from engine.types import MODES
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
         if request.study is not None:
             in_study = study_experiment_ids(conn, request.study)
             if in_study is None:
-                raise UserError(f"no study '{request.study}' (see `python -m engine list`)")
+                raise WordedError("no study '{study}' ({see_studies})", study=request.study)
             ids.extend(in_study)
     return tuple(dict.fromkeys(ids))
 
@@ -221,12 +221,13 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
     if request.max_answers is None and request.max_decisions is None and not request.memory_check:
         return
     n = count_answers(db, ids, request.modes)
-    fewer = "choose fewer experiments or modes, or run `python -m engine why-cited` on the store"
     if request.max_answers is not None and n.answers > request.max_answers:
-        raise UserError(f"{n.answers:,} answers are more than the {request.max_answers:,} fitted here; {fewer}")
+        raise WordedError("{answers} answers are more than the {most} fitted here; choose fewer experiments or "
+                          "modes, or {fit_on_the_store}", answers=f"{n.answers:,}", most=f"{request.max_answers:,}")
     if request.max_decisions is not None and n.decisions > request.max_decisions:
-        raise UserError(f"{n.answers:,} answers x their shown documents make {n.decisions:,} citation decisions, "
-                        f"more than the {request.max_decisions:,} fitted here; {fewer}")
+        raise WordedError("{answers} answers x their shown documents make {decisions} citation decisions, more than "
+                          "the {most} fitted here; choose fewer experiments or modes, or {fit_on_the_store}",
+                          answers=f"{n.answers:,}", decisions=f"{n.decisions:,}", most=f"{request.max_decisions:,}")
     check_fit_memory(request, n.answers, n.decisions, "choose fewer experiments or modes")
 
 

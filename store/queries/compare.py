@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import UserError
+from engine.errors import FieldError
 from engine.types import MODES
 from store.db import DbLike, as_database
 from store.queries._read import Readable, reading
@@ -127,10 +127,10 @@ def read_paired(db: Readable, runs: Sequence[CompareRun], *, pair_by_id: bool = 
     labels = {run.dataset_sha: run.dataset_label for run in runs}
     if len(labels) > 1 and not pair_by_id:
         first, second = runs[0], next(r for r in runs if r.dataset_sha != runs[0].dataset_sha)
-        raise UserError(
-            f"run {first.run_id} and run {second.run_id} use different datasets ({first.dataset_label} and "
-            f"{second.dataset_label}): the same item id may be another question; give --pair-by-id to pair them anyway"
-        )
+        raise FieldError(
+            "pair_by_id", "run {a} and run {b} use different datasets ({a_data} and {b_data}): the same item id may "
+            "be another question; {pair_by_id} pairs them anyway", a=first.run_id, b=second.run_id,
+            a_data=first.dataset_label, b_data=second.dataset_label)
     from store.kept_metrics import current_item_runs
 
     with reading(db) as conn:
