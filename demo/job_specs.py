@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # light: the job queue's module is imported by every tab
-    from engine.running.run_request import RunRequest
+    from engine.api import RunRequest  # the app reaches the engine's values through the API
     from engine.usecases.run import ExperimentRequest
     from engine.usecases.study import StudyRequest
 
