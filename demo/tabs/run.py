@@ -100,16 +100,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
     from engine.errors import UserError
-    from engine.types import (
-        FEW_SHOT_COUNTS,
-        LABEL_SCOPES,
-        MODES,
-        ORDERS,
-        QUANTIZATIONS,
-        RELEVANT_ATS,
-        REPETITIONS,
-        XAI_VARIANTS,
-    )
 
     defaults = run_handlers.RunForm()
     gpu = torch.cuda.is_available()
@@ -266,7 +256,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                 elem_id="pe-model",
                                 label="model: a paper model, smoke, or any Hugging Face id"
                                 + (" or local folder" if settings.allow_local_paths else ""))
-            quantize = box["quantize"] = gr.Dropdown(list(QUANTIZATIONS), value=defaults.quantize,
+            quantize = box["quantize"] = gr.Dropdown(list(OPTIONS["quantize"].choices), value=defaults.quantize,
                                    label="quantization (auto: 4-bit on a GPU, none on a CPU)")
             hf_token = box["hf_token"] = gr.Textbox(label="Hugging Face token (gated models; used for this load only)",
                                   type="password")
@@ -280,7 +270,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
                                           value=run_handlers.validate_upload(settings, None))
                 local_path = box["local_path"] = gr.Textbox(label="or a dataset path on this machine", visible=settings.allow_local_paths)
                 box["skip_invalid"] = gr.Checkbox(value=defaults.skip_invalid,
-                                           label="skip invalid items (--skip-invalid: recorded with the run) instead of refusing")
+                                           label="skip invalid items (recorded with the run) instead of refusing")
         gr.Markdown("### Prompt")
         with gr.Row():
             metadata = box["metadata"] = gr.Dropdown(list(run_handlers.BUILT_IN_METADATA) + ["custom"], value=defaults.metadata,
@@ -294,16 +284,16 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             top_k = box["top_k"] = gr.Dropdown(["all", "3", "5", "10"], value="all", allow_custom_value=True,
                                 label="cut-off k: the first k documents (type any k)")
             # Custom values: a comma list ("ranked,random") in any of these boxes makes a study grid.
-            box["order"] = gr.Dropdown(list(ORDERS), value=defaults.order, allow_custom_value=True, label="document order")
-            box["few_shot"] = gr.Dropdown(list(FEW_SHOT_COUNTS), value=defaults.few_shot, allow_custom_value=True,
+            box["order"] = gr.Dropdown(list(OPTIONS["order"].choices), value=defaults.order, allow_custom_value=True, label="document order")
+            box["few_shot"] = gr.Dropdown(list(OPTIONS["few_shot"].choices), value=defaults.few_shot, allow_custom_value=True,
                                    label="few-shot examples")
-            box["xai"] = gr.Dropdown(list(XAI_VARIANTS), value=defaults.xai, allow_custom_value=True, label="XAI variant")
+            box["xai"] = gr.Dropdown(list(OPTIONS["xai"].choices), value=defaults.xai, allow_custom_value=True, label="XAI variant")
         with gr.Row():  # the battery (docs/method.md): each a list box too
-            box["relevant_at"] = gr.Dropdown(list(RELEVANT_ATS), value=defaults.relevant_at, allow_custom_value=True,
+            box["relevant_at"] = gr.Dropdown(list(OPTIONS["relevant_at"].choices), value=defaults.relevant_at, allow_custom_value=True,
                                       label="relevant documents at (ranked: where they are)")
-            box["repetition"] = gr.Dropdown(list(REPETITIONS), value=defaults.repetition, allow_custom_value=True,
+            box["repetition"] = gr.Dropdown(list(OPTIONS["repetition"].choices), value=defaults.repetition, allow_custom_value=True,
                                      label="repetition (distractor: a non-relevant document shown again last)")
-            box["label_scope"] = gr.Dropdown(list(LABEL_SCOPES), value=defaults.label_scope, allow_custom_value=True,
+            box["label_scope"] = gr.Dropdown(list(OPTIONS["label_scope"].choices), value=defaults.label_scope, allow_custom_value=True,
                                       label="labels on (all, only the relevant, only the others)")
         gr.Markdown("Comma lists in model, metadata type, cut-off k, order, few-shot, XAI or the three above (`gender,race`, "
                     "`5,10`) make a **study grid**: one experiment per combination, queued as one job, as "
@@ -323,7 +313,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             batch_size = box["batch_size"] = gr.Number(value=defaults.batch_size, precision=0, label="batch size")
             max_new_tokens = box["max_new_tokens"] = gr.Number(value=defaults.max_new_tokens, precision=0, label="max new tokens")
             box["experiment"] = gr.Textbox(label="experiment name (optional; the same name and settings resume)")
-            box["study"] = gr.Textbox(value="", label="study name (a grid; optional, like run --study: the same name resumes)")
+            box["study"] = gr.Textbox(value="", label="study name (a grid; optional: the same name resumes it)")
         # Where answers are generated (BACKENDS). Ray and a server reach other machines: the desktop
         # only (AppSettings.allow_ray, allow_server). The boxes stay in the API's inputs either way;
         # each backend's own boxes show only when it is chosen.
