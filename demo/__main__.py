@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.errors import UserError, message_line
+
 # The console script pyproject.toml installs; any other start is named as the module.
 CONSOLE_SCRIPT = "pattrieval-app"
 MODULE_PROG = "python -m demo"
@@ -135,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     from demo.app import build_app
     from demo.results_repo import merge_at_start
     from demo.settings import settings_from_env
-    from engine.errors import UserError, message_line
     from store.db import check_database
 
     try:

@@ -10,6 +10,7 @@ from typing import Any
 
 from demo.settings import AppSettings
 from demo.tabs.links import CompareLinks, JudgesLinks, Opener, RunsLinks
+from engine.errors import UserError
 
 UPLOAD_MAX_AGE_S = 3600
 
@@ -88,7 +89,6 @@ def _wire_compare(runs_links: RunsLinks, compare_links: CompareLinks, opener: Op
 
     from demo.handlers.compare import clicked_item, two_ticked
     from demo.toasts import error
-    from engine.errors import UserError
 
     def clicked(pairs_, event):
         chosen = clicked_item(pairs_, getattr(event, "row_value", None))

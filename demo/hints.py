@@ -13,6 +13,8 @@ import json
 import os
 from typing import Any
 
+from engine.errors import UserError
+
 NO_RUNS = "No runs yet: start one in the Run tab."
 # Where runs exist, but this tab shows nothing yet.
 PICK = {
@@ -45,7 +47,6 @@ def is_hint(shown: str | None) -> bool:
 def _no_runs(db_path: str | os.PathLike[str]) -> bool:
     from pathlib import Path
 
-    from engine.errors import UserError
     from engine.usecases.listing import holds_runs
 
     if not Path(db_path).is_file():

@@ -21,6 +21,7 @@ from demo.field_words import app_message
 from demo.job_specs import ExplainSpec, JobSpec, JobState
 from demo.model_cache import ModelCache
 from demo.settings import without_server_paths
+from engine.errors import RunCancelled, UserError, message_line
 
 
 class _Job(Protocol):
@@ -41,7 +42,6 @@ def run_job(job: _Job, models: ModelCache, lock: threading.Lock) -> tuple[JobSta
     """Run `job` (demo.jobs' bookkeeping: its spec, cancel event and progress fields, updated under
     `lock`) to its end: its final state and one line, never raising."""
     from demo.quotas import StoreGuard, store_full_problem
-    from engine.errors import RunCancelled, UserError, message_line
 
     spec = job.spec
     guard = StoreGuard(spec.db_path, spec.max_store_mb)
@@ -132,7 +132,6 @@ def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
     """Prompt 5 explanations of stored answers through engine.usecases.explain, the loop
     `python -m engine explain` runs: each finished batch committed on its own, answers
     already explained by this model skipped, cancel honoured between steps and batches."""
-    from engine.errors import UserError
     from engine.usecases.explain import ExplainRequest, plan_explain, run_explain
     from engine.usecases.judge_runs import UnknownRun
 

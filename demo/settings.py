@@ -14,6 +14,7 @@ from pathlib import Path
 
 from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
 from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S
+from engine.errors import UserError
 from engine.usecases.model_names import offered_models
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
@@ -128,7 +129,6 @@ class AppSettings:
 def settings_from_env(db: str | None = None, read_only: bool = False, *, share: bool = False,
                       local_paths: bool | None = None, operator: bool | None = None) -> AppSettings:
     """Settings from flags, falling back on PATTRIEVAL_* environment variables (UserError if malformed)."""
-    from engine.errors import UserError
     from engine.paths import default_db_path
 
     cap = os.environ.get("PATTRIEVAL_MAX_ITEMS")
@@ -197,7 +197,6 @@ def _trust_forwarded_for() -> bool:
 
 def _bound(name: str, default: int | None, *, zero_ok: bool = False) -> int | None:
     """A whole-number bound from the environment (UserError if malformed), else `default`."""
-    from engine.errors import UserError
 
     value = os.environ.get(name, "").strip()
     if not value:
@@ -209,7 +208,6 @@ def _bound(name: str, default: int | None, *, zero_ok: bool = False) -> int | No
 
 def _flag(name: str) -> bool | None:
     """An on/off environment variable; None when unset (UserError when it is neither)."""
-    from engine.errors import UserError
 
     value = os.environ.get(name, "").strip().lower()
     if not value:
@@ -239,7 +237,6 @@ def without_server_paths(message: str, db_path: str | os.PathLike[str], *, datas
 
 def _private_items(path: str) -> frozenset[str]:
     """The item ids of the operator's private split; UserError in one line naming the setting."""
-    from engine.errors import UserError
     from engine.usecases.leaderboard import read_item_ids
 
     try:

@@ -20,6 +20,8 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import UserError
+
 if TYPE_CHECKING:
     from engine.usecases.bias import BiasReport
     from engine.usecases.bias_page import BiasPage
@@ -160,7 +162,6 @@ def bias_page(db: str | os.PathLike[str], experiments: list[str] | tuple[str, ..
     is in `.skipped`; UserError if every one is, or for an unknown one."""
     from pathlib import Path
 
-    from engine.errors import UserError
     from engine.usecases.bias_page import bias_page as page
 
     found = page(Path(db), list(experiments), resamples=resamples)

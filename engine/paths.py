@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from engine.errors import UserError
+
 _ENGINE = Path(__file__).resolve().parent
 # An installed package carries the sample as engine/bundled/ (setup.py maps data/ there); a
 # checkout keeps it at data/, where the README's commands name it. One stat, at import.
@@ -127,7 +129,6 @@ def require_store(db):
     """`db` itself, where it is a store or the path of one: a read of a path that is no file
     would create an empty store there (store.db migrates on open) and then report nothing found.
     The command line checks its --db first; this is the Python API's check."""
-    from engine.errors import UserError
 
     # Only what is not there at all: a FIFO, a device or a folder at the path is the store's open
     # to refuse, in its own words ("not a regular file").

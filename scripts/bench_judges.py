@@ -27,6 +27,8 @@ import time
 import zlib
 from pathlib import Path
 
+from engine.errors import UserError
+
 ROOT = Path(__file__).resolve().parent.parent
 for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
@@ -82,7 +84,6 @@ def imports(folder: Path, quota_mb: int | None, n: int) -> None:
     button calls, with the store quota `quota_mb`."""
     from demo.handlers.judges import import_labels_file
     from demo.settings import AppSettings
-    from engine.errors import UserError
 
     db = folder / STORE
     settings = AppSettings(db, max_store_mb=quota_mb, max_upload_mb=50)

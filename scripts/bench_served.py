@@ -12,7 +12,6 @@ answers (greedy decoding should).
 
 On a GPU with vLLM (pip install vllm; one H100 serves an 8B model in bf16, or 4-bit AWQ/GPTQ
 checkpoints with --quantization):
-
     vllm serve meta-llama/Meta-Llama-3-8B-Instruct --port 8000 --max-logprobs 20 \\
         --generation-config vllm --seed 0
     python scripts/bench_served.py --base-url http://127.0.0.1:8000/v1 \\
@@ -37,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from engine.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -108,7 +109,6 @@ def server(args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from engine.errors import UserError
 
     ids, texts = prompts(args)
     tokenizer = None

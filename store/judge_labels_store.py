@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
 from store.db import DEFAULT_TIMEOUT_S, Database, utc_now
 
 CHUNK_ROWS = 50_000  # rows per insert: the store's size is looked at between them
@@ -42,7 +43,6 @@ def write_labels(path: str | os.PathLike[str], judge: str, provenance: dict[str,
     """Store `judge` (kind 'human', unless the store has it already) and its labels in one
     transaction; returns the labels added. `room(rows still to write)` returns why they may not
     be written (one line: raised as UserError, nothing written) or None."""
-    from engine.errors import UserError
 
     database = Database(Path(path), timeout_s)
     with database.connect() as conn:

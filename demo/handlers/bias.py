@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.render import SMOKE_NOTE
+from engine.errors import UserError
 from engine.usecases.bias_page import MAX_EXPERIMENTS, CabValue, ProbabilitySpread
 from engine.usecases.model_names import is_smoke
 
@@ -178,7 +179,6 @@ def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], li
 def _experiments_and_skipped(db_path: Path, text: str, chosen: Sequence[str] | None
                              ) -> tuple[tuple[usecase.ExperimentBias, ...], list[str]]:
     """The reports of the chosen experiments (at least one) and a line for each one skipped."""
-    from engine.errors import UserError
     from engine.usecases.bias_choice import chosen_reports
 
     with _shown_errors(db_path):
@@ -197,7 +197,6 @@ def _experiments(db_path: Path, text: str, chosen: Sequence[str] | None) -> tupl
 def _shown_errors(db_path: Path) -> Iterator[None]:
     """UserErrors of the use case as a visitor sees them: no server path."""
     from demo.settings import without_server_paths
-    from engine.errors import UserError
 
     try:
         yield
@@ -217,8 +216,6 @@ def _shown_message(db_path: Path, skipped: usecase.Skipped) -> str:
 
 
 def _shown_skipped(db_path: Path, page: usecase.BiasPage) -> list[str]:
-    from engine.errors import UserError
-
     skipped = [_shown_message(db_path, s) for s in page.skipped]
     if not page.experiments:  # nothing else chosen: the note is the error
         raise UserError(skipped[0] if skipped else "choose an experiment (its id or name, from the Runs tab)")
@@ -264,7 +261,6 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
     are left out, and past MAX_EXPERIMENTS the rest, each said in the note. UserError in one line
     for an unknown study."""
     from demo.handlers.query import shown_reference
-    from engine.errors import UserError
     from engine.usecases.listing import study_experiments
 
     name = (study or "").strip()

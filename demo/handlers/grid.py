@@ -33,6 +33,7 @@ from demo.handlers.run import (
     run_batch,
 )
 from demo.settings import AppSettings, without_server_paths
+from engine.errors import UserError
 
 BACKENDS = ("local", "ray", "server")
 PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "battery", "modes", "items",
@@ -103,7 +104,6 @@ def ray_options(settings: AppSettings, form: RunForm):
 
 def backend_of(settings: AppSettings, form: RunForm) -> str:
     """The form's backend, one of BACKENDS and offered here (UserError, one line, for any other)."""
-    from engine.errors import UserError
 
     backend = (form.backend or "local").strip()
     if backend not in BACKENDS:
@@ -145,7 +145,6 @@ def probe_server(run: Any, server: Any, models: tuple[str, ...]) -> None:
 def build_study_request(settings: AppSettings, form: RunForm):
     """The engine's StudyRequest for a grid form (dataset and store are the job's), checked as
     `run` with lists checks it, plus this app's bounds on every model and on the grid's size."""
-    from engine.errors import UserError
     from engine.usecases.model_names import SMOKE, check_hub_ids
     from engine.usecases.study import StudyRequest, check_study
 
@@ -201,7 +200,6 @@ def check_plan_shown(shown: RunForm | None, form: RunForm) -> None:
     changed = [f.name for f in fields(RunForm) if getattr(shown, f.name) != getattr(now, f.name)]
     if not changed:
         return
-    from engine.errors import UserError
 
     name = changed[0]
     if name in ("dataset", "local_path"):  # a path on the server: never shown
@@ -228,7 +226,6 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     what is generated and shared) and PLAN_COLUMNS rows, one per configuration, then the total.
     Nothing is loaded or written; the dataset is read in the capped child process."""
     from engine.datasets.load_child import load_dataset_bounded
-    from engine.errors import UserError
     from engine.usecases.study import plan_study
 
     if not is_grid(form):

@@ -23,6 +23,7 @@ from demo.job_specs import JobSpec, JobStatus
 from demo.jobs import JobQueue
 from demo.render import SMOKE_NOTE
 from demo.settings import AppSettings, without_server_paths
+from engine.errors import UserError
 from engine.usecases.formatting import TYPE_NAMES
 from engine.usecases.model_names import is_smoke
 from engine.usecases.run_options import OPTIONS
@@ -108,7 +109,6 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     there once the worker has loaded it: no later request can fetch it (`/gradio_api/file=`),
     and the store records its file name, never its server path."""
     from demo.jobs import QueueFull
-    from engine.errors import UserError
 
     if request is None:
         request = build_run_request(settings, form)
@@ -163,7 +163,6 @@ def build_run_request(settings: AppSettings, form: RunForm):
     builder (engine.usecases.run_options), its FieldErrors worded with the form's labels
     (demo.field_words); UserError, one line."""
     from demo.field_words import app_worded
-    from engine.errors import UserError
     from engine.usecases.model_names import SMOKE
     from engine.usecases.run import resolved
     from engine.usecases.run_options import build_run_request as build
@@ -204,7 +203,6 @@ def build_run_request(settings: AppSettings, form: RunForm):
 
 def check_model_offered(settings: AppSettings, model_name: str) -> None:
     """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
-    from engine.errors import UserError
     from engine.usecases.model_names import SMOKE
 
     if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
@@ -225,7 +223,6 @@ def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
 
 def dataset_path(settings: AppSettings, form: RunForm) -> str:
     """The dataset file a form names: the sample, an upload, or (desktop only) a local path."""
-    from engine.errors import UserError
     from engine.paths import SAMPLE_DATASET
 
     typed = form.local_path.strip()
@@ -252,7 +249,6 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
     a small upload can decode to gigabytes, which must not happen in the app's own process."""
     from demo.field_words import app_message
     from engine.datasets.load_child import check_dataset_bounded
-    from engine.errors import UserError
 
     if not path:
         return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"
@@ -452,8 +448,6 @@ def _record(status: JobStatus) -> dict[str, Any]:
 
 
 def _check_upload_size(settings: AppSettings, path: str) -> None:
-    from engine.errors import UserError
-
     try:
         size = os.path.getsize(path)
     except OSError:

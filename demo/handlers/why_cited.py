@@ -111,7 +111,6 @@ class WhyCitedPage:
 
 def interactions_of(text: str) -> tuple[str, ...]:
     """The interactions typed as "label:relevant, position:label" (commas or spaces between)."""
-    from engine.errors import UserError
 
     found = tuple(dict.fromkeys(t for t in (text or "").replace(",", " ").split() if t))
     if len(found) > MAX_INTERACTIONS:

@@ -18,6 +18,7 @@ from typing import Any
 
 from demo.settings import AppSettings
 from engine.bounds import PAGE_LABEL_CHARS, PAGE_MAX_CHOICES, for_page
+from engine.errors import UserError
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -30,7 +31,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs import why_cited
     from demo.tabs.style import TABLE
     from demo.toasts import error
-    from engine.errors import UserError
 
     def bias(text, chosen):
         try:

@@ -10,6 +10,7 @@ from typing import Any
 
 from demo.settings import AppSettings
 from demo.tabs.links import CompareLinks, Opener
+from engine.errors import UserError
 
 TAB_ID = "compare"  # the Runs tab's "Compare" button selects it
 
@@ -25,7 +26,6 @@ def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> CompareLinks
     from demo.tabs.style import TABLE
     from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
-    from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
     from engine.usecases.compare_sides import large_sample_above
 

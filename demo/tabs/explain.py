@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.errors import UserError
 
 TAB_ID = "explain"
 
@@ -27,7 +28,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
-    from engine.errors import UserError
 
     def stored() -> bool:
         return Path(settings.db_path).is_file()

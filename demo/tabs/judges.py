@@ -9,6 +9,7 @@ from typing import Any
 
 from demo.settings import AppSettings
 from demo.tabs.links import JudgesLinks
+from engine.errors import UserError
 
 TAB_ID = "judges"
 
@@ -23,7 +24,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> JudgesLinks:
     from demo.tabs.style import TABLE
     from demo.toasts import error, info, refused, with_request
     from demo.visitors import fair_key
-    from engine.errors import UserError
 
     db = settings.db_path
     bounds = handlers.judges_bounds(settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.errors import UserError
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -15,7 +16,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.handlers import leaderboard as handlers
     from demo.tabs.style import TABLE
     from demo.toasts import error
-    from engine.errors import UserError
     from engine.usecases.leaderboard import DEFAULT_METRIC, METRICS
 
     def show(metric):

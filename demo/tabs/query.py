@@ -9,6 +9,7 @@ from typing import Any
 
 from demo.settings import AppSettings
 from demo.tabs.links import Opener, QueryLinks
+from engine.errors import UserError
 
 TAB_ID = "query"  # the Query tab's id in the app's gr.Tabs: a permalink selects it
 # Runs in the browser after each view change: the address bar shows the permalink, so that a
@@ -26,7 +27,6 @@ def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> QueryLinks:
     from demo.hints import hint_html, show_hint_when_free
     from demo.tabs.style import TABLE
     from demo.toasts import error
-    from engine.errors import UserError
 
     def stored() -> bool:
         return Path(settings.db_path).is_file()

@@ -12,6 +12,7 @@ import inspect
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.errors import UserError
 from engine.types import MODES
 from engine.usecases.model_names import SMOKE, offered_models
 from engine.usecases.run_options import OPTIONS, SERVED
@@ -99,7 +100,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
-    from engine.errors import UserError
 
     defaults = run_handlers.RunForm()
     gpu = torch.cuda.is_available()
@@ -437,7 +437,6 @@ _MODEL_ENTER_JS = """() => {
 
 def _whole(value: Any, what: str) -> int | None:
     """A whole number from the form or the API (None stays None); UserError for anything else."""
-    from engine.errors import UserError
 
     if value is None or value == "":
         return None
@@ -468,8 +467,6 @@ def _or(value: int | None, default: int) -> int:
 
 
 def _number(value: Any, default: float, what: str) -> float:
-    from engine.errors import UserError
-
     if value is None or value == "":
         return default
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 from demo.settings import AppSettings
 from demo.tabs.links import RunsLinks
+from engine.errors import UserError
 
 MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "cf")]
 
@@ -22,7 +23,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> RunsLinks:
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import fair_key
-    from engine.errors import UserError
     from engine.types import EXPORT_FORMATS
 
     # study_filter came last, with "" for any study: older /runs calls keep working.

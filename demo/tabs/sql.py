@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.errors import UserError
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -17,7 +18,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import fair_key
-    from engine.errors import UserError
 
     gate = sql_handlers.SqlGate()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.errors import UserError
 
 
 def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) -> None:
@@ -30,7 +31,6 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) 
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import fair_key
-    from engine.errors import UserError
     from engine.types import MODES
     from engine.usecases.formatting import format_p, format_ratio
 
@@ -112,7 +112,6 @@ def _study_panel(settings: AppSettings, study: Any, position: Any, modes: Any, g
     from demo.tabs.style import TABLE
     from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
-    from engine.errors import UserError
 
     def page(name, position_, modes_, request):
         return handlers.study_model_page(settings.db_path, name, modes_ or [], position_ or "group",

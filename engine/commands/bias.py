@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.commands._options import add_db_arg
+from engine.errors import UserError
 
 # The report is engine.usecases.bias's; these names stay importable from here for callers.
 from engine.usecases.bias import bias_report
@@ -42,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def db_path(arg: str | None) -> Path:
     """The --db path or the default; an existing file is required by read-only commands."""
-    from engine.errors import UserError
     from engine.paths import default_db_path
 
     path = Path(arg) if arg else default_db_path()

@@ -18,6 +18,7 @@ import json
 import math
 from typing import Any
 
+from engine.errors import UserError
 from engine.paths import DEFAULT_DB_HELP
 
 DEFAULT_ITEMS = 10
@@ -80,7 +81,6 @@ def _metrics(values: list[str] | None) -> tuple[str, ...] | None:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.errors import UserError
     from engine.usecases.compare import CompareRequest, compare
 
     if args.items < 0:

@@ -21,6 +21,7 @@ import argparse
 from pathlib import Path
 
 from engine.commands._options import add_db_arg
+from engine.errors import UserError
 from engine.types import MODES
 from engine.usecases.run_options import OPTIONS
 
@@ -52,7 +53,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from engine.api import load_dataset
-    from engine.errors import UserError
     from engine.paths import default_db_path
     from engine.usecases.import_answers import ImportRequest, import_answers, import_metadata
 
@@ -92,7 +92,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main_inspect(args: argparse.Namespace, meta: object) -> int:
-    from engine.errors import UserError
     from engine.paths import default_db_path
     from engine.usecases.import_inspect import InspectImportRequest, import_inspect
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.commands._options import add_db_arg
+from engine.errors import UserError
 
 START_HINT = "python -m engine quickstart"
 
@@ -121,7 +122,6 @@ def _studies(path: Path, args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.errors import UserError
     from engine.paths import default_db_path
 
     path = Path(args.db) if args.db else default_db_path()

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from engine.commands.run import add_loading_args
+from engine.errors import UserError
 
 ANSWER_CHARS = 100  # of each answer shown; the report is about the checks, not the answers
 
@@ -47,8 +48,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _check_args(args: argparse.Namespace) -> None:
     from pathlib import Path
-
-    from engine.errors import UserError
 
     if args.answers < 1:
         raise UserError("--answers must be at least 1")
@@ -103,7 +102,6 @@ def main(args: argparse.Namespace) -> int:
     _check_args(args)
 
     from engine.commands.run import HF_TOKEN_WARNING
-    from engine.errors import UserError
     from engine.usecases.selfcheck_model import SelfcheckRequest, selfcheck
 
     if args.hf_token:

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from engine.commands._options import add_db_arg
+from engine.errors import UserError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -140,12 +141,8 @@ def main(args: argparse.Namespace) -> int:
 
     runs = tuple(r.strip() for r in (args.runs or "").split(",") if r.strip())
     if args.runs is not None and not runs:
-        from engine.errors import UserError
-
         raise UserError("--runs needs at least one run id")
     if args.mode and args.experiment is None:
-        from engine.errors import UserError
-
         raise UserError("--mode goes with --experiment (with --runs, name the runs)")
     request = UsedRequest(db=Path(args.db or "."), experiment=args.experiment, modes=tuple(args.mode or ()),
                           runs=runs, model=args.model, device=args.device, quantize=args.quantize, dtype=args.dtype,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from engine.errors import UserError
+
 SHOW_SKIPPED = 20  # more would bury the summary; the count is always printed
 
 
@@ -44,7 +46,6 @@ def _spread(values: Sequence[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.errors import UserError
     from engine.usecases.validate import validate
 
     if args.top_k is not None and args.top_k < 1:

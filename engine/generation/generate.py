@@ -32,6 +32,7 @@ from typing import NamedTuple
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+from engine.errors import RunCancelled
 from engine.generation.batching import batch_slot, bucket_width, cut_batches
 from engine.generation.models import LoadedModel, chat_input_ids, neutralize_generation_config
 from engine.generation.threads import use_threads
@@ -327,8 +328,6 @@ def generate_batch(
             stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
         )
         if interrupted is not None and interrupted():
-            from engine.errors import RunCancelled
-
             raise RunCancelled("cancelled during a batch (its answers were not written)")
         new_tokens = sequences[:, input_ids.shape[1] :]
         recorder.finish(new_tokens)  # inside: its buffers are inference tensors

@@ -27,6 +27,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from engine.errors import UserError
 from engine.types import GenerationOutput
 
 CITATION_SYNTAXES: tuple[str, ...] = ("ours", "paper")
@@ -48,7 +49,6 @@ _CHUNK = 4000  # int() refuses strings of more than 4,300 digits; longer ones ar
 
 def check_citation_syntax(syntax: str) -> str:
     """`syntax` when it is one of CITATION_SYNTAXES; UserError otherwise."""
-    from engine.errors import UserError
 
     if syntax not in CITATION_SYNTAXES:
         raise UserError(f"--citation-syntax must be one of {', '.join(CITATION_SYNTAXES)}, not {syntax!r}")

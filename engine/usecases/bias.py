@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
+
 # Fewer resamples leave the 2.5% tails a handful of draws; more only cost time (2,000 items:
 # about 0.1 s per 1,000 resamples).
 MIN_RESAMPLES = 100
@@ -136,7 +138,6 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     `signatures`: experiment signatures computed already in `conn`'s transaction, shared with
     the request's other readers (store.derived.known_signature).
     """
-    from engine.errors import UserError
 
     if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
@@ -200,7 +201,6 @@ def _plain_json(value: Any) -> Any:
 def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None, seed: int,
                  db_arg: str | None) -> tuple[dict[str, Any], str]:
     """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
-    from engine.errors import UserError
     from engine.statistics.bias import COMPARISONS, compute_bias, labels_for, possible_comparisons
     from engine.statistics.stats import DEFAULT_RESAMPLES
     from engine.types import MODES
@@ -287,7 +287,6 @@ def experiment_floors(db: Any, experiment_id: str, resamples: int | None = None,
     --reruns`), with its interval and, for CAS, the test against it. Rerun runs that cannot be
     paired with the experiment's (other items) make the floor undefined, said in the note, never
     an error."""
-    from engine.errors import UserError
     from engine.statistics.rerun_floor import NO_RERUN, rerun_floors
     from engine.statistics.stats import DEFAULT_RESAMPLES
     from store.queries import bias_inputs, rerun_experiment_ids

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
+
 log = logging.getLogger(__name__)
 
 
@@ -29,7 +31,6 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
     """Compute and keep the Bias page's report and Table 2 rows of these experiments, each one
     whose runs are all ended (none still running: its last run will keep them); True when
     everything computed was kept. Never raises for a store or computation failure."""
-    from engine.errors import UserError
     from engine.usecases.bias import kept_or_computed
     from store.derived import Derived, keep
     from store.queries import reading, report_bias_rows

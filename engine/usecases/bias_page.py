@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
+
 # Each experiment costs a bootstrap (2,000 resamples): a page of them at most.
 MAX_EXPERIMENTS = 12
 
@@ -267,7 +269,6 @@ def bias_page(db_path: Path, references: Sequence[str], *, resamples: int | None
 
 def check_request(db_path: Path, references: Sequence[str]) -> None:
     """UserError for a request with no experiment, or a store that does not exist yet."""
-    from engine.errors import UserError
 
     if not any(r.strip() for r in references):
         raise UserError("choose an experiment (its id or name, from the Runs tab)")
@@ -282,7 +283,6 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     """bias's report of each referenced experiment (each once, in order), and those skipped for
     having nothing to compare yet; UserError for an unknown reference, before any report.
     `signatures`: shared with the request's other readers of `conn` (store.derived.known_signature)."""
-    from engine.errors import UserError
     from engine.usecases.bias import bias_report, unknown_experiment
     from store.queries import experiment_dataset_paths, resolve_experiment
 

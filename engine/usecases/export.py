@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.errors import UserError
+
 
 @dataclass(frozen=True)
 class ExportRequest:
@@ -26,7 +28,6 @@ def export_format(format: str | None, out: Path | str | None = None) -> str:
     """The format to write: `format` as given (one line naming csv and parquet for any other), or
     else the one the file name `out`'s suffix names (one line when it names none). A face asks this
     before it looks for the store, so the wording wins."""
-    from engine.errors import UserError
     from engine.usecases.export_eee import EEE_FORMAT
     from store.export import check_format, format_from_suffix
 
@@ -54,7 +55,6 @@ def export(request: ExportRequest):
     """Write the file; store.export.ExportResult says what was written (engine.usecases.export_eee.
     EeeExport for format "eee"). One line for an unknown experiment (naming the newest ones) or a
     file name that names no format."""
-    from engine.errors import UserError
     from engine.paths import require_store
     from engine.usecases.bias import unknown_experiment
     from store.queries import UnknownExperiment

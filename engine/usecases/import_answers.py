@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
 from engine.types import MODES, Mode
 
 
@@ -61,7 +62,6 @@ class AnswerRow:
 def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
     """Validate every row of an answers file against the dataset; UserError on the first bad one."""
     from engine.datasets.data_files import read_jsonl
-    from engine.errors import UserError
 
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -72,13 +72,11 @@ def check_answers(numbered: Iterable[tuple[str, Any]], dataset: Any, path: str) 
     """Validate (where, row) pairs against the dataset; UserError "PATH:WHERE: problem" on the
     first bad one."""
     from engine.datasets.data_files import json_kind
-    from engine.errors import UserError
 
     items = {item.id: item for item in dataset.items}
     seen: dict[str, str] = {}
     rows: list[AnswerRow] = []
     for where, row in numbered:
-
         def bad(problem: str, where: str = where) -> UserError:
             return UserError(f"{path}:{where}: {problem}")
 
@@ -157,7 +155,6 @@ def check_experiment(path: Path, experiment_id: str, mode: str, config_hash: str
                       dataset_sha: str, metadata_type: str | None, citation_syntax: str = "ours") -> None:
     """Refuse to join an experiment whose runs are for another dataset, model or metadata type,
     or read citations in another syntax (CAS and CAB would compare two readings)."""
-    from engine.errors import UserError
     from store.queries import experiment_runs
 
     if not path.is_file():
@@ -185,7 +182,6 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
     Unlike `run`, a custom type needs no consideration sentence: import renders no prompt, and
     only the labels are read afterwards (tables name the side CAB favours by them).
     """
-    from engine.errors import UserError
     from engine.prompting.prompts import METADATA_TYPES, MetadataType, metadata_type
 
     if consideration or (name in METADATA_TYPES and not (label_a or label_b)):
@@ -209,7 +205,6 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
 def _checked_mode(mode: str) -> Mode:
     """The mode as the store's type; a caller other than the CLI (whose choices are MODES) may
     pass any string, and an unknown one must not be stored as a run's rag_mode."""
-    from engine.errors import UserError
 
     for known in MODES:
         if mode == known:
@@ -224,7 +219,6 @@ def import_answers(request: ImportRequest) -> ImportResult:
     import json
     import uuid
 
-    from engine.errors import UserError
     from engine.prompting.citations import check_citation_syntax
     from engine.prompting.prompts import PromptConfig
     from engine.running.experiment import config_hash

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
+
 METRICS = ("precision", "recall", "f1")
 DEFAULT_METRIC = "precision"
 # A file of item ids is read whole: a split is a list of ids, not a dataset.
@@ -115,7 +117,6 @@ def _finite(x: float) -> float | None:
 def read_item_ids(path: str | Path) -> frozenset[str]:
     """Item ids from a text file, one a line (blank lines and lines starting with # skipped);
     UserError in one line for a missing, oversized or empty file."""
-    from engine.errors import UserError
 
     path = Path(path)
     try:
@@ -141,7 +142,6 @@ def read_item_ids(path: str | Path) -> frozenset[str]:
 def leaderboard(request: LeaderboardRequest) -> Leaderboard:
     """The boards of the store `request.db` (see the module's docstring); UserError in one line for
     a missing store or an unknown metric."""
-    from engine.errors import UserError
     from engine.paths import require_store
 
     if request.metric not in METRICS:
@@ -249,7 +249,6 @@ def _candidates(conn: Any, request: LeaderboardRequest) -> tuple[dict[tuple[str,
 
 def _board(conn: Any, key: tuple[str, str, str, str], entries: list[_Entry], request: LeaderboardRequest) -> Board:
     """One board: each model's CAB (engine.statistics.bias), rerun floor and tier."""
-    from engine.errors import UserError
     from engine.statistics.bias import METRICS as ALL_METRICS
     from engine.statistics.bias import BiasResult, align, compute_bias
     from engine.statistics.stats import DEFAULT_RESAMPLES
@@ -298,7 +297,6 @@ def _board(conn: Any, key: tuple[str, str, str, str], entries: list[_Entry], req
 
 def _floor(conn: Any, entry: _Entry, request: LeaderboardRequest) -> tuple[float, float, float, str]:
     """(CAB's rerun floor, its interval, a note) for the request's metric, on the counted items."""
-    from engine.errors import UserError
     from engine.statistics.rerun_floor import NO_RERUN, rerun_floors
     from engine.statistics.stats import DEFAULT_RESAMPLES
     from store.queries import bias_inputs, rerun_experiment_ids

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.errors import FieldError
 from engine.generation.batching import BATCHINGS, INVARIANT, SORTED  # torch-free
 from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
 from engine.running.run_request import SETTING_BOUNDS, RunRequest
@@ -216,7 +217,6 @@ def build_run_request(values: Mapping[str, Any], *, model_label: str | None = No
     """The RunRequest of option values by their names (an option not given: its default), every
     value checked first: a FieldError (one line) naming the option, for each face to word.
     `model_label` None: the use case resolves `model` ('auto', 'smoke') and names it."""
-    from engine.errors import FieldError
     from engine.prompting.prompts import PromptConfig, metadata_type
 
     unknown_names = sorted(set(values) - set(OPTIONS))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import UserError
 from engine.types import MODES, ORDERS, XAI_VARIANTS
 from engine.usecases.formatting import TYPE_ORDER
 from engine.usecases.report_shares import explanation_rows, verification_rows
@@ -286,7 +287,6 @@ def narrow(frame: Any, experiment: str | None = None, model: str | None = None, 
 
 def check_filters(path: Path, all_runs: Any, experiment: str | None, model: str | None, dataset: str | None) -> None:
     """UserError, naming what there is, when a filter matches no complete run (or no run at all)."""
-    from engine.errors import UserError
     from engine.usecases.bias import unknown_experiment
 
     if experiment is not None and not (all_runs["experiment_id"] == experiment).any():
@@ -306,7 +306,6 @@ def study_experiments(path: Path, study: str | None) -> list[str] | None:
     """The experiment ids of --study, or None without it; an unknown study is refused in one line."""
     if study is None:
         return None
-    from engine.errors import UserError
     from store.queries import study_experiment_ids, study_listing
 
     ids = study_experiment_ids(path, study)
