@@ -52,7 +52,8 @@ def test_the_api_refuses_before_anything_is_built():
     from engine.running.run_request import RunRequest
 
     config = PromptConfig(mode="base", metadata=metadata_type("gender"))
-    with pytest.raises(UserError, match="the experiment name holds the control character"):
+    # The one check every face makes (the CLI and the app below), the field by its plain name here.
+    with pytest.raises(UserError, match="^experiment must be 1 to 100 printable characters"):
         RunRequest(model="smoke", modes=("base",), prompt=config, experiment="e" + ESC)
     with pytest.raises(UserError, match="the model name is 501 characters long"):
         RunRequest(model="m" * 501, modes=("base",), prompt=config)

@@ -68,6 +68,14 @@ def test_probing_settles_at_one_on_a_one_at_a_time_server_and_climbs_on_a_batchi
     assert simulate(lambda level: 2.0 * (1 + 0.3 * (level - 1)))[1][-1] == 2
 
 
+def test_a_slow_first_answer_does_not_lift_a_one_at_a_time_server_past_two():
+    """The first answer carries one-time costs (a connection, first use): measured, it made level
+    1 look slow enough that level 2's doubled latency passed, and probing went on to 3."""
+    answers = iter([4.0] + [1.0] * 1000)  # then serial: each request waits for the others
+    limit, levels = simulate(lambda level: next(answers) * level)
+    assert max(levels) == 2 and levels[-1] == 1
+
+
 def test_an_answer_past_half_the_timeout_steps_down_at_once():
     limit, _ = simulate(lambda level: 2.0, 100)
     assert limit.limit == AUTO_MAX

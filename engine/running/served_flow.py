@@ -18,7 +18,10 @@ computing answers nobody would read. So:
   them together and climbs to AUTO_MAX. An answer that takes more than half of
   --request-timeout steps the level down at once. Latency, not answers per second: the
   client's own time between two requests is in the rate at level 1 and hidden at level 2, and
-  looked like a gain where the server computes in a few milliseconds.
+  looked like a gain where the server computes in a few milliseconds. The run's first answer is
+  not measured: it carries one-time costs (a new connection, the server's and the client's first
+  use), which on a busy machine made level 1 look slow enough that level 2's doubled latency
+  passed, and a one-at-a-time server was sent three requests.
 
 The threads are daemons, and a `Flow` that closes cancels its queued requests (the backend
 shuts the sockets of those in flight): a Ctrl-C ends a served run within seconds, as a local
@@ -65,6 +68,7 @@ class ConcurrencyLimit:
         self._window_weight = 0.0
         self._window_count = 0
         self._epoch = 0  # counts level changes: an answer sent at another level is not this level's
+        self._warmed = False  # the first answer (one-time costs) is not measured
         self.peak = start
 
     @property
@@ -91,6 +95,9 @@ class ConcurrencyLimit:
                 self._set(self._level - 1, settled=True)  # queueing towards the timeout: back off now
                 return
             if self._settled or (ticket is not None and ticket != self._epoch):
+                return
+            if not self._warmed:
+                self._warmed = True
                 return
             self._window_latency += latency_s
             self._window_weight += max(weight, 1e-9)
