@@ -1,7 +1,7 @@
 """How the app names a request's fields in its messages: by the Run tab's labels.
 
 The use cases raise engine.errors.FieldError naming fields plainly (top_k: the run option's
-name, engine.usecases.run_options); the CLI words them as its options (--top-k), which mean
+name, engine.usecases.runs.run_options); the CLI words them as its options (--top-k), which mean
 nothing to a visitor of a web page. Here each field is named as the form shows it, so that no message the app shows speaks
 of options or commands.
 """
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engine.errors import UserError, WordedError
-from engine.usecases.run_options import RUN_OPTIONS
+from engine.usecases.runs.run_options import RUN_OPTIONS
 
-# The Run tab's options as a sentence names them (engine.usecases.run_options), and the store,
+# The Run tab's options as a sentence names them (engine.usecases.runs.run_options), and the store,
 # which is not a visitor's choice: the operator names it where the app starts (docs/operations.md).
 FIELD_LABELS: dict[str, str] = {**{o.name: o.label for o in RUN_OPTIONS}, "db": "PATTRIEVAL_DB where the app starts"}
 # The other tabs' boxes that a use case's message names.

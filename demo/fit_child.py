@@ -8,8 +8,8 @@ hard address-space limit (RLIMIT_AS), a time limit after which it is killed (CPU
 runs at a lower priority than the web process; and a wall clock), a bounded reply, one BLAS
 thread, and an environment without tokens (store.sandbox.child_environment).
 
-The child runs the same engine.usecases.why_cited as the CLI (for a study model,
-engine.usecases.study_effects.why_cited_study, as `why-cited --study`), reading the store through the
+The child runs the same engine.usecases.bias.why_cited as the CLI (for a study model,
+engine.usecases.study.effects.why_cited_study, as `why-cited --study`), reading the store through the
 store's ordinary short read-only transactions (store.queries): it holds the file only while
 reading, as the app's own reads do, and a writer holding it makes the open wait (store.db).
 Its one-line UserErrors come back as they are; the handler masks server paths in them.
@@ -67,7 +67,7 @@ class FitBounds:
 
 
 def fit_in_child(request: Any, db_path: Path, bounds: FitBounds = FitBounds()) -> Any:
-    """engine.usecases.why_cited(request, db_path) run in a bounded child: its WhyCitedResult
+    """engine.usecases.bias.why_cited(request, db_path) run in a bounded child: its WhyCitedResult
     (a StudyEffectsRequest: why_cited_study's StudyEffectsResult, the study model), or UserError
     in one line (the use case's own, or why the child was stopped)."""
     what, fewer = _words(request)
@@ -146,7 +146,7 @@ def user_error_line(err: UserError, max_address_space: int | None, what: str = "
 
 def _words(request: Any) -> tuple[str, str]:
     """What the request fits, and what a visitor past the bounds can do instead."""
-    from engine.usecases.study_effects import StudyEffectsRequest
+    from engine.usecases.study.effects import StudyEffectsRequest
 
     if isinstance(request, StudyEffectsRequest):
         return ("the study model",
@@ -163,8 +163,8 @@ def _python_path() -> str:
 def _serve(message: dict) -> dict:
     import duckdb
 
-    from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
-    from engine.usecases.why_cited import why_cited
+    from engine.usecases.bias.why_cited import why_cited
+    from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
     request = message["request"]
     what, fewer = _words(request)

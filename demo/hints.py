@@ -47,7 +47,7 @@ def is_hint(shown: str | None) -> bool:
 def _no_runs(db_path: str | os.PathLike[str]) -> bool:
     from pathlib import Path
 
-    from engine.usecases.listing import holds_runs
+    from engine.usecases.runs.listing import holds_runs
 
     if not Path(db_path).is_file():
         return True

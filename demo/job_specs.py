@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # light: the job queue's module is imported by every tab
     from engine.api import RunRequest  # the app reaches the engine's values through the API
-    from engine.usecases.run import ExperimentRequest
-    from engine.usecases.study import StudyRequest
+    from engine.usecases.runs.run import ExperimentRequest
+    from engine.usecases.study.study import StudyRequest
 
 JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
 JobKind = Literal["run", "explain"]
@@ -22,8 +22,8 @@ FINISHED_STATES: tuple[JobState, ...] = ("complete", "cancelled", "failed")
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What to run: the use case's own request, one experiment (engine.usecases.run.ExperimentRequest)
-    or a study grid (engine.usecases.study.StudyRequest), each naming its dataset file, its store
+    """What to run: the use case's own request, one experiment (engine.usecases.runs.run.ExperimentRequest)
+    or a study grid (engine.usecases.study.study.StudyRequest), each naming its dataset file, its store
     and where it generates. Its run's hf_token is dropped once the model is loaded."""
 
     work: ExperimentRequest | StudyRequest
@@ -36,7 +36,7 @@ class JobSpec:
     @property
     def request(self) -> RunRequest | StudyRequest:
         """What the jobs table shows (its model label and modes): the experiment's run, or the study."""
-        from engine.usecases.study import StudyRequest
+        from engine.usecases.study.study import StudyRequest
 
         return self.work if isinstance(self.work, StudyRequest) else self.work.run
 
@@ -46,7 +46,7 @@ class JobSpec:
 
     @property
     def db_path(self) -> Path:
-        from engine.usecases.run import resolve_db
+        from engine.usecases.runs.run import resolve_db
 
         return resolve_db(self.work.db)
 

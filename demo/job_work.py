@@ -1,5 +1,5 @@
 """What the worker (demo.jobs) does with one job: a run or a study grid (JobSpec) through
-engine.usecases.run/study, Prompt 5 explanations (ExplainSpec) through engine.usecases.explain,
+engine.usecases.runs.run/study, Prompt 5 explanations (ExplainSpec) through engine.usecases.judges.explain,
 each ending in one line for the page.
 
 Both use cases take a `stop` callback, asked between steps and after every committed batch: it is
@@ -96,7 +96,7 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
         finally:
             discard_upload(spec)
 
-    def progress(event) -> None:  # engine.usecases.run.Progress
+    def progress(event) -> None:  # engine.usecases.runs.run.Progress
         with lock:
             if event.experiment_id is not None:
                 job.experiment_id = event.experiment_id
@@ -112,13 +112,13 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
 
     try:
         if is_study(spec.work):
-            from engine.usecases.study import run_study
+            from engine.usecases.study.study import run_study
 
             studied = run_study(spec.work, progress=progress, stop=stop, load=load,  # type: ignore[arg-type]
                                 read_dataset=read)
             done = sum(r.n_generated for e in studied.experiments for r in e.outcome.runs)
             return f"generated {done} answers in study {studied.name} ({len(studied.experiments)} experiments)"
-        from engine.usecases.run import run_experiment
+        from engine.usecases.runs.run import run_experiment
 
         outcome = run_experiment(spec.work, progress=progress, stop=stop, load=load,  # type: ignore[arg-type]
                                  read_dataset=read)
@@ -129,11 +129,11 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
 
 
 def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = None) -> str:
-    """Prompt 5 explanations of stored answers through engine.usecases.explain, the loop
+    """Prompt 5 explanations of stored answers through engine.usecases.judges.explain, the loop
     `python -m engine explain` runs: each finished batch committed on its own, answers
     already explained by this model skipped, cancel honoured between steps and batches."""
-    from engine.usecases.explain import ExplainRequest, plan_explain, run_explain
-    from engine.usecases.judge_runs import UnknownRun
+    from engine.usecases.judges.explain import ExplainRequest, plan_explain, run_explain
+    from engine.usecases.judges.judge_runs import UnknownRun
 
     spec = job.spec
     if not isinstance(spec, ExplainSpec):  # run_job sends runs to execute()
@@ -170,7 +170,7 @@ def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
 
 
 def is_study(request: Any) -> bool:
-    from engine.usecases.study import StudyRequest
+    from engine.usecases.study.study import StudyRequest
 
     return isinstance(request, StudyRequest)
 

@@ -13,7 +13,7 @@ model settings; a job with another model frees it first, so two never sit in mem
 Cancel stops at the next check, within seconds: between the job's steps (dataset, plan, model
 load), every 500 items while items are stored or prompts are built, at every decoding step of
 the batch in flight (a batch cut short is not written), and after each committed batch
-(engine.usecases.run.run_experiment's `stop`). What was committed stays, the run ends as failed,
+(engine.usecases.runs.run.run_experiment's `stop`). What was committed stays, the run ends as failed,
 and submitting the same settings resumes it.
 
 Jobs belong to the visitor who queued them (`owner`: the Gradio session, see demo.visitors):

@@ -9,7 +9,7 @@ address-space cap (PATTRIEVAL_FIT_MEMORY_MB), a CPU-time limit (PATTRIEVAL_JUDGE
 child runs below the web process's priority, so a wall clock of 4 times that stops one that
 waits), one BLAS thread, a bounded reply and an environment without tokens.
 
-The child runs the CLI's own use cases (engine.usecases.agreement, engine.usecases.import_labels)
+The child runs the CLI's own use cases (engine.usecases.judges.agreement, engine.usecases.storage.import_labels)
 through the store's ordinary short transactions. A label import writes in one transaction, so a
 child stopped part-way (its time, its memory) has written nothing. Its one-line UserErrors come
 back as they are; the handler masks server paths in them.
@@ -101,14 +101,14 @@ def _serve(message: dict) -> dict:
     task: JudgesTask = message["task"]
     try:
         if task.kind == "agreement":
-            from engine.usecases.agreement import agreement
+            from engine.usecases.judges.agreement import agreement
 
             return {"result": agreement(task.request)}
         if task.kind == "disagreements":
-            from engine.usecases.agreement import disagreements
+            from engine.usecases.judges.agreement import disagreements
 
             return {"result": disagreements(task.request, *task.pair, limit=task.limit)}
-        from engine.usecases.import_labels import import_labels
+        from engine.usecases.storage.import_labels import import_labels
 
         return {"result": import_labels(task.request)}
     except UserError as err:

@@ -13,8 +13,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from engine.usecases.bias_page import CabValue, ProbabilitySpread
-from engine.usecases.formatting import SIGNIFICANCE
+from engine.presentation.formatting import SIGNIFICANCE
+from engine.usecases.bias.page import CabValue, ProbabilitySpread
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -41,13 +41,13 @@ def _text(value: object) -> str:
 
 def type_name(metadata_type: str | None) -> str:
     """A metadata type as the paper's Table 2 names it (custom types under their own names)."""
-    from engine.usecases.formatting import TYPE_NAMES
+    from engine.presentation.formatting import TYPE_NAMES
 
     return TYPE_NAMES.get(metadata_type or "", metadata_type or "no metadata type")
 
 
 def _type_order(types: Sequence[str | None]) -> list[str | None]:
-    from engine.usecases.formatting import TYPE_ORDER
+    from engine.presentation.formatting import TYPE_ORDER
 
     known = {t: i for i, t in enumerate(TYPE_ORDER)}
     return sorted(dict.fromkeys(types), key=lambda t: (known.get(t or "", len(known)), str(t)))
@@ -80,7 +80,7 @@ def cab_figure(bars: Sequence[CabValue], metrics: Sequence[str] = CAB_METRICS) -
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
 
-    from engine.usecases.formatting import format_p
+    from engine.presentation.formatting import format_p
 
     shown = [b for b in bars if b.metric in metrics and b.value is not None]
     fig = make_subplots(rows=1, cols=len(metrics), shared_yaxes=True, horizontal_spacing=0.06,
@@ -174,7 +174,7 @@ def forest_figure(rows: Sequence, title: str | None = None, axis_title: str | No
     or anything with its term, odds_ratio, ci_low, ci_high and p: the study model's configurations)."""
     import plotly.graph_objects as go
 
-    from engine.usecases.formatting import format_p
+    from engine.presentation.formatting import format_p
 
     shown = [r for r in rows if r.odds_ratio == r.odds_ratio]  # NaN: nothing to draw
     fig = go.Figure(go.Scatter(

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.prompting.citations import parse_citation_marks
-from engine.usecases.model_names import is_smoke
+from engine.usecases.runs.model_names import is_smoke
 
 # Said wherever a smoke run's numbers are shown: all zeros would otherwise look like a finding.
 SMOKE_NOTE = ("The smoke model has random weights and never cites, so its scores are 0: run a real model "
@@ -74,7 +74,7 @@ def cell_html(content: str, classes: Iterable[str] = (), title: str | None = Non
 def documents_grid(detail: Any, use: Iterable[Any] = ()) -> str:
     """The shown documents x modes table: position per mode, labels in base and cf, relevance,
     citation per mode with its probability; cited cells that differ between modes get `flip`.
-    With `use` (engine.usecases.items.DocumentUse rows), a column per mode whose answer `used`
+    With `use` (engine.usecases.runs.items.DocumentUse rows), a column per mode whose answer `used`
     read: each document's necessity and whether it is used."""
     modes, use = detail.modes, tuple(use)
     by_run: dict[str, dict[int, Any]] = {}
@@ -278,7 +278,7 @@ def message(text: str) -> str:
 
 
 def comparison_summary(result) -> str:
-    """What a comparison paired (engine.usecases.compare.Comparison): per pair of runs the runs,
+    """What a comparison paired (engine.usecases.compare.compare.Comparison): per pair of runs the runs,
     the items paired and left out, notes (a run still running), the EM and citation flips."""
     parts = [f"<p><b>A</b> {escape_text(result.request.a)} ({escape_text(result.side_a.kind)}) · "
              f"<b>B</b> {escape_text(result.request.b)} ({escape_text(result.side_b.kind)}) · differences are B − A</p>"]

@@ -3,7 +3,7 @@
 So that even a CPU Space shows real results from the paper's models: the operator publishes a
 store (a .duckdb file made by the CLI on a GPU machine) in a Hub *dataset* repo, and every start
 downloads it (huggingface_hub's cache: a file already there is not fetched again) and merges it
-with `engine.usecases.merge.merge`, the merge of `python -m engine merge`. The merge is idempotent
+with `engine.usecases.storage.merge.merge`, the merge of `python -m engine merge`. The merge is idempotent
 by run id, so restarts add nothing twice.
 
 The download is merged from a private copy: the Hub cache's file is never opened for writing,
@@ -30,7 +30,7 @@ def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str
     """Download `filename` from the Hub dataset repo `repo` and merge it into `db_path`; a MergeResult."""
     from huggingface_hub import hf_hub_download
 
-    from engine.usecases.merge import merge
+    from engine.usecases.storage.merge import merge
     from store.db import connect
 
     # cache_dir None: huggingface_hub's own (HF_HUB_CACHE / HF_HOME, set by the entry point).

@@ -15,7 +15,7 @@ from pathlib import Path
 from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
 from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S
 from engine.errors import UserError
-from engine.usecases.model_names import offered_models
+from engine.usecases.runs.model_names import offered_models
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
 # Where strangers are served (a Space, --share), unless the operator sets otherwise: the models
@@ -237,7 +237,7 @@ def without_server_paths(message: str, db_path: str | os.PathLike[str], *, datas
 
 def _private_items(path: str) -> frozenset[str]:
     """The item ids of the operator's private split; UserError in one line naming the setting."""
-    from engine.usecases.leaderboard import read_item_ids
+    from engine.usecases.bias.leaderboard import read_item_ids
 
     try:
         return read_item_ids(path)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import UserError
 
 if TYPE_CHECKING:
-    from engine.usecases.bias import BiasReport
-    from engine.usecases.bias_page import BiasPage
+    from engine.usecases.bias.page import BiasPage
+    from engine.usecases.bias.report import BiasReport
 
 # name -> the module that defines it. One entry per public name; `__all__` is their keys.
 _HOMES: dict[str, str] = {
@@ -37,100 +37,100 @@ _HOMES: dict[str, str] = {
     "RunRequest": "engine.running.run_request",
     "PromptConfig": "engine.prompting.prompts",
     "metadata_type": "engine.prompting.prompts",
-    "ExperimentRequest": "engine.usecases.run",
-    "RayOptions": "engine.usecases.run",
-    "ServerOptions": "engine.usecases.run",
-    "Progress": "engine.usecases.run",
+    "ExperimentRequest": "engine.usecases.runs.run",
+    "RayOptions": "engine.usecases.runs.run",
+    "ServerOptions": "engine.usecases.runs.run",
+    "Progress": "engine.usecases.runs.run",
     "ExperimentOutcome": "engine.running.run_request",
-    "run_experiment": "engine.usecases.run",
+    "run_experiment": "engine.usecases.runs.run",
     "Grid": "engine.prompting.study",
-    "StudyRequest": "engine.usecases.study",
-    "StudyOutcome": "engine.usecases.study",
-    "run_study": "engine.usecases.study",
+    "StudyRequest": "engine.usecases.study.study",
+    "StudyOutcome": "engine.usecases.study.study",
+    "run_study": "engine.usecases.study.study",
     # explanations (Prompt 5) and verification (AttrScore)
-    "ExplainRequest": "engine.usecases.explain",
-    "ExplainPlan": "engine.usecases.explain",
-    "ExplainResult": "engine.usecases.explain",
-    "plan_explain": "engine.usecases.explain",
-    "run_explain": "engine.usecases.explain",
-    "explain": "engine.usecases.explain",
-    "VerifyRequest": "engine.usecases.verify_request",
-    "VerifyPlan": "engine.usecases.verify",
-    "VerifyResult": "engine.usecases.verify",
-    "plan_verify": "engine.usecases.verify",
-    "run_verify": "engine.usecases.verify",
-    "verify": "engine.usecases.verify",
-    "verify_judges": "engine.usecases.verify",
-    "judge_cab": "engine.usecases.judge_label_bias",
-    "JudgeCab": "engine.usecases.judge_label_bias",
-    "LabelBiasPlan": "engine.usecases.judge_label_pairs",
-    "plan_label_bias": "engine.usecases.judge_label_pairs",
-    "run_label_bias": "engine.usecases.judge_label_pairs",
+    "ExplainRequest": "engine.usecases.judges.explain",
+    "ExplainPlan": "engine.usecases.judges.explain",
+    "ExplainResult": "engine.usecases.judges.explain",
+    "plan_explain": "engine.usecases.judges.explain",
+    "run_explain": "engine.usecases.judges.explain",
+    "explain": "engine.usecases.judges.explain",
+    "VerifyRequest": "engine.usecases.judges.verify_request",
+    "VerifyPlan": "engine.usecases.judges.verify",
+    "VerifyResult": "engine.usecases.judges.verify",
+    "plan_verify": "engine.usecases.judges.verify",
+    "run_verify": "engine.usecases.judges.verify",
+    "verify": "engine.usecases.judges.verify",
+    "verify_judges": "engine.usecases.judges.verify",
+    "judge_cab": "engine.usecases.judges.judge_label_bias",
+    "JudgeCab": "engine.usecases.judges.judge_label_bias",
+    "LabelBiasPlan": "engine.usecases.judges.judge_label_pairs",
+    "plan_label_bias": "engine.usecases.judges.judge_label_pairs",
+    "run_label_bias": "engine.usecases.judges.judge_label_pairs",
     # judges of citations: human labels in, agreement between the judges out
-    "ImportLabelsRequest": "engine.usecases.import_labels",
-    "ImportLabelsResult": "engine.usecases.import_labels",
-    "import_labels": "engine.usecases.import_labels",
-    "AgreementRequest": "engine.usecases.agreement",
-    "Agreement": "engine.usecases.agreement",
-    "agreement": "engine.usecases.agreement",
+    "ImportLabelsRequest": "engine.usecases.storage.import_labels",
+    "ImportLabelsResult": "engine.usecases.storage.import_labels",
+    "import_labels": "engine.usecases.storage.import_labels",
+    "AgreementRequest": "engine.usecases.judges.agreement",
+    "Agreement": "engine.usecases.judges.agreement",
+    "agreement": "engine.usecases.judges.agreement",
     # propensity CAB: the label bias on the probabilities of citing, the answer text held fixed
-    "PropensityRequest": "engine.usecases.propensity",
-    "PropensityResult": "engine.usecases.propensity",
-    "propensity": "engine.usecases.propensity",
+    "PropensityRequest": "engine.usecases.judges.propensity",
+    "PropensityResult": "engine.usecases.judges.propensity",
+    "propensity": "engine.usecases.judges.propensity",
     # cited or used: each document's necessity, by ablation with the answer held fixed
-    "UsedRequest": "engine.usecases.used",
-    "UsedPlan": "engine.usecases.used",
-    "UsedResult": "engine.usecases.used_figures",
-    "plan_used": "engine.usecases.used",
-    "run_used": "engine.usecases.used",
-    "used": "engine.usecases.used",
+    "UsedRequest": "engine.usecases.judges.used",
+    "UsedPlan": "engine.usecases.judges.used",
+    "UsedResult": "engine.usecases.judges.used_figures",
+    "plan_used": "engine.usecases.judges.used",
+    "run_used": "engine.usecases.judges.used",
+    "used": "engine.usecases.judges.used",
     # bias and the paper's tables
-    "BiasReport": "engine.usecases.bias",
-    "BiasPage": "engine.usecases.bias_page",
-    "ExperimentBias": "engine.usecases.bias_page",
-    "ReportRequest": "engine.usecases.tables",
-    "ReportTables": "engine.usecases.tables",
-    "report_tables": "engine.usecases.tables",
-    "report_xai_blocks": "engine.usecases.tables",
-    "formatted_tables": "engine.usecases.formatting",
+    "BiasReport": "engine.usecases.bias.report",
+    "BiasPage": "engine.usecases.bias.page",
+    "ExperimentBias": "engine.usecases.bias.page",
+    "ReportRequest": "engine.usecases.bias.tables",
+    "ReportTables": "engine.usecases.bias.tables",
+    "report_tables": "engine.usecases.bias.tables",
+    "report_xai_blocks": "engine.usecases.bias.tables",
+    "formatted_tables": "engine.presentation.formatting",
     # two runs or experiments compared on the same items, with paired statistics
-    "CompareRequest": "engine.usecases.compare",
-    "Comparison": "engine.usecases.compare",
-    "compare": "engine.usecases.compare",
+    "CompareRequest": "engine.usecases.compare.compare",
+    "Comparison": "engine.usecases.compare.compare",
+    "compare": "engine.usecases.compare.compare",
     # the models of a store ranked by label bias, with tiers by Holm-corrected pairwise tests
-    "LeaderboardRequest": "engine.usecases.leaderboard",
-    "Leaderboard": "engine.usecases.leaderboard",
-    "leaderboard": "engine.usecases.leaderboard",
-    "read_item_ids": "engine.usecases.leaderboard",
+    "LeaderboardRequest": "engine.usecases.bias.leaderboard",
+    "Leaderboard": "engine.usecases.bias.leaderboard",
+    "leaderboard": "engine.usecases.bias.leaderboard",
+    "read_item_ids": "engine.usecases.bias.leaderboard",
     # why was a document cited? the citation choice model
-    "WhyCitedRequest": "engine.usecases.why_cited",
-    "WhyCitedResult": "engine.usecases.why_cited",
-    "why_cited": "engine.usecases.why_cited",
-    "citation_decisions": "engine.usecases.why_cited",
+    "WhyCitedRequest": "engine.usecases.bias.why_cited",
+    "WhyCitedResult": "engine.usecases.bias.why_cited",
+    "why_cited": "engine.usecases.bias.why_cited",
+    "citation_decisions": "engine.usecases.bias.why_cited",
     "fit_choice_model": "engine.statistics.choice_model",
     # one model of label bias across a study: the label effect per configuration
-    "StudyEffectsRequest": "engine.usecases.study_effects",
-    "StudyEffectsResult": "engine.usecases.study_effects",
-    "why_cited_study": "engine.usecases.study_effects",
+    "StudyEffectsRequest": "engine.usecases.study.effects",
+    "StudyEffectsResult": "engine.usecases.study.effects",
+    "why_cited_study": "engine.usecases.study.effects",
     "fit_study_model": "engine.statistics.study_model",
     "suppression_rates": "engine.statistics.suppression",
     # metrics as DataFrames, from a store or from answers in memory
-    "Evaluation": "engine.usecases.evaluate",
-    "evaluate": "engine.usecases.evaluate",
-    "evaluate_answers": "engine.usecases.evaluate",
+    "Evaluation": "engine.usecases.runs.evaluate",
+    "evaluate": "engine.usecases.runs.evaluate",
+    "evaluate_answers": "engine.usecases.runs.evaluate",
     # the store: import, export, merge, list
-    "ImportRequest": "engine.usecases.import_answers",
-    "ImportResult": "engine.usecases.import_answers",
-    "import_answers": "engine.usecases.import_answers",
-    "import_metadata": "engine.usecases.import_answers",
+    "ImportRequest": "engine.usecases.storage.import_answers",
+    "ImportResult": "engine.usecases.storage.import_answers",
+    "import_answers": "engine.usecases.storage.import_answers",
+    "import_metadata": "engine.usecases.storage.import_answers",
     # Inspect AI logs in (needs the `inspect` extra): each mode's answers stored as a run
-    "InspectImportRequest": "engine.usecases.import_inspect",
-    "InspectImportResult": "engine.usecases.import_inspect",
-    "ExportRequest": "engine.usecases.export",
-    "export": "engine.usecases.export",
-    "merge": "engine.usecases.merge",
-    "experiments": "engine.usecases.listing",
-    "studies": "engine.usecases.listing",
+    "InspectImportRequest": "engine.usecases.storage.import_inspect",
+    "InspectImportResult": "engine.usecases.storage.import_inspect",
+    "ExportRequest": "engine.usecases.storage.export",
+    "export": "engine.usecases.storage.export",
+    "merge": "engine.usecases.storage.merge",
+    "experiments": "engine.usecases.runs.listing",
+    "studies": "engine.usecases.runs.listing",
 }
 
 
@@ -148,7 +148,7 @@ def bias_report(db: str | os.PathLike[str], experiment: str, *, resamples: int |
     experiment, one line naming the known ones."""
     from pathlib import Path
 
-    from engine.usecases.bias import bias_report as report
+    from engine.usecases.bias.report import bias_report as report
 
     return report(Path(db), experiment, resamples=resamples, seed=seed)
 
@@ -162,7 +162,7 @@ def bias_page(db: str | os.PathLike[str], experiments: list[str] | tuple[str, ..
     is in `.skipped`; UserError if every one is, or for an unknown one."""
     from pathlib import Path
 
-    from engine.usecases.bias_page import bias_page as page
+    from engine.usecases.bias.page import bias_page as page
 
     found = page(Path(db), list(experiments), resamples=resamples)
     if not found.experiments:
@@ -176,7 +176,7 @@ def experiment_tables(db: str | os.PathLike[str], experiment_ids: list[str] | tu
     experiments (ids), as `python -m engine report --experiment` gives them for one."""
     from pathlib import Path
 
-    from engine.usecases.tables import experiment_tables as tables
+    from engine.usecases.bias.tables import experiment_tables as tables
 
     return tables(Path(db), experiment_ids)
 
@@ -192,8 +192,8 @@ def import_inspect(log: str | os.PathLike[str], db: str | os.PathLike[str], *, n
     written. Returns an InspectImportResult (experiment_id, run_ids by mode). docs/inspect.md."""
     from pathlib import Path
 
-    from engine.usecases.import_inspect import InspectImportRequest
-    from engine.usecases.import_inspect import import_inspect as read
+    from engine.usecases.storage.import_inspect import InspectImportRequest
+    from engine.usecases.storage.import_inspect import import_inspect as read
 
     return read(InspectImportRequest(Path(log), Path(db), name, experiment, mode, metadata, citation_syntax))
 

@@ -9,10 +9,10 @@ them:
           (2,000 bootstrap resamples), Tables 1 and 2, and the plots' data; a visitor's first
           request (the report and Table 2 read from what the store keeps, store.derived), the
           same repeated, "after run": the first request after the experiment's last run ended
-          (its values kept by the writer, engine.usecases.bias_kept), "writer keeps": that
+          (its values kept by the writer, engine.usecases.bias.kept), "writer keeps": that
           keeping, and "computed": with nothing kept (other resamples, or a writer that could not keep);
 - report: with --report, `python -m engine report`'s tables for one experiment and for the
-          whole store (engine.usecases.tables.report_tables);
+          whole store (engine.usecases.bias.tables.report_tables);
 - memory: with --memory, each handler's peak resident memory in a fresh child process.
 
 Store shapes (one dataset of ITEMS items x 10 documents; RUNS runs in experiments of vanilla,
@@ -207,7 +207,7 @@ def build_store(path: Path, *, n_items: int, n_runs: int) -> BenchStore:
 
 
 HANDLERS = ("query_detail", "runs_page", "bias_page")
-# `python -m engine report`'s tables (engine.usecases.tables.report_tables), for one experiment
+# `python -m engine report`'s tables (engine.usecases.bias.tables.report_tables), for one experiment
 # and for the whole store; timed with --report (the whole store takes seconds a call at 1M).
 REPORTS = ("report --experiment", "report (all)")
 # The Bias tab keeps what it computed per store state (store.state_cache): "bias_page" is timed
@@ -216,7 +216,7 @@ REPORTS = ("report --experiment", "report (all)")
 # so the table tells reading the experiment from the bootstrap that follows.
 # "  after run" is the first request after the experiment's last run ended: the values kept in
 # the store removed, then kept again as the writer keeps them when a run ends (untimed:
-# engine.usecases.bias_kept); "  writer keeps" times that keeping itself, the work it
+# engine.usecases.bias.kept); "  writer keeps" times that keeping itself, the work it
 # adds to the end of a run. "  computed" is bias_page with nothing kept in the store (store.derived):
 # what a request for other resamples waits for, or one after a writer that could not keep them.
 # The computed page where a run's rows kept at its completion are not current (a run resumed,
@@ -250,11 +250,11 @@ def call(handler: str, store: BenchStore):
 
         return bias_page(store.path, store.experiment_id)
     if handler == "  writer keeps":
-        from engine.usecases.bias_kept import keep_experiments
+        from engine.usecases.bias.kept import keep_experiments
 
         return keep_experiments(store.path, [store.experiment_id])
     if handler in REPORTS:
-        from engine.usecases.tables import ReportRequest, report_tables
+        from engine.usecases.bias.tables import ReportRequest, report_tables
 
         return report_tables(ReportRequest(db=store.path, experiment=store.experiment_id if "--" in handler else None))
     from store.queries import bias_inputs
@@ -278,7 +278,7 @@ def prepare(handler: str, store: BenchStore) -> None:
                 conn.execute(f"CREATE TABLE bench_hidden_{table} AS SELECT * FROM {table}")
                 conn.execute(f"DELETE FROM {table}")
     if handler == "  after run":
-        from engine.usecases.bias_kept import keep_experiments
+        from engine.usecases.bias.kept import keep_experiments
 
         keep_experiments(store.path, [store.experiment_id])
 
@@ -357,7 +357,7 @@ sys.path.insert(0, {root!r})
 import importlib.util
 spec = importlib.util.spec_from_file_location("bench_app", {script!r})
 bench = importlib.util.module_from_spec(spec); sys.modules["bench_app"] = bench; spec.loader.exec_module(bench)
-import demo.handlers.bias, demo.handlers.query, demo.handlers.runs, engine.usecases.tables  # imports before the baseline
+import demo.handlers.bias, demo.handlers.query, demo.handlers.runs, engine.usecases.bias.tables  # imports before the baseline
 store = bench._reuse(bench.Path({path!r}), {items}, {runs})
 bench.prepare({handler!r}, store)
 def status(field):

@@ -120,8 +120,8 @@ def build(folder: Path, items: int) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    from engine.usecases.study_effects import StudyEffectsRequest
-    from engine.usecases.why_cited import WhyCitedRequest
+    from engine.usecases.bias.why_cited import WhyCitedRequest
+    from engine.usecases.study.effects import StudyEffectsRequest
     from store.queries import count_answers
 
     measure = fit

@@ -4,12 +4,12 @@ For each size, on the stores of scripts/bench_app.py's `build_store` (through th
 - query_detail: demo.handlers.query.query_detail on the size's store (bench_app's call), in this
   process, median of every call; `--repeats` calls before each command and after the last, so the
   median spans the run and the commands are read as a ratio to it (the 2-core box is shared);
-- why-cited: engine.usecases.why_cited over every experiment of the same store (what
+- why-cited: engine.usecases.bias.why_cited over every experiment of the same store (what
   `python -m engine why-cited --experiment ...` calls), in a fresh interpreter;
-- why-cited-study: engine.usecases.study_effects.why_cited_study over the study 'bench' of every
+- why-cited-study: engine.usecases.study.effects.why_cited_study over the study 'bench' of every
   experiment of the same store (its axis: the metadata type; what `python -m engine why-cited
   --study bench` calls), in a fresh interpreter; the study is added to the store the first time;
-- compare: engine.usecases.compare of two runs of N items each, N the size (what `python -m engine
+- compare: engine.usecases.compare.compare of two runs of N items each, N the size (what `python -m engine
   compare RUN_A RUN_B` calls: the store reads, the pairing and every paired test), in a fresh
   interpreter, on a store of 3 runs x N items (vanilla, base and cf of one experiment; base against cf).
 Each command's row: the child process's wall and CPU seconds (interpreter start included; in
@@ -122,7 +122,7 @@ def _child(kind: str, db: str, arg: str) -> dict:
         built = _bench_app().build_store(Path(db), n_items=items, n_runs=runs)
         what = f"{built.n_generations:,} generations"
     elif kind == "why-cited":
-        from engine.usecases.why_cited import WhyCitedRequest, why_cited
+        from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
         from store.db import connect
 
         with connect(Path(db), read_only=True) as conn:
@@ -132,19 +132,19 @@ def _child(kind: str, db: str, arg: str) -> dict:
             raise SystemExit(f"why-cited fitted no answer on {db}")
         what = f"{len(ids)} experiments, {result.n_runs} runs, {result.fit.n_informative:,} informative answers"
     elif kind == "why-cited-study":
-        from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+        from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
         _add_study(Path(db))
         study = why_cited_study(StudyEffectsRequest(STUDY), Path(db))
         what = (f"study '{STUDY}': {len(study.experiment_ids)} experiments, {len(study.fit.configurations)} "
                 f"configurations, {study.fit.n_informative:,} informative answers")
     elif kind == "why-cited-one":
-        from engine.usecases.why_cited import WhyCitedRequest, why_cited
+        from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
 
         result = why_cited(WhyCitedRequest((arg,)), Path(db))
         what = f"experiment {arg}: {result.n_runs} runs, {result.fit.n_informative:,} informative answers"
     elif kind in ("compare", "compare-runs"):
-        from engine.usecases.compare import CompareRequest, compare
+        from engine.usecases.compare.compare import CompareRequest, compare
 
         run_a, run_b, paired = arg.split(",") if kind == "compare-runs" else (*COMPARE_RUNS, arg)
         got = compare(CompareRequest(run_a, run_b), Path(db))

@@ -8,7 +8,7 @@ d(i) = 100 (M_base(i) - M_cf(i)) is +100, 0 or -100, as precision's CAB takes on
 cited document: +100 with chance r + c/200, -100 with chance r - c/200 (r = `--flip`, the share
 of items whose citation moves each way by chance), so the model's true CAB is c points. The
 board's tiers come from engine.statistics.tiers.tiers, the function the leaderboard
-(engine.usecases.leaderboard) calls with the same per-item values and CAB as their mean.
+(engine.usecases.bias.leaderboard) calls with the same per-item values and CAB as their mean.
 
 - Equal: every model's true CAB is `--cab`. Holm's correction bounds the chance that any pair is
   told apart at 5%, so all models should share one tier in at least 95% of boards.

@@ -92,7 +92,7 @@ def product_row(model: str, folder: Path, dataset: Path, few_shot: int, args: ar
     """One base run through run_experiment, measured from the store."""
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from store.db import connect
 
     request = RunRequest(model=str(folder), modes=("base",), prompt=PromptConfig(metadata=METADATA_TYPES["gender"],

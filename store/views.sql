@@ -449,7 +449,7 @@ GROUP BY ALL;
 --   FROM (SELECT item_id FROM generations WHERE run_id = 'RUN_A') a
 --   FULL JOIN (SELECT item_id FROM generations WHERE run_id = 'RUN_B') b USING (item_id);
 -- The statistics (bootstrap intervals, exact McNemar, permutation test, Holm, TOST, power) are
--- the CLI's and the Python API's: engine.usecases.compare.
+-- the CLI's and the Python API's: engine.usecases.compare.compare.
 
 CREATE OR REPLACE VIEW compare_item_metrics AS
 SELECT q.run_id, q.item_id, q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.answer_recall,

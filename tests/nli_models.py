@@ -100,7 +100,7 @@ def answered_store(folder: Path, model_dir: Path) -> tuple[Path, str, dict[str, 
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from store.db import connect
     from tests.helpers import make_ranked_dataset
 

@@ -135,7 +135,7 @@ def test_one_judge_and_unknown_names_say_why(store, capsys):
 
 
 def test_a_judge_with_no_usable_verdict_sits_out_of_the_panel(store, capsys):
-    from engine.usecases.agreement import AgreementRequest, agreement
+    from engine.usecases.judges.agreement import AgreementRequest, agreement
     from store.db import connect
 
     db, _ = store

@@ -147,7 +147,7 @@ def test_an_import_keeps_its_answers_metrics(tmp_path, layout):
     citation reading and the seed's ('paper': only shown numbers count), of the seed's layout,
     and of an ALCE release."""
     from engine.datasets.data import load_dataset
-    from engine.usecases.import_answers import ImportRequest, import_answers
+    from engine.usecases.storage.import_answers import ImportRequest, import_answers
 
     if layout == "alce":
         data = tmp_path / "asqa_eval_gtr_top100.json"

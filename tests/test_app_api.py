@@ -83,7 +83,7 @@ def test_the_handlers_refuse_in_one_line(tmp_path):
 
 def test_bias_errors_never_show_the_server_path(tmp_path, tiny_llama_dir, tiny_llama):
     from engine.datasets.data import load_dataset
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from tests.test_jobs import make_dataset, request
 
     db = tmp_path / "secret-server-folder" / "app.duckdb"

@@ -22,7 +22,7 @@ from demo.handlers import bias as handler
 from engine.errors import UserError
 from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig
 from engine.types import Citation, Document, Generation, Item, RunSpec
-from engine.usecases.bias_page import CabValue
+from engine.usecases.bias.page import CabValue
 from store import RunStore, connect, queries
 
 SHA = "sha-bias"
@@ -122,7 +122,7 @@ def test_tab_reads_equal_the_whole_store_reads(db):
 def test_table1_reads_equal_run_metrics_with_run_scores_current_stale_or_missing(db, tmp_path):
     import shutil
 
-    from engine.usecases.tables import table1
+    from engine.usecases.bias.tables import table1
 
     ids = ["exp-gender", "exp-hai", "exp-base", "exp-race"]
     copy = tmp_path / "t1.duckdb"
@@ -189,7 +189,7 @@ def _cli_report(db: Path, experiment: str) -> str:
 
 def test_tables_for_one_experiment_are_what_engine_report_prints(db):
     from engine.commands.report import render
-    from engine.usecases.tables import experiment_tables
+    from engine.usecases.bias.tables import experiment_tables
 
     for experiment in ("exp-gender", "exp-hai"):
         rows1, rows2 = experiment_tables(db, [experiment])
@@ -197,8 +197,8 @@ def test_tables_for_one_experiment_are_what_engine_report_prints(db):
 
 
 def test_the_page_shows_the_report_tables_of_the_chosen_experiments(db, page):
-    from engine.usecases.formatting import formatted_tables
-    from engine.usecases.tables import table1, table2
+    from engine.presentation.formatting import formatted_tables
+    from engine.usecases.bias.tables import table1, table2
 
     # The same functions over the whole store's views, narrowed to the chosen experiments.
     runs = queries.run_metric_table(db)
@@ -233,7 +233,7 @@ def test_the_page_holds_each_chosen_experiment_once(page):
 
 
 def test_the_page_numbers_are_engine_bias_numbers(db, page):
-    from engine.usecases.bias import bias_report
+    from engine.usecases.bias.report import bias_report
 
     report = bias_report(db, "exp-race", resamples=200).report
     rows = [r[3:] for r in page.results if r[0] == "exp-race"]

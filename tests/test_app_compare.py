@@ -18,7 +18,7 @@ from demo import render
 from demo.handlers import compare as h
 from engine.errors import UserError
 from engine.statistics import compare_stats as cs
-from engine.usecases.compare import CompareRequest, Margins, compare
+from engine.usecases.compare.compare import CompareRequest, Margins, compare
 from tests.test_compare import build_store
 
 

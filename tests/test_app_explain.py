@@ -46,7 +46,7 @@ def build_explained_store(folder: Path, model_dir: Path) -> tuple[Path, str, dic
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from store.explanation_store import ExplanationStore
 
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 3))

@@ -12,7 +12,7 @@ from demo.jobs import JobQueue
 from demo.tabs.run import STATUS_COLUMNS
 from engine.prompting.prompts import PromptConfig
 from engine.running.run_request import RunRequest
-from engine.usecases.run import ExperimentRequest
+from engine.usecases.runs.run import ExperimentRequest
 from store import connect
 from tests.helpers import wait_for_job
 

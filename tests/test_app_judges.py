@@ -2,7 +2,7 @@
 line, the judges against human labels, the PPI rate, the disagreements of a pair, a clicked row,
 importing labels from an upload and its refusals, the hint) on tests/judged_store.py's store with
 a person's labels, and `/agreement` through gradio_client on the app as `python -m demo` builds it.
-Every number the page shows is the use case's (engine.usecases.agreement), checked against it.
+Every number the page shows is the use case's (engine.usecases.judges.agreement), checked against it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from demo.handlers import judges as h
 from demo.settings import AppSettings
 from engine.errors import UserError
-from engine.usecases.agreement import AgreementRequest, agreement
+from engine.usecases.judges.agreement import AgreementRequest, agreement
 from tests.helpers import copy_store
 from tests.judged_store import LLM, NLI, build, cited, dump
 
@@ -149,7 +149,7 @@ def test_the_disagreements_of_a_pair_with_every_verdict_and_the_document(built):
     assert first["document"].startswith(f"{shown.title}: {' '.join(shown.text.split())[:40]}")
     assert h.clicked_disagreement(list(first)) == (info["run"], first["item_id"])
     # The use case's bound: the first `limit` in (run, item, position) order, and how many in all.
-    from engine.usecases.agreement import disagreements
+    from engine.usecases.judges.agreement import disagreements
 
     some, total = disagreements(AgreementRequest(db, "pilot"), LLM, NLI, limit=1)
     assert total == len(differ) and [(d.item_id, d.position) for d in some] == differ[:1]

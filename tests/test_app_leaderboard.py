@@ -39,7 +39,7 @@ def test_the_table_is_the_boards_with_tiers_intervals_and_items(db):
 def test_a_board_is_kept_while_the_store_is_unchanged_and_recomputed_after_a_write(db, tmp_path, monkeypatch):
     import shutil
 
-    from engine.usecases import leaderboard as use_case
+    from engine.usecases.bias import leaderboard as use_case
 
     copy = Path(shutil.copy(db, tmp_path / "copy.duckdb"))
     first = leaderboard_view(copy)

@@ -12,7 +12,7 @@ from demo import plots
 from demo.handlers import why_cited as h
 from engine.errors import UserError
 from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
-from engine.usecases.why_cited import WhyCitedRequest, why_cited
+from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
 from tests.helpers import cli, rows, write_jsonl
 from tests.test_why_cited import imported  # noqa: F401  (the fixture)
 

@@ -15,8 +15,8 @@ from demo import plots
 from demo.handlers import why_cited as pooled
 from demo.handlers import why_cited_study as h
 from engine.errors import UserError
-from engine.usecases.formatting import format_ratio
-from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+from engine.presentation.formatting import format_ratio
+from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 from tests.test_study_model import stored  # noqa: F401  (the fixture)
 
 

@@ -130,7 +130,7 @@ def test_a_batch_invariant_run_stores_what_each_prompt_gives_alone_and_records_i
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from tests.helpers import make_dataset, rows
 
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 10))
@@ -162,7 +162,7 @@ def test_a_resume_that_batches_otherwise_is_listed_beside_the_first_way(tiny_lla
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from tests.helpers import make_dataset, rows
 
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", 4))

@@ -453,7 +453,7 @@ def test_a_custom_many_valued_type_from_the_command_line_beside_a_built_in_one(t
 
 def test_the_bias_report_says_how_a_battery_experiments_labels_differ_from_the_papers():
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
-    from engine.usecases.bias import label_note
+    from engine.usecases.bias.report import label_note
 
     def config(**fields):
         return {"prompt": PromptConfig(mode="base", **fields).to_dict()}

@@ -115,7 +115,7 @@ def test_query_metrics_006_equals_005(store, tmp_path):
 
 def test_bias_reports_are_cached_per_store_state(store, tmp_path, monkeypatch):
     """A cached report is served only while the store is unchanged; a write is never hidden."""
-    from engine.usecases import bias as bias_command
+    from engine.usecases.bias import report as bias_command
 
     path = tmp_path / "cache.duckdb"
     path.write_bytes(store.path.read_bytes())

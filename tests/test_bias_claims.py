@@ -159,7 +159,7 @@ def stores(tmp_path_factory):
 def test_every_face_gives_one_bounded_interval_and_p(stores, capsys):
     from engine import api
     from engine.__main__ import main
-    from engine.usecases.tables import ReportRequest, report_tables
+    from engine.usecases.bias.tables import ReportRequest, report_tables
 
     db = stores / "two.duckdb"
     report = api.bias_report(db, "two").report
@@ -187,7 +187,7 @@ def test_a_model_that_never_cites_is_undefined_on_every_face(stores, capsys):
     from demo.handlers.bias import bias_page
     from engine import api
     from engine.__main__ import main
-    from engine.usecases.tables import ReportRequest, report_tables
+    from engine.usecases.bias.tables import ReportRequest, report_tables
 
     db = stores / "silent.duckdb"
     assert main(["bias", "--experiment", "silent", "--db", str(db)]) == 0
@@ -226,7 +226,7 @@ def test_no_p_sits_beside_cas_in_the_tables(stores, capsys):
     out of the tables, where it would read as a test of CAS."""
     from engine import api
     from engine.__main__ import main
-    from engine.usecases.display import bias_cells
+    from engine.presentation.display import bias_cells
 
     db = stores / "two.duckdb"
     assert main(["bias", "--experiment", "two", "--db", str(db)]) == 0
@@ -248,7 +248,7 @@ def test_no_p_sits_beside_cas_in_the_tables(stores, capsys):
 
 def test_compare_of_runs_that_never_cite_says_undefined_not_no_difference(stores, capsys):
     from engine.__main__ import main
-    from engine.usecases.compare import NEITHER_CITES, CompareRequest, compare
+    from engine.usecases.compare.compare import NEITHER_CITES, CompareRequest, compare
 
     db = stores / "silent.duckdb"
     (r,) = compare(CompareRequest("silent:base", "silent:cf"), db).runs

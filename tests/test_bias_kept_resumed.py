@@ -11,8 +11,8 @@ import sys
 
 from demo.handlers import bias as handler
 from engine.datasets.data import load_dataset
-from engine.usecases.bias_kept import after_run
-from engine.usecases.run import ExperimentRequest, run_experiment
+from engine.usecases.bias.kept import after_run
+from engine.usecases.runs.run import ExperimentRequest, run_experiment
 from store import RunStore, connect
 from tests.helpers import make_dataset
 from tests.test_app_bias import EXPERIMENTS, ITEMS, _generation, _spec

@@ -1,4 +1,4 @@
-"""The Bias page as a use case (engine.usecases.bias_page): typed, each reference
+"""The Bias page as a use case (engine.usecases.bias.page): typed, each reference
 resolved once, explanation_rates read once; the app's tab and engine.api.bias_page show the
 same numbers. The store is tests/test_app_bias.py's, with its explanations and verifications."""
 
@@ -13,7 +13,7 @@ import pytest
 from demo.handlers import bias as handler
 from engine import api
 from engine.errors import UserError
-from engine.usecases import bias_page as usecase
+from engine.usecases.bias import page as usecase
 from tests.test_app_bias import _add_beyond, build_store
 
 TEXT, CHOSEN = "exp-gender, exp-hai", ["exp-race", "gender, study"]

@@ -100,7 +100,7 @@ def test_a_fit_that_did_not_converge_prints_a_warning_not_a_bare_verdict(monkeyp
     from engine.commands.why_cited import format_text
     from engine.statistics.choice_model import fit_choice_model
     from engine.statistics.suppression import suppression_rates
-    from engine.usecases.why_cited import WhyCitedResult
+    from engine.usecases.bias.why_cited import WhyCitedResult
 
     f = _ten_shown()
     real = choice_fit._newton
@@ -112,7 +112,7 @@ def test_a_fit_that_did_not_converge_prints_a_warning_not_a_bare_verdict(monkeyp
 
 
 def test_why_cited_reads_numbers_not_text(tmp_path):
-    from engine.usecases.why_cited import WhyCitedRequest, chosen_answers
+    from engine.usecases.bias.why_cited import WhyCitedRequest, chosen_answers
     from store.queries.decisions import decision_codes
     from tests.test_why_cited import store_simulated
 

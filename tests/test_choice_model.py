@@ -400,7 +400,7 @@ def test_the_robust_interval_reads_t_with_the_clusters_its_variance_rests_on():
     # Relevance's score does not cancel in a coinciding item: nearly every item carries it.
     assert fit.effect("relevant").robust_df > 0.5 * fit.n_clusters
     # why-cited says, below its table, how few items the interval rests on.
-    from engine.usecases.why_cited import few_clusters_notes
+    from engine.usecases.bias.why_cited import few_clusters_notes
 
     (note,) = few_clusters_notes(fit)
     assert note.startswith(f"robust interval of label[A]: rests on about {label.robust_df + 1:,.0f} of the "

@@ -177,7 +177,7 @@ def test_an_experiment_takes_one_syntax(study, tmp_path):
     with pytest.raises(UserError, match="reads citations as 'ours', not 'paper'"):
         from engine.datasets.data import load_dataset
         from engine.prompting.prompts import metadata_type
-        from engine.usecases.import_answers import ImportRequest, import_answers
+        from engine.usecases.storage.import_answers import ImportRequest, import_answers
 
         import_answers(ImportRequest(load_dataset(data), study["db"].parent / "cf.jsonl", db, "m", "cf", "x",
                                      metadata_type("hai"), citation_syntax="paper"))
@@ -235,7 +235,7 @@ def test_migration_016_drops_kept_numbers_of_paper_runs_only(tmp_path):
 
 def test_the_api_evaluates_in_either_syntax(study):
     from engine.datasets.data import load_dataset
-    from engine.usecases.evaluate import evaluate_answers
+    from engine.usecases.runs.evaluate import evaluate_answers
 
     data = load_dataset(study["db"].parent / "data.jsonl")
     answers = {"vanilla": [{"item_id": "q00", "answer": "x [1] [1, 2] [9]"}]}

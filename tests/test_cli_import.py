@@ -81,7 +81,7 @@ def test_an_unknown_mode_from_the_library_is_refused_before_anything_is_stored(f
     is named as such (it was told it "needs --metadata", the check for a non-vanilla mode)."""
     from engine.datasets.data import load_dataset
     from engine.errors import UserError
-    from engine.usecases.import_answers import ImportRequest, import_answers
+    from engine.usecases.storage.import_answers import ImportRequest, import_answers
 
     db = tmp_path / "r.duckdb"
     request = ImportRequest(load_dataset(files / "data.jsonl"), files / "vanilla.jsonl", db, mode="Vanilla")

@@ -27,7 +27,7 @@ from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.statistics import compare_stats as cs
 from engine.statistics.flips import CitationFlips, citation_flips, em_flips
 from engine.types import Citation, Document, Generation, Item, RunSpec
-from engine.usecases.compare import CompareRequest, Margins, compare, parse_margins
+from engine.usecases.compare.compare import CompareRequest, Margins, compare, parse_margins
 from store.db import connect
 from store.queries import metrics_for_run
 from store.queries.compare import METRIC_COLUMNS, read_paired, resolve_side

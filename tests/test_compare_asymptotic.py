@@ -149,7 +149,7 @@ def test_the_cli_and_the_app_pass_exact_to_the_request(monkeypatch, tmp_path):
         seen.append(request)
         raise Stop
 
-    monkeypatch.setattr("engine.usecases.compare.compare", fake)
+    monkeypatch.setattr("engine.usecases.compare.compare.compare", fake)
     with pytest.raises(Stop):
         args.main(args)
     assert seen[-1].exact is True

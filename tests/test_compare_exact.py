@@ -18,7 +18,7 @@ from engine.errors import UserError
 from engine.statistics import compare_stats as cs
 from engine.statistics import paired_exact as pe
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW
-from engine.usecases.compare import Margins, parse_margins
+from engine.usecases.compare.compare import Margins, parse_margins
 
 
 def _tables(n: int) -> tuple[np.ndarray, np.ndarray]:

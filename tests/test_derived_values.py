@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from demo.handlers import bias as handler
-from engine.usecases import bias as usecase
+from engine.usecases.bias import report as usecase
 from store import RunStore, connect
 from store.merge import merge_stores
 from tests.helpers import copy_store
@@ -61,7 +61,7 @@ def db(built, tmp_path) -> Path:
 
 def test_the_first_request_keeps_what_later_requests_read(db, monkeypatch):
     first = _page(db)
-    from engine.usecases.bias import BIAS_REPORT
+    from engine.usecases.bias.report import BIAS_REPORT
 
     assert _kept(db) == {BIAS_REPORT: 3, "bias_rows/2": 3}
     computed = []
@@ -322,7 +322,7 @@ def test_the_report_counts_the_runs_answers_once(db, monkeypatch):
     generation): the report's runs and Table 2 share one count."""
     import store.kept_metrics
     import store.queries.bias_tables
-    from engine.usecases.tables import ReportRequest, report_tables
+    from engine.usecases.bias.tables import ReportRequest, report_tables
 
     calls: list[int] = []
     real = store.kept_metrics.counts
@@ -348,7 +348,7 @@ def _kept_rows(db: Path, experiment: str) -> list[tuple]:
 
 def _end_run(db: Path, run_id: str, experiment: str, mode: str, status: str | None = "complete") -> RunStore:
     """A run written and ended as `run` and `import` end theirs: through the use cases' RunStore hook."""
-    from engine.usecases.bias_kept import after_run
+    from engine.usecases.bias.kept import after_run
 
     store = RunStore(db, timeout_s=10, on_finished=after_run(db))
     model, meta, _ = EXPERIMENTS[experiment]
@@ -386,7 +386,7 @@ def test_the_writer_keeps_exactly_what_the_first_visitor_would_compute(db, monke
     request computes and keeps from nothing; the first visitor reads them without computing."""
     _end_run(db, "exp-hai-cf", "exp-hai", "cf")
     by_writer = _kept_rows(db, "exp-hai")
-    from engine.usecases.bias import BIAS_REPORT
+    from engine.usecases.bias.report import BIAS_REPORT
 
     assert sorted(kind for kind, *_ in by_writer) == [BIAS_REPORT, "bias_rows/2"]
     computed = _counting(monkeypatch)
@@ -422,7 +422,7 @@ def test_values_are_kept_when_the_experiments_last_run_ends_and_not_before(db):
 
 
 def test_a_merge_through_the_use_case_keeps_the_values(db, tmp_path):
-    from engine.usecases.merge import merge
+    from engine.usecases.storage.merge import merge
 
     source = tmp_path / "source.duckdb"
     shutil.copy(db, source)

@@ -381,8 +381,8 @@ def test_report_filter_matching_nothing_is_one_line(labelled_db, capsys, args, m
 
 
 def test_report_type_names_cover_the_built_in_types():
+    from engine.presentation.formatting import TYPE_NAMES
     from engine.prompting.prompts import METADATA_TYPES
-    from engine.usecases.formatting import TYPE_NAMES
 
     assert set(TYPE_NAMES) == set(METADATA_TYPES)
 

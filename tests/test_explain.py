@@ -88,7 +88,7 @@ def answered(tmp_path_factory, tiny_llama_dir):
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
 
     folder = tmp_path_factory.mktemp("explain")
     dataset = load_dataset(make_dataset(folder / "d.jsonl", 5))
@@ -297,7 +297,7 @@ def test_kill_minus_9_then_resume_finishes_without_duplicates(tmp_path, tiny_lla
     from engine.datasets.data import load_dataset
     from engine.prompting.prompts import METADATA_TYPES, PromptConfig
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
 
     n = 40  # about 3 s of explaining on 2 cores: room to be killed in the middle
     dataset = load_dataset(make_dataset(tmp_path / "d.jsonl", n))

@@ -1,5 +1,5 @@
 """A choice-model or study-model fit the memory available now cannot hold is refused in one line,
-from a count, before a decision row is read (engine.usecases.fit_memory; at 10M answers
+from a count, before a decision row is read (engine.usecases.bias.fit_memory; at 10M answers
 `why-cited` read for minutes, then needed ~15 GB)."""
 
 from __future__ import annotations
@@ -9,7 +9,12 @@ import pytest
 
 from engine import limits
 from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
-from engine.usecases.fit_memory import FIT_BYTES_PER_ANSWER, FIT_BYTES_PER_DECISION, FIT_FIXED_BYTES, fit_memory_bytes
+from engine.usecases.bias.fit_memory import (
+    FIT_BYTES_PER_ANSWER,
+    FIT_BYTES_PER_DECISION,
+    FIT_FIXED_BYTES,
+    fit_memory_bytes,
+)
 from tests.helpers import cli
 from tests.test_study_model import stored  # noqa: F401  (the fixture)
 from tests.test_why_cited import store_simulated
@@ -85,7 +90,7 @@ def test_where_the_os_does_not_say_nothing_is_refused(experiment, monkeypatch, c
 
 def test_the_study_model_is_refused_the_same_way(stored, little_memory):  # noqa: F811
     from engine.errors import UserError
-    from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+    from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
     db, _ = stored
     with pytest.raises(UserError, match=r"^study 'grid': [\d,]+ answers x their shown documents make .* "
@@ -107,7 +112,7 @@ def test_an_address_space_limit_bounds_what_is_available():
 
 def test_the_apps_bounded_request_is_not_told_of_an_override_it_cannot_give(experiment, little_memory):
     from engine.errors import UserError
-    from engine.usecases.why_cited import WhyCitedRequest, why_cited
+    from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
 
     db, exp = experiment
     with pytest.raises(UserError) as caught:
@@ -118,7 +123,7 @@ def test_the_apps_bounded_request_is_not_told_of_an_override_it_cannot_give(expe
 
 
 def test_two_close_sizes_are_told_apart():
-    from engine.usecases.fit_memory import _sizes
+    from engine.usecases.bias.fit_memory import _sizes
 
     assert _sizes(int(1.93 * 2**30), int(1.91 * 2**30)) == ("1.93 GB", "1.91 GB")
     assert _sizes(int(1.9 * 2**30), 100 * 2**20) == ("1,945.6 MB", "100.0 MB")

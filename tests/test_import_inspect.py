@@ -114,7 +114,7 @@ def test_deep_json_is_refused_in_one_line_before_inspect_reads_it(log_path, tmp_
 
 
 def test_a_member_over_the_bound_is_refused_before_it_is_read(log_path, tmp_path, monkeypatch):
-    import engine.usecases.import_inspect as reader
+    import engine.usecases.storage.import_inspect as reader
 
     monkeypatch.setattr(reader, "MAX_SAMPLE_BYTES", 10_000)
     refused(log_path, tmp_path / "s.duckdb", r"samples/nq-00\d_epoch_1.json is [\d,]+ bytes \(at most 10,000\)")
@@ -198,7 +198,7 @@ def test_only_the_inspect_modules_import_inspect_ai_and_only_they_at_load():
                 if node in tree.body:
                     at_load.add(rel)
     assert {p for p in at_load if not p.startswith("engine/inspect_tasks/")} == set()
-    assert {p for p in anywhere if not p.startswith("engine/inspect_tasks/")} == {"engine/usecases/import_inspect.py"}
+    assert {p for p in anywhere if not p.startswith("engine/inspect_tasks/")} == {"engine/usecases/storage/import_inspect.py"}
 
 
 def test_a_json_log_imports_as_an_eval_log_does(tmp_path):

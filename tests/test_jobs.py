@@ -16,7 +16,7 @@ from demo.model_cache import ModelCache
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.running.run_request import RunRequest
 from engine.types import MODES
-from engine.usecases.run import ExperimentRequest
+from engine.usecases.runs.run import ExperimentRequest
 from tests.helpers import make_dataset
 
 
@@ -177,7 +177,7 @@ def test_the_model_cache_frees_one_model_before_loading_another():
 
 def test_a_study_grid_runs_as_one_job_through_the_same_use_case(queue, tiny_llama_dir, tmp_path):
     from engine.prompting.study import Grid
-    from engine.usecases.study import StudyRequest
+    from engine.usecases.study.study import StudyRequest
 
     data = make_dataset(tmp_path / "d.jsonl", 2)
     db = tmp_path / "runs.duckdb"

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from engine.usecases.judge_label_bias import judge_cab
+from engine.usecases.judges.judge_label_bias import judge_cab
 from tests.helpers import cli, copy_store, rows
 from tests.nli_models import answered_store, write_rigged_nli_model
 

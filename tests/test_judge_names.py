@@ -1,7 +1,7 @@
 """Judge names are the operator's. A Space visitor's uploaded labels go under a name carrying who
 gave them (`visitor <tag>: <name>`, demo.visitors.labels_judge), so a visitor can neither take a
 model judge's name before the model judges nor add labels to another person's; and a model judge
-never writes under a name the store gives a person (engine.usecases.verify_nli.check_judge_name,
+never writes under a name the store gives a person (engine.usecases.judges.verify_nli.check_judge_name,
 store.verification_store). Real stores (tests/judged_store.py), the Judges tab's handler, the CLI."""
 
 from __future__ import annotations

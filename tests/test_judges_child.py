@@ -48,7 +48,7 @@ def _one_line(err: pytest.ExceptionInfo, *forbidden: str) -> str:
 
 
 def test_a_label_import_is_refused_by_the_store_quota_before_it_writes(store, tmp_path):
-    from engine.usecases.import_labels import ImportLabelsRequest, import_labels, store_size
+    from engine.usecases.storage.import_labels import ImportLabelsRequest, import_labels, store_size
 
     db, info = store
     labels, n = _labels(tmp_path, info)

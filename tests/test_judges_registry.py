@@ -11,8 +11,8 @@ import pytest
 from engine.judges import registry
 from engine.judges.registry import ATTRSCORE, EXPLAIN, Asked, Judge, claim_judge, register
 from engine.types import Claim, Document, ExplainRun, GenerationOutput, Item, VerifySource
-from engine.usecases.verify_nli import judge_requests, parse_judge, prompted
-from engine.usecases.verify_request import VerifyRequest
+from engine.usecases.judges.verify_nli import judge_requests, parse_judge, prompted
+from engine.usecases.judges.verify_request import VerifyRequest
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +105,7 @@ def test_verify_finds_a_registered_judge_by_the_name_before_its_colon():
 def test_a_registered_judge_shown_the_labels_is_refused_in_one_line_before_the_store_is_read(tmp_path):
     from engine.commands._field_words import cli_message
     from engine.errors import FieldError
-    from engine.usecases.verify import plan_verify
+    from engine.usecases.judges.verify import plan_verify
 
     register(SUPPORT)
     missing = tmp_path / "none.duckdb"

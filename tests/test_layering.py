@@ -1,4 +1,5 @@
-"""Imports flow one way: core <- store <- use cases <- faces (the CLI, the app), with no circles.
+"""Imports flow one way: core <- store <- use cases <- presentation and the API <- faces (the CLI,
+the app), with no circles.
 
 Every module's imports are read from its source with `ast`, function-local ones included (a
 local import hides a cycle from Python, not from this test). The layers are DESIGN.md's:
@@ -6,7 +7,11 @@ local import hides a cycle from Python, not from this test). The layers are DESI
 - core: engine/ except the use cases, the API and the CLI. No DuckDB, no Gradio, no store.
 - store: store/. Of the project, it imports only the engine's types, errors and limits (a leaf
   module of OS limits that the sandbox and the loader's child share).
-- use cases: engine/usecases/ and the curated API in engine/api.py.
+- use cases: engine/usecases/, in folders by what a user does (runs, bias, judges, compare, study,
+  storage) over a ground of shared modules; one folder imports another one way (below).
+- presentation and the API: engine/presentation/ (formatting, display: how results read, which the
+  faces share) and the curated API in engine/api.py, which hands out use cases and presentation
+  alike. The use cases do not import presentation, bar the named exceptions below.
 - faces: the CLI (engine/__main__.py, engine/commands/) and the app (demo/). A face never imports
   another face, and imports only the use cases, the API and the ground, bar named exceptions.
 
@@ -25,7 +30,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "store", "demo")
 STORE_MAY_IMPORT = {"engine.types", "engine.errors", "engine.limits"}
-RANK = {"core": 0, "store": 1, "usecases": 2, "cli": 3, "app": 3}
+RANK = {"core": 0, "store": 1, "usecases": 2, "presentation": 3, "api": 3, "cli": 4, "app": 4}
 
 
 def _module_name(path: Path) -> str:
@@ -54,8 +59,12 @@ def layer(module: str) -> str:
     if module == "engine.__main__" or module.startswith("engine.commands"):
         return "cli"
     # Inspect's tasks are use cases that Inspect's runner calls (engine/inspect_tasks).
-    if module == "engine.api" or module.startswith(("engine.usecases", "engine.inspect_tasks")):
+    if module.startswith(("engine.usecases", "engine.inspect_tasks")):
         return "usecases"
+    if module.startswith("engine.presentation"):
+        return "presentation"
+    if module == "engine.api":
+        return "api"
     return "core"
 
 
@@ -97,6 +106,72 @@ def folder_arrows() -> list[str]:
             if theirs != "ground" and theirs not in FOLDER_MAY_IMPORT[mine] or (mine == "ground"):
                 wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
     return wrong
+
+
+# The use cases' folders, by what a user does, and which of them each may import besides itself and
+# the use cases' ground (engine/usecases/*.py: what several folders share, importing no folder).
+# Each arrow is there for a reason the importing side names:
+USECASE_FOLDER_MAY_IMPORT: dict[str, set[str]] = {
+    "ground": set(),  # served: a run or a judge on an OpenAI-compatible server
+    "bias": set(),  # the bias report, the Bias page and its kept values, the tables, the choice model
+    # A judge names an unknown experiment as the bias report does; the judge's own label bias.
+    "judges": {"bias"},
+    # A merge or an import keeps the Bias page's values (bias.kept); an export writes the bias report.
+    "storage": {"bias"},
+    # A run's end keeps the Bias page's values (bias.kept), evaluate gives CAS and CAB and imports
+    # answers held in memory (storage), listing a study's experiments (bias.tables), items the
+    # threshold of "used" (judges.used).
+    "runs": {"bias", "judges", "storage"},
+    "compare": {"runs"},  # the rerun marks (runs.rerun_marks)
+    "study": {"runs", "bias"},  # a study runs experiments, keeps their values, fits across them
+}
+USECASE_GROUND = ["engine.usecases", "engine.usecases.served"]
+
+
+def usecase_folder(module: str) -> str | None:
+    """The folder of a use-case module ("ground" for engine/usecases/*.py); None elsewhere."""
+    parts = module.split(".")
+    if parts[:2] != ["engine", "usecases"]:
+        return None
+    is_package = module in MODULES and MODULES[module].name == "__init__.py"
+    return parts[2] if len(parts) > 3 or len(parts) == 3 and is_package else "ground"
+
+
+def usecase_folder_arrows() -> list[str]:
+    wrong = []
+    for module, targets in _graph().items():
+        mine = usecase_folder(module)
+        if mine is None:
+            continue
+        for target in sorted(targets):
+            theirs = usecase_folder(target)
+            if theirs is None or theirs == mine or theirs == "ground" and mine != "ground":
+                continue
+            if theirs not in USECASE_FOLDER_MAY_IMPORT[mine]:
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    return wrong
+
+
+# Imports of presentation by the use cases, "module imports target", each with its reason. A result's
+# notebook repr is imported when the result is shown, so that it reads as the CLI prints it
+# wherever it came from (a use case, the API, a face); attaching it elsewhere would make a repr
+# depend on what else was imported.
+USECASES_PRESENTING_EXCEPTIONS = {
+    "engine.usecases.bias.report imports engine.presentation.display": "BiasReport's notebook repr",
+    "engine.usecases.runs.evaluate imports engine.presentation.display": "Evaluation's notebook repr",
+}
+# The Bias page's values hold Table 1 and 2 as the strings `report` prints and its rerun floors as
+# `bias` words them. This list may only shrink: hand the faces rows to format and strike its lines.
+USECASES_PRESENTING_NOT_YET = [
+    "engine.usecases.bias.page imports engine.presentation.display",
+    "engine.usecases.bias.page imports engine.presentation.formatting",
+]
+USECASES_PRESENTING = {*USECASES_PRESENTING_EXCEPTIONS, *USECASES_PRESENTING_NOT_YET}
+
+
+def usecases_presenting() -> list[str]:
+    return sorted(f"{module} imports {target}" for module, targets in _graph().items()
+                  if layer(module) == "usecases" for target in targets if layer(target) == "presentation")
 
 
 def _resolve(module: str, node: ast.ImportFrom) -> str:
@@ -159,7 +234,7 @@ def back_arrows() -> list[str]:
                 wrong.append(f"{module} (store) imports {target}")
             elif {mine, theirs} == {"cli", "app"}:
                 wrong.append(f"{module} ({mine}) imports {target} ({theirs}): a face never imports another")
-            elif RANK[theirs] > RANK[mine]:
+            elif RANK[theirs] > RANK[mine] and f"{module} imports {target}" not in USECASES_PRESENTING:
                 wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
     return wrong
 
@@ -238,8 +313,8 @@ def test_the_pure_core_loads_no_torch():
 # A face plans a judge (what explain or verify will do, refused in one line where it cannot)
 # before any model loads: the judges' definitions and plan, and the use cases that read the store
 # for them, load no torch until a judge is loaded.
-JUDGE_PLANNING = ("engine.judges.registry", "engine.judges.plan", "engine.usecases.judge_runs",
-                  "engine.usecases.explain", "engine.usecases.verify")
+JUDGE_PLANNING = ("engine.judges.registry", "engine.judges.plan", "engine.usecases.judges.judge_runs",
+                  "engine.usecases.judges.explain", "engine.usecases.judges.verify")
 
 
 def test_planning_a_judge_loads_no_torch():
@@ -249,6 +324,37 @@ def test_planning_a_judge_loads_no_torch():
 
 def test_no_modules_import_each_other_in_a_circle():
     assert cycles() == []
+
+
+def test_use_case_folders_import_one_way():
+    assert usecase_folder_arrows() == []
+
+
+def test_every_use_case_sits_in_a_folder():
+    # The use cases' ground is small on purpose: a new use case goes into the folder of what a user does.
+    ground = sorted(m for m in MODULES if usecase_folder(m) == "ground")
+    assert ground == USECASE_GROUND
+    assert {usecase_folder(m) for m in MODULES} - {None} == set(USECASE_FOLDER_MAY_IMPORT)
+
+
+def test_the_use_cases_import_presentation_only_where_named():
+    assert usecases_presenting() == sorted(USECASES_PRESENTING)
+    assert not set(USECASES_PRESENTING_EXCEPTIONS) & set(USECASES_PRESENTING_NOT_YET)
+
+
+def test_presentation_imports_only_the_core():
+    wrong = [f"{m} imports {t}" for m, targets in _graph().items() if layer(m) == "presentation"
+             for t in targets if layer(t) not in ("core", "presentation")]
+    assert wrong == []
+
+
+def test_the_use_case_folder_checker_sees_a_wrong_arrow(tmp_path, monkeypatch):
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    from engine.usecases.runs.run import run_experiment\n"
+                    "from engine.usecases.served import ServerOptions\n")
+    monkeypatch.setitem(MODULES, "engine.usecases.bias.probe", path)
+    assert usecase_folder_arrows() == [
+        "engine.usecases.bias.probe (bias) imports engine.usecases.runs.run (runs)"]
 
 
 def test_every_module_is_under_500_lines():
@@ -270,14 +376,15 @@ def test_the_walker_sees_local_and_relative_imports(tmp_path, monkeypatch, sourc
 
 
 def test_the_layers_are_the_designs():
-    assert [layer(m) for m in ("engine.prompting.prompts", "store.db", "engine.usecases.run", "engine.api",
+    assert [layer(m) for m in ("engine.prompting.prompts", "store.db", "engine.usecases.runs.run",
+                               "engine.presentation.formatting", "engine.api",
                                "engine.commands.run", "engine.__main__", "demo.app")] == [
-        "core", "store", "usecases", "usecases", "cli", "cli", "app"]
+        "core", "store", "usecases", "presentation", "api", "cli", "cli", "app"]
 
 
-# What the CLI may import of the project: the use cases, the API's values, its own modules and the
+# What the CLI may import of the project: the use cases, presentation, the API, its own modules and the
 # ground. Everything below the use cases (the core's folders, the store) is reached through them.
-CLI_MAY_IMPORT = ("engine.usecases", "engine.api", "engine.commands", "engine.__main__")
+CLI_MAY_IMPORT = ("engine.usecases", "engine.presentation", "engine.api", "engine.commands", "engine.__main__")
 GROUND = ("engine", "engine.errors", "engine.types", "engine.paths", "engine.bounds", "engine.limits",
           "engine.suggest", "engine.sink")
 # Named exceptions, each with its reason; keep them few.
@@ -301,7 +408,7 @@ def face_imports_past_the_use_cases(face: str) -> list[str]:
                 continue
             if face == "cli" and any(target == p or target.startswith(p + ".") for p in CLI_MAY_IMPORT):
                 continue
-            if face == "app" and (target.startswith("demo") or layer(target) == "usecases"):
+            if face == "app" and (target.startswith("demo") or layer(target) in ("usecases", "presentation", "api")):
                 continue
             wrong.append(f"{module} imports {name}")
     return wrong
@@ -348,7 +455,7 @@ def test_the_app_imports_only_use_cases_the_api_and_the_ground():
 def test_the_app_checker_sees_an_import_past_the_use_cases(tmp_path, monkeypatch):
     path = tmp_path / "probe.py"
     path.write_text("def f():\n    from store.queries import count_runs\n"
-                    "from engine.usecases.listing import holds_runs\nfrom engine.api import RunRequest\n"
+                    "from engine.usecases.runs.listing import holds_runs\nfrom engine.api import RunRequest\n"
                     "from demo.render import SMOKE_NOTE\nfrom engine.types import MODES\n")
     monkeypatch.setitem(MODULES, "demo.probe", path)
     assert sorted(face_imports_past_the_use_cases("app")) == sorted([*APP_EXCEPTIONS, *APP_NOT_YET,
@@ -358,7 +465,7 @@ def test_the_app_checker_sees_an_import_past_the_use_cases(tmp_path, monkeypatch
 def test_the_face_checker_sees_an_import_past_the_use_cases(tmp_path, monkeypatch):
     path = tmp_path / "probe.py"
     path.write_text("def f():\n    from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW\n"
-                    "from store.queries import explanation_rates\nfrom engine.usecases.run import SMOKE\n"
+                    "from store.queries import explanation_rates\nfrom engine.usecases.runs.run import SMOKE\n"
                     "from engine.errors import UserError\nimport pandas\n")
     monkeypatch.setitem(MODULES, "engine.commands.probe", path)
     assert face_imports_past_the_use_cases("cli") == [

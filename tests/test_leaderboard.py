@@ -16,7 +16,7 @@ from engine.__main__ import main
 from engine.errors import UserError
 from engine.statistics.bias import compute_bias, metric_table
 from engine.statistics.tiers import holm_adjust, tiers
-from engine.usecases.leaderboard import LeaderboardRequest, leaderboard, read_item_ids
+from engine.usecases.bias.leaderboard import LeaderboardRequest, leaderboard, read_item_ids
 from tests.bias_store import add_experiment, add_run, biased
 
 N = 40

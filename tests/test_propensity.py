@@ -275,7 +275,7 @@ def test_an_item_that_does_not_fit_the_context_is_skipped(store):
     from dataclasses import replace
 
     from engine.generation.models import load_model
-    from engine.usecases import propensity as usecase
+    from engine.usecases.judges import propensity as usecase
 
     db, experiment_id = store
     request = usecase.PropensityRequest(db=db, experiment=experiment_id, device="cpu", quantize="none")
@@ -288,7 +288,7 @@ def test_an_item_that_does_not_fit_the_context_is_skipped(store):
 
 def test_a_cancel_between_batches_keeps_what_was_stored(store, monkeypatch):
     from engine.errors import RunCancelled
-    from engine.usecases import propensity as usecase
+    from engine.usecases.judges import propensity as usecase
 
     db, experiment_id = store
     request = usecase.PropensityRequest(db=db, experiment=experiment_id, device="cpu", quantize="none")

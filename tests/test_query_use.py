@@ -80,7 +80,7 @@ def test_nothing_extra_where_used_has_not_read_the_answers(db, used_db):  # noqa
 
 
 def test_the_use_case_gives_one_reader_per_run_and_the_views_rule(used_db):
-    from engine.usecases.items import item_detail
+    from engine.usecases.runs.items import item_detail
 
     use = item_detail(used_db, "exp-q", "hamlet", with_use=True).use
     assert {(u.run_id, u.model) for u in use} == {("rb", "model-x"), ("rc", "other/reader")}

@@ -28,7 +28,7 @@ from engine.generation.threads import resolve_threads  # noqa: E402
 from engine.running.backend_ray import Generator, RayBackend, load_driver_tokenizer, runtime_env  # noqa: E402
 from engine.running.planner import check_prompt_lengths, plan_experiment  # noqa: E402
 from engine.running.runner import execute_plan  # noqa: E402
-from engine.usecases.run import ExperimentRequest, run_experiment  # noqa: E402
+from engine.usecases.runs.run import ExperimentRequest, run_experiment  # noqa: E402
 from store import RunStore, connect  # noqa: E402
 
 pytestmark = pytest.mark.ray

@@ -209,7 +209,7 @@ def test_the_xai_layout_names_what_it_has_no_column_for(tmp_path, capsys):
 def test_the_bias_tab_shows_the_same_rows(study_db, twins_db):
     from demo.handlers import bias as handler
     from engine.commands.report import render
-    from engine.usecases.tables import ReportRequest, report_tables
+    from engine.usecases.bias.tables import ReportRequest, report_tables
 
     for db, chosen in ((study_db, ["gender-ranked", "race-ranked", "gender-reversed", "race-reversed"]),
                        (twins_db, ["g1", "g2", "r1"])):
@@ -223,8 +223,8 @@ def test_the_bias_tab_shows_the_same_rows(study_db, twins_db):
 
 def test_an_undefined_cab_prints_undefined_with_its_reason():
     from engine.commands.report import render
-    from engine.usecases.formatting import cab_cell
-    from engine.usecases.tables import table2
+    from engine.presentation.formatting import cab_cell
+    from engine.usecases.bias.tables import table2
 
     assert cab_cell(None, None) == "undefined" and cab_cell(0.0, None) == "+0.0"
     rec = {"experiment_id": "e", "model": "m", "dataset": "d", "metadata_type": "gender", "measure": "CAB", "n": 9,

@@ -15,8 +15,8 @@ import pytest
 from engine.errors import FieldError
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.running.run_request import RunRequest
-from engine.usecases.bias import bias_report
-from engine.usecases.run import ExperimentRequest, RayOptions, run_experiment
+from engine.usecases.bias.report import bias_report
+from engine.usecases.runs.run import ExperimentRequest, RayOptions, run_experiment
 from tests.helpers import make_dataset, rows
 
 
@@ -157,7 +157,7 @@ def test_the_same_command_again_resumes_every_rerun_and_adds_nothing(store, citi
 
 
 def test_merge_carries_reruns_with_their_marks(store, tmp_path):
-    from engine.usecases.merge import merge
+    from engine.usecases.storage.merge import merge
 
     db, _, outcome, _ = store
     target = tmp_path / "target.duckdb"
@@ -275,8 +275,8 @@ def steadied(store, tmp_path: Path) -> tuple[Path, dict[str, str], dict[str, lis
 
 def test_compare_marks_the_items_whose_citations_change_on_a_rerun_too(store, citing, tmp_path, capsys):
     from engine.__main__ import main as cli
-    from engine.usecases.compare import CompareRequest, compare
-    from engine.usecases.rerun_marks import MARK
+    from engine.usecases.compare.compare import CompareRequest, compare
+    from engine.usecases.runs.rerun_marks import MARK
 
     _, dataset, outcome, _ = store
     db, runs, again = steadied(store, tmp_path)
@@ -310,8 +310,8 @@ def test_compare_marks_the_items_whose_citations_change_on_a_rerun_too(store, ci
 
 def test_the_query_tab_marks_each_answer_that_changes_on_a_rerun_too(store, tmp_path):
     from demo.handlers.query import open_view
-    from engine.usecases.items import item_detail
-    from engine.usecases.rerun_marks import MARK
+    from engine.usecases.runs.items import item_detail
+    from engine.usecases.runs.rerun_marks import MARK
 
     outcome = store[2]
     db, runs, again = steadied(store, tmp_path)
@@ -336,7 +336,7 @@ def test_the_query_tab_marks_each_answer_that_changes_on_a_rerun_too(store, tmp_
 
 def test_the_query_tab_says_when_no_rerun_can_tell_a_flip_from_noise(citing, tmp_path):
     from demo.handlers.query import open_view
-    from engine.usecases.rerun_marks import NO_RERUN
+    from engine.usecases.runs.rerun_marks import NO_RERUN
     from store.db import connect
 
     folder, loaded = citing

@@ -28,7 +28,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 def published(tmp_path_factory, tiny_llama_dir, tiny_llama) -> Path:
     """A store with one complete experiment (two modes), as an operator would publish it."""
     from engine.datasets.data import load_dataset
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
     from tests.test_jobs import make_dataset, request
 
     folder = tmp_path_factory.mktemp("published")

@@ -20,7 +20,7 @@ from engine.datasets.data import load_dataset
 from engine.generation.models import context_length
 from engine.running.experiment import config_hash
 from engine.running.run_request import run_config
-from engine.usecases.run import ExperimentRequest, run_experiment
+from engine.usecases.runs.run import ExperimentRequest, run_experiment
 from tests.helpers import digest
 
 LONG_TEXT = " ".join(f"alpha{i % 97} beta gamma" for i in range(4000))  # far past 8,192 tokens

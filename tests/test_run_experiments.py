@@ -26,7 +26,7 @@ from engine.running.planner import plan_experiment
 from engine.running.run_request import RunRequest
 from engine.running.runner import execute_plan
 from engine.types import MODES, RunSpec
-from engine.usecases.run import ExperimentRequest, run_experiment
+from engine.usecases.runs.run import ExperimentRequest, run_experiment
 from store import RunStore, connect
 from store.db import utc_now
 from store.migrations import apply_migrations, available_migrations

@@ -18,8 +18,8 @@ from engine.prompting.prompts import PromptConfig, metadata_type
 from engine.running.experiment import config_hash, experiment_key, experiment_settings
 from engine.running.run_request import Rerun, RunRequest, run_config
 from engine.types import MODES
-from engine.usecases.run import resolved
-from engine.usecases.study import check_study, grid_of
+from engine.usecases.runs.run import resolved
+from engine.usecases.study.study import check_study, grid_of
 
 MODEL = "org/model"
 SHA = "0123456789abcdef"

@@ -1,4 +1,4 @@
-"""The run options are declared once (engine.usecases.run_options), and every face takes them from
+"""The run options are declared once (engine.usecases.runs.run_options), and every face takes them from
 there: `run`'s argparse options, the app's form and its words, the grid's axes and the Python
 API's RunRequest all name each option the same way."""
 
@@ -12,7 +12,7 @@ from demo.handlers.run import RunForm
 from engine.commands import run as run_command
 from engine.prompting.study import AXES, Grid
 from engine.running.run_request import RunRequest
-from engine.usecases.run_options import GRID_AXES, OPTIONS, RUN_OPTIONS, SERVED
+from engine.usecases.runs.run_options import GRID_AXES, OPTIONS, RUN_OPTIONS, SERVED
 
 
 def _run_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""One builder for a run request (engine.usecases.run_options), and its errors in each face's words
+"""One builder for a run request (engine.usecases.runs.run_options), and its errors in each face's words
 : the CLI names a field by its option, the app by its form's label, never by an option
 or a command a visitor of a web page cannot type."""
 
@@ -73,7 +73,7 @@ def test_a_field_error_reaching_a_toast_is_worded_with_the_forms_labels():
 
 def test_the_cli_names_the_same_errors_by_their_options():
     from engine.commands._field_words import cli_message
-    from engine.usecases.run_options import build_run_request as build
+    from engine.usecases.runs.run_options import build_run_request as build
 
     for values, expected in (
         ({"model": "m", "top_k": 0}, "--top-k must be at least 1, not 0"),
@@ -93,7 +93,7 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
     """One builder: the same values typed as options and chosen in the form give one RunRequest."""
     from engine.__main__ import build_parser
     from engine.commands.run import build_request
-    from engine.usecases.run_options import build_run_request as build
+    from engine.usecases.runs.run_options import build_run_request as build
 
     model = "Qwen/Qwen2.5-0.5B-Instruct"  # resolves to itself in both faces: nothing is loaded
     typed = ["run", "--dataset", "d.jsonl", "--model", model, "--modes", "base,vanilla", "--metadata", "age",
@@ -104,7 +104,7 @@ def test_the_cli_and_the_app_build_equal_requests_from_equal_values(tmp_path):
              "--top-logprobs", "2", "--limit", "7", "--experiment", "same-values", "--skip-invalid"]
     args = build_parser().parse_args(typed)
     from engine.commands.run import configuration_args
-    from engine.usecases.study import grid_of
+    from engine.usecases.study.study import grid_of
 
     grid = grid_of(vars(args))  # as `run` does: its list options parsed, then one configuration's values
     cli = build_request(configuration_args(args, grid.configurations()[0], grid), model, model)
@@ -196,7 +196,7 @@ def test_invalid_items_name_the_skip_box_in_the_app_and_the_option_on_the_comman
 def test_the_explain_checks_speak_each_faces_words(tmp_path):
     from demo.field_words import app_message
     from engine.commands._field_words import cli_message
-    from engine.usecases.explain import ExplainRequest, check_request
+    from engine.usecases.judges.explain import ExplainRequest, check_request
 
     for changes, cli, app in (({"batch_size": 0}, "--batch-size must be at least 1", "the batch size must be at least 1"),
                               ({"limit": 0}, "--limit must be at least 1", "the item limit must be at least 1"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from engine.datasets.data import load_dataset
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.running.run_request import RunRequest
-from engine.usecases.run import ExperimentRequest, run_experiment
+from engine.usecases.runs.run import ExperimentRequest, run_experiment
 from tests.engine_process import kill_once_stored, run_engine
 from tests.helpers import make_ranked_dataset as make_dataset
 

@@ -18,7 +18,7 @@ from engine.generation.models import chat_input_ids, load_model
 from engine.generation.tiny_model import LLAMA3_CHAT_TEMPLATE, OPENCHAT36_CHAT_TEMPLATE, write_tiny_model
 from engine.paths import SAMPLE_DATASET
 from engine.types import Prompt
-from engine.usecases.selfcheck import (
+from engine.usecases.runs.selfcheck import (
     TOLERANCE_FP32,
     TOLERANCE_HALF,
     check_bos,

@@ -166,7 +166,7 @@ def test_a_run_refuses_a_store_it_cannot_write_before_anything_is_written_or_loa
     from engine.errors import UserError
     from engine.prompting.prompts import PromptConfig, metadata_type
     from engine.running.run_request import RunRequest
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
 
     app, home = space
     unwritable.add(app)

@@ -15,7 +15,7 @@ from demo.job_specs import ExplainSpec, JobSpec
 from demo.jobs import JobQueue
 from demo.settings import AppSettings
 from engine.errors import UserError
-from engine.usecases.run import ExperimentRequest
+from engine.usecases.runs.run import ExperimentRequest
 from tests.helpers import make_dataset
 from tests.test_jobs import request, stored, wait_for
 

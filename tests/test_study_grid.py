@@ -13,7 +13,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.commands.report import render_xai
-from engine.usecases.tables import xai_blocks
+from engine.usecases.bias.tables import xai_blocks
 from tests.engine_process import kill_once_stored, run_engine
 
 N_ITEMS = 3

@@ -300,7 +300,7 @@ def test_the_study_model_reads_the_store_a_chunk_of_runs_at_a_time(stored):
     at once was ~17 GB at ten million answers); the fit equals the simulated frame's, and a read
     one run at a time gives the same fit as one read of every run."""
     from engine.statistics.study_model import fit_study_answers
-    from engine.usecases.study_effects import StudyEffectsRequest, read_study_answers, study_answers
+    from engine.usecases.study.effects import StudyEffectsRequest, read_study_answers, study_answers
 
     db, frame = stored
     answers, experiments, axes, _ = study_answers(StudyEffectsRequest("grid"), db)
@@ -399,7 +399,7 @@ def test_vanilla_runs_take_their_experiments_configuration_whichever_chunk_reads
     import shutil
 
     from engine.statistics.study_model import fit_study_answers
-    from engine.usecases.study_effects import StudyEffectsRequest, read_study_answers
+    from engine.usecases.study.effects import StudyEffectsRequest, read_study_answers
 
     source, frame = stored
     db = tmp_path / "with-vanilla.duckdb"

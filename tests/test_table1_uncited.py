@@ -74,7 +74,7 @@ def test_a_run_that_cites_nothing_has_no_precision_in_table_1(db, capsys):
 
 
 def test_the_bias_tab_says_the_same(db):
-    from engine.usecases.tables import experiment_tables
+    from engine.usecases.bias.tables import experiment_tables
 
     rows1, _ = experiment_tables(db, ["u"])
     by_run = {r["run_id"]: r for r in rows1}

@@ -14,7 +14,7 @@ from engine.datasets.data import load_dataset
 from engine.generation.generate import GenerationConfig, generate
 from engine.generation.threads import default_threads, resolve_threads
 from engine.running.run_request import generation_config
-from engine.usecases.run import ExperimentRequest, run_experiment
+from engine.usecases.runs.run import ExperimentRequest, run_experiment
 
 
 @pytest.fixture

@@ -39,8 +39,8 @@ def test_import_engine_api_loads_nothing_heavy():
 def test_the_api_names_resolve_and_unknown_ones_fail():
     from engine import api
 
-    assert api.explain.__module__ == "engine.usecases.explain"
-    assert api.evaluate.__module__ == "engine.usecases.evaluate"
+    assert api.explain.__module__ == "engine.usecases.judges.explain"
+    assert api.evaluate.__module__ == "engine.usecases.runs.evaluate"
     assert set(api.__all__) <= set(dir(api))
     with pytest.raises(AttributeError):
         api.no_such_name  # noqa: B018
@@ -82,7 +82,7 @@ def test_cancel_before_loading_loads_nothing(store):
 def test_one_line_refusals(store):
     from engine import api
     from engine.errors import UserError
-    from engine.usecases.judge_runs import UnknownRun
+    from engine.usecases.judges.judge_runs import UnknownRun
 
     db, _, _ = store
     with pytest.raises(UnknownRun) as caught:
@@ -179,7 +179,7 @@ def test_no_face_imports_another_face_or_the_cli_from_use_cases():
 
 def test_json_of_the_report_is_the_cli_json(store, capsys):
     from engine.__main__ import main
-    from engine.usecases.tables import ReportRequest, report_tables
+    from engine.usecases.bias.tables import ReportRequest, report_tables
 
     db, experiment_id, _ = store
     assert main(["report", "--db", str(db), "--format", "json", "--experiment", experiment_id]) == 0

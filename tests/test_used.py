@@ -246,7 +246,7 @@ def test_bad_inputs_get_one_line(store, tmp_path, capsys):
 
 def test_a_cancel_between_answers_keeps_what_was_stored(store):
     from engine.errors import RunCancelled
-    from engine.usecases import used as usecase
+    from engine.usecases.judges import used as usecase
 
     db, experiment_id, _ = store
     request = usecase.UsedRequest(db=db, experiment=experiment_id, modes=("vanilla",), device="cpu", quantize="none")
@@ -267,7 +267,7 @@ def test_mean_sufficiency_is_over_the_answers_that_cite():
     from types import SimpleNamespace
 
     from engine.commands.used import format_text
-    from engine.usecases.used_figures import UsedResult, _run_use
+    from engine.usecases.judges.used_figures import UsedResult, _run_use
 
     def row(item, position, sufficiency, cited):  # stored_document_use's columns
         return ("r", item, position, -1.0, -2.0, -1.5, 0.5, sufficiency, cited)

@@ -16,7 +16,7 @@ from demo.job_specs import JobSpec
 from demo.jobs import JobQueue, QueueFull
 from demo.settings import AppSettings, settings_from_env
 from demo.visitors import client_key, fair_key
-from engine.usecases.run import ExperimentRequest
+from engine.usecases.runs.run import ExperimentRequest
 from tests.app_server import served
 from tests.test_jobs import make_dataset, request, wait_for
 from tests.test_sql_visitors import SLOW, build_store, refuse_load

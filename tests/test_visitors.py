@@ -16,7 +16,7 @@ from demo.job_specs import JobSpec
 from demo.jobs import JobQueue, QueueFull
 from demo.settings import SPACE_MODELS, AppSettings, settings_from_env
 from engine.errors import RunCancelled, UserError
-from engine.usecases.run import ExperimentRequest
+from engine.usecases.runs.run import ExperimentRequest
 from tests.app_server import served
 from tests.test_jobs import make_dataset, request, stored, wait_for
 

@@ -1,4 +1,4 @@
-"""`python -m engine why-cited` and engine.usecases.why_cited end to end: simulated citation
+"""`python -m engine why-cited` and engine.usecases.bias.why_cited end to end: simulated citation
 choices are imported as answers, read back through the citation_decisions view, and fitted; the
 fit equals engine.statistics.choice_model's on the simulated frame itself."""
 
@@ -82,7 +82,7 @@ def test_read_a_run_at_a_time_the_fit_and_the_rates_are_the_same(imported, monke
     rows held 16 GB at once). A chunk of one run each gives the same numbers as one chunk of all,
     and the chunks in order are decision_codes' rows."""
     from engine.api import WhyCitedRequest, why_cited
-    from engine.usecases import why_cited as module
+    from engine.usecases.bias import why_cited as module
     from store.queries.decisions import decision_code_chunks, decision_codes
 
     db, experiment, _ = imported
@@ -184,7 +184,7 @@ def test_the_cli_prints_the_effects_in_words_and_the_suppression_rates(imported,
 ])
 def test_odds_ratios_are_shown_in_three_digits_with_their_zeros(ratio, shown):
     # "1.4" beside "1.37" read as a less precise number; the CLI and the app share this formatter.
-    from engine.usecases.formatting import format_ratio
+    from engine.presentation.formatting import format_ratio
 
     assert format_ratio(ratio) == shown
 

@@ -18,12 +18,12 @@ from demo.fit_child import FitBounds
 from demo.handlers import why_cited as h
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 from engine.errors import UserError
-from engine.usecases.why_cited import WhyCitedRequest, why_cited
+from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
 from tests.test_why_cited import imported  # noqa: F401  (the fixture)
 
 
 def test_the_childs_page_is_the_in_process_fits(imported, monkeypatch):  # noqa: F811
-    import engine.usecases.why_cited as usecase
+    import engine.usecases.bias.why_cited as usecase
 
     db, experiment, _ = imported
     h.clear_cache()
@@ -227,7 +227,7 @@ def test_a_child_that_cannot_even_import_under_its_cap_says_memory(imported, mb)
     command without a bound. Before, they read "could not be fitted (ImportError)" or "ended
     without a reply"."""
     from demo.fit_child import fit_in_child
-    from engine.usecases.study_effects import StudyEffectsRequest
+    from engine.usecases.study.effects import StudyEffectsRequest
 
     db, experiment, _ = imported
     requests = [(WhyCitedRequest((experiment,)), "the choice model", "`python -m engine why-cited`"),

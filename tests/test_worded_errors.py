@@ -44,7 +44,7 @@ def test_a_worded_error_crosses_a_process_whole(err):
 def test_an_unknown_run_is_itself_after_a_process():
     from pathlib import Path
 
-    from engine.usecases.judge_runs import UnknownRun
+    from engine.usecases.judges.judge_runs import UnknownRun
 
     again = pickle.loads(pickle.dumps(UnknownRun("r1", Path("s.duckdb"))))
     assert isinstance(again, UnknownRun) and again.run_id == "r1"

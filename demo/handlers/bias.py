@@ -1,7 +1,7 @@
 """The Bias tab: CAS and CAB of chosen experiments with tests and intervals, citation confidence,
 the paper's Tables 1 and 2, and the rows of its two plots (demo/plots.py draws them).
 
-Every number comes from engine.usecases.bias_page (engine.api.bias_page in a notebook), whose
+Every number comes from engine.usecases.bias.page (engine.api.bias_page in a notebook), whose
 reports are `python -m engine bias`'s and whose tables are `python -m engine report`'s; this
 module only turns that page into widget values: Markdown with stored text escaped, table rows,
 plot rows, messages without server paths.
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from demo.render import SMOKE_NOTE
 from engine.errors import UserError
-from engine.usecases.bias_page import MAX_EXPERIMENTS, CabValue, ProbabilitySpread
-from engine.usecases.model_names import is_smoke
+from engine.usecases.bias.page import MAX_EXPERIMENTS, CabValue, ProbabilitySpread
+from engine.usecases.runs.model_names import is_smoke
 
 if TYPE_CHECKING:
-    from engine.usecases import bias_page as usecase
+    from engine.usecases.bias import page as usecase
 
 # engine.statistics.bias.BiasResult's fields, as `python -m engine bias --json` gives them: value is None where
 # undefined (direction then says why); n_cite_a / n_cite_b count the answers that cite a shown document.
@@ -90,8 +90,8 @@ def markdown_text(value: object) -> str:
 def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
-    from engine.usecases.bias_choice import chosen_page
-    from engine.usecases.formatting import SETTING_NOTE, SIGNIFICANCE
+    from engine.presentation.formatting import SETTING_NOTE, SIGNIFICANCE
+    from engine.usecases.bias.choice import chosen_page
 
     db_path = Path(db_path)
     with _shown_errors(db_path):
@@ -129,7 +129,7 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
 
 def table_headers() -> tuple[list[str], list[str]]:
     """The header rows of Tables 1 and 2, as `python -m engine report` prints them."""
-    from engine.usecases.formatting import formatted_tables
+    from engine.presentation.formatting import formatted_tables
 
     table1, table2 = formatted_tables([], [])
     return table1[0], table2[0]
@@ -138,7 +138,7 @@ def table_headers() -> tuple[list[str], list[str]]:
 def bias_shares(db_path: Path, text: str, chosen: Sequence[str] | None = ()) -> BeyondShares:
     """The beyond-metric shares alone, for the experiments `bias_page` would show (the same
     refusals); `/bias_table` keeps its outputs, so API users get these from `/bias_shares`."""
-    from engine.usecases import bias_page as usecase
+    from engine.usecases.bias import page as usecase
 
     db_path = Path(db_path)
     experiments = _experiments(db_path, text, chosen)
@@ -161,7 +161,7 @@ def beyond_note(explanation_shares: Sequence[Any], verification_shares: Sequence
 
 def clear_cache() -> None:
     """Forget the kept reads and reports (scripts/bench_app.py times a visitor's first look with it)."""
-    from engine.usecases.bias_page import clear_cache as clear
+    from engine.usecases.bias.page import clear_cache as clear
 
     clear()
 
@@ -179,7 +179,7 @@ def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], li
 def _experiments_and_skipped(db_path: Path, text: str, chosen: Sequence[str] | None
                              ) -> tuple[tuple[usecase.ExperimentBias, ...], list[str]]:
     """The reports of the chosen experiments (at least one) and a line for each one skipped."""
-    from engine.usecases.bias_choice import chosen_reports
+    from engine.usecases.bias.choice import chosen_reports
 
     with _shown_errors(db_path):
         experiments, skipped = chosen_reports(db_path, text, chosen)
@@ -248,7 +248,7 @@ class StudySelection:
 def study_choices(db_path: Path) -> list[tuple[str, str]]:
     """(label, name) of every stored study, newest first: the tab's study picker."""
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.listing import studies
+    from engine.usecases.runs.listing import studies
 
     if not Path(db_path).is_file():
         return []
@@ -261,7 +261,7 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
     are left out, and past MAX_EXPERIMENTS the rest, each said in the note. UserError in one line
     for an unknown study."""
     from demo.handlers.query import shown_reference
-    from engine.usecases.listing import study_experiments
+    from engine.usecases.runs.listing import study_experiments
 
     name = (study or "").strip()
     if not name:

@@ -1,5 +1,5 @@
 """The Compare tab: two runs, two experiments' modes or two whole experiments on the
-same items, through engine.usecases.compare (the CLI's `compare`). Plain functions: values in,
+same items, through engine.usecases.compare.compare (the CLI's `compare`). Plain functions: values in,
 DataFrames, figures and HTML out, so that each is testable without a browser.
 
 `/compare` returns Comparison.as_dict (JSON-ready); the page shows the pairing, one row per
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from engine.usecases.compare import CompareRequest, Comparison, Margins
+    from engine.usecases.compare.compare import CompareRequest, Comparison, Margins
 
 EMPTY_STORE = "nothing is stored yet: start two runs in the Run tab, then compare them here"
 # The metric table as the page shows it (the exact values: /compare).
@@ -51,7 +51,7 @@ def side_choices(db: Path) -> list[tuple[str, str]]:
     then every run, newest first; "EXP:mode" can be typed. Empty when nothing is stored."""
     from demo.handlers.query import experiment_choices
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.listing import experiments
+    from engine.usecases.runs.listing import experiments
 
     if not Path(db).is_file():
         return []
@@ -64,7 +64,7 @@ def side_choices(db: Path) -> list[tuple[str, str]]:
 
 def metric_choices() -> list[tuple[str, str]]:
     """(label, name) of every metric compare knows, in its table order."""
-    from engine.usecases.compare_sides import metric_choices as choices
+    from engine.usecases.compare.sides import metric_choices as choices
 
     return list(choices())
 
@@ -74,8 +74,8 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
     """The use case's request from the page's values (text, a list, margins as text or a number
     or blank, two ticks: pair by id, exact tests at any size); one-line UserError for a blank side, no metric, or a margin that does not read."""
     from demo.handlers.query import clean_input
-    from engine.usecases.compare import CompareRequest
-    from engine.usecases.compare_sides import default_metrics
+    from engine.usecases.compare.compare import CompareRequest
+    from engine.usecases.compare.sides import default_metrics
 
     a, b = clean_input(a, "run A"), clean_input(b, "run B")
     if not a or not b:
@@ -91,7 +91,7 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
 def _margin(value: Any) -> Margins | None:
     """Margins as the CLI's --margin reads them: "5" (every metric in points), "precision=5,
     recall=5", "5,n_citations=0.2"; blank (or an API caller's 0) is none."""
-    from engine.usecases.compare import parse_margins
+    from engine.usecases.compare.compare import parse_margins
 
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
         return None
@@ -101,7 +101,7 @@ def _margin(value: Any) -> Margins | None:
 def run_compare(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
                 pair_by_id: Any = False, exact: Any = False) -> Comparison:
     """The comparison, or a one-line UserError (nothing stored, an unknown side, disjoint items…)."""
-    from engine.usecases.compare import compare
+    from engine.usecases.compare.compare import compare
 
     request = request_from(a, b, metrics, margin, pair_by_id, exact)
     if not Path(db).is_file():
@@ -160,7 +160,7 @@ def metric_rows(result: Comparison) -> pd.DataFrame:
     undefined reads "undefined" (the verdict says why)."""
     import pandas as pd
 
-    from engine.usecases.compare_sides import t_test_beside
+    from engine.usecases.compare.sides import t_test_beside
 
     table = result.table()
     rows = []
@@ -210,7 +210,7 @@ def top_items(result: Comparison, n: int = TOP_ITEMS) -> pd.DataFrame:
     Comparison.items())."""
     import pandas as pd
 
-    from engine.usecases.rerun_marks import MARK
+    from engine.usecases.runs.rerun_marks import MARK
 
     frames = []
     for r in result.runs:
@@ -320,7 +320,7 @@ def pair_page(db: Path, run_a: Any, run_b: Any, item_id: Any) -> str:
     grid side by side (demo.render HTML); a one-line message when a run or the item is unknown."""
     from demo import render
     from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from engine.usecases.compare_sides import UnknownRun, item_of_runs
+    from engine.usecases.compare.sides import UnknownRun, item_of_runs
 
     try:
         refs = [clean_input(run_a, "run A"), clean_input(run_b, "run B")]
@@ -348,7 +348,7 @@ def export_items(db: Path, a: Any, b: Any, metrics: Sequence[str] | None, margin
     """The per-item comparison (Comparison.items(): every item of every pair, exact values, units
     as shown) written to a new temporary `pattrieval-compare.csv|parquet`."""
     from demo.downloads import new_download
-    from engine.usecases.export import export_format
+    from engine.usecases.storage.export import export_format
 
     fmt = export_format(str(fmt or "").strip())
     frame = run_compare(db, a, b, metrics, margin, pair_by_id, exact).items()
@@ -393,7 +393,7 @@ def two_ticked(ticked: Sequence[str] | None) -> tuple[str, str]:
 def sql_example(db: Path) -> str:
     """The SQL tab's compare_runs example, on two stored runs of one dataset and mode where the
     store has them (the newest such pair), else on placeholders to replace."""
-    from engine.usecases.compare_sides import example_pair
+    from engine.usecases.compare.sides import example_pair
 
     a, b = "RUN_A", "RUN_B"
     if Path(db).is_file():
@@ -410,7 +410,7 @@ def pair_view(db: Path, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]
     """(pair_page's HTML, run A's experiment id or "" when run A is unknown): the Query tab opens
     that experiment on the item below the side-by-side view."""
     from demo.handlers.query import clean_input
-    from engine.usecases.compare_sides import stored_run
+    from engine.usecases.compare.sides import stored_run
 
     page = pair_page(db, run_a, run_b, item_id)
     try:

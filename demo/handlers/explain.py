@@ -28,7 +28,7 @@ def explain_view(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataF
 
     from demo import explain_render, render
     from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from engine.usecases.items import item_detail
+    from engine.usecases.runs.items import item_detail
 
     empty = pd.DataFrame(columns=list(EXPLANATION_COLUMNS))
     try:
@@ -64,7 +64,7 @@ def run_choices(db: Path, experiment: Any) -> list[tuple[str, str]]:
     """(label, run id) of the experiment's runs, in mode order, for the run picker; empty for a
     missing or unknown experiment."""
     from demo.handlers.query import clean_input
-    from engine.usecases.items import explainable_runs
+    from engine.usecases.runs.items import explainable_runs
 
     experiment = clean_input(experiment, "experiment")
     if not experiment or not Path(db).is_file():
@@ -83,7 +83,7 @@ def explain_run_view(db: Path, experiment: Any, run_id: Any) -> tuple[str, pd.Da
 
     from demo import explain_render, render
     from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from engine.usecases.items import run_explanations
+    from engine.usecases.runs.items import run_explanations
 
     empty = pd.DataFrame(columns=list(RUN_EXPLANATION_COLUMNS))
     try:
@@ -130,9 +130,9 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     from demo.job_specs import ExplainSpec
     from demo.quotas import check_explain_quota
     from engine.api import PromptConfig, RunRequest
-    from engine.usecases.items import explainable_runs
-    from engine.usecases.model_names import SMOKE, typed_name
-    from engine.usecases.run import resolved
+    from engine.usecases.runs.items import explainable_runs
+    from engine.usecases.runs.model_names import SMOKE, typed_name
+    from engine.usecases.runs.run import resolved
 
     if settings.read_only:
         raise UserError("this app is read-only: explanations are made elsewhere")

@@ -3,7 +3,7 @@
 A form whose model, metadata type, cut-off k, order, few-shot, XAI or battery box holds a comma list
 ("5,10"), or that names a study, is a grid: the cross product of the lists, one experiment per
 configuration, exactly `python -m engine run` with the same lists (engine.prompting.study parses them,
-engine.usecases.study plans and runs them). Start queues ONE job for the whole grid; /plan_run
+engine.usecases.study.study plans and runs them). Start queues ONE job for the whole grid; /plan_run
 shows the use case's own plan first (plan_study: the same planning run_study does, vanilla
 shared across metadata types), so the app never works out a plan of its own. Start runs the plan on
 screen or nothing (check_plan_shown): a box that changed after the plan was made (an edit, or a
@@ -43,9 +43,9 @@ PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "batt
 def form_grid(form: RunForm):
     """The form's engine.prompting.study.Grid: each list box parsed as `run` parses its option (UserError,
     one line: an unknown value, a duplicate, an empty entry, k < 1)."""
-    from engine.usecases.model_names import SMOKE
-    from engine.usecases.run_options import GRID_AXES
-    from engine.usecases.study import grid_of
+    from engine.usecases.runs.model_names import SMOKE
+    from engine.usecases.runs.run_options import GRID_AXES
+    from engine.usecases.study.study import grid_of
 
     top_k = form.top_k
     if isinstance(top_k, str) and top_k.strip().lower() in ("", "all"):
@@ -63,7 +63,7 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
     # A model that cannot load here is refused at Start, before anything is queued: the CLI's own
     # check, one line in a few seconds (queued, the job met it only after its dataset and store
     # checks, about a minute later).
-    from engine.usecases.model_names import check_models_load
+    from engine.usecases.runs.model_names import check_models_load
 
     if is_grid(form):
         # One job for the whole grid; the StudyRequest carries its own RayOptions or ServerOptions.
@@ -90,9 +90,9 @@ def is_grid(form: RunForm) -> bool:
 
 
 def ray_options(settings: AppSettings, form: RunForm):
-    """The form's engine.usecases.run.RayOptions, None for a local run; the address probed now, so
+    """The form's engine.usecases.runs.run.RayOptions, None for a local run; the address probed now, so
     that a dead one is refused at Start, not minutes later in the job (UserError, one line)."""
-    from engine.usecases.run import RayOptions, check_ray
+    from engine.usecases.runs.run import RayOptions, check_ray
 
     if backend_of(settings, form) != "ray":
         return None
@@ -145,8 +145,8 @@ def probe_server(run: Any, server: Any, models: tuple[str, ...]) -> None:
 def build_study_request(settings: AppSettings, form: RunForm):
     """The engine's StudyRequest for a grid form (dataset and store are the job's), checked as
     `run` with lists checks it, plus this app's bounds on every model and on the grid's size."""
-    from engine.usecases.model_names import SMOKE, check_hub_ids
-    from engine.usecases.study import StudyRequest, check_study
+    from engine.usecases.runs.model_names import SMOKE, check_hub_ids
+    from engine.usecases.study.study import StudyRequest, check_study
 
     backend_of(settings, form)  # a backend not offered here is the first thing said
     grid = form_grid(form)
@@ -226,7 +226,7 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     what is generated and shared) and PLAN_COLUMNS rows, one per configuration, then the total.
     Nothing is loaded or written; the dataset is read in the capped child process."""
     from engine.datasets.load_child import load_dataset_bounded
-    from engine.usecases.study import plan_study
+    from engine.usecases.study.study import plan_study
 
     if not is_grid(form):
         raise UserError("the plan is for a grid: put a comma list in a box (or name a study); a single run "

@@ -1,6 +1,6 @@
 """The Judges tab: how far the judges of citations agree, through
-engine.usecases.agreement (the CLI's `agreement`), and human labels imported through
-engine.usecases.import_labels (the CLI's `import-labels`). Plain functions: values in,
+engine.usecases.judges.agreement (the CLI's `agreement`), and human labels imported through
+engine.usecases.storage.import_labels (the CLI's `import-labels`). Plain functions: values in,
 DataFrames and HTML out, so that each is testable without a browser. The app computes nothing:
 every number is the use case's, only formatted here.
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from demo.handlers.why_cited import FitGate
     from demo.judges_child import JudgesTask
     from demo.settings import AppSettings
-    from engine.usecases.agreement import Agreement, AgreementRequest
+    from engine.usecases.judges.agreement import Agreement, AgreementRequest
 
 T = TypeVar("T")
 EMPTY_STORE = "nothing is stored yet: start a run in the Run tab, judge it, then see the judges' agreement here"
@@ -124,7 +124,7 @@ def kept(task: JudgesTask, db: Path, owner: str | None, bounds: FitBounds | None
 def run_choices(db: Path) -> list[tuple[str, str]]:
     """(label, run id) for the runs multiselect, newest first; empty when nothing is stored."""
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.listing import experiments
+    from engine.usecases.runs.listing import experiments
 
     if not Path(db).is_file():
         return []
@@ -136,7 +136,7 @@ def request_from(db: Path, experiment: Any, runs: Any) -> AgreementRequest:
     """The use case's request: an experiment (id or name) or runs (a list, or an API caller's
     text "r1, r2"), one of them; UserError in one line otherwise."""
     from demo.handlers.query import clean_input
-    from engine.usecases.agreement import AgreementRequest
+    from engine.usecases.judges.agreement import AgreementRequest
 
     experiment = clean_input(experiment, "experiment")
     if isinstance(runs, str):
@@ -367,7 +367,7 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: s
     from demo.judges_child import JudgesTask
     from demo.quotas import MB
     from demo.visitors import labels_judge
-    from engine.usecases.import_labels import ImportLabelsRequest, quota_problem
+    from engine.usecases.storage.import_labels import ImportLabelsRequest, quota_problem
 
     if settings.read_only:
         raise UserError("this app is read-only: labels cannot be imported here")

@@ -44,7 +44,7 @@ def _detail(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame,
     import pandas as pd
 
     from demo import render
-    from engine.usecases.items import item_detail
+    from engine.usecases.runs.items import item_detail
 
     empty = pd.DataFrame(columns=list(METRIC_COLUMNS))
     try:
@@ -109,7 +109,7 @@ def experiment_choices(db: Path, *, with_modes: bool = False) -> list[tuple[str,
     when nothing is stored yet. Every tab that picks an experiment (Query, Explain, the Runs
     tab's export, Compare) lists them with this."""
     from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.listing import experiments
+    from engine.usecases.runs.listing import experiments
 
     if not Path(db).is_file():
         return []
@@ -176,7 +176,7 @@ def neighbour(item_ids: tuple[str, ...] | list[str], current: str | None, step: 
 
 def changed_filter(value: Any) -> str | None:
     """The filter's value as store.queries.item_ids takes it: None for all items."""
-    from engine.usecases.items import item_filters
+    from engine.usecases.runs.items import item_filters
 
     text = "" if value is None else str(value).strip()
     if text in ("", "all"):
@@ -190,7 +190,7 @@ def item_list(db: Path, experiment: Any, search: Any = "", changed: Any = "all")
     """The experiment's items in dataset order whose question or item id contains `search`
     (case-insensitive, literal text), kept by the filter ("all", "modes" or "base_cf").
     UserError in one line for an unknown experiment or filter, or a store that cannot be read."""
-    from engine.usecases.items import item_ids
+    from engine.usecases.runs.items import item_ids
 
     experiment = clean_input(experiment, "experiment")
     search = clean_input(search, "search text")
@@ -257,7 +257,7 @@ def open_view(db: Path, experiment: Any, item_id: Any = "", search: Any = "", ch
 def locate(db: Path, experiment: Any, item_id: Any, search: Any = "", changed: Any = "all") -> tuple[tuple[str, ...], str, str]:
     """(dropdown choices, position line, permalink) for an item that `/query_detail` draws: the
     same as `open_view` gives, without drawing the page again."""
-    from engine.usecases.items import item_ids
+    from engine.usecases.runs.items import item_ids
 
     try:
         listing = item_list(db, experiment, search, changed)

@@ -4,10 +4,10 @@ Plain functions (values in, values out) so that tests call them without a browse
 wires them to buttons and to the API names /run_batch, /run_status and /cancel_run.
 
 A form becomes the engine's RunRequest through the use case's one builder
-(engine.usecases.run_options), so every option means in the app exactly what it means to
+(engine.usecases.runs.run_options), so every option means in the app exactly what it means to
 `python -m engine run`, and a bad value gets the same one-line message, its field named by the
 form's label (demo.field_words); the job queue then runs it through the same use case
-(engine.usecases.run.run_experiment).
+(engine.usecases.runs.run.run_experiment).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from demo.jobs import JobQueue
 from demo.render import SMOKE_NOTE
 from demo.settings import AppSettings, without_server_paths
 from engine.errors import UserError
-from engine.usecases.formatting import TYPE_NAMES
-from engine.usecases.model_names import is_smoke
-from engine.usecases.run_options import OPTIONS
+from engine.presentation.formatting import TYPE_NAMES
+from engine.usecases.runs.model_names import is_smoke
+from engine.usecases.runs.run_options import OPTIONS
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
 BUILT_IN_METADATA = tuple(TYPE_NAMES)  # engine.prompting.prompts' built-in types, in the paper's order
@@ -43,7 +43,7 @@ def _initial(name: str) -> Any:
 
 @dataclass(frozen=True)
 class RunForm:
-    """What a visitor chose in the Run tab: the run options (engine.usecases.run_options) the form
+    """What a visitor chose in the Run tab: the run options (engine.usecases.runs.run_options) the form
     offers, by their names, with the table's initial values, and the app's own dataset path. A text
     box left empty is "" here."""
 
@@ -102,7 +102,7 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
     """Check the form and queue the run for `visitor` (None: the operator); returns the job id
     (or raises UserError, one line: a bad form, or a full queue). `request`: the request already
     built from the form (a study grid's, demo.handlers.grid.run_form), else the form's RunRequest;
-    `ray`: a single run's engine.usecases.run.RayOptions; `server`: its
+    `ray`: a single run's engine.usecases.runs.run.RayOptions; `server`: its
     engine.usecases.served.ServerOptions; `client`: the visitor's address (demo.visitors.client_key).
 
     An upload is moved out of Gradio's upload folder into a private one at once, and deleted
@@ -141,8 +141,8 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
 
 def _work(request: Any, dataset: str, settings: AppSettings, name: str | None, ray: Any, server: Any) -> Any:
     """The use case's own request of a job: a study on this dataset and store, or one experiment."""
-    from engine.usecases.run import ExperimentRequest
-    from engine.usecases.study import StudyRequest
+    from engine.usecases.runs.run import ExperimentRequest
+    from engine.usecases.study.study import StudyRequest
 
     if isinstance(request, StudyRequest):
         return replace(request, dataset=dataset, db=settings.db_path, dataset_name=name)
@@ -160,12 +160,12 @@ def _take_upload(path: str) -> str:
 
 def build_run_request(settings: AppSettings, form: RunForm):
     """The engine's RunRequest for a form: the operator's bounds here, then the use case's one
-    builder (engine.usecases.run_options), its FieldErrors worded with the form's labels
+    builder (engine.usecases.runs.run_options), its FieldErrors worded with the form's labels
     (demo.field_words); UserError, one line."""
     from demo.field_words import app_worded
-    from engine.usecases.model_names import SMOKE
-    from engine.usecases.run import resolved
-    from engine.usecases.run_options import build_run_request as build
+    from engine.usecases.runs.model_names import SMOKE
+    from engine.usecases.runs.run import resolved
+    from engine.usecases.runs.run_options import build_run_request as build
 
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
@@ -203,7 +203,7 @@ def build_run_request(settings: AppSettings, form: RunForm):
 
 def check_model_offered(settings: AppSettings, model_name: str) -> None:
     """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
-    from engine.usecases.model_names import SMOKE
+    from engine.usecases.runs.model_names import SMOKE
 
     if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
         raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
@@ -215,7 +215,7 @@ def check_model_offered(settings: AppSettings, model_name: str) -> None:
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
     """Whether the operator's HF_TOKEN may load `model_name` for a visitor (smoke needs none)."""
-    from engine.usecases.model_names import SMOKE
+    from engine.usecases.runs.model_names import SMOKE
 
     allowed = settings.operator_token_models
     return allowed is None or model_name in allowed or model_name == SMOKE
@@ -271,7 +271,7 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
 
 def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
     """True when the store holds no run yet (or does not exist): the first screen offers a run."""
-    from engine.usecases.listing import holds_runs
+    from engine.usecases.runs.listing import holds_runs
 
     return not holds_runs(Path(db_path))
 
@@ -300,7 +300,7 @@ def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool]
     (engine.generation.model_choice): Mistral in 4-bit on a GPU, Qwen2.5-0.5B on a CPU, the smoke model
     only where neither can be had (no Hub, nothing cached) or the operator offers neither.
     `available(model_id)` says whether a model can be loaded (default: the Hub cache or the Hub)."""
-    from engine.usecases.model_names import first_model
+    from engine.usecases.runs.model_names import first_model
 
     def offered(model_id: str) -> bool:
         return settings.allowed_models is None or model_id in settings.allowed_models
@@ -351,7 +351,7 @@ def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None, v
     """The job's experiment as it stands: per run, the answers stored so far and their metrics (x100)."""
     import pandas as pd
 
-    from engine.usecases.listing import experiment_run_metrics
+    from engine.usecases.runs.listing import experiment_run_metrics
 
     status = jobs.status(job_id, visitor) if job_id else None
     if status is None or not status.experiment_id or not Path(settings.db_path).is_file():
@@ -363,7 +363,7 @@ def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None, v
 def store_progress(settings: AppSettings) -> list[list[Any]]:
     """Every run in progress in the store, this app's or a command line's on the same file, as
     table rows (STORE_PROGRESS_COLUMNS); none before the first run (no file is created)."""
-    from engine.usecases.listing import runs_in_progress
+    from engine.usecases.runs.listing import runs_in_progress
 
     if not Path(settings.db_path).is_file():
         return []

@@ -50,8 +50,8 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
     from demo.handlers.query import shown_reference
     from engine.bounds import for_page
-    from engine.usecases.listing import experiments_page, study_experiments
-    from engine.usecases.model_names import is_smoke
+    from engine.usecases.runs.listing import experiments_page, study_experiments
+    from engine.usecases.runs.model_names import is_smoke
 
     page = page_number(page)
     filtered = any(_clean(v) for v in (model, dataset, metadata, mode, study))
@@ -132,13 +132,13 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
                 owner: str | None = None, limits: Any = None) -> Path:
     """The chosen experiments' per-item results written to a temporary file
     `pattrieval-export.csv|parquet`, via store.export (the same code as `python -m engine export`),
-    or for `fmt` "eee" their Every Eval Ever records (engine.usecases.export_eee, as `export
+    or for `fmt` "eee" their Every Eval Ever records (engine.usecases.storage.export_eee, as `export
     --format eee`) in one `pattrieval-eee.zip`, since a browser downloads one file.
     The same store state and request give the same file, written once; `limits`
     (demo.downloads.DownloadLimits) bound what `owner` and everyone keep on disk."""
     from demo.settings import without_server_paths
-    from engine.usecases.export import export_format
-    from engine.usecases.export_eee import EEE_FORMAT
+    from engine.usecases.storage.export import export_format
+    from engine.usecases.storage.export_eee import EEE_FORMAT
 
     export_format(fmt or "")
     references = list(dict.fromkeys([*(c for c in chosen or () if c), *re.split(r"[,\s]+", typed or "")]))
@@ -165,8 +165,8 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
 
 
 def _write(db_path: Path, references: list[str], fmt: str, out: Path) -> None:
-    from engine.usecases.export import write_export
-    from engine.usecases.export_eee import EEE_FORMAT, export_eee
+    from engine.usecases.storage.export import write_export
+    from engine.usecases.storage.export_eee import EEE_FORMAT, export_eee
 
     if fmt != EEE_FORMAT:
         write_export(db_path, references, fmt, out)

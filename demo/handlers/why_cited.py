@@ -1,5 +1,5 @@
 """The Bias tab's "Why was it cited?" panel (`/why_cited`): the citation choice model of the
-chosen experiments (engine.usecases.why_cited), as plain rows for its tables and forest plot.
+chosen experiments (engine.usecases.bias.why_cited), as plain rows for its tables and forest plot.
 
 Every piece of stored text (experiment names, labels) that reaches Markdown is escaped by
 markdown_text; the tables and the figure escape their own cells.
@@ -19,7 +19,7 @@ from demo.field_words import app_message
 from demo.handlers.bias import markdown_text
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 from engine.errors import UserError
-from engine.usecases.bias_choice import experiment_references
+from engine.usecases.bias.choice import experiment_references
 
 if TYPE_CHECKING:
     from demo.fit_child import FitBounds
@@ -141,7 +141,7 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     a child process within `bounds` (demo.fit_child) when its turn comes at `gate` (`owner`: the
     visitor, demo.visitors.fair_key); UserError in one line naming no server path, also when the
     owner's previous fit is still pending (PENDING) or the queue is full (BUSY)."""
-    from engine.usecases.why_cited import WhyCitedRequest
+    from engine.usecases.bias.why_cited import WhyCitedRequest
 
     db_path = Path(db_path)
     references = experiment_references(text, chosen)
@@ -182,9 +182,9 @@ def fitted_in_child(request: Any, db_path: Path, bounds: FitBounds | None) -> An
 
 
 def _page(result: Any) -> WhyCitedPage:
-    """The panel's page of a fit (engine.usecases.why_cited.WhyCitedResult)."""
-    from engine.usecases.formatting import format_p
-    from engine.usecases.why_cited import citation_counts, not_converged, robust_note, separation_notes
+    """The panel's page of a fit (engine.usecases.bias.why_cited.WhyCitedResult)."""
+    from engine.presentation.formatting import format_p
+    from engine.usecases.bias.why_cited import citation_counts, not_converged, robust_note, separation_notes
 
     fit, s = result.fit, result.suppression
     lines = [

@@ -1,5 +1,5 @@
 """The Bias tab's study model (`/why_cited_study`): one model of label bias across the chosen
-study (engine.usecases.study_effects, as `python -m engine why-cited --study NAME`), as rows for
+study (engine.usecases.study.effects, as `python -m engine why-cited --study NAME`), as rows for
 its tables and forest plot: the label effect per configuration with item-clustered intervals,
 the Wald tests of whether it differs, and every two configurations' difference, Holm-corrected.
 
@@ -82,13 +82,13 @@ class StudyModelPage:
 
 
 def _interval(x: float, low: float, high: float) -> str:
-    from engine.usecases.formatting import format_ratio
+    from engine.presentation.formatting import format_ratio
 
     return f"{format_ratio(x)} [{format_ratio(low)}, {format_ratio(high)}]"
 
 
 def _p(p: float) -> str:
-    from engine.usecases.formatting import format_p
+    from engine.presentation.formatting import format_p
 
     return "-" if p != p else format_p(p)
 
@@ -100,7 +100,7 @@ def study_model_page(db_path: Path, study: str | None, modes: Sequence[str] | No
     citation decisions, fitted in a bounded child when its turn comes at `gate` (`owner`: the
     visitor), kept per store state; UserError in one line naming no server path (past a bound,
     what cannot be estimated, an unknown study, PENDING or BUSY)."""
-    from engine.usecases.study_effects import StudyEffectsRequest
+    from engine.usecases.study.effects import StudyEffectsRequest
 
     db_path = Path(db_path)
     name = (study or "").strip()
@@ -119,7 +119,7 @@ def _fitted(request: Any, db_path: Path, bounds: FitBounds | None) -> StudyModel
 
 
 def page_of(result: Any) -> StudyModelPage:
-    """The panel's page of a fitted study model (engine.usecases.study_effects.StudyEffectsResult)."""
+    """The panel's page of a fitted study model (engine.usecases.study.effects.StudyEffectsResult)."""
     fit = result.fit
     n = len(result.experiment_ids)
     over = (f"over the axes {markdown_text(', '.join(fit.axes))}" if fit.axes else "(one configuration)")

@@ -92,7 +92,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def choices(current=None):
         """The stored experiments; the only one is chosen when nothing is (no blank first page)."""
-        from engine.usecases.listing import experiment_choices
+        from engine.usecases.runs.listing import experiment_choices
 
         if not settings.db_path.is_file():
             return gr.Dropdown(choices=[])

@@ -27,7 +27,7 @@ def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> CompareLinks
     from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
     from engine.types import EXPORT_FORMATS
-    from engine.usecases.compare_sides import large_sample_above
+    from engine.usecases.compare.sides import large_sample_above
 
     db = settings.db_path
 

@@ -16,7 +16,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     from demo.handlers import leaderboard as handlers
     from demo.tabs.style import TABLE
     from demo.toasts import error
-    from engine.usecases.leaderboard import DEFAULT_METRIC, METRICS
+    from engine.usecases.bias.leaderboard import DEFAULT_METRIC, METRICS
 
     def show(metric):
         try:

@@ -1,6 +1,6 @@
 """The Run tab: choose a model, dataset and settings; start, follow and cancel background runs.
 
-The form's boxes are the run options (engine.usecases.run_options), read into the form's record
+The form's boxes are the run options (engine.usecases.runs.run_options), read into the form's record
 (demo.handlers.run.RunForm) by each option's type. /run_batch takes them in a fixed order
 (FORM_INPUTS); options added later come last and have defaults (the form's initial values), so
 scripts written against the older order still work.
@@ -14,8 +14,8 @@ from typing import Any
 from demo.settings import AppSettings
 from engine.errors import UserError
 from engine.types import MODES
-from engine.usecases.model_names import SMOKE, offered_models
-from engine.usecases.run_options import OPTIONS, SERVED
+from engine.usecases.runs.model_names import SMOKE, offered_models
+from engine.usecases.runs.run_options import OPTIONS, SERVED
 
 PAPER_MODELS_CHOICES = (SMOKE, *offered_models())
 # "kind" (run or explain: the Explain tab queues its jobs here too) came last, so that /run_status
@@ -416,7 +416,7 @@ _SHOW_BANNER_JS = """() => {
 # that contains the typed text and Enter takes it: `smok` + Enter became `smoke`, a model the
 # visitor never named. Here Enter only commits the text (the box allows custom values; leaving
 # it keeps the text exactly), unless a choice was picked with the arrow keys. The server then
-# checks the name as the CLI does (engine.usecases.model_names.check_models_load: "did you mean smoke?").
+# checks the name as the CLI does (engine.usecases.runs.model_names.check_models_load: "did you mean smoke?").
 _MODEL_ENTER_JS = """() => {
   if (window.__peModelEnter) { return; }
   window.__peModelEnter = true;

@@ -1,9 +1,9 @@
 """The Bias tab's "Why was it cited?" panel (`/why_cited`): the citation choice model of the
 experiments chosen at the top of the tab, pooled, with a forest plot of its odds ratios and the
-suppression rates (demo/handlers/why_cited.py; engine.usecases.why_cited); and the study model
+suppression rates (demo/handlers/why_cited.py; engine.usecases.bias.why_cited); and the study model
 (`/why_cited_study`) of the study chosen there: one model of label bias across it, the label
 effect per configuration, the tests of whether it differs, Holm-corrected pairs
-(demo/handlers/why_cited_study.py; engine.usecases.study_effects), fitted the same bounded way.
+(demo/handlers/why_cited_study.py; engine.usecases.study.effects), fitted the same bounded way.
 
 `/why_cited` takes (text, experiments, position, interactions, modes) and returns the page as a
 dict; the panel shows it as Markdown, two tables and a figure. A fit is bounded by the operator's
@@ -31,8 +31,8 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) 
     from demo.tabs.style import TABLE
     from demo.toasts import error, with_request
     from demo.visitors import fair_key
+    from engine.presentation.formatting import format_p, format_ratio
     from engine.types import MODES
-    from engine.usecases.formatting import format_p, format_ratio
 
     gate = handlers.fit_gate(settings.max_fits)
     bounds = FitBounds(settings.fit_memory_mb * 1024**2, settings.fit_timeout_s)

@@ -1,14 +1,14 @@
 """How the CLI names a request's fields in its messages: as the option that sets each one.
 
 The use cases raise engine.errors.FieldError naming fields plainly (top_k: the run option's name,
-engine.usecases.run_options); every CLI message goes through cli_message, so that they read
+engine.usecases.runs.run_options); every CLI message goes through cli_message, so that they read
 `--top-k` here and the app's form labels there.
 """
 
 from __future__ import annotations
 
 from engine.errors import WordedError
-from engine.usecases.run_options import OPTIONS
+from engine.usecases.runs.run_options import OPTIONS
 
 # Fields the CLI sets in more than one way: the store is --db or, for every command, $PATTRIEVAL_DB.
 OTHER_WORDS: dict[str, str] = {"db": "--db or PATTRIEVAL_DB"}

@@ -1,5 +1,5 @@
 """What several commands share: the store (--db) and the run's progress bar. The run's own
-options are declared in engine.usecases.run_options and added by engine.commands.run."""
+options are declared in engine.usecases.runs.run_options and added by engine.commands.run."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def add_db_arg(p, what: str = "DuckDB file") -> None:
 def store_path(args: argparse.Namespace):
     """The store --db names, or the default one, with a note when the default has moved."""
     from engine.paths import moved_default_note
-    from engine.usecases.run import resolve_db
+    from engine.usecases.runs.run import resolve_db
 
     path = resolve_db(args.db)
     note = None if args.db else moved_default_note(path)

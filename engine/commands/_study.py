@@ -1,4 +1,4 @@
-"""`python -m engine run` with comma lists: the study grid (engine.usecases.study), its plan
+"""`python -m engine run` with comma lists: the study grid (engine.usecases.study.study), its plan
 printed before the first model loads, then one line per experiment. engine/commands/run.py builds
 the StudyRequest, each configuration's run as a single run's; here the grid runs and reports.
 """
@@ -12,9 +12,9 @@ from engine.commands._options import RunBar
 
 
 def run_study(study, args: argparse.Namespace):
-    """Run the StudyRequest that `run` built from comma lists (engine.usecases.study), its plan
+    """Run the StudyRequest that `run` built from comma lists (engine.usecases.study.study), its plan
     printed before the first model loads, then one line per experiment."""
-    from engine.usecases.study import run_study as run_grid
+    from engine.usecases.study.study import run_study as run_grid
 
     bar = RunBar("", on_planned=_print_plan)
     try:

@@ -1,6 +1,6 @@
 """`python -m engine agreement`: how far the judges of citations agree.
 
-Thin: parse, call engine.usecases.agreement, print. Each number names the test or library it
+Thin: parse, call engine.usecases.judges.agreement, print. Each number names the test or library it
 comes from; a statistic the data cannot define says why instead. --format json gives every
 number, --format csv the table of pairs.
 """
@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.agreement import AgreementRequest, agreement
+    from engine.usecases.judges.agreement import AgreementRequest, agreement
 
     runs = tuple(r.strip() for v in args.runs or () for r in v.split(",") if r.strip())
     result = agreement(AgreementRequest(db_path(args.db), args.experiment, runs, tuple(args.judge or ())))

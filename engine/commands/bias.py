@@ -17,11 +17,11 @@ from typing import Any
 
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
+from engine.presentation.display import interval_cell, rerun_floor_lines
+from engine.presentation.formatting import format_p
 
-# The report is engine.usecases.bias's; these names stay importable from here for callers.
-from engine.usecases.bias import bias_report
-from engine.usecases.display import interval_cell, rerun_floor_lines
-from engine.usecases.formatting import format_p
+# The report is engine.usecases.bias.report's; these names stay importable from here for callers.
+from engine.usecases.bias.report import bias_report
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,6 +1,6 @@
 """`python -m engine compare A B`: two runs, two experiments' modes or two experiments, item by item.
 
-Thin: parse, call engine.usecases.compare, print. A and B are run ids, experiments (id or
+Thin: parse, call engine.usecases.compare.compare, print. A and B are run ids, experiments (id or
 name) with a mode ("EXP:base"), or whole experiments (then mode by mode, and their CAS and CAB
 against each other). Every difference is B - A. Hints go to stderr so --json and --format csv
 stay machine-readable.
@@ -25,7 +25,7 @@ DEFAULT_ITEMS = 10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.usecases.compare_sides import large_sample_above
+    from engine.usecases.compare.sides import large_sample_above
 
     above = large_sample_above()
     p = sub.add_parser(
@@ -81,11 +81,11 @@ def _metrics(values: list[str] | None) -> tuple[str, ...] | None:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.compare import CompareRequest, compare
+    from engine.usecases.compare.compare import CompareRequest, compare
 
     if args.items < 0:
         raise UserError(f"--items must be 0 or more, not {args.items}")
-    from engine.usecases.compare import parse_margins
+    from engine.usecases.compare.compare import parse_margins
 
     fields: dict[str, Any] = {"margins": parse_margins(args.margin), "pair_by_id": args.pair_by_id,
                               "seed": args.seed, "exact": args.exact}
@@ -127,7 +127,7 @@ def _num(x: float | None, fmt: str = ".1f") -> str:
 
 
 def _p(p: float | None) -> str:
-    from engine.usecases.formatting import format_p
+    from engine.presentation.formatting import format_p
 
     return format_p(p)
 
@@ -217,7 +217,7 @@ def _verdict_line(m: Any, approximate_below: int) -> str:
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = False) -> str:
     """The human-readable comparison: the tables and one short verdict line per metric, or with
     `explain` one sentence per metric and the tests in full."""
-    from engine.usecases.compare_sides import large_sample_above
+    from engine.usecases.compare.sides import large_sample_above
 
     approximate_below = result.approximate_below
 
@@ -275,7 +275,7 @@ def _item_rows(items: Any, metric: str, reruns: bool) -> list[str]:
     import pandas as pd
 
     from engine.commands.bias import text_columns
-    from engine.usecases.rerun_marks import MARK
+    from engine.usecases.runs.rerun_marks import MARK
 
     rows = [["item", "A", "B", "B - A"] + (["rerun"] if reruns else [])]
     columns = (items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"],

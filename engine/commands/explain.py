@@ -1,6 +1,6 @@
 """`python -m engine explain --experiment ID|--run ID`: Prompt 5 explanations of stored answers.
 
-The work is engine.usecases.explain's: everything that can fail is checked before the first
+The work is engine.usecases.judges.explain's: everything that can fail is checked before the first
 write (the options, the store, the runs and their answers, the model, every prompt's length),
 then each finished batch is committed on its own, so kill -9 loses at most the batch in flight,
 and the same command again explains only what is missing. Here: the options, a progress bar, and
@@ -67,7 +67,7 @@ def build_request(kind: type, args: argparse.Namespace) -> Any:
 
     from engine.commands._served_options import server_options
     from engine.commands.bias import db_path
-    from engine.usecases.judge_runs import check_request
+    from engine.usecases.judges.judge_runs import check_request
 
     request = kind(db=Path(args.db or "."), experiment=args.experiment, runs=(args.run,) if args.run is not None else (),
                    model=args.model, limit=args.limit, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
@@ -99,7 +99,7 @@ class Bar:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.explain import ExplainRequest, plan_explain, run_explain
+    from engine.usecases.judges.explain import ExplainRequest, plan_explain, run_explain
 
     request = build_request(ExplainRequest, args)
     plan = plan_explain(request)
@@ -123,7 +123,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print_rates(plan: Any) -> None:
-    from engine.usecases.explain import explanation_rates
+    from engine.usecases.judges.explain import explanation_rates
 
     for run_id, model, mode, n, n_label, share in explanation_rates(plan):
         print(f"  {mode:<7} run {run_id}  {model}: {n_label} of {n} explanations give a label as a reason ({share:.0%})")

@@ -1,7 +1,7 @@
 """`python -m engine export`: the chosen experiments' per-item results as a CSV or Parquet file, or
 in the Every Eval Ever schema (--format eee: a folder of aggregate and instance-level records).
 
-Reads only the store and never imports torch. The file is written by engine.usecases.export
+Reads only the store and never imports torch. The file is written by engine.usecases.storage.export
 (store.export) under a temporary name and renamed into place; an existing file is replaced only
 with --force, and a device, FIFO or socket never (renaming over it would replace the device).
 """
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.commands.bias import db_path
-    from engine.usecases.export import ExportRequest, export, export_format
+    from engine.usecases.storage.export import ExportRequest, export, export_format
 
     fmt = export_format(args.format, args.out)  # before the store is looked for, as always
     if fmt == "eee":

@@ -7,10 +7,10 @@ first bad row stops the import with one line naming the file, the line and the p
 
 Imported runs have quantization 'imported', no prompt, no tokens and no citation
 probabilities. Three imports with one --experiment and modes vanilla, base and cf form an
-experiment that `python -m engine bias` reads. The import is engine.usecases.import_answers';
+experiment that `python -m engine bias` reads. The import is engine.usecases.storage.import_answers';
 here, the options and the line printed.
 
-`--inspect LOG` reads an Inspect AI log instead (engine.usecases.import_inspect): the samples
+`--inspect LOG` reads an Inspect AI log instead (engine.usecases.storage.import_inspect): the samples
 carry the documents and the answers, so --dataset and --answers are not given, and one import
 stores every mode the samples answer (docs/inspect.md).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
 from engine.types import MODES
-from engine.usecases.run_options import OPTIONS
+from engine.usecases.runs.run_options import OPTIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from engine.api import load_dataset
     from engine.paths import default_db_path
-    from engine.usecases.import_answers import ImportRequest, import_answers, import_metadata
+    from engine.usecases.storage.import_answers import ImportRequest, import_answers, import_metadata
 
     meta = None
     if args.metadata or args.label_a or args.label_b or args.consideration:
@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _main_inspect(args: argparse.Namespace, meta: object) -> int:
     from engine.paths import default_db_path
-    from engine.usecases.import_inspect import InspectImportRequest, import_inspect
+    from engine.usecases.storage.import_inspect import InspectImportRequest, import_inspect
 
     given = [option for option, value in (("--dataset", args.dataset), ("--answers", args.answers)) if value is not None]
     if given:

@@ -1,7 +1,7 @@
 """`python -m engine import-labels FILE --judge NAME`: a person's labels of cited documents, stored
 as a judge, for `python -m engine agreement` to set the other judges against.
 
-Thin: parse, call engine.usecases.import_labels, print one line. The whole file is checked first;
+Thin: parse, call engine.usecases.storage.import_labels, print one line. The whole file is checked first;
 the first bad row refuses it in one line naming the file and line, and nothing is written.
 """
 
@@ -36,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
 
     from engine.bounds import for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.import_labels import ImportLabelsRequest, import_labels
+    from engine.usecases.storage.import_labels import ImportLabelsRequest, import_labels
 
     path = db_path(args.db)
     result = import_labels(ImportLabelsRequest(path, Path(args.file), args.judge))

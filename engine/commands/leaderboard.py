@@ -1,7 +1,7 @@
 """`python -m engine leaderboard`: the models of a store ranked by label bias (CAB), per label type
 and dataset, with tiers by Holm-corrected pairwise tests, each model's rerun floor and its items.
 
-Reads only the store. The numbers are engine.usecases.leaderboard's; this module parses and prints.
+Reads only the store. The numbers are engine.usecases.bias.leaderboard's; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import json
 
 from engine.commands._options import add_db_arg
-from engine.usecases.leaderboard import CAB_NAME, DEFAULT_METRIC, METRICS
+from engine.usecases.bias.leaderboard import CAB_NAME, DEFAULT_METRIC, METRICS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.leaderboard import LeaderboardRequest, board_records, leaderboard, pair_records, read_item_ids
+    from engine.usecases.bias.leaderboard import (
+        LeaderboardRequest,
+        board_records,
+        leaderboard,
+        pair_records,
+        read_item_ids,
+    )
 
     exclude = read_item_ids(args.exclude_items) if args.exclude_items else None
     only = read_item_ids(args.items) if args.items else None

@@ -103,7 +103,7 @@ def as_json(records: tuple) -> str:
 
 
 def _studies(path: Path, args: argparse.Namespace) -> int:
-    from engine.usecases.listing import studies as study_records
+    from engine.usecases.runs.listing import studies as study_records
 
     studies = study_records(path)
     if args.json:
@@ -129,7 +129,7 @@ def main(args: argparse.Namespace) -> int:
         # A reader must not create the file: that would hide a typo in --db.
         raise UserError(f"no database at {path}; start one with: {START_HINT} (or give --db PATH)")
 
-    from engine.usecases.listing import experiments
+    from engine.usecases.runs.listing import experiments
 
     if args.studies:
         return _studies(path, args)

@@ -1,6 +1,6 @@
 """`python -m engine merge --from OTHER.duckdb`: copy the complete runs of another store into this one.
 
-The merge is engine.usecases.merge's (all SQL in store.merge: one transaction on the target, all
+The merge is engine.usecases.storage.merge's (all SQL in store.merge: one transaction on the target, all
 or nothing, the source opened read-only); here, the lines printed. Never imports torch.
 """
 
@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.paths import default_db_path
-    from engine.usecases.merge import merge
+    from engine.usecases.storage.merge import merge
 
     target = Path(args.db) if args.db else default_db_path()
     result = merge(target, args.source)

@@ -1,7 +1,7 @@
 """`python -m engine propensity --experiment ID`: propensity CAB, the label bias read from the
 probabilities of citing each document with the vanilla answer's text held fixed.
 
-The work is engine.usecases.propensity's (each batch of items is stored as it finishes, and the
+The work is engine.usecases.judges.propensity's (each batch of items is stored as it finishes, and the
 same command again probes only what is missing). Here: the options, a progress bar, and what is
 printed.
 """
@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
     from engine.commands.explain import Bar
-    from engine.usecases.propensity import PropensityRequest, check_request, propensity
+    from engine.usecases.judges.propensity import PropensityRequest, check_request, propensity
 
     request = PropensityRequest(db=Path(args.db or "."), experiment=args.experiment, model=args.model,
                                 device=args.device, quantize=args.quantize, dtype=args.dtype,

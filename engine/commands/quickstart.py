@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from engine.commands.run import sampling_settings
     from engine.paths import SAMPLE_DATASET
-    from engine.usecases.run import SMOKE, auto_model, default_max_new_tokens
+    from engine.usecases.runs.run import SMOKE, auto_model, default_max_new_tokens
 
     sampling_settings(args)  # --temperature without --sample: refused before torch or the Hub is asked
     gpu = _gpu(args.device)

@@ -28,9 +28,9 @@ from typing import Any
 
 from engine.commands._options import add_db_arg
 
-# The tables' rows are engine.usecases.tables', their cells engine.usecases.formatting's; these
+# The tables' rows are engine.usecases.bias.tables', their cells engine.presentation.formatting's; these
 # names stay importable from here for callers.
-from engine.usecases.formatting import (
+from engine.presentation.formatting import (
     SETTING_NOTE,
     SIGNIFICANCE,
     STAR_TEST,
@@ -39,14 +39,14 @@ from engine.usecases.formatting import (
     single_dataset,
     table2_notes,
 )
-from engine.usecases.formatting import (
+from engine.presentation.formatting import (
     fmt as _fmt,
 )
-from engine.usecases.formatting import (
+from engine.presentation.formatting import (
     type_name as _type_name,
 )
-from engine.usecases.report_shares import VERIFICATION_CLASSES
-from engine.usecases.tables import XAI_METRICS
+from engine.usecases.bias.report_shares import VERIFICATION_CLASSES
+from engine.usecases.bias.tables import XAI_METRICS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,7 +76,7 @@ def _markdown(table: list[list[str]]) -> str:
 def render(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]], fmt: str, which: str = "all",
            verification: list[dict[str, Any]] | None = None,
            explanations: list[dict[str, Any]] | None = None) -> str:
-    """The report in markdown, csv or json; `verification` (engine.usecases.report_shares'
+    """The report in markdown, csv or json; `verification` (engine.usecases.bias.report_shares'
     verification_rows) adds the AttrScore shares after the tables and `explanations`
     (explanation_rows) the share of explanations that give a label as a reason, each only when
     given and not empty."""
@@ -206,7 +206,7 @@ def _csv_text(value: Any) -> Any:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.tables import ReportRequest, report_tables, report_xai_blocks
+    from engine.usecases.bias.tables import ReportRequest, report_tables, report_xai_blocks
 
     request = ReportRequest(db_path(args.db), args.table, args.experiment, args.model, args.dataset, args.study)
     if args.layout == "xai":
@@ -226,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- --layout xai: in markdown the
-# best value of each column in a block is bold (blocks: engine.usecases.tables.xai_blocks).
+# best value of each column in a block is bold (blocks: engine.usecases.bias.tables.xai_blocks).
 
 def _xai_title(block: dict[str, Any]) -> str:
     shots = f"{block['few_shot']}-shot"

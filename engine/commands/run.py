@@ -1,8 +1,8 @@
 """`python -m engine run`: one experiment (one run per RAG mode), stored as it goes, or with
 comma lists a study grid, one experiment per configuration.
 
-Thin: parse the options, build the typed request, call the use case (engine.usecases.run,
-engine.usecases.study) with a tqdm bar as its progress, print the outcome.
+Thin: parse the options, build the typed request, call the use case (engine.usecases.runs.run,
+engine.usecases.study.study) with a tqdm bar as its progress, print the outcome.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from engine.commands._options import RunBar, add_db_arg, store_path
 from engine.commands._served_options import add_server_args, server_options
 from engine.errors import UserError
 from engine.types import MODES
-from engine.usecases.run_options import GENERATION, OPTIONS, PROMPT, RAY, RUN_OPTIONS, SAME, STORE, RunOption
+from engine.usecases.runs.run_options import GENERATION, OPTIONS, PROMPT, RAY, RUN_OPTIONS, SAME, STORE, RunOption
 
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
@@ -29,7 +29,7 @@ QUICKSTART_DEFAULTS = {"max_new_tokens": "48 with --model smoke, whose random we
 
 
 def add_option(group, option: RunOption, *, lists: bool = False, shown: str | None = None) -> None:
-    """One run option as argparse declares it, from its row of the table (engine.usecases.run_options).
+    """One run option as argparse declares it, from its row of the table (engine.usecases.runs.run_options).
 
     `lists`: a grid option takes a comma list, parsed and checked by engine.prompting.study instead
     of argparse. A sampling setting's parsed default is None, so that one typed without --sample is
@@ -96,7 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def check_backend_args(args: argparse.Namespace) -> None:
-    """Refuse Ray options without --backend ray (the use case checks the rest: engine.usecases.run.check_ray)."""
+    """Refuse Ray options without --backend ray (the use case checks the rest: engine.usecases.runs.run.check_ray)."""
     if getattr(args, "backend", "local") != "ray":
         given = [f"--{n.replace('_', '-')}" for n in ("ray_address", "actors", "gpus_per_actor")
                  if getattr(args, n, None) is not None]
@@ -108,7 +108,7 @@ def ray_options(args: argparse.Namespace):
     """The RayOptions of --backend ray, or None for a local run."""
     if getattr(args, "backend", "local") != "ray":
         return None
-    from engine.usecases.run import RayOptions
+    from engine.usecases.runs.run import RayOptions
 
     return RayOptions(args.ray_address, 1 if args.actors is None else args.actors, args.gpus_per_actor)
 
@@ -116,7 +116,7 @@ def ray_options(args: argparse.Namespace):
 def max_new_tokens(args: argparse.Namespace) -> int:
     """--max-new-tokens, or run's default: short for the smoke model (every model of a grid
     smoke), the real models' 256 otherwise. The quickstart sets its own before this is asked."""
-    from engine.usecases.run import default_max_new_tokens
+    from engine.usecases.runs.run import default_max_new_tokens
 
     if args.max_new_tokens is not None:
         return args.max_new_tokens
@@ -149,9 +149,9 @@ def option_values(args: argparse.Namespace, model: str) -> dict:
 
 def build_request(args: argparse.Namespace, model: str, label: str | None):
     """A RunRequest from parsed arguments, built and checked by the use case's one builder
-    (engine.usecases.run_options; FieldError, worded as options by engine.commands._field_words).
+    (engine.usecases.runs.run_options; FieldError, worded as options by engine.commands._field_words).
     `label` None: the use case resolves `model` and names it."""
-    from engine.usecases.run_options import build_run_request
+    from engine.usecases.runs.run_options import build_run_request
 
     return build_run_request(option_values(args, model), model_label=label)
 
@@ -162,7 +162,7 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     `hint=False` leaves out the closing "see the bias with" line, for callers that print their
     own next steps (the quickstart).
     """
-    from engine.usecases.run import ExperimentRequest, run_experiment
+    from engine.usecases.runs.run import ExperimentRequest, run_experiment
 
     request = build_request(args, model_arg, None)
     check_backend_args(args)
@@ -184,7 +184,7 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
 
 def _report(outcome, label: str, db_path, args: argparse.Namespace, *, hint: bool = True) -> None:
     """The experiment, its runs, what was skipped, the metrics and the next command."""
-    from engine.usecases.run import run_metrics
+    from engine.usecases.runs.run import run_metrics
 
     name = f" '{outcome.experiment_name}'" if outcome.experiment_name else ""
     n = outcome.n_dataset_items
@@ -243,7 +243,7 @@ def _print_skipped(skipped) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.study import grid_of
+    from engine.usecases.study.study import grid_of
 
     grid = grid_of(vars(args))  # before anything is read: a bad list is one line
     sampling_settings(args)  # a sampling option without --sample: one line, before anything loads
@@ -260,7 +260,7 @@ def main(args: argparse.Namespace) -> int:
 
 def configuration_args(args: argparse.Namespace, configuration: dict, grid) -> argparse.Namespace:
     """A copy of `args` with one value per list option: what a single `run` would get."""
-    from engine.usecases.study import configuration_values
+    from engine.usecases.study.study import configuration_values
 
     return argparse.Namespace(**configuration_values(vars(args), configuration, grid))
 
@@ -270,7 +270,7 @@ def run_study(args: argparse.Namespace, grid):
     from dataclasses import replace
 
     from engine.commands._study import run_study as run_grid
-    from engine.usecases.study import StudyRequest
+    from engine.usecases.study.study import StudyRequest
 
     check_backend_args(args)
     first = grid.configurations()[0]

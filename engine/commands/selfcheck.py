@@ -1,7 +1,7 @@
 """`python -m engine selfcheck --model M`: prove the real generation path on your own model.
 
 Loads the model exactly as `run` does (same options, same loader: 4-bit on a GPU by default),
-runs the checks of engine.usecases.selfcheck on a few items of the bundled sample, times one batch and
+runs the checks of engine.usecases.runs.selfcheck on a few items of the bundled sample, times one batch and
 prints PASS/FAIL per check. Exit 0 when no check fails, 1 when one does, 2 for a user error
 (one line). Writes nothing: no store, no file, unless --json PATH asks for the report.
 """
@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
     _check_args(args)
 
     from engine.commands.run import HF_TOKEN_WARNING
-    from engine.usecases.selfcheck_model import SelfcheckRequest, selfcheck
+    from engine.usecases.runs.selfcheck_model import SelfcheckRequest, selfcheck
 
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)

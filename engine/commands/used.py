@@ -1,7 +1,7 @@
 """`python -m engine used --experiment ID [--mode M] | --runs ID,ID`: cited or used? Whether each
 cited document was used, by leaving it out of the prompt with the answer held fixed.
 
-The work is engine.usecases.used's (each answer is stored as it finishes, and the same command
+The work is engine.usecases.judges.used's (each answer is stored as it finishes, and the same command
 again reads only what is missing). Here: the options, the cost line, a progress bar, and what is
 printed.
 """
@@ -19,7 +19,7 @@ from engine.errors import UserError
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from engine.types import MODES
-    from engine.usecases.used import DEFAULT_THRESHOLD
+    from engine.usecases.judges.used import DEFAULT_THRESHOLD
 
     p = sub.add_parser(
         "used",
@@ -136,8 +136,8 @@ def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
     from engine.commands.explain import Bar
-    from engine.usecases.used import UsedRequest, check_request, plan_used, run_used
-    from engine.usecases.used_figures import used_figures
+    from engine.usecases.judges.used import UsedRequest, check_request, plan_used, run_used
+    from engine.usecases.judges.used_figures import used_figures
 
     runs = tuple(r.strip() for r in (args.runs or "").split(",") if r.strip())
     if args.runs is not None and not runs:

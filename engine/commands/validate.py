@@ -46,7 +46,7 @@ def _spread(values: Sequence[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.validate import validate
+    from engine.usecases.runs.validate import validate
 
     if args.top_k is not None and args.top_k < 1:
         raise UserError("--top-k must be at least 1")

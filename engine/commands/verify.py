@@ -1,7 +1,7 @@
 """`python -m engine verify --experiment ID|--run ID`: AttrScore attribution verification.
 
 Every (answer sentence, cited document) pair of the stored answers is judged attributable,
-extrapolatory or contradictory. The work is engine.usecases.verify's: as in `explain`,
+extrapolatory or contradictory. The work is engine.usecases.judges.verify's: as in `explain`,
 everything that can fail is checked before the first write, each finished batch is then
 committed on its own, and the same command again judges only the pairs the same judge model
 has not judged. Here: the options, a progress bar, and what is printed.
@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from engine.usecases.verify import plan_judges, run_verify
-    from engine.usecases.verify_request import VerifyRequest
+    from engine.usecases.judges.verify import plan_judges, run_verify
+    from engine.usecases.judges.verify_request import VerifyRequest
 
     request = replace(build_request(VerifyRequest, args), judges=tuple(args.judge or ()), show_label=args.show_label)
     planned = plan_judges(request)  # every judge planned and its config read before any judge loads
@@ -57,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _judge_labels(request: Any) -> None:
     """Judge the base run's sentences with the label as base and as cf showed it, and with none."""
-    from engine.usecases.judge_label_pairs import plan_label_bias, run_label_bias
+    from engine.usecases.judges.judge_label_pairs import plan_label_bias, run_label_bias
 
     plan = plan_label_bias(request)
     if plan is None or plan.n_todo == 0:
@@ -93,7 +93,7 @@ def _judge(request: Any, plan: Any, run_verify: Any) -> None:
 
 
 def _print_judge_cabs(plans: list[Any]) -> None:
-    from engine.usecases.judge_label_bias import judge_cab
+    from engine.usecases.judges.judge_label_bias import judge_cab
 
     for plan in plans:
         if plan.experiment_id is None:
@@ -115,7 +115,7 @@ def _print_judge_cabs(plans: list[Any]) -> None:
 
 
 def _print_shares(plan: Any) -> None:
-    from engine.usecases.verify import verification_shares
+    from engine.usecases.judges.verify import verification_shares
 
     for run_id, model, mode, n, att, ext, con, unp in verification_shares(plan):
         print(f"  {mode:<7} run {run_id}  {model}: {n} citations, attributable {att:.0%}, extrapolatory {ext:.0%}, "

@@ -1,6 +1,6 @@
 """`python -m engine why-cited`: why was this document cited? The citation choice model.
 
-Thin: parse, call engine.usecases.why_cited, print. Reads only the store and never imports torch.
+Thin: parse, call engine.usecases.bias.why_cited, print. Reads only the store and never imports torch.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _modes(values: list[str] | None) -> tuple[str, ...] | None:
 def main(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.why_cited import WhyCitedRequest, why_cited
+    from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
 
     if args.study is not None and not args.experiment and not args.pooled:
         return _study(args)
@@ -91,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
 def _study(args: argparse.Namespace) -> int:
     from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.study_effects import StudyEffectsRequest, why_cited_study
+    from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
     for option, given in (("--interaction", args.interaction), ("--reference", args.reference)):
         if given:
@@ -110,7 +110,7 @@ def _study(args: argparse.Namespace) -> int:
 def format_study_text(result: Any) -> str:
     """The study model: per-configuration label effects, the interaction tests, the pairwise differences."""
     from engine.commands.bias import text_columns
-    from engine.usecases.formatting import format_p, format_ratio
+    from engine.presentation.formatting import format_p, format_ratio
 
     fit = result.fit
     lines = [
@@ -155,8 +155,8 @@ def format_study_text(result: Any) -> str:
 def format_text(result: Any) -> str:
     """The human-readable model and suppression rates."""
     from engine.commands.bias import text_columns
-    from engine.usecases.formatting import format_p, format_ratio
-    from engine.usecases.why_cited import (
+    from engine.presentation.formatting import format_p, format_ratio
+    from engine.usecases.bias.why_cited import (
         citation_counts,
         few_clusters_notes,
         not_converged,
@@ -176,7 +176,7 @@ def format_text(result: Any) -> str:
     ]
     lines.append(citation_counts(fit))
     if not fit.converged:
-        lines.append("warning: " + not_converged(fit))  # engine.usecases.why_cited
+        lines.append("warning: " + not_converged(fit))  # engine.usecases.bias.why_cited
     table = [["effect", "odds ratio", "95% CI", "p", f"robust 95% CI (by {fit.cluster})", "robust p"]]
     for e in fit.effects:
         table.append([e.term, format_ratio(e.odds_ratio), f"[{format_ratio(e.ci_low)}, {format_ratio(e.ci_high)}]",

@@ -68,7 +68,7 @@ class ExperimentFacts:
     label_a: str | None
     label_b: str | None
     modes: Sequence[ModeSummary]
-    report: Mapping[str, Any]  # engine.usecases.bias's report (results, rerun_floors, bootstrap)
+    report: Mapping[str, Any]  # engine.usecases.bias.report's report (results, rerun_floors, bootstrap)
     version: str  # pattrieval's
     retrieved_timestamp: str  # Unix epoch seconds, as the schema asks
 

@@ -85,7 +85,7 @@ def pattrieval_task(metadata_type: Any, dataset: str, limit: int | None, top_k: 
                     citation_syntax: str, skip_invalid: bool = False) -> Task:
     """The task for one label type over a dataset of ours (a path, or "sample": the bundled one);
     `skip_invalid` leaves out items that `run --skip-invalid` would (none relevant in the top k, say)."""
-    from engine.api import load_dataset
+    from engine.datasets.data import load_dataset  # engine.api.load_dataset; the API sits above the use cases
     from engine.prompting.citations import check_citation_syntax
 
     check_citation_syntax(citation_syntax)

@@ -8,7 +8,7 @@ answer's tokens of log P(token | prompt, answer before it). The variants of one 
 their prompt up to the first document they differ in: that prefix is read once and its cache
 copied into every row (engine.judges.propensity.score_rows, which pads and batches).
 
-Torch-bound core: no store here (engine.usecases.used reads and writes).
+Torch-bound core: no store here (engine.usecases.judges.used reads and writes).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What every judge of stored answers shares about its model (engine.judges.plan's loop, the use
-cases engine.usecases.explain, .verify, .propensity): a judge prompts a model (by default the one
+cases engine.usecases.judges.explain, .verify, .propensity): a judge prompts a model (by default the one
 that answered) about them. Choosing and loading that model, and refusing in one line, before
 anything is written, a prompt that does not fit its context. No store here: the runs come in
-from store.queries.explain_runs, through engine.usecases.judge_runs."""
+from store.queries.explain_runs, through engine.usecases.judges.judge_runs."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 each), its result, and the loop that loads the judge, checks every prompt's length, then
 generates run by run and batch by batch, handing each finished batch to a writer.
 
-No store here: the runs and their sources come in from the use cases (engine.usecases.explain,
+No store here: the runs and their sources come in from the use cases (engine.usecases.judges.explain,
 .verify), which read the store, and each batch goes out through the `write` they pass, which
 commits it. So a kill loses at most the batch in flight, and the same request again judges only
 what is missing.

@@ -15,7 +15,7 @@ share (a " [" merged with the space before it, say) is the same text for every c
 the probabilities normalised over the candidates are P(model writes "[n]" here | n is some
 shown number).
 
-Torch-bound core: no store here (engine.usecases.propensity reads and writes).
+Torch-bound core: no store here (engine.usecases.judges.propensity reads and writes).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 read, and which table its rows go to. A new judge is one `Judge` (or, for a judge of (answer
 sentence, cited document) pairs, one `claim_judge(...)`) passed to `register`; the loop that loads,
 checks lengths, generates and commits batch by batch is shared (engine.judges.plan.generate_plan),
-and the use cases write each table through its one writer (engine.usecases.judge_runs).
+and the use cases write each table through its one writer (engine.usecases.judges.judge_runs).
 
 Registered here:
 - explain: Prompt 5 (why did you cite what you cited?), read for the documents and labels it
@@ -39,7 +39,7 @@ from engine.types import Document, ExplainRun, ExplainSource, Explanation, Gener
 S = TypeVar("S")  # what the judge is asked about: one stored answer (ExplainSource, VerifySource)
 R = TypeVar("R")  # one row it stores
 
-# The tables a judge may write, each through one writer in the use cases (engine.usecases.judge_runs).
+# The tables a judge may write, each through one writer in the use cases (engine.usecases.judges.judge_runs).
 TABLES = ("explanations", "verifications")
 
 
@@ -84,7 +84,7 @@ def claim_judge(name: str, *, ask: Callable[[str, str, Document, str | None], st
     `ask(question, sentence, document, label)` is the judge's user turn for one pair (`label`: the
     label the answering model saw beside the document, for a judge that is to see it; None
     otherwise, and always for a registered judge today: `verify --show-label` and the label-bias
-    pass it adds judge with AttrScore's prompt, engine.usecases.judge_label_pairs);
+    pass it adds judge with AttrScore's prompt, engine.usecases.judges.judge_label_pairs);
     `parse(text)` reads its output as one of CLASSES or UNPARSED; `probabilities(output)`, when
     given, is (p_attributable, p_extrapolatory, p_contradictory) read off the recorded top-n."""
 

@@ -239,7 +239,7 @@ class PromptConfig:
             raise UserError(f"unknown mode '{self.mode}' (choose from {', '.join(MODES)})")
         if self.mode != "vanilla" and self.metadata is None:
             raise FieldError("metadata", "mode '{mode}' needs a metadata type ({metadata})", mode=self.mode)
-        # FieldErrors named by the fields (engine.usecases.run_options): each face words them.
+        # FieldErrors named by the fields (engine.usecases.runs.run_options): each face words them.
         for field, value, choices in (("order", self.order, ORDERS), ("xai", self.xai, XAI_VARIANTS),
                                       ("relevant_at", self.relevant_at, RELEVANT_ATS),
                                       ("repetition", self.repetition, REPETITIONS),

@@ -10,7 +10,7 @@ The vanilla prompt carries no label, so vanilla does not depend on the metadata 
 one model and configuration the first metadata type's experiment generates the vanilla run and
 the others receive a copy of its answers (engine.running.runner.execute_plan, `copy_from`). The paper's
 grid per model is then 1 vanilla + 3 x 2 labelled runs generated = 7, not 9. The study use case
-(engine.usecases.study) runs a grid.
+(engine.usecases.study.study) runs a grid.
 
 Everything here is pure: parsing and expanding lists, naming a study.
 """

@@ -21,7 +21,7 @@ MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_TOP_LOGPROBS = 20  # as hosted APIs allow; each step keeps batch x N values per token
 MAX_RERUNS = 10  # each rerun repeats every answer of the experiment's modes
 # The whole-number settings' bounds (least, most; None: unbounded), checked where a request is made
-# and stated by the run options' help (engine.usecases.run_options).
+# and stated by the run options' help (engine.usecases.runs.run_options).
 SETTING_BOUNDS: dict[str, tuple[int, int | None]] = {
     "batch_size": (1, None), "max_new_tokens": (1, None), "limit": (1, None), "sample_top_k": (0, None),
     "top_logprobs": (0, MAX_TOP_LOGPROBS), "threads": (1, MAX_THREADS), "seed": (0, MAX_SEED),
@@ -73,7 +73,7 @@ class RunRequest:
     # of its batch, at a cost in time (docs/figures.md), so it is asked for. Recorded with the runs
     # ("batching"), never hashed.
     batch_invariant: bool = False
-    # After the experiment's own runs, this many reruns of each mode (engine.usecases.run), each an
+    # After the experiment's own runs, this many reruns of each mode (engine.usecases.runs.run), each an
     # experiment of its own marked as a rerun of this one (`rerun`): the rerun floor of `bias`.
     reruns: int = 0
     rerun: Rerun | None = None  # set on the requests that generate a rerun, never by a user
@@ -201,7 +201,7 @@ def run_config(request: RunRequest, mode: Mode) -> dict:
 
 def check_settings(request: RunRequest) -> None:
     """Refuse out-of-range settings in one line: a FieldError naming the field by its run option's
-    name (engine.usecases.run_options), for each face to word as its own."""
+    name (engine.usecases.runs.run_options), for each face to word as its own."""
 
     def bounded(name: str) -> None:
         value = getattr(request, name)

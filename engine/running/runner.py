@@ -6,7 +6,7 @@ phases, so that nothing is written until everything that can fail has been check
 1. `plan_experiment` (engine.running.planner, read-only): find the experiment (by `--experiment NAME`,
    else the newest with the same key: model, dataset content and every setting except the
    mode), refuse an incompatible one with the reason, and work out per mode what is stored;
-2. the caller (engine.usecases.run) loads the model, only when there is something to generate;
+2. the caller (engine.usecases.runs.run) loads the model, only when there is something to generate;
 3. `check_prompt_lengths` (engine.running.planner): every prompt to generate, counted through the chat
    template, plus `max_new_tokens` must fit the model's context (refused, or skipped with
    skip_invalid);

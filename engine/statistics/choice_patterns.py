@@ -5,7 +5,7 @@ cited, and its cluster. With the battery's 0/1 covariates and positions, ten mil
 a few thousand distinct lists of documents: the patterns. AnswerPatterns keeps each pattern's
 raw covariates once, and per answer three small integers (its pattern, the subset it cited, its
 cluster). So a fit over ten million answers never holds their hundred million decision rows:
-engine.usecases.why_cited reads them a chunk of runs at a time and folds each chunk in here, and
+engine.usecases.bias.why_cited reads them a chunk of runs at a time and folds each chunk in here, and
 choice_model.fit_patterns fits what is left. The raw covariates are codes, not the design: the
 label levels, their reference and the position coding are applied to the patterns once every
 chunk is in, since they depend on every row. The study model folds its answers here too, with its

@@ -5,7 +5,7 @@ The study model (engine.statistics.study_model) reads an answer only through its
 relevance, position and label side (A, B or neither), which it cited, its item (the cluster) and
 its configuration. Ten million answers show a few thousand distinct lists of such documents, so
 they are folded into engine.statistics.choice_patterns' patterns a chunk of runs at a time
-(engine.usecases.study_effects), and the hundred million decision rows are never held at once.
+(engine.usecases.study.effects), and the hundred million decision rows are never held at once.
 The configuration is not in a pattern's rows: each answer carries its group (the store's run), and
 `configuration` maps groups to configurations once every chunk is in, since a vanilla run takes
 the levels of its experiment's first labelled run, which a later chunk may hold. frame_answers folds

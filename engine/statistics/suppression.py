@@ -3,7 +3,7 @@ across conditions.
 
 suppression_rates reads the decisions frame (one row per shown document per answer, with
 `answer`, `cited`, `condition` and, to pair answers, `item`); suppression_of_answers reads one
-entry per answer, which is what engine.usecases.why_cited keeps while it reads ten million answers
+entry per answer, which is what engine.usecases.bias.why_cited keeps while it reads ten million answers
 a chunk of runs at a time. Both give the same Suppression. Pure functions; scipy and
 statsmodels are imported on use.
 """

@@ -10,7 +10,7 @@ writer (item_metric_rows, store/kept_metrics.py) and read from there while curre
 flips are counted in SQL: store/queries/citation_flips.py.
 
 Everything is read in one read-only transaction per call and returned as tuples and numpy
-arrays: the use case (engine.usecases.compare) builds the DataFrames.
+arrays: the use case (engine.usecases.compare.compare) builds the DataFrames.
 """
 
 from __future__ import annotations

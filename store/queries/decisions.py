@@ -1,5 +1,5 @@
 """Citation decisions (the citation_decisions view, migration 014): one row per shown document
-per answer of the chosen experiments, for the citation choice model (engine.usecases.why_cited)
+per answer of the chosen experiments, for the citation choice model (engine.usecases.bias.why_cited)
 and `export --rows decisions`."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def decision_frame(db: DbLike, experiment_ids: tuple[str, ...] | list[str],
     return rows[list(DECISION_COLUMNS)]
 
 
-# What the choice model reads (engine.usecases.why_cited.chosen_answers): numbers only. At a million
+# What the choice model reads (engine.usecases.bias.why_cited.chosen_answers): numbers only. At a million
 # answers (ten million rows) decision_frame's text columns held 5.9 GB before the fit began. Here
 # experiment, run, mode and position group are codes into lists known before the query (SQL's
 # list_position), the item and the label codes into the sorted distinct items and labels (numpy,

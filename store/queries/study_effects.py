@@ -1,4 +1,4 @@
-"""What the study model (engine.usecases.study_effects) reads besides the decision rows: the axes
+"""What the study model (engine.usecases.study.effects) reads besides the decision rows: the axes
 a study lists (migration 009) and, per run, the prompt settings a grid varies."""
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""The Bias page's values of an experiment, kept by the writer when its runs change.
+
+The first visitor of the Bias page after new runs used to wait for the experiment's bootstrap
+(2,000 resamples), its Table 2 rows through the bias view and its per-item metrics through
+query_metrics: 1.4-2.6 s at 1M answers, for values that only change when the runs do. The
+writer computes them instead, once, when an experiment's last run ends (`run`, a study,
+`import`) or runs are merged in: the report `bias_report` gives for the page's request (the
+experiment's id, default resamples and seed) and Table 2's rows (report_bias_rows), through the
+very functions a request calls, kept in derived_values with the signature of the store as the
+writer left it (store.derived). The bootstrap is seeded, so a later computation gives the same
+values; a request that asks for other resamples, or comes after another change, computes on
+demand as before.
+
+Keeping is a bonus: any failure is logged and the run, import or merge goes on as if nothing
+was kept (the page then computes on demand).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
+    """Compute and keep the Bias page's report and Table 2 rows of these experiments, each one
+    whose runs are all ended (none still running: its last run will keep them); True when
+    everything computed was kept. Never raises for a store or computation failure."""
+    from engine.usecases.bias.report import kept_or_computed
+    from store.derived import Derived, keep
+    from store.queries import reading, report_bias_rows
+
+    path, ids = Path(db), list(dict.fromkeys(experiment_ids))
+    pending: list[Derived] = []
+    try:
+        with reading(path) as opened:
+            conn: Any = opened  # the queries take an open connection where they take a store
+            for experiment_id in ids:
+                if _running(conn, experiment_id):
+                    continue
+                signatures: dict[str, str] = {}  # one per experiment, shared by its two values
+                try:  # the page's request: bias_page asks by id, default resamples and seed
+                    kept_or_computed(path, experiment_id, None, 0, None, conn, pending, explanations=False,
+                                     signatures=signatures, floors=False)
+                except UserError:  # nothing to compare yet: the page says so without a bootstrap
+                    pass
+                report_bias_rows(conn, [experiment_id], pending, signatures)
+    except Exception as err:  # a kept value is a bonus: the run, import or merge must not fail for it
+        log.warning("Bias page values of %s not kept in %s: %s", ", ".join(ids), path, err)
+        return False
+    return keep(path, pending)
+
+
+def _running(conn: Any, experiment_id: str) -> bool:
+    """Whether a run of the experiment is still being written by a live process: its end keeps
+    the values. A run whose process was killed is not waited for (it may never be resumed); the
+    Bias page reads complete runs only, and its resume changes the experiment's signature and
+    keeps the values again when it ends."""
+    from store.owners import ProcessIdentity, owner_alive
+
+    rows = conn.execute(
+        "SELECT o.host, o.pid, o.process_start, o.heartbeat_utc FROM runs r JOIN run_owners o USING (run_id) "
+        "WHERE r.experiment_id = ? AND r.status = 'running'", [experiment_id]).fetchall()
+    return any(owner_alive(ProcessIdentity(host, pid, start), heartbeat) for host, pid, start, heartbeat in rows)
+
+
+def after_run(db: str | Path) -> Callable[[str], None]:
+    """What RunStore calls once a run has ended (`on_finished`): keep its experiment's values."""
+
+    def kept(run_id: str) -> None:
+        from store.queries import reading
+
+        try:
+            with reading(Path(db)) as conn:
+                row = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        except Exception as err:  # as in keep_experiments: never fail the run
+            log.warning("Bias page values after run %s not kept in %s: %s", run_id, db, err)
+            return
+        if row is not None:
+            keep_experiments(db, [row[0]])
+
+    return kept
+
+
+def after_nothing_to_do(db: str | Path, experiment_ids: Iterable[str]) -> None:
+    """A command run again over runs that have all ended (`run` or a study that resumes nothing):
+    keep what a process killed between a run's end and its keeping left unkept. Values already
+    kept cost one signature and a lookup each (they are read, not computed)."""
+    ids = list(experiment_ids)
+    if ids:
+        keep_experiments(db, ids)
+
+
+def after_merge(db: str | Path, run_ids: Iterable[str]) -> None:
+    """Keep the values of the experiments that merged runs joined."""
+    from store.queries import reading
+
+    ids = list(run_ids)
+    if not ids:
+        return
+    try:
+        with reading(Path(db)) as conn:
+            experiments = [r[0] for r in conn.execute(
+                "SELECT DISTINCT experiment_id FROM runs WHERE list_contains(?, run_id) ORDER BY ALL", [ids]).fetchall()]
+    except Exception as err:
+        log.warning("Bias page values after a merge not kept in %s: %s", db, err)
+        return
+    keep_experiments(db, experiments)

@@ -1,0 +1,1 @@
+"""Store housekeeping: merging stores, exporting, and importing answers, Inspect logs and labels."""
