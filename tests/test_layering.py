@@ -4,7 +4,7 @@ the app), with no circles.
 Every module's imports are read from its source with `ast`, function-local ones included (a
 local import hides a cycle from Python, not from this test). The layers are DESIGN.md's:
 
-- core: engine/ except the use cases, the API and the CLI. No DuckDB, no Gradio, no store.
+- core: engine/ except the use cases, presentation, the API and the CLI. No DuckDB, no Gradio, no store.
 - store: store/. Of the project, it imports only the engine's types, errors and limits (a leaf
   module of OS limits that the sandbox and the loader's child share).
 - use cases: engine/usecases/, in folders by what a user does (runs, bias, judges, compare, study,
@@ -13,7 +13,8 @@ local import hides a cycle from Python, not from this test). The layers are DESI
   faces share) and the curated API in engine/api.py, which hands out use cases and presentation
   alike. The use cases do not import presentation, bar the named exceptions below.
 - faces: the CLI (engine/__main__.py, engine/commands/) and the app (demo/). A face never imports
-  another face, and imports only the use cases, the API and the ground, bar named exceptions.
+  another face, and imports only the use cases, presentation, the API and the ground, bar named
+  exceptions.
 
 Inside the core, engine/'s concept folders (docs/architecture.md) import one way too: the ground
 (engine's top-level leaf modules: types, errors, paths, limits, bounds, sink, suggest) imports
@@ -112,10 +113,9 @@ def folder_arrows() -> list[str]:
 # the use cases' ground (engine/usecases/*.py: what several folders share, importing no folder).
 # Each arrow is there for a reason the importing side names:
 USECASE_FOLDER_MAY_IMPORT: dict[str, set[str]] = {
-    "ground": set(),  # served: a run or a judge on an OpenAI-compatible server
+    "ground": set(),  # served (a run or a judge on a server), experiments (an unknown one, in one line)
     "bias": set(),  # the bias report, the Bias page and its kept values, the tables, the choice model
-    # A judge names an unknown experiment as the bias report does; the judge's own label bias.
-    "judges": {"bias"},
+    "judges": set(),  # explain, verify, the probes that read answers held fixed, agreement
     # A merge or an import keeps the Bias page's values (bias.kept); an export writes the bias report.
     "storage": {"bias"},
     # A run's end keeps the Bias page's values (bias.kept), evaluate gives CAS and CAB and imports
@@ -125,7 +125,7 @@ USECASE_FOLDER_MAY_IMPORT: dict[str, set[str]] = {
     "compare": {"runs"},  # the rerun marks (runs.rerun_marks)
     "study": {"runs", "bias"},  # a study runs experiments, keeps their values, fits across them
 }
-USECASE_GROUND = ["engine.usecases", "engine.usecases.served"]
+USECASE_GROUND = ["engine.usecases", "engine.usecases.experiments", "engine.usecases.served"]
 
 
 def usecase_folder(module: str) -> str | None:

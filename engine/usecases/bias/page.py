@@ -283,7 +283,8 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     """bias's report of each referenced experiment (each once, in order), and those skipped for
     having nothing to compare yet; UserError for an unknown reference, before any report.
     `signatures`: shared with the request's other readers of `conn` (store.derived.known_signature)."""
-    from engine.usecases.bias.report import bias_report, unknown_experiment
+    from engine.usecases.bias.report import bias_report
+    from engine.usecases.experiments import unknown_experiment
     from store.queries import experiment_dataset_paths, resolve_experiment
 
     check_request(db_path, references)

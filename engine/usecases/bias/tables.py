@@ -287,7 +287,7 @@ def narrow(frame: Any, experiment: str | None = None, model: str | None = None, 
 
 def check_filters(path: Path, all_runs: Any, experiment: str | None, model: str | None, dataset: str | None) -> None:
     """UserError, naming what there is, when a filter matches no complete run (or no run at all)."""
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
 
     if experiment is not None and not (all_runs["experiment_id"] == experiment).any():
         raise UserError(unknown_experiment(path, experiment))

@@ -97,7 +97,7 @@ def _plain(value: Any) -> Any:
 
 def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
     """The experiments named (ids or names) and the study's, in order, once each."""
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from store.queries import reading, resolve_experiment, study_experiment_ids
 
     if not request.experiments and request.study is None:

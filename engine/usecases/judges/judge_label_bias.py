@@ -115,7 +115,7 @@ def judge_cab(db: Path, experiment: str, judge: str) -> JudgeCab:
     read as that) on the experiment's base run, and its hidden-label control; one line when the
     experiment is unknown or lacks a base or cf run."""
     from engine.paths import require_store
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from engine.usecases.judges.verify_nli import SHOWN
     from store.queries import explain_runs
     from store.queries.verify_labels import paired_verdicts

@@ -91,7 +91,7 @@ def answered_runs(request: JudgeRequest, verb: str, stop: Stop | None = None) ->
     """The runs of the request that have answers, in mode order; one line when any is unknown or
     none has answers."""
     from engine.paths import require_store
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from store.queries import explain_runs
 
     path = Path(require_store(request.db))  # their first read: a missing store is no store to judge

@@ -106,7 +106,7 @@ def check_request(request: PropensityRequest) -> None:
 def _runs(request: PropensityRequest) -> tuple[str, dict[str, Any]]:
     """The experiment id and its newest run per mode; one line when any is missing or served."""
     from engine.paths import require_store
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from store.queries import probe_runs
 
     found = probe_runs(require_store(request.db), request.experiment)

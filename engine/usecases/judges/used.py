@@ -118,7 +118,7 @@ def check_request(request: UsedRequest) -> None:
 def _runs(request: UsedRequest) -> tuple[Any, ...]:
     """The runs the request names; one line when any is unknown, none has answers, or one was served."""
     from engine.paths import require_store
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from engine.usecases.judges.judge_runs import UnknownRun
     from store.queries.document_use import use_runs
 

@@ -54,7 +54,7 @@ def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None =
     one line for an unknown run or experiment."""
     import pandas as pd
 
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from store.queries import explain_runs, metrics_for_run, run_metric_table
 
     path = Path(db)

@@ -56,7 +56,7 @@ def export(request: ExportRequest):
     EeeExport for format "eee"). One line for an unknown experiment (naming the newest ones) or a
     file name that names no format."""
     from engine.paths import require_store
-    from engine.usecases.bias.report import unknown_experiment
+    from engine.usecases.experiments import unknown_experiment
     from store.queries import UnknownExperiment
 
     fmt = export_format(request.format, request.out)
