@@ -83,13 +83,35 @@ def keep_item_metrics(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
 
 
 def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> None:
-    """Replace the experiment's kept bias rows by those of the pairs the bias view chooses now."""
-    conn.execute("DELETE FROM bias_rows WHERE experiment_id = ?", [experiment_id])
+    """Make the experiment's kept bias rows those of the pairs the bias view chooses now: rows of
+    other pairs go, a pair whose rows are current by the readers' rule (`bias_rows_sql`) keeps
+    them (a cf run's completion leaves the CAS pair kept at base's as it is), the others are
+    computed through the view."""
     pairs = conn.execute("SELECT run_a, run_b FROM bias_pairs WHERE experiment_id = ? ORDER BY ALL",
                          [experiment_id]).fetchall()
+    current = counts(conn, sorted({run for pair in pairs for run in pair}))
+    kept = _kept_pairs(conn, experiment_id)
+    keep = [pair for pair in pairs if _is_current(kept.get(pair), pair, current)]
+    conn.execute("DELETE FROM bias_rows WHERE experiment_id = ? AND NOT list_contains(?, run_a || chr(0) || run_b)",
+                 [experiment_id, [f"{a}\x00{b}" for a, b in keep]])
     for run_a, run_b in pairs:
-        conn.execute(f"INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM ({_LIVE_PAIR})",
-                     [utc_now(), run_a, run_b])
+        if (run_a, run_b) not in keep:
+            conn.execute(f"INSERT INTO bias_rows BY NAME SELECT *, ? AS computed_utc FROM ({_LIVE_PAIR})",
+                         [utc_now(), run_a, run_b])
+
+
+def _kept_pairs(conn: duckdb.DuckDBPyConnection, experiment_id: str | None) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(run_a, run_b) -> (n_a, n_b, rows) of the kept bias rows, of one experiment (all: None)."""
+    return {(a, b): (n_a, n_b, k) for a, b, n_a, n_b, k in conn.execute(
+        "SELECT run_a, run_b, n_a, n_b, count(*) FROM bias_rows WHERE ?::VARCHAR IS NULL OR experiment_id = ? "
+        "GROUP BY ALL", [experiment_id, experiment_id]).fetchall()}
+
+
+def _is_current(hit: tuple[int, int, int] | None, pair: tuple[str, str], current: dict[str, int]) -> bool:
+    """Whether a pair's kept rows are still its rows: computed from the runs' current counts of
+    generations, and all three metrics there (a pair kept with fewer rows was computed over no
+    common items)."""
+    return hit is not None and hit[0] == current.get(pair[0]) and hit[1] == current.get(pair[1]) and hit[2] == 3
 
 
 def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
@@ -175,13 +197,10 @@ def bias_rows_sql(conn: duckdb.DuckDBPyConnection, experiment_ids: list[str] | N
         [experiment_ids, experiment_ids]).fetchall()
     if current is None:
         current = counts(conn, sorted({run for _, a, b in pairs for run in (a, b)}))
-    kept = {(a, b): (n_a, n_b, k) for a, b, n_a, n_b, k in conn.execute(
-        "SELECT run_a, run_b, n_a, n_b, count(*) FROM bias_rows GROUP BY ALL").fetchall()}
+    kept = _kept_pairs(conn, None)
     fresh, parts, params = [], [], []
     for _, a, b in pairs:
-        hit = kept.get((a, b))
-        # Three metrics per pair: a pair kept with fewer rows was computed over no common items.
-        if hit and hit[0] == current.get(a) and hit[1] == current.get(b) and hit[2] == 3:
+        if _is_current(kept.get((a, b)), (a, b), current):
             fresh.append(f"{a}\x00{b}")
         else:
             parts.append(_LIVE_PAIR)
