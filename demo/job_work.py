@@ -1,6 +1,6 @@
 """What the worker (demo.jobs) does with one job: a run or a study grid (JobSpec) through
-engine.usecases.runs.run/study, Prompt 5 explanations (ExplainSpec) through engine.usecases.judges.explain,
-each ending in one line for the page.
+engine.usecases.runs.run and engine.usecases.study.study, Prompt 5 explanations (ExplainSpec)
+through engine.usecases.judges.explain, each ending in one line for the page.
 
 Both use cases take a `stop` callback, asked between steps and after every committed batch: it is
 the visitor's cancel, and the store quota (demo.quotas.StoreGuard). A job that takes the store
