@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import duckdb
 
 from store.db import utc_now
+from store.derived import run_contents
 
 # A batch up to this many answers names them in an IN list of placeholders, which DuckDB pushes
 # into the view's scans: the batch's rows alone are computed, not the run's. Larger ones (an
@@ -54,26 +55,29 @@ def keep_answers(conn: duckdb.DuckDBPyConnection, run_id: str, item_ids: Sequenc
     note_runs(conn, [run_id])
 
 
-def keep_from_item_rows(conn: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
+def keep_from_item_rows(conn: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
+                        contents: dict[str, str] | None = None) -> None:
     """Replace the runs' answer rows by the item rows just kept for them (item_metric_rows: the
-    same query_metrics numbers, computed for the whole run), in the caller's transaction."""
+    same query_metrics numbers, computed for the whole run), in the caller's transaction.
+    `contents`: the runs' run_contents, when the caller has read them in this transaction."""
     ids = list(run_ids)
     if not ids:
         return
     conn.execute("DELETE FROM answer_metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
     conn.execute("INSERT INTO answer_metrics SELECT run_id, item_id, precision, recall, f1, cites_in_range "
                  "FROM item_metric_rows WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
-    note_runs(conn, ids)
+    note_runs(conn, ids, contents)
 
 
-def note_runs(conn: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
-    """Record the runs' content now as what their answer rows were kept from."""
-    from store.derived import run_contents
-
+def note_runs(conn: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
+              contents: dict[str, str] | None = None) -> None:
+    """Record the runs' content now (`contents`, when the caller has read it in this
+    transaction) as what their answer rows were kept from."""
     ids = list(run_ids)
+    contents = run_contents(conn, ids) if contents is None else contents
     conn.execute("DELETE FROM answer_metric_runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
     now = utc_now()
-    rows = [(run_id, content, now) for run_id, content in run_contents(conn, ids).items()]
+    rows = [(run_id, contents[run_id], now) for run_id in ids if run_id in contents]
     if rows:  # a run without answers has no content, and no rows
         conn.executemany("INSERT INTO answer_metric_runs VALUES (?, ?, ?)", rows)
 
@@ -81,8 +85,6 @@ def note_runs(conn: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> None:
 def current_answer_runs(conn: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> list[str]:
     """Those of these runs whose answer rows are current: kept from the content the run holds
     now (every answer and citation written by a writer that keeps them). Order kept."""
-    from store.derived import run_contents
-
     ids = list(run_ids)
     if not ids:
         return []

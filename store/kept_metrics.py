@@ -24,6 +24,7 @@ import duckdb
 
 from store.answer_metrics import keep_from_item_rows
 from store.db import utc_now
+from store.derived import run_contents
 
 # One `run_id = ?` (or `run_a = ? AND run_b = ?`) per run or pair: DuckDB pushes an equality
 # through the views into the tables, but neither list_contains nor an IN list.
@@ -78,8 +79,9 @@ def keep_item_metrics(conn: duckdb.DuckDBPyConnection, run_id: str) -> None:
     conn.execute("DELETE FROM item_metric_runs WHERE run_id = ?", [run_id])
     conn.execute(f"INSERT INTO item_metric_rows BY NAME SELECT *, $now AS computed_utc FROM ({ITEM_METRICS})",
                  {"now": utc_now(), "run": run_id})
-    _note_item_runs(conn, [run_id])
-    keep_from_item_rows(conn, [run_id])  # the answer rows, the same numbers (store.answer_metrics)
+    contents = run_contents(conn, [run_id])  # read once for both notes: the rows are the same
+    _note_item_runs(conn, [run_id], contents)
+    keep_from_item_rows(conn, [run_id], contents)  # the answer rows, the same numbers (store.answer_metrics)
 
 
 def keep_experiment_bias(conn: duckdb.DuckDBPyConnection, experiment_id: str) -> None:
@@ -130,21 +132,21 @@ def keep_all(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("INSERT INTO item_metric_rows BY NAME SELECT *, ? AS computed_utc FROM compare_item_metrics",
                  [utc_now()])
     kept = [r[0] for r in conn.execute("SELECT DISTINCT run_id FROM item_metric_rows").fetchall()]
-    _note_item_runs(conn, kept)
-    keep_from_item_rows(conn, kept)
+    contents = run_contents(conn, kept)
+    _note_item_runs(conn, kept, contents)
+    keep_from_item_rows(conn, kept, contents)
 
 
-def _note_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> None:
-    """Record what the runs' kept item rows were computed from (store.derived.run_contents)."""
-    from store.derived import run_contents
-
+def _note_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str], contents: dict[str, str]) -> None:
+    """Record what the runs' kept item rows were computed from (`contents`: their
+    store.derived.run_contents, read in this transaction)."""
     if not run_ids:
         return
     marks = ", ".join("?" * len(run_ids))
     kept = dict(conn.execute(f"SELECT run_id, count(*) FROM item_metric_rows WHERE run_id IN ({marks}) "
                              "GROUP BY run_id", run_ids).fetchall())
     now = utc_now()
-    rows = [(run_id, kept.get(run_id, 0), content, now) for run_id, content in run_contents(conn, run_ids).items()]
+    rows = [(run_id, kept.get(run_id, 0), contents[run_id], now) for run_id in run_ids if run_id in contents]
     if rows:  # runs without answers have no content, and nothing kept
         conn.executemany("INSERT INTO item_metric_runs VALUES (?, ?, ?, ?)", rows)
 
@@ -152,8 +154,6 @@ def _note_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> None
 def current_item_runs(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
     """Those of these runs whose kept item_metric_rows are still their rows: kept from the content
     (generations and citations) the run holds now. Order kept."""
-    from store.derived import run_contents
-
     if not run_ids:
         return []
     marks = ", ".join("?" * len(run_ids))
