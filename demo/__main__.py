@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import textwrap
 
+from demo import settings as s
+from demo.app import build_app
+from demo.results_repo import merge_at_start
+from demo.settings import settings_from_env
 from engine.errors import UserError, message_line
+from engine.paths import DEFAULT_DB_HELP
 
 # The console script pyproject.toml installs; any other start is named as the module.
 CONSOLE_SCRIPT = "pattrieval-app"
@@ -14,8 +21,6 @@ MODULE_PROG = "python -m demo"
 
 def program_name(argv0: str | None = None) -> str:
     """`pattrieval-app` after `pip install`, else `python -m demo` (as engine.__main__.program_name)."""
-    import os
-
     name = os.path.basename(sys.argv[0] if argv0 is None and sys.argv else argv0 or "")
     name = name[:-4] if name.lower().endswith(".exe") else name
     return CONSOLE_SCRIPT if name == CONSOLE_SCRIPT else MODULE_PROG
@@ -24,8 +29,6 @@ def program_name(argv0: str | None = None) -> str:
 def operator_settings() -> str:
     """The environment an operator sets, with each default, for --help: an installed package
     carries no README or docs/ (docs/operations.md says the same at more length)."""
-    from demo import settings as s
-
     space = ("Space", "desktop")  # where strangers are served (SPACE_ID set, or --share) / otherwise
     rows = [
         ("PATTRIEVAL_DB", "the store (default: as --db says); --db"),
@@ -95,7 +98,6 @@ def operator_settings() -> str:
          "served, and merges a private PATTRIEVAL_RESULTS_REPO"),
         ("GRADIO_SERVER_NAME, GRADIO_SERVER_PORT", "--host, --port"),
     ]
-    import textwrap
 
     # Every PATTRIEVAL_ name keeps its meaning on its own line (tests/test_packaging.py reads them so).
     width = max(len(name) for name, _ in rows if name.startswith("PATTRIEVAL_"))
@@ -112,8 +114,6 @@ def operator_settings() -> str:
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The app's flags; `prog` defaults to the name it was started by (program_name)."""
-    from engine.paths import DEFAULT_DB_HELP
-
     p = argparse.ArgumentParser(
         prog=prog or program_name(), description="Launch the PAttriEval app.",
         epilog=operator_settings(), formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -134,9 +134,6 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from demo.app import build_app
-    from demo.results_repo import merge_at_start
-    from demo.settings import settings_from_env
     from store.db import check_database
 
     try:

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers.compare import clicked_item, two_ticked
+from demo.handlers.judges import clicked_disagreement
 from demo.settings import AppSettings
+from demo.tabs import leaderboard
 from demo.tabs.links import CompareLinks, JudgesLinks, Opener, RunsLinks
+from demo.tabs.style import APP_CSS
+from demo.toasts import error
 from engine.errors import UserError
 
 UPLOAD_MAX_AGE_S = 3600
@@ -20,8 +25,6 @@ def build_app(settings: AppSettings, jobs: Any = None):
 
     from demo.handlers.run import store_note
     from demo.jobs import JobQueue
-    from demo.tabs import leaderboard
-    from demo.tabs.style import APP_CSS
 
     if jobs is None:
         jobs = JobQueue()
@@ -87,9 +90,6 @@ def _wire_compare(runs_links: RunsLinks, compare_links: CompareLinks, opener: Op
     side; the Runs tab's two ticked experiments fill the Compare tab, which compares them."""
     import gradio as gr
 
-    from demo.handlers.compare import clicked_item, two_ticked
-    from demo.toasts import error
-
     def clicked(pairs_, event):
         chosen = clicked_item(pairs_, getattr(event, "row_value", None))
         if chosen is None:  # a click on an empty table
@@ -115,8 +115,6 @@ def _wire_judges(judges_links: JudgesLinks, opener: Opener) -> None:
     """A disagreement clicked in the Judges tab opens its item in the Query tab: the
     Compare tab's opener on the one run, with the side-by-side view left closed."""
     import gradio as gr
-
-    from demo.handlers.judges import clicked_disagreement
 
     def clicked(event):
         chosen = clicked_disagreement(getattr(event, "row_value", None))

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import PLACES, UserError, WordedError
+from engine.limits import limit_address_space
+from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
 # Address space, not resident memory: a fit at the default bounds (500,000 answers, 5,000,000
 # decisions) peaked at 1.94 GB of it (about 1.2 GB is the libraries' and DuckDB's reservations
@@ -146,8 +148,6 @@ def user_error_line(err: UserError, max_address_space: int | None, what: str = "
 
 def _words(request: Any) -> tuple[str, str]:
     """What the request fits, and what a visitor past the bounds can do instead."""
-    from engine.usecases.study.effects import StudyEffectsRequest
-
     if isinstance(request, StudyEffectsRequest):
         return ("the study model",
                 "choose fewer modes, or " + PLACES["fit_study_on_the_store"].format(study=request.study))
@@ -163,8 +163,9 @@ def _python_path() -> str:
 def _serve(message: dict) -> dict:
     import duckdb
 
+    # Read at call time, not at the top: a test replaces it on its module to prove that only the
+    # child fits, which an in-process call of this function would then show.
     from engine.usecases.bias.why_cited import why_cited
-    from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
     request = message["request"]
     what, fewer = _words(request)
@@ -191,7 +192,6 @@ def _limit_cpu(cpu_s: float) -> None:
 def main() -> int:
     """Read the pickled request from the parent on stdin, write the pickled reply on stdout."""
     message = pickle.loads(sys.stdin.buffer.read())  # the app's own process wrote it
-    from engine.limits import limit_address_space
 
     what, fewer = _words(message["request"])  # before the limits: a failure past them still says what it was
     limit_address_space(message["max_address_space"])

@@ -11,9 +11,11 @@ from __future__ import annotations
 import html
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.usecases.runs.listing import holds_runs
 
 NO_RUNS = "No runs yet: start one in the Run tab."
 # Where runs exist, but this tab shows nothing yet.
@@ -45,10 +47,6 @@ def is_hint(shown: str | None) -> bool:
 
 
 def _no_runs(db_path: str | os.PathLike[str]) -> bool:
-    from pathlib import Path
-
-    from engine.usecases.runs.listing import holds_runs
-
     if not Path(db_path).is_file():
         return True
     try:

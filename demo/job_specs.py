@@ -10,10 +10,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from engine.usecases.runs.run import resolve_db
+from engine.usecases.study.study import StudyRequest
+
 if TYPE_CHECKING:  # light: the job queue's module is imported by every tab
     from engine.api import RunRequest  # the app reaches the engine's values through the API
     from engine.usecases.runs.run import ExperimentRequest
-    from engine.usecases.study.study import StudyRequest
 
 JobState = Literal["queued", "running", "complete", "cancelled", "failed"]
 JobKind = Literal["run", "explain"]
@@ -36,8 +38,6 @@ class JobSpec:
     @property
     def request(self) -> RunRequest | StudyRequest:
         """What the jobs table shows (its model label and modes): the experiment's run, or the study."""
-        from engine.usecases.study.study import StudyRequest
-
         return self.work if isinstance(self.work, StudyRequest) else self.work.run
 
     @property
@@ -46,8 +46,6 @@ class JobSpec:
 
     @property
     def db_path(self) -> Path:
-        from engine.usecases.runs.run import resolve_db
-
         return resolve_db(self.work.db)
 
 

@@ -20,8 +20,14 @@ from typing import Any, Protocol
 from demo.field_words import app_message
 from demo.job_specs import ExplainSpec, JobSpec, JobState
 from demo.model_cache import ModelCache
+from demo.quotas import StoreGuard, store_full_problem
 from demo.settings import without_server_paths
+from engine.datasets.load_child import load_dataset_bounded
 from engine.errors import RunCancelled, UserError, message_line
+from engine.usecases.judges.explain import ExplainRequest, plan_explain, run_explain
+from engine.usecases.judges.judge_runs import UnknownRun
+from engine.usecases.runs.run import run_experiment
+from engine.usecases.study.study import StudyRequest, run_study
 
 
 class _Job(Protocol):
@@ -41,8 +47,6 @@ class _Job(Protocol):
 def run_job(job: _Job, models: ModelCache, lock: threading.Lock) -> tuple[JobState, str]:
     """Run `job` (demo.jobs' bookkeeping: its spec, cancel event and progress fields, updated under
     `lock`) to its end: its final state and one line, never raising."""
-    from demo.quotas import StoreGuard, store_full_problem
-
     spec = job.spec
     guard = StoreGuard(spec.db_path, spec.max_store_mb)
 
@@ -87,8 +91,6 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
             job.spec = replace(job.spec, work=without_token(job.spec.work))
 
     def read(path, **options):
-        from engine.datasets.load_child import load_dataset_bounded
-
         # In a capped child process: an upload may decode to far more than its size.
         options["skip_invalid"] = spec.work.run.skip_invalid
         try:
@@ -112,13 +114,10 @@ def execute(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
 
     try:
         if is_study(spec.work):
-            from engine.usecases.study.study import run_study
-
             studied = run_study(spec.work, progress=progress, stop=stop, load=load,  # type: ignore[arg-type]
                                 read_dataset=read)
             done = sum(r.n_generated for e in studied.experiments for r in e.outcome.runs)
             return f"generated {done} answers in study {studied.name} ({len(studied.experiments)} experiments)"
-        from engine.usecases.runs.run import run_experiment
 
         outcome = run_experiment(spec.work, progress=progress, stop=stop, load=load,  # type: ignore[arg-type]
                                  read_dataset=read)
@@ -132,9 +131,6 @@ def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
     """Prompt 5 explanations of stored answers through engine.usecases.judges.explain, the loop
     `python -m engine explain` runs: each finished batch committed on its own, answers
     already explained by this model skipped, cancel honoured between steps and batches."""
-    from engine.usecases.judges.explain import ExplainRequest, plan_explain, run_explain
-    from engine.usecases.judges.judge_runs import UnknownRun
-
     spec = job.spec
     if not isinstance(spec, ExplainSpec):  # run_job sends runs to execute()
         raise TypeError(f"job {job.job_id}: explain() given a {type(spec).__name__}, not an ExplainSpec")
@@ -170,8 +166,6 @@ def explain(job: _Job, models: ModelCache, lock: threading.Lock, stop: Any = Non
 
 
 def is_study(request: Any) -> bool:
-    from engine.usecases.study.study import StudyRequest
-
     return isinstance(request, StudyRequest)
 
 

@@ -35,9 +35,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from demo.fairness import round_robin
 from demo.job_specs import FINISHED_STATES, ExplainSpec, JobSpec, JobState, JobStatus
 from demo.job_work import discard_upload, run_job
 from demo.model_cache import ModelCache
+from engine.running.run_request import load_model_for
 from store.db import utc_now
 
 
@@ -69,8 +71,6 @@ class JobQueue:
 
     def __init__(self, *, load: Callable[[Any], Any] | None = None, keep_finished: int = 100):
         if load is None:
-            from engine.running.run_request import load_model_for
-
             load = load_model_for
         self.models = ModelCache(load)
         self._keep_finished = keep_finished
@@ -194,8 +194,6 @@ class JobQueue:
 
     def _serve_order(self) -> list[str]:
         """The queued job ids in the order the worker starts them (demo.fairness); under the lock."""
-        from demo.fairness import round_robin
-
         started: dict[str | None, int] = {}
         for job in self._jobs.values():
             if job.state != "queued":

@@ -25,8 +25,20 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from demo.fit_child import _ONE_THREAD, _OUT_OF_MEMORY, MAX_REPLY_BYTES, STDERR_TAIL, FitBounds, out_of_memory
+from demo.fit_child import (
+    _ONE_THREAD,
+    _OUT_OF_MEMORY,
+    MAX_REPLY_BYTES,
+    STDERR_TAIL,
+    FitBounds,
+    _limit_cpu,
+    _python_path,
+    out_of_memory,
+)
 from engine.errors import UserError, WordedError
+from engine.limits import limit_address_space
+from engine.usecases.judges.agreement import agreement, disagreements
+from engine.usecases.storage.import_labels import import_labels
 
 DEFAULT_JUDGES_TIMEOUT_S = 120  # CPU seconds: an agreement of 480,000 verdicts took about 20
 FEWER = "choose fewer runs, or run it with `python -m engine` on the store"
@@ -55,7 +67,6 @@ class JudgesTask:
 def in_child(task: JudgesTask, bounds: FitBounds) -> Any:
     """What the task's use case returns, computed in a bounded child; UserError in one line (the
     use case's own, or why the child was stopped)."""
-    from demo.fit_child import _python_path
     from store.sandbox import child_environment
 
     env = {**child_environment(os.environ, _python_path()), **_ONE_THREAD}
@@ -101,14 +112,9 @@ def _serve(message: dict) -> dict:
     task: JudgesTask = message["task"]
     try:
         if task.kind == "agreement":
-            from engine.usecases.judges.agreement import agreement
-
             return {"result": agreement(task.request)}
         if task.kind == "disagreements":
-            from engine.usecases.judges.agreement import disagreements
-
             return {"result": disagreements(task.request, *task.pair, limit=task.limit)}
-        from engine.usecases.storage.import_labels import import_labels
 
         return {"result": import_labels(task.request)}
     except UserError as err:
@@ -124,8 +130,6 @@ def _serve(message: dict) -> dict:
 def main() -> int:
     """Read the pickled task from the parent on stdin, write the pickled reply on stdout."""
     message = pickle.loads(sys.stdin.buffer.read())  # the app's own process wrote it
-    from demo.fit_child import _limit_cpu
-    from engine.limits import limit_address_space
 
     task = message["task"]
     limit_address_space(message["max_address_space"])

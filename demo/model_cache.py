@@ -4,6 +4,7 @@ before another is loaded, so that two 7-8B models never sit in one GPU's memory 
 from __future__ import annotations
 
 import gc
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +59,6 @@ class ModelCache:
 
 def _access(request: Any) -> str:
     """How a request's model is reached on the Hub, without keeping the token itself."""
-    import hashlib
-
     token = getattr(request, "hf_token", None)
     if token:
         return "token:" + hashlib.sha256(token.encode()).hexdigest()

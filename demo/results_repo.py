@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from demo.settings import DEFAULT_RESULTS_FILE, AppSettings
+from engine.usecases.storage.merge import merge
 
 
 def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str = DEFAULT_RESULTS_FILE, *,
@@ -30,7 +31,6 @@ def merge_results_repo(db_path: str | os.PathLike[str], repo: str, filename: str
     """Download `filename` from the Hub dataset repo `repo` and merge it into `db_path`; a MergeResult."""
     from huggingface_hub import hf_hub_download
 
-    from engine.usecases.storage.merge import merge
     from store.db import connect
 
     # cache_dir None: huggingface_hub's own (HF_HUB_CACHE / HF_HOME, set by the entry point).

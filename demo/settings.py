@@ -15,6 +15,8 @@ from pathlib import Path
 from demo.fit_child import DEFAULT_FIT_MEMORY_MB, DEFAULT_FIT_TIMEOUT_S
 from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S
 from engine.errors import UserError
+from engine.paths import default_db_path
+from engine.usecases.bias.leaderboard import read_item_ids
 from engine.usecases.runs.model_names import offered_models
 
 DEFAULT_MAX_UPLOAD_MB = 50  # a 10-document dataset of 50 MB holds ~10,000 items: plenty for a visitor
@@ -129,8 +131,6 @@ class AppSettings:
 def settings_from_env(db: str | None = None, read_only: bool = False, *, share: bool = False,
                       local_paths: bool | None = None, operator: bool | None = None) -> AppSettings:
     """Settings from flags, falling back on PATTRIEVAL_* environment variables (UserError if malformed)."""
-    from engine.paths import default_db_path
-
     cap = os.environ.get("PATTRIEVAL_MAX_ITEMS")
     allowed = os.environ.get("PATTRIEVAL_ALLOWED_MODELS", "").strip()
     upload = os.environ.get("PATTRIEVAL_MAX_UPLOAD_MB", "").strip()
@@ -237,8 +237,6 @@ def without_server_paths(message: str, db_path: str | os.PathLike[str], *, datas
 
 def _private_items(path: str) -> frozenset[str]:
     """The item ids of the operator's private split; UserError in one line naming the setting."""
-    from engine.usecases.bias.leaderboard import read_item_ids
-
     try:
         return read_item_ids(path)
     except UserError as err:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import sys
 
+from demo.field_words import app_message
 from engine.errors import message_line
 
 _LOGGED_CHARS = 300  # a visitor's text must not fill the server's log
@@ -42,8 +43,6 @@ def refused(message: object, where: str = "app") -> str:
     """A user error as one line, logged in one line as `error` logs it, for a page that shows
     the refusal in place of its results rather than raising (one message, not an "Error" on
     every output)."""
-    from demo.field_words import app_message
-
     # A field named by the form's label, not an option; the line bounded and escaped.
     line = message_line(" ".join(app_message(message).split()))
     logged = message_line(line, _LOGGED_CHARS)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from demo.downloads import DEFAULT_MIN_FREE_MB
+from demo.toasts import error
 
 MB = 1024 * 1024
 UPLOAD_PATH = "/gradio_api/upload"
@@ -217,8 +218,6 @@ def take_uploads_only(app: Any) -> None:
     """Every component of the Blocks `app` refuses, in one line and before any request is made, a
     file reference whose path is a URL (Gradio would download it whole): files come as uploads."""
     from gradio_client.utils import is_http_url_like
-
-    from demo.toasts import error
 
     for block in getattr(app, "blocks", {}).values():
         move = getattr(block, "async_move_resource_to_block_cache", None)

@@ -31,6 +31,7 @@ import secrets
 from typing import Any
 
 from demo.settings import AppSettings
+from engine.bounds import MAX_MODEL_CHARS, check_name
 
 
 def visitor_id(request: Any, settings: AppSettings) -> str | None:
@@ -126,7 +127,6 @@ def labels_judge(settings: AppSettings, owner: str | None, typed: str) -> str:
     verdicts refused) or adds labels to another person's. The operator's name is kept as typed."""
     if settings.operator_view:
         return typed
-    from engine.bounds import MAX_MODEL_CHARS, check_name
 
     prefix = VISITOR_JUDGE.format(tag="x" * VISITOR_TAG_CHARS, name="")
     check_name(typed, "the judge's name", MAX_MODEL_CHARS - len(prefix))

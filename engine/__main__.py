@@ -16,6 +16,7 @@ import os
 import sys
 
 from engine import __version__
+from engine.commands._field_words import cli_message
 from engine.errors import UserError, interrupted_query, message_line
 
 # Module names under engine/commands, in the order --help lists them.
@@ -90,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = int(args.main(args) or 0)
         except UserError as err:
-            from engine.commands._field_words import cli_message
-
             print(f"error: {message_line(cli_message(err))}", file=sys.stderr)
             code = 2
         except KeyboardInterrupt:

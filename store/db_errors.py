@@ -8,6 +8,7 @@ like other bad input.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,8 +37,6 @@ class DatabaseBusy(UserError):
 def _require_regular(path: Path) -> None:
     """A FIFO, device or socket as the database would block DuckDB's open forever (or read
     /dev/zero without end): refuse anything that exists and is not a regular file."""
-    import stat
-
     try:
         mode = os.stat(path).st_mode
     except OSError:

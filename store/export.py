@@ -8,6 +8,7 @@ a failure (full disk, a killed process) leaves no half-written export behind.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -140,7 +141,6 @@ def encode(frame: pd.DataFrame, fmt: str) -> bytes:
     check_format(fmt)
     if fmt == "csv":
         return _csv(frame, True)
-    import io
 
     import pyarrow.parquet as pq
 

@@ -2,7 +2,8 @@
 the app), with no circles.
 
 Every module's imports are read from its source with `ast`, function-local ones included (a
-local import hides a cycle from Python, not from this test). The layers are DESIGN.md's:
+local import hides a cycle from Python, not from this test; tests/test_local_imports.py says which
+imports may sit inside a function). The layers are DESIGN.md's:
 
 - core: engine/ except the use cases, presentation, the API and the CLI. No DuckDB, no Gradio, no store.
 - store: store/. Of the project, it imports only the engine's types, errors and limits (a leaf

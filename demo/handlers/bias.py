@@ -14,15 +14,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from demo.handlers.query import shown_reference
 from demo.render import SMOKE_NOTE
+from demo.settings import without_server_paths
+from engine.bounds import PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.usecases.bias import page as usecase
+from engine.usecases.bias.choice import chosen_page, chosen_reports
 from engine.usecases.bias.page import MAX_EXPERIMENTS, CabValue, ProbabilitySpread
+from engine.usecases.bias.page import clear_cache as clear
+from engine.usecases.runs.listing import studies, study_experiments
 from engine.usecases.runs.model_names import is_smoke
-
-if TYPE_CHECKING:
-    from engine.usecases.bias import page as usecase
 
 # engine.statistics.bias.BiasResult's fields, as `python -m engine bias --json` gives them: value is None where
 # undefined (direction then says why); n_cite_a / n_cite_b count the answers that cite a shown document.
@@ -91,7 +95,6 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
     from engine.presentation.formatting import SETTING_NOTE, SIGNIFICANCE
-    from engine.usecases.bias.choice import chosen_page
 
     db_path = Path(db_path)
     with _shown_errors(db_path):
@@ -138,8 +141,6 @@ def table_headers() -> tuple[list[str], list[str]]:
 def bias_shares(db_path: Path, text: str, chosen: Sequence[str] | None = ()) -> BeyondShares:
     """The beyond-metric shares alone, for the experiments `bias_page` would show (the same
     refusals); `/bias_table` keeps its outputs, so API users get these from `/bias_shares`."""
-    from engine.usecases.bias import page as usecase
-
     db_path = Path(db_path)
     experiments = _experiments(db_path, text, chosen)
     with _shown_errors(db_path):
@@ -161,8 +162,6 @@ def beyond_note(explanation_shares: Sequence[Any], verification_shares: Sequence
 
 def clear_cache() -> None:
     """Forget the kept reads and reports (scripts/bench_app.py times a visitor's first look with it)."""
-    from engine.usecases.bias.page import clear_cache as clear
-
     clear()
 
 
@@ -179,8 +178,6 @@ def bias_table(db_path: Path, experiment: str) -> tuple[str, list[list[Any]], li
 def _experiments_and_skipped(db_path: Path, text: str, chosen: Sequence[str] | None
                              ) -> tuple[tuple[usecase.ExperimentBias, ...], list[str]]:
     """The reports of the chosen experiments (at least one) and a line for each one skipped."""
-    from engine.usecases.bias.choice import chosen_reports
-
     with _shown_errors(db_path):
         experiments, skipped = chosen_reports(db_path, text, chosen)
     page_skipped = [_shown_message(db_path, s) for s in skipped]
@@ -196,8 +193,6 @@ def _experiments(db_path: Path, text: str, chosen: Sequence[str] | None) -> tupl
 @contextmanager
 def _shown_errors(db_path: Path) -> Iterator[None]:
     """UserErrors of the use case as a visitor sees them: no server path."""
-    from demo.settings import without_server_paths
-
     try:
         yield
     except UserError as err:
@@ -207,8 +202,6 @@ def _shown_errors(db_path: Path) -> Iterator[None]:
 def _shown_message(db_path: Path, skipped: usecase.Skipped) -> str:
     """bias's message on a skipped experiment without server paths: its hint names the dataset as
     typed at the run (a server path on a Space), shown by file name only."""
-    from demo.settings import without_server_paths
-
     message = skipped.message
     for dataset in skipped.dataset_paths:
         message = without_server_paths(message, db_path, dataset_path=dataset)
@@ -247,9 +240,6 @@ class StudySelection:
 
 def study_choices(db_path: Path) -> list[tuple[str, str]]:
     """(label, name) of every stored study, newest first: the tab's study picker."""
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.runs.listing import studies
-
     if not Path(db_path).is_file():
         return []
     return [(for_page(f"{s.name} ({s.n_experiments} experiment{'' if s.n_experiments == 1 else 's'})"), s.name)
@@ -260,9 +250,6 @@ def study_selection(db_path: Path, study: str | None) -> StudySelection:
     """All the experiments of a study (in grid order) for the multiselect; those without a run yet
     are left out, and past MAX_EXPERIMENTS the rest, each said in the note. UserError in one line
     for an unknown study."""
-    from demo.handlers.query import shown_reference
-    from engine.usecases.runs.listing import study_experiments
-
     name = (study or "").strip()
     if not name:
         return StudySelection([], "")

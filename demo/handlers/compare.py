@@ -10,6 +10,7 @@ writes the per-item comparison as CSV or Parquet.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Sequence
@@ -17,7 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from demo import render
+from demo.handlers.query import clean_input, experiment_choices, shown_reference, visitor_line
+from engine.bounds import PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.usecases.compare.sides import (
+    UnknownRun,
+    default_metrics,
+    example_pair,
+    item_of_runs,
+    stored_run,
+    t_test_beside,
+)
+from engine.usecases.compare.sides import metric_choices as choices
+from engine.usecases.runs.listing import experiments
+from engine.usecases.runs.rerun_marks import MARK
+from engine.usecases.storage.export import export_format
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,10 +65,6 @@ VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7
 def side_choices(db: Path) -> list[tuple[str, str]]:
     """(label, reference) for the A and B pickers: every experiment (compared mode by mode),
     then every run, newest first; "EXP:mode" can be typed. Empty when nothing is stored."""
-    from demo.handlers.query import experiment_choices
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.runs.listing import experiments
-
     if not Path(db).is_file():
         return []
     choices = [(for_page(f"experiment {label}"), e) for label, e in experiment_choices(db, with_modes=True)]
@@ -64,8 +76,6 @@ def side_choices(db: Path) -> list[tuple[str, str]]:
 
 def metric_choices() -> list[tuple[str, str]]:
     """(label, name) of every metric compare knows, in its table order."""
-    from engine.usecases.compare.sides import metric_choices as choices
-
     return list(choices())
 
 
@@ -73,9 +83,7 @@ def request_from(a: Any, b: Any, metrics: Sequence[str] | None = None, margin: A
                  pair_by_id: Any = False, exact: Any = False) -> CompareRequest:
     """The use case's request from the page's values (text, a list, margins as text or a number
     or blank, two ticks: pair by id, exact tests at any size); one-line UserError for a blank side, no metric, or a margin that does not read."""
-    from demo.handlers.query import clean_input
     from engine.usecases.compare.compare import CompareRequest
-    from engine.usecases.compare.sides import default_metrics
 
     a, b = clean_input(a, "run A"), clean_input(b, "run B")
     if not a or not b:
@@ -109,8 +117,6 @@ def run_compare(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, 
     try:
         return compare(request, db)
     except UserError as err:
-        from demo.handlers.query import visitor_line
-
         raise UserError(visitor_line(err, db)) from None  # the page's words for its boxes
 
 
@@ -138,8 +144,6 @@ class CompareView:
 def compare_view(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None, margin: Any = None,
                  pair_by_id: Any = False, exact: Any = False) -> CompareView:
     """The whole page for one comparison (UserError in one line when it cannot be made)."""
-    from demo import render
-
     result = run_compare(db, a, b, metrics, margin, pair_by_id, exact)
     return CompareView(render.comparison_summary(result), metric_rows(result), difference_figure(result),
                        top_items(result), {r.title: (r.run_a.run_id, r.run_b.run_id) for r in result.runs},
@@ -149,8 +153,6 @@ def compare_view(db: Path, a: Any, b: Any, metrics: Sequence[str] | None = None,
 def refusal_html(line: str) -> str:
     """Why nothing was compared, as the page's one message in place of the summary (escaped:
     the line quotes what the visitor typed)."""
-    import html
-
     return (f'<div class="pe-refusal" role="alert"><b>Not compared:</b> {html.escape(line, quote=False)}</div>')
 
 
@@ -159,8 +161,6 @@ def metric_rows(result: Comparison) -> pd.DataFrame:
     the t-test's p beside a permutation test, the detectable difference, the verdict. What is
     undefined reads "undefined" (the verdict says why)."""
     import pandas as pd
-
-    from engine.usecases.compare.sides import t_test_beside
 
     table = result.table()
     rows = []
@@ -210,8 +210,6 @@ def top_items(result: Comparison, n: int = TOP_ITEMS) -> pd.DataFrame:
     Comparison.items())."""
     import pandas as pd
 
-    from engine.usecases.runs.rerun_marks import MARK
-
     frames = []
     for r in result.runs:
         key = r.sort_metric
@@ -239,8 +237,6 @@ def _header(column: str) -> str:
 def difference_figure(result: Comparison) -> go.Figure:
     """B − A per metric with its 95% interval, one row each (CAS and CAB rows between
     two experiments), coloured by verdict; stored text is escaped (plotly reads a few tags)."""
-    import html
-
     import plotly.graph_objects as go
 
 
@@ -318,10 +314,6 @@ def clicked_item(pairs: dict[str, tuple[str, str]] | None, row: Sequence[Any] | 
 def pair_page(db: Path, run_a: Any, run_b: Any, item_id: Any) -> str:
     """`/compare_item`: one item with run A's and run B's answers, citations and the documents
     grid side by side (demo.render HTML); a one-line message when a run or the item is unknown."""
-    from demo import render
-    from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from engine.usecases.compare.sides import UnknownRun, item_of_runs
-
     try:
         refs = [clean_input(run_a, "run A"), clean_input(run_b, "run B")]
         item_id = clean_input(item_id, "item id")
@@ -348,7 +340,6 @@ def export_items(db: Path, a: Any, b: Any, metrics: Sequence[str] | None, margin
     """The per-item comparison (Comparison.items(): every item of every pair, exact values, units
     as shown) written to a new temporary `pattrieval-compare.csv|parquet`."""
     from demo.downloads import new_download
-    from engine.usecases.storage.export import export_format
 
     fmt = export_format(str(fmt or "").strip())
     frame = run_compare(db, a, b, metrics, margin, pair_by_id, exact).items()
@@ -393,8 +384,6 @@ def two_ticked(ticked: Sequence[str] | None) -> tuple[str, str]:
 def sql_example(db: Path) -> str:
     """The SQL tab's compare_runs example, on two stored runs of one dataset and mode where the
     store has them (the newest such pair), else on placeholders to replace."""
-    from engine.usecases.compare.sides import example_pair
-
     a, b = "RUN_A", "RUN_B"
     if Path(db).is_file():
         a, b = example_pair(db) or (a, b)
@@ -409,9 +398,6 @@ def sql_example(db: Path) -> str:
 def pair_view(db: Path, run_a: Any, run_b: Any, item_id: Any) -> tuple[str, str]:
     """(pair_page's HTML, run A's experiment id or "" when run A is unknown): the Query tab opens
     that experiment on the item below the side-by-side view."""
-    from demo.handlers.query import clean_input
-    from engine.usecases.compare.sides import stored_run
-
     page = pair_page(db, run_a, run_b, item_id)
     try:
         run_a = clean_input(run_a, "run A")

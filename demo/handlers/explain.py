@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from demo import explain_render, render
+from demo.handlers.query import clean_input, shown_reference, visitor_line
+from demo.job_specs import ExplainSpec
+from demo.quotas import check_explain_quota
 from engine.errors import UserError
+from engine.usecases.runs.items import explainable_runs, item_detail, run_explanations
+from engine.usecases.runs.model_names import SMOKE, typed_name
+from engine.usecases.runs.run import resolved
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,10 +32,6 @@ def explain_view(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataF
     and its explanations) and a table of the explanations, one row each; a one-line message and
     an empty table for a missing choice, an unknown experiment or item, or an unreadable store."""
     import pandas as pd
-
-    from demo import explain_render, render
-    from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from engine.usecases.runs.items import item_detail
 
     empty = pd.DataFrame(columns=list(EXPLANATION_COLUMNS))
     try:
@@ -63,9 +66,6 @@ TEXT_SHOWN = 200  # characters of an explanation in the run table; the item view
 def run_choices(db: Path, experiment: Any) -> list[tuple[str, str]]:
     """(label, run id) of the experiment's runs, in mode order, for the run picker; empty for a
     missing or unknown experiment."""
-    from demo.handlers.query import clean_input
-    from engine.usecases.runs.items import explainable_runs
-
     experiment = clean_input(experiment, "experiment")
     if not experiment or not Path(db).is_file():
         return []
@@ -80,10 +80,6 @@ def explain_run_view(db: Path, experiment: Any, run_id: Any) -> tuple[str, pd.Da
     the text cut at TEXT_SHOWN characters); a one-line message and an empty table for a missing
     choice, an unknown experiment or run, or a run of another experiment."""
     import pandas as pd
-
-    from demo import explain_render, render
-    from demo.handlers.query import clean_input, shown_reference, visitor_line
-    from engine.usecases.runs.items import run_explanations
 
     empty = pd.DataFrame(columns=list(RUN_EXPLANATION_COLUMNS))
     try:
@@ -125,14 +121,8 @@ def explain_spec(settings, experiment: Any, item_id: Any, scope: str = "item", r
     """The worker's ExplainSpec for the chosen item, the chosen run (`run_id`, one of the
     experiment's), or every answer of an experiment, explained by the model that answered;
     UserError in one line where the app may not or cannot do it."""
-    from demo.handlers.query import clean_input, shown_reference
     from demo.handlers.run import _looks_like_path, operator_token_serves
-    from demo.job_specs import ExplainSpec
-    from demo.quotas import check_explain_quota
     from engine.api import PromptConfig, RunRequest
-    from engine.usecases.runs.items import explainable_runs
-    from engine.usecases.runs.model_names import SMOKE, typed_name
-    from engine.usecases.runs.run import resolved
 
     if settings.read_only:
         raise UserError("this app is read-only: explanations are made elsewhere")

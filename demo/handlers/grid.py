@@ -33,7 +33,13 @@ from demo.handlers.run import (
     run_batch,
 )
 from demo.settings import AppSettings, without_server_paths
+from engine.datasets.load_child import load_dataset_bounded
 from engine.errors import UserError
+from engine.usecases.runs.model_names import SMOKE, check_hub_ids, check_models_load
+from engine.usecases.runs.run import RayOptions, check_ray
+from engine.usecases.runs.run_options import GRID_AXES
+from engine.usecases.served import ServerOptions, check_server, served_run, server_backend
+from engine.usecases.study.study import StudyRequest, check_study, grid_of, plan_study
 
 BACKENDS = ("local", "ray", "server")
 PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "battery", "modes", "items",
@@ -43,10 +49,6 @@ PLAN_COLUMNS = ["#", "model", "metadata", "k", "order", "few-shot", "XAI", "batt
 def form_grid(form: RunForm):
     """The form's engine.prompting.study.Grid: each list box parsed as `run` parses its option (UserError,
     one line: an unknown value, a duplicate, an empty entry, k < 1)."""
-    from engine.usecases.runs.model_names import SMOKE
-    from engine.usecases.runs.run_options import GRID_AXES
-    from engine.usecases.study.study import grid_of
-
     top_k = form.top_k
     if isinstance(top_k, str) and top_k.strip().lower() in ("", "all"):
         top_k = None
@@ -63,7 +65,6 @@ def run_form(jobs: Any, settings: AppSettings, form: RunForm, visitor: str | Non
     # A model that cannot load here is refused at Start, before anything is queued: the CLI's own
     # check, one line in a few seconds (queued, the job met it only after its dataset and store
     # checks, about a minute later).
-    from engine.usecases.runs.model_names import check_models_load
 
     if is_grid(form):
         # One job for the whole grid; the StudyRequest carries its own RayOptions or ServerOptions.
@@ -92,8 +93,6 @@ def is_grid(form: RunForm) -> bool:
 def ray_options(settings: AppSettings, form: RunForm):
     """The form's engine.usecases.runs.run.RayOptions, None for a local run; the address probed now, so
     that a dead one is refused at Start, not minutes later in the job (UserError, one line)."""
-    from engine.usecases.runs.run import RayOptions, check_ray
-
     if backend_of(settings, form) != "ray":
         return None
     options = RayOptions(form.ray_address.strip() or None, form.actors, form.gpus_per_actor)
@@ -117,8 +116,6 @@ def server_options(settings: AppSettings, form: RunForm):
     """The form's engine.usecases.served.ServerOptions, None unless its backend is "server";
     checked by the use case's own rules, the key's variable NAME included (UserError, one line).
     The model is the form's (a grid's models replace it, as `run --backend server` with a list)."""
-    from engine.usecases.served import ServerOptions, check_server
-
     if backend_of(settings, form) != "server":
         return None
     options = ServerOptions(base_url=form.base_url.strip(), model=(form.model or "").strip(),
@@ -134,8 +131,6 @@ def probe_server(run: Any, server: Any, models: tuple[str, ...]) -> None:
     """Ask the server, at Start, what the job would ask first: its URL and key, each model, one
     1-token request (engine.usecases.served.server_backend); UserError, one line, and nothing
     queued or written when it cannot serve them."""
-    from engine.usecases.served import served_run, server_backend
-
     for model in models:
         options = replace(server, model=model)
         with app_worded():  # e.g. a tokenizer that cannot load, by the form's label
@@ -145,9 +140,6 @@ def probe_server(run: Any, server: Any, models: tuple[str, ...]) -> None:
 def build_study_request(settings: AppSettings, form: RunForm):
     """The engine's StudyRequest for a grid form (dataset and store are the job's), checked as
     `run` with lists checks it, plus this app's bounds on every model and on the grid's size."""
-    from engine.usecases.runs.model_names import SMOKE, check_hub_ids
-    from engine.usecases.study.study import StudyRequest, check_study
-
     backend_of(settings, form)  # a backend not offered here is the first thing said
     grid = form_grid(form)
     if settings.max_configurations is not None and grid.size > settings.max_configurations:
@@ -225,9 +217,6 @@ def plan_run(settings: AppSettings, form: RunForm) -> tuple[str, list[list[Any]]
     """The plan of the form's grid as the study use case makes it: one line (the study, its size,
     what is generated and shared) and PLAN_COLUMNS rows, one per configuration, then the total.
     Nothing is loaded or written; the dataset is read in the capped child process."""
-    from engine.datasets.load_child import load_dataset_bounded
-    from engine.usecases.study.study import plan_study
-
     if not is_grid(form):
         raise UserError("the plan is for a grid: put a comma list in a box (or name a study); a single run "
                         "starts with Start")

@@ -31,17 +31,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from demo import judges_child, quotas
 from demo.field_words import app_message
+from demo.fit_child import FitBounds
+from demo.handlers.query import clean_input, visitor_line
+from demo.handlers.why_cited import BUSY as GATE_BUSY
+from demo.handlers.why_cited import PENDING as GATE_PENDING
+from demo.handlers.why_cited import FitGate
+from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S, JudgesTask
+from demo.settings import without_server_paths
+from engine.bounds import PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.usecases.judges.agreement import AgreementRequest
+from engine.usecases.runs.listing import experiments
+from engine.usecases.storage.import_labels import ImportLabelsRequest, quota_problem
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from demo.fit_child import FitBounds
-    from demo.handlers.why_cited import FitGate
-    from demo.judges_child import JudgesTask
     from demo.settings import AppSettings
-    from engine.usecases.judges.agreement import Agreement, AgreementRequest
+    from engine.usecases.judges.agreement import Agreement
 
 T = TypeVar("T")
 EMPTY_STORE = "nothing is stored yet: start a run in the Run tab, judge it, then see the judges' agreement here"
@@ -63,8 +72,6 @@ BUSY = "the judges' agreements and imports are busy; try again in a moment"
 @functools.cache
 def judges_gate() -> FitGate:
     """The process's turn-taking for the Judges tab's work in a child: one at a time, 4 waiting."""
-    from demo.handlers.why_cited import FitGate
-
     return FitGate(1)
 
 
@@ -83,12 +90,8 @@ def clear_cache() -> None:
 def computed(task: JudgesTask, db: Path, bounds: FitBounds | None) -> Any:
     """The task's result computed now in a bounded child (demo.judges_child); UserError in one
     line naming no server path."""
-    from demo.fit_child import FitBounds
-    from demo.judges_child import DEFAULT_JUDGES_TIMEOUT_S, in_child
-    from demo.settings import without_server_paths
-
     try:
-        return in_child(task, bounds or FitBounds(timeout_s=DEFAULT_JUDGES_TIMEOUT_S))
+        return judges_child.in_child(task, bounds or FitBounds(timeout_s=DEFAULT_JUDGES_TIMEOUT_S))
     except UserError as err:
         path = getattr(task.request, "labels", None)
         raise UserError(without_server_paths(app_message(err), db, dataset_path=str(path) if path else None)) from None
@@ -97,9 +100,6 @@ def computed(task: JudgesTask, db: Path, bounds: FitBounds | None) -> Any:
 def in_turn(owner: str | None, call: Callable[[], T], gate: FitGate | None = None) -> T:
     """`call()` in `owner`'s turn at the gate (the process's judges_gate() when None); UserError
     in one line (PENDING, BUSY) when refused."""
-    from demo.handlers.why_cited import BUSY as GATE_BUSY
-    from demo.handlers.why_cited import PENDING as GATE_PENDING
-
     try:
         return (gate or judges_gate()).run(owner, call)
     except UserError as err:
@@ -123,9 +123,6 @@ def kept(task: JudgesTask, db: Path, owner: str | None, bounds: FitBounds | None
 
 def run_choices(db: Path) -> list[tuple[str, str]]:
     """(label, run id) for the runs multiselect, newest first; empty when nothing is stored."""
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.runs.listing import experiments
-
     if not Path(db).is_file():
         return []
     return [(for_page(f"{r.run_id} · {r.experiment_id}:{r.mode} · {for_page(r.model, 60)}"), r.run_id)
@@ -135,9 +132,6 @@ def run_choices(db: Path) -> list[tuple[str, str]]:
 def request_from(db: Path, experiment: Any, runs: Any) -> AgreementRequest:
     """The use case's request: an experiment (id or name) or runs (a list, or an API caller's
     text "r1, r2"), one of them; UserError in one line otherwise."""
-    from demo.handlers.query import clean_input
-    from engine.usecases.judges.agreement import AgreementRequest
-
     experiment = clean_input(experiment, "experiment")
     if isinstance(runs, str):
         runs = runs.replace(",", " ").split()
@@ -149,8 +143,6 @@ def request_from(db: Path, experiment: Any, runs: Any) -> AgreementRequest:
 
 def _page_words(err: UserError, db: Path) -> UserError:
     """The use case's line in the page's words: the store as "file", no CLI options."""
-    from demo.handlers.query import visitor_line
-
     return UserError(visitor_line(err, db))
 
 
@@ -158,8 +150,6 @@ def run_agreement(db: Path, experiment: Any, runs: Any, *, owner: str | None = N
                   bounds: FitBounds | None = None, gate: FitGate | None = None) -> Agreement:
     """The use case's Agreement (kept per store state, else computed in a bounded child in
     `owner`'s turn), or a one-line UserError in the page's words."""
-    from demo.judges_child import JudgesTask
-
     request = request_from(db, experiment, runs)
     if not Path(db).is_file():
         raise UserError(EMPTY_STORE)
@@ -279,8 +269,6 @@ def summary_html(result: Agreement) -> str:
 
 def judges_bounds(settings: AppSettings) -> FitBounds:
     """The memory and CPU time one agreement or label import may take in its child."""
-    from demo.fit_child import FitBounds
-
     return FitBounds(settings.fit_memory_mb * 1024**2, settings.judges_timeout_s)
 
 
@@ -316,8 +304,6 @@ def disagreement_rows(db: Path, experiment: Any, runs: Any, pair: Any, *, owner:
     """(the citations the pair disagrees on, DISAGREEMENT_KEY first then each judge's verdict and
     the document's title and first words; a one-line note of how many)."""
     import pandas as pd
-
-    from demo.judges_child import JudgesTask
 
     judge_a, judge_b = pair_of(pair)
     request = request_from(db, experiment, runs)
@@ -363,11 +349,7 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: s
     turn: one line saying what was stored, or a one-line UserError (a read-only app, no file, a
     file past the upload limit, a store at or past its quota, or the use case's refusal with the
     file named, never its server path)."""
-    from demo.handlers.query import clean_input
-    from demo.judges_child import JudgesTask
-    from demo.quotas import MB
     from demo.visitors import labels_judge
-    from engine.usecases.storage.import_labels import ImportLabelsRequest, quota_problem
 
     if settings.read_only:
         raise UserError("this app is read-only: labels cannot be imported here")
@@ -386,8 +368,8 @@ def import_labels_file(settings: AppSettings, path: Any, judge: Any, *, owner: s
         raise UserError("name the judge who labelled (a person or a team)")
     judge = labels_judge(settings, owner, judge)  # a visitor's: "visitor <tag>: <name>"
     request = ImportLabelsRequest(Path(settings.db_path), Path(path), judge,
-                                  max_store_bytes=settings.max_store_mb and settings.max_store_mb * MB,
-                                  max_import_bytes=settings.max_job_mb and settings.max_job_mb * MB)
+                                  max_store_bytes=settings.max_store_mb and settings.max_store_mb * quotas.MB,
+                                  max_import_bytes=settings.max_job_mb and settings.max_job_mb * quotas.MB)
     full = quota_problem(request, 0, 0)
     if full:  # a store at its quota: refused at once, before a child is started or the file read
         raise UserError(full)

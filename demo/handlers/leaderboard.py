@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.usecases.bias.leaderboard import CAB_NAME, DEFAULT_METRIC
+from engine.usecases.bias.leaderboard import CAB_NAME, DEFAULT_METRIC, LeaderboardRequest, leaderboard
 
 COLUMNS = ["label type", "labels (A / B)", "dataset", "tier", "model", "CAB [95% CI]", "CAB's own test",
            "rerun floor [95% CI]", "items"]
@@ -36,8 +36,6 @@ def leaderboard_view(db_path: str | Path, metric: str = DEFAULT_METRIC,
                      private_items: frozenset[str] | None = None) -> LeaderboardView:
     """Every board of the store as one table; `private_items` (the operator's private split) count
     in no number. UserError in one line for a missing store or an unknown metric."""
-    from engine.usecases.bias.leaderboard import LeaderboardRequest, leaderboard
-
     board = leaderboard(LeaderboardRequest(Path(db_path), metric or DEFAULT_METRIC, exclude_items=private_items))
     rows = []
     for b in board.boards:

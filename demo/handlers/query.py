@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from demo import render
+from demo.field_words import app_message
+from demo.settings import without_server_paths
+from engine.bounds import PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.usecases.runs.items import item_detail, item_filters, item_ids
+from engine.usecases.runs.listing import experiments
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,9 +48,6 @@ def query_detail(db: Path, experiment: str, item_id: str) -> tuple[str, pd.DataF
 def _detail(db: Path, experiment: Any, item_id: Any) -> tuple[str, pd.DataFrame, str | None]:
     """(HTML, metrics, the experiment's id when the item was found, else None)."""
     import pandas as pd
-
-    from demo import render
-    from engine.usecases.runs.items import item_detail
 
     empty = pd.DataFrame(columns=list(METRIC_COLUMNS))
     try:
@@ -81,9 +84,6 @@ def shown_reference(reference: str) -> str:
 def visitor_line(err: UserError, db: Path) -> str:
     """A store's message for a visitor: one line in the app's words (demo.field_words), the
     database file named only as "file"."""
-    from demo.field_words import app_message
-    from demo.settings import without_server_paths
-
     return without_server_paths(app_message(err), db, shown="file")
 
 
@@ -108,9 +108,6 @@ def experiment_choices(db: Path, *, with_modes: bool = False) -> list[tuple[str,
     shows the name (when given), the id and the model (and the stored modes, `with_modes`). Empty
     when nothing is stored yet. Every tab that picks an experiment (Query, Explain, the Runs
     tab's export, Compare) lists them with this."""
-    from engine.bounds import PAGE_MAX_CHOICES, for_page
-    from engine.usecases.runs.listing import experiments
-
     if not Path(db).is_file():
         return []
     choices = []
@@ -176,8 +173,6 @@ def neighbour(item_ids: tuple[str, ...] | list[str], current: str | None, step: 
 
 def changed_filter(value: Any) -> str | None:
     """The filter's value as store.queries.item_ids takes it: None for all items."""
-    from engine.usecases.runs.items import item_filters
-
     text = "" if value is None else str(value).strip()
     if text in ("", "all"):
         return None
@@ -190,8 +185,6 @@ def item_list(db: Path, experiment: Any, search: Any = "", changed: Any = "all")
     """The experiment's items in dataset order whose question or item id contains `search`
     (case-insensitive, literal text), kept by the filter ("all", "modes" or "base_cf").
     UserError in one line for an unknown experiment or filter, or a store that cannot be read."""
-    from engine.usecases.runs.items import item_ids
-
     experiment = clean_input(experiment, "experiment")
     search = clean_input(search, "search text")
     changed = changed_filter(changed)
@@ -232,8 +225,6 @@ def open_view(db: Path, experiment: Any, item_id: Any = "", search: Any = "", ch
     With no item, the list's first item; an item outside the list is still shown when it exists."""
     import pandas as pd
 
-    from demo import render
-
     try:
         listing = item_list(db, experiment, search, changed)
         item_id = clean_input(item_id, "item id")
@@ -257,8 +248,6 @@ def open_view(db: Path, experiment: Any, item_id: Any = "", search: Any = "", ch
 def locate(db: Path, experiment: Any, item_id: Any, search: Any = "", changed: Any = "all") -> tuple[tuple[str, ...], str, str]:
     """(dropdown choices, position line, permalink) for an item that `/query_detail` draws: the
     same as `open_view` gives, without drawing the page again."""
-    from engine.usecases.runs.items import item_ids
-
     try:
         listing = item_list(db, experiment, search, changed)
         item_id = clean_input(item_id, "item id")

@@ -12,21 +12,34 @@ form's label (demo.field_words); the job queue then runs it through the same use
 
 from __future__ import annotations
 
+import html
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from demo.field_words import app_message, app_worded
+from demo.handlers.bias import markdown_text
 from demo.job_specs import JobSpec, JobStatus
 from demo.jobs import JobQueue
+from demo.quotas import check_store_quota
 from demo.render import SMOKE_NOTE
 from demo.settings import AppSettings, without_server_paths
+from engine import paths
+from engine.datasets.data import dataset_location
+from engine.datasets.load_child import check_dataset_bounded
 from engine.errors import UserError
+from engine.paths import SAMPLE_DATASET
 from engine.presentation.formatting import TYPE_NAMES
-from engine.usecases.runs.model_names import is_smoke
+from engine.usecases.runs.listing import experiment_run_metrics, holds_runs, runs_in_progress
+from engine.usecases.runs.model_names import SMOKE, first_model, is_smoke
+from engine.usecases.runs.run import ExperimentRequest, resolved
 from engine.usecases.runs.run_options import OPTIONS
+from engine.usecases.runs.run_options import build_run_request as build
+from engine.usecases.study.study import StudyRequest
 
 SAMPLE = "sample"  # the bundled dataset, as the dataset choice names it
 BUILT_IN_METADATA = tuple(TYPE_NAMES)  # engine.prompting.prompts' built-in types, in the paper's order
@@ -112,7 +125,6 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
 
     if request is None:
         request = build_run_request(settings, form)
-    from demo.quotas import check_store_quota
 
     check_store_quota(settings, request)
     dataset = dataset_path(settings, form)
@@ -141,9 +153,6 @@ def run_batch(jobs: JobQueue, settings: AppSettings, form: RunForm, visitor: str
 
 def _work(request: Any, dataset: str, settings: AppSettings, name: str | None, ray: Any, server: Any) -> Any:
     """The use case's own request of a job: a study on this dataset and store, or one experiment."""
-    from engine.usecases.runs.run import ExperimentRequest
-    from engine.usecases.study.study import StudyRequest
-
     if isinstance(request, StudyRequest):
         return replace(request, dataset=dataset, db=settings.db_path, dataset_name=name)
     return ExperimentRequest(request, dataset, settings.db_path, dataset_name=name, ray=ray, server=server)
@@ -151,8 +160,6 @@ def _work(request: Any, dataset: str, settings: AppSettings, name: str | None, r
 
 def _take_upload(path: str) -> str:
     """Move an upload into a private folder (outside everything Gradio serves); its new path."""
-    import tempfile
-
     private = Path(tempfile.mkdtemp(prefix="pattrieval-upload-")) / Path(path).name
     shutil.move(path, private)
     return str(private)
@@ -162,11 +169,6 @@ def build_run_request(settings: AppSettings, form: RunForm):
     """The engine's RunRequest for a form: the operator's bounds here, then the use case's one
     builder (engine.usecases.runs.run_options), its FieldErrors worded with the form's labels
     (demo.field_words); UserError, one line."""
-    from demo.field_words import app_worded
-    from engine.usecases.runs.model_names import SMOKE
-    from engine.usecases.runs.run import resolved
-    from engine.usecases.runs.run_options import build_run_request as build
-
     if settings.read_only:
         raise UserError("this app is read-only: runs are started elsewhere")
     model_name = (form.model or "").strip() or SMOKE
@@ -203,8 +205,6 @@ def build_run_request(settings: AppSettings, form: RunForm):
 
 def check_model_offered(settings: AppSettings, model_name: str) -> None:
     """Refuse, in one line, a model this app does not offer (a grid checks each of its models)."""
-    from engine.usecases.runs.model_names import SMOKE
-
     if settings.allowed_models is not None and model_name not in settings.allowed_models + (SMOKE,):
         raise UserError(f"model '{model_name}' is not offered here; choose one of {', '.join(settings.allowed_models)}")
     if model_name == "auto":
@@ -215,21 +215,16 @@ def check_model_offered(settings: AppSettings, model_name: str) -> None:
 
 def operator_token_serves(settings: AppSettings, model_name: str) -> bool:
     """Whether the operator's HF_TOKEN may load `model_name` for a visitor (smoke needs none)."""
-    from engine.usecases.runs.model_names import SMOKE
-
     allowed = settings.operator_token_models
     return allowed is None or model_name in allowed or model_name == SMOKE
 
 
 def dataset_path(settings: AppSettings, form: RunForm) -> str:
     """The dataset file a form names: the sample, an upload, or (desktop only) a local path."""
-    from engine.paths import SAMPLE_DATASET
-
     typed = form.local_path.strip()
     if typed:
         if not settings.allow_local_paths:
             raise UserError(NO_SERVER_PATHS)
-        from engine.datasets.data import dataset_location
 
         return str(dataset_location(typed))  # `sample` as on the command line
     if form.dataset in ("", SAMPLE):
@@ -247,9 +242,6 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
 
     The file is read in a child process with a memory cap and a time limit (engine.datasets.load_child):
     a small upload can decode to gigabytes, which must not happen in the app's own process."""
-    from demo.field_words import app_message
-    from engine.datasets.load_child import check_dataset_bounded
-
     if not path:
         return "the bundled sample (67 Natural-Questions-style items, 10 documents each)"
     name = Path(path).name
@@ -271,8 +263,6 @@ def validate_upload(settings: AppSettings, path: str | None, top_k: int | None =
 
 def store_is_empty(db_path: str | os.PathLike[str]) -> bool:
     """True when the store holds no run yet (or does not exist): the first screen offers a run."""
-    from engine.usecases.runs.listing import holds_runs
-
     return not holds_runs(Path(db_path))
 
 
@@ -280,10 +270,7 @@ def store_note(settings: AppSettings) -> str:
     """The first screen's sentence when the runs stored here will not survive a restart (a Space
     without persistent storage, a temporary folder), as escaped Markdown; "" when they will, or
     when nothing can be run here."""
-    from demo.handlers.bias import markdown_text
-    from engine.paths import transient_store
-
-    note = None if settings.read_only else transient_store(settings.db_path)
+    note = None if settings.read_only else paths.transient_store(settings.db_path)
     return markdown_text(note) if note else ""
 
 
@@ -300,8 +287,6 @@ def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool]
     (engine.generation.model_choice): Mistral in 4-bit on a GPU, Qwen2.5-0.5B on a CPU, the smoke model
     only where neither can be had (no Hub, nothing cached) or the operator offers neither.
     `available(model_id)` says whether a model can be loaded (default: the Hub cache or the Hub)."""
-    from engine.usecases.runs.model_names import first_model
-
     def offered(model_id: str) -> bool:
         return settings.allowed_models is None or model_id in settings.allowed_models
 
@@ -325,8 +310,6 @@ def first_run(settings: AppSettings, gpu: bool, available: Callable[[str], bool]
 def first_screen_text(choice: FirstRun) -> str:
     """The first screen's Markdown: what the one click runs (its item count is the form's
     limit, the number the form under it shows) and why this model, each said once."""
-    from demo.handlers.bias import markdown_text
-
     model = "the smoke model" if choice.form.model == "smoke" else choice.form.model
     intro = (f"Start with one click: the bundled sample dataset, {choice.form.limit} items in vanilla, base "
              f"and cf, on {model}: {choice.why}")
@@ -351,8 +334,6 @@ def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None, v
     """The job's experiment as it stands: per run, the answers stored so far and their metrics (x100)."""
     import pandas as pd
 
-    from engine.usecases.runs.listing import experiment_run_metrics
-
     status = jobs.status(job_id, visitor) if job_id else None
     if status is None or not status.experiment_id or not Path(settings.db_path).is_file():
         return pd.DataFrame(columns=METRIC_COLUMNS)
@@ -363,8 +344,6 @@ def partial_metrics(jobs: JobQueue, settings: AppSettings, job_id: str | None, v
 def store_progress(settings: AppSettings) -> list[list[Any]]:
     """Every run in progress in the store, this app's or a command line's on the same file, as
     table rows (STORE_PROGRESS_COLUMNS); none before the first run (no file is created)."""
-    from engine.usecases.runs.listing import runs_in_progress
-
     if not Path(settings.db_path).is_file():
         return []
     return [
@@ -387,8 +366,6 @@ _BANNER_COLOURS = {"queued": "#eef4ff", "running": "#eef4ff", "complete": "#e9f7
 def job_banner(jobs: JobQueue, job_id: str | None, note: str = "", visitor: str | None = None) -> str:
     """The job as the top of the Run tab shows it, as escaped HTML: state, model, progress and its
     message in full (a failure's whole line); `note` (why this model) under it. "" for no job."""
-    import html
-
     status = jobs.status(job_id, visitor) if job_id else None
     if status is None:
         return ""

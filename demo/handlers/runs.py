@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from demo.handlers.bias import study_choices as labelled  # the Bias tab's picker, same labels
+from demo.handlers.query import shown_reference
 from demo.render import SMOKE_NOTE
+from demo.settings import without_server_paths
+from engine.bounds import for_page
 from engine.errors import UserError
+from engine.usecases.runs.listing import experiments_page, study_experiments
+from engine.usecases.runs.model_names import is_smoke
+from engine.usecases.storage.export import export_format, write_export
+from engine.usecases.storage.export_eee import EEE_FORMAT, export_eee
 
 PAGE_SIZE = 50
 MODE_COLUMNS = ["vanilla", "base", "cf"]  # engine.types.MODES, one metrics column each
@@ -48,11 +57,6 @@ def runs_view(db_path: Path, page: int = 1, *, model: str | None = None, dataset
               page_size: int = PAGE_SIZE) -> RunsView:
     """One page of experiments, newest first, filtered on the server; an empty store gives no rows.
     `study` (a name, exact) keeps the experiments of that study; an unknown one is a UserError."""
-    from demo.handlers.query import shown_reference
-    from engine.bounds import for_page
-    from engine.usecases.runs.listing import experiments_page, study_experiments
-    from engine.usecases.runs.model_names import is_smoke
-
     page = page_number(page)
     filtered = any(_clean(v) for v in (model, dataset, metadata, mode, study))
     if not Path(db_path).is_file():
@@ -102,8 +106,6 @@ def runs_page(db_path: Path, page: int = 1, *, model: str | None = None, metadat
 
 def study_choices(db_path: Path) -> list[tuple[str, str]]:
     """("any", "") then (label, name) for every stored study, newest first, for the study filter."""
-    from demo.handlers.bias import study_choices as labelled  # the Bias tab's picker, same labels
-
     return [("any", "")] + labelled(db_path)
 
 
@@ -136,10 +138,6 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
     --format eee`) in one `pattrieval-eee.zip`, since a browser downloads one file.
     The same store state and request give the same file, written once; `limits`
     (demo.downloads.DownloadLimits) bound what `owner` and everyone keep on disk."""
-    from demo.settings import without_server_paths
-    from engine.usecases.storage.export import export_format
-    from engine.usecases.storage.export_eee import EEE_FORMAT
-
     export_format(fmt or "")
     references = list(dict.fromkeys([*(c for c in chosen or () if c), *re.split(r"[,\s]+", typed or "")]))
     references = [r for r in references if r]
@@ -165,13 +163,9 @@ def export_file(db_path: Path, chosen: Sequence[str] | None, typed: str | None, 
 
 
 def _write(db_path: Path, references: list[str], fmt: str, out: Path) -> None:
-    from engine.usecases.storage.export import write_export
-    from engine.usecases.storage.export_eee import EEE_FORMAT, export_eee
-
     if fmt != EEE_FORMAT:
         write_export(db_path, references, fmt, out)
         return
-    import shutil
     import zipfile
 
     folder = out.with_suffix("")  # beside the zip, in the download's own scratch folder

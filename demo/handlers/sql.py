@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,6 @@ class SqlGate:
     `max_wait_s` (about one query's limit) before it is refused."""
 
     def __init__(self, slots: int = 2, max_waiting: int = 6, max_wait_s: float = 15.0):
-        import threading
-
         self.slots, self.max_waiting, self.max_wait_s = slots, max_waiting, max_wait_s
         self._lock = threading.Lock()
         self._free = threading.Semaphore(slots)

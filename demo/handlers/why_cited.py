@@ -13,16 +13,22 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from demo import fit_child
 from demo.field_words import app_message
+from demo.fit_child import FitBounds
 from demo.handlers.bias import markdown_text
-from demo.settings import DEFAULT_MAX_FIT_DECISIONS
+from demo.settings import DEFAULT_MAX_FIT_DECISIONS, without_server_paths
 from engine.errors import UserError
 from engine.usecases.bias.choice import experiment_references
-
-if TYPE_CHECKING:
-    from demo.fit_child import FitBounds
+from engine.usecases.bias.why_cited import (
+    WhyCitedRequest,
+    citation_counts,
+    not_converged,
+    robust_note,
+    separation_notes,
+)
 
 T = TypeVar("T")
 EFFECT_COLUMNS = ["effect", "odds_ratio", "ci_low", "ci_high", "p", "robust_ci_low", "robust_ci_high", "robust_p"]
@@ -141,8 +147,6 @@ def why_cited_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), 
     a child process within `bounds` (demo.fit_child) when its turn comes at `gate` (`owner`: the
     visitor, demo.visitors.fair_key); UserError in one line naming no server path, also when the
     owner's previous fit is still pending (PENDING) or the queue is full (BUSY)."""
-    from engine.usecases.bias.why_cited import WhyCitedRequest
-
     db_path = Path(db_path)
     references = experiment_references(text, chosen)
     if not references:
@@ -172,11 +176,8 @@ def _fitted(request: Any, db_path: Path, bounds: FitBounds | None) -> WhyCitedPa
 def fitted_in_child(request: Any, db_path: Path, bounds: FitBounds | None) -> Any:
     """The use case's result of a fit made now in a bounded child process (demo.fit_child), or
     UserError in one line naming no server path."""
-    from demo.fit_child import FitBounds, fit_in_child
-    from demo.settings import without_server_paths
-
     try:
-        return fit_in_child(request, db_path, bounds or FitBounds())
+        return fit_child.fit_in_child(request, db_path, bounds or FitBounds())
     except UserError as err:  # e.g. "no experiment 'x' in /srv/...": no server path reaches a visitor
         raise UserError(without_server_paths(app_message(err), db_path)) from None
 
@@ -184,7 +185,6 @@ def fitted_in_child(request: Any, db_path: Path, bounds: FitBounds | None) -> An
 def _page(result: Any) -> WhyCitedPage:
     """The panel's page of a fit (engine.usecases.bias.why_cited.WhyCitedResult)."""
     from engine.presentation.formatting import format_p
-    from engine.usecases.bias.why_cited import citation_counts, not_converged, robust_note, separation_notes
 
     fit, s = result.fit, result.suppression
     lines = [

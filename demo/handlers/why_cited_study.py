@@ -23,6 +23,7 @@ from demo.handlers.bias import markdown_text
 from demo.handlers.why_cited import MAX_ANSWERS, fitted_in_child, kept_fit
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 from engine.errors import UserError
+from engine.usecases.study.effects import StudyEffectsRequest
 
 if TYPE_CHECKING:
     from demo.fit_child import FitBounds
@@ -100,8 +101,6 @@ def study_model_page(db_path: Path, study: str | None, modes: Sequence[str] | No
     citation decisions, fitted in a bounded child when its turn comes at `gate` (`owner`: the
     visitor), kept per store state; UserError in one line naming no server path (past a bound,
     what cannot be estimated, an unknown study, PENDING or BUSY)."""
-    from engine.usecases.study.effects import StudyEffectsRequest
-
     db_path = Path(db_path)
     name = (study or "").strip()
     if not name:

@@ -16,9 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers import bias as bias_handlers
+from demo.hints import hint_text, is_hint, show_hint_when_free
 from demo.settings import AppSettings
+from demo.tabs import why_cited
+from demo.tabs.style import TABLE
+from demo.toasts import error
 from engine.bounds import PAGE_LABEL_CHARS, PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.usecases.runs.listing import experiment_choices
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
@@ -26,11 +32,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import pandas as pd
 
     from demo import plots
-    from demo.handlers import bias as bias_handlers
-    from demo.hints import hint_text, is_hint, show_hint_when_free
-    from demo.tabs import why_cited
-    from demo.tabs.style import TABLE
-    from demo.toasts import error
 
     def bias(text, chosen):
         try:
@@ -92,8 +93,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     def choices(current=None):
         """The stored experiments; the only one is chosen when nothing is (no blank first page)."""
-        from engine.usecases.runs.listing import experiment_choices
-
         if not settings.db_path.is_file():
             return gr.Dropdown(choices=[])
         try:

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers import compare as handlers
+from demo.hints import hint_html, show_hint_when_free
 from demo.settings import AppSettings
 from demo.tabs.links import CompareLinks, Opener
+from demo.tabs.style import TABLE
+from demo.toasts import error, refused, with_request
 from engine.errors import UserError
+from engine.types import EXPORT_FORMATS
+from engine.usecases.compare.sides import large_sample_above
 
 TAB_ID = "compare"  # the Runs tab's "Compare" button selects it
 
@@ -21,13 +27,7 @@ def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> CompareLinks
     import pandas as pd
 
     from demo.downloads import limits_of
-    from demo.handlers import compare as handlers
-    from demo.hints import hint_html, show_hint_when_free
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
-    from engine.types import EXPORT_FORMATS
-    from engine.usecases.compare.sides import large_sample_above
 
     db = settings.db_path
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from demo.handlers import explain as explain_handlers
+from demo.handlers import query as query_handlers
+from demo.hints import hint_html, show_hint_when_free
 from demo.settings import AppSettings
+from demo.tabs.style import TABLE
+from demo.toasts import error, with_request
 from engine.errors import UserError
 
 TAB_ID = "explain"
@@ -21,12 +26,7 @@ TAB_ID = "explain"
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
 
-    from demo.handlers import explain as explain_handlers
-    from demo.handlers import query as query_handlers
-    from demo.hints import hint_html, show_hint_when_free
     from demo.jobs import QueueFull
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
 
     def stored() -> bool:

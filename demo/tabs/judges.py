@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers import judges as handlers
+from demo.handlers.query import experiment_choices
+from demo.hints import hint_html, show_hint_when_free
 from demo.settings import AppSettings
 from demo.tabs.links import JudgesLinks
+from demo.tabs.style import TABLE
+from demo.toasts import error, info, refused, with_request
 from engine.errors import UserError
 
 TAB_ID = "judges"
@@ -18,11 +23,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> JudgesLinks:
     import gradio as gr
     import pandas as pd
 
-    from demo.handlers import judges as handlers
-    from demo.handlers.query import experiment_choices
-    from demo.hints import hint_html, show_hint_when_free
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, info, refused, with_request
     from demo.visitors import fair_key
 
     db = settings.db_path

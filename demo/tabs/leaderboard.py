@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers import leaderboard as handlers
 from demo.settings import AppSettings
+from demo.tabs.style import TABLE
+from demo.toasts import error
 from engine.errors import UserError
+from engine.usecases.bias.leaderboard import DEFAULT_METRIC, METRICS
 
 
 def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import gradio as gr
     import pandas as pd
-
-    from demo.handlers import leaderboard as handlers
-    from demo.tabs.style import TABLE
-    from demo.toasts import error
-    from engine.usecases.bias.leaderboard import DEFAULT_METRIC, METRICS
 
     def show(metric):
         try:

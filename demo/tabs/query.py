@@ -7,8 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from demo.handlers import compare as compare_handlers
+from demo.handlers import query as query_handlers
+from demo.hints import hint_html, show_hint_when_free
 from demo.settings import AppSettings
 from demo.tabs.links import Opener, QueryLinks
+from demo.tabs.style import TABLE
+from demo.toasts import error
 from engine.errors import UserError
 
 TAB_ID = "query"  # the Query tab's id in the app's gr.Tabs: a permalink selects it
@@ -22,11 +27,6 @@ _REPLACE_URL_JS = """(link) => {
 def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> QueryLinks:
     """The tab inside `tabs` (the app's gr.Tabs, which a permalink and the other tabs' links select)."""
     import gradio as gr
-
-    from demo.handlers import query as query_handlers
-    from demo.hints import hint_html, show_hint_when_free
-    from demo.tabs.style import TABLE
-    from demo.toasts import error
 
     def stored() -> bool:
         return Path(settings.db_path).is_file()
@@ -171,8 +171,6 @@ def build(app: Any, settings: AppSettings, jobs: Any, tabs: Any) -> QueryLinks:
     def open_pair(run_a, run_b, item_id):
         """The Compare tab's clicked item: both runs side by side, and below, run A's experiment on
         that item in this tab's own view (so that previous / next and the permalink work as ever)."""
-        from demo.handlers import compare as compare_handlers
-
         page, experiment_id = compare_handlers.pair_view(settings.db_path, run_a, run_b, item_id)
         experiments = experiments_update()
         if not experiment_id:

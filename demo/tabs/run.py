@@ -12,6 +12,8 @@ import inspect
 from typing import Any
 
 from demo.settings import AppSettings
+from demo.tabs.style import TABLE
+from demo.toasts import error, with_request
 from engine.errors import UserError
 from engine.types import MODES
 from engine.usecases.runs.model_names import SMOKE, offered_models
@@ -97,8 +99,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
 
     from demo.handlers import grid as grid_handlers
     from demo.handlers import run as run_handlers
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, with_request
     from demo.visitors import client_key, visitor_id
 
     defaults = run_handlers.RunForm()

@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers import query as query_handlers
+from demo.handlers import runs as runs_handlers
+from demo.handlers.compare import tick_choices
 from demo.settings import AppSettings
 from demo.tabs.links import RunsLinks
+from demo.tabs.style import TABLE
+from demo.toasts import error, with_request
 from engine.errors import UserError
+from engine.types import EXPORT_FORMATS
 
 MODE_FILTERS = [("any", ""), ("vanilla", "vanilla"), ("base", "base"), ("cf", "cf")]
 
@@ -18,12 +24,7 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> RunsLinks:
     import pandas as pd
 
     from demo.downloads import limits_of
-    from demo.handlers import query as query_handlers
-    from demo.handlers import runs as runs_handlers
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, with_request
     from demo.visitors import fair_key
-    from engine.types import EXPORT_FORMATS
 
     # study_filter came last, with "" for any study: older /runs calls keep working.
     def runs(page, model_filter, metadata_filter, dataset_filter="", mode_filter="", study_filter=""):
@@ -54,8 +55,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> RunsLinks:
             raise error(str(err), "runs") from None
 
     def ticks(frame, ticked):
-        from demo.handlers.compare import tick_choices
-
         listed = tick_choices(frame)
         kept = [t for t in ticked or () if t in {value for _, value in listed}]
         return gr.CheckboxGroup(choices=listed, value=kept)

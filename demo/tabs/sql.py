@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.handlers import sql as sql_handlers
+from demo.handlers.compare import sql_example
 from demo.settings import AppSettings
+from demo.tabs.style import TABLE
+from demo.toasts import error, with_request
 from engine.errors import UserError
 
 
@@ -14,9 +18,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
     import pandas as pd
 
     from demo.downloads import limits_of
-    from demo.handlers import sql as sql_handlers
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, with_request
     from demo.visitors import fair_key
 
     gate = sql_handlers.SqlGate()
@@ -89,8 +90,6 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
             button.click(lambda text=text: text, None, sql_box, api_visibility="private").then(
                 show, [sql_box], outputs, api_visibility="private", **room)
         def compare_sql():
-            from demo.handlers.compare import sql_example
-
             return sql_example(settings.db_path)
 
         compare_example.click(compare_sql, None, sql_box, api_visibility="private").then(

@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.fit_child import FitBounds
+from demo.handlers import why_cited as handlers
+from demo.handlers import why_cited_study as study_handlers
 from demo.settings import AppSettings
+from demo.tabs.style import TABLE
+from demo.toasts import error, refused, with_request
 from engine.errors import UserError
+from engine.types import MODES
 
 
 def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) -> None:
@@ -26,13 +32,8 @@ def build(settings: AppSettings, experiment_text: Any, chosen: Any, study: Any) 
     import pandas as pd
 
     from demo import plots
-    from demo.fit_child import FitBounds
-    from demo.handlers import why_cited as handlers
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, with_request
     from demo.visitors import fair_key
     from engine.presentation.formatting import format_p, format_ratio
-    from engine.types import MODES
 
     gate = handlers.fit_gate(settings.max_fits)
     bounds = FitBounds(settings.fit_memory_mb * 1024**2, settings.fit_timeout_s)
@@ -108,15 +109,12 @@ def _study_panel(settings: AppSettings, study: Any, position: Any, modes: Any, g
     import pandas as pd
 
     from demo import plots
-    from demo.handlers import why_cited_study as handlers
-    from demo.tabs.style import TABLE
-    from demo.toasts import error, refused, with_request
     from demo.visitors import fair_key
 
     def page(name, position_, modes_, request):
-        return handlers.study_model_page(settings.db_path, name, modes_ or [], position_ or "group",
-                                         max_decisions=settings.max_fit_decisions, owner=fair_key(request, settings),
-                                         bounds=bounds, gate=gate)
+        return study_handlers.study_model_page(settings.db_path, name, modes_ or [], position_ or "group",
+                                               max_decisions=settings.max_fit_decisions,
+                                               owner=fair_key(request, settings), bounds=bounds, gate=gate)
 
     @with_request
     def api(study: str, modes: list[str] | None = None, position: str = "group", request=None) -> dict:
@@ -133,26 +131,27 @@ def _study_panel(settings: AppSettings, study: Any, position: Any, modes: Any, g
         try:
             p = page(name, position_, modes_, request)
         except UserError as err:  # shown in place of the results, in one line
-            return (f"**Not fitted:** {handlers.markdown_text(refused(err, 'why_cited_study'))}",
-                    pd.DataFrame(columns=handlers.EFFECT_COLUMNS), gr.Plot(value=None, visible=False), "",
-                    gr.Dataframe(value=pd.DataFrame(columns=handlers.PAIRWISE_COLUMNS)))
-        return (p.summary, pd.DataFrame(p.effects, columns=handlers.EFFECT_COLUMNS),
-                gr.Plot(value=plots.forest_figure(p.forest, handlers.TITLE, handlers.AXIS_TITLE), visible=True),
-                p.tests, gr.Dataframe(value=pd.DataFrame(p.pairwise, columns=handlers.PAIRWISE_COLUMNS),
+            return (f"**Not fitted:** {study_handlers.markdown_text(refused(err, 'why_cited_study'))}",
+                    pd.DataFrame(columns=study_handlers.EFFECT_COLUMNS), gr.Plot(value=None, visible=False), "",
+                    gr.Dataframe(value=pd.DataFrame(columns=study_handlers.PAIRWISE_COLUMNS)))
+        return (p.summary, pd.DataFrame(p.effects, columns=study_handlers.EFFECT_COLUMNS),
+                gr.Plot(value=plots.forest_figure(p.forest, study_handlers.TITLE, study_handlers.AXIS_TITLE),
+                        visible=True),
+                p.tests, gr.Dataframe(value=pd.DataFrame(p.pairwise, columns=study_handlers.PAIRWISE_COLUMNS),
                                       label=p.pairwise_title))
 
     gr.Markdown("### One model of label bias across the study\n"
                 "For the study chosen at the top of the tab: one conditional logit across all its configurations, "
                 "the label effect (label A against label B) in each with a 95% interval clustered by item, the Wald "
                 "tests of whether it differs between configurations, and every two configurations' difference "
-                "with Holm's correction (`python -m engine why-cited --study NAME`). " + handlers.BOUND_NOTE)
+                "with Holm's correction (`python -m engine why-cited --study NAME`). " + study_handlers.BOUND_NOTE)
     fit = gr.Button("Fit the study model", scale=0)
     summary = gr.Markdown()
-    effects = gr.Dataframe(**TABLE, headers=handlers.EFFECT_COLUMNS, interactive=False,
+    effects = gr.Dataframe(**TABLE, headers=study_handlers.EFFECT_COLUMNS, interactive=False,
                            label="label effect per configuration (odds ratio of citing label A over label B)")
     forest = gr.Plot(label="label effect per configuration with 95% intervals", visible=False)
     tests = gr.Markdown()
-    pairwise = gr.Dataframe(**TABLE, headers=handlers.PAIRWISE_COLUMNS, interactive=False,
+    pairwise = gr.Dataframe(**TABLE, headers=study_handlers.PAIRWISE_COLUMNS, interactive=False,
                             label="pairwise differences of the label effect, Holm-corrected")
     fit.click(show, [study, position, modes], [summary, effects, forest, tests, pairwise], api_visibility="private",
               **room)

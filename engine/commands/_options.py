@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.paths import DEFAULT_DB_HELP
+from engine.paths import DEFAULT_DB_HELP, moved_default_note
+from engine.usecases.runs.run import resolve_db
 
 
 def add_db_arg(p, what: str = "DuckDB file") -> None:
@@ -16,9 +17,6 @@ def add_db_arg(p, what: str = "DuckDB file") -> None:
 
 def store_path(args: argparse.Namespace):
     """The store --db names, or the default one, with a note when the default has moved."""
-    from engine.paths import moved_default_note
-    from engine.usecases.runs.run import resolve_db
-
     path = resolve_db(args.db)
     note = None if args.db else moved_default_note(path)
     if note:  # the default store is not where the docs say: said once, before the run

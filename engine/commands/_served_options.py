@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.errors import UserError
+from engine.usecases.served import ServerOptions, check_api_key_env
 
 SERVER_OPTIONS = ("base_url", "tokenizer", "concurrency", "api_key_env", "request_timeout")
 
@@ -46,7 +47,6 @@ def server_options(args: argparse.Namespace, model: str | None = None):
         if given:
             raise UserError(f"{given[0]} needs --backend server")
         return None
-    from engine.usecases.served import ServerOptions, check_api_key_env
 
     env = args.api_key_env
     check_api_key_env(env)

@@ -9,13 +9,12 @@ import argparse
 import shlex
 
 from engine.commands._options import RunBar
+from engine.usecases.study.study import run_study as run_grid
 
 
 def run_study(study, args: argparse.Namespace):
     """Run the StudyRequest that `run` built from comma lists (engine.usecases.study.study), its plan
     printed before the first model loads, then one line per experiment."""
-    from engine.usecases.study.study import run_study as run_grid
-
     bar = RunBar("", on_planned=_print_plan)
     try:
         outcome = run_grid(study, progress=bar)

@@ -8,10 +8,13 @@ number, --format csv the table of pairs.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
+from engine.usecases.judges.agreement import AgreementRequest, agreement
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,9 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.judges.agreement import AgreementRequest, agreement
 
     runs = tuple(r.strip() for v in args.runs or () for r in v.split(",") if r.strip())
     result = agreement(AgreementRequest(db_path(args.db), args.experiment, runs, tuple(args.judge or ())))
@@ -59,9 +60,7 @@ def main(args: argparse.Namespace) -> int:
 def csv_text(result: Any) -> str:
     """The table of pairs as CSV; names escaped for a terminal and quoted where a spreadsheet would run them."""
     import csv
-    import io
 
-    from engine.bounds import for_terminal
     from store.csv_safe import csv_rows
 
     rows: list[list[Any]] = [["judge_a", "judge_b", "n", "raw_agreement", "kappa", "kappa_ci_low", "kappa_ci_high",

@@ -15,8 +15,10 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
+from engine.paths import default_db_path
 from engine.presentation.display import interval_cell, rerun_floor_lines
 from engine.presentation.formatting import format_p
 
@@ -43,8 +45,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def db_path(arg: str | None) -> Path:
     """The --db path or the default; an existing file is required by read-only commands."""
-    from engine.paths import default_db_path
-
     path = Path(arg) if arg else default_db_path()
     if not path.is_file():
         raise UserError(f"no database at {path} (give --db PATH or set PATTRIEVAL_DB)")
@@ -52,8 +52,6 @@ def db_path(arg: str | None) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal, json_for_terminal
-
     result = bias_report(db_path(args.db), args.experiment, resamples=args.resamples, seed=args.seed, db_arg=args.db)
     if args.json:
         # Stored labels may hold escape codes (stores older than engine.bounds): escaped here too.

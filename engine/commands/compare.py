@@ -18,15 +18,16 @@ import json
 import math
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.errors import UserError
 from engine.paths import DEFAULT_DB_HELP
+from engine.usecases.compare.sides import large_sample_above
+from engine.usecases.runs.rerun_marks import MARK
 
 DEFAULT_ITEMS = 10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.usecases.compare.sides import large_sample_above
-
     above = large_sample_above()
     p = sub.add_parser(
         "compare",
@@ -79,7 +80,6 @@ def _metrics(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
     from engine.usecases.compare.compare import CompareRequest, compare
 
@@ -108,7 +108,6 @@ def main(args: argparse.Namespace) -> int:
 def csv_for_terminal(frame: Any) -> str:
     """The frame as CSV for stdout: stored text (item ids) escaped for a terminal cell by cell, as
     `report --format csv` does, and quoted where a spreadsheet would run it (store.csv_safe)."""
-    from engine.bounds import for_terminal
     from store.csv_safe import csv_frame
 
     shown = frame.copy()
@@ -217,8 +216,6 @@ def _verdict_line(m: Any, approximate_below: int) -> str:
 def format_text(result: Any, n_items: int = DEFAULT_ITEMS, *, explain: bool = False) -> str:
     """The human-readable comparison: the tables and one short verdict line per metric, or with
     `explain` one sentence per metric and the tests in full."""
-    from engine.usecases.compare.sides import large_sample_above
-
     approximate_below = result.approximate_below
 
     lines = [f"compare B against A: A = {result.request.a}, B = {result.request.b}; differences are B - A, "
@@ -275,7 +272,6 @@ def _item_rows(items: Any, metric: str, reruns: bool) -> list[str]:
     import pandas as pd
 
     from engine.commands.bias import text_columns
-    from engine.usecases.runs.rerun_marks import MARK
 
     rows = [["item", "A", "B", "B - A"] + (["rerun"] if reruns else [])]
     columns = (items["item_id"], items[f"{metric}_a"], items[f"{metric}_b"], items[f"{metric}_diff"],

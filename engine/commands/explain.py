@@ -12,9 +12,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from engine.commands._options import add_db_arg
+from engine.commands._served_options import add_server_args, server_options
+from engine.usecases.judges.explain import ExplainRequest, explanation_rates, plan_explain, run_explain
+from engine.usecases.judges.judge_runs import check_request
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
@@ -37,7 +42,6 @@ def add_model_options(p: argparse.ArgumentParser, *, role: str, max_new_tokens: 
     p.add_argument("--device", default="auto", help="auto | cpu | cuda:N (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: %(default)s)")
     add_db_arg(p)
-    from engine.commands._served_options import add_server_args
 
     p.add_argument("--backend", default="local", choices=("local", "server"),
                    help=f"local = load the {role} here; server = ask an OpenAI-compatible server (--base-url), "
@@ -62,12 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def build_request(kind: type, args: argparse.Namespace) -> Any:
     """The explain or verify request of the options: the options checked first, then the store
     (which must exist), as the command always refused them."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    from engine.commands._served_options import server_options
     from engine.commands.bias import db_path
-    from engine.usecases.judges.judge_runs import check_request
 
     request = kind(db=Path(args.db or "."), experiment=args.experiment, runs=(args.run,) if args.run is not None else (),
                    model=args.model, limit=args.limit, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
@@ -99,8 +98,6 @@ class Bar:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.judges.explain import ExplainRequest, plan_explain, run_explain
-
     request = build_request(ExplainRequest, args)
     plan = plan_explain(request)
     if plan.n_todo == 0:
@@ -123,7 +120,5 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print_rates(plan: Any) -> None:
-    from engine.usecases.judges.explain import explanation_rates
-
     for run_id, model, mode, n, n_label, share in explanation_rates(plan):
         print(f"  {mode:<7} run {run_id}  {model}: {n_label} of {n} explanations give a label as a reason ({share:.0%})")

@@ -9,9 +9,11 @@ with --force, and a device, FIFO or socket never (renaming over it would replace
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from engine.commands._options import add_db_arg
 from engine.types import EXPORT_FORMATS
+from engine.usecases.storage.export import ExportRequest, export, export_format
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,10 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from engine.commands.bias import db_path
-    from engine.usecases.storage.export import ExportRequest, export, export_format
 
     fmt = export_format(args.format, args.out)  # before the store is looked for, as always
     if fmt == "eee":

@@ -20,10 +20,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.bounds import MAX_MODEL_CHARS, check_name
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
+from engine.paths import default_db_path
 from engine.types import MODES
 from engine.usecases.runs.run_options import OPTIONS
+from engine.usecases.storage.import_answers import ImportRequest, import_answers, import_metadata
+from engine.usecases.storage.import_inspect import InspectImportRequest, import_inspect
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,8 +57,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from engine.api import load_dataset
-    from engine.paths import default_db_path
-    from engine.usecases.storage.import_answers import ImportRequest, import_answers, import_metadata
 
     meta = None
     if args.metadata or args.label_a or args.label_b or args.consideration:
@@ -68,7 +70,6 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"import needs {' and '.join(missing)} (or --inspect LOG)")
     if args.mode != "vanilla" and meta is None:
         raise UserError(f"--mode {args.mode} needs --metadata (hai, gender, race or a custom type)")
-    from engine.bounds import MAX_MODEL_CHARS, check_name
 
     name = check_name((args.name if args.name is not None else "imported").strip(), "--name", MAX_MODEL_CHARS)
     if not name:
@@ -92,15 +93,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main_inspect(args: argparse.Namespace, meta: object) -> int:
-    from engine.paths import default_db_path
-    from engine.usecases.storage.import_inspect import InspectImportRequest, import_inspect
-
     given = [option for option, value in (("--dataset", args.dataset), ("--answers", args.answers)) if value is not None]
     if given:
         raise UserError(f"--inspect reads the documents and the answers from the log; leave out {' and '.join(given)}")
     if args.experiment is not None:
-        from engine.bounds import check_name
-
         check_name(args.experiment, "--experiment")
     path = Path(args.db) if args.db else default_db_path()
     result = import_inspect(InspectImportRequest(Path(args.inspect), path, args.name, args.experiment, args.mode, meta,

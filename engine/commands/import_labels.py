@@ -8,8 +8,11 @@ the first bad row refuses it in one line naming the file and line, and nothing i
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from engine.bounds import for_terminal
 from engine.commands._options import add_db_arg
+from engine.usecases.storage.import_labels import ImportLabelsRequest, import_labels
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,11 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from engine.bounds import for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.storage.import_labels import ImportLabelsRequest, import_labels
 
     path = db_path(args.db)
     result = import_labels(ImportLabelsRequest(path, Path(args.file), args.judge))

@@ -8,9 +8,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
-from engine.usecases.bias.leaderboard import CAB_NAME, DEFAULT_METRIC, METRICS
+from engine.usecases.bias.leaderboard import (
+    CAB_NAME,
+    DEFAULT_METRIC,
+    METRICS,
+    LeaderboardRequest,
+    board_records,
+    leaderboard,
+    pair_records,
+    read_item_ids,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,15 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.bias.leaderboard import (
-        LeaderboardRequest,
-        board_records,
-        leaderboard,
-        pair_records,
-        read_item_ids,
-    )
 
     exclude = read_item_ids(args.exclude_items) if args.exclude_items else None
     only = read_item_ids(args.items) if args.items else None
@@ -75,20 +78,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _interval(value: float, low: float, high: float) -> str:
-    import math
-
     if math.isnan(low) or math.isnan(high):
         return f"{value:+.1f} (no interval)"
     return f"{value:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
 def _cab(r) -> str:
-    import math
-
     return r.verdict if math.isnan(r.cab) else _interval(r.cab, r.ci_low, r.ci_high)
 
 
 def _floor(r) -> str:
-    import math
-
     return "not measured" if math.isnan(r.floor) else _interval(r.floor, r.floor_low, r.floor_high)

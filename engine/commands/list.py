@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
+from engine.paths import default_db_path
+from engine.usecases.runs.listing import experiments
+from engine.usecases.runs.listing import studies as study_records
 
 START_HINT = "python -m engine quickstart"
 
@@ -45,8 +50,6 @@ def _iso(value: Any) -> str | None:
 def table(header: list[str], rows: list[list[str]]) -> str:
     """Left-aligned columns separated by two spaces, no trailing blanks; stored text escaped
     (a label may hold terminal escape codes or newlines, in stores older than engine.bounds)."""
-    from engine.bounds import for_terminal
-
     header, rows = [for_terminal(c) for c in header], [[for_terminal(c) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
@@ -86,8 +89,6 @@ def _with_tokens(header: list[str], rows: list[list[str]], records: tuple) -> tu
 
 def as_json(records: tuple) -> str:
     """Records as a JSON list, timestamps in ISO 8601 UTC."""
-    from dataclasses import asdict
-
     out = []
     for record in records:
         row = asdict(record)
@@ -97,14 +98,11 @@ def as_json(records: tuple) -> str:
         if "modes" in row:
             row["modes"] = list(row["modes"])
         out.append(row)
-    from engine.bounds import json_for_terminal
 
     return json_for_terminal(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 def _studies(path: Path, args: argparse.Namespace) -> int:
-    from engine.usecases.runs.listing import studies as study_records
-
     studies = study_records(path)
     if args.json:
         print(as_json(studies))
@@ -122,14 +120,10 @@ def _studies(path: Path, args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.paths import default_db_path
-
     path = Path(args.db) if args.db else default_db_path()
     if not path.exists():
         # A reader must not create the file: that would hide a typo in --db.
         raise UserError(f"no database at {path}; start one with: {START_HINT} (or give --db PATH)")
-
-    from engine.usecases.runs.listing import experiments
 
     if args.studies:
         return _studies(path, args)

@@ -7,8 +7,11 @@ or nothing, the source opened read-only); here, the lines printed. Never imports
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from engine.commands._options import add_db_arg
+from engine.paths import default_db_path
+from engine.usecases.storage.merge import merge
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -82,11 +85,6 @@ def summary(result, source: str, target: str) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from engine.paths import default_db_path
-    from engine.usecases.storage.merge import merge
-
     target = Path(args.db) if args.db else default_db_path()
     result = merge(target, args.source)
     print("\n".join(summary(result, args.source, str(target))))

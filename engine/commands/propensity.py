@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
+from engine.usecases.judges.propensity import PropensityRequest, check_request, propensity
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,13 +87,8 @@ def format_text(result: Any) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-    from pathlib import Path
-
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
     from engine.commands.explain import Bar
-    from engine.usecases.judges.propensity import PropensityRequest, check_request, propensity
 
     request = PropensityRequest(db=Path(args.db or "."), experiment=args.experiment, model=args.model,
                                 device=args.device, quantize=args.quantize, dtype=args.dtype,

@@ -14,6 +14,8 @@ import shlex
 import sys
 
 from engine.commands.run import add_common_run_args, execute
+from engine.paths import SAMPLE_DATASET
+from engine.usecases.runs.run import SMOKE, auto_model, default_max_new_tokens
 
 # On a CPU a real model takes seconds per answer: 5 items x 3 modes end in a few minutes.
 CPU_ITEMS = 5
@@ -33,8 +35,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from engine.commands.run import sampling_settings
-    from engine.paths import SAMPLE_DATASET
-    from engine.usecases.runs.run import SMOKE, auto_model, default_max_new_tokens
 
     sampling_settings(args)  # --temperature without --sample: refused before torch or the Hub is asked
     gpu = _gpu(args.device)

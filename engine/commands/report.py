@@ -26,6 +26,7 @@ import shlex
 import sys
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
 
 # The tables' rows are engine.usecases.bias.tables', their cells engine.presentation.formatting's; these
@@ -46,7 +47,7 @@ from engine.presentation.formatting import (
     type_name as _type_name,
 )
 from engine.usecases.bias.report_shares import VERIFICATION_CLASSES
-from engine.usecases.bias.tables import XAI_METRICS
+from engine.usecases.bias.tables import XAI_METRICS, ReportRequest, report_tables, report_xai_blocks
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -171,16 +172,12 @@ def _hint(runs: Any, rows2: list[dict[str, Any]], args: argparse.Namespace) -> s
 
 def _safe(text: str, fmt: str) -> str:
     """The report with stored text's escape codes escaped: JSON stays valid JSON."""
-    from engine.bounds import for_terminal, json_for_terminal
-
     return json_for_terminal(text) if fmt == "json" else for_terminal(text, keep_newlines=True)
 
 
 def _cells(value: Any, fmt: str) -> Any:
     """Stored text in rows escaped for a terminal cell by cell (a stored newline must not forge a
     row); JSON keeps the text as stored, `_safe` escapes it in the JSON itself."""
-    from engine.bounds import for_terminal
-
     if fmt == "json":
         return value
     if isinstance(value, str):
@@ -204,9 +201,7 @@ def _csv_text(value: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.bias.tables import ReportRequest, report_tables, report_xai_blocks
 
     request = ReportRequest(db_path(args.db), args.table, args.experiment, args.model, args.dataset, args.study)
     if args.layout == "xai":

@@ -11,6 +11,7 @@ import argparse
 import os
 import shlex
 import sys
+from dataclasses import replace
 from typing import Any
 
 from engine.bounds import MAX_NAME_CHARS
@@ -18,7 +19,19 @@ from engine.commands._options import RunBar, add_db_arg, store_path
 from engine.commands._served_options import add_server_args, server_options
 from engine.errors import UserError
 from engine.types import MODES
-from engine.usecases.runs.run_options import GENERATION, OPTIONS, PROMPT, RAY, RUN_OPTIONS, SAME, STORE, RunOption
+from engine.usecases.runs.run import ExperimentRequest, RayOptions, default_max_new_tokens, run_experiment, run_metrics
+from engine.usecases.runs.run_options import (
+    GENERATION,
+    OPTIONS,
+    PROMPT,
+    RAY,
+    RUN_OPTIONS,
+    SAME,
+    STORE,
+    RunOption,
+    build_run_request,
+)
+from engine.usecases.study.study import StudyRequest, configuration_values, grid_of
 
 MAX_EXPERIMENT_NAME = MAX_NAME_CHARS  # engine.bounds: one bound for every name
 HF_TOKEN_WARNING = ("warning: --hf-token is visible to other users in the process list; "
@@ -108,7 +121,6 @@ def ray_options(args: argparse.Namespace):
     """The RayOptions of --backend ray, or None for a local run."""
     if getattr(args, "backend", "local") != "ray":
         return None
-    from engine.usecases.runs.run import RayOptions
 
     return RayOptions(args.ray_address, 1 if args.actors is None else args.actors, args.gpus_per_actor)
 
@@ -116,8 +128,6 @@ def ray_options(args: argparse.Namespace):
 def max_new_tokens(args: argparse.Namespace) -> int:
     """--max-new-tokens, or run's default: short for the smoke model (every model of a grid
     smoke), the real models' 256 otherwise. The quickstart sets its own before this is asked."""
-    from engine.usecases.runs.run import default_max_new_tokens
-
     if args.max_new_tokens is not None:
         return args.max_new_tokens
     return default_max_new_tokens({m.strip() for m in str(args.model).split(",") if m.strip()})
@@ -151,8 +161,6 @@ def build_request(args: argparse.Namespace, model: str, label: str | None):
     """A RunRequest from parsed arguments, built and checked by the use case's one builder
     (engine.usecases.runs.run_options; FieldError, worded as options by engine.commands._field_words).
     `label` None: the use case resolves `model` and names it."""
-    from engine.usecases.runs.run_options import build_run_request
-
     return build_run_request(option_values(args, model), model_label=label)
 
 
@@ -162,8 +170,6 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
     `hint=False` leaves out the closing "see the bias with" line, for callers that print their
     own next steps (the quickstart).
     """
-    from engine.usecases.runs.run import ExperimentRequest, run_experiment
-
     request = build_request(args, model_arg, None)
     check_backend_args(args)
     server = server_options(args, model_arg)
@@ -184,8 +190,6 @@ def execute(args: argparse.Namespace, dataset_path: str, model_arg: str, *, hint
 
 def _report(outcome, label: str, db_path, args: argparse.Namespace, *, hint: bool = True) -> None:
     """The experiment, its runs, what was skipped, the metrics and the next command."""
-    from engine.usecases.runs.run import run_metrics
-
     name = f" '{outcome.experiment_name}'" if outcome.experiment_name else ""
     n = outcome.n_dataset_items
     items = f"first {args.limit} of {n} items" if args.limit and args.limit < n else f"{n} items"
@@ -243,8 +247,6 @@ def _print_skipped(skipped) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.study.study import grid_of
-
     grid = grid_of(vars(args))  # before anything is read: a bad list is one line
     sampling_settings(args)  # a sampling option without --sample: one line, before anything loads
     # Settled once from the whole --model list, before a grid splits it into configurations.
@@ -260,17 +262,12 @@ def main(args: argparse.Namespace) -> int:
 
 def configuration_args(args: argparse.Namespace, configuration: dict, grid) -> argparse.Namespace:
     """A copy of `args` with one value per list option: what a single `run` would get."""
-    from engine.usecases.study.study import configuration_values
-
     return argparse.Namespace(**configuration_values(vars(args), configuration, grid))
 
 
 def run_study(args: argparse.Namespace, grid):
     """`run` with comma lists: the StudyRequest of the grid, run and reported by engine.commands._study."""
-    from dataclasses import replace
-
     from engine.commands._study import run_study as run_grid
-    from engine.usecases.study.study import StudyRequest
 
     check_backend_args(args)
     first = grid.configurations()[0]

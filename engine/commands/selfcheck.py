@@ -9,10 +9,13 @@ prints PASS/FAIL per check. Exit 0 when no check fails, 1 when one does, 2 for a
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from engine.commands.run import add_loading_args
 from engine.errors import UserError
+from engine.usecases.runs.selfcheck_model import SelfcheckRequest, selfcheck
 
 ANSWER_CHARS = 100  # of each answer shown; the report is about the checks, not the answers
 
@@ -47,8 +50,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
     if args.answers < 1:
         raise UserError("--answers must be at least 1")
     if args.max_new_tokens < 1:
@@ -96,13 +97,9 @@ def print_report(report, dataset_source: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
     _check_args(args)
 
     from engine.commands.run import HF_TOKEN_WARNING
-    from engine.usecases.runs.selfcheck_model import SelfcheckRequest, selfcheck
 
     if args.hf_token:
         print(HF_TOKEN_WARNING, file=sys.stderr)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from engine.usecases.runs.tiny_model import ARCHS  # light: torch only when a model is written
+from engine.usecases.runs.tiny_model import (
+    ARCHS,  # light: torch only when a model is written
+    TinyModelRequest,
+    tiny_model,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,8 +23,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
-
-    from engine.usecases.runs.tiny_model import TinyModelRequest, tiny_model
 
     hf_logging.disable_progress_bar()  # the command's output is the folder path, nothing else
     print(tiny_model(TinyModelRequest(args.dir, args.arch, args.vocab, args.seed, args.merged_citations)))

@@ -11,16 +11,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
+from engine.types import MODES
+from engine.usecases.judges.used import DEFAULT_THRESHOLD, UsedRequest, check_request, plan_used, run_used
+from engine.usecases.judges.used_figures import used_figures
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.types import MODES
-    from engine.usecases.judges.used import DEFAULT_THRESHOLD
-
     p = sub.add_parser(
         "used",
         help="cited or used? each cited document's necessity, by ablation with the answer held fixed",
@@ -129,15 +133,8 @@ def format_text(result: Any) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    import sys
-    from dataclasses import replace
-    from pathlib import Path
-
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
     from engine.commands.explain import Bar
-    from engine.usecases.judges.used import UsedRequest, check_request, plan_used, run_used
-    from engine.usecases.judges.used_figures import used_figures
 
     runs = tuple(r.strip() for r in (args.runs or "").split(",") if r.strip())
     if args.runs is not None and not runs:

@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Sequence
 
 from engine.errors import UserError
+from engine.usecases.runs.validate import validate
 
 SHOW_SKIPPED = 20  # more would bury the summary; the count is always printed
 
@@ -46,8 +47,6 @@ def _spread(values: Sequence[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.usecases.runs.validate import validate
-
     if args.top_k is not None and args.top_k < 1:
         raise UserError("--top-k must be at least 1")
     shape = validate(args.dataset, skip_invalid=args.skip_invalid, top_k=args.top_k)

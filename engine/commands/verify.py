@@ -10,9 +10,14 @@ has not judged. Here: the options, a progress bar, and what is printed.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from engine.commands.explain import Bar, add_model_options, add_target_options, build_request
+from engine.usecases.judges.judge_label_bias import judge_cab
+from engine.usecases.judges.judge_label_pairs import plan_label_bias, run_label_bias
+from engine.usecases.judges.verify import plan_judges, run_verify, verification_shares
+from engine.usecases.judges.verify_request import VerifyRequest
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,11 +44,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from engine.usecases.judges.verify import plan_judges, run_verify
-    from engine.usecases.judges.verify_request import VerifyRequest
-
     request = replace(build_request(VerifyRequest, args), judges=tuple(args.judge or ()), show_label=args.show_label)
     planned = plan_judges(request)  # every judge planned and its config read before any judge loads
     for one, plan in planned:
@@ -57,8 +57,6 @@ def main(args: argparse.Namespace) -> int:
 
 def _judge_labels(request: Any) -> None:
     """Judge the base run's sentences with the label as base and as cf showed it, and with none."""
-    from engine.usecases.judges.judge_label_pairs import plan_label_bias, run_label_bias
-
     plan = plan_label_bias(request)
     if plan is None or plan.n_todo == 0:
         return
@@ -93,8 +91,6 @@ def _judge(request: Any, plan: Any, run_verify: Any) -> None:
 
 
 def _print_judge_cabs(plans: list[Any]) -> None:
-    from engine.usecases.judges.judge_label_bias import judge_cab
-
     for plan in plans:
         if plan.experiment_id is None:
             continue
@@ -115,8 +111,6 @@ def _print_judge_cabs(plans: list[Any]) -> None:
 
 
 def _print_shares(plan: Any) -> None:
-    from engine.usecases.judges.verify import verification_shares
-
     for run_id, model, mode, n, att, ext, con, unp in verification_shares(plan):
         print(f"  {mode:<7} run {run_id}  {model}: {n} citations, attributable {att:.0%}, extrapolatory {ext:.0%}, "
               f"contradictory {con:.0%}, unparsed {unp:.0%}")

@@ -9,9 +9,20 @@ import argparse
 import json
 from typing import Any
 
+from engine.bounds import for_terminal, json_for_terminal
 from engine.commands._options import add_db_arg
 from engine.errors import UserError
 from engine.types import MODES
+from engine.usecases.bias.why_cited import (
+    WhyCitedRequest,
+    citation_counts,
+    few_clusters_notes,
+    not_converged,
+    robust_note,
+    separation_notes,
+    why_cited,
+)
+from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,9 +81,7 @@ def _modes(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
 
     if args.study is not None and not args.experiment and not args.pooled:
         return _study(args)
@@ -89,9 +98,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _study(args: argparse.Namespace) -> int:
-    from engine.bounds import for_terminal, json_for_terminal
     from engine.commands.bias import db_path
-    from engine.usecases.study.effects import StudyEffectsRequest, why_cited_study
 
     for option, given in (("--interaction", args.interaction), ("--reference", args.reference)):
         if given:
@@ -156,13 +163,6 @@ def format_text(result: Any) -> str:
     """The human-readable model and suppression rates."""
     from engine.commands.bias import text_columns
     from engine.presentation.formatting import format_p, format_ratio
-    from engine.usecases.bias.why_cited import (
-        citation_counts,
-        few_clusters_notes,
-        not_converged,
-        robust_note,
-        separation_notes,
-    )
 
     fit, s = result.fit, result.suppression
     lines = [

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from engine.datasets.data_files import Row, json_kind, read_rows, require_regular_file
 from engine.datasets.normalize import normalize_answer
 from engine.errors import FieldError, UserError
+from engine.paths import SAMPLE_DATASET
 from engine.types import Document, Item, SkippedItem
 
 # The name tests and older callers use; relevance must normalise exactly as exact match does.
@@ -119,16 +120,12 @@ def dataset_location(path: str | Path) -> Path:
     program runs from, unless the working folder holds a file or folder of that name."""
     p = Path(path)
     if str(path) == SAMPLE_NAME and not p.exists():
-        from engine.paths import SAMPLE_DATASET
-
         return SAMPLE_DATASET
     return p
 
 
 def _sample_hint(missing: Path) -> str:
     """A missing sample_nq.jsonl is the bundled sample looked for outside a checkout."""
-    from engine.paths import SAMPLE_DATASET
-
     return f" (the bundled sample is named '{SAMPLE_NAME}')" if missing.name == SAMPLE_DATASET.name else ""
 
 

@@ -8,6 +8,7 @@ checking the rows as items is engine/datasets/data.py's job.
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,6 @@ def read_rows(p: Path, max_rows: int | None = None) -> Iterator[Row]:
 def require_regular_file(p: Path, what: str = "") -> None:
     """UserError unless `p` is a regular file (or missing): a FIFO blocks its reader forever and
     /dev/zero never ends, so neither may be opened as a dataset, answers or a database."""
-    import stat
-
     try:
         mode = p.stat().st_mode
     except OSError:

@@ -22,6 +22,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.datasets.data import load_dataset
 from engine.errors import UserError, WordedError
 from engine.limits import limit_address_space
 
@@ -137,8 +138,6 @@ def _carried(err: UserError) -> str | WordedError:
 
 
 def _serve(request: LoadRequest) -> dict:
-    from engine.datasets.data import load_dataset
-
     name = Path(request.path).name
     try:
         if not request.check_only:

@@ -22,6 +22,7 @@ it is left out of the results and said, with its reason, in `source_metadata.add
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import uuid
@@ -76,8 +77,6 @@ class ExperimentFacts:
 def file_id(experiment_id: str) -> str:
     """A UUID (version 4 in form, as the schema's file names require) fixed by the experiment id,
     so that exporting the same experiment again names the same files."""
-    import hashlib
-
     return str(uuid.UUID(bytes=hashlib.sha256(experiment_id.encode()).digest()[:16], version=4))
 
 

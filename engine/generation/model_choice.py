@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.generation.tiny_model import write_tiny_model
 from engine.paths import cache_dir
 
 DEFAULT_MODEL = "mistralai/Mistral-7B-Instruct-v0.3"
@@ -47,8 +48,6 @@ class ModelChoice:
 
 def smoke_model_dir() -> Path:
     """Write the smoke model once into the cache and return its folder."""
-    from engine.generation.tiny_model import write_tiny_model
-
     path = cache_dir() / SMOKE_DIR_NAME
     if not (path / "config.json").exists():
         # Written beside it and renamed into place: a second process (the app and a CLI run, two

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 
 from engine.errors import UserError
+from engine.generation import model_check
+from engine.generation.model_check import suggestion
 from engine.types import QUANTIZATIONS
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -179,8 +181,6 @@ def hub_error_to_user_error(model_id: str, err: BaseException, has_token: bool) 
 
 def unknown_model(model_id: str) -> UserError:
     """The one line for a model that is neither a local folder nor on the Hub, with the nearest known name."""
-    from engine.generation.model_check import suggestion
-
     return UserError(
         f"unknown model '{model_id}': not a local folder and not reachable on the Hugging Face Hub"
         f"{suggestion(model_id)}"
@@ -294,10 +294,8 @@ def load_model(
     Space keeps its operator's token from a visitor's load."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.generation.model_check import check_model_name
-
     # At once, in one line, where from_pretrained would retry for a minute (Hub unreachable).
-    check_model_name(model_id, revision=revision)
+    model_check.check_model_name(model_id, revision=revision)
     token: str | bool | None = hf_token or (os.environ.get("HF_TOKEN") or None if environment_token else False)
     resolved_device = resolve_device(device)
     quantization = resolve_quantization(quantize, resolved_device)

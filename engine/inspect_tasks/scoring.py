@@ -23,6 +23,7 @@ from typing import Any
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
+from engine.prompting.citations import parse_citations
 from engine.types import MODES
 
 # How ours leave the tool: in full, since another suite's "CAB" (ETH's "Counterfactual
@@ -50,8 +51,6 @@ SHOWN_KEY = "shown_doc_ids"
 def item_scores(answer: str, shown_relevant: Sequence[bool], syntax: str = "ours") -> dict[str, float | bool]:
     """One answer's citation precision, recall and F1 against the relevant documents shown, and
     whether it cites a shown document (`cites`), as query_metrics computes them."""
-    from engine.prompting.citations import parse_citations
-
     numbers = parse_citations(answer, syntax)
     n_shown = len(shown_relevant)
     in_range = [n for n in numbers if 1 <= n <= n_shown]

@@ -20,7 +20,10 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageUser, GenerateConfig, get_model
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
+from engine.datasets.data import load_dataset  # engine.api.load_dataset; the API sits above the use cases
 from engine.inspect_tasks.scoring import ANSWERS_KEY, SHOWN_KEY, citation_scorer
+from engine.prompting.citations import check_citation_syntax
+from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig, build_prompt, metadata_type
 from engine.types import MODES, Document, Item
 
 # The provider's own sampling settings stand (Inspect's HF provider refuses temperature 0, and
@@ -57,8 +60,6 @@ def three_modes(top_k: int | None = None) -> Solver:
     the vanilla answer is the sample's output, all three go in its metadata."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        from engine.prompting.prompts import MetadataType, PromptConfig, build_prompt
-
         meta = state.metadata["metadata_type"]
         labels = MetadataType(**{**meta, "extra_labels": tuple(meta.get("extra_labels") or ())})
         item = sample_item(state.sample_id, state.metadata, state.target.target)
@@ -85,9 +86,6 @@ def pattrieval_task(metadata_type: Any, dataset: str, limit: int | None, top_k: 
                     citation_syntax: str, skip_invalid: bool = False) -> Task:
     """The task for one label type over a dataset of ours (a path, or "sample": the bundled one);
     `skip_invalid` leaves out items that `run --skip-invalid` would (none relevant in the top k, say)."""
-    from engine.datasets.data import load_dataset  # engine.api.load_dataset; the API sits above the use cases
-    from engine.prompting.citations import check_citation_syntax
-
     check_citation_syntax(citation_syntax)
     data = load_dataset(dataset, limit=limit, top_k=top_k, skip_invalid=skip_invalid)
     samples = [item_sample(item, index, metadata_type) for index, item in enumerate(data.items)]
@@ -103,8 +101,6 @@ def pattrieval_task(metadata_type: Any, dataset: str, limit: int | None, top_k: 
 
 def _built_in(name: str, dataset: str, limit: int | None, top_k: int | None, citation_syntax: str,
               skip_invalid: bool) -> Task:
-    from engine.prompting.prompts import METADATA_TYPES
-
     return pattrieval_task(METADATA_TYPES[name], dataset, limit, top_k, citation_syntax, skip_invalid)
 
 
@@ -135,8 +131,6 @@ def custom(label_a: str, label_b: str, consideration: str, name: str = "custom",
            skip_invalid: bool = False) -> Task:
     """A label pair of your own: label A on relevant documents in base (the side CAB > 0 favours),
     label B in cf, and the consideration sentence added to the instruction."""
-    from engine.prompting.prompts import metadata_type
-
     return pattrieval_task(metadata_type(name, label_a, label_b, consideration), dataset, limit, top_k,
                            citation_syntax, skip_invalid)
 

@@ -17,6 +17,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from engine.judges.propensity import score_rows
+
 
 def answer_token_ids(tokenizer: Any, answer: str) -> list[int]:
     """The answer's tokens as they are scored (module docstring)."""
@@ -27,7 +29,6 @@ def answer_logprobs(loaded: Any, prompts: Sequence[str], answer: str, *, batch_s
     """Per prompt of `prompts`: the answer's summed log-probability after it; one row per prompt,
     `batch_size` rows per forward pass."""
     from engine.generation.models import chat_input_ids
-    from engine.judges.propensity import score_rows
 
     tail = answer_token_ids(loaded.tokenizer, answer)
     if not tail:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from engine.errors import UserError
+from engine.generation.model_choice import SMOKE, SMOKE_LABEL, resolve_model
 
 if TYPE_CHECKING:  # torch loads with the judge, not with this module
     from engine.generation.models import LoadedModel
@@ -17,8 +18,6 @@ if TYPE_CHECKING:  # torch loads with the judge, not with this module
 
 def choose_model(model_arg: str | None, answered) -> tuple[str, str]:
     """(model to load, its name as stored): --model, else the one model that answered."""
-    from engine.generation.model_choice import SMOKE, SMOKE_LABEL, resolve_model
-
     models = {r.model for r in answered}
     if model_arg is None and len(models) > 1:
         raise UserError(f"the runs were answered by {len(models)} models ({', '.join(sorted(models))}); choose one with --model")

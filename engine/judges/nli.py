@@ -22,11 +22,13 @@ document. torch and transformers are imported inside the functions.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import UserError
+from engine.judges.nli_config import config_path, read_config
 from engine.judges.verify import claim_text, reference_text, shown_label
 from engine.types import Document, Verification, VerifySource
 
@@ -81,11 +83,7 @@ def check_nli(model: str) -> tuple[tuple[tuple[str, str], ...], Any]:
     """(label mapping, tokenizer) of an NLI judge, its weights not loaded: what `verify` reads of
     every judge before any judge writes, so that one that cannot load, or whose config.json is past
     engine.judges.nli_config's bounds, is refused in one line first."""
-    import os
-
     try:
-        from engine.judges.nli_config import config_path, read_config
-
         token = os.environ.get("HF_TOKEN") or None
         # Bounded as plain JSON first: transformers builds one entry per label of num_labels.
         read_config(model, config_path(model, token))
@@ -108,8 +106,6 @@ def _first_line(error: Exception) -> str:
 def load_nli(model: str, device: str = "auto") -> NliJudge:
     """The model and its tokenizer (a local folder or a Hub id, $HF_TOKEN when set), in eval mode;
     one line when it cannot load or its labels name no entailment class. Nothing is written."""
-    import os
-
     try:
         from transformers import AutoModelForSequenceClassification
 

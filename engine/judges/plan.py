@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from engine.errors import RunCancelled
+from engine.judges.judging import check_lengths
 from engine.judges.registry import Asked, Judge
 from engine.types import ExplainRun, Item
 
@@ -159,7 +160,6 @@ def generate_plan(plan: JudgePlan[S], judge: Judge[S, R], write: Callable[[Seque
     is written, then generate run by run, batch by batch, each batch committed by `write`.
     Loads nothing when nothing is to do. `doing` is the stage line while generating."""
     from engine.generation.generate import GenerationConfig
-    from engine.judges.judging import check_lengths
 
     if plan.n_todo == 0:
         return nothing_done(plan)

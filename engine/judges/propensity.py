@@ -20,11 +20,13 @@ Torch-bound core: no store here (engine.usecases.judges.propensity reads and wri
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.generation.batching import length_sorted_batches
 from engine.prompting.citations import parse_citation_marks
 
 
@@ -98,11 +100,8 @@ def score_rows(loaded: Any, rows: Sequence[tuple[Sequence[int], int]], *, batch_
     only, so padding changes nothing; only the last positions' logits are computed
     (logits_to_keep), and only their log_softmax is gathered. Each row must hold at least one
     token before its last r (the one whose logits predict the first of them)."""
-    import copy
-
     import torch
 
-    from engine.generation.batching import length_sorted_batches
     from engine.generation.generate import left_pad
 
     if batch_size < 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
+from engine.bounds import MAX_CONSIDERATION_CHARS, MAX_LABEL_CHARS, check_name
 from engine.errors import FieldError, UserError
 from engine.types import (
     FEW_SHOT_COUNTS,
@@ -103,7 +104,6 @@ class MetadataType:
 
     def __post_init__(self) -> None:
         # Every entry (CLI, app, Python API) builds one of these before writing: bound it here.
-        from engine.bounds import MAX_CONSIDERATION_CHARS, MAX_LABEL_CHARS, check_name
 
         check_name(self.name, "the metadata type's name")
         for what, value in (("label A", self.label_a), ("label B", self.label_b),
@@ -175,8 +175,6 @@ def metadata_type(
 ) -> MetadataType:
     """A built-in type by name, or a user-defined one from two labels (and any extra labels:
     many-valued) and a consideration."""
-    from engine.bounds import check_name
-
     check_name(name, "the metadata type's name")  # before it is echoed in any message below
     extra = tuple(e.strip() for e in (extra_labels or ()))
     if name in METADATA_TYPES and not (label_a or label_b or consideration or extra):

@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.bounds import MAX_NAME_CHARS
+from engine.bounds import MAX_NAME_CHARS, check_name
 from engine.errors import FieldError, UserError
 from engine.prompting.prompts import METADATA_TYPES
 from engine.types import FEW_SHOT_COUNTS, LABEL_SCOPES, ORDERS, RELEVANT_ATS, REPETITIONS, XAI_VARIANTS
@@ -166,7 +166,6 @@ def check_study_name(name: str) -> None:
     if not name.strip() or name != name.strip() or not name.isprintable() or len(name) > MAX_STUDY_NAME:
         raise FieldError("study", "{study} must be 1 to {most} printable characters without leading or trailing "
                          "spaces", most=MAX_STUDY_NAME)
-    from engine.bounds import check_name
 
     try:
         check_name(name, "")  # look-alike letters: a second "pilot" beside the real one

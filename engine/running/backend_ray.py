@@ -31,6 +31,7 @@ Nothing here imports ray at module level: it is an optional dependency (requirem
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import socket
@@ -42,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.generation import model_check
+from engine.generation.threads import use_threads
 from engine.running.backends import BatchResult, PlannedBatch
 from engine.running.provenance import Provenance, library_versions
 from engine.running.run_request import generation_config
@@ -184,8 +187,6 @@ def _threads_in_effect(settings: WorkerSettings) -> int:
     return the count in effect."""
     import torch
 
-    from engine.generation.threads import use_threads
-
     wanted = settings.generation.threads
     return use_threads(wanted) if wanted is not None else torch.get_num_threads()
 
@@ -280,7 +281,6 @@ class RayBackend:
         ray = import_ray()
         if not ray.is_initialized():
             check_address(self.address)
-            import logging
 
             # Workers' output stays in Ray's session logs; their errors reach the driver as
             # exceptions, and the command's own progress bar is the one to watch.
@@ -359,7 +359,6 @@ class RayBackend:
 
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False  # the command has its own bar
-        import logging
 
         # Ray Data logs each pipeline's start, and warns that progress bars are off; failures
         # reach the driver as exceptions anyway.
@@ -422,10 +421,9 @@ def load_driver_tokenizer(request: Any) -> DriverTokenizer:
     """The request's tokenizer and context length, read from the model's files, no weights."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from engine.generation.model_check import check_model_name
     from engine.generation.models import context_length, hub_error_to_user_error
 
-    check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
+    model_check.check_model_name(request.model)  # as load_model does: at once where the Hub cannot be reached
     token = request.hf_token or os.environ.get("HF_TOKEN") or None
     try:
         tokenizer = AutoTokenizer.from_pretrained(request.model, token=token)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine.generation.batching import cut_batches
 from engine.running.provenance import Provenance
 from engine.types import GenerationOutput
 
@@ -65,7 +66,6 @@ def plan_batches(tokenizer, runs: Sequence[tuple[str, Sequence[str], Sequence[st
     """Batches for (run id, item ids, prompt texts) triples, run after run, as iter_batches cuts them
     (engine.generation.batching.cut_batches; `rerun` k: the k-th rerun's cut). `check` is called
     every 500 prompts encoded; it raises to stop (a cancel)."""
-    from engine.generation.batching import cut_batches
     from engine.generation.models import chat_input_ids_for
 
     batches: list[PlannedBatch] = []

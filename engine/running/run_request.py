@@ -8,12 +8,19 @@ and the use cases (engine.usecases), so that each imports them from here, one wa
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
+from html import escape
 from pathlib import Path
 from typing import Literal
 
+from engine.bounds import MAX_MODEL_CHARS, MAX_NAME_CHARS, check_name
 from engine.errors import FieldError, UserError
-from engine.generation.threads import MAX_THREADS  # torch-free at import
+from engine.generation.threads import (
+    MAX_THREADS,  # torch-free at import
+    resolve_threads,
+)
+from engine.prompting.citations import check_citation_syntax
 from engine.prompting.prompts import PROMPT_VERSION, PromptConfig
 from engine.types import MODES, Mode, Quantize, SkippedItem
 
@@ -91,8 +98,6 @@ class RunRequest:
     def __post_init__(self) -> None:
         # Every request is checked where it is made, once, whichever face made it: a notebook cannot
         # store what the CLI and the app refuse, and no later step checks again.
-        from engine.bounds import MAX_MODEL_CHARS, check_name
-        from engine.prompting.citations import check_citation_syntax
 
         check_settings(self)
         check_citation_syntax(self.citation_syntax)
@@ -159,8 +164,6 @@ class ExperimentOutcome:
         return "\n".join([title, *lines])
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         title, rows = self._lines()
         head = "".join(f"<th>{escape(h)}</th>" for h in _OUTCOME_HEADER)
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
@@ -239,8 +242,6 @@ def check_settings(request: RunRequest) -> None:
 
 
 def _check_experiment_name(experiment: str) -> None:
-    from engine.bounds import MAX_NAME_CHARS, check_name
-
     if (not experiment.strip() or experiment != experiment.strip() or not experiment.isprintable()
             or len(experiment) > MAX_NAME_CHARS):
         raise FieldError("experiment", "{experiment} must be 1 to {most} printable characters without "
@@ -254,7 +255,6 @@ def _check_experiment_name(experiment: str) -> None:
 def generation_config(request: RunRequest):
     """How a request decodes (engine.generation.generate.GenerationConfig), with the thread count it computes with."""
     from engine.generation.generate import GenerationConfig
-    from engine.generation.threads import resolve_threads
 
     return GenerationConfig(
         max_new_tokens=request.max_new_tokens,
@@ -289,8 +289,6 @@ def load_model_for(request: RunRequest):
 
 def _is_folder(model: str) -> bool:
     """Whether `model` names a folder on this machine."""
-    import os
-
     try:
         return os.path.isdir(os.path.expanduser(model))
     except (OSError, ValueError):  # a name too long for a path, a NUL

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from engine.errors import UserError
+from engine.prompting.prompts import METADATA_TYPES
 from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
 from engine.statistics.stats import (
     DEFAULT_RESAMPLES,
@@ -186,7 +187,6 @@ def labels_for(metadata_type: str | None, config: Mapping[str, Any] | None = Non
             return Labels(str(meta["short_a"]), str(meta["short_b"]))
     if metadata_type is None:
         return None
-    from engine.prompting.prompts import METADATA_TYPES
 
     known = METADATA_TYPES.get(metadata_type)
     return Labels(known.short_a, known.short_b) if known else None

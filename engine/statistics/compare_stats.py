@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
@@ -426,16 +426,12 @@ def compare_metric(spec: MetricSpec, a: Sequence[float] | np.ndarray, b: Sequenc
 
 
 def _in_units(eq: Equivalence, margin: float) -> Equivalence:
-    from dataclasses import replace
-
     return replace(eq, margin=margin)
 
 
 def with_holm(results: Iterable[MetricComparison]) -> tuple[MetricComparison, ...]:
     """The same comparisons with p_holm corrected over all of them, the equivalence tests'
     p_holm over those that have one (a family of their own, as "different" is), and verdicts to match."""
-    from dataclasses import replace
-
     results = tuple(results)
     adjusted = holm([r.p for r in results])
     tost = holm([r.equivalence.p if r.equivalence else math.nan for r in results])

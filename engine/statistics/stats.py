@@ -19,6 +19,9 @@ the paired t-test does not (7.5-8% at n = 30 for 0/1 or skewed metrics).
 from __future__ import annotations
 
 import math
+import os
+import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -311,8 +314,6 @@ def _pipelined(blocks: Iterator[tuple[int, np.ndarray]], arrays: list[np.ndarray
     32-bit values), the counting and the products, most of the time, go on the other cores.
     Each block's means land in rows of their own, so they are the sequential loop's to the bit.
     numpy's generator, bincount and BLAS release the GIL."""
-    import threading
-    from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
     n = arrays[0].shape[0]
@@ -335,8 +336,6 @@ def _pipelined(blocks: Iterator[tuple[int, np.ndarray]], arrays: list[np.ndarray
 
 def usable_cores() -> int:
     """The cores this process may run on (its affinity where the OS tells it)."""
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 

@@ -11,12 +11,16 @@ came back, and the prompt and completion tokens of its answers, summed over ever
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from engine.errors import FieldError
+from engine.running.run_request import generation_config
+from engine.running.served_request import ServerSettings
 
 if TYPE_CHECKING:
     from engine.running.run_request import RunRequest
@@ -39,8 +43,6 @@ class ServerOptions:
 
 def check_api_key_env(name: str | None) -> None:
     """Refuse, in one line, a key where the NAME of its environment variable belongs (every face)."""
-    import re
-
     if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         # Refused, not used: a key typed here would sit in the shell history and in `ps`.
         raise FieldError("api_key_env", "{api_key_env} takes the NAME of an environment variable holding the key, "
@@ -78,8 +80,6 @@ def server_backend(run: RunRequest, server: ServerOptions, stop: Callable[[], bo
     With `server.tokenizer` the driver plans with that tokenizer and sends the completions
     endpoint the exact text a local run would generate from."""
     from engine.running.backend_server import ServerBackend, with_endpoint
-    from engine.running.run_request import generation_config
-    from engine.running.served_request import ServerSettings
 
     tokenizer = load_tokenizer(server.tokenizer, run) if server.tokenizer else None
     settings = with_endpoint(ServerSettings(server.base_url, server.model, concurrency=server.concurrency,
@@ -106,8 +106,6 @@ def record_served(sink: Any, backend: Any) -> None:
 
     Called in a `finally` (a cancelled or failed run used tokens too), so a store that cannot
     take it (a full disk) is warned about, never raised: the error that ended the run stays the one said."""
-    import logging
-
     try:
         _record_served(sink, backend)
     except Exception as err:  # noqa: BLE001 - see above
@@ -134,7 +132,6 @@ def _record_served(sink: Any, backend: Any) -> None:
 def served_model(server: ServerOptions, stop: Callable[[], bool] | None = None):
     """A started engine.running.backend_server.ServedModel: explain and verify generate on the server."""
     from engine.running.backend_server import ServedModel
-    from engine.running.served_request import ServerSettings
 
     if not server.model:
         raise FieldError("model", "{backend} server needs {model}: the model name the server serves")

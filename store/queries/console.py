@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -86,9 +88,6 @@ def run_readonly_sql(
     characters: an emoji counts 12, as Gradio's /call route writes it.
     Server paths never appear in rows or messages.
     """
-    import pickle
-    import subprocess
-
     from store.sandbox import SandboxReply, SandboxRequest, child_environment
 
     _guard_statement(sql)

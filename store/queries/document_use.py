@@ -3,6 +3,7 @@ shown documents' texts, and the document_use rows already stored (migration 020)
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +44,6 @@ _RUN_COLUMNS = (
 
 
 def _run(row: tuple) -> UseRun:
-    import json
-
     run_id, experiment_id, mode, model, served, metadata_type, config, n = row
     return UseRun(run_id, experiment_id, mode, model, bool(served), metadata_type,
                   json.loads(config) if isinstance(config, str) else dict(config or {}), int(n))

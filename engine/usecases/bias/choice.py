@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.usecases.bias import page as usecase
+
 if TYPE_CHECKING:
     from engine.usecases.bias.page import BiasPage, ExperimentBias, Skipped
 
@@ -40,7 +42,6 @@ def chosen_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *,
     """The Bias page of the experiments typed and chosen; UserError in one line for none chosen,
     a missing store or an unknown reference (checked before the store is opened: an open would
     create a missing one)."""
-    from engine.usecases.bias import page as usecase
     from store.derived import keep
     from store.queries import reading
 
@@ -59,7 +60,6 @@ def chosen_reports(db_path: Path, text: str, chosen: Sequence[str] | None = ()
                    ) -> tuple[tuple[ExperimentBias, ...], tuple[Skipped, ...]]:
     """bias's report of each experiment typed and chosen, and those skipped for having nothing to
     compare yet, without the page's tables and plots; the refusals of `chosen_page`."""
-    from engine.usecases.bias import page as usecase
     from store.queries import reading
 
     db_path = Path(db_path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from engine import limits
 from engine.errors import UserError
 
 FIT_FIXED_BYTES = 350 * 2**20
@@ -58,8 +59,6 @@ def check_fit_memory(request: FitRequest, answers: int, decisions: int, fewer: s
     the OS does not say it, nor where the request turned the check off); `fewer`: how to ask for
     less, `what`: what is fitted, as the line's start. A bounded request is the app's: a visitor
     has no override to give, and is not told of one."""
-    from engine import limits
-
     if not request.memory_check:
         return
     bounded = request.max_answers is not None or request.max_decisions is not None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.paths import require_store
 
 METRICS = ("precision", "recall", "f1")
 DEFAULT_METRIC = "precision"
@@ -142,8 +143,6 @@ def read_item_ids(path: str | Path) -> frozenset[str]:
 def leaderboard(request: LeaderboardRequest) -> Leaderboard:
     """The boards of the store `request.db` (see the module's docstring); UserError in one line for
     a missing store or an unknown metric."""
-    from engine.paths import require_store
-
     if request.metric not in METRICS:
         raise UserError(f"unknown metric '{request.metric}': choose {', '.join(METRICS)}")
     from engine.usecases.bias.report import MAX_RESAMPLES, MIN_RESAMPLES

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.presentation.display import rerun_floor_lines
+from engine.usecases.bias.tables import experiment_tables
+from engine.usecases.experiments import unknown_experiment
 
 # Each experiment costs a bootstrap (2,000 resamples): a page of them at most.
 MAX_EXPERIMENTS = 12
@@ -204,8 +207,6 @@ class BiasPage:
 
 def experiment_bias(report: Mapping[str, Any]) -> ExperimentBias:
     """bias_report's dict (`bias --json`) as an ExperimentBias."""
-    from engine.presentation.display import rerun_floor_lines
-
     fields = BiasRow.__dataclass_fields__
     return ExperimentBias(
         report["experiment_id"], report["model"], report["dataset"], report["metadata_type"], report["label_a"],
@@ -226,7 +227,6 @@ def bias_page(db_path: Path, references: Sequence[str], *, resamples: int | None
     references the caller has already looked up (reference -> id or None), not looked up again.
     """
     from engine.presentation.formatting import formatted_tables, has_settings, single_dataset, table2_notes
-    from engine.usecases.bias.tables import experiment_tables
     from store.queries import citation_probability_summaries, reading
 
     db_path = Path(db_path)
@@ -284,7 +284,6 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     having nothing to compare yet; UserError for an unknown reference, before any report.
     `signatures`: shared with the request's other readers of `conn` (store.derived.known_signature)."""
     from engine.usecases.bias.report import bias_report
-    from engine.usecases.experiments import unknown_experiment
     from store.queries import experiment_dataset_paths, resolve_experiment
 
     check_request(db_path, references)

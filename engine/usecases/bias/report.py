@@ -10,6 +10,7 @@ same few.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import shlex
 from collections.abc import Sequence
@@ -18,6 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.paths import require_store
+from engine.presentation.display import bias_report_html, bias_report_text
+from engine.prompting.prompts import METADATA_TYPES
+from engine.types import MODES
 from engine.usecases.experiments import unknown_experiment
 
 # Fewer resamples leave the 2.5% tails a handful of draws; more only cost time (2,000 items:
@@ -28,8 +33,6 @@ MAX_RESAMPLES = 100_000
 
 def add_modes_command(experiment_id: str, runs: list[Any], modes: Sequence[str], db_arg: str | None) -> str:
     """The command that adds the missing modes to an experiment, from its newest run."""
-    from engine.prompting.prompts import METADATA_TYPES
-
     run = runs[-1]
     meta = ((run.config.get("prompt") or {}).get("metadata")) or {}
     db = ["--db", db_arg] if db_arg else []
@@ -79,13 +82,10 @@ class BiasReport:
         return pd.DataFrame.from_records(self.report.get("rerun_floors") or [])
 
     def __repr__(self) -> str:  # in a notebook: the CLI's table, not the whole dict
-        from engine.presentation.display import bias_report_text
 
         return bias_report_text(self.report)
 
     def _repr_html_(self) -> str:
-        from engine.presentation.display import bias_report_html
-
         return bias_report_html(self.report)
 
 
@@ -126,7 +126,6 @@ def bias_report(path: Path, experiment: str, *, resamples: int | None = None, se
     if seed < 0:
         raise UserError(f"--seed must be 0 or more, not {seed}")
     if conn is None:  # an open connection is a store already
-        from engine.paths import require_store
 
         require_store(path)
     return _report_cache().get(
@@ -146,8 +145,6 @@ def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: i
                      signatures: dict[str, str] | None = None, floors: bool = True) -> BiasReport:
     """The report kept in the store for this request, else computed now; explanations are
     always read now (`engine explain` adds them without changing the runs)."""
-    import json
-
     from store.derived import Derived
     from store.queries import explanation_rates, kept_derived
 
@@ -185,7 +182,6 @@ def _bias_report(path: Path, db: Any, experiment: str, *, resamples: int | None,
     """(report without explanations, hint), computed now from `db` (a path or an open connection)."""
     from engine.statistics.bias import COMPARISONS, compute_bias, labels_for, possible_comparisons
     from engine.statistics.stats import DEFAULT_RESAMPLES
-    from engine.types import MODES
     from store.queries import bias_inputs
 
     data = bias_inputs(db, experiment)  # an id, or a `run --experiment` name

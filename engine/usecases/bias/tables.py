@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.datasets.data import SAMPLE_NAME
 from engine.errors import UserError
+from engine.paths import SAMPLE_DATASET, require_store
 from engine.prompting.prompts import TYPE_TITLES  # the paper's order of the built-in types
 from engine.types import MODES, ORDERS, XAI_VARIANTS
 from engine.usecases.bias.report_shares import explanation_rows, verification_rows
@@ -38,6 +40,7 @@ from engine.usecases.bias.row_labels import (
     shared_vanilla,
     with_label,
 )
+from engine.usecases.experiments import unknown_experiment
 
 
 def _missing(x: Any) -> bool:
@@ -243,7 +246,6 @@ def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
     `signatures`: the experiments' signatures the request has computed in that connection's
     transaction, shared with its other readers (store.derived.known_signature).
     """
-    from engine.paths import require_store
     from store.queries import report_bias_rows, run_settings, table1_runs
 
     settings = run_settings(require_store(path), experiment_ids)
@@ -254,9 +256,6 @@ def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *,
 
 def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:
     """Whether --dataset WANTED names a dataset: its file name, or a prefix of its content hash."""
-    from engine.datasets.data import SAMPLE_NAME
-    from engine.paths import SAMPLE_DATASET
-
     wanted = wanted.strip()
     wanted = SAMPLE_DATASET.name if wanted == SAMPLE_NAME else wanted  # the bundled sample, as every --dataset names it
     if isinstance(name, str) and name and name in (wanted, Path(wanted).name):
@@ -287,8 +286,6 @@ def narrow(frame: Any, experiment: str | None = None, model: str | None = None, 
 
 def check_filters(path: Path, all_runs: Any, experiment: str | None, model: str | None, dataset: str | None) -> None:
     """UserError, naming what there is, when a filter matches no complete run (or no run at all)."""
-    from engine.usecases.experiments import unknown_experiment
-
     if experiment is not None and not (all_runs["experiment_id"] == experiment).any():
         raise UserError(unknown_experiment(path, experiment))
     if model is None and dataset is None:
@@ -454,7 +451,6 @@ def _covered(request: ReportRequest, all_runs: Any, experiment: str | None) -> t
 
 def report_tables(request: ReportRequest) -> ReportTables:
     """The paper's tables for the runs the request covers."""
-    from engine.paths import require_store
     from store.queries import reading
 
     path = Path(require_store(request.db))
@@ -488,7 +484,6 @@ def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
 
 def report_xai_blocks(request: ReportRequest) -> list[dict[str, Any]]:
     """The self-interpretation blocks for the runs the request covers (`table` is not read)."""
-    from engine.paths import require_store
     from store.queries import run_prompt_settings, run_settings
 
     require_store(request.db)

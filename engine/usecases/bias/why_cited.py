@@ -9,12 +9,16 @@ The CLI (`python -m engine why-cited`), the app's Bias tab and notebooks call th
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError, WordedError
+from engine.paths import require_store
 from engine.types import MODES
+from engine.usecases.bias.fit_memory import check_fit_memory
+from engine.usecases.experiments import unknown_experiment
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,8 +88,6 @@ class WhyCitedResult:
 
 def _plain(value: Any) -> Any:
     """NaN and infinities as None, tuples as lists: strict JSON."""
-    import math
-
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -97,7 +99,6 @@ def _plain(value: Any) -> Any:
 
 def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
     """The experiments named (ids or names) and the study's, in order, once each."""
-    from engine.usecases.experiments import unknown_experiment
     from store.queries import reading, resolve_experiment, study_experiment_ids
 
     if not request.experiments and request.study is None:
@@ -122,7 +123,6 @@ def _experiment_ids(request: WhyCitedRequest, db: Path) -> tuple[str, ...]:
 def citation_decisions(request: WhyCitedRequest, db: Path) -> pd.DataFrame:
     """The chosen answers' decision rows (store.queries.DECISION_COLUMNS) plus the model's
     columns: `answer` (its stratum: run and item) and `condition` (experiment and mode)."""
-    from engine.paths import require_store
     from store.queries import decision_frame
 
     ids = _experiment_ids(request, require_store(db))
@@ -215,7 +215,6 @@ def chunk_codes(coded: Any, labels: dict[str, int]) -> tuple[np.ndarray, np.ndar
 def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> None:
     """Refuse, from a count and before a row is read, more answers or decisions than the request
     allows, or than the memory available now holds."""
-    from engine.usecases.bias.fit_memory import check_fit_memory
     from store.queries import count_answers
 
     if request.max_answers is None and request.max_decisions is None and not request.memory_check:
@@ -233,7 +232,6 @@ def _check_bounds(request: WhyCitedRequest, db: Path, ids: tuple[str, ...]) -> N
 
 def why_cited(request: WhyCitedRequest, db: Path) -> WhyCitedResult:
     """Fit the citation choice model and the suppression rates over the chosen answers."""
-    from engine.paths import require_store
     from engine.statistics.choice_model import fit_patterns
     from engine.statistics.suppression import suppression_of_answers
     from store.queries import label_pairs

@@ -15,12 +15,13 @@ store.queries.compare'.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.errors import FieldError, UserError, WordedError
+from engine.paths import default_db_path, require_store
 from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
 from engine.statistics.compare_stats import (
     DEFAULT_METRICS,
@@ -37,6 +38,7 @@ from engine.statistics.compare_stats import (
 from engine.statistics.flips import CitationFlips, EmFlips, em_flips
 from engine.statistics.stats import BOOTSTRAP_APPROXIMATE_BELOW, DEFAULT_RESAMPLES
 from engine.types import MODES
+from engine.usecases.compare.sides import json_ready
 from engine.usecases.runs.rerun_marks import PairRerunMarks, pair_marks
 
 if TYPE_CHECKING:
@@ -224,8 +226,6 @@ class Comparison:
 
     def as_dict(self, items: int | None = 10) -> dict[str, Any]:
         """JSON-ready (NaN as None), with at most `items` items per pair (None: all)."""
-        from engine.usecases.compare.sides import json_ready
-
         return json_ready({
             "a": self.request.a, "b": self.request.b,
             "margins": m.as_dict() if (m := parsed_margins(self.request)) else None,
@@ -270,10 +270,6 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     """Compare B against A (see the module docstring) in the store `db` (a path or a
     store.db.Database; default: $PATTRIEVAL_DB or results/pattrieval.duckdb). User mistakes
     raise UserError."""
-    from dataclasses import replace
-
-    from engine.paths import default_db_path, require_store
-
     request = replace(request, margins=parse_margins(request.margins))
     _check(request)
     db = require_store(default_db_path() if db is None else db)
@@ -417,8 +413,6 @@ def _silent(metrics: tuple[MetricComparison, ...], a: dict[str, Any], b: dict[st
     """Where no paired answer of either run cites, precision, recall and F1 are 0 on both sides by
     construction: no test, no p, and a verdict that says so (as `bias` says "undefined"), never
     "no significant difference"."""
-    from dataclasses import replace
-
     nothing_a, nothing_b = (np.asarray(x["cites_nothing"], dtype=float) for x in (a, b))
     if not (nothing_a.size and np.all(nothing_a == 1.0) and np.all(nothing_b == 1.0)):
         return metrics

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
+from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
 
 if TYPE_CHECKING:
     from store.db import DbLike
@@ -38,8 +39,6 @@ def default_metrics() -> tuple[str, ...]:
 def large_sample_above() -> int:
     """How many differing pairs a metric needs before `compare` tests it with the paired t-test or
     McNemar's chi-square (unless asked for the exact tests): what the faces' help says."""
-    from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
-
     return ASYMPTOTIC_ABOVE
 
 

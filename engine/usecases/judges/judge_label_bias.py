@@ -22,6 +22,9 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.judges.verify import UNPARSED
+from engine.paths import require_store
+from engine.usecases.experiments import unknown_experiment
+from engine.usecases.judges.verify_nli import SHOWN
 
 NO_PAIRS = "no pair of the base run judged with both labels (run verify --show-label on the experiment)"
 
@@ -114,9 +117,6 @@ def judge_cab(db: Path, experiment: str, judge: str) -> JudgeCab:
     """The CAB of `judge` (as `verify --show-label` names it, "...+label"; the name without it is
     read as that) on the experiment's base run, and its hidden-label control; one line when the
     experiment is unknown or lacks a base or cf run."""
-    from engine.paths import require_store
-    from engine.usecases.experiments import unknown_experiment
-    from engine.usecases.judges.verify_nli import SHOWN
     from store.queries import explain_runs
     from store.queries.verify_labels import paired_verdicts
 

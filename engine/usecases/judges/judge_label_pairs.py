@@ -23,8 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import FieldError
+from engine.judges.judging import check_lengths
+from engine.judges.nli import (
+    NliPair,
+    count_truncated,
+    label_probabilities,
+    load_nli,
+    mapping_json,
+    premise,
+    verification,
+)
 from engine.judges.plan import Load, Progress, Stage, Stop, check_stop, close_judge
+from engine.judges.verify import TOP_N, claim_text, claims_of, class_probabilities, parse_class, verify_prompt
 from engine.types import Claim, Document, LabelVerdict, Verification, VerifySource
+from engine.usecases.judges.judge_runs import answered_runs, check_request, judge_model, load_judge
+from engine.usecases.judges.verify_nli import SHOWN, judge_requests, judge_row, nli_model
 from engine.usecases.judges.verify_request import VerifyRequest
 
 if TYPE_CHECKING:
@@ -67,9 +80,6 @@ class LabelBiasPlan:
 def plan_label_bias(request: VerifyRequest, *, stop: Stop | None = None) -> LabelBiasPlan | None:
     """The prompts still to judge for the request's one judge (a VerifyRequest); None where the
     request's runs hold no base and cf run of one experiment. Reads the store only."""
-    from engine.judges.verify import claims_of
-    from engine.usecases.judges.judge_runs import answered_runs, check_request, judge_model
-    from engine.usecases.judges.verify_nli import SHOWN, judge_requests, nli_model
     from store.queries import answers_to_verify
     from store.queries.verify_labels import label_verdicts_done, labels_as_shown, labels_by_document
 
@@ -143,18 +153,6 @@ def _verdict(plan: LabelBiasPlan, case: LabelCase, judged: Verification) -> Labe
 
 def _nli(plan: LabelBiasPlan, request: VerifyRequest) -> Batches:
     """Each batch's verdicts and the judge's `judges` row, judged by the NLI model in plan order."""
-    from engine.judges.nli import (
-        NliPair,
-        count_truncated,
-        label_probabilities,
-        load_nli,
-        mapping_json,
-        premise,
-        verification,
-    )
-    from engine.judges.verify import claim_text
-    from engine.usecases.judges.verify_nli import judge_row
-
     judge = load_nli(plan.model, request.device)
     pairs = [NliPair(c.source, c.claim, premise(_document(c), c.label), claim_text(c.source.item.question, c.claim.sentence))
              for c in plan.cases]
@@ -170,10 +168,6 @@ def _nli(plan: LabelBiasPlan, request: VerifyRequest) -> Batches:
 def _llm(plan: LabelBiasPlan, request: VerifyRequest, load: Load | None) -> Batches:
     """Each batch's verdicts and the judge's `judges` row, judged with AttrScore's prompt."""
     from engine.generation.generate import GenerationConfig, iter_batches
-    from engine.judges.judging import check_lengths
-    from engine.judges.verify import TOP_N, class_probabilities, parse_class, verify_prompt
-    from engine.usecases.judges.judge_runs import load_judge
-    from engine.usecases.judges.verify_nli import judge_row
 
     prompts = [verify_prompt(c.source.item.question, c.claim.sentence, _document(c), c.label) for c in plan.cases]
     loaded = (load or load_judge(request))(plan.model)

@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from engine.errors import FieldError, UserError, WordedError
 from engine.judges.judging import choose_model, load_model_quietly
 from engine.judges.plan import Load, Stop, check_stop
+from engine.paths import require_store
 from engine.types import ExplainRun, Explanation, Verification
+from engine.usecases.experiments import unknown_experiment
+from engine.usecases.served import served_model
 
 if TYPE_CHECKING:
     from engine.usecases.served import ServerOptions
@@ -90,8 +93,6 @@ def check_request(request: JudgeRequest) -> None:
 def answered_runs(request: JudgeRequest, verb: str, stop: Stop | None = None) -> list[ExplainRun]:
     """The runs of the request that have answers, in mode order; one line when any is unknown or
     none has answers."""
-    from engine.paths import require_store
-    from engine.usecases.experiments import unknown_experiment
     from store.queries import explain_runs
 
     path = Path(require_store(request.db))  # their first read: a missing store is no store to judge
@@ -136,8 +137,6 @@ def load_judge(request: LoadOptions) -> Load:
     $HF_TOKEN when set; on the request's server when it names one."""
     server: ServerOptions | None = getattr(request, "server", None)  # propensity and document use have none
     if server is not None:
-        from engine.usecases.served import served_model
-
         served = server
         return lambda model: served_model(replace(served, model=model))
 

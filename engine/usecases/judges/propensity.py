@@ -22,6 +22,7 @@ batch of n items, `stage(line)` before loading and before probing, `stop()` betw
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.judges.judging import choose_model
+from engine.judges.plan import check_stop
+from engine.judges.propensity import citation_sites, probe_citations, relevant_mass
+from engine.paths import require_store
+from engine.usecases.experiments import unknown_experiment
+from engine.usecases.judges.judge_runs import load_judge
 
 Progress = Callable[[int], None]
 Stage = Callable[[str], None]
@@ -105,8 +112,6 @@ def check_request(request: PropensityRequest) -> None:
 
 def _runs(request: PropensityRequest) -> tuple[str, dict[str, Any]]:
     """The experiment id and its newest run per mode; one line when any is missing or served."""
-    from engine.paths import require_store
-    from engine.usecases.experiments import unknown_experiment
     from store.queries import probe_runs
 
     found = probe_runs(require_store(request.db), request.experiment)
@@ -130,8 +135,6 @@ def _runs(request: PropensityRequest) -> tuple[str, dict[str, Any]]:
 
 def _classify(item: Any) -> str | None:
     """Why an item cannot be probed, or None."""
-    from engine.judges.propensity import citation_sites
-
     if item.base_shown is None or item.cf_shown is None:
         return NOT_ANSWERED
     if item.base_prompt is None or item.cf_prompt is None:
@@ -159,8 +162,6 @@ def _fits(loaded: Any, prompt: str, answer: str) -> bool:
 
 def _probe_rows(loaded: Any, todo: _Todo, batch_size: int) -> list[tuple[str, str, int, int, float, float]] | None:
     """The store rows of one item: both modes, every site, every candidate; None when it does not fit."""
-    from engine.judges.propensity import probe_citations
-
     item = todo.item
     rows: list[tuple[str, str, int, int, float, float]] = []
     prompts = {"base": item.base_prompt, "cf": item.cf_prompt}
@@ -178,8 +179,6 @@ def item_masses(stored: tuple[tuple, ...], relevant: dict[str, tuple[bool, ...]]
     """Per item of `relevant` with rows in both modes: the mean over sites of the probability on
     relevant documents, from stored rows (rag_mode, item_id, site_index, position, logprob,
     probability); in the order of `relevant`."""
-    from engine.judges.propensity import relevant_mass
-
     sites: dict[tuple[str, str], dict[int, dict[int, float]]] = {}
     for mode, item_id, site_index, position, _logprob, probability in stored:
         sites.setdefault((item_id, mode), {}).setdefault(site_index, {})[position] = probability
@@ -196,12 +195,7 @@ def item_masses(stored: tuple[tuple, ...], relevant: dict[str, tuple[bool, ...]]
 def propensity(request: PropensityRequest, *, load: Load | None = None, progress: Progress | None = None,
                stop: Stop | None = None, stage: Stage | None = None) -> PropensityResult:
     """Probe what is missing of the experiment, store it, and compute propensity CAB from the store."""
-    import math
-
-    from engine.judges.judging import choose_model
-    from engine.judges.plan import check_stop
     from engine.statistics.stats import paired_test
-    from engine.usecases.judges.judge_runs import load_judge
     from store.propensity_store import PropensityStore
     from store.queries import probe_items, stored_propensities
 

@@ -26,6 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import FieldError, UserError
+from engine.judges.document_use import answer_logprobs, answer_token_ids, prompt_length
+from engine.judges.judging import choose_model
+from engine.judges.plan import check_stop
+from engine.paths import require_store
+from engine.prompting.ablation import split_documents
+from engine.usecases.experiments import unknown_experiment
+from engine.usecases.judges.judge_runs import UnknownRun, load_judge
+from engine.usecases.judges.used_figures import used_figures
 
 Progress = Callable[[int], None]
 Stage = Callable[[str], None]
@@ -117,9 +125,6 @@ def check_request(request: UsedRequest) -> None:
 
 def _runs(request: UsedRequest) -> tuple[Any, ...]:
     """The runs the request names; one line when any is unknown, none has answers, or one was served."""
-    from engine.paths import require_store
-    from engine.usecases.experiments import unknown_experiment
-    from engine.usecases.judges.judge_runs import UnknownRun
     from store.queries.document_use import use_runs
 
     path = Path(require_store(request.db))
@@ -165,8 +170,6 @@ def _reason(answer: Any) -> str | None:
 
 def plan_used(request: UsedRequest) -> UsedPlan:
     """The answers still to read by the chosen model; reads the store only."""
-    from engine.judges.judging import choose_model
-    from engine.prompting.ablation import split_documents
     from store.queries.document_use import stored_document_use, use_answers
 
     check_request(request)
@@ -197,8 +200,6 @@ def plan_used(request: UsedRequest) -> UsedPlan:
 def _fits(loaded: Any, todo: UseTodo) -> bool:
     """Whether the full prompt and the answer fit the model's context (a --model with a shorter
     context than the one that answered); every other variant is shorter."""
-    from engine.judges.document_use import prompt_length
-
     context = getattr(loaded, "context_length", None)
     return context is None or prompt_length(loaded, todo.layout.full, todo.answer.answer) <= context
 
@@ -206,8 +207,6 @@ def _fits(loaded: Any, todo: UseTodo) -> bool:
 def item_rows(loaded: Any, todo: UseTodo, batch_size: int) -> list[tuple[int, float, float, float, bool]]:
     """One answer's rows (position, logp_full, logp_without, logp_cited_only, cited): its
     shown documents + 2 prompt variants read in batches of `batch_size`."""
-    from engine.judges.document_use import answer_logprobs
-
     layout, cited = todo.layout, todo.answer.cited
     n = len(layout.lines)
     prompts = [layout.full, *(layout.without([p]) for p in range(1, n + 1)), layout.only(cited)]
@@ -220,9 +219,6 @@ def run_used(plan: UsedPlan, request: UsedRequest, *, load: Load | None = None, 
              stop: Stop | None = None, stage: Stage | None = None) -> tuple[int, tuple[tuple[str, str, str], ...]]:
     """Read what `plan` holds and store each answer as it finishes; loads nothing when nothing is
     to do. Returns (answers stored now, answers skipped for length)."""
-    from engine.judges.document_use import answer_token_ids
-    from engine.judges.plan import check_stop
-    from engine.usecases.judges.judge_runs import load_judge
     from store.document_use_store import DocumentUseStore
 
     if not plan.todo:
@@ -255,8 +251,6 @@ def run_used(plan: UsedPlan, request: UsedRequest, *, load: Load | None = None, 
 def used(request: UsedRequest, *, load: Load | None = None, progress: Progress | None = None,
          stop: Stop | None = None, stage: Stage | None = None) -> Any:
     """Plan, read what is missing, and the figures from the stored rows (a UsedResult)."""
-    from engine.usecases.judges.used_figures import used_figures
-
     plan = plan_used(request)
     n_now, too_long = run_used(plan, request, load=load, progress=progress, stop=stop, stage=stage)
     return used_figures(plan, request.threshold, n_now=n_now, skipped=plan.skipped + too_long)

@@ -15,8 +15,21 @@ from pathlib import Path
 from engine.errors import FieldError
 from engine.judges.plan import JudgePlan, JudgeResult, Load, Progress, RunTodo, Stage, Stop, generate_plan
 from engine.judges.registry import ATTRSCORE
+from engine.judges.verify import sources_to_verify
 from engine.types import VerifySource
+from engine.usecases.judges.judge_label_pairs import plan_label_bias, run_label_bias
 from engine.usecases.judges.judge_runs import answered_runs, check_request, judge_model, load_judge, table_writer
+from engine.usecases.judges.verify_nli import (
+    SHOWN,
+    check_judge_name,
+    check_loadable,
+    judge_requests,
+    judge_row,
+    nli_model,
+    prompted,
+    run_nli,
+    with_labels,
+)
 from engine.usecases.judges.verify_request import VerifyRequest
 
 VerifyPlan = JudgePlan[VerifySource]
@@ -26,15 +39,6 @@ VerifyResult = JudgeResult
 def plan_verify(request: VerifyRequest, *, stop: Stop | None = None) -> VerifyPlan:
     """The (sentence, cited document) pairs still to judge by the request's one judge; reads the
     store only. A request naming several judges is planned one judge at a time (judge_requests)."""
-    from engine.judges.verify import sources_to_verify
-    from engine.usecases.judges.verify_nli import (
-        SHOWN,
-        check_judge_name,
-        judge_requests,
-        nli_model,
-        prompted,
-        with_labels,
-    )
     from store.queries import answers_to_verify
 
     check_request(request)
@@ -69,8 +73,6 @@ def run_verify(plan: VerifyPlan, request: VerifyRequest, *, load: Load | None = 
                stage: Stage | None = None) -> VerifyResult:
     """Judge what `plan` holds and store each batch as it finishes; loads nothing when nothing
     is to do. `progress(n)` counts judged pairs."""
-    from engine.usecases.judges.verify_nli import judge_requests, judge_row, nli_model, prompted, run_nli
-
     request = judge_requests(request)[0]
     if nli_model(request) is not None:
         return run_nli(plan, request, progress=progress, stop=stop, stage=stage)
@@ -100,8 +102,6 @@ def plan_judges(request: VerifyRequest, *, stop: Stop | None = None) -> tuple[tu
     """(request, plan) of every judge of the request (its `model`, then each of `judges`), each
     judge's config read (engine.usecases.judges.verify_nli.check_loadable): one that cannot load is
     refused in one line before any judge writes."""
-    from engine.usecases.judges.verify_nli import check_loadable, judge_requests
-
     planned = tuple((one, plan_verify(one, stop=stop)) for one in judge_requests(request))
     for one, plan in planned:
         check_loadable(one, plan)
@@ -115,8 +115,6 @@ def verify_judges(request: VerifyRequest, *, progress: Progress | None = None, s
     it judged on a cut document). With `show_label`, each judge then also judges the base run's
     sentences with the label as base and as cf showed it, and with none
     (engine.usecases.judges.judge_label_pairs), for engine.usecases.judges.judge_label_bias.judge_cab."""
-    from engine.usecases.judges.judge_label_pairs import plan_label_bias, run_label_bias
-
     results = []
     for one, plan in plan_judges(request, stop=stop):
         results.append(run_verify(plan, one, progress=progress, stop=stop, stage=stage))

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import FieldError, UserError
+from engine.generation import model_check
+from engine.judges.nli import check_nli, count_truncated, load_nli, mapping_json, nli_batches, nli_pairs
 from engine.judges.plan import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop
 from engine.judges.registry import ATTRSCORE, LLM, NLI, Judge, claim_judge_named, claim_judges
 from engine.types import Verification, VerifySource
@@ -89,13 +91,10 @@ def check_loadable(request: VerifyRequest, plan: JudgePlan[VerifySource]) -> Non
     load still fails at its own load, after the judges before it have written."""
     if plan.n_todo == 0 or request.server is not None:
         return
-    from engine.generation.model_check import check_model_name
 
     model = nli_model(request)
-    check_model_name(model if model is not None else plan.model)  # "unknown model 'x'", did you mean
+    model_check.check_model_name(model if model is not None else plan.model)  # "unknown model 'x'", did you mean
     if model is not None:
-        from engine.judges.nli import check_nli
-
         check_nli(model)
 
 
@@ -156,7 +155,6 @@ def run_nli(plan: JudgePlan[VerifySource], request: VerifyRequest, *, progress: 
             stage: Stage | None = None) -> NliResult:
     """Load the NLI judge, count the pairs it must cut, then judge and store batch by batch.
     Loads nothing when nothing is to do; refuses a model it cannot load before any write."""
-    from engine.judges.nli import count_truncated, load_nli, mapping_json, nli_batches, nli_pairs
     from store.verification_store import VerificationStore
 
     if plan.n_todo == 0:

@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
+from engine.presentation.display import evaluation_html, evaluation_text, evaluation_title
+from engine.types import MODES
+from engine.usecases.experiments import unknown_experiment
+from engine.usecases.storage.import_answers import ImportRequest, import_answers
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,18 +38,12 @@ class Evaluation:
 
     # A notebook shows the runs and CAS/CAB as the CLI prints them, not three whole DataFrames.
     def _title(self) -> str:
-        from engine.presentation.display import evaluation_title
-
         return evaluation_title(len(self.items), len(self.runs), self.experiment_ids)
 
     def __repr__(self) -> str:
-        from engine.presentation.display import evaluation_text
-
         return evaluation_text(self._title(), self.runs, self.bias)
 
     def _repr_html_(self) -> str:
-        from engine.presentation.display import evaluation_html
-
         return evaluation_html(self._title(), self.runs, self.bias)
 
 
@@ -54,7 +52,6 @@ def evaluate(db: Path | str, *, experiment: str | None = None, run: str | None =
     one line for an unknown run or experiment."""
     import pandas as pd
 
-    from engine.usecases.experiments import unknown_experiment
     from store.queries import explain_runs, metrics_for_run, run_metric_table
 
     path = Path(db)
@@ -132,8 +129,6 @@ def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, A
     and scores citations as the paper's code does (docs/method.md, Citations)."""
     import uuid
 
-    from engine.types import MODES
-
     unknown = [m for m in answers if m not in MODES]
     if unknown:
         raise UserError(f"unknown mode '{unknown[0]}' (modes: {', '.join(MODES)})")
@@ -149,8 +144,6 @@ def evaluate_answers(dataset: Any, answers: Mapping[str, Sequence[Mapping[str, A
 
 def _import_and_evaluate(path: Path, dataset: Any, answers: Mapping[str, Sequence[Mapping[str, Any]]], name: str,
                          metadata: Any, experiment: str, citation_syntax: str = "ours") -> Evaluation:
-    from engine.usecases.storage.import_answers import ImportRequest, import_answers
-
     for mode in sorted(answers, key=("vanilla", "base", "cf").index):
         rows = tuple(dict(r) for r in answers[mode])
         import_answers(ImportRequest(dataset, rows, path, name, mode, experiment, metadata,

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.usecases.judges.used import DEFAULT_THRESHOLD
+from engine.usecases.runs.rerun_marks import NO_RERUN, mode_marks
+
 if TYPE_CHECKING:
     from engine.types import ExplainRun
     from engine.usecases.runs.rerun_marks import ModeRerunMark
@@ -85,8 +88,6 @@ class ItemLookup:
     def no_rerun_note(self) -> str:
         """What to say when the item's citations differ between modes and no rerun can tell
         whether that is the engine's doing: "" otherwise."""
-        from engine.usecases.runs.rerun_marks import NO_RERUN
-
         if self.detail is None or any(m.reruns for m in self.reruns):
             return ""
         answered = [m.cited_doc_ids for m in self.detail.modes if m.answer is not None]
@@ -98,7 +99,6 @@ def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations:
     """The item `item_id` of the experiment (id or name) across its modes, whether its citations
     change on a rerun of each mode's run, and the stored explanations of its answers and their
     documents' use when asked."""
-    from engine.usecases.runs.rerun_marks import mode_marks
     from store import queries
     from store.queries.rerun_changes import rerun_changes
 
@@ -117,7 +117,6 @@ def _item_use(db: DbLike, detail: QueryDetail) -> tuple[DocumentUse, ...]:
     """The stored use of the item's shown documents, per run read by one model: the model that
     answered where it read the run (the usual `used`), else the first by name, so that a
     document never shows two necessities side by side without saying whose."""
-    from engine.usecases.judges.used import DEFAULT_THRESHOLD
     from store.queries.document_use import item_document_use
 
     rows = item_document_use(db, [m.run_id for m in detail.modes], detail.item_id)

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from engine.paths import require_store
+from engine.usecases.bias import tables
+from engine.usecases.runs.run import run_metrics
+
 if TYPE_CHECKING:
     from store.queries import ExperimentSummary, RunSummary
 
@@ -20,7 +24,6 @@ def experiments(db: Path, *, runs: bool = False, study: str | None = None,
     """The experiments (store.queries.ExperimentSummary) or, with `runs`, the runs (RunSummary),
     newest first; with `study`, only those of the study, in its grid order (one line for an
     unknown study)."""
-    from engine.paths import require_store
     from store.queries import experiment_listing, run_listing
 
     require_store(db)  # a read of a missing path would create an empty store and list nothing
@@ -35,16 +38,13 @@ Record = TypeVar("Record", "RunSummary", "ExperimentSummary")
 def _of_study(db: Path, records: tuple[Record, ...], study: str | None) -> tuple[Record, ...]:
     if study is None:
         return records
-    from engine.usecases.bias.tables import study_experiments
-
     # A study given: its ids, or a UserError (never None).
-    order = {e: i for i, e in enumerate(study_experiments(Path(db), study) or ())}
+    order = {e: i for i, e in enumerate(tables.study_experiments(Path(db), study) or ())}
     return tuple(sorted((r for r in records if r.experiment_id in order), key=lambda r: order[r.experiment_id]))
 
 
 def studies(db: Path) -> tuple:
     """The studies (store.queries.StudySummary), newest first."""
-    from engine.paths import require_store
     from store.queries import study_listing
 
     return study_listing(require_store(db))
@@ -108,7 +108,6 @@ def holds_runs(db: Path) -> bool:
 def experiment_run_metrics(db: Path, experiment_id: str) -> Any:
     """Per run of the experiment, in mode order, its answers stored so far and their metrics: the
     table `run` prints (pandas DataFrame); None when it has no runs."""
-    from engine.usecases.runs.run import run_metrics
     from store.queries import runs_for_experiment
 
     run_ids = list(runs_for_experiment(db, experiment_id)["run_id"])

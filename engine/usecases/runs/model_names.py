@@ -8,21 +8,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-from engine.generation.model_choice import SMOKE  # a value of this API: the name a person types; torch-free
+from engine.generation import model_check
+from engine.generation.model_choice import (
+    CPU_MODEL,
+    DEFAULT_MODEL,
+    PAPER_MODELS,
+    SMOKE,  # a value of this API: the name a person types; torch-free
+    SMOKE_LABEL,
+    hub_model_available,
+    resolve_model,
+)
 
 
 def offered_models() -> tuple[str, ...]:
     """The real models a face offers by name: the paper's three, then the small CPU model."""
-    from engine.generation.model_choice import CPU_MODEL, PAPER_MODELS
-
     return (*PAPER_MODELS, CPU_MODEL)
 
 
 def is_smoke(model: object) -> bool:
     """True for the smoke model as the store names it, or as typed."""
-    from engine.generation.model_choice import SMOKE_LABEL
-
     return str(model) in (SMOKE, SMOKE_LABEL)
 
 
@@ -46,8 +52,6 @@ def first_model(gpu: bool, offered: Callable[[str], bool], available: Callable[[
     """What `--model auto` would choose, among the models `offered`: Mistral on a GPU, Qwen2.5-0.5B
     on a CPU, the smoke model where neither can be had. `available(model_id)`: whether a model can
     be loaded (default: the Hub cache or the Hub, answered within seconds)."""
-    from engine.generation.model_choice import CPU_MODEL, DEFAULT_MODEL, hub_model_available
-
     available = available or hub_model_available
     if gpu and offered(DEFAULT_MODEL) and available(DEFAULT_MODEL):
         return FirstModel(DEFAULT_MODEL, "gpu", CPU_MODEL)
@@ -60,19 +64,14 @@ def check_models_load(names: Iterable[str]) -> None:
     """Refuse in one line, within seconds, a model that cannot load here: the CLI's own check (not a
     folder, not cached, the Hub off or unreachable; with "did you mean"). Names as typed ('smoke'
     resolved)."""
-    from engine.generation.model_check import check_model_name
-    from engine.generation.model_choice import resolve_model
-
     for name in names:
-        check_model_name(resolve_model(name)[0])
+        model_check.check_model_name(resolve_model(name)[0])
 
 
 def check_hub_ids(names: Iterable[str]) -> None:
     """Refuse a model name that is a folder here, as a request with `hub_only` refuses it when it
     loads (the smoke model, whose folder is the cache's, excepted): where the people who name
     models are strangers, a Hub id that is also a folder here is unknown like any other."""
-    from pathlib import Path
-
     from engine.generation.models import unknown_model
 
     for name in names:

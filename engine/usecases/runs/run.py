@@ -22,12 +22,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from engine.datasets.data import Dataset, load_dataset
 from engine.errors import FieldError, RunCancelled
-from engine.generation.model_choice import SMOKE  # a value of this API (default_max_new_tokens); torch-free
-from engine.usecases.served import ServerOptions
+from engine.generation import model_check, model_choice
+from engine.generation.model_choice import (
+    REAL_MAX_NEW_TOKENS,
+    SMOKE,  # a value of this API (default_max_new_tokens); torch-free
+    SMOKE_MAX_NEW_TOKENS,
+    resolve_model,
+)
+from engine.paths import default_db_path, store_writable_problem
+from engine.prompting.study import plan_line
+from engine.running.run_request import Rerun, load_model_for
+from engine.usecases.bias.kept import after_nothing_to_do, after_run
+from engine.usecases.served import ServerOptions, check_server, record_served, served_run, server_backend
 
 if TYPE_CHECKING:  # light at import: every CLI command builds the run parser, which reads the bounds here
-    from engine.datasets.data import Dataset
     from engine.running.planner import ExperimentPlan
     from engine.running.run_request import ExperimentOutcome, RunRequest
 
@@ -83,8 +93,6 @@ class StudySummary:
     @property
     def plan_line(self) -> str:
         """'plan: 28 runs x 50 items = 1,400 generations; 300 to generate, 100 copied' (one line)."""
-        from engine.prompting.study import plan_line
-
         return plan_line(self.n_runs, self.n_items, self.n_generations, self.n_todo, self.n_copied)
 
 
@@ -128,16 +136,12 @@ def check_ray(ray: RayOptions | None, device: str) -> None:
 
 def resolve_db(db: Path | str | None) -> Path:
     """The store a request names, or the default one."""
-    from engine.paths import default_db_path
-
     return Path(db) if db else default_db_path()
 
 
 def check_store_writable(db: Path) -> None:
     """Refuse, in one line, a store this user cannot write, before anything is written or a model
     loads (a Space's root-owned app folder failed the run after its model had loaded)."""
-    from engine.paths import store_writable_problem
-
     problem = store_writable_problem(db)
     if problem:
         # The CLI says "--db or PATTRIEVAL_DB" (engine.commands._field_words), the app its operator's setting.
@@ -155,8 +159,6 @@ def run_experiment(request: ExperimentRequest, *, progress: ProgressFn | None = 
     can fix; RunCancelled once `stop` says yes."""
     from engine.running.planner import check_prompt_lengths, plan_experiment
     from engine.running.runner import execute_plan
-    from engine.usecases.bias.kept import after_nothing_to_do, after_run
-    from engine.usecases.served import check_server, record_served, served_run, server_backend
     from store.run_store import RunStore
 
     run = request.run
@@ -228,7 +230,6 @@ def rerun_plans(plan: ExperimentPlan, dataset: Dataset, sink: Any) -> list[Exper
     """The plans of the reruns `plan`'s request asks for (RunRequest.reruns): the k-th repeats the
     same modes over the same items, as an experiment of its own marked as a rerun of this one."""
     from engine.running.planner import plan_experiment
-    from engine.running.run_request import Rerun
 
     run = plan.request
     if not run.reruns:
@@ -287,13 +288,9 @@ def _dataset(source: str | Path | Dataset, run: RunRequest, read: ReadFn | None,
              top_k: int | None = None) -> Dataset:
     """The dataset a request names. Its identity is all its valid items; the runs' limit picks a
     prefix. top_k: an item must have a relevant document among those the model will be shown."""
-    from engine.datasets.data import Dataset
-
     if isinstance(source, Dataset):
         dataset = source
     else:
-        from engine.datasets.data import load_dataset
-
         dataset = (read or load_dataset)(source, skip_invalid=run.skip_invalid, top_k=run.prompt.top_k if top_k is None else top_k)
     # The store names an upload by its file name, never by its server path (SQL console).
     return replace(dataset, source=name) if name else dataset
@@ -304,7 +301,6 @@ def resolved(run: RunRequest) -> RunRequest:
     a request that already carries its label is kept as it is."""
     if run.model_label is not None:
         return run
-    from engine.generation.model_choice import resolve_model
 
     model, label = resolve_model(run.model)
     return replace(run, model=model, model_label=label)
@@ -314,17 +310,13 @@ def prepare_load(model: str, *, check: bool) -> None:
     """Before a model loads: with `check`, refuse an unknown name in a second (the default loader;
     load_model checks too, for every other caller); and no per-shard bars from transformers."""
     if check:
-        from engine.generation.model_check import check_model_name
-
-        check_model_name(model)
+        model_check.check_model_name(model)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
 
 
 def _default_load(run: RunRequest):
-    from engine.running.run_request import load_model_for
-
     return load_model_for(run)
 
 
@@ -343,8 +335,6 @@ def default_max_new_tokens(models: Collection[str], *, cpu: bool = False) -> int
     """The most new tokens per answer when none is asked for: short for the smoke model alone (its
     answers are noise: a few tokens show the pipeline), a real model's 256 otherwise, or 128 where
     `cpu` asks for a concise answer that a CPU writes in time (the quickstart)."""
-    from engine.generation.model_choice import REAL_MAX_NEW_TOKENS, SMOKE_MAX_NEW_TOKENS
-
     if set(models) == {SMOKE}:
         return SMOKE_MAX_NEW_TOKENS
     return 128 if cpu else REAL_MAX_NEW_TOKENS
@@ -353,6 +343,4 @@ def default_max_new_tokens(models: Collection[str], *, cpu: bool = False) -> int
 def auto_model(*, gpu: bool) -> Any:
     """The model `--model auto` runs here (engine.generation.model_choice.ModelChoice: its name and
     why): Mistral on a GPU, Qwen2.5-0.5B on a CPU, the smoke model offline."""
-    from engine.generation.model_choice import choose_auto_model
-
-    return choose_auto_model(gpu=gpu)
+    return model_choice.choose_auto_model(gpu=gpu)

@@ -22,6 +22,7 @@ from typing import Any
 from engine.errors import FieldError
 from engine.generation.batching import BATCHINGS, INVARIANT, SORTED  # torch-free
 from engine.prompting.citations import CITATION_SYNTAXES  # light: re, math and engine.types
+from engine.prompting.prompts import PromptConfig, metadata_type
 from engine.running.run_request import SETTING_BOUNDS, RunRequest
 from engine.types import (
     FEW_SHOT_COUNTS,
@@ -217,8 +218,6 @@ def build_run_request(values: Mapping[str, Any], *, model_label: str | None = No
     """The RunRequest of option values by their names (an option not given: its default), every
     value checked first: a FieldError (one line) naming the option, for each face to word.
     `model_label` None: the use case resolves `model` ('auto', 'smoke') and names it."""
-    from engine.prompting.prompts import PromptConfig, metadata_type
-
     unknown_names = sorted(set(values) - set(OPTIONS))
     if unknown_names:
         raise TypeError(f"not a run option: {', '.join(unknown_names)}")

@@ -11,6 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.datasets.data import load_dataset
+from engine.generation.model_choice import resolve_model
+from engine.paths import SAMPLE_DATASET
+
 
 @dataclass(frozen=True)
 class SelfcheckRequest:
@@ -42,10 +46,7 @@ def selfcheck(request: SelfcheckRequest, *, on_loading: Callable[[str], None] | 
     `on_step(message)` before each step of the checks."""
     from transformers.utils import logging as hf_logging
 
-    from engine.datasets.data import load_dataset
-    from engine.generation.model_choice import resolve_model
     from engine.generation.models import load_model
-    from engine.paths import SAMPLE_DATASET
     from engine.usecases.runs.selfcheck import run_selfcheck
 
     dataset = load_dataset(request.dataset or SAMPLE_DATASET)

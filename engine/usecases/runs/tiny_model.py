@@ -11,7 +11,7 @@ from pathlib import Path
 from engine.errors import UserError
 
 # The architectures a face offers; light: engine.generation.tiny_model imports torch only when it writes.
-from engine.generation.tiny_model import ARCHS
+from engine.generation.tiny_model import ARCHS, write_tiny_model
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,6 @@ class TinyModelRequest:
 def tiny_model(request: TinyModelRequest) -> Path:
     """Write the model and its tokenizer to `request.dir` and return the folder. UserError (one
     line) for an unknown architecture (before torch is imported) or a vocabulary below the tokenizer's."""
-    from engine.generation.tiny_model import write_tiny_model
-
     if request.arch not in ARCHS:
         raise UserError(f"unknown arch {request.arch!r}; choose one of {', '.join(ARCHS)}")
     try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.datasets.data import describe_skipped, load_dataset
+
 
 @dataclass(frozen=True)
 class DatasetShape:
@@ -24,8 +26,6 @@ class DatasetShape:
 def validate(dataset: str, *, skip_invalid: bool = False, top_k: int | None = None) -> DatasetShape:
     """Load `dataset` as `run` would (the loader's one-line UserError when it would not run) and
     describe it; `top_k` counts only each item's first K documents."""
-    from engine.datasets.data import describe_skipped, load_dataset
-
     ds = load_dataset(dataset, skip_invalid=skip_invalid, top_k=top_k)
     shown = [item.documents[:top_k] if top_k else item.documents for item in ds.items]
     return DatasetShape(

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.paths import require_store
+from engine.usecases.experiments import unknown_experiment
+from engine.usecases.storage.export_eee import EEE_FORMAT, export_eee
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,6 @@ def export_format(format: str | None, out: Path | str | None = None) -> str:
     """The format to write: `format` as given (one line naming csv and parquet for any other), or
     else the one the file name `out`'s suffix names (one line when it names none). A face asks this
     before it looks for the store, so the wording wins."""
-    from engine.usecases.storage.export_eee import EEE_FORMAT
     from store.export import check_format, format_from_suffix
 
     if format == EEE_FORMAT:
@@ -55,14 +57,11 @@ def export(request: ExportRequest):
     """Write the file; store.export.ExportResult says what was written (engine.usecases.storage.export_eee.
     EeeExport for format "eee"). One line for an unknown experiment (naming the newest ones) or a
     file name that names no format."""
-    from engine.paths import require_store
-    from engine.usecases.experiments import unknown_experiment
     from store.queries import UnknownExperiment
 
     fmt = export_format(request.format, request.out)
     require_store(request.db)  # after the format, as the CLI checks them (the wording wins)
     if fmt == "eee":  # a folder of records; bias_report names the newest experiments for an unknown one
-        from engine.usecases.storage.export_eee import export_eee
 
         return export_eee(Path(request.db), request.experiments, Path(request.out), force=request.force)
     try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import __version__
 from engine.errors import UserError
 
 EEE_FORMAT = "eee"
@@ -50,7 +51,6 @@ def export_eee(db: Path, experiments: Sequence[str], out: Path, *, force: bool =
     """Write the experiments (ids or names) under the folder `out`; UserError in one line, nothing
     written, for an unknown experiment, one with nothing to compare, a file that exists (unless
     `force`) or a folder that cannot be written."""
-    from engine import __version__
     from engine.formats.every_eval_ever import repository_path
     from engine.usecases.bias.report import bias_report
 

@@ -13,13 +13,20 @@ experiment that the bias report reads.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.datasets.data_files import json_kind, read_jsonl
 from engine.errors import UserError
-from engine.types import MODES, Mode
+from engine.prompting.citations import check_citation_syntax, parse_citations
+from engine.prompting.prompts import METADATA_TYPES, MetadataType, PromptConfig, metadata_type
+from engine.running.experiment import config_hash
+from engine.types import MODES, Citation, Generation, Mode, RunSpec
+from engine.usecases.bias.kept import after_run
 
 
 @dataclass(frozen=True)
@@ -61,8 +68,6 @@ class AnswerRow:
 
 def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
     """Validate every row of an answers file against the dataset; UserError on the first bad one."""
-    from engine.datasets.data_files import read_jsonl
-
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     return check_answers(read_jsonl(path), dataset, str(path))
@@ -71,8 +76,6 @@ def read_answers(path: Path, dataset: Any) -> tuple[AnswerRow, ...]:
 def check_answers(numbered: Iterable[tuple[str, Any]], dataset: Any, path: str) -> tuple[AnswerRow, ...]:
     """Validate (where, row) pairs against the dataset; UserError "PATH:WHERE: problem" on the
     first bad one."""
-    from engine.datasets.data_files import json_kind
-
     items = {item.id: item for item in dataset.items}
     seen: dict[str, str] = {}
     rows: list[AnswerRow] = []
@@ -124,9 +127,6 @@ def check_answers(numbered: Iterable[tuple[str, Any]], dataset: Any, path: str) 
 
 def to_generations(rows: tuple[AnswerRow, ...], dataset: Any, citation_syntax: str = "ours") -> list:
     """Generations with citations parsed in `citation_syntax`; no prompt, tokens or probabilities are known."""
-    from engine.prompting.citations import parse_citations
-    from engine.types import Citation, Generation
-
     items = {item.id: item for item in dataset.items}
     out = []
     for row in rows:
@@ -182,8 +182,6 @@ def import_metadata(name: str, label_a: str | None, label_b: str | None, conside
     Unlike `run`, a custom type needs no consideration sentence: import renders no prompt, and
     only the labels are read afterwards (tables name the side CAB favours by them).
     """
-    from engine.prompting.prompts import METADATA_TYPES, MetadataType, metadata_type
-
     if consideration or (name in METADATA_TYPES and not (label_a or label_b)):
         return metadata_type(name, label_a, label_b, consideration)
     missing = [option for option, value in (("--label-a", label_a), ("--label-b", label_b))
@@ -215,16 +213,9 @@ def _checked_mode(mode: str) -> Mode:
 def import_answers(request: ImportRequest) -> ImportResult:
     """Validate every answer, then store them as one run in one transaction (all or none); the
     same answers again are found and not stored twice."""
-    import hashlib
-    import json
     import uuid
 
-    from engine.prompting.citations import check_citation_syntax
-    from engine.prompting.prompts import PromptConfig
-    from engine.running.experiment import config_hash
     from engine.running.provenance import git_sha, library_versions
-    from engine.types import RunSpec
-    from engine.usecases.bias.kept import after_run
     from store.run_store import RunStore
 
     dataset, meta, path = request.dataset, request.metadata, Path(request.db)

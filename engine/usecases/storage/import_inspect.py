@@ -24,13 +24,29 @@ JSON, wrong types) is refused in one line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import MAX_MODEL_CHARS, check_name
+from engine.datasets.data import MAX_ANSWER_CHARS as MAX_GOLD_CHARS
+from engine.datasets.data import (
+    MAX_DOCUMENT_CHARS,
+    MAX_DOCUMENTS,
+    MAX_ID_CHARS,
+    MAX_QUESTION_CHARS,
+    MAX_TITLE_CHARS,
+    Dataset,
+    dataset_sha,
+)
+from engine.datasets.data_files import json_kind, require_regular_file
 from engine.errors import UserError
-from engine.types import MODES
+from engine.prompting.citations import CITATION_SYNTAXES, check_citation_syntax
+from engine.prompting.prompts import METADATA_TYPES, MetadataType, metadata_type
+from engine.types import MODES, Document, Item
+from engine.usecases.storage.import_answers import ImportRequest, import_answers, import_metadata
 
 # Bounds on what a log may hold. A sample of ours (ten documents, three answers) is some 10 kB;
 # Inspect's own .eval files keep each sample as one zip member, whose declared size is checked
@@ -94,8 +110,6 @@ def _inspect_log() -> Any:
 def check_log_file(path: Path) -> None:
     """Refuse a log that is missing, not a regular file, of another format or too large, before
     Inspect reads any of it."""
-    from engine.datasets.data_files import require_regular_file
-
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     require_regular_file(path)
@@ -135,8 +149,6 @@ def check_log_file(path: Path) -> None:
 
 def _check_depth(data: bytes, path: Path, what: str) -> None:
     """UserError unless `data` is JSON nested at most MAX_DEPTH deep."""
-    import json
-
     try:
         value = json.loads(data)
     except RecursionError:
@@ -198,8 +210,6 @@ def _first_line(e: BaseException) -> str:
 
 
 def _text(value: Any, where: str, field: str, limit: int) -> str:
-    from engine.datasets.data_files import json_kind
-
     if not isinstance(value, str):
         raise UserError(f"{where}: {field} must be text, got {json_kind(value)}")
     if len(value) > limit:
@@ -212,10 +222,6 @@ def _text(value: Any, where: str, field: str, limit: int) -> str:
 
 
 def _documents(metadata: Mapping[str, Any], where: str, item_id: str) -> tuple[Any, ...]:
-    from engine.datasets.data import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS, MAX_ID_CHARS, MAX_TITLE_CHARS
-    from engine.datasets.data_files import json_kind
-    from engine.types import Document
-
     docs = metadata.get("documents")
     if docs is None:
         raise UserError(f"{where}: missing metadata.documents (the documents shown, [1] first)")
@@ -246,9 +252,6 @@ def _documents(metadata: Mapping[str, Any], where: str, item_id: str) -> tuple[A
 
 
 def _gold(target: Any, where: str) -> tuple[str, ...]:
-    from engine.datasets.data import MAX_ANSWER_CHARS as MAX_GOLD_CHARS
-    from engine.datasets.data_files import json_kind
-
     values = target if isinstance(target, list) else [target]
     if len(values) > 1_000:
         raise UserError(f"{where}: target holds {len(values):,} answers (at most 1,000)")
@@ -260,10 +263,6 @@ def _gold(target: Any, where: str) -> tuple[str, ...]:
 
 def read_sample(sample: Any, mode: str, path: Path) -> _Sample:
     """One sample's item, answers and shown documents; UserError naming the sample and the field."""
-    from engine.datasets.data import MAX_ID_CHARS, MAX_QUESTION_CHARS
-    from engine.datasets.data_files import json_kind
-    from engine.types import Item
-
     sample_id = sample.id
     if not isinstance(sample_id, (str, int)) or isinstance(sample_id, bool):
         raise UserError(f"{path}: a sample has no id")
@@ -315,9 +314,6 @@ def read_sample(sample: Any, mode: str, path: Path) -> _Sample:
 
 def _metadata_type(given: Any, where: str) -> Any:
     """A sample's metadata.metadata_type as ours: a built-in by name, or the labels it names."""
-    from engine.datasets.data_files import json_kind
-    from engine.prompting.prompts import METADATA_TYPES, MetadataType, metadata_type
-
     if not isinstance(given, Mapping):
         raise UserError(f"{where}: metadata.metadata_type must be an object, got {json_kind(given)}")
     for key in ("name", "label_a", "label_b"):
@@ -330,7 +326,6 @@ def _metadata_type(given: Any, where: str) -> Any:
     consideration = given.get("consideration")
     if isinstance(consideration, str) and consideration.strip():
         return metadata_type(name, given["label_a"], given["label_b"], consideration)
-    from engine.usecases.storage.import_answers import import_metadata
 
     found = import_metadata(name, given["label_a"], given["label_b"], None)
     return found if isinstance(found, MetadataType) else None
@@ -338,11 +333,6 @@ def _metadata_type(given: Any, where: str) -> Any:
 
 def import_inspect(request: InspectImportRequest) -> InspectImportResult:
     """Check every sample of the log, then store each mode's answers as one run of one experiment."""
-    from engine.bounds import MAX_MODEL_CHARS, check_name
-    from engine.datasets.data import Dataset, dataset_sha
-    from engine.prompting.citations import CITATION_SYNTAXES, check_citation_syntax
-    from engine.usecases.storage.import_answers import ImportRequest, import_answers
-
     log = _inspect_log()
     path = Path(request.log)
     check_log_file(path)

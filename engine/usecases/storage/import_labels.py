@@ -18,11 +18,15 @@ row, and between chunks of rows while they are written (store.judge_labels_store
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.bounds import MAX_MODEL_CHARS, check_name
+from engine.datasets.data_files import read_jsonl
 from engine.errors import FieldError, UserError, WordedError, quoted
 from engine.types import MODES
 
@@ -61,8 +65,6 @@ class ImportLabelsResult:
 def read_label_file(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, row) for each row of a CSV or JSONL file (by its suffix; else by its first
     character, '{' for JSONL); UserError on unreadable bytes, bad JSON or a missing column."""
-    from engine.datasets.data_files import read_jsonl
-
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     try:
@@ -142,8 +144,6 @@ def _position(value: Any) -> int | None:
 
 def _shown(value: Any) -> str:
     """A cell as a refusal quotes it: text in quotes, anything else (a JSON number, null) as is."""
-    import json
-
     return f"'{quoted(value)}'" if isinstance(value, str) else quoted(json.dumps(value, default=str))
 
 
@@ -279,9 +279,6 @@ def quota_problem(request: ImportLabelsRequest, n_rows: int, need: int, still: i
 
 def import_labels(request: ImportLabelsRequest) -> ImportLabelsResult:
     """Check every label of the file, then store them and the judge in one transaction."""
-    import hashlib
-
-    from engine.bounds import MAX_MODEL_CHARS, check_name
     from store.judge_labels_store import write_labels
     from store.queries import judge_kinds
 

@@ -14,12 +14,17 @@ the API and notebooks call this.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError, WordedError
+from engine.paths import require_store
+from engine.prompting.study import AXES
 from engine.types import MODES
+from engine.usecases.bias import why_cited
+from engine.usecases.bias.fit_memory import check_fit_memory
+from engine.usecases.bias.why_cited import _plain, chunk_codes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,8 +78,6 @@ class StudyEffectsResult:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (what `why-cited --study NAME --json` prints)."""
-        from engine.usecases.bias.why_cited import _plain
-
         return {"study": self.study, "experiments": list(self.experiment_ids), "saved": self.saved,
                 "configurations": _plain(effect_rows(self.fit)),
                 "fit": _plain({k: v for k, v in asdict(self.fit).items() if k != "configurations"})}
@@ -124,7 +127,6 @@ def read_study_answers(request: StudyEffectsRequest, db: Path,
 
     from engine.statistics.choice_patterns import PatternBuilder
     from engine.statistics.study_answers import STUDY_COLUMNS, StudyAnswers, label_rows
-    from engine.usecases.bias.why_cited import CHUNK_DECISIONS, chunk_codes
     from store.queries import label_pairs, study_experiment_ids
     from store.queries.decisions import decision_code_chunks
 
@@ -140,7 +142,7 @@ def read_study_answers(request: StudyEffectsRequest, db: Path,
     tallies: list[tuple[np.ndarray, np.ndarray]] = []
     run_ids: tuple[str, ...] = ()
     item_ids: tuple[str, ...] = ()
-    for coded in decision_code_chunks(db, ids, request.modes, max_rows=chunk_decisions or CHUNK_DECISIONS):
+    for coded in decision_code_chunks(db, ids, request.modes, max_rows=chunk_decisions or why_cited.CHUNK_DECISIONS):
         run_ids, item_ids, got = coded.run_ids, coded.item_ids, coded.rows
         if not len(coded):
             continue
@@ -181,7 +183,6 @@ def _configurations(db: Path, run_ids: tuple[str, ...],
     own) take the levels of its first labelled run (in mode order, then oldest)."""
     import numpy as np
 
-    from engine.prompting.study import AXES
     from store.queries.decisions import run_settings
     from store.queries.study_effects import run_grid_settings
 
@@ -216,7 +217,6 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
     available now."""
     if request.max_answers is None and request.max_decisions is None and not request.memory_check:
         return
-    from engine.usecases.bias.fit_memory import check_fit_memory
     from store.queries import count_answers, study_experiment_ids
 
     ids = study_experiment_ids(db, request.study)
@@ -237,9 +237,6 @@ def check_bounds(request: StudyEffectsRequest, db: Path) -> None:
 
 def why_cited_study(request: StudyEffectsRequest, db: Path) -> StudyEffectsResult:
     """Fit the study model across the study's answers; with `save`, keep its effects in the store."""
-    from dataclasses import replace
-
-    from engine.paths import require_store
     from engine.statistics.study_model import fit_study_answers
 
     answers, experiment_ids, _, dropped = study_answers(request, require_store(db))

@@ -21,9 +21,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import FieldError
-from engine.prompting.prompts import METADATA_TYPES
-from engine.prompting.study import BATTERY_AXES, Grid, parse_list
+from engine.generation import model_check
+from engine.prompting.prompts import METADATA_TYPES, metadata_type
+from engine.prompting.study import (
+    BATTERY_AXES,
+    Grid,
+    battery_text,
+    check_metadata_list,
+    check_study_name,
+    generated_study_name,
+    parse_list,
+)
 from engine.running.run_request import ExperimentOutcome, RunRequest
+from engine.usecases.bias.kept import after_nothing_to_do, after_run
 from engine.usecases.runs.run import (
     LoadFn,
     ProgressFn,
@@ -43,7 +53,7 @@ from engine.usecases.runs.run import (
     resolved,
 )
 from engine.usecases.runs.run_options import GRID_AXES, OPTIONS
-from engine.usecases.served import ServerOptions
+from engine.usecases.served import ServerOptions, check_server, record_served, served_run, server_backend
 
 if TYPE_CHECKING:
     from engine.running.planner import ExperimentPlan
@@ -93,8 +103,6 @@ class StudyExperiment:
     def battery_text(self, lead: str = "") -> str:
         """The configuration's battery settings not at their defaults ('relevant-at first, repetition
         distractor'), after `lead`; empty when all are."""
-        from engine.prompting.study import battery_text
-
         return battery_text(self.configuration, lead)
 
 
@@ -132,8 +140,6 @@ def configuration_values(values: Mapping[str, object], configuration: dict, grid
 
 def configuration_request(study: StudyRequest, configuration: dict) -> RunRequest:
     """The RunRequest of one configuration: `study.run` with the configuration's values."""
-    from engine.prompting.prompts import metadata_type
-
     labels = (study.label_a, study.label_b, study.consideration)
     if configuration["metadata"] in METADATA_TYPES and any(m not in METADATA_TYPES for m in study.grid.metadata):
         # The labels define the list's one custom type; its built-in types ignore them.
@@ -149,8 +155,6 @@ def configuration_request(study: StudyRequest, configuration: dict) -> RunReques
 def check_study(study: StudyRequest) -> list[RunRequest]:
     """Refuse what cannot run, in one line, before the dataset or any model is touched; the
     request of every configuration, in grid order."""
-    from engine.prompting.study import check_metadata_list, check_study_name
-
     run, grid = study.run, study.grid
     if run.experiment is not None:
         raise FieldError("experiment", "{experiment} names one experiment; this grid has {n} configurations: "
@@ -166,8 +170,6 @@ def check_study(study: StudyRequest) -> list[RunRequest]:
     check_metadata_list(grid)
     check_request(run)
     if study.server is not None:
-        from engine.usecases.served import check_server
-
         for model in study.grid.model:
             check_server(replace(study.server, model=model), study.ray)
     check_ray(study.ray, run.device)
@@ -180,8 +182,6 @@ def run_study(study: StudyRequest, *, progress: ProgressFn | None = None, stop: 
 
     `progress` first gets a "planned" Progress with the StudySummary, then one per stored batch
     (or copied vanilla answers); `stop`, `load` and `read_dataset` as in run_experiment."""
-    from engine.usecases.bias.kept import after_nothing_to_do
-
     check_store_writable(resolve_db(study.db))  # before the smoke model is written or any model loads
     planned, copy_from, summary, sink = _plan(study, read_dataset, stop, check_models=load is None)
     step = _Steps(progress, stop)
@@ -219,8 +219,6 @@ class PlannedConfiguration:
     def battery_text(self, lead: str = "") -> str:
         """The configuration's battery settings not at their defaults ('relevant-at first, repetition
         distractor'), after `lead`; empty when all are."""
-        from engine.prompting.study import battery_text
-
         return battery_text(self.configuration, lead)
 
 
@@ -254,9 +252,7 @@ def plan_study(study: StudyRequest, *, read_dataset: ReadFn | None = None, stop:
 
 def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None, *, check_models: bool):
     """Every configuration planned: (planned, copy_from, summary, sink). Shared by run_study and plan_study."""
-    from engine.prompting.study import generated_study_name
     from engine.running.planner import plan_experiment
-    from engine.usecases.bias.kept import after_run
     from store.run_store import RunStore
 
     step = _Steps(None, stop)
@@ -270,8 +266,6 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
             datasets[c["top_k"]] = _dataset(study.dataset, study.run, read_dataset, study.dataset_name, c["top_k"])
             step.check()
     if study.server is not None:
-        from engine.usecases.served import served_run
-
         resolved_models = {m: served_run(study.run, replace(study.server, model=m)) for m in grid.model}
     else:
         resolved_models = {m: resolved(replace(study.run, model=m, model_label=None)) for m in grid.model}
@@ -292,11 +286,9 @@ def _plan(study: StudyRequest, read_dataset: ReadFn | None, stop: StopFn | None,
         planned.append(_Planned(position, c, model.label, plan_experiment(datasets[c["top_k"]], request, sink)))
     name = study.name or generated_study_name([p.plan.spec.key for p in planned])
     if check_models and study.server is None:
-        from engine.generation.model_check import check_model_name
-
         for model_name in grid.model:  # every model with work, before the first one loads
             if any(p.plan.n_todo for p in planned if p.configuration["model"] == model_name):
-                check_model_name(resolved_models[model_name].model)
+                model_check.check_model_name(resolved_models[model_name].model)
 
     copy_from = shared_vanilla(planned)
     runs = [r for p in planned for r in p.plan.runs]
@@ -395,7 +387,6 @@ def _execute_served(planned, copy_from, sink, name: str, grid: Grid, server: Ser
     """Model by model on the server: every model's server checked (one line) before its first
     run is claimed, one backend per model, each run's `served` usage recorded after."""
     from engine.running.runner import execute_plan
-    from engine.usecases.served import record_served, server_backend
 
     outcomes = []
     for model in grid.model:
