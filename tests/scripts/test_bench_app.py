@@ -91,7 +91,7 @@ def test_timing_gives_a_median_per_handler_and_store(bench, store):
 def test_query_metrics_006_equals_005(store, tmp_path):
     """006 regroups the citations for filter pushdown; 005's definition must give the same rows,
     on the whole store and filtered as bias_inputs and query_detail filter it."""
-    source = (ROOT / "tests" / "old_migrations" / "005_query_metrics_pushdown.sql").read_text()
+    source = (ROOT / "tests" / "support" / "old_migrations" / "005_query_metrics_pushdown.sql").read_text()
     old = re.search(r"CREATE OR REPLACE VIEW query_metrics AS\n(.*?\nFROM scored;)", source, re.S).group(1)
     path = tmp_path / "copy.duckdb"
     path.write_bytes(store.path.read_bytes())
