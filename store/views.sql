@@ -427,7 +427,7 @@ GROUP BY ALL;
 
 -- ---------------------------------------------------------------- compare (as of migration 012)
 -- Two runs' per-item metrics paired by item id, for the SQL tab and notebooks. The same columns
--- `python -m engine compare` reads (store/queries/compare.py); tests/engine/usecases/test_compare.py checks the
+-- `python -m engine compare` reads (store/queries/compare.py); tests/engine/usecases/compare/test_compare.py checks the
 -- two agree. Metrics are query_metrics', plus two per item:
 --   cites_nothing     1.0 when the answer cites nothing, else 0.0
 --   mean_probability  mean probability of its citations; NULL where none was recorded

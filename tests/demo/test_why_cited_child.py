@@ -3,7 +3,7 @@ visitors (demo.handlers.why_cited.FitGate): the child's page is the in-process f
 its memory or CPU time is refused in one line, the web process does not do the fit's work, and a
 second visitor waits for their turn while the same visitor's second fit is refused.
 
-The store is tests/engine/usecases/test_why_cited.py's: simulated base and cf choices imported as answers."""
+The store is tests/engine/usecases/bias/test_why_cited.py's: simulated base and cf choices imported as answers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from demo.handlers import why_cited as h
 from demo.settings import DEFAULT_MAX_FIT_DECISIONS
 from engine.errors import UserError
 from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
-from tests.engine.usecases.test_why_cited import imported  # noqa: F401  (the fixture)
+from tests.engine.usecases.bias.test_why_cited import imported  # noqa: F401  (the fixture)
 
 
 def test_the_childs_page_is_the_in_process_fits(imported, monkeypatch):  # noqa: F811

@@ -2,7 +2,7 @@
 side-by-side drill-down, the export, the Runs tab's ticks, the SQL tab's compare_runs example
 through the sandbox) and `/compare`, `/compare_item`, `/compare_export` through gradio_client.
 
-The store is tests/engine/usecases/test_compare.py's: experiments e1 and e2 (three modes each; e2's base misses 4
+The store is tests/engine/usecases/compare/test_compare.py's: experiments e1 and e2 (three modes each; e2's base misses 4
 items), identical runs same-1 and same-2, a running run, a disjoint one and one on another dataset.
 """
 
@@ -19,7 +19,7 @@ from demo.handlers import compare as h
 from engine.errors import UserError
 from engine.statistics import compare_stats as cs
 from engine.usecases.compare.compare import CompareRequest, Margins, compare
-from tests.engine.usecases.test_compare import build_store
+from tests.engine.usecases.compare.test_compare import build_store
 
 
 @pytest.fixture(scope="module")

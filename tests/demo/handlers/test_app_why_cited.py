@@ -1,7 +1,7 @@
 """The Bias tab's "Why was it cited?" panel without a browser: the handler's page against the use
 case, escaping, refusals, the forest plot, and `/why_cited` through gradio_client.
 
-The store is tests/engine/usecases/test_why_cited.py's: simulated base and cf choices imported as answers."""
+The store is tests/engine/usecases/bias/test_why_cited.py's: simulated base and cf choices imported as answers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from demo.handlers import why_cited as h
 from engine.errors import UserError
 from engine.statistics.choice_simulation import ChoiceTruth, SimulationSettings, simulate_choices
 from engine.usecases.bias.why_cited import WhyCitedRequest, why_cited
-from tests.engine.usecases.test_why_cited import imported  # noqa: F401  (the fixture)
+from tests.engine.usecases.bias.test_why_cited import imported  # noqa: F401  (the fixture)
 from tests.support.helpers import cli, rows, write_jsonl
 
 

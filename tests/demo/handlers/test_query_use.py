@@ -1,7 +1,7 @@
 """Cited or used, in the Query tab: beside each answer's citations, every shown document's necessity
 (nats) and whether it counts as used, where `python -m engine used` stored values for the run;
 a citation the answer does not need reads "post-rationalised". The rows are inserted by SQL as
-`used` writes them (that command needs a model: tests/engine/usecases/test_used.py runs it)."""
+`used` writes them (that command needs a model: tests/engine/usecases/judges/test_used.py runs it)."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ def test_a_fit_that_did_not_converge_prints_a_warning_not_a_bare_verdict(monkeyp
 def test_why_cited_reads_numbers_not_text(tmp_path):
     from engine.usecases.bias.why_cited import WhyCitedRequest, chosen_answers
     from store.queries.decisions import decision_codes
-    from tests.engine.usecases.test_why_cited import store_simulated
+    from tests.engine.usecases.bias.test_why_cited import store_simulated
 
     sim = simulate_choices(SimulationSettings(n_items=40, label_a="a woman", label_b="a man"), ChoiceTruth(),
                            np.random.default_rng(3))

@@ -1,6 +1,6 @@
 """compare's citation flips counted in SQL (store/queries/citation_flips.py) against
 engine.statistics.flips.citation_flips on the items paired in Python, on stores written through
-RunStore: tests/engine/usecases/test_compare.py's random runs, and hand-made runs with the edge cases (a document
+RunStore: tests/engine/usecases/compare/test_compare.py's random runs, and hand-made runs with the edge cases (a document
 shown twice, a cited number no document was shown under, relevance unknown or different between
 two citations of one document, an item only one run holds, a cited document only one run showed,
 runs without a citation, a run against itself); then the CLI's line.
@@ -18,7 +18,7 @@ from engine.types import Citation, Document, Generation, Item
 from store.db import connect
 from store.queries.citation_flips import citation_flip_counts
 from store.run_store import RunStore
-from tests.engine.usecases.test_compare import _write, build_store
+from tests.engine.usecases.compare.test_compare import _write, build_store
 
 
 def _python_flips(db: Path, run_a: str, run_b: str) -> CitationFlips:

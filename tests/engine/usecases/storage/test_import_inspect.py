@@ -24,7 +24,7 @@ from engine import api  # noqa: E402
 from engine.errors import UserError  # noqa: E402
 from tests.support.inspect_runner import inspect_eval  # noqa: E402  (Inspect in a thread of its own)
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _said(*args: object) -> ModelOutput:

@@ -491,7 +491,7 @@ def test_the_reads_bench_runs_and_finds_the_same_arrays(db):
     import sys
 
     done = subprocess.run([sys.executable, "scripts/bench_compare_reads.py", str(db), "e1-base", "e2-base"],
-                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[4])
     assert done.returncode == 0, done.stderr
     assert "36 paired items; the same arrays: True" in done.stdout
 

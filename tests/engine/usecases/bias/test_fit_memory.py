@@ -16,7 +16,7 @@ from engine.usecases.bias.fit_memory import (
     fit_memory_bytes,
 )
 from tests.engine.statistics.test_study_model import stored  # noqa: F401  (the fixture)
-from tests.engine.usecases.test_why_cited import store_simulated
+from tests.engine.usecases.bias.test_why_cited import store_simulated
 from tests.support.helpers import cli
 
 
