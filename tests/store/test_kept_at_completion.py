@@ -9,7 +9,7 @@ from pathlib import Path
 
 from store import connect
 from store.kept_metrics import keep_experiment_bias
-from tests.bias_store import add_run, biased
+from tests.support.bias_store import add_run, biased
 
 BASE, CF = biased(12, 4)
 
