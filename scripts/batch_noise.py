@@ -113,12 +113,12 @@ def load(args):
         folder = write_tiny_model(Path(tempfile.mkdtemp()) / "tiny-llama", "llama")
         return load_model(str(folder), quantize=args.quantize, device=args.device)
     if args.model == "smollm2":
-        from tests.helpers import load_script
+        from tests.support.helpers import load_script
 
         folder = load_script("gguf_models").model_folder("smollm2")
         return load_model(str(folder), quantize=args.quantize, device=args.device)
     if args.model.startswith("shape:"):
-        from tests.helpers import load_script
+        from tests.support.helpers import load_script
 
         bench_gpu = load_script("bench_gpu")
         ARCHITECTURES, build_checkpoint = bench_gpu.ARCHITECTURES, bench_gpu.build_checkpoint
@@ -198,7 +198,7 @@ def served_compositions(args, prompts) -> tuple[list[Change], float, int]:
     from engine.running.backend_server import ServerBackend
     from engine.running.backends import plan_batches
     from engine.running.served_request import ServerSettings
-    from tests.served_server import API_KEY, llama_server
+    from tests.support.served_server import API_KEY, llama_server
 
     os.environ["PATTRIEVAL_BENCH_KEY"] = API_KEY
     items = [(f"{m}|{item}", text) for m in ("base", "cf") for item, text in prompts[m]]

@@ -73,7 +73,7 @@ def fit(request, db: Path) -> dict:
 
 
 def page_work() -> float:
-    """A light page's worth of pure-Python work (~10 ms), timed (tests/test_why_cited_child.py times it too)."""
+    """A light page's worth of pure-Python work (~10 ms), timed (tests/demo/test_why_cited_child.py times it too)."""
     started = time.perf_counter()
     total = 0
     for i in range(200_000):

@@ -3,7 +3,7 @@
 Builds a store with scripts/bench_app.build_store (runs x items answers, 0-2 citations each),
 two model judges' verdicts on every cited document (an LLM and an NLI judge, written by bulk
 insert through the real schema), and four labels files of every cited document (CSV, `item_id,run,position,label`, about 35 bytes a row). Then, through the app launched as
-`python -m demo` launches it (tests/app_server.served, its ordinary AppSettings):
+`python -m demo` launches it (tests/support/app_server.served, its ordinary AppSettings):
 
 - import:    the Judges tab's label import (the handler the Import button calls) of the labels
              files under new judges' names, the store's size before and after each, with
@@ -104,7 +104,7 @@ def agreement(folder: Path, repeats: int) -> None:
 
     from demo.jobs import JobQueue
     from demo.settings import AppSettings
-    from tests.app_server import refuse_load, served
+    from tests.support.app_server import refuse_load, served
 
     db = folder / STORE
     from store.queries import label_runs

@@ -98,7 +98,7 @@ def server(args):
         return
     import os
 
-    from tests.served_server import API_KEY, llama_server
+    from tests.support.served_server import API_KEY, llama_server
 
     os.environ["PATTRIEVAL_BENCH_KEY"] = API_KEY
     args.api_key_env = "PATTRIEVAL_BENCH_KEY"

@@ -158,7 +158,7 @@ def fmt(row: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.helpers import load_script
+    from tests.support.helpers import load_script
 
     args = parse_args(argv)
     gguf_models = load_script("gguf_models")

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {"fast loop": ["-m", "not slow"], "whole suite": []}
 SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected)")
-# pytest's durations lines: "12.34s call     tests/test_x.py::test_y"
+# pytest's durations lines: "12.34s call     tests/store/test_x.py::test_y"
 DURATION = re.compile(r"^\d+\.\d+s (call|setup|teardown) ")
 
 

@@ -16,8 +16,8 @@ kept from (`current_answer_runs`), so a writer that keeps nothing (SQL typed by 
 version of this code) sends the run back to query_metrics rather than to stale numbers.
 
 The numbers are query_metrics' own (store/views.sql), computed by the view for the answers just
-written: tests/test_answer_metrics.py holds them equal to a fresh computation and to the
-Python oracle (tests/metrics_oracle.py).
+written: tests/store/test_answer_metrics.py holds them equal to a fresh computation and to the
+Python oracle (tests/support/metrics_oracle.py).
 """
 
 from __future__ import annotations

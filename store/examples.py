@@ -1,5 +1,5 @@
 """The README's example queries, in one place: the SQL tab offers them one click each, and
-tests/test_app_sql.py checks that each appears verbatim in README.md and runs on a real store.
+tests/demo/handlers/test_app_sql.py checks that each appears verbatim in README.md and runs on a real store.
 
 Each entry is (title, sql); in the README's store section it reads `-- {title}` then `{sql};`.
 """

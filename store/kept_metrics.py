@@ -30,7 +30,7 @@ from store.derived import run_contents
 # through the views into the tables, but neither list_contains nor an IN list.
 _LIVE_RUN = "SELECT * FROM run_metrics WHERE run_id = ?"
 _LIVE_PAIR = "SELECT * FROM bias WHERE run_a = ? AND run_b = ?"
-# One run's compare_item_metrics rows (store/views.sql defines them; tests/test_compare.py checks
+# One run's compare_item_metrics rows (store/views.sql defines them; tests/engine/usecases/compare/test_compare.py checks
 # the two agree): citations filtered by run inside the average, so the run's equality reaches
 # both tables (the view's own average groups every run's citations first).
 ITEM_METRICS = """

@@ -6,11 +6,11 @@
 -- Edit a macro HERE, not in a migration. A change must ship with a new migration file (a comment
 -- naming the changed macro is enough), as a change to a view does (store/views.sql), and a change
 -- to what query_metrics computes must also say what it does to the kept numbers (007, 013).
--- Migrations 002, 003 and 014 defined these as they went (tests/old_migrations holds those texts).
+-- Migrations 002, 003 and 014 defined these as they went (tests/support/old_migrations holds those texts).
 -- Table macros that read views (compare_runs, run_metrics_over) are in store/views.sql.
 --
--- Facts spelt here have their home in Python; tests/test_views.py checks that the two agree:
--- normalize_answer against tests/metrics_oracle.py over every code point, the t macros against scipy,
+-- Facts spelt here have their home in Python; tests/store/test_views.py checks that the two agree:
+-- normalize_answer against tests/support/metrics_oracle.py over every code point, the t macros against scipy,
 -- the built-in short labels against engine.prompting.prompts.METADATA_TYPES.
 
 
@@ -136,7 +136,7 @@ CREATE OR REPLACE MACRO t_sf2(t, df) AS
 -- ---------------------------------------------------------------- labels
 -- The short name of label A (relevant documents in base) and B, as tables print them: from the
 -- run's stored prompt configuration, else the built-in types (engine/prompting/prompts.py
--- METADATA_TYPES; tests/test_views.py checks the two agree).
+-- METADATA_TYPES; tests/store/test_views.py checks the two agree).
 CREATE OR REPLACE MACRO label_short_a(config_json, metadata_type) AS
   coalesce(
     json_extract_string(config_json, '$.prompt.metadata.short_a'),

@@ -1,7 +1,7 @@
 -- store/views.sql: every view's current definition, once. Applied (CREATE OR REPLACE) after the
 -- table migrations, in the transaction of the last one, whenever a store applies migrations: a
 -- new store, and every upgrade, ends with exactly these views whatever its version was
--- (store/migrations/__init__.py; tests/test_store_views.py checks stores left by older code).
+-- (store/migrations/__init__.py; tests/store/test_store_views.py checks stores left by older code).
 --
 -- Edit a view HERE, not in a migration. A change must ship with a new migration file (a comment
 -- naming the changed view is enough): stores apply this file when they apply a migration, so
@@ -13,11 +13,11 @@
 -- Views are listed so that each comes after the views it reads. The scalar macros they call
 -- (normalize_answer, t_quantile_975, label_short_a, dataset_label ...) are store/macros.sql's,
 -- applied just before this file. Migrations 001-011 created these views as they went; this file
--- replaces what they made (tests/old_migrations holds their texts; tests/test_store_views.py).
+-- replaces what they made (tests/support/old_migrations holds their texts; tests/store/test_store_views.py).
 -- A migration that reads a view says so on a line `-- reads views: NAME, ...`: the runner
 -- creates those views from this file, as defined here, before applying it (007's backfill).
--- The metric views are checked against an independent Python oracle (tests/metrics_oracle.py,
--- engine/statistics/bias.py) on random runs by tests/test_views.py.
+-- The metric views are checked against an independent Python oracle (tests/support/metrics_oracle.py,
+-- engine/statistics/bias.py) on random runs by tests/store/test_views.py.
 
 -- ---------------------------------------------------------------- tokens (as of migration 001)
 -- One row per generated token; step 0 is the first generated token.
@@ -427,7 +427,7 @@ GROUP BY ALL;
 
 -- ---------------------------------------------------------------- compare (as of migration 012)
 -- Two runs' per-item metrics paired by item id, for the SQL tab and notebooks. The same columns
--- `python -m engine compare` reads (store/queries/compare.py); tests/test_compare.py checks the
+-- `python -m engine compare` reads (store/queries/compare.py); tests/engine/usecases/compare/test_compare.py checks the
 -- two agree. Metrics are query_metrics', plus two per item:
 --   cites_nothing     1.0 when the answer cites nothing, else 0.0
 --   mean_probability  mean probability of its citations; NULL where none was recorded

@@ -52,8 +52,24 @@ def pytest_collection_modifyitems(config, items):
 # first); spread over both workers they ran last, two browsers and two apps at once: the whole
 # suite took 726 s instead of 682 s. pytest-xdist's own `--dist loadgroup` no longer groups on
 # pytest 9.2 (its nodeid suffix is ignored: pytest-dev/pytest-xdist#1386), hence this scheduler.
-SHARED_BY_FILES = (("tests/browser/", "browser"), ("tests/test_served_", "llama"), ("tests/test_app_served.py", "llama"),
-                   ("tests/test_ray_", "ray"), ("tests/test_app_grid.py", "ray"))
+# The served and Ray tests live in the folders of the code they test (engine/running, demo/handlers,
+# engine/inspect_tasks), so they are grouped by file name, wherever the file is.
+SHARED_BY_FOLDER = (("tests/browser/", "browser"),)
+SHARED_BY_NAME = (("test_served_", "llama"), ("test_app_served.py", "llama"),
+                  ("test_ray_", "ray"), ("test_app_grid.py", "ray"))
+
+
+def shared_group(nodeid: str) -> str | None:
+    """The group of a test file that shares a costly thing of the session, or None."""
+    file = nodeid.split("::", 1)[0]
+    for folder, group in SHARED_BY_FOLDER:
+        if file.startswith(folder):
+            return group
+    name = file.rsplit("/", 1)[-1]
+    for prefix, group in SHARED_BY_NAME:
+        if name.startswith(prefix):
+            return group
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -64,10 +80,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SharedThingsScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            for prefix, group in SHARED_BY_FILES:
-                if nodeid.startswith(prefix):
-                    return group
-            return super()._split_scope(nodeid)
+            return shared_group(nodeid) or super()._split_scope(nodeid)
 
     return SharedThingsScheduling(config, log)
 
@@ -115,9 +128,9 @@ def tiny_llama(tiny_llama_dir):
 
 @pytest.fixture(scope="session")
 def llama_process(tmp_path_factory):
-    """llama.cpp's server with SmolLM2 (tests/served_server.py), started once for every served
+    """llama.cpp's server with SmolLM2 (tests/support/served_server.py), started once for every served
     test of the session: each start costs seconds of a core and a first completion."""
-    from tests.served_server import llama_server
+    from tests.support.served_server import llama_server
 
     with llama_server(tmp_path_factory.mktemp("llama")) as running:
         yield running
@@ -136,7 +149,7 @@ def server(llama_process):
 def pytest_runtest_makereport(item, call):
     """A failing test's report names a dead llama.cpp server (exit signal, last log lines)."""
     report = yield
-    served = sys.modules.get("tests.served_server")
+    served = sys.modules.get("tests.support.served_server")
     if report.failed and served is not None:
         for started in served.STARTED:
             dead = started.death()

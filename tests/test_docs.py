@@ -8,7 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
-from tests.helpers import load_script
+from tests.support.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

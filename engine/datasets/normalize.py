@@ -1,7 +1,7 @@
 r"""The paper's exact-match normalisation of answer text, for the places Python needs it.
 
 The product computes every metric in SQL (store/views); exact match's normalisation there is
-the same as `normalize_answer` here (tests/test_views.py keeps the two in step over every code
+the same as `normalize_answer` here (tests/store/test_views.py keeps the two in step over every code
 point). engine/datasets/data.py uses this function to mark ALCE documents relevant when they contain a
 gold answer.
 

@@ -5,7 +5,7 @@ Per sample, the answer's citations are read with our parser (engine.prompting.ci
 scored as the store's query_metrics view scores them (store/views.sql): `cited` holds every
 distinct cited number, a number no document was shown under counting against precision (the
 "paper" syntax leaves it out, as that view does for such runs); `gold` holds the positions of
-the relevant documents shown. tests/test_inspect_task.py imports a log of this task into a store
+the relevant documents shown. tests/engine/inspect_tasks/test_inspect_task.py imports a log of this task into a store
 and holds these values equal to the view's.
 
 CAS and CAB are engine.statistics.bias.compute_bias's: value, percentile-bootstrap interval,

@@ -12,7 +12,7 @@ A statistic that the data cannot define (one class only, fewer than two judges, 
 both) is None with the reason in a sentence, never NaN. None in a judge's labels means "not
 judged": the item is left out of whatever needs that judge. statsmodels and krippendorff are
 imported on first use: importing them costs more than a small table does.
-tests/test_agreement_stats.py checks each number against the library run directly, and the
+tests/engine/statistics/test_agreement_stats.py checks each number against the library run directly, and the
 intervals' coverage by simulation. docs/method.md, "Agreement between judges", says what each means.
 """
 

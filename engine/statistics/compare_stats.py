@@ -24,7 +24,7 @@ bootstrap cost minutes at a million items and agree with them there (`exact` kee
 Where every paired difference is equal there is no spread to test against: the t-test, the
 interval, TOST and the detectable difference of a continuous metric are undefined, and say so.
 scipy is imported inside the functions that need it: importing it costs more than a small
-comparison does. tests/test_compare.py and tests/test_compare_exact.py check each statistic
+comparison does. tests/engine/usecases/compare/test_compare.py and tests/engine/statistics/test_compare_exact.py check each statistic
 against scipy and statsmodels, and the verdicts' error rates by simulation.
 """
 

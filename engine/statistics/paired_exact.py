@@ -12,7 +12,7 @@ discordant pairs allow, whatever the concordant ones do:
     Its p is the smallest alpha at which the bound clears the margin. No discordant pair in
     20 items still leaves B - A anywhere in (-16.8, +16.8) points: the Clopper-Pearson 97.5%
     bound of 0 of 20. It is conservative (Bonferroni, and Clopper-Pearson), never liberal:
-    tests/test_compare_exact.py sums its size exactly over every outcome.
+    tests/engine/statistics/test_compare_exact.py sums its size exactly over every outcome.
   * Power of the exact McNemar test (a two-sided binomial test, p = 1/2, on the discordant pairs,
     as statsmodels' mcnemar(exact=True)) with n items, a discordant share p_d and a difference d:
     the number of discordant pairs is Binomial(n, p_d) and, given m of them, b_only is

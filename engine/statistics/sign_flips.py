@@ -9,7 +9,7 @@ scipy's exactly, not nearly:
   * scipy shuffles each item's (B, A) pair with Generator.permuted: one 32-bit draw per item and
     pattern, pattern by pattern, the pair swapped where the draw is even. PCG64 hands out 32-bit
     draws as the low then the high half of each 64-bit one, so pattern r, item i is bit 0 of half
-    r * n + i of the raw stream (tests/test_sign_flips.py checks the null values against scipy's).
+    r * n + i of the raw stream (tests/engine/statistics/test_sign_flips.py checks the null values against scipy's).
   * scipy's null value is a float64 sum: sequential within a batch of two or more patterns,
     pairwise (numpy's add.reduce) in a batch of one. The product here is within a bound of the
     exact sum; a pattern that close to the observed mean +- scipy's tolerance is summed again

@@ -1,6 +1,6 @@
 """Significance tests and confidence intervals for per-item metric differences.
 
-The t-tests give exactly what scipy.stats.ttest_rel / ttest_1samp give (tests/test_stats.py
+The t-tests give exactly what scipy.stats.ttest_rel / ttest_1samp give (tests/engine/statistics/test_stats.py
 checks to 1e-10), but the Student-t distribution is computed here from the regularised
 incomplete beta function instead of importing scipy: importing scipy.special alone takes longer
 than the whole `python -m engine bias` command otherwise needs (scripts/bench_bias.py).

@@ -457,7 +457,7 @@ def _pairwise(order, contrasts, b, v, v_model) -> tuple[PairwiseDifference, ...]
 def holm(ps: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p values, in the order given: the k-th smallest p times (m - k + 1),
     made non-decreasing and capped at 1. statsmodels' multipletests(method="holm") gives the same
-    numbers (tests/test_study_model.py) but runs gc.collect() on every call (about 0.2 s in a
+    numbers (tests/engine/statistics/test_study_model.py) but runs gc.collect() on every call (about 0.2 s in a
     large process), which the coverage simulation would pay on every draw."""
     p = np.asarray(ps, dtype=float)
     m = len(p)

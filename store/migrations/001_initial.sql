@@ -1,7 +1,7 @@
 -- 001_initial: runs, dataset items, generations, citations, and the `tokens` view.
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (62e7936: its view statements removed, store/views.sql defines the views;
--- tests/old_migrations/001_initial.sql is the text as it shipped).
+-- tests/support/old_migrations/001_initial.sql is the text as it shipped).
 
 CREATE TABLE runs(
   run_id VARCHAR PRIMARY KEY,

@@ -2,9 +2,9 @@
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (migration 018): its macros and views, which later files replaced, are
 -- defined once in store/macros.sql and store/views.sql, applied after the migrations; the text
--- as it shipped is tests/old_migrations/002_metrics_views.sql (what stores that applied it hold).
+-- as it shipped is tests/support/old_migrations/002_metrics_views.sql (what stores that applied it hold).
 --
--- tests/test_views.py checks every view on random runs against tests/metrics_oracle.py (the
+-- tests/store/test_views.py checks every view on random runs against tests/support/metrics_oracle.py (the
 -- per-answer metrics, written in Python from the paper) and engine/statistics/bias.py (CAS, CAB).
 --   query_metrics        one row per stored answer (run_id, item_id)
 --   run_metrics          one row per run: means with t-based 95% intervals

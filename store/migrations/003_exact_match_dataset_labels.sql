@@ -3,14 +3,14 @@
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release: python_lower and normalize_answer were added to the first release
 -- (f5057e4), and its macros moved to store/macros.sql (migration 018); the text before that is
--- tests/old_migrations/003_exact_match_dataset_labels.sql.
+-- tests/support/old_migrations/003_exact_match_dataset_labels.sql.
 --
 -- The paper's numbers come from the seed library's `preprocess` (behind check_any_string):
 --     text.lower(); re.sub(r'[^\w\s]', '', text); re.sub(r'\s+', ' ', text).strip()
--- Python's str.lower(), \w and \s, spelt for DuckDB. tests/metrics_oracle.py normalize_answer is the
--- Python side; tests/test_views.py compares the two over every code point and random text.
+-- Python's str.lower(), \w and \s, spelt for DuckDB. tests/support/metrics_oracle.py normalize_answer is the
+-- Python side; tests/store/test_views.py compares the two over every code point and random text.
 --
--- Facts spelt in SQL have their home in Python; tests/test_views.py checks that the
+-- Facts spelt in SQL have their home in Python; tests/store/test_views.py checks that the
 -- two agree: the modes and the CAS / CAB pairs (engine.types.MODES, engine.statistics.bias.COMPARISONS)
 -- and the built-in short labels of label_short_a / label_short_b (engine.prompting.prompts.METADATA_TYPES).
 

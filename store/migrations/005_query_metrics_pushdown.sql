@@ -3,7 +3,7 @@
 -- experiment; scripts/bench_app.py times it at a million generations).
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (migration 018): the view is store/views.sql's; the text as it shipped is
--- tests/old_migrations/005_query_metrics_pushdown.sql.
+-- tests/support/old_migrations/005_query_metrics_pushdown.sql.
 --
 -- In 002 the generations CTE is read twice, so DuckDB materialised it whole before any filter,
 -- and the relevance flags were unnested and grouped over every item of every dataset: reading
@@ -13,7 +13,7 @@
 -- item_id filter reaches generations, items and citations. No index is needed: those lookups
 -- go through the primary keys and zone maps. Whole-run reads got faster too (the run_metrics
 -- of 100 runs x 10,000 items: 25-30 s against 37-41 s, on a loaded 2-core machine).
--- tests/test_query_detail.py checked this view against 002's on edge cases, and
--- tests/test_views.py checks query_metrics against tests/metrics_oracle.py.
+-- tests/demo/handlers/test_query_detail.py checked this view against 002's on edge cases, and
+-- tests/store/test_views.py checks query_metrics against tests/support/metrics_oracle.py.
 
 -- The view query_metrics that this migration created is defined in store/views.sql now (applied after the migrations).

@@ -3,7 +3,7 @@
 -- bias tab and `engine bias` read three runs) reaches every table.
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (62e7936: its view statement removed, store/views.sql defines the view;
--- tests/old_migrations holds the text as it shipped).
+-- tests/support/old_migrations holds the text as it shipped).
 --
 -- In 005 the citations were grouped per (run, item) in a CTE of their own and LEFT JOINed to the
 -- generations; DuckDB pushes a filter into a LEFT JOIN's left side only, so reading the metrics
@@ -16,7 +16,7 @@
 -- get faster too (every run's f1: 1.7 s against 2.5 s).
 -- Semantics are 005's: a generation without citations has cited [], n_citations 0 and NULL
 -- probabilities; citations of a generation that does not exist are ignored (inner side).
--- tests/test_query_detail.py checks this view against 002's on edge cases, and
--- tests/test_views.py checks it against tests/metrics_oracle.py.
+-- tests/demo/handlers/test_query_detail.py checks this view against 002's on edge cases, and
+-- tests/store/test_views.py checks it against tests/support/metrics_oracle.py.
 
 -- The view query_metrics that this migration created is defined in store/views.sql now (applied after the migrations).

@@ -4,7 +4,7 @@
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (migration 018): the backfill reads query_metrics as store/views.sql
 -- defines it now (the line `-- reads views:` below), not the view of the store's migrations; the
--- text as it shipped is tests/old_migrations/007_run_scores.sql.
+-- text as it shipped is tests/support/old_migrations/007_run_scores.sql.
 --
 -- A cache kept by the writer: store.run_store writes a run's row when it marks the run
 -- complete, and store.merge for every run it copies (store/run_scores.py). Readers use a row

@@ -2,7 +2,7 @@
 -- each one mentions, and per run the share that gives a label as a reason.
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (62e7936: its view statements removed, store/views.sql defines the views;
--- tests/old_migrations holds the text as it shipped).
+-- tests/support/old_migrations holds the text as it shipped).
 --
 -- One explanation per (run, item, explainer model): the answer of generations(run_id, item_id)
 -- explained by `explainer_model` (by default the model that answered). The mention columns are

@@ -2,7 +2,7 @@
 -- (`python -m engine verify`), and per run the shares of each class.
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (62e7936: its view statement removed, store/views.sql defines the view;
--- tests/old_migrations holds the text as it shipped).
+-- tests/support/old_migrations holds the text as it shipped).
 --
 -- One row per (run, item, answer sentence, cited document, judge model): whether the document
 -- cited by that sentence supports the claim (question + sentence), as judged by `judge_model`

@@ -4,7 +4,7 @@
 -- and how often what it cites supports the sentence citing it, which needs no gold labels.
 -- Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release (62e7936: its view statement removed, store/views.sql defines the view;
--- tests/old_migrations holds the text as it shipped).
+-- tests/support/old_migrations holds the text as it shipped).
 --
 -- The view is 002's, column for column, with six columns added at the end; they are NULL for a
 -- run nobody verified:

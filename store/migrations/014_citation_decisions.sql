@@ -1,7 +1,7 @@
 -- 014_citation_decisions: the label each shown document carried, and the citation_decisions view
 --. Do not change what this file does once released: add NNN_name.sql files instead.
 -- Edited since release: IF NOT EXISTS added (2ee901b), the short label macros added (77abdf6) and
--- moved to store/macros.sql (migration 018); the text before that is tests/old_migrations/014_citation_decisions.sql.
+-- moved to store/macros.sql (migration 018); the text before that is tests/support/old_migrations/014_citation_decisions.sql.
 --
 -- generations.shown_labels holds, per shown document, the label text as the prompt rendered it
 -- after "written by" (NULL entries: that document carried none). It is NULL for answers stored

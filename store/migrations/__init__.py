@@ -4,7 +4,7 @@ Each applied file is recorded in `schema_migrations`; a file is applied once, in
 transaction together with its record, so a crash mid-migration leaves the database as it was.
 New files are picked up automatically. What a shipped file does to a store must not change:
 stores that applied it keep what it did (a file's comments may be corrected; what changed after
-shipping is listed in each file's header and tests/old_migrations).
+shipping is listed in each file's header and tests/support/old_migrations).
 
 Views and macros are not migrated: store/macros.sql and store/views.sql hold each scalar macro's
 and view's current definition once, and are applied in the transaction of the last pending

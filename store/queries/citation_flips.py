@@ -4,7 +4,7 @@
 split by whether they hold the answer, and how many (item, document) pairs both runs showed.
 Reading every item's shown and cited lists into Python to pair them cost seconds per million
 items; this query counts them where they lie. The definition is engine.statistics.flips'
-citation_flips, which tests/test_citation_flips_sql.py checks this against:
+citation_flips, which tests/store/queries/test_citation_flips_sql.py checks this against:
 
 - the items are those both runs hold a generation for;
 - shown in both: the distinct documents of A's shown_doc_ids that B's shown_doc_ids also hold;

@@ -5,7 +5,7 @@ The metrics are query_metrics' (the views are the one definition of every metric
 derived per item: cites_nothing (1 when the answer cites nothing) and mean_probability (the mean
 probability of its citations, NULL where none was recorded). store/views.sql defines
 the same per-item columns as SQL (the compare_item_metrics view and the compare_runs(a, b)
-table macro); tests/test_compare.py checks the two agree. A complete run's rows are kept by the
+table macro); tests/engine/usecases/compare/test_compare.py checks the two agree. A complete run's rows are kept by the
 writer (item_metric_rows, store/kept_metrics.py) and read from there while current. The citation
 flips are counted in SQL: store/queries/citation_flips.py.
 

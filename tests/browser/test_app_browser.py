@@ -4,7 +4,7 @@ must render as text, never run, and an empty store's one-click first run.
 
 One app serves the module. Its store holds, before launch, a hand-built experiment whose
 dataset and answers carry `<script>` and `<img onerror>` (built with RunStore, as in
-tests/test_query_detail.py); the smoke run is started from the Run tab in the browser. A second
+tests/demo/handlers/test_query_detail.py); the smoke run is started from the Run tab in the browser. A second
 app, on a store not yet created, shows the first screen.
 """
 

@@ -2,7 +2,7 @@
 table and the plot of the differences, an item clicked in the items table opening the Query tab
 with both runs side by side.
 
-The store is tests/test_compare.py's: experiments e1 and e2 (three modes each), e2's base
+The store is tests/engine/usecases/compare/test_compare.py's: experiments e1 and e2 (three modes each), e2's base
 missing 4 of the 40 items.
 """
 
@@ -19,7 +19,7 @@ ITEMS = "items"
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, launch_app):
-    from tests.test_compare import build_store
+    from tests.engine.usecases.compare.test_compare import build_store
 
     return launch_app(build_store(tmp_path_factory.mktemp("compare-browser") / "c.duckdb"))
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.browser.test_app_browser import WAIT_MS, open_app, open_tab
-from tests.test_app_explain import HOSTILE, PLAIN, build_explained_store
+from tests.demo.handlers.test_app_explain import HOSTILE, PLAIN, build_explained_store
 
 E_ROOT = ".pe-q"  # demo.explain_render.explain_page wraps the view in this
 E_MODE = ".pe-q .modes .mode"

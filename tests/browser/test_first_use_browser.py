@@ -16,7 +16,7 @@ import pytest
 
 from demo.hints import NO_RUNS, PICK
 from tests.browser.test_app_browser import ARTIFACTS, FIRST_SCREEN, RUN_LIMIT, RUN_MODEL, WAIT_MS, open_app, open_tab
-from tests.test_app_first_use import one_run_store
+from tests.demo.test_app_first_use import one_run_store
 
 SIZE = {"width": 1440, "height": 900}
 TABS = ("Run", "Runs", "Compare", "Query", "Bias", "Leaderboard", "Explain", "Judges", "SQL")

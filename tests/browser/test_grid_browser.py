@@ -60,7 +60,7 @@ def test_a_2x2_grid_shows_its_plan_then_runs_as_one_job_to_the_end(page, app):
     # The store is empty: the page's load event fills model, item limit and sizes with the first
     # run's values when it answers, seconds late under load. Typed before, the limit of 2 was
     # replaced after Show plan (the plan said 24 answers, the job ran the first run's 60); Start
-    # now refuses that (tests/test_app_grid_plan_shown.py), and a visitor types into a settled form.
+    # now refuses that (tests/demo/handlers/test_app_grid_plan_shown.py), and a visitor types into a settled form.
     panel.get_by_text(FIRST_SCREEN).wait_for(timeout=WAIT_MS)
     assert panel.get_by_label(RUN_MODEL).input_value() == "smoke"
     type_list(panel, RUN_METADATA, "gender,race")

@@ -1,7 +1,7 @@
 """The Judges tab in a real browser at 1440x900: the hint before anything is chosen,
 an experiment's agreement matrix, a person's labels uploaded and imported (the matrix then has
 three judges), the disagreements of a pair, and a clicked disagreement opening its item in the
-Query tab. The store is tests/judged_store.py's (two model judges on 12 answers).
+Query tab. The store is tests/support/judged_store.py's (two model judges on 12 answers).
 Screenshots go to test-artifacts/judges-*.png.
 """
 
@@ -18,7 +18,7 @@ MATRIX = "agreement matrix (Cohen's κ [95% CI] · agree · n)"
 
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
-    from tests.judged_store import build
+    from tests.support.judged_store import build
 
     db = tmp_path_factory.mktemp("judges-browser") / "j.duckdb"
     return db, build(db)
@@ -35,7 +35,7 @@ def shot(page, name: str) -> None:
 
 
 def test_the_matrix_an_import_and_a_disagreement_opened_in_query(page, app, judged, tmp_path):
-    from tests.judged_store import LLM, NLI, cited
+    from tests.support.judged_store import LLM, NLI, cited
 
     _, info = judged
     page.set_viewport_size(VIEWPORT)

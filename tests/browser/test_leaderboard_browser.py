@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bias_store import add_experiment, add_run, biased
 from tests.browser.test_app_browser import ARTIFACTS, WAIT_MS, grid_rows, open_app, open_tab
+from tests.support.bias_store import add_experiment, add_run, biased
 
 N = 40
 

@@ -3,9 +3,9 @@ previous / next, the filter and the search move through the item list, the addre
 and a hostile permalink shows as text; where `used` read the answers, each document's necessity
 and use beside its citations, screenshotted at 1440x900.
 
-The store is tests/test_query_detail.py's: experiment exp-q ("hamlet-study") over hamlet, paris,
+The store is tests/demo/handlers/test_query_detail.py's: experiment exp-q ("hamlet-study") over hamlet, paris,
 madrid and mona, in that order; hamlet and paris change citations between base and cf; with
-tests/test_query_use.py's document_use rows for hamlet's base and cf answers.
+tests/demo/handlers/test_query_use.py's document_use rows for hamlet's base and cf answers.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from urllib.parse import quote
 import pytest
 
 from tests.browser.test_app_browser import ARTIFACTS
-from tests.test_query_detail import db  # noqa: F401  (the module's store, built before launch)
-from tests.test_query_use import used_db  # noqa: F401  (the same, with document_use rows)
+from tests.demo.handlers.test_query_detail import db  # noqa: F401  (the module's store, built before launch)
+from tests.demo.handlers.test_query_use import used_db  # noqa: F401  (the same, with document_use rows)
 
 WAIT_MS = 30_000
 Q_TITLE = ".pe-q h3"

@@ -18,7 +18,7 @@ ATTRSCORE_GRID = "AttrScore verification of citations, per run"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, launch_app):
     from store import RunStore
-    from tests.test_app_bias import _add_beyond, build_store
+    from tests.demo.handlers.test_app_bias import _add_beyond, build_store
 
     db = build_store(tmp_path_factory.mktemp("study-store") / "studies.duckdb")
     writer = RunStore(db, timeout_s=10)

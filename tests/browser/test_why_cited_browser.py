@@ -1,8 +1,8 @@
 """The Bias tab's "Why was it cited?" panel in a real browser at 1440x900: an
 experiment chosen, the choice model fitted, its effects table, forest plot and suppression rates;
-and a study chosen, its study model fitted (tests/test_study_model.py's store).
+and a study chosen, its study model fitted (tests/engine/statistics/test_study_model.py's store).
 
-The store is tests/test_why_cited.py's: simulated base and cf choices imported as answers.
+The store is tests/engine/usecases/bias/test_why_cited.py's: simulated base and cf choices imported as answers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_app_browser import ARTIFACTS, PLOTLY, WAIT_MS, grid_rows, open_app, open_tab
-from tests.test_study_model import stored  # noqa: F401  (the fixture)
-from tests.test_why_cited import imported  # noqa: F401  (the fixture)
+from tests.engine.statistics.test_study_model import stored  # noqa: F401  (the fixture)
+from tests.engine.usecases.bias.test_why_cited import imported  # noqa: F401  (the fixture)
 
 VIEWPORT = {"width": 1440, "height": 900}
 
