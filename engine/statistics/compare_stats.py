@@ -44,6 +44,7 @@ from engine.statistics.stats import (
     DEFAULT_SEED,
     bootstrap_mean_ci,
     bootstrap_mean_cis,
+    holm,
 )
 
 ALPHA = 0.05
@@ -262,21 +263,6 @@ def bootstrap_diff_cis(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_resa
         for k, ci in zip(ks, bootstrap_mean_cis([diffs[k] for k in ks], n_resamples=n_resamples, seed=seed), strict=True):
             out[k] = ci
     return out
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p values (as statsmodels' multipletests(method='holm')); NaN
-    entries stay NaN and do not count among the tests."""
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    known = np.flatnonzero(~np.isnan(p))
-    m = known.size
-    order = known[np.argsort(p[known], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out.tolist()
 
 
 def tost_paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, margin: float) -> Equivalence:

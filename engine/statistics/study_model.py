@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.errors import UserError
+from engine.statistics.stats import holm
 from engine.statistics.study_answers import STUDY_COLUMNS
 
 if TYPE_CHECKING:
@@ -452,17 +453,3 @@ def _pairwise(order, contrasts, b, v, v_model) -> tuple[PairwiseDifference, ...]
     adjusted = holm(ps)
     return tuple(PairwiseDifference(a, c, e, s, e - _Z * s, e + _Z * s, p, q, q < 0.05, sm)
                  for (a, c, e, s, sm), p, q in zip(found, ps, adjusted, strict=True))
-
-
-def holm(ps: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p values, in the order given: the k-th smallest p times (m - k + 1),
-    made non-decreasing and capped at 1. statsmodels' multipletests(method="holm") gives the same
-    numbers (tests/engine/statistics/test_study_model.py) but runs gc.collect() on every call (about 0.2 s in a
-    large process), which the coverage simulation would pay on every draw."""
-    p = np.asarray(ps, dtype=float)
-    m = len(p)
-    order = np.argsort(p, kind="stable")
-    stepped = np.minimum(np.maximum.accumulate(p[order] * np.arange(m, 0, -1)), 1.0)
-    out = np.empty(m)
-    out[order] = stepped
-    return [float(x) for x in out]

@@ -6,8 +6,8 @@ pairwise tests corrected for multiplicity. docs/method.md, "The leaderboard's ti
   that CAB itself uses (engine.statistics.bias.difference_test: the sign-flip permutation test up
   to ASYMPTOTIC_ABOVE differing items, the paired t-test above). Its null: on each item, either
   model's bias was as likely to be the larger.
-- The pairs' p values are adjusted together by Holm's step-down method (statsmodels'
-  multipletests, method="holm"), which holds the chance of telling any two equal models apart at
+- The pairs' p values are adjusted together by Holm's step-down method (engine.statistics.stats.holm,
+  statsmodels' multipletests(method="holm") in numbers), which holds the chance of telling any two equal models apart at
   SIGNIFICANCE whatever the number of models.
 - Order: |CAB| ascending (the least label bias first), then the model's name.
 - Tiers: walk the order; a model joins the current tier when its adjusted p against every model
@@ -24,16 +24,16 @@ told apart although they are as far from 0. A pair with fewer than two common it
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.statistics.bias import SIGNIFICANCE, difference_test
-from engine.statistics.stats import DEFAULT_SEED
+from engine.statistics.stats import DEFAULT_SEED, holm
 
 TIERS_TEST = ("pairwise paired tests of per-item CAB between models (sign-flip permutation test, paired t-test "
-              "above 1,000 differing items), Holm-corrected (statsmodels multipletests)")
+              "above 1,000 differing items), Holm-corrected")
 
 
 @dataclass(frozen=True)
@@ -60,19 +60,6 @@ class Tiers:
     test: str = TIERS_TEST
 
 
-def holm_adjust(pvalues: Sequence[float]) -> list[float]:
-    """Holm's adjusted p values, by statsmodels' multipletests; NaN entries stay NaN and do not
-    count among the tests."""
-    from statsmodels.stats.multitest import multipletests
-
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    known = ~np.isnan(p)
-    if known.any():
-        out[known] = multipletests(p[known], alpha=SIGNIFICANCE, method="holm")[1]
-    return out.tolist()
-
-
 def pair_test(a: Mapping[str, float], b: Mapping[str, float], *, seed: int = DEFAULT_SEED) -> tuple[int, float, float, str]:
     """(n common items, mean difference, p, test name) of two models' per-item bias (item id -> d)."""
     common = sorted(set(a) & set(b))
@@ -92,7 +79,7 @@ def tiers(bias: Mapping[str, Mapping[str, float]], cab: Mapping[str, float], *, 
     for i, a in enumerate(order):
         for b in order[i + 1:]:
             raw.append((a, b, *pair_test(bias[a], bias[b], seed=seed)))
-    adjusted = holm_adjust([r[4] for r in raw])
+    adjusted = holm([r[4] for r in raw])
     pairs = tuple(
         PairTest(a, b, n, diff, p, q, name, bool(not math.isnan(q) and q < SIGNIFICANCE))
         for (a, b, n, diff, p, name), q in zip(raw, adjusted, strict=True)

@@ -141,7 +141,7 @@ def test_a_separation_names_its_configuration_level_and_answers(study):
 def test_pairwise_differences_are_holm_corrected_and_say_so(study):
     from statsmodels.stats.multitest import multipletests
 
-    from engine.statistics.study_model import holm
+    from engine.statistics.stats import holm
 
     fit = fit_study_model(study, AXES)
     assert fit.correction == "Holm" and len(fit.pairwise) == 6

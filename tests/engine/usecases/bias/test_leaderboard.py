@@ -15,7 +15,8 @@ from statsmodels.stats.multitest import multipletests
 from engine.__main__ import main
 from engine.errors import UserError
 from engine.statistics.bias import compute_bias, metric_table
-from engine.statistics.tiers import holm_adjust, tiers
+from engine.statistics.stats import holm
+from engine.statistics.tiers import tiers
 from engine.usecases.bias.leaderboard import LeaderboardRequest, leaderboard, read_item_ids
 from tests.support.bias_store import add_experiment, add_run, biased
 
@@ -59,12 +60,26 @@ def test_the_pairwise_tests_are_scipys_and_the_correction_is_statsmodels_holm():
         assert pair.test == "paired t-test" and pair.n == 3000
         assert math.isclose(pair.p, expected, rel_tol=1e-9, abs_tol=1e-300)
         raw.append(pair.p)
-    holm = multipletests(raw, alpha=0.05, method="holm")[1]
-    assert [p.p_holm for p in found.pairs] == pytest.approx(list(holm), rel=1e-12)
-    assert holm_adjust([0.01, math.nan, 0.04]) == pytest.approx([0.02, math.nan, 0.04], nan_ok=True)
+    want = multipletests(raw, alpha=0.05, method="holm")[1]
+    assert [p.p_holm for p in found.pairs] == pytest.approx(list(want), rel=1e-12)
+    assert holm([0.01, math.nan, 0.04]) == pytest.approx([0.02, math.nan, 0.04], nan_ok=True)
     # The order is |CAB| ascending, and the clearly more biased model stands alone in the last tier.
     assert found.order == tuple(sorted(cab, key=lambda m: (abs(cab[m]), m)))
     assert found.tier[found.order[0]] == 1 and found.tier["m3"] == max(found.tier.values())
+
+
+def test_the_tiers_run_no_garbage_collection(monkeypatch):
+    """statsmodels' Holm runs a full gc.collect() on every call: seconds in a process holding a
+    model or the app, on every board. The tiers' Holm is arithmetic alone."""
+    import gc
+
+    def collect(*_):
+        raise AssertionError("gc.collect() called")
+
+    monkeypatch.setattr(gc, "collect", collect)
+    bias = _per_item(np.random.default_rng(3), 100, [0.0, 0.1, 0.3])
+    found = tiers(bias, {m: float(np.mean(list(v.values()))) for m, v in bias.items()})
+    assert len(found.pairs) == 3
 
 
 def test_few_differing_items_use_the_exact_sign_flip_test():

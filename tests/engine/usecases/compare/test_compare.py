@@ -26,6 +26,7 @@ from engine.prompting.citations import parse_citations
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.statistics import compare_stats as cs
 from engine.statistics.flips import CitationFlips, citation_flips, em_flips
+from engine.statistics.stats import holm
 from engine.types import Citation, Document, Generation, Item, RunSpec
 from engine.usecases.compare.compare import CompareRequest, Margins, compare, parse_margins
 from store.db import connect
@@ -108,13 +109,13 @@ def test_mcnemar_matches_statsmodels():
 
 def test_holm_hand_table():
     # m = 4, sorted 0.01, 0.02, 0.03, 0.5: 0.04, 0.06, 0.06 (monotone), 0.5; NaN stays out.
-    assert cs.holm([0.03, 0.01, math.nan, 0.5, 0.02]) == pytest.approx([0.06, 0.04, math.nan, 0.5, 0.06], nan_ok=True)
+    assert holm([0.03, 0.01, math.nan, 0.5, 0.02]) == pytest.approx([0.06, 0.04, math.nan, 0.5, 0.06], nan_ok=True)
 
 
 def test_holm_matches_statsmodels():
     from statsmodels.stats.multitest import multipletests
     p = np.random.default_rng(3).random(9) ** 3
-    assert cs.holm(p) == pytest.approx(multipletests(p, method="holm")[1].tolist(), rel=1e-12)
+    assert holm(p) == pytest.approx(multipletests(p, method="holm")[1].tolist(), rel=1e-12)
 
 
 @pytest.mark.parametrize("margin", [0.02, 0.1])
@@ -188,7 +189,7 @@ def test_compare_metrics_holm_and_missing_values():
     assert (f1.n, em.n) == (50, 45)
     assert f1.test == cs.PERMUTATION and em.test == cs.MCNEMAR and em.p_t is None and em.t is None
     assert f1.p_t == pytest.approx(scipy.stats.ttest_rel(b, a).pvalue, rel=1e-12)
-    assert [f1.p_holm, em.p_holm] == pytest.approx(cs.holm([f1.p, em.p]))
+    assert [f1.p_holm, em.p_holm] == pytest.approx(holm([f1.p, em.p]))
     assert f1.diff == pytest.approx(100 * np.mean(b - a)) and f1.mean_a == pytest.approx(100 * a.mean())
 
 
@@ -339,7 +340,7 @@ def test_compare_two_runs_end_to_end(db):
                                         lambda y, x, axis: np.mean(y - x, axis=axis), vectorized=True,
                                         permutation_type="samples", n_resamples=999, rng=np.random.default_rng(0))
     assert f1.test == cs.PERMUTATION and f1.p == pytest.approx(perm.pvalue, rel=1e-12)
-    assert [m.p_holm for m in r.metrics] == pytest.approx(cs.holm([m.p for m in r.metrics]))
+    assert [m.p_holm for m in r.metrics] == pytest.approx(holm([m.p for m in r.metrics]))
     assert list(items["f1_diff"].abs()) == sorted(items["f1_diff"].abs(), reverse=True)
     em = r.em_flips
     a_em, b_em = items["exact_match_a"], items["exact_match_b"]
