@@ -20,32 +20,25 @@ from pathlib import Path
 from engine.judges.plan import JudgePlan, JudgeResult, Load, Progress, RunTodo, Stage, Stop, generate_plan
 from engine.judges.registry import EXPLAIN
 from engine.types import ExplainSource
-from engine.usecases.judges.judge_runs import answered_runs, check_request, judge_model, load_judge, table_writer
-from engine.usecases.served import ServerOptions
+from engine.usecases.judges.judge_runs import (
+    JudgeRequest,
+    answered_runs,
+    check_request,
+    judge_model,
+    load_judge,
+    table_writer,
+)
 
 ExplainPlan = JudgePlan[ExplainSource]
 ExplainResult = JudgeResult
 
 
 @dataclass(frozen=True)
-class ExplainRequest:
+class ExplainRequest(JudgeRequest):
     """What to explain: every answer of an experiment, or of some runs, or one item's answers."""
 
-    db: Path
-    experiment: str | None = None  # id or name; or else `runs`
-    runs: tuple[str, ...] = ()
+    max_new_tokens: int = 256  # an explanation is a paragraph, a verdict a word
     item_id: str | None = None  # only this item's answers
-    model: str | None = None  # Hugging Face id, local folder or 'smoke'; None: the model that answered
-    # The explainer's name as stored, when `model` is already resolved (the app's RunRequest carries both).
-    label: str | None = None
-    limit: int | None = None  # only each run's first N answers
-    batch_size: int = 8
-    max_new_tokens: int = 256
-    quantize: str = "auto"
-    device: str = "auto"
-    dtype: str = "auto"
-    # An OpenAI-compatible server (engine.usecases.served); its model "" = the one that answered.
-    server: ServerOptions | None = None
 
 
 def plan_explain(request: ExplainRequest, *, stop: Stop | None = None) -> ExplainPlan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -31,28 +31,25 @@ if TYPE_CHECKING:
 JudgedRow = Explanation | Verification  # a row of a table a judge writes
 
 
-class JudgeRequest(Protocol):
-    """What every judge request says (ExplainRequest, VerifyRequest): which runs, which judge,
-    how many and how to load it."""
+@dataclass(frozen=True)
+class JudgeRequest:
+    """What every judge request says (ExplainRequest and VerifyRequest add their own): which
+    runs, which judge, how many answers, and how the judge loads or is served."""
 
-    @property
-    def db(self) -> Path: ...
-    @property
-    def experiment(self) -> str | None: ...
-    @property
-    def runs(self) -> tuple[str, ...]: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def label(self) -> str | None: ...
-    @property
-    def limit(self) -> int | None: ...
-    @property
-    def batch_size(self) -> int: ...
-    @property
-    def max_new_tokens(self) -> int: ...
-    @property
-    def server(self) -> ServerOptions | None: ...
+    db: Path
+    experiment: str | None = None  # id or name; or else `runs`
+    runs: tuple[str, ...] = ()
+    model: str | None = None  # Hugging Face id, local folder or 'smoke'; None: the model that answered
+    # The judge's name as stored, when `model` is already resolved (the app's requests carry both).
+    label: str | None = None
+    limit: int | None = None  # only each run's first N answers
+    batch_size: int = 8
+    max_new_tokens: int = 16
+    quantize: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    # An OpenAI-compatible server judges (engine.usecases.served); its model "" = the one that answered.
+    server: ServerOptions | None = None
 
 
 class LoadOptions(Protocol):
