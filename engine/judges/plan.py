@@ -14,7 +14,7 @@ steps and after each batch, which then raises engine.errors.RunCancelled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -175,18 +175,27 @@ def generate_plan(plan: JudgePlan[S], judge: Judge[S, R], write: Callable[[Seque
                                for s in t.sources for p in judge.asks(s)), max_new_tokens, judge.what)
         if stage is not None:
             stage(doing)
-        done: list[RunDone] = []
-        total = 0
-        for todo in plan.runs:
-            n_run = 0
-            if todo.sources:
-                for n in judge_batches(judge, loaded, todo, plan.label, config, write):
-                    n_run += n
-                    total += n
-                    if progress is not None:
-                        progress(n)
-                    check_stop(stop, f"stopped after {plural(total, judge.what)}")
-            done.append(RunDone(todo.run, n_run))
+        done = run_by_run(plan.runs, lambda todo: judge_batches(judge, loaded, todo, plan.label, config, write)
+                          if todo.sources else (), what=judge.what, progress=progress, stop=stop)
     finally:
         close_judge(loaded)
-    return JudgeResult(plan.label, plan.experiment_id, tuple(done), plan.n_todo)
+    return JudgeResult(plan.label, plan.experiment_id, done, plan.n_todo)
+
+
+def run_by_run(runs: Sequence[RunTodo[S]], batches: Callable[[RunTodo[S]], Iterable[int]], *, what: str,
+               progress: Progress | None, stop: Stop | None) -> tuple[RunDone, ...]:
+    """Judge run after run, each through `batches` (which commits each batch and yields its
+    size): progress after every batch, and a stop honoured between batches, saying how many
+    `what`s were done. Every judge's loop, prompted or not."""
+    done: list[RunDone] = []
+    total = 0
+    for todo in runs:
+        n_run = 0
+        for n in batches(todo):
+            n_run += n
+            total += n
+            if progress is not None:
+                progress(n)
+            check_stop(stop, f"stopped after {plural(total, what)}")
+        done.append(RunDone(todo.run, n_run))
+    return tuple(done)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from engine.errors import FieldError, UserError
 from engine.generation import model_check
 from engine.judges.nli import check_nli, count_truncated, load_nli, mapping_json, nli_batches, nli_pairs
-from engine.judges.plan import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop
+from engine.judges.plan import JudgePlan, JudgeResult, Progress, RunDone, RunTodo, Stage, Stop, check_stop, run_by_run
 from engine.judges.registry import ATTRSCORE, LLM, NLI, Judge, claim_judge_named, claim_judges
 from engine.types import Verification, VerifySource
 from engine.usecases.judges.verify_request import VerifyRequest
@@ -170,16 +170,7 @@ def run_nli(plan: JudgePlan[VerifySource], request: VerifyRequest, *, progress: 
     store = VerificationStore(plan.db)
     if stage is not None:
         stage("verifying")
-    done: list[RunDone] = []
-    total = 0
-    for todo in plan.runs:
-        n_run = 0
-        for n in nli_batches(judge, pairs[todo.run.run_id], plan.label, request.batch_size,
-                             lambda rows: store.write_batch(rows, row)):
-            n_run += n
-            total += n
-            if progress is not None:
-                progress(n)
-            check_stop(stop, f"stopped after {total} verification{'s' if total != 1 else ''}")
-        done.append(RunDone(todo.run, n_run))
-    return NliResult(plan.label, plan.experiment_id, tuple(done), plan.n_todo, n_cut)
+    done = run_by_run(plan.runs, lambda todo: nli_batches(judge, pairs[todo.run.run_id], plan.label, request.batch_size,
+                                                          lambda rows: store.write_batch(rows, row)),
+                      what="verification", progress=progress, stop=stop)
+    return NliResult(plan.label, plan.experiment_id, done, plan.n_todo, n_cut)

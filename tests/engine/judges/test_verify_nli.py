@@ -160,3 +160,16 @@ def test_the_llm_judge_and_an_nli_judge_judge_the_same_pairs(store, tmp_path, ti
     assert sorted(rows(db, "SELECT judge, kind, mapping FROM judges")) == sorted(
         [(str(tiny_llama_dir), "llm", "attrscore"), (f"nli:{model}", "nli", json.dumps(
             {"entailment": "attributable", "neutral": "extrapolatory", "contradiction": "contradictory"}))])
+
+
+def test_a_stop_between_batches_keeps_what_was_judged_and_says_how_much(store, tmp_path):
+    from engine import api
+    from engine.errors import RunCancelled
+
+    db, experiment_id, runs = store
+    model = write_nli_model(tmp_path / "stop", "bert", NLI_LABELS)
+    judged: list[int] = []
+    request = api.VerifyRequest(db, runs=(runs["base"],), judges=(f"nli:{model}",), limit=2, batch_size=2)
+    with pytest.raises(RunCancelled, match="^stopped after 2 verifications$"):
+        api.verify_judges(request, progress=judged.append, stop=lambda: bool(judged))
+    assert judged == [2] and rows(db, "SELECT count(*) FROM verifications")[0][0] == 2
