@@ -134,9 +134,8 @@ _HOMES: dict[str, str] = {
 }
 
 
-# Defined here, not re-exported: the use cases take what the app and the CLI pass besides (an
-# open connection, the --db text for hints, a list to collect derived values in), which has
-# no place in a notebook's help().
+# Defined here, not re-exported: the use cases take what the app and the CLI pass besides (a
+# request's read session, the --db text for hints), which has no place in a notebook's help().
 def bias_report(db: str | os.PathLike[str], experiment: str, *, resamples: int | None = None,
                 seed: int = 0) -> BiasReport:
     """CAS and CAB of one experiment (id or name) in the store `db`, with their intervals, tests and

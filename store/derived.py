@@ -78,20 +78,6 @@ def run_contents(conn: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[st
     return {run_id: f"{n}:{h}:{cn or 0}:{ch or 0}" for run_id, n, h, cn, ch in rows}
 
 
-def known_signature(conn: duckdb.DuckDBPyConnection, experiment_id: str, known: dict[str, str] | None) -> str:
-    """experiment_signature, computed once per request: `known` holds those computed already in
-    the same read transaction (a request's readers share it, as they share `pending`), where one
-    is added. Each costs tens of ms at 1M answers, and the Bias page reads a kept report and kept
-    Table 2 rows of the same experiments. A version number the writer bumps would be
-    cheaper still, but every path that changes runs (run, resume, merge, import, a migration,
-    SQL typed by hand) would have to bump it; the signature reads what the value depends on."""
-    if known is None:
-        return experiment_signature(conn, experiment_id)
-    if experiment_id not in known:
-        known[experiment_id] = experiment_signature(conn, experiment_id)
-    return known[experiment_id]
-
-
 def lookup(conn: duckdb.DuckDBPyConnection, kind: str, experiment_id: str, key: str, signature: str) -> Any | None:
     """The kept value (decoded JSON) when its signature is `signature`; None otherwise."""
     row = conn.execute(

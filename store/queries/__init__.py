@@ -109,6 +109,7 @@ from store.queries.runs import (
     runs_for_experiment,
 )
 from store.queries.runs_page import ExperimentPage, PageRun, experiment_page
+from store.queries.session import ReadSession, keep_pending, read_session
 from store.queries.studies import (
     StudySummary,
     experiment_studies,
@@ -137,4 +138,5 @@ __all__ = [
     "verification_shares",
     "CitedAnswer", "Judgement", "LabelRun", "cited_answers", "judge_kinds", "judgements", "label_runs", "stored_labels",
     "CitedDocument", "cited_documents",
+    "ReadSession", "keep_pending", "read_session",
 ]

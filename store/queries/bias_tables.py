@@ -19,9 +19,18 @@ import numpy as np
 from engine.types import MODES
 from store.answer_metrics import current_answer_runs
 from store.db import DbLike
-from store.derived import Derived, known_signature, lookup
 from store.kept_metrics import bias_rows_sql, counts, current_item_runs, run_metric_rows_sql
-from store.queries._read import RESOLVE_EXPERIMENT, fetch, fetch_frame, frame, marks, mode_order, not_rerun, reading
+from store.queries._read import (
+    RESOLVE_EXPERIMENT,
+    fetch,
+    fetch_frame,
+    frame,
+    marks,
+    mode_order,
+    not_rerun,
+    reading,
+)
+from store.queries.session import ReadSession, read_session
 from store.run_scores import live_scores
 
 if TYPE_CHECKING:
@@ -160,23 +169,13 @@ def _per_run(run_ids: list[str], columns: dict[str, np.ndarray]) -> dict[str, Ru
     return out
 
 
-def kept_derived(db: DbLike, kind: str, reference: str, key: str,
-                 signatures: dict[str, str] | None = None) -> tuple[str, str, Any] | None:
-    """(experiment id, its signature now, the value kept for `kind` and `key` or None) of an
-    experiment given by id or name (store.derived); None if there is no such experiment.
-    `signatures`: those the request has computed in `db`'s transaction (store.derived.known_signature)."""
-    with reading(db) as conn:
-        found = conn.execute(RESOLVE_EXPERIMENT, {"ref": reference}).fetchone()
-        if not found:
-            return None
-        signature = known_signature(conn, found[0], _shared(db, signatures))
-        return found[0], signature, lookup(conn, kind, found[0], key, signature)
-
-
-def _shared(db: Any, signatures: dict[str, str] | None) -> dict[str, str] | None:
-    """The request's signatures when `db` is its open connection; None when each read opens its
-    own transaction, which may see a later state of the store."""
-    return signatures if isinstance(db, duckdb.DuckDBPyConnection) else None
+def kept_derived(session: ReadSession, kind: str, reference: str, key: str) -> tuple[str, Any] | None:
+    """(experiment id, the value kept for `kind` and `key` while the experiment is unchanged, or
+    None) of an experiment given by id or name (store.derived); None if there is no such experiment."""
+    experiment_id = session.experiment_id(reference)
+    if experiment_id is None:
+        return None
+    return experiment_id, session.kept(kind, experiment_id, key)
 
 
 def metrics_for_run(db: DbLike, run_id: str) -> pd.DataFrame:
@@ -361,41 +360,37 @@ def run_settings(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> dic
             for run_id, experiment_id, name, config in rows}
 
 
-def report_bias_rows(db: DbLike, experiment_ids: list[str] | tuple[str, ...],
-                     pending: list[Derived] | None = None, signatures: dict[str, str] | None = None) -> pd.DataFrame:
+def report_bias_rows(db: DbLike | ReadSession, experiment_ids: list[str] | tuple[str, ...]) -> pd.DataFrame:
     """bias_table's rows (same columns and order) for these experiments.
 
     An experiment's rows are taken from derived_values while its signature is unchanged
-    (store.derived); those computed now are appended to `pending` for the caller to keep.
-    `signatures`: those the request has computed in `db`'s transaction (store.derived.known_signature).
+    (store.derived); in a request's ReadSession, those computed now join what it keeps.
     """
     import pandas as pd
 
-    with reading(db) as conn:
+    with read_session(db) as session:
         records: list[dict[str, Any]] = []
         columns: list[str] = []
-        current = {e: known_signature(conn, e, _shared(db, signatures)) for e in dict.fromkeys(experiment_ids)}
         missing = []
-        for experiment_id, signature in current.items():
-            kept = lookup(conn, BIAS_ROWS, experiment_id, "", signature)
+        for experiment_id in dict.fromkeys(experiment_ids):
+            kept = session.kept(BIAS_ROWS, experiment_id, "")
             if kept is None:
                 missing.append(experiment_id)
             else:
                 columns, rows = kept["columns"], kept["rows"]
                 records += rows
         if missing:
-            computed = _bias_rows(conn, missing)
+            computed = _bias_rows(session.conn, missing)
             computed["created_utc"] = computed["created_utc"].map(lambda t: None if pd.isna(t) else t.isoformat())
             columns = list(computed.columns)
             fresh = computed.astype(object).where(computed.notna(), None).to_dict("records")
             records += fresh
-            if pending is not None:
-                for experiment_id in missing:
-                    rows = [r for r in fresh if r["experiment_id"] == experiment_id]
-                    pending.append(Derived(BIAS_ROWS, experiment_id, "", current[experiment_id],
-                                           json.dumps({"columns": columns, "rows": rows}, default=_plain_json)))
+            for experiment_id in missing:
+                rows = [r for r in fresh if r["experiment_id"] == experiment_id]
+                session.computed(BIAS_ROWS, experiment_id, "",
+                                 json.dumps({"columns": columns, "rows": rows}, default=_plain_json))
         if not columns:  # no experiment asked for
-            columns = list(_bias_rows(conn, []).columns)
+            columns = list(_bias_rows(session.conn, []).columns)
     # The order of bias_table: the base run's start, experiment, CAS before CAB, metric.
     records.sort(key=lambda r: (r["created_utc"], r["experiment_id"], _desc(r["measure"]), r["metric"]))
     result = pd.DataFrame.from_records(records, columns=columns)

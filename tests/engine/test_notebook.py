@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.notebooks import KERNEL_CASE, run_notebook, shown, stdout
 
-INTERNAL = {"db_arg", "conn", "pending"}  # what the CLI and the app pass besides
+INTERNAL = {"db_arg", "session", "conn", "pending"}  # what the CLI and the app pass besides
 
 IN_MEMORY = """\
 from engine import api

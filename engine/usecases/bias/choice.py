@@ -1,19 +1,21 @@
 """The Bias page (engine.usecases.bias.page) for the experiments a person typed and picked: a text
 of ids or names separated by commas, and a list. A name that itself holds a comma still works
-typed alone: the whole text is tried first. One read connection serves the whole request, and
-what was computed now rather than found kept is kept in the store after it closes (store.derived).
+typed alone: the whole text is tried first. One read session (store.queries.ReadSession) serves
+the whole request, and what was computed now rather than found kept is kept in the store after it
+closes (store.derived).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.usecases.bias import page as usecase
 
 if TYPE_CHECKING:
     from engine.usecases.bias.page import BiasPage, ExperimentBias, Skipped
+    from store.queries import ReadSession
 
 
 def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[str]:
@@ -23,36 +25,27 @@ def experiment_references(text: str, chosen: Sequence[str] | None = ()) -> list[
     return list(dict.fromkeys(r for r in refs if r))
 
 
-def _references(db: Any, text: str, chosen: Sequence[str] | None) -> tuple[list[str], dict[str, str | None]]:
-    """The references of the text and the list, and those looked up here: a name that contains a
-    comma is tried whole first, typed alone (then it is not looked up again)."""
-    from store.queries import resolve_experiment
-
+def _references(session: ReadSession, text: str, chosen: Sequence[str] | None) -> list[str]:
+    """The references of the text and the list: a name that contains a comma is tried whole
+    first, typed alone (the session remembers the lookup)."""
     whole = (text or "").strip()
-    if "," not in whole:
-        return experiment_references(text, chosen), {}
-    resolved = {whole: resolve_experiment(db, whole)}
-    if resolved[whole]:
-        return experiment_references("", [whole, *(chosen or ())]), resolved
-    return experiment_references(text, chosen), resolved
+    if "," in whole and session.experiment_id(whole):
+        return experiment_references("", [whole, *(chosen or ())])
+    return experiment_references(text, chosen)
 
 
 def chosen_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *,
                 resamples: int | None = None) -> BiasPage:
     """The Bias page of the experiments typed and chosen; UserError in one line for none chosen,
     a missing store or an unknown reference (checked before the store is opened: an open would
-    create a missing one)."""
-    from store.derived import keep
-    from store.queries import reading
+    create a missing one). What the page computed rather than found kept is kept afterwards."""
+    from store.queries import keep_pending, read_session
 
     db_path = Path(db_path)
-    pending: list = []
     usecase.check_request(db_path, experiment_references(text, chosen))
-    with reading(db_path) as conn:
-        references, resolved = _references(conn, text, chosen)
-        page = usecase.bias_page(db_path, references, resamples=resamples, conn=conn, pending=pending,
-                                 resolved=resolved)
-    keep(db_path, pending)
+    with read_session(db_path) as session:
+        page = usecase.bias_page(session, _references(session, text, chosen), resamples=resamples)
+    keep_pending(session)
     return page
 
 
@@ -60,10 +53,9 @@ def chosen_reports(db_path: Path, text: str, chosen: Sequence[str] | None = ()
                    ) -> tuple[tuple[ExperimentBias, ...], tuple[Skipped, ...]]:
     """bias's report of each experiment typed and chosen, and those skipped for having nothing to
     compare yet, without the page's tables and plots; the refusals of `chosen_page`."""
-    from store.queries import reading
+    from store.queries import read_session
 
     db_path = Path(db_path)
     usecase.check_request(db_path, experiment_references(text, chosen))
-    with reading(db_path) as conn:
-        references, resolved = _references(conn, text, chosen)
-        return usecase.experiment_reports(db_path, references, None, conn=conn, resolved=resolved)
+    with read_session(db_path) as session:
+        return usecase.experiment_reports(session, _references(session, text, chosen), None)

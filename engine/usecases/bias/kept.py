@@ -32,28 +32,23 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
     whose runs are all ended (none still running: its last run will keep them); True when
     everything computed was kept. Never raises for a store or computation failure."""
     from engine.usecases.bias.report import kept_or_computed
-    from store.derived import Derived, keep
-    from store.queries import reading, report_bias_rows
+    from store.queries import keep_pending, read_session, report_bias_rows
 
     path, ids = Path(db), list(dict.fromkeys(experiment_ids))
-    pending: list[Derived] = []
     try:
-        with reading(path) as opened:
-            conn: Any = opened  # the queries take an open connection where they take a store
+        with read_session(path) as session:
             for experiment_id in ids:
-                if _running(conn, experiment_id):
+                if _running(session.conn, experiment_id):
                     continue
-                signatures: dict[str, str] = {}  # one per experiment, shared by its two values
                 try:  # the page's request: bias_page asks by id, default resamples and seed
-                    kept_or_computed(path, experiment_id, None, 0, None, conn, pending, explanations=False,
-                                     signatures=signatures, floors=False)
+                    kept_or_computed(session, experiment_id, None, 0, None, explanations=False, floors=False)
                 except UserError:  # nothing to compare yet: the page says so without a bootstrap
                     pass
-                report_bias_rows(conn, [experiment_id], pending, signatures)
+                report_bias_rows(session, [experiment_id])
     except Exception as err:  # a kept value is a bonus: the run, import or merge must not fail for it
         log.warning("Bias page values of %s not kept in %s: %s", ", ".join(ids), path, err)
         return False
-    return keep(path, pending)
+    return keep_pending(session)
 
 
 def _running(conn: Any, experiment_id: str) -> bool:

@@ -4,8 +4,9 @@ CAB and citation-probability plots, the beyond-metric shares of their runs, and 
 what cannot be shown. The app's Bias tab (demo/handlers/bias.py) turns it into widgets; a
 notebook gets the same page from engine.api.bias_page.
 
-Each reference is resolved once, the store is read through one connection, and
-explanation_rates is read once for every run shown (the reports are asked for without it).
+The whole page is read in one ReadSession (store.queries.session): one connection, each
+reference resolved once, each experiment's signature computed once; explanation_rates is read
+once for every run shown (the reports are asked for without it).
 The reads are kept per store state (store.state_cache), as bias_report keeps its reports:
 every visitor of the tab asks for the same few experiments.
 """
@@ -16,12 +17,15 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 from engine.presentation.display import rerun_floor_lines
 from engine.usecases.bias.tables import experiment_tables
 from engine.usecases.experiments import unknown_experiment
+
+if TYPE_CHECKING:
+    from store.queries import ReadSession
 
 # Each experiment costs a bootstrap (2,000 resamples): a page of them at most.
 MAX_EXPERIMENTS = 12
@@ -217,34 +221,26 @@ def experiment_bias(report: Mapping[str, Any]) -> ExperimentBias:
     )
 
 
-def bias_page(db_path: Path, references: Sequence[str], *, resamples: int | None = None, conn: Any = None,
-              pending: list | None = None, resolved: Mapping[str, str | None] | None = None) -> BiasPage:
-    """The page of these experiments (ids or names, at most MAX_EXPERIMENTS). UserError in one
-    line for none chosen, a missing store or an unknown reference.
-
-    `conn`: an open read connection to read through; Table 2 rows and reports computed now are
-    appended to `pending` (store.derived) for the caller to keep after its read. `resolved`:
-    references the caller has already looked up (reference -> id or None), not looked up again.
+def bias_page(db: Path | ReadSession, references: Sequence[str], *, resamples: int | None = None) -> BiasPage:
+    """The page of these experiments (ids or names, at most MAX_EXPERIMENTS), read in one
+    ReadSession (store.queries.session): a request's, whose pending values then include what this
+    computed rather than found kept, or one of its own on the store `db`. UserError in one line
+    for none chosen, a missing store or an unknown reference.
     """
     from engine.presentation.formatting import formatted_tables, has_settings, single_dataset, table2_notes
-    from store.queries import citation_probability_summaries, reading
+    from store.queries import ReadSession, citation_probability_summaries, read_session
 
-    db_path = Path(db_path)
-    check_request(db_path, references)  # before opening: an open creates a missing store
-    with reading(conn if conn is not None else db_path) as opened:
-        db: Any = opened  # the queries take an open connection where they take a store
-        # Each experiment's signature once for the request: its kept report and Table 2 rows both need it.
-        signatures: dict[str, str] = {}
-        experiments, skipped = experiment_reports(db_path, references, resamples, conn=db, pending=pending,
-                                                  resolved=resolved, signatures=signatures)
+    if not isinstance(db, ReadSession):
+        check_request(Path(db), references)  # before opening: an open creates a missing store
+    with read_session(db) as session:
+        experiments, skipped = experiment_reports(session, references, resamples)
         ids = tuple(e.experiment_id for e in experiments)
         run_ids = tuple(run for e in experiments for _, run in e.runs)
         rows1, rows2, summaries = _reads_cache().get(
-            db_path, (ids, run_ids),
-            lambda: (*experiment_tables(db, ids, pending=pending, signatures=signatures),
-                     citation_probability_summaries(db, run_ids)),
+            session.path, (ids, run_ids),
+            lambda: (*experiment_tables(session, ids), citation_probability_summaries(session.db, run_ids)),
         )
-        shares = beyond_shares(db_path, experiments, conn=db)
+        shares = beyond_shares(session, experiments)
     table1, table2 = formatted_tables(rows1, rows2)
     return BiasPage(
         experiments=experiments,
@@ -276,27 +272,22 @@ def check_request(db_path: Path, references: Sequence[str]) -> None:
         raise UserError("nothing is stored yet: start a run first")
 
 
-def experiment_reports(db_path: Path, references: Sequence[str], resamples: int | None, *, conn: Any = None,
-                       pending: list | None = None, resolved: Mapping[str, str | None] | None = None,
-                       signatures: dict[str, str] | None = None
+def experiment_reports(session: ReadSession, references: Sequence[str], resamples: int | None
                        ) -> tuple[tuple[ExperimentBias, ...], tuple[Skipped, ...]]:
     """bias's report of each referenced experiment (each once, in order), and those skipped for
-    having nothing to compare yet; UserError for an unknown reference, before any report.
-    `signatures`: shared with the request's other readers of `conn` (store.derived.known_signature)."""
+    having nothing to compare yet; UserError for an unknown reference, before any report."""
     from engine.usecases.bias.report import bias_report
-    from store.queries import experiment_dataset_paths, resolve_experiment
+    from store.queries import experiment_dataset_paths
 
-    check_request(db_path, references)
+    check_request(session.path, references)
     references = [r for r in dict.fromkeys(r.strip() for r in references) if r]
     if len(references) > MAX_EXPERIMENTS:
         raise UserError(f"choose at most {MAX_EXPERIMENTS} experiments at once, not {len(references)}")
-    db = conn if conn is not None else db_path
-    known = dict(resolved or {})
     ids: list[str] = []
     for reference in references:
-        experiment_id = known[reference] if reference in known else resolve_experiment(db, reference)
+        experiment_id = session.experiment_id(reference)
         if experiment_id is None:  # a typo: said at once, whatever else was chosen
-            raise UserError(unknown_experiment(db_path, reference))
+            raise UserError(unknown_experiment(session.path, reference))
         if experiment_id not in ids:
             ids.append(experiment_id)
 
@@ -304,27 +295,28 @@ def experiment_reports(db_path: Path, references: Sequence[str], resamples: int 
     skipped: list[Skipped] = []
     for experiment_id in ids:
         try:
-            found = bias_report(db_path, experiment_id, resamples=resamples, conn=conn, pending=pending,
-                                explanations=False, signatures=signatures)
+            found = bias_report(session.path, experiment_id, resamples=resamples, session=session, explanations=False)
         except UserError as err:  # no two complete modes: nothing to compare yet
-            skipped.append(Skipped(experiment_id, str(err), experiment_dataset_paths(db, experiment_id)))
+            skipped.append(Skipped(experiment_id, str(err), experiment_dataset_paths(session.db, experiment_id)))
             continue
         experiments.append(experiment_bias(found.report))
     return tuple(experiments), tuple(skipped)
 
 
-def beyond_shares(db_path: Path, experiments: Sequence[ExperimentBias], *, conn: Any = None) -> BeyondShares:
+def beyond_shares(db: Path | ReadSession, experiments: Sequence[ExperimentBias]) -> BeyondShares:
     """The explanation and verification shares of the experiments' runs (one read of each view),
-    kept per store state as the tables' reads."""
-    from store.queries import explanation_rates, verification_shares
+    kept per store state as the tables' reads; in the request's ReadSession, or one of their own."""
+    from store.queries import ReadSession, explanation_rates, read_session, verification_shares
 
-    db = conn if conn is not None else db_path
     run_ids = [run for e in experiments for _, run in e.runs]
     experiment_of = {run: e.experiment_id for e in experiments for _, run in e.runs}
-    explained, verified = _reads_cache().get(
-        db_path, ("beyond", tuple(run_ids)),
-        lambda: (explanation_rates(db, run_ids), verification_shares(db, run_ids)),
-    )
+
+    def read() -> tuple[Any, Any]:  # a store of its own is opened only when the reads are not kept
+        with read_session(db) as session:
+            return explanation_rates(session.db, run_ids), verification_shares(session.db, run_ids)
+
+    path = db.path if isinstance(db, ReadSession) else Path(db)
+    explained, verified = _reads_cache().get(path, ("beyond", tuple(run_ids)), read)
     return BeyondShares(
         tuple(ExplanationShare(experiment_of[run], mode, run, model, n, n_label, share)
               for run, model, mode, n, n_label, share in explained),

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 from engine.paths import require_store
@@ -24,6 +24,9 @@ from engine.presentation.display import bias_report_html, bias_report_text
 from engine.prompting.prompts import METADATA_TYPES
 from engine.types import MODES
 from engine.usecases.experiments import unknown_experiment
+
+if TYPE_CHECKING:
+    from store.queries import ReadSession
 
 # Fewer resamples leave the 2.5% tails a handful of draws; more only cost time (2,000 items:
 # about 0.1 s per 1,000 resamples).
@@ -104,35 +107,33 @@ def clear_report_cache() -> None:
 
 
 def bias_report(path: Path, experiment: str, *, resamples: int | None = None, seed: int = 0,
-                db_arg: str | None = None, conn: Any = None, pending: list | None = None,
-                explanations: bool = True, signatures: dict[str, str] | None = None,
-                floors: bool = True) -> BiasReport:
+                db_arg: str | None = None, session: ReadSession | None = None,
+                explanations: bool = True, floors: bool = True) -> BiasReport:
     """CAS and CAB of one experiment (by id or name) with tests, intervals and confidence.
 
     The same request on an unchanged store returns the report computed before (a copy; see
     store.state_cache: a write that lands meanwhile is never hidden). Errors are not kept.
     A report kept in the store (store.derived) is used while the experiment's runs are as they
-    were; one computed now is appended to `pending` (store.derived.Derived) when given, for the
-    caller to keep after its read (the app does; `python -m engine bias` only reads). `conn` is
-    an open read connection to use instead of opening one per read. `explanations=False` leaves
-    out the explanation rates (the Bias page reads them once for all its experiments), `floors=False`
-    the rerun floors (rerun_floor_report: the values kept after a run leave them out).
-    `signatures`: experiment signatures computed already in `conn`'s transaction, shared with
-    the request's other readers (store.derived.known_signature).
+    were. `session`: the request's read of the store (store.queries.ReadSession), which a report
+    computed now joins for its caller to keep (the app does; `python -m engine bias` only reads,
+    in a session of its own). `explanations=False` leaves out the explanation rates (the Bias page
+    reads them once for all its experiments), `floors=False` the rerun floors (rerun_floor_report:
+    the values kept after a run leave them out).
     """
+    from store.queries import read_session
 
     if resamples is not None and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
         raise UserError(f"--resamples must be between {MIN_RESAMPLES} and {MAX_RESAMPLES:,}, not {resamples}")
     if seed < 0:
         raise UserError(f"--seed must be 0 or more, not {seed}")
-    if conn is None:  # an open connection is a store already
-
+    if session is None:  # a session is a store already
         require_store(path)
-    return _report_cache().get(
-        path, (experiment, resamples, seed, db_arg, explanations, floors),
-        lambda: kept_or_computed(Path(path), experiment, resamples, seed, db_arg, conn, pending, explanations,
-                                 signatures, floors),
-    )
+
+    def computed() -> BiasReport:
+        with read_session(session if session is not None else Path(path)) as reader:
+            return kept_or_computed(reader, experiment, resamples, seed, db_arg, explanations, floors)
+
+    return _report_cache().get(path, (experiment, resamples, seed, db_arg, explanations, floors), computed)
 
 
 # derived_values' kind of a kept report (bump the number when the report's content changes).
@@ -140,24 +141,22 @@ BIAS_REPORT = "bias_report/3"  # /2: label_note; /3: tests, undefined CAS/CAB
 # The rerun floors are not kept with it: they are read at every request (rerun_floor_report).
 
 
-def kept_or_computed(path: Path, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
-                     conn: Any, pending: list | None, explanations: bool = True,
-                     signatures: dict[str, str] | None = None, floors: bool = True) -> BiasReport:
-    """The report kept in the store for this request, else computed now; explanations are
-    always read now (`engine explain` adds them without changing the runs)."""
-    from store.derived import Derived
+def kept_or_computed(session: ReadSession, experiment: str, resamples: int | None, seed: int, db_arg: str | None,
+                     explanations: bool = True, floors: bool = True) -> BiasReport:
+    """The report kept in the store for this request, else computed now (and added to what
+    `session` keeps); explanations are always read now (`engine explain` adds them without
+    changing the runs)."""
     from store.queries import explanation_rates, kept_derived
 
-    db = conn if conn is not None else path
+    db = session.db
     key = json.dumps([experiment, resamples, seed, db_arg])
-    found = kept_derived(db, BIAS_REPORT, experiment, key, signatures)
-    if found is not None and found[2] is not None:
-        report, hint = found[2]["report"], found[2]["hint"]
+    found = kept_derived(session, BIAS_REPORT, experiment, key)
+    if found is not None and found[1] is not None:
+        report, hint = found[1]["report"], found[1]["hint"]
     else:
-        report, hint = _bias_report(path, db, experiment, resamples=resamples, seed=seed, db_arg=db_arg)
-        if found is not None and pending is not None:
-            pending.append(Derived(BIAS_REPORT, found[0], key, found[1],
-                                   json.dumps({"report": report, "hint": hint}, default=_plain_json)))
+        report, hint = _bias_report(session.path, db, experiment, resamples=resamples, seed=seed, db_arg=db_arg)
+        if found is not None:
+            session.computed(BIAS_REPORT, found[0], key, json.dumps({"report": report, "hint": hint}, default=_plain_json))
     # Read now, not kept: `run --reruns` adds reruns without changing the experiment's own runs.
     if floors:
         report.update(rerun_floor_report(db, report, resamples, seed))

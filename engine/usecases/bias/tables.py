@@ -235,23 +235,24 @@ def with_floors(db: Any, rows2: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def experiment_tables(path: Any, experiment_ids: list[str] | tuple[str, ...], *, pending: list | None = None,
-                      signatures: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def experiment_tables(db: Any, experiment_ids: list[str] | tuple[str, ...]
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows of Tables 1 and 2 for these experiments (ids), as `report --experiment` gives them for one.
 
     Read run by run (store.queries.table1_runs / report_bias_rows), so that a few experiments
-    cost the same in a store of a million answers as alone (the app's Bias tab). `path` may be
-    an open read connection; Table 2's rows kept in the store are used while their experiment is
-    unchanged, and those computed now are appended to `pending` (store.queries.report_bias_rows).
-    `signatures`: the experiments' signatures the request has computed in that connection's
-    transaction, shared with its other readers (store.derived.known_signature).
+    cost the same in a store of a million answers as alone (the app's Bias tab). `db`: a store,
+    or a request's ReadSession (store.queries.session), whose read this joins; Table 2's rows
+    kept in the store are used while their experiment is unchanged, and those computed now join
+    what the session keeps.
     """
-    from store.queries import report_bias_rows, run_settings, table1_runs
+    from store.queries import read_session, report_bias_rows, run_settings, table1_runs
 
-    settings = run_settings(require_store(path), experiment_ids)
-    confs = configurations(settings)
-    return (table1(runs := table1_runs(path, experiment_ids), settings, confs, uncited_of(path, runs)),
-            table2(report_bias_rows(path, experiment_ids, pending, signatures), settings, confs))
+    with read_session(require_store(db)) as session:
+        conn = session.db
+        settings = run_settings(conn, experiment_ids)
+        confs = configurations(settings)
+        return (table1(runs := table1_runs(conn, experiment_ids), settings, confs, uncited_of(conn, runs)),
+                table2(report_bias_rows(session, experiment_ids), settings, confs))
 
 
 def dataset_matches(wanted: str, name: Any, sha: Any) -> bool:

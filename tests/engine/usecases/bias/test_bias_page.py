@@ -78,9 +78,10 @@ def test_a_notebook_gets_the_same_page_through_the_api(db):
 
 def test_each_reference_is_resolved_once_and_explanations_read_once(db, monkeypatch):
     import store.queries as queries
+    import store.queries.session as session
 
     calls: dict[str, list] = {"resolve": [], "explain": []}
-    resolve, explain = queries.resolve_experiment, queries.explanation_rates
+    resolve, explain = session.resolve_experiment, queries.explanation_rates
 
     def counted_resolve(conn, reference):
         calls["resolve"].append(reference)
@@ -90,7 +91,7 @@ def test_each_reference_is_resolved_once_and_explanations_read_once(db, monkeypa
         calls["explain"].append(tuple(run_ids))
         return explain(conn, run_ids)
 
-    monkeypatch.setattr(queries, "resolve_experiment", counted_resolve)
+    monkeypatch.setattr(session, "resolve_experiment", counted_resolve)  # a request's lookups: its ReadSession
     monkeypatch.setattr(queries, "explanation_rates", counted_explain)
     usecase.clear_cache()  # nothing kept: every read happens now
     page = handler.bias_page(db, TEXT, CHOSEN, resamples=300)
