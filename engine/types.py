@@ -1,7 +1,8 @@
 """Values passed between the engine's modules, the store and the app.
 
 They are frozen dataclasses so they can be shared and hashed safely; the store persists them
-column for column, so a field added here needs a migration there.
+column for column, so a field added here needs a migration there. The closed sets below are spelt
+once, the per-answer metrics' names and words (ANSWER_METRICS) among them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,51 @@ Quantize = Literal["auto", "4bit", "8bit", "none"]  # what a user asks for; auto
 QUANTIZATIONS: tuple[Quantize, ...] = get_args(Quantize)
 ExportFormat = Literal["csv", "parquet"]  # of `python -m engine export` and the app's /export
 EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+
+
+@dataclass(frozen=True)
+class AnswerMetric:
+    """A per-answer metric as the lists outside the SQL name it: in which lists it appears and how
+    the faces word it. Its value per answer is defined once, in store/views.sql (query_metrics, or
+    compare_item_metrics for the two that compare derives), which no entry here can create."""
+
+    name: str  # its column, the same in every view, table, export and record
+    words: str = ""  # as compare prints it ("citation precision"); a compared metric needs them
+    short: str = ""  # the app's compare table header, short enough to wrap; a compared metric needs one
+    binary: bool = False  # 0/1 per answer: compare's exact McNemar and exact bounds, else permutation and bootstrap
+    scale: float = 100.0  # compare shows it (and reads a margin) in these units: 100 for shares (points)
+    count: bool = False  # a whole number per answer: an integer column in Parquet
+    compared: bool = False  # a metric of `compare`: compare_item_metrics, compare_runs, the kept item rows
+    exported: bool = False  # a column of query_metrics, so of the CSV and Parquet exports and Every Eval Ever's items
+    summarised: bool = False  # in run_metric_summary: a mean and interval in run_metrics and the kept run rows
+
+    def __post_init__(self) -> None:
+        if self.compared and not (self.words and self.short):
+            raise ValueError(f"the compared metric {self.name} needs its words and its short header")
+
+
+_EVERYWHERE = {"compared": True, "exported": True, "summarised": True}
+# Every per-answer metric, in the order every list shows them (each list takes those it names).
+# tests/store/test_metric_lists.py holds views.sql's lists and the kept tables' columns to these.
+ANSWER_METRICS: dict[str, AnswerMetric] = {m.name: m for m in (
+    AnswerMetric("precision", "citation precision", "precision", **_EVERYWHERE),
+    AnswerMetric("recall", "citation recall", "recall", **_EVERYWHERE),
+    AnswerMetric("f1", "citation F1", "F1", **_EVERYWHERE),
+    AnswerMetric("exact_match", "exact match (paper)", "EM", binary=True, **_EVERYWHERE),
+    AnswerMetric("squad_em", "exact match (SQuAD)", "SQuAD EM", binary=True, **_EVERYWHERE),
+    AnswerMetric("token_f1", exported=True, summarised=True),
+    AnswerMetric("answer_recall", "answer recall", "answer recall", **_EVERYWHERE),
+    AnswerMetric("n_citations", "citations per answer", "citations", scale=1.0, count=True, compared=True,
+                 exported=True),
+    AnswerMetric("out_of_range_citations", scale=1.0, count=True, exported=True),
+    AnswerMetric("p_relevant", exported=True),
+    AnswerMetric("p_nonrelevant", exported=True),
+    AnswerMetric("cites_nothing", "answers citing nothing", "cites nothing", binary=True, compared=True),
+    AnswerMetric("mean_probability", "mean citation probability", "mean citation p", compared=True),
+)}
+COMPARED_METRICS = tuple(m.name for m in ANSWER_METRICS.values() if m.compared)
+EXPORTED_METRICS = tuple(m.name for m in ANSWER_METRICS.values() if m.exported)
+SUMMARISED_METRICS = tuple(m.name for m in ANSWER_METRICS.values() if m.summarised)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from demo import render
 from demo.handlers.query import clean_input, experiment_choices, shown_reference, visitor_line
 from engine.bounds import PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.types import ANSWER_METRICS, COMPARED_METRICS
 from engine.usecases.compare.sides import (
     UnknownRun,
     default_metrics,
@@ -52,9 +53,7 @@ TOP_ITEMS = 20  # per comparison, on the page and in /compare (the export holds 
 # differences: every column of every metric (27 of them) would not fit a 1440 px window.
 ITEM_KEY_COLUMNS = ["comparison", "item_id"]
 # The items table's headers: short, with spaces, so that they wrap and 13 columns fit 1440 px.
-SHORT_NAMES = {"precision": "precision", "recall": "recall", "f1": "F1", "exact_match": "EM", "squad_em": "SQuAD EM",
-               "answer_recall": "answer recall", "n_citations": "citations", "cites_nothing": "cites nothing",
-               "mean_probability": "mean citation p"}
+SHORT_NAMES = {name: ANSWER_METRICS[name].short for name in COMPARED_METRICS}
 # Colours of the plot's points by verdict: a difference that holds, an equivalence, neither.
 VERDICT_COLOURS = {"different": "#d62728", "equivalent": "#2ca02c", "other": "#7f7f7f"}
 

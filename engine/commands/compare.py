@@ -21,6 +21,7 @@ from typing import Any
 from engine.bounds import for_terminal, json_for_terminal
 from engine.errors import UserError
 from engine.paths import DEFAULT_DB_HELP
+from engine.types import COMPARED_METRICS
 from engine.usecases.compare.sides import large_sample_above
 from engine.usecases.runs.rerun_marks import MARK
 
@@ -46,9 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("b", metavar="B", help="the same kinds as A; differences are B - A")
     p.add_argument("--db", default=None, help=f"DuckDB file (default: {DEFAULT_DB_HELP})")
     p.add_argument("--metric", action="append", default=None, metavar="NAME",
-                   help="a metric to compare, repeatable or comma-separated (default: all of precision, "
-                        "recall, f1, exact_match, squad_em, answer_recall, n_citations, cites_nothing, "
-                        "mean_probability)")
+                   help="a metric to compare, repeatable or comma-separated (default: all of "
+                        f"{', '.join(COMPARED_METRICS)})")
     p.add_argument("--margin", "--equivalence-margin", dest="margin", default=None, metavar="M",
                    help="equivalence margins for TOST ('equivalent within M'), per metric as NAME=M, "
                         "comma-separated (e.g. precision=5,recall=5,n_citations=0.2; also CAS_f1, CAB_f1...); "

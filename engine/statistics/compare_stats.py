@@ -46,6 +46,7 @@ from engine.statistics.stats import (
     bootstrap_mean_cis,
     holm,
 )
+from engine.types import ANSWER_METRICS
 
 ALPHA = 0.05
 POWER = 0.8
@@ -87,18 +88,10 @@ class MetricSpec:
     scale: float  # shown (and the margin read) in these units: 100 for shares (points)
 
 
-# The metrics of query_metrics and two derived from it, in the order tables show them.
-METRICS: dict[str, MetricSpec] = {m.name: m for m in (
-    MetricSpec("precision", "citation precision", False, 100.0),
-    MetricSpec("recall", "citation recall", False, 100.0),
-    MetricSpec("f1", "citation F1", False, 100.0),
-    MetricSpec("exact_match", "exact match (paper)", True, 100.0),
-    MetricSpec("squad_em", "exact match (SQuAD)", True, 100.0),
-    MetricSpec("answer_recall", "answer recall", False, 100.0),
-    MetricSpec("n_citations", "citations per answer", False, 1.0),
-    MetricSpec("cites_nothing", "answers citing nothing", True, 100.0),
-    MetricSpec("mean_probability", "mean citation probability", False, 100.0),
-)}
+# The metrics of query_metrics and two derived from it, in the order tables show them: the
+# compared ones of engine.types.ANSWER_METRICS, which spells each one's words, kind and scale.
+METRICS: dict[str, MetricSpec] = {m.name: MetricSpec(m.name, m.words, m.binary, m.scale)
+                                  for m in ANSWER_METRICS.values() if m.compared}
 DEFAULT_METRICS = tuple(METRICS)
 
 

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from engine.errors import FieldError
-from engine.types import MODES
+from engine.types import COMPARED_METRICS, MODES
 from store.db import DbLike, as_database
 from store.queries._read import Readable, reading
 
-# The per-item metrics, in engine.statistics.compare_stats.METRICS order (kept in step by a test).
-METRIC_COLUMNS = ("precision", "recall", "f1", "exact_match", "squad_em", "answer_recall", "n_citations",
-                  "cites_nothing", "mean_probability")
+# The per-item metrics: the compared ones of engine.types.ANSWER_METRICS, in their order (which
+# engine.statistics.compare_stats.METRICS shares).
+METRIC_COLUMNS = COMPARED_METRICS
 
 _RUN_COLUMNS = """
 SELECT r.run_id, r.experiment_id, coalesce(e.name, r.experiment_id), r.rag_mode, r.status, r.model,
