@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from engine.errors import UserError
-from engine.types import EXPORT_FORMATS
+from engine.types import ANSWER_METRICS, EXPORT_FORMATS, EXPORTED_METRICS
 from store.db import DbLike
 
 if TYPE_CHECKING:
@@ -154,12 +154,11 @@ def _parquet_schema(frame: pd.DataFrame):
     import pyarrow as pa
 
     types = {"gold_answers": pa.list_(pa.string()), "cited": pa.list_(pa.int32()), "gold": pa.list_(pa.int32()),
-             "n_citations": pa.int64(), "out_of_range_citations": pa.int64()}
+             **{name: pa.int64() for name in EXPORTED_METRICS if ANSWER_METRICS[name].count}}
     if "position_group" in frame.columns:  # decision rows (store.queries.decisions)
         types = {**{c: pa.int64() for c in ("position", "n_shown", "n_cited")},
                  **{c: pa.bool_() for c in ("relevant", "repeated", "cited", "answer_cites_any")}}
-    floats = {"precision", "recall", "f1", "exact_match", "squad_em", "token_f1", "answer_recall",
-              "p_relevant", "p_nonrelevant", "citation_probability"}
+    floats = {*(name for name in EXPORTED_METRICS if not ANSWER_METRICS[name].count), "citation_probability"}
     return pa.schema([
         (c, types.get(c, pa.float64() if c in floats else pa.string())) for c in frame.columns
     ])

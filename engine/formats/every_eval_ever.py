@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.types import EXPORTED_METRICS
+
 SCHEMA_VERSION = "0.3.0"
 CAB_NAME = "citation attribution bias (Abolghasemi et al.)"
 CAS_NAME = "citation attribution sensitivity (Abolghasemi et al.)"
@@ -41,9 +43,9 @@ MODE_METRICS = ("precision", "recall", "f1", "exact_match")
 MODE_METRIC_NAMES = {"precision": "citation precision", "recall": "citation recall", "f1": "citation F1",
                      "exact_match": "exact match (the paper's: any normalised gold answer in the answer)"}
 CITATION_PARSER = "pattrieval citation parser: [n] marks, documents numbered from 1 as shown to the model"
-# Per-item values kept in an instance record's metadata, as strings (repr of the float).
-ITEM_NUMBERS = ("precision", "recall", "f1", "exact_match", "squad_em", "token_f1", "answer_recall", "n_citations",
-                "out_of_range_citations", "p_relevant", "p_nonrelevant")
+# Per-item values kept in an instance record's metadata, as strings (repr of the float): every
+# metric of an export's row (engine.types.ANSWER_METRICS' exported ones).
+ITEM_NUMBERS = EXPORTED_METRICS
 
 
 @dataclass(frozen=True)

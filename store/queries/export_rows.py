@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from engine.errors import UserError
+from engine.types import EXPORTED_METRICS
 from store.db import DbLike
 from store.queries._read import RESOLVE_EXPERIMENT, execute_over_runs, frame, mode_order, plain_columns, reading
 
@@ -27,14 +28,14 @@ class UnknownExperiment(UserError):
         self.reference = reference
 
 
-# The column order of an export; list cells (gold_answers, cited, gold) stay lists here.
+# The column order of an export; list cells (gold_answers, cited, gold) stay lists here. The
+# metrics are query_metrics' columns: the exported ones of engine.types.ANSWER_METRICS, in their order.
 EXPORT_COLUMNS = (
     "experiment_id", "experiment_name", "run_id", "status", "model", "quantization", "dataset",
     "dataset_sha", "metadata_type", "mode", "label_relevant", "label_nonrelevant", "item_id",
-    "question", "gold_answers", "answer", "cited", "gold", "precision", "recall", "f1",
-    "exact_match", "squad_em", "token_f1", "answer_recall", "n_citations", "out_of_range_citations",
-    "p_relevant", "p_nonrelevant",
+    "question", "gold_answers", "answer", "cited", "gold", *EXPORTED_METRICS,
 )
+_QUERY_METRICS = ", ".join(f"q.{name}" for name in EXPORTED_METRICS)
 
 
 _EXPORT_SQL = f"""
@@ -46,8 +47,7 @@ SELECT r.experiment_id, e.name AS experiment_name, r.run_id, r.status, r.model, 
        CASE r.rag_mode WHEN 'base' THEN label_short_b(r.config_json, r.metadata_type)
                        WHEN 'cf' THEN label_short_a(r.config_json, r.metadata_type) END AS label_nonrelevant,
        q.item_id, i.question, i.answers AS gold_answers, g.answer, q.cited, q.gold,
-       q.precision, q.recall, q.f1, q.exact_match, q.squad_em, q.token_f1, q.answer_recall,
-       q.n_citations, q.out_of_range_citations, q.p_relevant, q.p_nonrelevant
+       {_QUERY_METRICS}
 FROM query_metrics q
 JOIN runs r USING (run_id)
 JOIN generations g USING (run_id, item_id)
