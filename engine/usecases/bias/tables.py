@@ -24,7 +24,7 @@ from engine.datasets.data import SAMPLE_NAME
 from engine.errors import UserError
 from engine.paths import SAMPLE_DATASET, require_store
 from engine.prompting.prompts import TYPE_TITLES  # the paper's order of the built-in types
-from engine.types import MODES, ORDERS, XAI_VARIANTS
+from engine.types import ANSWER_METRICS, MODES, ORDERS, XAI_VARIANTS
 from engine.usecases.bias.report_shares import explanation_rows, verification_rows
 from engine.usecases.bias.row_labels import (
     Configuration,
@@ -320,8 +320,7 @@ def study_experiments(path: Path, study: str | None) -> list[str] | None:
 # citation precision, citation recall and citation F1 (x100). A vanilla run copied from another
 # (a study's shared vanilla, config `shared_from`) is shown once, as the run it was copied from.
 
-XAI_METRICS = (("answer_recall", "answer recall"), ("precision", "citation precision"),
-           ("recall", "citation recall"), ("f1", "citation F1"))
+XAI_METRICS = tuple((name, ANSWER_METRICS[name].words) for name in ("answer_recall", "precision", "recall", "f1"))
 
 
 def _int_or_none(x: Any) -> int | None:
