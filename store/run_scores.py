@@ -28,7 +28,6 @@ SCORES_OVER = """
 SELECT count(*), avg(precision), avg(recall), avg(f1), avg(exact_match)
 FROM {source} WHERE run_id = ?
 """
-SCORES_SQL = SCORES_OVER.format(source="query_metrics")
 
 
 class RunScores(NamedTuple):
@@ -41,11 +40,11 @@ class RunScores(NamedTuple):
     exact_match: float | None  # None also when no item has usable gold
 
 
-def live_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
-    """The run's averages computed now from query_metrics."""
-    row = conn.execute(SCORES_SQL, [run_id]).fetchone()
+def live_scores(conn: duckdb.DuckDBPyConnection, run_id: str, source: str = "query_metrics") -> RunScores:
+    """The run's averages computed now from `source`: query_metrics, or a table of its rows."""
+    row = conn.execute(SCORES_OVER.format(source=source), [run_id]).fetchone()
     if row is None:  # an aggregate without GROUP BY gives one row, even for no answers
-        raise RuntimeError(f"run {run_id}: query_metrics gave no scores row")
+        raise RuntimeError(f"run {run_id}: {source} gave no scores row")
     return RunScores(*row)
 
 
@@ -53,15 +52,12 @@ def store_scores(conn: duckdb.DuckDBPyConnection, run_id: str) -> RunScores:
     """Keep the run's derived values (store.kept_metrics: its per-item metrics, run_metrics
     numbers and its experiment's bias rows) and write (or replace) its run_scores row, in the
     caller's transaction. The averages are taken over the per-item rows just kept, which are
-    query_metrics' rows of the run: the same numbers as SCORES_SQL, without planning the view
+    query_metrics' rows of the run: the same numbers as live_scores', without planning the view
     once more (for a small run, planning is most of a query's cost)."""
     from store.kept_metrics import keep_run
 
     keep_run(conn, run_id)
-    row = conn.execute(SCORES_OVER.format(source="item_metric_rows"), [run_id]).fetchone()
-    if row is None:  # an aggregate without GROUP BY gives one row, even for no answers
-        raise RuntimeError(f"run {run_id}: item_metric_rows gave no scores row")
-    scores = RunScores(*row)
+    scores = live_scores(conn, run_id, "item_metric_rows")
     conn.execute("INSERT OR REPLACE INTO run_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
                  [run_id, *scores, utc_now()])
     return scores
