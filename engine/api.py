@@ -16,15 +16,20 @@ engine.errors.RunCancelled, after which the same request resumes.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.errors import UserError
 
 if TYPE_CHECKING:
-    from engine.usecases.bias.page import BiasPage
+    from engine.presentation.formatting import PrintedTables
+    from engine.usecases.bias.page import BiasPage as PageOfRows
     from engine.usecases.bias.report import BiasReport
+
+    class BiasPage(PrintedTables, PageOfRows):  # what a type checker reads: the class _bias_page_type makes
+        pass
 
 # name -> the module that defines it. One entry per public name; `__all__` is their keys.
 _HOMES: dict[str, str] = {
@@ -86,7 +91,7 @@ _HOMES: dict[str, str] = {
     "used": "engine.usecases.judges.used",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias.report",
-    "BiasPage": "engine.usecases.bias.page",
+    # BiasPage is made below: the use case's page with its tables printed, as bias_page returns it
     "ExperimentBias": "engine.usecases.bias.page",
     "ReportRequest": "engine.usecases.bias.tables",
     "ReportTables": "engine.usecases.bias.tables",
@@ -156,17 +161,44 @@ def bias_page(db: str | os.PathLike[str], experiments: list[str] | tuple[str, ..
               resamples: int | None = None) -> BiasPage:
     """The app's Bias page for these experiments (ids or names, at most 12): each one's CAS and CAB
     report (`.experiments`, typed), the paper's Tables 1 and 2 of them as `python -m engine report`
-    prints them, the CAB plot's values, the citation-probability spreads, the beyond-metric shares
-    of their runs and the notes on what cannot be shown. An experiment with nothing to compare yet
-    is in `.skipped`; UserError if every one is, or for an unknown one."""
+    prints them (`.table1`, `.table2`; their rows before formatting in `.tables`), the CAB plot's
+    values, the citation-probability spreads, the beyond-metric shares of their runs and the notes
+    on what cannot be shown. An experiment with nothing to compare yet is in `.skipped`; UserError
+    if every one is, or for an unknown one."""
+    from dataclasses import fields
     from pathlib import Path
 
+    from engine.presentation.formatting import printed_tables
     from engine.usecases.bias.page import bias_page as page
 
     found = page(Path(db), list(experiments), resamples=resamples)
     if not found.experiments:
         raise UserError(found.skipped[0].message if found.skipped else "choose an experiment")
-    return found
+    printed = printed_tables(found.tables.table1, found.tables.table2)
+    return _bias_page_type()(**{f.name: getattr(found, f.name) for f in fields(found)},
+                             **{f.name: getattr(printed, f.name) for f in fields(printed)})
+
+
+@functools.cache
+def _bias_page_type() -> type[BiasPage]:
+    """The page a notebook gets: the use case's (engine.usecases.bias.page.BiasPage, whose tables
+    are rows, since the use cases leave printing to the faces) with the tables as `report` prints
+    them (engine.presentation.formatting.PrintedTables). Made on first use, as every name here is
+    loaded: its bases load the use case."""
+    from dataclasses import dataclass
+
+    from engine.presentation.formatting import PrintedTables
+    from engine.usecases.bias.page import BiasPage as PageOfRows
+
+    @dataclass(frozen=True)
+    class Page(PrintedTables, PageOfRows):
+        """The Bias page of the chosen experiments (engine.api.bias_page), with Tables 1 and 2 as
+        `python -m engine report` prints them: `.table1`, `.table2` (header row first), `.dataset`,
+        `.table2_notes`, `.has_settings`."""
+
+    # Named as this module hands it out, so that help(), repr and pickle find it here.
+    Page.__module__, Page.__name__, Page.__qualname__ = __name__, "BiasPage", "BiasPage"
+    return cast("type[BiasPage]", Page)
 
 
 def experiment_tables(db: str | os.PathLike[str], experiment_ids: list[str] | tuple[str, ...]
@@ -197,14 +229,17 @@ def import_inspect(log: str | os.PathLike[str], db: str | os.PathLike[str], *, n
     return read(InspectImportRequest(Path(log), Path(db), name, experiment, mode, metadata, citation_syntax))
 
 
-__all__ = sorted([*_HOMES, "bias_page", "bias_report", "experiment_tables", "import_inspect"])
+__all__ = sorted([*_HOMES, "BiasPage", "bias_page", "bias_report", "experiment_tables", "import_inspect"])
 
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
-    if home is None:
+    if name == "BiasPage":
+        value: Any = _bias_page_type()
+    elif home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
+    else:
+        value = getattr(importlib.import_module(home), name)
     globals()[name] = value  # the next lookup skips this function
     return value
 

@@ -161,11 +161,10 @@ USECASES_PRESENTING_EXCEPTIONS = {
     "engine.usecases.bias.report imports engine.presentation.display": "BiasReport's notebook repr",
     "engine.usecases.runs.evaluate imports engine.presentation.display": "Evaluation's notebook repr",
 }
-# The Bias page's values hold Table 1 and 2 as the strings `report` prints and its rerun floors as
-# `bias` words them. This list may only shrink: hand the faces rows to format and strike its lines.
+# The Bias page's values hold its rerun floors as `bias` words them. This list may only shrink:
+# hand the faces values to format and strike its lines.
 USECASES_PRESENTING_NOT_YET = [
     "engine.usecases.bias.page imports engine.presentation.display",
-    "engine.usecases.bias.page imports engine.presentation.formatting",
 ]
 USECASES_PRESENTING = {*USECASES_PRESENTING_EXCEPTIONS, *USECASES_PRESENTING_NOT_YET}
 

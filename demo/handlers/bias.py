@@ -94,20 +94,21 @@ def markdown_text(value: object) -> str:
 def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, resamples: int | None = None) -> BiasPage:
     """The Bias tab for the experiments in `text` (ids or names, comma-separated) and `chosen`;
     UserError in one line naming no server path."""
-    from engine.presentation.formatting import SETTING_NOTE, SIGNIFICANCE
+    from engine.presentation.formatting import SETTING_NOTE, SIGNIFICANCE, printed_tables
 
     db_path = Path(db_path)
     with _shown_errors(db_path):
         page = chosen_page(db_path, text, chosen, resamples=resamples)
     skipped = _shown_skipped(db_path, page)
+    tables = printed_tables(page.tables.table1, page.tables.table2)
     lines = _summary(page.experiments, skipped)
     lines.append(f"Tables 1 and 2 as `python -m engine report` prints them (* CAB's paired test p < {SIGNIFICANCE}).")
-    if page.dataset is not None:
-        lines.append(f"Dataset: {markdown_text(page.dataset)}.")
-    if len(page.table2) <= 1:
+    if tables.dataset is not None:
+        lines.append(f"Dataset: {markdown_text(tables.dataset)}.")
+    if len(tables.table2) <= 1:
         lines.append("Table 2: no experiment here has complete base and cf runs.")
-    lines += [f"Table 2, {markdown_text(note)}." for note in page.table2_notes]
-    if page.has_settings:
+    lines += [f"Table 2, {markdown_text(note)}." for note in tables.table2_notes]
+    if tables.has_settings:
         lines.append(markdown_text(SETTING_NOTE))
     explained, verified = _share_rows(page.experiments, page.shares)
     return BiasPage(
@@ -115,8 +116,8 @@ def bias_page(db_path: Path, text: str, chosen: Sequence[str] | None = (), *, re
         summary="\n".join(lines),
         results=[_experiment_cells(e) + _result_cells(row) for e in page.experiments for row in e.results],
         confidence=[_experiment_cells(e) + _confidence_cells(c) for e in page.experiments for c in e.confidence],
-        table1=[list(row) for row in page.table1],
-        table2=[list(row) for row in page.table2],
+        table1=[list(row) for row in tables.table1],
+        table2=[list(row) for row in tables.table2],
         cab_bars=tuple(page.cab),
         cab_note=" ".join(
             [_note(n) for n in page.cab_notes]

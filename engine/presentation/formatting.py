@@ -5,6 +5,8 @@ names and order, and Tables 1 and 2 as rows of display strings. One home, so the
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.prompting.prompts import TYPE_TITLES
@@ -149,3 +151,22 @@ def formatted_tables(rows1: list[dict[str, Any]], rows2: list[dict[str, Any]]) -
                      + [cab_cell(r["precision"], r["precision_p"]), cab_cell(r["recall"], r["recall_p"])]
                      + ([floor_cell(r, "precision"), floor_cell(r, "recall")] if floors else []))
     return [head1] + body1, [head2] + body2
+
+
+@dataclass(frozen=True)
+class PrintedTables:
+    """Tables 1 and 2 of some rows as `report` prints them, and what it prints beside them."""
+
+    table1: tuple[tuple[str, ...], ...]  # header row first
+    table2: tuple[tuple[str, ...], ...]
+    dataset: str | None  # the one dataset of the rows (the tables then have no dataset column), None if several
+    table2_notes: tuple[str, ...]  # the notes printed under Table 2
+    has_settings: bool  # some row carries a setting (SETTING_NOTE explains them)
+
+
+def printed_tables(rows1: Sequence[dict[str, Any]], rows2: Sequence[dict[str, Any]]) -> PrintedTables:
+    """The rows of Tables 1 and 2 (engine.usecases.bias.tables.experiment_tables) as the faces print them."""
+    rows1, rows2 = list(rows1), list(rows2)
+    table1, table2 = formatted_tables(rows1, rows2)
+    return PrintedTables(tuple(tuple(r) for r in table1), tuple(tuple(r) for r in table2), single_dataset(rows1, rows2),
+                         tuple(table2_notes(rows2)), has_settings(rows1) or has_settings(rows2))

@@ -2,7 +2,8 @@
 bias`'s report), the paper's Tables 1 and 2 of them (`python -m engine report`), the rows of the
 CAB and citation-probability plots, the beyond-metric shares of their runs, and the notes on
 what cannot be shown. The app's Bias tab (demo/handlers/bias.py) turns it into widgets; a
-notebook gets the same page from engine.api.bias_page.
+notebook gets the same page from engine.api.bias_page. The tables are rows, as `report` reads
+them: the faces print them (engine.presentation.formatting.printed_tables).
 
 The whole page is read in one ReadSession (store.queries.session): one connection, each
 reference resolved once, each experiment's signature computed once; explanation_rates is read
@@ -185,16 +186,22 @@ class BeyondShares:
 
 
 @dataclass(frozen=True)
+class TableRows:
+    """The rows of the paper's Tables 1 and 2 of the shown experiments, as
+    engine.usecases.bias.tables.experiment_tables reads them (one dict per row), before any
+    formatting: engine.presentation.formatting.printed_tables prints them as `report` does."""
+
+    table1: tuple[dict[str, Any], ...]
+    table2: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class BiasPage:
     """The Bias page of the chosen experiments; `experiments` is empty when every one was skipped."""
 
     experiments: tuple[ExperimentBias, ...]  # in the order chosen, each once
     skipped: tuple[Skipped, ...]
-    table1: tuple[tuple[str, ...], ...]  # header row first, as `python -m engine report` prints it
-    table2: tuple[tuple[str, ...], ...]
-    dataset: str | None  # the one dataset of the tables' rows, None if several
-    table2_notes: tuple[str, ...]  # the notes `report` prints under Table 2
-    has_settings: bool  # some row carries a setting (formatting.SETTING_NOTE explains them)
+    tables: TableRows  # Tables 1 and 2 as rows: the faces print them
     cab: tuple[CabValue, ...]  # every metric; the app plots precision and recall
     cab_notes: tuple[Note, ...]  # experiments without CAB: no complete base and cf, or undefined
     probabilities: tuple[ProbabilitySpread, ...]
@@ -227,7 +234,6 @@ def bias_page(db: Path | ReadSession, references: Sequence[str], *, resamples: i
     computed rather than found kept, or one of its own on the store `db`. UserError in one line
     for none chosen, a missing store or an unknown reference.
     """
-    from engine.presentation.formatting import formatted_tables, has_settings, single_dataset, table2_notes
     from store.queries import ReadSession, citation_probability_summaries, read_session
 
     if not isinstance(db, ReadSession):
@@ -241,15 +247,10 @@ def bias_page(db: Path | ReadSession, references: Sequence[str], *, resamples: i
             lambda: (*experiment_tables(session, ids), citation_probability_summaries(session.db, run_ids)),
         )
         shares = beyond_shares(session, experiments)
-    table1, table2 = formatted_tables(rows1, rows2)
     return BiasPage(
         experiments=experiments,
         skipped=skipped,
-        table1=tuple(tuple(r) for r in table1),
-        table2=tuple(tuple(r) for r in table2),
-        dataset=single_dataset(rows1, rows2),
-        table2_notes=tuple(table2_notes(rows2)),
-        has_settings=bool(has_settings(rows1) or has_settings(rows2)),
+        tables=TableRows(tuple(rows1), tuple(rows2)),
         cab=tuple(_cab_values(experiments)),
         cab_notes=tuple(
             [Note(e.experiment_id, f"no CAB yet (it needs complete base and cf runs; it has {', '.join(e.modes)}).")

@@ -13,7 +13,9 @@ import pytest
 from demo.handlers import bias as handler
 from engine import api
 from engine.errors import UserError
+from engine.presentation.formatting import formatted_tables
 from engine.usecases.bias import page as usecase
+from engine.usecases.bias.tables import experiment_tables
 from tests.demo.handlers.test_app_bias import _add_beyond, build_store
 
 TEXT, CHOSEN = "exp-gender, exp-hai", ["exp-race", "gender, study"]
@@ -36,7 +38,11 @@ def test_the_typed_page_is_what_the_tab_shows(db):
     shown = handler.bias_page(db, TEXT, CHOSEN, resamples=200)
     page = usecase.bias_page(db, ["exp-gender", "exp-hai", "exp-race", "gender, study"], resamples=200)
     assert page.experiment_ids == shown.experiment_ids == ("exp-gender", "exp-hai", "exp-race")
-    assert [list(row) for row in page.table1] == shown.table1 and [list(row) for row in page.table2] == shown.table2
+    # The page holds the tables' rows as `report` reads them; the tab prints them as `report` does.
+    rows1, rows2 = experiment_tables(db, page.experiment_ids)
+    assert (list(page.tables.table1), list(page.tables.table2)) == (rows1, rows2) and rows1 and rows2
+    table1, table2 = formatted_tables(rows1, rows2)
+    assert (table1, table2) == (shown.table1, shown.table2)
     results = [[e.experiment_id, e.model, e.metadata_type or "-", *(getattr(r, c) for c in handler.RESULT_COLUMNS)]
                for e in page.experiments for r in e.results]
     assert repr(results) == repr(shown.results)
@@ -70,6 +76,11 @@ def test_a_notebook_gets_the_same_page_through_the_api(db):
     assert isinstance(page, api.BiasPage) and isinstance(page.experiments[0], api.ExperimentBias)
     assert [astuple(v) for v in page.cab] == [astuple(b) for b in shown.cab_bars]
     assert [list(row) for row in page.table2] == shown.table2
+    assert isinstance(page, usecase.BiasPage) and page == api.bias_page(db, ["exp-gender", "exp-race"], resamples=200)
+    table1, table2 = formatted_tables(list(page.tables.table1), list(page.tables.table2))
+    assert ([list(row) for row in page.table1], [list(row) for row in page.table2]) == (table1, table2)
+    assert page.dataset == "bias_data.jsonl (sha-bias)" and f"Dataset: {handler.markdown_text(page.dataset)}." in shown.summary
+    assert (page.table2_notes, page.has_settings) == ((), False)
     assert [r.value for e in page.experiments for r in e.results] == [row[5] for row in shown.results]
     with pytest.raises(UserError, match="has complete runs for base only"):
         api.bias_page(db, ["exp-base"])
