@@ -19,17 +19,27 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from engine.errors import UserError
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass
+
     from engine.presentation.formatting import PrintedTables
     from engine.usecases.bias.page import BiasPage as PageOfRows
+    from engine.usecases.bias.page import ExperimentBias as ExperimentOfValues
     from engine.usecases.bias.report import BiasReport
 
-    class BiasPage(PrintedTables, PageOfRows):  # what a type checker reads: the class _bias_page_type makes
-        pass
+    # What a type checker reads: the classes _experiment_type and _bias_page_type make.
+    @dataclass(frozen=True)
+    class ExperimentBias(ExperimentOfValues):
+        floor_lines: tuple[str, ...]
+
+    @dataclass(frozen=True)
+    class BiasPage(PrintedTables, PageOfRows):
+        experiments: tuple[ExperimentBias, ...]
 
 # name -> the module that defines it. One entry per public name; `__all__` is their keys.
 _HOMES: dict[str, str] = {
@@ -91,8 +101,8 @@ _HOMES: dict[str, str] = {
     "used": "engine.usecases.judges.used",
     # bias and the paper's tables
     "BiasReport": "engine.usecases.bias.report",
-    # BiasPage is made below: the use case's page with its tables printed, as bias_page returns it
-    "ExperimentBias": "engine.usecases.bias.page",
+    # BiasPage and ExperimentBias are made below (_MADE): the use case's page and reports with
+    # their tables and rerun floors printed, as bias_page returns them
     "ReportRequest": "engine.usecases.bias.tables",
     "ReportTables": "engine.usecases.bias.tables",
     "report_tables": "engine.usecases.bias.tables",
@@ -160,14 +170,16 @@ def bias_report(db: str | os.PathLike[str], experiment: str, *, resamples: int |
 def bias_page(db: str | os.PathLike[str], experiments: list[str] | tuple[str, ...], *,
               resamples: int | None = None) -> BiasPage:
     """The app's Bias page for these experiments (ids or names, at most 12): each one's CAS and CAB
-    report (`.experiments`, typed), the paper's Tables 1 and 2 of them as `python -m engine report`
-    prints them (`.table1`, `.table2`; their rows before formatting in `.tables`), the CAB plot's
-    values, the citation-probability spreads, the beyond-metric shares of their runs and the notes
-    on what cannot be shown. An experiment with nothing to compare yet is in `.skipped`; UserError
-    if every one is, or for an unknown one."""
+    report (`.experiments`, typed, each with its rerun floors as `bias` prints them in
+    `.floor_lines`), the paper's Tables 1 and 2 of them as `python -m engine report` prints them
+    (`.table1`, `.table2`; their rows before formatting in `.tables`), the CAB plot's values, the
+    citation-probability spreads, the beyond-metric shares of their runs and the notes on what
+    cannot be shown. An experiment with nothing to compare yet is in `.skipped`; UserError if
+    every one is, or for an unknown one."""
     from dataclasses import fields
     from pathlib import Path
 
+    from engine.presentation.display import printed_floors
     from engine.presentation.formatting import printed_tables
     from engine.usecases.bias.page import bias_page as page
 
@@ -175,8 +187,34 @@ def bias_page(db: str | os.PathLike[str], experiments: list[str] | tuple[str, ..
     if not found.experiments:
         raise UserError(found.skipped[0].message if found.skipped else "choose an experiment")
     printed = printed_tables(found.tables.table1, found.tables.table2)
-    return _bias_page_type()(**{f.name: getattr(found, f.name) for f in fields(found)},
-                             **{f.name: getattr(printed, f.name) for f in fields(printed)})
+    shown = tuple(_experiment_type()(**{f.name: getattr(e, f.name) for f in fields(e)},
+                                     floor_lines=tuple(printed_floors(e.rerun_experiments, e.rerun_lines,
+                                                                      e.rerun_note)))
+                  for e in found.experiments)
+    return _bias_page_type()(**{f.name: getattr(found, f.name) for f in fields(found) if f.name != "experiments"},
+                             experiments=shown, **{f.name: getattr(printed, f.name) for f in fields(printed)})
+
+
+@functools.cache
+def _experiment_type() -> type[ExperimentBias]:
+    """An experiment of the page a notebook gets: the use case's report
+    (engine.usecases.bias.page.ExperimentBias, which holds its rerun floors as values) with the
+    floors as `bias` prints them (engine.presentation.display.printed_floors). Made on first use."""
+    from dataclasses import dataclass
+
+    from engine.usecases.bias.page import ExperimentBias as ExperimentOfValues
+
+    @dataclass(frozen=True)
+    class Experiment(ExperimentOfValues):
+        """One experiment's report, as `python -m engine bias --json` gives it, without
+        explanations, with its rerun floors as `bias` prints them: `.floor_lines`, a heading and
+        one line per measure, or the line that says there is none and how to get one."""
+
+        floor_lines: tuple[str, ...]
+
+    # Named as this module hands it out, so that help(), repr and pickle find it here.
+    Experiment.__module__, Experiment.__name__, Experiment.__qualname__ = __name__, "ExperimentBias", "ExperimentBias"
+    return cast("type[ExperimentBias]", Experiment)
 
 
 @functools.cache
@@ -194,7 +232,7 @@ def _bias_page_type() -> type[BiasPage]:
     class Page(PrintedTables, PageOfRows):
         """The Bias page of the chosen experiments (engine.api.bias_page), with Tables 1 and 2 as
         `python -m engine report` prints them: `.table1`, `.table2` (header row first), `.dataset`,
-        `.table2_notes`, `.has_settings`."""
+        `.table2_notes`, `.has_settings`; each of `.experiments` with its rerun floors printed."""
 
     # Named as this module hands it out, so that help(), repr and pickle find it here.
     Page.__module__, Page.__name__, Page.__qualname__ = __name__, "BiasPage", "BiasPage"
@@ -229,13 +267,16 @@ def import_inspect(log: str | os.PathLike[str], db: str | os.PathLike[str], *, n
     return read(InspectImportRequest(Path(log), Path(db), name, experiment, mode, metadata, citation_syntax))
 
 
-__all__ = sorted([*_HOMES, "BiasPage", "bias_page", "bias_report", "experiment_tables", "import_inspect"])
+# Classes this module makes of the use cases' (the faces' printing added), on first use.
+_MADE: dict[str, Callable[[], type]] = {"BiasPage": _bias_page_type, "ExperimentBias": _experiment_type}
+
+__all__ = sorted([*_HOMES, *_MADE, "bias_page", "bias_report", "experiment_tables", "import_inspect"])
 
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
-    if name == "BiasPage":
-        value: Any = _bias_page_type()
+    if name in _MADE:
+        value: Any = _MADE[name]()
     elif home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     else:

@@ -161,12 +161,7 @@ USECASES_PRESENTING_EXCEPTIONS = {
     "engine.usecases.bias.report imports engine.presentation.display": "BiasReport's notebook repr",
     "engine.usecases.runs.evaluate imports engine.presentation.display": "Evaluation's notebook repr",
 }
-# The Bias page's values hold its rerun floors as `bias` words them. This list may only shrink:
-# hand the faces values to format and strike its lines.
-USECASES_PRESENTING_NOT_YET = [
-    "engine.usecases.bias.page imports engine.presentation.display",
-]
-USECASES_PRESENTING = {*USECASES_PRESENTING_EXCEPTIONS, *USECASES_PRESENTING_NOT_YET}
+USECASES_PRESENTING = set(USECASES_PRESENTING_EXCEPTIONS)
 
 
 def usecases_presenting() -> list[str]:
@@ -339,7 +334,6 @@ def test_every_use_case_sits_in_a_folder():
 
 def test_the_use_cases_import_presentation_only_where_named():
     assert usecases_presenting() == sorted(USECASES_PRESENTING)
-    assert not set(USECASES_PRESENTING_EXCEPTIONS) & set(USECASES_PRESENTING_NOT_YET)
 
 
 def test_presentation_imports_only_the_core():

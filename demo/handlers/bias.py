@@ -21,6 +21,7 @@ from demo.render import SMOKE_NOTE
 from demo.settings import without_server_paths
 from engine.bounds import PAGE_MAX_CHOICES, for_page
 from engine.errors import UserError
+from engine.presentation.display import printed_floors
 from engine.usecases.bias import page as usecase
 from engine.usecases.bias.choice import chosen_page, chosen_reports
 from engine.usecases.bias.page import MAX_EXPERIMENTS, CabValue, ProbabilitySpread
@@ -309,7 +310,8 @@ def _summary(experiments: Sequence[usecase.ExperimentBias], skipped: Sequence[st
             line += f"; {markdown_text(e.label_note)}"
         lines.append(line + ".")
         # Beside the measures, what they read when only the engine's noise differs (`run --reruns`).
-        lines += [f"{'    ' if floor.startswith('  ') else '  '}- {markdown_text(floor.strip())}" for floor in e.floor_lines]
+        floors = printed_floors(e.rerun_experiments, e.rerun_lines, e.rerun_note)
+        lines += [f"{'    ' if floor.startswith('  ') else '  '}- {markdown_text(floor.strip())}" for floor in floors]
     lines += [f"- Not shown: {markdown_text(message)}" for message in skipped]
     if any(is_smoke(e.model) for e in experiments):  # every number below is 0: said before them
         lines = [f"**{markdown_text(SMOKE_NOTE)}**", ""] + lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -129,17 +129,23 @@ def bias_report_html(report: Mapping[str, Any]) -> str:
 
 
 def rerun_floor_lines(report: Mapping[str, Any]) -> list[str]:
-    """The report's rerun floors as every face prints them: a heading and one line per measure and
-    metric, or the one line that says there is none and how to get one (reports kept before the
-    floors existed hold neither: nothing)."""
-    ids = report.get("rerun_experiments") or []
-    lines = list(report.get("rerun_lines") or [])
+    """The report's rerun floors as every face prints them (printed_floors of its `rerun_experiments`,
+    `rerun_lines` and `rerun_note`; reports kept before the floors existed hold none: nothing)."""
+    return printed_floors(report.get("rerun_experiments") or (), report.get("rerun_lines") or (),
+                          report.get("rerun_note"))
+
+
+def printed_floors(rerun_experiments: Sequence[str], rerun_lines: Sequence[str], rerun_note: str | None) -> list[str]:
+    """An experiment's rerun floors as every face prints them: a heading naming its reruns and one
+    line per measure and metric (engine.statistics.rerun_floor.floor_line), or the one line that
+    says there is none and how to get one, or why it is undefined."""
+    ids, lines = list(rerun_experiments), list(rerun_lines)
     if lines:
         plural = "s" if len(ids) != 1 else ""
         heading = (f"rerun floor ({len(ids)} rerun{plural} of this experiment: {', '.join(ids)}; each measure between "
                    "a mode and its reruns, the noise that no label causes):")
         return [heading, *("  " + line for line in lines)]
-    return [report["rerun_note"]] if report.get("rerun_note") else []
+    return [rerun_note] if rerun_note else []
 
 
 def evaluation_title(n_answers: int, n_runs: int, experiment_ids: Iterable[str]) -> str:

@@ -3,7 +3,8 @@ bias`'s report), the paper's Tables 1 and 2 of them (`python -m engine report`),
 CAB and citation-probability plots, the beyond-metric shares of their runs, and the notes on
 what cannot be shown. The app's Bias tab (demo/handlers/bias.py) turns it into widgets; a
 notebook gets the same page from engine.api.bias_page. The tables are rows, as `report` reads
-them: the faces print them (engine.presentation.formatting.printed_tables).
+them, and the rerun floors the report's values: the faces print them
+(engine.presentation.formatting.printed_tables, engine.presentation.display.printed_floors).
 
 The whole page is read in one ReadSession (store.queries.session): one connection, each
 reference resolved once, each experiment's signature computed once; explanation_rates is read
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
-from engine.presentation.display import rerun_floor_lines
 from engine.usecases.bias.tables import experiment_tables
 from engine.usecases.experiments import unknown_experiment
 
@@ -78,9 +78,13 @@ class ExperimentBias:
     runs: tuple[tuple[str, str], ...]  # (mode, run id) of the runs compared, in mode order
     results: tuple[BiasRow, ...]
     confidence: tuple[ConfidenceRow, ...]
-    # The rerun floors as `bias` prints them (engine.presentation.display.rerun_floor_lines), or the
-    # line that says there is none and how to get one.
-    floor_lines: tuple[str, ...] = ()
+    # The rerun floors, as bias_report's dict holds them (its reports kept before the floors existed
+    # hold none): the reruns' experiment ids, one line per measure beside its floor
+    # (engine.statistics.rerun_floor.floor_line), and the note where there is no floor (how to get
+    # one, or why it is undefined). The faces print them (engine.presentation.display.printed_floors).
+    rerun_experiments: tuple[str, ...]
+    rerun_lines: tuple[str, ...]
+    rerun_note: str | None
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -224,7 +228,7 @@ def experiment_bias(report: Mapping[str, Any]) -> ExperimentBias:
         report["label_b"], report.get("label_note"), tuple(report["runs"].items()),
         tuple(BiasRow(**{k: v for k, v in row.items() if k in fields}) for row in report["results"]),
         tuple(ConfidenceRow(**c) for c in report["confidence"]),
-        tuple(rerun_floor_lines(report)),
+        tuple(report.get("rerun_experiments") or ()), tuple(report.get("rerun_lines") or ()), report.get("rerun_note"),
     )
 
 

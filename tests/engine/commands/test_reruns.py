@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from engine.errors import FieldError
+from engine.presentation.display import rerun_floor_lines
 from engine.prompting.prompts import METADATA_TYPES, PromptConfig
 from engine.running.run_request import RunRequest
 from engine.usecases.bias.report import bias_report
@@ -208,6 +209,12 @@ def test_the_api_gives_the_floors_beside_cas_and_cab(store):
     floors = report.floors
     assert list(floors["measure"]) == list(report.results["measure"])
     assert "rerun floor (2 reruns" in repr(report)
+    # The Bias page holds the floors as values; a notebook's page gives them as `bias` prints them.
+    (experiment,) = api.bias_page(db, [outcome.experiment_id]).experiments
+    assert (experiment.rerun_experiments, experiment.rerun_lines) == (tuple(report.report["rerun_experiments"]),
+                                                                      tuple(report.report["rerun_lines"]))
+    assert list(experiment.floor_lines) == rerun_floor_lines(report.report) and len(experiment.floor_lines) == 7
+    assert experiment.floor_lines[0].startswith("rerun floor (2 reruns of this experiment: ")
     bias = api.evaluate(db, experiment=outcome.experiment_id).bias
     assert list(bias["rerun_floor"]) == pytest.approx(list(floors["value"]), nan_ok=True)
     cas = bias[(bias.measure == "CAS") & (bias.metric == "precision")].iloc[0]
