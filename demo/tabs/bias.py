@@ -43,10 +43,12 @@ def build(app: Any, settings: AppSettings, jobs: Any) -> None:
         return (
             page.summary,
             # Shown rounded; the values sent (and what API users get) stay exact.
-            # An undefined CAS or CAB (no answer cites a shown document) reads "undefined", never 0.
+            # An undefined CAS or CAB (no answer cites a shown document) reads "undefined", never 0;
+            # a CAS row has no direction (its test is of vanilla against base): "-", not "nan".
             pd.DataFrame(page.results, columns=bias_handlers.PAGE_RESULT_COLUMNS).style.format(
                 {"value": "{:.2f}"}, na_rep="undefined", subset=["value"]).format(
-                {"ci_low": "{:.2f}", "ci_high": "{:.2f}", "p": "{:.3g}"}, na_rep="-", subset=["ci_low", "ci_high", "p"]),
+                {"ci_low": "{:.2f}", "ci_high": "{:.2f}", "p": "{:.3g}"}, na_rep="-",
+                subset=["ci_low", "ci_high", "p", "direction"]),
             pd.DataFrame(page.confidence, columns=bias_handlers.PAGE_CONFIDENCE_COLUMNS).style.format(
                 {"mean_probability": "{:.3f}"}, na_rep="-"),
             pd.DataFrame(page.table1[1:], columns=page.table1[0]),

@@ -357,6 +357,7 @@ def test_the_bias_tab_shows_tables_and_plots_for_chosen_experiments(page, app, s
     grid.get_by_role("gridcell", name="CAB").first.wait_for(timeout=WAIT_MS)
     rows = grid_rows(grid)
     assert {r["experiment"] for r in rows} == {smoke_run.experiment_id, HOSTILE_EXPERIMENT}, rows
+    assert not any(v.strip().lower() == "nan" for r in rows for v in r.values()), rows  # "-" or words, never nan
     for experiment, n in ((smoke_run.experiment_id, SMOKE_LIMIT), (HOSTILE_EXPERIMENT, 1)):
         mine = [r for r in rows if r["experiment"] == experiment]
         expected = [(m, k) for m in ("CAS", "CAB") for k in ("precision", "recall", "f1")]
