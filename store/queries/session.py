@@ -8,9 +8,6 @@ In that one state,
 - a reference (an experiment's id or name) is looked up once;
 - values computed now rather than found kept are collected, for the caller to keep once the
   read has ended (`keep`: a read transaction cannot write).
-
-Before this value, the four (connection, signatures, lookups, pending values) were parameters
-that each function of the Bias page passed on to the next.
 """
 
 from __future__ import annotations
