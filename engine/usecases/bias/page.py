@@ -270,11 +270,15 @@ def bias_page(db: Path | ReadSession, references: Sequence[str], *, resamples: i
 
 def check_request(db_path: Path, references: Sequence[str]) -> None:
     """UserError for a request with no experiment, or a store that does not exist yet."""
-
-    if not any(r.strip() for r in references):
-        raise UserError("choose an experiment (its id or name, from the Runs tab)")
+    check_references(references)
     if not Path(db_path).is_file():
         raise UserError("nothing is stored yet: start a run first")
+
+
+def check_references(references: Sequence[str]) -> None:
+    """UserError for a request that names no experiment."""
+    if not any(r.strip() for r in references):
+        raise UserError("choose an experiment (its id or name, from the Runs tab)")
 
 
 def experiment_reports(session: ReadSession, references: Sequence[str], resamples: int | None
@@ -284,7 +288,7 @@ def experiment_reports(session: ReadSession, references: Sequence[str], resample
     from engine.usecases.bias.report import bias_report
     from store.queries import experiment_dataset_paths
 
-    check_request(session.path, references)
+    check_references(references)  # the store is open: it exists
     references = [r for r in dict.fromkeys(r.strip() for r in references) if r]
     if len(references) > MAX_EXPERIMENTS:
         raise UserError(f"choose at most {MAX_EXPERIMENTS} experiments at once, not {len(references)}")
