@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -53,7 +54,17 @@ class Migration:
 
 def available_migrations(source: Traversable | Path | None = None) -> tuple[Migration, ...]:
     """The migration files in `source` (default: this package), in version order."""
-    folder = resources.files(__name__) if source is None else source
+    return _shipped_migrations() if source is None else _read_migrations(source)
+
+
+@cache
+def _shipped_migrations() -> tuple[Migration, ...]:
+    # Read once per process: every open of a store checks them twice, and the package's files do
+    # not change under a running process (reading all of them cost about 1 ms an open).
+    return _read_migrations(resources.files(__name__))
+
+
+def _read_migrations(folder: Traversable | Path) -> tuple[Migration, ...]:
     found: dict[int, Migration] = {}
     for entry in folder.iterdir():
         if not entry.name.endswith(".sql"):
@@ -106,19 +117,28 @@ def pending_migrations(
     return tuple(m for m in sorted(candidates, key=lambda m: m.version) if m.version not in done)
 
 
+@cache
 def views_sql() -> str:
     """The text of store/views.sql: every view's current definition (CREATE OR REPLACE VIEW)."""
     return resources.files("store").joinpath("views.sql").read_text(encoding="utf-8")
 
 
+@cache
 def macros_sql() -> str:
     """The text of store/macros.sql: every scalar macro's current definition (CREATE OR REPLACE MACRO)."""
     return resources.files("store").joinpath("macros.sql").read_text(encoding="utf-8")
 
 
+@cache
+def _statements(sql: str) -> tuple[str, ...]:
+    # Split once per text: a new store's migrations that read views look up their statements,
+    # and splitting views.sql costs about 10 ms each time.
+    return tuple(s.query for s in duckdb.extract_statements(sql))
+
+
 def view_statement(name: str) -> str:
     """views.sql's CREATE OR REPLACE statement of one view or table macro, by name."""
-    found = [s.query for s in duckdb.extract_statements(views_sql()) if creates(s.query, name)]
+    found = [s for s in _statements(views_sql()) if creates(s, name)]
     if len(found) != 1:
         raise RuntimeError(f"store/views.sql defines {name!r} {len(found)} times, not once")
     return found[0]
