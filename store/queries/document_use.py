@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.db import DbLike
-from store.queries._read import MODE_ORDER, fetch, marks, reading, run_or_experiment
+from store.queries._read import MODE_ORDER, Readable, fetch, marks, reading, run_or_experiment
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def stored_document_use(db: DbLike, run_ids: list[str], model: str) -> tuple[tup
     )
 
 
-def item_document_use(db: DbLike, run_ids: list[str], item_id: str) -> tuple[tuple, ...]:
+def item_document_use(db: Readable, run_ids: list[str], item_id: str) -> tuple[tuple, ...]:
     """One item's stored rows in the runs, every model that read them: (run_id, position, model,
     necessity, sufficiency, cited), ordered. Keyed by the table's primary key (run, item) first,
     so the Query tab's read does not grow with the store."""

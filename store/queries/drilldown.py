@@ -16,7 +16,7 @@ import duckdb
 from engine.errors import UserError
 from engine.types import MODES
 from store.db import DbLike
-from store.queries._read import RESOLVE_EXPERIMENT, marks, reading
+from store.queries._read import RESOLVE_EXPERIMENT, Readable, marks, reading
 
 # Navigation filters of `item_ids`: citations changed between any two modes, or base vs cf.
 CHANGED_FILTERS = ("modes", "base_cf")
@@ -152,7 +152,7 @@ def shown_labels(mode: str, label_a: str | None, label_b: str | None,
     return {d: label_a if relevant.get(d, False) == relevant_gets_a else label_b for d in shown}
 
 
-def query_detail(db: DbLike, experiment: str, item_id: str) -> QueryDetail | None:
+def query_detail(db: Readable, experiment: str, item_id: str) -> QueryDetail | None:
     """One item of an experiment (id or name) across its modes; None if either is unknown or
     no shown run of the experiment holds the item."""
     with reading(db) as conn:

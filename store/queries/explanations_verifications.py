@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.types import Document, ExplainRun, ExplainSource, Item, StoredAnswer
 from store.db import DbLike
-from store.queries._read import DONE, MODE_ORDER, fetch, marks, reading, rows_of_runs, run_or_experiment
+from store.queries._read import DONE, MODE_ORDER, Readable, fetch, marks, reading, rows_of_runs, run_or_experiment
 from store.queries.drilldown import metadata_labels, shown_labels
 
 
@@ -149,7 +149,7 @@ class StoredExplanation:
         return bool(self.mentioned_labels)
 
 
-def item_explanations(db: DbLike, run_ids: list[str] | tuple[str, ...], item_id: str) -> tuple[StoredExplanation, ...]:
+def item_explanations(db: Readable, run_ids: list[str] | tuple[str, ...], item_id: str) -> tuple[StoredExplanation, ...]:
     """The stored explanations of one item's answers in the given runs, in the order of
     `run_ids`, then by explainer model; empty when there are none."""
     if not run_ids:

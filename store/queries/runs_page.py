@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.types import MODES
-from store.db import DbLike
-from store.queries._read import MODE_ORDER, not_rerun, reading
+from store.queries._read import MODE_ORDER, Readable, not_rerun, reading
 from store.queries.experiments import ExperimentSummary, interrupted_runs
 from store.run_scores import live_scores
 
@@ -73,7 +72,7 @@ ORDER BY created DESC, r.experiment_id DESC
 """
 
 
-def experiment_page(db: DbLike, offset: int, limit: int, *, model: str | None = None, dataset: str | None = None,
+def experiment_page(db: Readable, offset: int, limit: int, *, model: str | None = None, dataset: str | None = None,
                     metadata: str | None = None, mode: str | None = None, study: str | None = None) -> ExperimentPage:
     """Experiments newest first, filtered (model and dataset: substring, any case; metadata type,
     mode and study name: exact), `limit` of them from `offset`, with their runs' progress and metrics."""

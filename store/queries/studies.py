@@ -45,7 +45,7 @@ def study_experiment_ids(db: Readable, study: str) -> list[str] | None:
         ).fetchall()]
 
 
-def experiment_studies(db: DbLike, experiment_ids: list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+def experiment_studies(db: Readable, experiment_ids: list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """experiment id -> the studies it belongs to (one experiment can be in several grids),
     oldest study first; experiments in no study are left out."""
     if not experiment_ids:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from engine.usecases.runs.rerun_marks import ModeRerunMark
     from store.db import DbLike
     from store.queries import QueryDetail, StoredExplanation
+    from store.queries._read import Readable
 
 
 def item_filters() -> tuple[str, ...]:
@@ -102,18 +103,21 @@ def item_detail(db: DbLike, experiment: str, item_id: str, *, with_explanations:
     from store import queries
     from store.queries.rerun_changes import rerun_changes
 
-    detail = queries.query_detail(db, experiment, item_id)
-    if detail is None:
-        return ItemLookup(queries.resolve_experiment(db, experiment) is not None, None)
-    explanations = (queries.item_explanations(db, [m.run_id for m in detail.modes], detail.item_id)
-                    if with_explanations else ())
-    use = _item_use(db, detail) if with_use else ()
-    runs = [(m.mode, m.run_id) for m in detail.modes]
-    marks = mode_marks(rerun_changes(db, [run for _, run in runs], detail.item_id), runs, detail.item_id)
-    return ItemLookup(True, detail, explanations, use, marks)
+    # One read of the store for all of it: each open costs more than most of these reads, and
+    # the Query tab asks on every click.
+    with queries.reading(db) as conn:
+        detail = queries.query_detail(conn, experiment, item_id)
+        if detail is None:
+            return ItemLookup(queries.resolve_experiment(conn, experiment) is not None, None)
+        explanations = (queries.item_explanations(conn, [m.run_id for m in detail.modes], detail.item_id)
+                        if with_explanations else ())
+        use = _item_use(conn, detail) if with_use else ()
+        runs = [(m.mode, m.run_id) for m in detail.modes]
+        changes = rerun_changes(conn, [run for _, run in runs], detail.item_id)
+    return ItemLookup(True, detail, explanations, use, mode_marks(changes, runs, detail.item_id))
 
 
-def _item_use(db: DbLike, detail: QueryDetail) -> tuple[DocumentUse, ...]:
+def _item_use(db: Readable, detail: QueryDetail) -> tuple[DocumentUse, ...]:
     """The stored use of the item's shown documents, per run read by one model: the model that
     answered where it read the run (the usual `used`), else the first by name, so that a
     document never shows two necessities side by side without saying whose."""

@@ -92,10 +92,12 @@ def experiments_page(db: Path, offset: int, limit: int, *, model: str | None = N
                      metadata: str | None = None, mode: str | None = None, study: str | None = None) -> ExperimentsPage:
     """Experiments newest first, filtered (model and dataset: substring, any case; metadata type,
     mode and study name: exact), `limit` of them from `offset`, with their runs and studies."""
-    from store.queries import experiment_page, experiment_studies
+    from store.queries import experiment_page, experiment_studies, reading
 
-    found = experiment_page(db, offset, limit, model=model, dataset=dataset, metadata=metadata, mode=mode, study=study)
-    return ExperimentsPage(found, experiment_studies(db, [e.experiment_id for e in found.experiments]))
+    with reading(db) as conn:  # one open for both reads: an open costs more than either
+        found = experiment_page(conn, offset, limit, model=model, dataset=dataset, metadata=metadata, mode=mode,
+                                study=study)
+        return ExperimentsPage(found, experiment_studies(conn, [e.experiment_id for e in found.experiments]))
 
 
 def holds_runs(db: Path) -> bool:

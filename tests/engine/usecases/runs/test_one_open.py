@@ -1,0 +1,54 @@
+"""The Query and Runs tabs read a request's things through one open of the store: an open (DuckDB's
+instance, the lock, the schema check) costs more than any of their reads, and both tabs ask on
+every click."""
+
+from __future__ import annotations
+
+import pytest
+
+import store.db
+from engine.usecases.runs.items import item_detail
+from engine.usecases.runs.listing import experiments_page
+from tests.support.bias_store import add_experiment, add_run, biased
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("one-open") / "s.duckdb"
+    base, cf = biased(4, 1)
+    add_experiment(path, "exp", "m", base, cf, vanilla=[(2,)] * 4)
+    add_run(path, "exp-base-again", "exp-again", "base", "m", base, rerun_of="exp")  # a rerun to mark against
+    return path
+
+
+@pytest.fixture
+def opens(monkeypatch):
+    """How many times the store's file is opened (store.db opens every connection through this)."""
+    counted = [0]
+    real = store.db._open_migrated
+
+    def counting(*args, **kwargs):
+        counted[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store.db, "_open_migrated", counting)
+    return counted
+
+
+def test_an_item_with_its_explanations_use_and_rerun_marks_is_one_open(db, opens):
+    lookup = item_detail(db, "exp", "q001", with_explanations=True, with_use=True)
+    assert lookup.detail is not None and [m.mode for m in lookup.detail.modes] == ["vanilla", "base", "cf"]
+    assert [m.reruns for m in lookup.reruns] == [0, 1, 0]  # the rerun was read in the same open
+    assert opens[0] == 1
+
+
+def test_an_unknown_item_is_one_open_too(db, opens):
+    assert item_detail(db, "exp", "nope").known_experiment
+    assert not item_detail(db, "nope", "q001").known_experiment
+    assert opens[0] == 2
+
+
+def test_a_page_of_experiments_with_their_studies_is_one_open(db, opens):
+    page = experiments_page(db, 0, 10)
+    assert [e.experiment_id for e in page.page.experiments] == ["exp"]  # a rerun is listed with what it reruns
+    assert opens[0] == 1
