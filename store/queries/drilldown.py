@@ -15,7 +15,6 @@ import duckdb
 
 from engine.errors import UserError
 from engine.types import MODES
-from store.db import DbLike
 from store.queries._read import RESOLVE_EXPERIMENT, Readable, marks, reading
 
 # Navigation filters of `item_ids`: citations changed between any two modes, or base vs cf.
@@ -247,7 +246,7 @@ def _tokens(tokens: list[str], logprobs: list[float | None], top_json: str | Non
     )
 
 
-def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: str | None = None) -> tuple[str, ...] | None:
+def item_ids(db: Readable, experiment: str, search: str | None = None, changed: str | None = None) -> tuple[str, ...] | None:
     """The item ids of an experiment (id or name) in the dataset's order (as its items were stored;
     the order answers are written follows the generator's length-sorted batches); None if
     the experiment is unknown.

@@ -44,8 +44,9 @@ def item_ids(db: DbLike, experiment: str, search: str | None = None, changed: st
     item_filters()); None for an unknown experiment."""
     from store import queries
 
-    experiment_id = queries.resolve_experiment(db, experiment)
-    ids = queries.item_ids(db, experiment_id, search, changed) if experiment_id is not None else None
+    with queries.reading(db) as conn:  # one open for both reads
+        experiment_id = queries.resolve_experiment(conn, experiment)
+        ids = queries.item_ids(conn, experiment_id, search, changed) if experiment_id is not None else None
     return None if experiment_id is None or ids is None else ItemIds(experiment_id, tuple(ids))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import store.db
-from engine.usecases.runs.items import item_detail
+from engine.usecases.runs.items import item_detail, item_ids
 from engine.usecases.runs.listing import experiments_page
 from tests.support.bias_store import add_experiment, add_run, biased
 
@@ -46,6 +46,11 @@ def test_an_unknown_item_is_one_open_too(db, opens):
     assert item_detail(db, "exp", "nope").known_experiment
     assert not item_detail(db, "nope", "q001").known_experiment
     assert opens[0] == 2
+
+
+def test_the_items_of_an_experiment_are_one_open(db, opens):
+    assert item_ids(db, "exp", changed="base_cf").item_ids == ("q000",)  # cf cites another document there
+    assert opens[0] == 1
 
 
 def test_a_page_of_experiments_with_their_studies_is_one_open(db, opens):
