@@ -24,7 +24,6 @@ import numpy as np
 
 from engine.errors import FieldError
 from engine.types import COMPARED_METRICS, MODES
-from store.db import DbLike, as_database
 from store.queries._read import Readable, reading
 
 # The per-item metrics: the compared ones of engine.types.ANSWER_METRICS, in their order (which
@@ -85,11 +84,11 @@ def _run(row: tuple) -> CompareRun:
     return CompareRun(*fields)
 
 
-def resolve_side(db: DbLike, reference: str) -> Side | None:
+def resolve_side(db: Readable, reference: str) -> Side | None:
     """The runs `reference` names, or None if it names nothing. In this order: a run id; an
     experiment (id or name) with a mode after a colon, "EXP:base"; a whole experiment, each
     mode's newest complete run (else its newest run, which may still be running)."""
-    with as_database(db).connect(read_only=True) as conn:
+    with reading(db) as conn:
         row = conn.execute(_RUN_COLUMNS + "WHERE r.run_id = ?", [reference]).fetchone()
         if row:
             run = _run(row)

@@ -273,7 +273,10 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     request = replace(request, margins=parse_margins(request.margins))
     _check(request)
     db = require_store(default_db_path() if db is None else db)
-    side_a, side_b = _resolved(db, request.a), _resolved(db, request.b)
+    from store.queries import reading
+
+    with reading(db) as conn:  # both references in one open of the store
+        side_a, side_b = _resolved(conn, request.a), _resolved(conn, request.b)
     for side in (side_a, side_b):
         if not side.runs:
             mode = side.reference.rpartition(":")[2]
@@ -288,7 +291,7 @@ def compare(request: CompareRequest, db: DbLike | None = None) -> Comparison:
     return Comparison(request, side_a, side_b, runs, bias)
 
 
-def _resolved(db: DbLike, reference: str) -> Side:
+def _resolved(db: Readable, reference: str) -> Side:
     from store.queries.compare import resolve_side
 
     side = resolve_side(db, reference)

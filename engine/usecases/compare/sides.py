@@ -16,6 +16,7 @@ from engine.statistics.asymptotic import ASYMPTOTIC_ABOVE
 if TYPE_CHECKING:
     from store.db import DbLike
     from store.queries import ModeDetail, QueryDetail
+    from store.queries._read import Readable
     from store.queries.compare import CompareRun
 
 # Of the newest runs, how many an example pair is looked for among (each pair is compared in Python).
@@ -50,7 +51,7 @@ def t_test_beside(test: str) -> bool:
     return test == PERMUTATION
 
 
-def stored_run(db: DbLike, reference: str) -> CompareRun | None:
+def stored_run(db: Readable, reference: str) -> CompareRun | None:
     """The run that `reference` names when it names one run by its id; None when it names an
     experiment, a mode of one, or nothing."""
     from store.queries.compare import resolve_side
@@ -80,19 +81,20 @@ class UnknownRun(UserError):
         self.reference = reference
 
 
-def item_of_runs(db: DbLike, references: Sequence[str], item_id: str) -> tuple[RunItem, ...]:
+def item_of_runs(db: Readable, references: Sequence[str], item_id: str) -> tuple[RunItem, ...]:
     """The item `item_id` as each run (by id) answered it, in the order given; UnknownRun for a
     reference that names no run."""
     from store import queries
 
     found = []
-    for ref in references:
-        run = stored_run(db, ref)
-        if run is None:
-            raise UnknownRun(ref)
-        detail = queries.query_detail(db, run.experiment_id, item_id)
-        mode = next((m for m in detail.modes if m.run_id == run.run_id), None) if detail else None
-        found.append(RunItem(run, detail, mode))
+    with queries.reading(db) as conn:  # one open for every read: each open costs more than a read
+        for ref in references:
+            run = stored_run(conn, ref)
+            if run is None:
+                raise UnknownRun(ref)
+            detail = queries.query_detail(conn, run.experiment_id, item_id)
+            mode = next((m for m in detail.modes if m.run_id == run.run_id), None) if detail else None
+            found.append(RunItem(run, detail, mode))
     return tuple(found)
 
 

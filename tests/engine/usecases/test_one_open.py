@@ -1,12 +1,14 @@
-"""The Query and Runs tabs read a request's things through one open of the store: an open (DuckDB's
-instance, the lock, the schema check) costs more than any of their reads, and both tabs ask on
-every click."""
+"""The Query, Runs and Compare tabs read what a request needs through as few opens of the store as
+the request has steps: an open (DuckDB's instance, the lock, the schema check) costs more than any
+of their reads, and the tabs ask on every click."""
 
 from __future__ import annotations
 
 import pytest
 
 import store.db
+from engine.usecases.compare.compare import CompareRequest, compare
+from engine.usecases.compare.sides import item_of_runs
 from engine.usecases.runs.items import item_detail, item_ids
 from engine.usecases.runs.listing import experiments_page
 from tests.support.bias_store import add_experiment, add_run, biased
@@ -57,3 +59,16 @@ def test_a_page_of_experiments_with_their_studies_is_one_open(db, opens):
     page = experiments_page(db, 0, 10)
     assert [e.experiment_id for e in page.page.experiments] == ["exp"]  # a rerun is listed with what it reruns
     assert opens[0] == 1
+
+
+def test_one_item_of_two_runs_side_by_side_is_one_open(db, opens):
+    sides = item_of_runs(db, ["exp-base", "exp-cf"], "q000")
+    assert [s.mode.cited_doc_ids for s in sides] == [{"q000-d2"}, {"q000-d1"}]  # base cites the relevant one
+    assert opens[0] == 1
+
+
+def test_a_comparison_of_two_runs_is_two_opens(db, opens):
+    # One to resolve both references, one for the pair's metrics, flips and rerun marks.
+    found = compare(CompareRequest(a="exp-base", b="exp-cf", metrics=("precision",), resamples=100), db)
+    assert found.runs[0].pairing.n_paired == 4
+    assert opens[0] == 2
