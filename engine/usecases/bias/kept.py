@@ -27,17 +27,22 @@ from engine.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
-    """Compute and keep the Bias page's report and Table 2 rows of these experiments, each one
-    whose runs are all ended (none still running: its last run will keep them); True when
-    everything computed was kept. Never raises for a store or computation failure."""
+def keep_experiments(db: str | Path, experiment_ids: Iterable[str] = (), *, of_runs: Iterable[str] = ()) -> bool:
+    """Compute and keep the Bias page's report and Table 2 rows of these experiments and of the
+    experiments of the runs `of_runs` (looked up in the same read), each one whose runs are all
+    ended (none still running: its last run will keep them); True when everything computed was
+    kept. Never raises for a store or computation failure."""
     from engine.usecases.bias.report import kept_or_computed
     from store.queries import keep_pending, read_session, report_bias_rows
 
-    path, ids = Path(db), list(dict.fromkeys(experiment_ids))
+    path, ids, runs = Path(db), list(experiment_ids), list(of_runs)
     try:
         with read_session(path) as session:
-            for experiment_id in ids:
+            if runs:
+                ids += [r[0] for r in session.conn.execute(
+                    "SELECT DISTINCT experiment_id FROM runs WHERE list_contains(?, run_id) ORDER BY ALL",
+                    [runs]).fetchall()]
+            for experiment_id in dict.fromkeys(ids):
                 if _running(session.conn, experiment_id):
                     continue
                 try:  # the page's request: bias_page asks by id, default resamples and seed
@@ -46,7 +51,7 @@ def keep_experiments(db: str | Path, experiment_ids: Iterable[str]) -> bool:
                     pass
                 report_bias_rows(session, [experiment_id])
     except Exception as err:  # a kept value is a bonus: the run, import or merge must not fail for it
-        log.warning("Bias page values of %s not kept in %s: %s", ", ".join(ids), path, err)
+        log.warning("Bias page values of %s not kept in %s: %s", ", ".join(ids or runs), path, err)
         return False
     return keep_pending(session)
 
@@ -68,16 +73,7 @@ def after_run(db: str | Path) -> Callable[[str], None]:
     """What RunStore calls once a run has ended (`on_finished`): keep its experiment's values."""
 
     def kept(run_id: str) -> None:
-        from store.queries import reading
-
-        try:
-            with reading(Path(db)) as conn:
-                row = conn.execute("SELECT experiment_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        except Exception as err:  # as in keep_experiments: never fail the run
-            log.warning("Bias page values after run %s not kept in %s: %s", run_id, db, err)
-            return
-        if row is not None:
-            keep_experiments(db, [row[0]])
+        keep_experiments(db, of_runs=[run_id])
 
     return kept
 
@@ -93,16 +89,6 @@ def after_nothing_to_do(db: str | Path, experiment_ids: Iterable[str]) -> None:
 
 def after_merge(db: str | Path, run_ids: Iterable[str]) -> None:
     """Keep the values of the experiments that merged runs joined."""
-    from store.queries import reading
-
     ids = list(run_ids)
-    if not ids:
-        return
-    try:
-        with reading(Path(db)) as conn:
-            experiments = [r[0] for r in conn.execute(
-                "SELECT DISTINCT experiment_id FROM runs WHERE list_contains(?, run_id) ORDER BY ALL", [ids]).fetchall()]
-    except Exception as err:
-        log.warning("Bias page values after a merge not kept in %s: %s", db, err)
-        return
-    keep_experiments(db, experiments)
+    if ids:
+        keep_experiments(db, of_runs=ids)

@@ -1,12 +1,14 @@
 """The Query, Runs and Compare tabs read what a request needs through as few opens of the store as
-the request has steps: an open (DuckDB's instance, the lock, the schema check) costs more than any
-of their reads, and the tabs ask on every click."""
+the request has steps, and a run's end keeps the Bias page's values in one read and one write: an
+open (DuckDB's instance, the lock, the schema check) costs more than any of their reads, the tabs
+ask on every click, and a run ends once per mode."""
 
 from __future__ import annotations
 
 import pytest
 
 import store.db
+from engine.usecases.bias.kept import after_run
 from engine.usecases.compare.compare import CompareRequest, compare
 from engine.usecases.compare.sides import item_of_runs
 from engine.usecases.runs.items import item_detail, item_ids
@@ -72,3 +74,11 @@ def test_a_comparison_of_two_runs_is_two_opens(db, opens):
     found = compare(CompareRequest(a="exp-base", b="exp-cf", metrics=("precision",), resamples=100), db)
     assert found.runs[0].pairing.n_paired == 4
     assert opens[0] == 2
+
+
+def test_a_runs_end_keeps_its_experiments_values_in_one_read_and_one_write(db, opens):
+    ended = after_run(db)
+    ended("exp-cf")  # the experiment's report and Table 2 rows: computed in one read, kept in one write
+    assert opens[0] == 2
+    ended("exp-cf")  # found kept: the read alone
+    assert opens[0] == 3
