@@ -464,7 +464,10 @@ def _report_tables(request: ReportRequest, db: Any) -> ReportTables:
     from store.queries import report_frames, run_settings
 
     experiment = _experiment_id(request, db)
-    all_runs, bias = report_frames(db, experiment)  # read together: the runs' answers counted once
+    # Read together: the runs' answers counted once. An experiment and nothing else asked for
+    # reads that experiment's runs alone; a model or dataset filter names what the whole store has.
+    alone = experiment is not None and request.model is None and request.dataset is None
+    all_runs, bias = report_frames(db, experiment, runs_of_experiment=alone)
     runs, study = _covered(request, all_runs, experiment)
     bias = narrow(bias, experiment, request.model, request.dataset)
     if study is not None and not bias.empty:
